@@ -1,0 +1,25 @@
+package schemas
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Command is a decoded command event (SPEC §2). Decoding fills every field or
+// returns a *DecodeError; an executor never sees a half-valid Command.
+type Command struct {
+	ID              string
+	Source          string
+	Type            string // the action
+	Subject         string // the entity
+	IdempotencyKey  string // defaulted to Source + "/" + ID
+	ExpectedVersion *int64
+	Deadline        *time.Time
+	TraceParent     string
+	Data            json.RawMessage // a JSON object, or nil when absent
+	Fingerprint     string          // "sha256:<hex>" over type, subject, canonical data
+
+	// Where the command was consumed.
+	Partition int32
+	Offset    int64
+}

@@ -1,0 +1,106 @@
+// Package schemas holds Onceflight's wire formats: command events in, the
+// execution record that the journal and the outcome events carry, and the
+// CloudEvents binding between them and Kafka records.
+//
+// Everything an outsider can send is decoded here, so this is the package that
+// must never panic on input (see the fuzz tests).
+package schemas
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is an execution record's state (SPEC §3).
+type Status string
+
+// Record statuses. Only InProgress and Held are not final; Unresolved is final
+// until a confirmation or an operator turns it into Succeeded or Failed.
+const (
+	StatusInProgress Status = "in_progress"
+	StatusSucceeded  Status = "succeeded"
+	StatusFailed     Status = "failed"
+	StatusUnresolved Status = "unresolved"
+	StatusRejected   Status = "rejected"
+	StatusHeld       Status = "held"
+)
+
+// Final reports whether a record in this status answers repeats from the
+// record instead of executing. Unresolved counts: a repeat of an unresolved
+// key must not execute again (G3), it gets the unresolved record.
+func (s Status) Final() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusUnresolved, StatusRejected:
+		return true
+	}
+	return false
+}
+
+// Stable error codes (SPEC §3). Consumers switch on these; never rename one.
+const (
+	CodeInvalidCommand       = "invalid_command"
+	CodeUnknownAction        = "unknown_action"
+	CodeNotAllowed           = "not_allowed"
+	CodeVersionConflict      = "version_conflict"
+	CodeKeyReused            = "idempotency_key_reused"
+	CodeDuplicateBusinessKey = "duplicate_business_key"
+	CodeExpired              = "expired"
+	CodeKeyExpired           = "key_expired"
+	CodeConnectorRejected    = "connector_rejected"
+	CodeConnectorUnavailable = "connector_unavailable"
+	CodeConfirmationTimeout  = "confirmation_timeout"
+	CodeAmbiguous            = "ambiguous_no_confirm"
+	CodeNotUnresolved        = "not_unresolved"
+)
+
+// Error is a record's error: a stable code and a message for humans.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// CommandRef says which command a record answers and where it was consumed.
+type CommandRef struct {
+	ID        string `json:"id"`
+	Source    string `json:"source"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// Resolution records an operator's decision on an unresolved or held record.
+type Resolution struct {
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+	As     Status    `json:"as"`
+}
+
+// Record is the execution record of one idempotency key (SPEC §3). The journal
+// holds every state change of it; outcome events carry it as data.
+//
+// Data, Deadline, FencingToken and TraceParent are what a later owner needs to
+// confirm or re-attempt an in_progress execution it inherited, so they travel
+// with the record rather than living only in the command.
+type Record struct {
+	IdempotencyKey string          `json:"idempotency_key"`
+	Entity         string          `json:"entity"`
+	Action         string          `json:"action"`
+	Status         Status          `json:"status"`
+	Fingerprint    string          `json:"fingerprint"`
+	Attempts       int             `json:"attempts"`
+	EntityVersion  int64           `json:"entity_version"`
+	Result         json.RawMessage `json:"result"`
+	Error          *Error          `json:"error"`
+	Command        CommandRef      `json:"command"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	Executor       string          `json:"executor"`
+	Epoch          int64           `json:"epoch"`
+	FencingToken   int64           `json:"fencing_token,omitempty"`
+	Deadline       *time.Time      `json:"deadline,omitempty"`
+	TraceParent    string          `json:"traceparent,omitempty"`
+	Data           json.RawMessage `json:"data,omitempty"`
+	Resolution     *Resolution     `json:"resolution,omitempty"`
+	Hash           string          `json:"hash"`
+	PrevHash       string          `json:"prev_hash"`
+}
