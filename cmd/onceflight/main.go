@@ -1,0 +1,189 @@
+// Command onceflight is the Onceflight executor and its operator tools
+// (SPEC §7). This package only parses flags, builds components and maps
+// errors to exit codes; the work happens in the packages it wires together.
+//
+// Exit codes: 0 success; 1 error; 2 usage or configuration error (bad flag,
+// bad ONCEFLIGHT_* variable); 3 a command's outcome was not `succeeded`;
+// 4 no outcome arrived within --timeout; 130 interrupted by a signal.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, documented in the package comment. Scripts switch on them, so
+// they never change meaning.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitNotSucceded = 3
+	exitNoOutcome   = 4
+	exitInterrupted = 130
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit code; main is
+// only os.Exit around it so that deferred cleanup (signal handlers, clients
+// closed by commands) always runs first.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signalContext()
+	defer stop()
+
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	if context.Cause(ctx) == errInterrupted && code == exitError {
+		code = exitInterrupted
+	}
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(stderr, "onceflight: %s\n", msg)
+	}
+	if code == exitUsage {
+		fmt.Fprintln(stderr, "Run 'onceflight --help' for usage.")
+	}
+	return code
+}
+
+func newRootCmd() *cobra.Command {
+	lf := &logFlags{format: newEnum("text", "text", "json"), level: levelValue{slog.LevelInfo}}
+	root := &cobra.Command{
+		Use:   "onceflight",
+		Short: "Execute side effects from Kafka commands at most once per key, one at a time per entity",
+		Long: `Onceflight executes command events from Kafka through connectors and
+publishes one outcome event per command. Every flag can also be set with an
+environment variable ONCEFLIGHT_<FLAG> (upper case, dashes as underscores,
+e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.`,
+		// Runtime errors are printed once, by run, without the usage
+		// text that would bury them.
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			slog.SetDefault(lf.logger(cmd.ErrOrStderr()))
+			return nil
+		},
+	}
+	root.PersistentFlags().Var(lf.format, "log-format", "log format: text or json")
+	root.PersistentFlags().Var(&lf.level, "log-level", "log level: debug, info, warn or error")
+	// Flag errors are usage errors (exit 2), whichever command has them.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newServeCmd(),
+		newBrokerCmd(),
+		newSubmitCmd(),
+		newOutcomesCmd(),
+		newStatusCmd(),
+		newResolveCmd(),
+		newDemoCmd(),
+	)
+	return root
+}
+
+// usageError marks an error as the user's invocation being wrong (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitErr carries a specific exit code; its message may be empty when the
+// command has already said everything on stdout.
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e exitErr) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+func (e exitErr) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	if ee, ok := errors.AsType[exitErr](err); ok {
+		return ee.code
+	}
+	if _, ok := errors.AsType[usageError](err); ok {
+		return exitUsage
+	}
+	// cobra reports these without a type to match on.
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "required flag(s)", "if any flags in the group", "unknown flag", "unknown shorthand flag"} {
+		if strings.HasPrefix(msg, p) {
+			return exitUsage
+		}
+	}
+	return exitError
+}
+
+// args wraps a cobra argument validator so that its errors are usage errors.
+func args(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := v(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// errInterrupted is the cause of the command context's cancellation when a
+// signal asked us to stop.
+var errInterrupted = errors.New("interrupted")
+
+// signalContext returns a context that the first SIGINT or SIGTERM cancels,
+// so commands can shut down in order (flush, commit, close the broker). A
+// second signal exits at once with 130: an operator who presses Ctrl-C twice
+// wants out, even if a graceful close hangs on an unreachable broker.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			slog.Info("shutting down; signal again to exit immediately", "signal", s.String())
+			cancel(errInterrupted)
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintln(os.Stderr, "onceflight: second signal, exiting immediately")
+			os.Exit(exitInterrupted)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}

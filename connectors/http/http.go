@@ -1,0 +1,396 @@
+// Package httpconn is the http connector of SPEC §5: Execute is a POST,
+// Confirm a GET of confirm_url.
+//
+// Two things about net/http matter for "no blind retry" (G3) and are handled
+// here rather than left to defaults:
+//
+//   - http.Transport silently resends a request on a reused keep-alive
+//     connection when reading the response fails, if it thinks the request is
+//     replayable, and it treats a POST with an Idempotency-Key header as
+//     replayable. Execute clears Request.GetBody so the POST is never
+//     replayable: a resend is Perform's decision, after Confirm.
+//   - The deadline must be checked right before the request's first byte is
+//     written, not only before Do: a paused process can resume between the
+//     two. The transport dials through a guard net.Conn; a ClientTrace
+//     GotConn hook arms it with the attempt's deadline, and its Write refuses
+//     (writing nothing) once the deadline has passed. The guard also counts
+//     the bytes written, which is how a transport error is classified as
+//     "not sent" (Unavailable) or "sent" (Ambiguous).
+//
+// HTTP/2 is disabled on the connector's transport: with multiplexed streams a
+// connection's byte count is no longer one request's.
+package httpconn
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/onceflight/onceflight/connectors"
+)
+
+// Config configures the connector (SPEC §6 keys url, confirm_url, timeout).
+type Config struct {
+	URL        string
+	ConfirmURL string        // with "{key}"; empty: the connector cannot confirm
+	Timeout    time.Duration // per request, on top of the attempt's deadline; 0: none
+	// Client is optional. If its Transport is an *http.Transport (or nil) it
+	// is cloned and given the deadline guard; any other RoundTripper is used
+	// as is, and then the deadline is only checked right before Do and every
+	// transport error after the headers were produced counts as ambiguous.
+	Client         *http.Client
+	MaxResultBytes int // cap on the response body kept in a result; default 64 KiB
+}
+
+// maxMessageBytes caps the error message taken from a rejection's body.
+const maxMessageBytes = 512
+
+// ErrDeadlinePassed is what the guard connection returns instead of writing
+// once the attempt's deadline has passed.
+var ErrDeadlinePassed = errors.New("deadline passed before the request was sent")
+
+// Connector is the http connector. It implements connectors.Executor,
+// connectors.Confirmer and connectors.CanConfirmer (true iff ConfirmURL is
+// set). It is safe for concurrent use.
+type Connector struct {
+	cfg       Config
+	client    *http.Client
+	transport *http.Transport // nil when the caller's RoundTripper is foreign
+}
+
+// New validates cfg and builds the connector.
+func New(cfg Config) (*Connector, error) {
+	if _, err := url.ParseRequestURI(cfg.URL); err != nil {
+		return nil, fmt.Errorf("httpconn: url: %w", err)
+	}
+	if cfg.ConfirmURL != "" {
+		if !strings.Contains(cfg.ConfirmURL, "{key}") {
+			return nil, fmt.Errorf("httpconn: confirm_url %q has no {key}", cfg.ConfirmURL)
+		}
+		if _, err := url.ParseRequestURI(strings.ReplaceAll(cfg.ConfirmURL, "{key}", "k")); err != nil {
+			return nil, fmt.Errorf("httpconn: confirm_url: %w", err)
+		}
+	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = 64 << 10
+	}
+	c := &Connector{cfg: cfg}
+	client := &http.Client{}
+	if cfg.Client != nil {
+		*client = *cfg.Client
+	}
+	// Never follow redirects: following a 307 would send the POST again.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	var base *http.Transport
+	switch rt := client.Transport.(type) {
+	case nil:
+		base = http.DefaultTransport.(*http.Transport)
+	case *http.Transport:
+		base = rt
+	}
+	if base != nil {
+		t := base.Clone()
+		dial := t.DialContext
+		if dial == nil {
+			dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		}
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &guardConn{Conn: conn}, nil
+		}
+		t.ForceAttemptHTTP2 = false
+		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		client.Transport = t
+		c.transport = t
+	}
+	c.client = client
+	return c, nil
+}
+
+// guardConn refuses to write once the deadline armed for the current request
+// has passed, and counts what the current request wrote.
+type guardConn struct {
+	net.Conn
+	mu       sync.Mutex
+	deadline time.Time
+	written  atomic.Int64
+}
+
+// arm starts a new request on the connection (HTTP/1.1: one at a time).
+func (g *guardConn) arm(deadline time.Time) {
+	g.mu.Lock()
+	g.deadline = deadline
+	g.mu.Unlock()
+	g.written.Store(0)
+}
+
+func (g *guardConn) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	d := g.deadline
+	g.mu.Unlock()
+	if !d.IsZero() && !time.Now().Before(d) {
+		return 0, ErrDeadlinePassed
+	}
+	n, err := g.Conn.Write(p)
+	g.written.Add(int64(n))
+	return n, err
+}
+
+func guardOf(c net.Conn) *guardConn {
+	for c != nil {
+		switch v := c.(type) {
+		case *guardConn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// sendState tells, after a round trip, whether any byte of the request left.
+type sendState struct {
+	mu           sync.Mutex
+	guard        *guardConn
+	wroteHeaders bool
+}
+
+func (s *sendState) trace(deadline time.Time) *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			g := guardOf(info.Conn)
+			if g != nil {
+				g.arm(deadline)
+			}
+			s.mu.Lock()
+			s.guard = g
+			s.mu.Unlock()
+		},
+		WroteHeaders: func() {
+			s.mu.Lock()
+			s.wroteHeaders = true
+			s.mu.Unlock()
+		},
+	}
+}
+
+// sent reports whether the request may have reached the server.
+func (s *sendState) sent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.guard != nil {
+		return s.guard.written.Load() > 0
+	}
+	return s.wroteHeaders // foreign transport: conservative
+}
+
+// Execute POSTs req.Data to the configured URL and classifies the answer by
+// SPEC §5.
+func (c *Connector) Execute(ctx context.Context, req connectors.Request) connectors.Result {
+	if !req.Deadline.IsZero() && !time.Now().Before(req.Deadline) {
+		return unavailable(ErrDeadlinePassed.Error())
+	}
+	if err := ctx.Err(); err != nil {
+		return unavailable(fmt.Sprintf("not sent: %v", err))
+	}
+	ctx, cancel := c.requestContext(ctx, req.Deadline)
+	defer cancel()
+	body := []byte(req.Data)
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	st := &sendState{}
+	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace(req.Deadline)), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}
+	}
+	hr.GetBody = nil // never replayable by the transport (see package doc)
+	h := hr.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Idempotency-Key", req.Key)
+	h.Set("Onceflight-Entity", req.Entity)
+	h.Set("Onceflight-Action", req.Action)
+	h.Set("Onceflight-Attempt", strconv.Itoa(req.Attempt))
+	if !req.Deadline.IsZero() {
+		h.Set("Onceflight-Deadline", req.Deadline.UTC().Format(time.RFC3339Nano))
+	}
+	h.Set("Onceflight-Fencing-Token", strconv.FormatInt(req.FencingToken, 10))
+	if req.TraceParent != "" {
+		h.Set("traceparent", req.TraceParent)
+	}
+
+	resp, err := c.client.Do(hr)
+	if err != nil {
+		c.dropConnections()
+		if !st.sent() {
+			if errors.Is(err, ErrDeadlinePassed) {
+				return unavailable(ErrDeadlinePassed.Error())
+			}
+			return unavailable(fmt.Sprintf("not sent: %v", err))
+		}
+		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("sent, no response: %v", err)}
+	}
+	defer resp.Body.Close()
+	raw, truncated, rerr := c.readBody(resp.Body)
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		// The status says it happened; a broken body does not change that.
+		return connectors.Result{Kind: connectors.Succeeded, Result: c.result(code, raw, truncated || rerr != nil)}
+	case code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
+		return unavailable(fmt.Sprintf("HTTP %d: %s", code, message(raw)))
+	case code >= 400 && code < 500:
+		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+	default:
+		// 500, 502, 504 per SPEC; any other status (3xx not followed, 501,
+		// 507...) is not listed, so it is treated on the safe side.
+		c.dropConnections()
+		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+	}
+}
+
+// CanConfirm reports whether a confirm_url is configured.
+func (c *Connector) CanConfirm() bool { return c.cfg.ConfirmURL != "" }
+
+// Confirm GETs confirm_url for req.Key: 200 Succeeded, 404 NotFound,
+// anything else (or no answer) Ambiguous, meaning still unknown.
+func (c *Connector) Confirm(ctx context.Context, req connectors.Request) connectors.Result {
+	if c.cfg.ConfirmURL == "" {
+		return connectors.Result{Kind: connectors.Ambiguous, Message: "no confirm_url configured"}
+	}
+	ctx, cancel := c.requestContext(ctx, time.Time{})
+	defer cancel()
+	u := strings.ReplaceAll(c.cfg.ConfirmURL, "{key}", url.PathEscape(req.Key))
+	st := &sendState{}
+	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace(time.Time{})), http.MethodGet, u, nil)
+	if err != nil {
+		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("build confirm request: %v", err)}
+	}
+	hr.Header.Set("Idempotency-Key", req.Key)
+	resp, err := c.client.Do(hr)
+	if err != nil {
+		c.dropConnections()
+		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: %v", err)}
+	}
+	defer resp.Body.Close()
+	raw, truncated, rerr := c.readBody(resp.Body)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if rerr != nil {
+			return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: read body: %v", rerr)}
+		}
+		return connectors.Result{Kind: connectors.Succeeded, Result: c.result(http.StatusOK, raw, truncated)}
+	case http.StatusNotFound:
+		return connectors.Result{Kind: connectors.NotFound}
+	}
+	return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: HTTP %d: %s", resp.StatusCode, message(raw))}
+}
+
+func (c *Connector) requestContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	cancels := []context.CancelFunc{}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		cancels = append(cancels, cancel)
+	}
+	if c.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		cancels = append(cancels, cancel)
+	}
+	return ctx, func() {
+		for _, f := range cancels {
+			f()
+		}
+	}
+}
+
+// dropConnections closes idle connections after a failure, so no request
+// goes out on a connection whose state is in doubt. The failed connection
+// itself is already closed by the transport.
+func (c *Connector) dropConnections() {
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+}
+
+// readBody reads at most MaxResultBytes, draining a little more so the
+// connection can be reused.
+func (c *Connector) readBody(r io.Reader) (body []byte, truncated bool, err error) {
+	body, err = io.ReadAll(io.LimitReader(r, int64(c.cfg.MaxResultBytes)+1))
+	if len(body) > c.cfg.MaxResultBytes {
+		body, truncated = body[:c.cfg.MaxResultBytes], true
+		_, _ = io.CopyN(io.Discard, r, 64<<10)
+	}
+	return body, truncated, err
+}
+
+// result is {"http_status":N,"body":...}: the body as JSON when it is JSON,
+// else as a string; when cut at MaxResultBytes it is always a string and
+// "body_truncated":true says so.
+func (c *Connector) result(status int, raw []byte, truncated bool) json.RawMessage {
+	out := struct {
+		Status    int  `json:"http_status"`
+		Body      any  `json:"body,omitempty"`
+		Truncated bool `json:"body_truncated,omitempty"`
+	}{Status: status, Truncated: truncated}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		var compact bytes.Buffer
+		if !truncated && json.Compact(&compact, raw) == nil {
+			out.Body = json.RawMessage(compact.Bytes())
+		} else {
+			out.Body = strings.ToValidUTF8(string(raw), "\uFFFD")
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil { // cannot happen: every field is plain JSON
+		return json.RawMessage(fmt.Sprintf(`{"http_status":%d}`, status))
+	}
+	return b
+}
+
+// message is a rejection's reason: the JSON "message" or "error" string
+// field if there is one, else the text, capped.
+func message(raw []byte) string {
+	var v struct {
+		Message any `json:"message"`
+		Error   any `json:"error"`
+	}
+	s := ""
+	if json.Unmarshal(raw, &v) == nil {
+		if m, ok := v.Message.(string); ok && m != "" {
+			s = m
+		} else if m, ok := v.Error.(string); ok && m != "" {
+			s = m
+		}
+	}
+	if s == "" {
+		s = strings.TrimSpace(string(raw))
+	}
+	if len(s) > maxMessageBytes {
+		s = strings.ToValidUTF8(s[:maxMessageBytes], "") + "…(truncated)"
+	}
+	return s
+}
+
+func unavailable(msg string) connectors.Result {
+	return connectors.Result{Kind: connectors.Unavailable, Message: msg}
+}

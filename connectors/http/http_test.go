@@ -1,0 +1,314 @@
+package httpconn_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/connectors/connectortest"
+	httpconn "github.com/onceflight/onceflight/connectors/http"
+)
+
+// service is a refund API that is not idempotent (unless told): every POST
+// that reaches apply adds an effect. behave decides, per call number, what
+// happens around the effect.
+type service struct {
+	t          *testing.T
+	srv        *httptest.Server
+	idempotent bool
+	behave     func(n int, w http.ResponseWriter, r *http.Request, apply func()) // nil: apply, 201
+	confirm    func(n int, w http.ResponseWriter, key string, found bool)        // nil: 200 / 404
+
+	mu       sync.Mutex
+	effects  map[string]int
+	posts    atomic.Int64
+	confirms atomic.Int64
+	headers  http.Header
+}
+
+func newService(t *testing.T, s *service) *service {
+	s.t, s.effects = t, map[string]int{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /refunds", func(w http.ResponseWriter, r *http.Request) {
+		n := int(s.posts.Add(1))
+		s.mu.Lock()
+		s.headers = r.Header.Clone()
+		s.mu.Unlock()
+		key := r.Header.Get("Idempotency-Key")
+		apply := func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if !s.idempotent || s.effects[key] == 0 {
+				s.effects[key]++
+			}
+		}
+		if s.behave != nil {
+			s.behave(n, w, r, apply)
+			return
+		}
+		apply()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"refund_id": "re_77"}`))
+	})
+	mux.HandleFunc("GET /refunds/{key}", func(w http.ResponseWriter, r *http.Request) {
+		n := int(s.confirms.Add(1))
+		key := r.PathValue("key")
+		found := s.Effects(key) > 0
+		if s.confirm != nil {
+			s.confirm(n, w, key, found)
+			return
+		}
+		if !found {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"refund_id":"re_77"}`))
+	})
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *service) Effects(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effects[key]
+}
+
+func (s *service) connector(t *testing.T, confirm bool) *httpconn.Connector {
+	cfg := httpconn.Config{URL: s.srv.URL + "/refunds"}
+	if confirm {
+		cfg.ConfirmURL = s.srv.URL + "/refunds/{key}"
+	}
+	c, err := httpconn.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func policy() connectors.Policy {
+	return connectors.Policy{
+		Timeout:        100 * time.Millisecond,
+		MaxAttempts:    3,
+		ConfirmTimeout: 400 * time.Millisecond,
+		Backoff:        func() backoff.BackOff { return backoff.NewConstantBackOff(5 * time.Millisecond) },
+	}
+}
+
+const key = "refund 1042/é"
+
+func request() connectors.Request {
+	return connectors.Request{Action: "payments.refund", Entity: "order-1042", Key: key, Attempt: 1,
+		FencingToken: 17, Data: json.RawMessage(`{"amount":5}`), TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+}
+
+func status(code int, body string) func(int, http.ResponseWriter, *http.Request, func()) {
+	return func(_ int, w http.ResponseWriter, _ *http.Request, _ func()) {
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+func TestPerform(t *testing.T) {
+	type want struct {
+		outcome  connectors.Outcome
+		code     string
+		attempts int
+		effects  int
+	}
+	for _, tc := range []struct {
+		name       string
+		svc        *service
+		noConfirm  bool
+		idempotent bool
+		want       want
+		check      func(t *testing.T, s *service, d connectors.Decision)
+	}{
+		{name: "2xx", want: want{connectors.OutcomeSucceeded, "", 1, 1},
+			check: func(t *testing.T, s *service, d connectors.Decision) {
+				if string(d.Result) != `{"http_status":201,"body":{"refund_id":"re_77"}}` {
+					t.Errorf("result %s", d.Result)
+				}
+				h := s.headers
+				for k, v := range map[string]string{"Content-Type": "application/json", "Idempotency-Key": key, "Onceflight-Entity": "order-1042",
+					"Onceflight-Action": "payments.refund", "Onceflight-Attempt": "1", "Onceflight-Fencing-Token": "17",
+					"Traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"} {
+					if h.Get(k) != v {
+						t.Errorf("header %s = %q, want %q", k, h.Get(k), v)
+					}
+				}
+				if _, err := time.Parse(time.RFC3339, h.Get("Onceflight-Deadline")); err != nil {
+					t.Errorf("Onceflight-Deadline: %v", err)
+				}
+			}},
+		{name: "4xx rejected", svc: &service{behave: status(422, `{"message":"amount exceeds charge"}`)},
+			want: want{connectors.OutcomeFailed, connectors.CodeRejected, 1, 0},
+			check: func(t *testing.T, s *service, d connectors.Decision) {
+				if d.Message != "HTTP 422: amount exceeds charge" {
+					t.Errorf("message %q", d.Message)
+				}
+			}},
+		{name: "503 before applying, then success", svc: &service{behave: func(n int, w http.ResponseWriter, _ *http.Request, apply func()) {
+			if n == 1 {
+				w.WriteHeader(503)
+				return
+			}
+			apply()
+			w.WriteHeader(200)
+		}}, want: want{connectors.OutcomeSucceeded, "", 2, 1}},
+		{name: "429 exhausted", svc: &service{behave: status(429, "slow down")}, want: want{connectors.OutcomeFailed, connectors.CodeUnavailable, 3, 0}},
+		{name: "slow past timeout after applying, confirm 200", svc: &service{behave: func(_ int, w http.ResponseWriter, r *http.Request, apply func()) {
+			apply()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Second):
+			}
+			w.WriteHeader(200)
+		}}, want: want{connectors.OutcomeSucceeded, "", 1, 1},
+			check: func(t *testing.T, s *service, d connectors.Decision) {
+				if string(d.Result) != `{"http_status":200,"body":{"refund_id":"re_77"}}` {
+					t.Errorf("result %s", d.Result)
+				}
+			}},
+		{name: "500 after applying, confirm 200", svc: &service{behave: func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) {
+			apply()
+			w.WriteHeader(500)
+		}}, want: want{connectors.OutcomeSucceeded, "", 1, 1}},
+		{name: "500 before applying, confirm 404, executed again", svc: &service{behave: func(n int, w http.ResponseWriter, _ *http.Request, apply func()) {
+			if n == 1 {
+				w.WriteHeader(500)
+				return
+			}
+			apply()
+			w.WriteHeader(201)
+		}}, want: want{connectors.OutcomeSucceeded, "", 2, 1}},
+		{name: "connection closed mid-response after applying", svc: &service{behave: func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) {
+			apply()
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				panic(err)
+			}
+			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"refund")
+			_ = buf.Flush()
+			_ = conn.Close()
+		}}, want: want{connectors.OutcomeSucceeded, "", 1, 1}},
+		{name: "confirm flaps 500 then 200", svc: &service{
+			behave: func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) { apply(); w.WriteHeader(502) },
+			confirm: func(n int, w http.ResponseWriter, _ string, found bool) {
+				if n == 1 || !found {
+					w.WriteHeader(500)
+					return
+				}
+				_, _ = w.Write([]byte(`{"refund_id":"re_77"}`))
+			}}, want: want{connectors.OutcomeSucceeded, "", 1, 1}},
+		{name: "no confirm_url, not idempotent", noConfirm: true, svc: &service{behave: func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) {
+			apply()
+			w.WriteHeader(504)
+		}}, want: want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 1, 1}},
+		{name: "no confirm_url, idempotent by key", noConfirm: true, idempotent: true, svc: &service{idempotent: true,
+			behave: func(n int, w http.ResponseWriter, _ *http.Request, apply func()) {
+				apply()
+				if n == 1 {
+					w.WriteHeader(500)
+					return
+				}
+				w.WriteHeader(200)
+			}}, want: want{connectors.OutcomeSucceeded, "", 2, 1}},
+		{name: "confirm never answers", svc: &service{
+			behave:  func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) { apply(); w.WriteHeader(500) },
+			confirm: func(int, http.ResponseWriter, string, bool) { time.Sleep(150 * time.Millisecond) },
+		}, want: want{connectors.OutcomeUnresolved, connectors.CodeConfirmationTimeout, 1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.svc == nil {
+				tc.svc = &service{}
+			}
+			s := newService(t, tc.svc)
+			p := policy()
+			p.IdempotentByKey = tc.idempotent
+			d := connectors.Perform(context.Background(), s.connector(t, !tc.noConfirm), request(), p)
+			got := want{d.Outcome, d.Code, d.Attempts, s.Effects(key)}
+			if got != tc.want {
+				t.Fatalf("got %+v (message %q), want %+v", got, d.Message, tc.want)
+			}
+			if int(s.posts.Load()) != d.Attempts {
+				t.Errorf("server saw %d POSTs for %d attempts", s.posts.Load(), d.Attempts)
+			}
+			if tc.check != nil {
+				tc.check(t, s, d)
+			}
+		})
+	}
+}
+
+func TestDeadlinePassedSendsNothing(t *testing.T) {
+	s := newService(t, &service{})
+	req := request()
+	req.Deadline = time.Now().Add(-time.Millisecond)
+	res := s.connector(t, true).Execute(context.Background(), req)
+	if res.Kind != connectors.Unavailable || res.Message != httpconn.ErrDeadlinePassed.Error() {
+		t.Fatalf("result %v %q", res.Kind, res.Message)
+	}
+	if s.posts.Load() != 0 {
+		t.Fatalf("%d requests reached the server", s.posts.Load())
+	}
+}
+
+func TestConnectionRefusedIsUnavailable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u := srv.URL
+	srv.Close()
+	c, err := httpconn.New(httpconn.Config{URL: u + "/refunds"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request()
+	req.Deadline = time.Now().Add(time.Second)
+	if res := c.Execute(context.Background(), req); res.Kind != connectors.Unavailable {
+		t.Fatalf("result %v %q", res.Kind, res.Message)
+	}
+}
+
+func TestResultTruncatedAndText(t *testing.T) {
+	s := newService(t, &service{behave: status(200, strings.Repeat("x", 100))})
+	c, err := httpconn.New(httpconn.Config{URL: s.srv.URL + "/refunds", MaxResultBytes: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := c.Execute(context.Background(), request())
+	if res.Kind != connectors.Succeeded || string(res.Result) != `{"http_status":200,"body":"xxxxxxxxxx","body_truncated":true}` {
+		t.Fatalf("result %v %s", res.Kind, res.Result)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	connectortest.Run(t, connectortest.Features{Confirm: true}, func(t *testing.T) connectortest.Harness {
+		var ambiguous sync.Map
+		s := &service{}
+		s.behave = func(_ int, w http.ResponseWriter, r *http.Request, apply func()) {
+			apply()
+			if _, ok := ambiguous.LoadAndDelete(r.Header.Get("Idempotency-Key")); ok {
+				w.WriteHeader(504)
+				return
+			}
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}
+		newService(t, s)
+		return connectortest.Harness{
+			Conn:               s.connector(t, true),
+			Effects:            s.Effects,
+			ApplyThenAmbiguous: func(key string) { ambiguous.Store(key, true) },
+		}
+	})
+}

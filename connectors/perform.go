@@ -1,0 +1,345 @@
+package connectors
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// Outcome is where Perform leaves an execution. It is the record status the
+// executor stores, so it is the schemas type itself: no mapping layer in
+// which a status could be lost.
+type Outcome = schemas.Status
+
+// The three outcomes Perform can reach.
+const (
+	OutcomeSucceeded  = schemas.StatusSucceeded
+	OutcomeFailed     = schemas.StatusFailed
+	OutcomeUnresolved = schemas.StatusUnresolved
+)
+
+// Error codes carried by a Decision. The first four are the record codes of
+// SPEC §3; CodeNotStarted and CodeInterrupted are for the executor only and
+// never reach a record as such (see Decision).
+const (
+	CodeRejected            = schemas.CodeConnectorRejected
+	CodeUnavailable         = schemas.CodeConnectorUnavailable
+	CodeConfirmationTimeout = schemas.CodeConfirmationTimeout
+	CodeAmbiguousNoConfirm  = schemas.CodeAmbiguous
+
+	// CodeNotStarted: the BeforeExecute hook failed, so the attempt it was
+	// asked about was not sent. Outcome is OutcomeUnresolved because earlier
+	// attempts of the same call may have been sent; Attempts says how many
+	// were. The executor decides (typically: keep the record in_progress and
+	// let a later owner Reconcile it).
+	CodeNotStarted = "not_started"
+	// CodeInterrupted: ctx was cancelled (shutdown, partition lost) before a
+	// decision. Outcome is OutcomeUnresolved and the record must stay
+	// in_progress: whoever owns the entity next Reconciles it.
+	CodeInterrupted = "interrupted"
+)
+
+// Policy is an action's retry and confirmation policy (SPEC §6).
+type Policy struct {
+	Timeout         time.Duration // per attempt (Execute and each Confirm); default 2s
+	MaxAttempts     int           // total executions for the key, across calls; default 5
+	ConfirmTimeout  time.Duration // how long to keep asking Confirm; default 30s
+	IdempotentByKey bool          // the external system deduplicates the key itself
+	// Backoff builds a fresh schedule for one retry loop. Default:
+	// exponential with jitter, 100ms doubling to 5s.
+	Backoff func() backoff.BackOff
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.Timeout <= 0 {
+		p.Timeout = 2 * time.Second
+	}
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 5
+	}
+	if p.ConfirmTimeout <= 0 {
+		p.ConfirmTimeout = 30 * time.Second
+	}
+	if p.Backoff == nil {
+		p.Backoff = func() backoff.BackOff {
+			b := backoff.NewExponentialBackOff()
+			b.InitialInterval = 100 * time.Millisecond
+			b.MaxInterval = 5 * time.Second
+			return b
+		}
+	}
+	return p
+}
+
+// Decision is what Perform and Reconcile concluded.
+type Decision struct {
+	Outcome  Outcome
+	Result   json.RawMessage // for OutcomeSucceeded
+	Code     string          // when not succeeded: one of the Code* constants
+	Message  string
+	Attempts int // number of the last attempt executed (req.Attempt-1 if none)
+}
+
+// PerformOption adjusts one Perform or Reconcile call.
+type PerformOption func(*performOptions)
+
+type performOptions struct {
+	beforeExecute func(ctx context.Context, attempt int, deadline time.Time) error
+}
+
+// WithBeforeExecute registers a hook called before every execution attempt
+// with the attempt number and that attempt's deadline. The executor records
+// intent there durably (in_progress, attempt, deadline) so that a new owner
+// after a crash knows until when the old attempt may still be in flight (G1).
+// If the hook returns an error nothing is sent and the Decision is
+// OutcomeUnresolved with CodeNotStarted.
+func WithBeforeExecute(fn func(ctx context.Context, attempt int, deadline time.Time) error) PerformOption {
+	return func(o *performOptions) { o.beforeExecute = fn }
+}
+
+// CanConfirmer is implemented by connectors whose type has a Confirm method
+// but whose configuration may not allow confirming (http without
+// confirm_url). Perform treats CanConfirm() == false as "no Confirmer".
+type CanConfirmer interface {
+	CanConfirm() bool
+}
+
+// ConfirmerOf returns conn's Confirmer if it has one that can answer.
+func ConfirmerOf(conn Executor) (Confirmer, bool) {
+	c, ok := conn.(Confirmer)
+	if !ok {
+		return nil, false
+	}
+	if cc, ok := conn.(CanConfirmer); ok && !cc.CanConfirm() {
+		return nil, false
+	}
+	return c, true
+}
+
+// Perform executes req (attempt numbering from req.Attempt, 1 if unset) and
+// drives it to a decision by the rules of SPEC §5 and G3:
+//
+//   - Succeeded: succeeded. Rejected: failed connector_rejected, no retry.
+//   - Unavailable: retried with backoff until MaxAttempts executions, then
+//     failed connector_unavailable.
+//   - Ambiguous: with a Confirmer, confirm until ConfirmTimeout; Succeeded →
+//     succeeded with the confirm result, NotFound → execute again (a new
+//     attempt, counted against MaxAttempts), no answer → unresolved
+//     confirmation_timeout. Without one: re-execute if IdempotentByKey, else
+//     unresolved ambiguous_no_confirm at once.
+//
+// A key is executed twice only after Confirm said NotFound or when the action
+// is IdempotentByKey. Once an attempt may have taken effect and nothing
+// cleared that doubt, a later Rejected or exhausted retries give unresolved,
+// never failed: "failed" promises the effect did not happen.
+//
+// Each attempt gets its own deadline, now + Timeout, in req.Deadline and in
+// its context. ctx cancellation ends the call with OutcomeUnresolved and
+// CodeInterrupted.
+func Perform(ctx context.Context, conn Executor, req Request, p Policy, opts ...PerformOption) Decision {
+	p = p.withDefaults()
+	r := runner{conn: conn, p: p}
+	for _, o := range opts {
+		o(&r.o)
+	}
+	r.confirmer, r.canConfirm = ConfirmerOf(conn)
+	if req.Attempt < 1 {
+		req.Attempt = 1
+	}
+	return r.loop(ctx, req, false)
+}
+
+// Reconcile settles an inherited in_progress or unresolved record whose last
+// attempt was req.Attempt (with req.Deadline the deadline recorded for it).
+// It confirms first and never executes before Confirm said NotFound; then it
+// executes again as attempt req.Attempt+1 under the rules of Perform. Without
+// a Confirmer it re-executes only if IdempotentByKey, else it returns
+// unresolved ambiguous_no_confirm at once.
+func Reconcile(ctx context.Context, conn Executor, req Request, p Policy, opts ...PerformOption) Decision {
+	p = p.withDefaults()
+	r := runner{conn: conn, p: p}
+	for _, o := range opts {
+		o(&r.o)
+	}
+	r.confirmer, r.canConfirm = ConfirmerOf(conn)
+	if req.Attempt < 0 {
+		req.Attempt = 0
+	}
+	if ctx.Err() != nil {
+		return interrupted(req.Attempt, ctx.Err())
+	}
+	if !r.canConfirm {
+		if !p.IdempotentByKey {
+			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
+				Message: "earlier attempt may have taken effect and the connector cannot confirm", Attempts: req.Attempt}
+		}
+		req.Attempt++
+		return r.loop(ctx, req, true)
+	}
+	res, d, done := r.confirm(ctx, req)
+	if done {
+		return d
+	}
+	if res.Kind == Succeeded {
+		return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: req.Attempt}
+	}
+	req.Attempt++ // NotFound: a new attempt with the same key is safe
+	return r.loop(ctx, req, false)
+}
+
+type runner struct {
+	conn       Executor
+	confirmer  Confirmer
+	canConfirm bool
+	p          Policy
+	o          performOptions
+}
+
+// loop executes from req.Attempt on. mayHaveHappened says an earlier
+// execution could have taken effect and no Confirm has ruled it out.
+func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) Decision {
+	retry := r.p.Backoff()
+	attempt := req.Attempt
+	last := "" // the last connector message, for the final Decision
+	for {
+		executed := attempt - 1
+		if ctx.Err() != nil {
+			return interrupted(executed, ctx.Err())
+		}
+		if attempt > r.p.MaxAttempts {
+			return r.exhausted(executed, mayHaveHappened, last)
+		}
+		deadline := time.Now().Add(r.p.Timeout)
+		if r.o.beforeExecute != nil {
+			if err := r.o.beforeExecute(ctx, attempt, deadline); err != nil {
+				if ctx.Err() != nil {
+					return interrupted(executed, ctx.Err())
+				}
+				return Decision{Outcome: OutcomeUnresolved, Code: CodeNotStarted,
+					Message: fmt.Sprintf("attempt %d not started: %v", attempt, err), Attempts: executed}
+			}
+		}
+		req.Attempt, req.Deadline = attempt, deadline
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		res := r.conn.Execute(actx, req)
+		cancel()
+		executed = attempt
+		last = res.Message
+
+		switch res.Kind {
+		case Succeeded:
+			return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: executed}
+		case Rejected:
+			if mayHaveHappened {
+				return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
+					Message: "rejected after an earlier attempt may have taken effect: " + res.Message, Attempts: executed}
+			}
+			return Decision{Outcome: OutcomeFailed, Code: CodeRejected, Message: res.Message, Attempts: executed}
+		case Unavailable:
+			// Not done; retry below.
+		default: // Ambiguous, or a connector answering NotFound to Execute (treated as ambiguous: safe side)
+			if r.canConfirm {
+				cres, d, done := r.confirm(ctx, req)
+				if done {
+					return d
+				}
+				if cres.Kind == Succeeded {
+					return Decision{Outcome: OutcomeSucceeded, Result: cres.Result, Attempts: executed}
+				}
+				mayHaveHappened = false // NotFound: this attempt did not take effect
+				last = "confirmed not found after: " + res.Message
+			} else if r.p.IdempotentByKey {
+				mayHaveHappened = true
+			} else {
+				return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: res.Message, Attempts: executed}
+			}
+		}
+		if attempt >= r.p.MaxAttempts {
+			return r.exhausted(executed, mayHaveHappened, last)
+		}
+		if err := sleep(ctx, retry.NextBackOff()); err != nil {
+			return interrupted(executed, err)
+		}
+		attempt++
+	}
+}
+
+func (r *runner) exhausted(executed int, mayHaveHappened bool, last string) Decision {
+	msg := fmt.Sprintf("gave up after %d attempts", executed)
+	if last != "" {
+		msg += ": " + last
+	}
+	if mayHaveHappened {
+		return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: msg, Attempts: executed}
+	}
+	return Decision{Outcome: OutcomeFailed, Code: CodeUnavailable, Message: msg, Attempts: executed}
+}
+
+// confirm asks the Confirmer about req until it answers Succeeded or NotFound
+// (returned with done == false) or until ConfirmTimeout or ctx ends it (done
+// == true with the Decision to return).
+//
+// A NotFound obtained before req.Deadline is not trusted: until the
+// attempt's deadline passes, the request may still be queued or running
+// behind a proxy that already answered 504, so "not found yet" could turn
+// into "found". Confirm waits for the deadline and asks again.
+func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bool) {
+	cctx, cancel := context.WithTimeout(ctx, r.p.ConfirmTimeout)
+	defer cancel()
+	b := r.p.Backoff()
+	last := ""
+	for {
+		asked := time.Now()
+		actx, acancel := context.WithTimeout(cctx, r.p.Timeout)
+		res := r.confirmer.Confirm(actx, req)
+		acancel()
+		var wait time.Duration
+		switch {
+		case res.Kind == Succeeded:
+			return res, Decision{}, false
+		case res.Kind == NotFound && (req.Deadline.IsZero() || !asked.Before(req.Deadline)):
+			return res, Decision{}, false
+		case res.Kind == NotFound:
+			wait = time.Until(req.Deadline)
+			last = "not found before the attempt's deadline"
+		default:
+			wait = b.NextBackOff()
+			last = res.Message
+		}
+		if ctx.Err() != nil {
+			return res, interrupted(req.Attempt, ctx.Err()), true
+		}
+		if wait == backoff.Stop || sleep(cctx, wait) != nil {
+			if ctx.Err() != nil {
+				return res, interrupted(req.Attempt, ctx.Err()), true
+			}
+			return res, Decision{Outcome: OutcomeUnresolved, Code: CodeConfirmationTimeout,
+				Message: fmt.Sprintf("no confirmation within %s: %s", r.p.ConfirmTimeout, last), Attempts: req.Attempt}, true
+		}
+	}
+}
+
+func interrupted(executed int, err error) Decision {
+	return Decision{Outcome: OutcomeUnresolved, Code: CodeInterrupted,
+		Message: fmt.Sprintf("interrupted: %v", err), Attempts: executed}
+}
+
+// sleep waits d or until ctx is done, whichever is first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

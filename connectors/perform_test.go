@@ -1,0 +1,214 @@
+package connectors_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/onceflight/onceflight/connectors"
+	ct "github.com/onceflight/onceflight/connectors/connectortest"
+)
+
+func fastPolicy() connectors.Policy {
+	return connectors.Policy{
+		Timeout:        200 * time.Millisecond,
+		MaxAttempts:    3,
+		ConfirmTimeout: 300 * time.Millisecond,
+		Backoff:        func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) },
+	}
+}
+
+func req(key string) connectors.Request {
+	return connectors.Request{Action: "a", Entity: "e", Key: key, Attempt: 1}
+}
+
+func TestPerformRules(t *testing.T) {
+	type want struct {
+		outcome    connectors.Outcome
+		code       string
+		attempts   int
+		effects    int
+		executions int
+	}
+	for _, tc := range []struct {
+		name   string
+		faulty *ct.Faulty
+		faults []ct.Fault
+		idem   bool
+		want   want
+	}{
+		{"succeeds", &ct.Faulty{}, nil, false, want{connectors.OutcomeSucceeded, "", 1, 1, 1}},
+		{"rejected not retried", &ct.Faulty{}, []ct.Fault{ct.FaultReject}, false, want{connectors.OutcomeFailed, connectors.CodeRejected, 1, 0, 1}},
+		{"unavailable then ok", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable}, false, want{connectors.OutcomeSucceeded, "", 3, 1, 3}},
+		{"unavailable exhausted", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable, ct.FaultUnavailable}, false, want{connectors.OutcomeFailed, connectors.CodeUnavailable, 3, 0, 3}},
+		{"ambiguous applied, confirm found", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeSucceeded, "", 1, 1, 1}},
+		{"ambiguous not applied, confirm not found, re-executed", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousBefore}, false, want{connectors.OutcomeSucceeded, "", 2, 1, 2}},
+		{"confirm flaps then found", &ct.Faulty{ConfirmUnknown: 2}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeSucceeded, "", 1, 1, 1}},
+		{"confirm never answers", &ct.Faulty{ConfirmUnknown: -1}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeUnresolved, connectors.CodeConfirmationTimeout, 1, 1, 1}},
+		{"no confirm, not idempotent", &ct.Faulty{NoConfirm: true}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 1, 1, 1}},
+		{"no confirm, idempotent", &ct.Faulty{NoConfirm: true, IdempotentByKey: true}, []ct.Fault{ct.FaultAmbiguousAfter}, true, want{connectors.OutcomeSucceeded, "", 2, 1, 2}},
+		{"idempotent: ambiguous then unavailable exhausted stays unresolved", &ct.Faulty{NoConfirm: true, IdempotentByKey: true},
+			[]ct.Fault{ct.FaultAmbiguousAfter, ct.FaultUnavailable, ct.FaultUnavailable}, true, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 3, 1, 3}},
+		{"idempotent: ambiguous then rejected stays unresolved", &ct.Faulty{NoConfirm: true, IdempotentByKey: true},
+			[]ct.Fault{ct.FaultAmbiguousAfter, ct.FaultReject}, true, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 2, 1, 2}},
+		{"not found counts toward max attempts", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousBefore, ct.FaultAmbiguousBefore, ct.FaultAmbiguousBefore}, false,
+			want{connectors.OutcomeFailed, connectors.CodeUnavailable, 3, 0, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.faulty
+			f.Inject("k", tc.faults...)
+			p := fastPolicy()
+			p.IdempotentByKey = tc.idem
+			d := connectors.Perform(context.Background(), f, req("k"), p)
+			got := want{d.Outcome, d.Code, d.Attempts, f.Effects("k"), f.Executions("k")}
+			if got != tc.want {
+				t.Fatalf("got %+v (message %q), want %+v", got, d.Message, tc.want)
+			}
+			if d.Outcome == connectors.OutcomeSucceeded && len(d.Result) == 0 {
+				t.Fatal("succeeded without a result")
+			}
+		})
+	}
+}
+
+func TestPerformDeadlinePerAttemptAndHook(t *testing.T) {
+	f := ct.NewFaulty()
+	f.Inject("k", ct.FaultUnavailable)
+	var hooked []int
+	var hookDeadlines []time.Time
+	r := req("k")
+	r.Attempt = 4 // two earlier attempts happened under another owner
+	p := fastPolicy()
+	p.MaxAttempts = 5
+	d := connectors.Perform(context.Background(), f, r, p, connectors.WithBeforeExecute(func(_ context.Context, attempt int, dl time.Time) error {
+		hooked = append(hooked, attempt)
+		hookDeadlines = append(hookDeadlines, dl)
+		return nil
+	}))
+	if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 5 {
+		t.Fatalf("decision %+v", d)
+	}
+	dls := f.Deadlines("k")
+	if len(hooked) != 2 || hooked[0] != 4 || hooked[1] != 5 || len(dls) != 2 {
+		t.Fatalf("hook saw %v, executions saw %v", hooked, dls)
+	}
+	for i := range dls {
+		if !dls[i].Equal(hookDeadlines[i]) {
+			t.Fatalf("attempt %d: executed with deadline %v, hook recorded %v", i, dls[i], hookDeadlines[i])
+		}
+	}
+	if !dls[1].After(dls[0]) {
+		t.Fatal("retry reused the first attempt's deadline")
+	}
+}
+
+func TestPerformHookErrorSendsNothing(t *testing.T) {
+	f := ct.NewFaulty()
+	d := connectors.Perform(context.Background(), f, req("k"), fastPolicy(), connectors.WithBeforeExecute(func(context.Context, int, time.Time) error {
+		return errors.New("journal down")
+	}))
+	if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeNotStarted || d.Attempts != 0 || f.Executions("k") != 0 {
+		t.Fatalf("decision %+v, executions %d", d, f.Executions("k"))
+	}
+}
+
+func TestPerformInterruptedDuringBackoff(t *testing.T) {
+	f := ct.NewFaulty()
+	f.Inject("k", ct.FaultUnavailable, ct.FaultUnavailable)
+	p := fastPolicy()
+	p.Backoff = func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	d := connectors.Perform(ctx, f, req("k"), p)
+	if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeInterrupted || d.Attempts != 1 {
+		t.Fatalf("decision %+v", d)
+	}
+}
+
+func TestConfirmWaitsForDeadlineBeforeTrustingNotFound(t *testing.T) {
+	// The attempt is ambiguous and, unknown to us, still in flight: it lands
+	// shortly before its deadline. A NotFound obtained earlier must not
+	// trigger a second execution.
+	f := ct.NewFaulty()
+	f.Inject("k", ct.FaultAmbiguousBefore)
+	p := fastPolicy()
+	p.Timeout = 150 * time.Millisecond
+	p.ConfirmTimeout = time.Second
+	late := &lateApplier{Faulty: f, delay: 100 * time.Millisecond}
+	d := connectors.Perform(context.Background(), late, req("k"), p)
+	if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 1 || f.Effects("k") != 1 {
+		t.Fatalf("decision %+v, effects %d", d, f.Effects("k"))
+	}
+}
+
+// lateApplier answers the first execution Ambiguous at once and applies it
+// delay later, like a request still queued behind a proxy that gave up.
+type lateApplier struct {
+	*ct.Faulty
+	delay time.Duration
+	done  bool
+}
+
+func (l *lateApplier) Execute(ctx context.Context, r connectors.Request) connectors.Result {
+	res := l.Faulty.Execute(ctx, r)
+	if !l.done && res.Kind == connectors.Ambiguous {
+		l.done = true
+		time.AfterFunc(l.delay, func() { l.Faulty.Execute(context.Background(), r) })
+	}
+	return res
+}
+
+func TestReconcile(t *testing.T) {
+	past := time.Now().Add(-time.Second)
+	t.Run("confirmed succeeded, no execution", func(t *testing.T) {
+		f := ct.NewFaulty()
+		f.Execute(context.Background(), req("k"))
+		r := req("k")
+		r.Attempt, r.Deadline = 2, past
+		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
+			t.Fatalf("decision %+v executions %d", d, f.Executions("k"))
+		}
+	})
+	t.Run("not found, executes as next attempt", func(t *testing.T) {
+		f := ct.NewFaulty()
+		r := req("k")
+		r.Attempt, r.Deadline = 2, past
+		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 3 || f.Effects("k") != 1 {
+			t.Fatalf("decision %+v effects %d", d, f.Effects("k"))
+		}
+	})
+	t.Run("no confirmer", func(t *testing.T) {
+		f := &ct.Faulty{NoConfirm: true}
+		r := req("k")
+		r.Deadline = past
+		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeAmbiguousNoConfirm || f.Executions("k") != 0 {
+			t.Fatalf("decision %+v", d)
+		}
+	})
+	t.Run("no confirmer, idempotent", func(t *testing.T) {
+		f := &ct.Faulty{NoConfirm: true, IdempotentByKey: true}
+		r := req("k")
+		r.Deadline = past
+		p := fastPolicy()
+		p.IdempotentByKey = true
+		d := connectors.Reconcile(context.Background(), f, r, p)
+		if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
+			t.Fatalf("decision %+v", d)
+		}
+	})
+	t.Run("confirm never answers", func(t *testing.T) {
+		f := &ct.Faulty{ConfirmUnknown: -1}
+		r := req("k")
+		r.Deadline = past
+		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeConfirmationTimeout || f.Executions("k") != 0 {
+			t.Fatalf("decision %+v", d)
+		}
+	})
+}

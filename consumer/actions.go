@@ -1,0 +1,70 @@
+package consumer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/onceflight/onceflight/connectors"
+	httpconn "github.com/onceflight/onceflight/connectors/http"
+	"github.com/onceflight/onceflight/connectors/noop"
+	"github.com/onceflight/onceflight/internal/config"
+)
+
+// action is a configured action with its connector and policy.
+type action struct {
+	cfg    *config.Action
+	conn   connectors.Executor
+	policy connectors.Policy
+}
+
+// retention is how long results and keys are remembered (SPEC §3).
+type retention struct {
+	keep, memory time.Duration
+}
+
+func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
+	out := map[string]*action{}
+	if c == nil {
+		return out, nil
+	}
+	for name, a := range c.Actions {
+		p := connectors.Policy{
+			Timeout:         a.Timeout,
+			MaxAttempts:     a.MaxAttempts,
+			ConfirmTimeout:  a.ConfirmTimeout,
+			IdempotentByKey: a.IdempotentByKey,
+		}
+		var conn connectors.Executor
+		switch a.Connector {
+		case config.ConnectorNoop:
+			var opts []noop.Option
+			if a.EffectsFile != "" {
+				opts = append(opts, noop.WithEffectsFile(a.EffectsFile))
+			} else {
+				// Without an effects file there is no effect at all, so
+				// executing again is harmless.
+				p.IdempotentByKey = true
+			}
+			conn = noop.New(opts...)
+		case config.ConnectorHTTP:
+			h, err := httpconn.New(httpconn.Config{URL: a.URL, ConfirmURL: a.ConfirmURL, Timeout: a.Timeout})
+			if err != nil {
+				return nil, fmt.Errorf("action %q: %w", name, err)
+			}
+			conn = h
+		default:
+			return nil, fmt.Errorf("action %q: connector %q is not available in this build", name, a.Connector)
+		}
+		out[name] = &action{cfg: a, conn: conn, policy: p}
+	}
+	return out, nil
+}
+
+// refreshUnresolved updates the unresolved gauge from the status index.
+func (e *Executor) refreshUnresolved() {
+	recs, err := e.store.ByStatus("unresolved", 100000)
+	if err != nil {
+		return
+	}
+	e.m.unresolved.Set(float64(len(recs)))
+}

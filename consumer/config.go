@@ -1,0 +1,113 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/onceflight/onceflight/internal/topics"
+)
+
+// Config is what one executor process needs. Zero values take the defaults
+// documented on each field (setDefaults).
+type Config struct {
+	// Brokers to bootstrap from. Required.
+	Brokers []string
+	// Group is the consumer group the executors of one deployment share.
+	// Default "onceflight".
+	Group string
+	// Topics; defaults from package topics.
+	Topics topics.Topics
+	// Partitions for the topics this executor creates when missing. Default 12.
+	Partitions int
+	// SessionTimeout of the consumer group. Default 45s.
+	SessionTimeout time.Duration
+	// MaxInflight bounds concurrent connector executions per process.
+	// Default 64.
+	MaxInflight int
+	// MaxPollRecords bounds one processing cycle. Default 500.
+	MaxPollRecords int
+	// MaxDataBytes bounds command data. Default 512 KiB.
+	MaxDataBytes int
+	// ClockDrift is the margin a new owner waits past an inherited
+	// execution's deadline before confirming it (SPEC §4). Default 1s.
+	ClockDrift time.Duration
+	// TransactionTimeout bounds how long a paused zombie's open transaction
+	// can stall the new owner (MEASURED: kgo's 40s default stalls it that
+	// long). Default 10s.
+	TransactionTimeout time.Duration
+	// ExecutorID names this process in records and is its transactional
+	// id. Default hostname-pid.
+	ExecutorID string
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Group == "" {
+		c.Group = "onceflight"
+	}
+	d := topics.Default()
+	if c.Topics.Commands == "" {
+		c.Topics.Commands = d.Commands
+	}
+	if c.Topics.Outcomes == "" {
+		c.Topics.Outcomes = d.Outcomes
+	}
+	if c.Topics.Journal == "" {
+		c.Topics.Journal = d.Journal
+	}
+	if c.Topics.Deadletter == "" {
+		c.Topics.Deadletter = d.Deadletter
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 12
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 45 * time.Second
+	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = 64
+	}
+	if c.MaxPollRecords == 0 {
+		c.MaxPollRecords = 500
+	}
+	if c.MaxDataBytes == 0 {
+		c.MaxDataBytes = 512 << 10
+	}
+	if c.ClockDrift == 0 {
+		c.ClockDrift = time.Second
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 10 * time.Second
+	}
+	if c.ExecutorID == "" {
+		h, _ := os.Hostname()
+		c.ExecutorID = fmt.Sprintf("%s-%d", h, os.Getpid())
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("brokers: at least one broker is required"))
+	}
+	if c.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("partitions: %d, must be at least 1", c.Partitions))
+	}
+	if c.MaxInflight < 1 {
+		errs = append(errs, fmt.Errorf("max-inflight: %d, must be at least 1", c.MaxInflight))
+	}
+	if c.SessionTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("session-timeout: %s, must be at least 1s", c.SessionTimeout))
+	}
+	if c.ClockDrift < 0 {
+		errs = append(errs, fmt.Errorf("clock-drift: %s, must not be negative", c.ClockDrift))
+	}
+	return errors.Join(errs...)
+}

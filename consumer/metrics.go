@@ -1,0 +1,56 @@
+package consumer
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are registered on a caller-given registry so that tests can run
+// several executors in one process.
+type metrics struct {
+	commands      *prometheus.CounterVec
+	replays       prometheus.Counter
+	duration      *prometheus.HistogramVec
+	outboxBacklog prometheus.Gauge
+	lag           *prometheus.GaugeVec
+	unresolved    prometheus.Gauge
+	fenced        *prometheus.CounterVec
+	cycles        *prometheus.CounterVec
+	deadletters   prometheus.Counter
+	forwarded     prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onceflight_commands_total", Help: "Commands answered, by action and outcome status.",
+		}, []string{"action", "status"}),
+		replays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "onceflight_replays_total", Help: "Commands answered from a recorded result instead of executing.",
+		}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "onceflight_execution_duration_seconds", Help: "Connector execution time, from first attempt to decision.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"action", "status"}),
+		outboxBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onceflight_outbox_backlog", Help: "Staged records of the current cycle not yet committed.",
+		}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "onceflight_consumer_lag", Help: "Commands behind the high watermark, per partition.",
+		}, []string{"partition"}),
+		unresolved: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onceflight_unresolved_executions", Help: "Unresolved records in partitions this process owns.",
+		}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onceflight_fenced_writes_total", Help: "Writes refused because this process no longer owned the partition.",
+		}, []string{"stage"}),
+		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onceflight_cycles_total", Help: "Processing cycles, by result (committed, aborted).",
+		}, []string{"result"}),
+		deadletters: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "onceflight_deadletters_total", Help: "Undecodable records sent to the deadletter topic.",
+		}),
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "onceflight_forwarded_total", Help: "Commands forwarded to their entity's partition.",
+		}),
+	}
+	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.cycles, m.deadletters, m.forwarded)
+	return m
+}

@@ -1,0 +1,81 @@
+package dedupe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+const benchKeys = 200_000
+
+// fillForBench writes benchKeys records (even numbers) and compacts them all into L6, the
+// steady state of a long-running index, where db.Get's missing L6 filter
+// matters.
+func fillForBench(b *testing.B, s *Store) {
+	b.Helper()
+	data := json.RawMessage(`{"amount":1250,"currency":"EUR","order":"order-1042","reason":"customer request"}`)
+	for i := 0; i < benchKeys; i += 1000 {
+		batch := s.NewBatch()
+		for j := i; j < i+1000 && j < benchKeys; j++ {
+			r := rec(fmt.Sprintf("key-%08d", 2*j), fmt.Sprintf("order-%d", j), schemas.StatusSucceeded, int32(j%16))
+			r.Data = data
+			batch.PutRecord(r)
+		}
+		if err := batch.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	// Compact panics on a nil context (MEASURED).
+	if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
+		b.Fatal(err)
+	}
+	m := s.db.Metrics()
+	if m.Levels[6].TablesCount == 0 {
+		b.Fatalf("no tables in L6 after compaction:\n%s", m)
+	}
+	for l := 0; l < 6; l++ {
+		if m.Levels[l].TablesCount != 0 {
+			b.Fatalf("L%d still has tables after compaction:\n%s", l, m)
+		}
+	}
+}
+
+// BenchmarkLookupMiss compares the two ways of asking for a key that is not
+// there (the common case: new idempotency keys). "SeekPrefixGE" is Lookup;
+// "Get" is db.Get, which skips L6 bloom filters.
+func BenchmarkLookupMiss(b *testing.B) {
+	for _, cache := range []int64{8 << 20, DefaultCacheSize} {
+		s, err := Open(b.TempDir(), WithCacheSize(cache))
+		if err != nil {
+			b.Fatal(err)
+		}
+		fillForBench(b, s)
+		// Odd keys fall between stored ones, inside every table's bounds,
+		// so only a filter (or a data block read) can say "absent".
+		miss := func(i int) string { return fmt.Sprintf("key-%08d", 2*(i%benchKeys)+1) }
+
+		b.Run(fmt.Sprintf("cache=%dMiB/SeekPrefixGE+L6Filters", cache>>20), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if _, ok, err := s.Lookup(miss(i)); err != nil || ok {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("cache=%dMiB/Get", cache>>20), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				_, closer, err := s.db.Get(recordKey(miss(i)))
+				if err == nil {
+					closer.Close()
+					b.Fatal("unexpected hit")
+				}
+			}
+		})
+		s.Close()
+	}
+}

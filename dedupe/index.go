@@ -1,0 +1,90 @@
+package dedupe
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// Unresolved lists the unresolved records of the given partitions, in
+// partition order then key order, at most limit in total (limit <= 0: all).
+// The reconciler and the API use it; it reads the "u/" index so it never
+// scans records.
+func (s *Store) Unresolved(partitions []int32, limit int) ([]schemas.Record, error) {
+	prefixes := make([]string, len(partitions))
+	for i, p := range partitions {
+		prefixes[i] = unresolvedPrefix(p)
+	}
+	return s.listIndex(prefixes, schemas.StatusUnresolved, limit)
+}
+
+// ByStatus lists records with the given status, in key order, at most limit
+// (limit <= 0: all), from the "s/" index. It backs GET /v1/executions?status=.
+func (s *Store) ByStatus(status schemas.Status, limit int) ([]schemas.Record, error) {
+	return s.listIndex([]string{statusPrefix(status)}, status, limit)
+}
+
+// listIndex walks index prefixes and loads each record by point lookup. Index
+// and records are read from one snapshot, so a batch committed meanwhile is
+// either wholly seen or not at all.
+func (s *Store) listIndex(prefixes []string, status schemas.Status, limit int) ([]schemas.Record, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+
+	var out []schemas.Record
+	for _, prefix := range prefixes {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		var err error
+		out, err = s.scanPrefix(snap, prefix, status, limit, out)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) scanPrefix(snap *pebble.Snapshot, prefix string, status schemas.Status, limit int, out []schemas.Record) ([]schemas.Record, error) {
+	lower := []byte(prefix)
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: new iterator: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		key := string(it.Key()[len(prefix):])
+		var rec schemas.Record
+		found, err := s.get(snap, recordKey(key), &rec)
+		if err != nil {
+			return nil, err
+		}
+		// Index and record are committed in one batch, so a mismatch means a
+		// bug (two writers on one key). Skip it rather than fail the listing.
+		if !found || rec.Status != status {
+			s.log.Warn("dedupe: stale index entry", "index", prefix, "key", key, "found", found, "status", rec.Status)
+			continue
+		}
+		out = append(out, rec)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("dedupe: scan %q: %w", prefix, err)
+	}
+	return out, nil
+}
+
+// prefixEnd is the smallest key greater than every key starting with prefix.
+// Index prefixes end in '/', so incrementing the last byte never overflows.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	end[len(end)-1]++
+	return end
+}

@@ -1,0 +1,423 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// minimal is a valid action body used by tests that vary one thing.
+const minimal = "actions:\n  a:\n    connector: noop\n"
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		yaml string
+		want []string // each must appear in the error text
+	}{
+		{"http without url", "actions:\n  payments.refund:\n    connector: http\n",
+			[]string{`onceflight.yaml: action "payments.refund": field "url": required for connector http`}},
+		{"unknown field", "actions:\n  x:\n    connector: http\n    url: http://a/\n    urll: http://b/\n",
+			[]string{`onceflight.yaml:5:5: action "x": unknown field "urll"`}},
+		{"all unknown fields reported", "actions:\n  x:\n    connector: noop\n    foo: 1\n    bar: 2\n",
+			[]string{`4:5: action "x": unknown field "foo"`, `5:5: action "x": unknown field "bar"`}},
+		{"invalid duration", "actions:\n  x:\n    connector: noop\n    timeout: 2 seconds\n",
+			[]string{`onceflight.yaml:4:14: action "x": field "timeout": invalid duration "2 seconds"`}},
+		{"duration without unit", "actions:\n  x:\n    connector: noop\n    timeout: 2\n",
+			[]string{`field "timeout": invalid duration "2": a unit is required`}},
+		{"days not accepted for timeout", "actions:\n  x:\n    connector: noop\n    timeout: 1d\n",
+			[]string{`field "timeout": invalid duration "1d"`}},
+		{"negative timeout", "actions:\n  x:\n    connector: noop\n    timeout: -1s\n",
+			[]string{`field "timeout": must be positive`}},
+		{"zero confirm timeout", "actions:\n  x:\n    connector: noop\n    confirm_timeout: 0s\n",
+			[]string{`field "confirm_timeout": must be positive`}},
+		{"missing connector", "actions:\n  x:\n    timeout: 1s\n",
+			[]string{`onceflight.yaml: action "x": field "connector": required`}},
+		{"null action", "actions:\n  x:\n",
+			[]string{`action "x": field "connector": required`}},
+		{"empty connector", "actions:\n  x:\n    connector: \"\"\n",
+			[]string{`action "x": field "connector": must not be empty`}},
+		{"unknown connector", "actions:\n  x:\n    connector: smtp\n",
+			[]string{`3:16: action "x": field "connector": unknown connector "smtp"`}},
+		{"max attempts zero", "actions:\n  x:\n    connector: noop\n    max_attempts: 0\n",
+			[]string{`action "x": field "max_attempts": must be at least 1, got 0`}},
+		{"max attempts negative", "actions:\n  x:\n    connector: noop\n    max_attempts: -3\n",
+			[]string{`field "max_attempts": must be at least 1, got -3`}},
+		{"max attempts not int", "actions:\n  x:\n    connector: noop\n    max_attempts: five\n",
+			[]string{`field "max_attempts": must be an integer`}},
+		{"max attempts huge", "actions:\n  x:\n    connector: noop\n    max_attempts: 99999999999999999999\n",
+			[]string{`field "max_attempts"`}},
+		{"confirm_url without key", "actions:\n  x:\n    connector: http\n    url: http://a/r\n    confirm_url: http://a/r/\n",
+			[]string{`action "x": field "confirm_url": must contain {key}`}},
+		{"invalid confirm_url", "actions:\n  x:\n    connector: http\n    url: http://a/r\n    confirm_url: /r/{key}\n",
+			[]string{`field "confirm_url": invalid URL "/r/{key}"`}},
+		{"invalid url scheme", "actions:\n  x:\n    connector: http\n    url: ftp://a/r\n",
+			[]string{`field "url": invalid URL "ftp://a/r": scheme must be http or https`}},
+		{"invalid url", "actions:\n  x:\n    connector: http\n    url: \"http://a b/%zz\"\n",
+			[]string{`field "url": invalid URL`}},
+		{"relative url", "actions:\n  x:\n    connector: http\n    url: refunds\n",
+			[]string{`field "url": invalid URL "refunds"`}},
+		{"on_duplicate", "actions:\n  x:\n    connector: noop\n    on_duplicate: skip\n",
+			[]string{`field "on_duplicate": must be reject or hold, got "skip"`}},
+		{"schema missing", "actions:\n  x:\n    connector: noop\n    schema: nope.json\n",
+			[]string{`action "x": field "schema": schema file`, `not found`}},
+		{"schema invalid JSON", "actions:\n  x:\n    connector: noop\n    schema: broken.schema.json\n",
+			[]string{`action "x": field "schema": invalid schema broken.schema.json`}},
+		{"schema invalid", "actions:\n  x:\n    connector: noop\n    schema: bad.schema.json\n",
+			[]string{`action "x": field "schema": invalid schema bad.schema.json`}},
+		{"schema is a directory", "actions:\n  x:\n    connector: noop\n    schema: .\n",
+			[]string{`field "schema": schema`, `is not a regular file`}},
+		{"kafka without topic", "actions:\n  x:\n    connector: kafka\n",
+			[]string{`action "x": field "topic": required for connector kafka`}},
+		{"kafka bad topic", "actions:\n  x:\n    connector: kafka\n    topic: a/b\n",
+			[]string{`field "topic": invalid Kafka topic name "a/b"`}},
+		{"empty action name", "actions:\n  \"\":\n    connector: noop\n",
+			[]string{`onceflight.yaml:2:3: action name must not be empty`}},
+		{"field of another connector", "actions:\n  x:\n    connector: noop\n    url: http://a/\n    topic: t\n",
+			[]string{`action "x": field "url": only valid for connector http`, `field "topic": only valid for connector kafka`}},
+		{"effects_file on http", "actions:\n  x:\n    connector: http\n    url: http://a/\n    effects_file: e.log\n",
+			[]string{`field "effects_file": only valid for connector noop`}},
+		{"bool type", "actions:\n  x:\n    connector: noop\n    idempotent_by_key: yes please\n",
+			[]string{`field "idempotent_by_key": must be true or false`}},
+		{"list type", "actions:\n  x:\n    connector: noop\n    unique_by: order_id\n",
+			[]string{`field "unique_by": must be a list of strings`}},
+		{"list item type", "actions:\n  x:\n    connector: noop\n    allowed_sources: [{a: b}]\n",
+			[]string{`field "allowed_sources": items must be strings`}},
+		{"duplicate unique_by", "actions:\n  x:\n    connector: noop\n    unique_by: [a, a]\n",
+			[]string{`field "unique_by": field "a" listed twice`}},
+		{"empty source pattern", "actions:\n  x:\n    connector: noop\n    allowed_sources: [\"\"]\n",
+			[]string{`field "allowed_sources": patterns must not be empty`}},
+		{"action not a mapping", "actions:\n  x: http\n",
+			[]string{`2:6: action "x": must be a mapping`}},
+		{"actions missing", "reconcile:\n  every: 1m\n",
+			[]string{`onceflight.yaml: field "actions": required`}},
+		{"empty file", "",
+			[]string{`onceflight.yaml: field "actions": required`}},
+		{"actions empty", "actions: {}\n",
+			[]string{`field "actions": must declare at least one action`}},
+		{"actions null", "actions:\n",
+			[]string{`field "actions": must declare at least one action`}},
+		{"actions a list", "actions: [a]\n",
+			[]string{`field "actions": must be a mapping`}},
+		{"top level scalar", "hello\n",
+			[]string{`must be a mapping with an "actions" key`}},
+		{"unknown top-level field", minimal + "dedupe: 7d\n",
+			[]string{`onceflight.yaml:4:1: unknown field "dedupe"`}},
+		{"reconcile unknown", minimal + "reconcile:\n  each: 1m\n",
+			[]string{`5:3: unknown field "reconcile.each"`}},
+		{"reconcile bad", minimal + "reconcile:\n  every: soon\n  for: -1h\n",
+			[]string{`field "reconcile.every": invalid duration "soon"`, `field "reconcile.for": must be positive`}},
+		{"retention invalid", minimal + "dedupe_retention: 7 days\n",
+			[]string{`4:19: field "dedupe_retention": invalid duration "7 days"`}},
+		{"retention negative", minimal + "dedupe_retention: -7d\n",
+			[]string{`field "dedupe_retention": invalid duration "-7d"`}},
+		{"key memory shorter", minimal + "key_memory: 1d\n",
+			[]string{`field "key_memory": 1d is shorter than dedupe_retention 7d`}},
+		{"syntax error", "actions:\n  x: [1\n",
+			[]string{`onceflight.yaml:2:6:`}},
+		{"duplicate action", "actions:\n  x: {connector: noop}\n  x: {connector: noop}\n",
+			[]string{`onceflight.yaml:3:3:`, `already defined`}},
+		{"two documents", minimal + "---\n" + minimal,
+			[]string{`single YAML document`}},
+		{"errors from several actions collected", "actions:\n  a:\n    connector: http\n  b:\n    connector: kafka\n  c:\n    connector: noop\n    max_attempts: 0\n",
+			[]string{`action "a": field "url": required`, `action "b": field "topic": required`, `action "c": field "max_attempts"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := Parse(filepath.Join("testdata", "onceflight.yaml"), []byte(c.yaml))
+			if err == nil {
+				t.Fatalf("Parse succeeded: %+v", cfg)
+			}
+			if cfg != nil {
+				t.Errorf("Parse returned a config with an error")
+			}
+			msg := strings.ReplaceAll(err.Error(), filepath.Join("testdata", "onceflight.yaml"), "onceflight.yaml")
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error\n%s\ndoes not contain\n%s", msg, w)
+				}
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Errorf("error is not a *config.Error: %T", err)
+			}
+		})
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{File: "onceflight.yaml", Action: "payments.refund", Field: "url", Msg: "required for connector http"},
+			`onceflight.yaml: action "payments.refund": field "url": required for connector http`},
+		{Error{File: "onceflight.yaml", Line: 7, Column: 5, Action: "x", Msg: `unknown field "urll"`},
+			`onceflight.yaml:7:5: action "x": unknown field "urll"`},
+		{Error{Field: "actions", Msg: "required"}, `config: field "actions": required`},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse("onceflight.yaml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Actions["a"]
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"Name", a.Name, "a"},
+		{"Timeout", a.Timeout, 2 * time.Second},
+		{"MaxAttempts", a.MaxAttempts, 5},
+		{"ConfirmTimeout", a.ConfirmTimeout, 30 * time.Second},
+		{"OnDuplicate", a.OnDuplicate, "reject"},
+		{"IdempotentByKey", a.IdempotentByKey, false},
+		{"Reconcile.Every", cfg.Reconcile.Every, 5 * time.Minute},
+		{"Reconcile.For", cfg.Reconcile.For, 24 * time.Hour},
+		{"DedupeRetention", cfg.DedupeRetention, 7 * 24 * time.Hour},
+		{"KeyMemory", cfg.KeyMemory, 90 * 24 * time.Hour},
+		{"Path", cfg.Path, "onceflight.yaml"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if err := a.ValidateData(json.RawMessage(`"anything"`)); err != nil {
+		t.Errorf("ValidateData without schema: %v", err)
+	}
+	if !a.SourceAllowed("urn:anyone") {
+		t.Errorf("SourceAllowed without allowed_sources = false")
+	}
+}
+
+func TestLoadExample(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Actions) != 3 {
+		t.Fatalf("actions = %d, want 3", len(cfg.Actions))
+	}
+	r := cfg.Actions["payments.refund"]
+	if r.Connector != ConnectorHTTP || r.URL != "http://127.0.0.1:8081/refunds" ||
+		r.ConfirmURL != "http://127.0.0.1:8081/refunds/{key}" || r.Timeout != 2*time.Second ||
+		r.MaxAttempts != 5 || r.ConfirmTimeout != 30*time.Second || r.IdempotentByKey ||
+		r.Schema != "refund.schema.json" || strings.Join(r.UniqueBy, ",") != "order_id" ||
+		r.OnDuplicate != OnDuplicateHold || len(r.AllowedSources) != 2 {
+		t.Errorf("payments.refund = %+v", r)
+	}
+	k := cfg.Actions["customers.notify"]
+	if k.Connector != ConnectorKafka || k.Topic != "customer.notifications" || k.Timeout != 5*time.Second {
+		t.Errorf("customers.notify = %+v", k)
+	}
+	n, ok := cfg.Action("demo.touch")
+	if !ok || n.Connector != ConnectorNoop || n.EffectsFile != filepath.Join("testdata", "demo-effects.log") {
+		t.Errorf("demo.touch = %+v", n)
+	}
+	if cfg.Reconcile != (ReconcileConfig{Every: 5 * time.Minute, For: 24 * time.Hour}) ||
+		cfg.DedupeRetention != 7*24*time.Hour || cfg.KeyMemory != 90*24*time.Hour {
+		t.Errorf("config = %+v", cfg)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("Load of a missing file: %v", err)
+	}
+}
+
+func TestExplicitValues(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse("c.yaml", []byte(`
+x-common: &common
+  connector: http
+  url: https://api.example/v1/do
+  timeout: 750ms
+actions:
+  a:
+    <<: *common
+    max_attempts: 1
+    confirm_timeout: 1m30s
+    idempotent_by_key: true
+  "2024":
+    connector: kafka
+    topic: 2024
+reconcile: {every: 30s, for: 2d}
+dedupe_retention: 1d12h
+key_memory: 36h
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Actions["a"]
+	if a.Connector != "http" || a.URL != "https://api.example/v1/do" || a.Timeout != 750*time.Millisecond ||
+		a.MaxAttempts != 1 || a.ConfirmTimeout != 90*time.Second || !a.IdempotentByKey {
+		t.Errorf("a = %+v", a)
+	}
+	if b := cfg.Actions["2024"]; b == nil || b.Topic != "2024" {
+		t.Errorf("2024 = %+v", b)
+	}
+	if cfg.Reconcile.Every != 30*time.Second || cfg.Reconcile.For != 48*time.Hour ||
+		cfg.DedupeRetention != 36*time.Hour || cfg.KeyMemory != 36*time.Hour {
+		t.Errorf("cfg = %+v", cfg)
+	}
+}
+
+func TestSchemaValidation(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Actions["payments.refund"]
+	for _, c := range []struct {
+		data string
+		ok   bool
+	}{
+		{`{"order_id":"order-1042","amount_cents":500}`, true},
+		{`{"order_id":"order-1042","amount_cents":500,"reason":"damaged"}`, true},
+		{`{"order_id":"order-1042","amount_cents":12345678901234567890123}`, true},
+		{`{"order_id":"order-1042"}`, false},
+		{`{"order_id":"order-1042","amount_cents":0}`, false},
+		{`{"order_id":"order-1042","amount_cents":1.5}`, false},
+		{`{"order_id":"order-1042","amount_cents":5,"extra":1}`, false},
+		{`[]`, false},
+		{`{"order_id":`, false},
+		{``, false}, // validated as {}: required properties missing
+		{`  `, false},
+	} {
+		err := a.ValidateData(json.RawMessage(c.data))
+		if (err == nil) != c.ok {
+			t.Errorf("ValidateData(%s) = %v, want ok=%v", c.data, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), `action "payments.refund"`) {
+			t.Errorf("error does not name the action: %v", err)
+		}
+	}
+	if err := a.ValidateData(nil); err == nil {
+		t.Errorf("ValidateData(nil) accepted data the schema requires")
+	}
+}
+
+func TestSchemaRelativeToConfigDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "schemas"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// $ref to a sibling file must resolve too.
+	writeFile(t, filepath.Join(dir, "schemas", "id.json"), `{"type":"string","pattern":"^o-"}`)
+	writeFile(t, filepath.Join(dir, "schemas", "a.json"), `{"type":"object","properties":{"id":{"$ref":"id.json"}}}`)
+	writeFile(t, filepath.Join(dir, "c.yaml"), "actions:\n  a:\n    connector: noop\n    schema: schemas/a.json\n")
+	cfg, err := Load(filepath.Join(dir, "c.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Actions["a"]
+	if err := a.ValidateData(json.RawMessage(`{"id":"o-1"}`)); err != nil {
+		t.Errorf("valid data: %v", err)
+	}
+	if err := a.ValidateData(json.RawMessage(`{"id":"x-1"}`)); err == nil {
+		t.Errorf("invalid data accepted")
+	}
+	if err := a.ValidateData(nil); err != nil {
+		t.Errorf("nil data (as {}): %v", err)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSourceAllowed(t *testing.T) {
+	t.Parallel()
+	a := &Action{AllowedSources: []string{"https://shop.example/*", "urn:backoffice", "*.internal/*/v1"}}
+	for _, c := range []struct {
+		source string
+		want   bool
+	}{
+		{"https://shop.example/", true},
+		{"https://shop.example/checkout/eu", true},
+		{"https://shop.example", false},
+		{"https://shop.example.evil/x", false},
+		{"http://shop.example/x", false},
+		{"urn:backoffice", true},
+		{"urn:backoffice2", false},
+		{"billing.internal/a/b/v1", true},
+		{"billing.internal/a/v2", false},
+		{"", false},
+	} {
+		if got := a.SourceAllowed(c.source); got != c.want {
+			t.Errorf("SourceAllowed(%q) = %v, want %v", c.source, got, c.want)
+		}
+	}
+}
+
+func TestGlobMatch(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		p, s string
+		want bool
+	}{
+		{"*", "", true}, {"*", "anything/at/all", true}, {"a*", "a", true},
+		{"*a", "ba", true}, {"*a", "ab", false}, {"a*b*c", "abc", true},
+		{"a*b*c", "aXbYbZc", true}, {"a*b*c", "acb", false}, {"ab*ba", "aba", false},
+		{"**", "x", true}, {"x", "x", true}, {"x", "y", false},
+	} {
+		if got := globMatch(c.p, c.s); got != c.want {
+			t.Errorf("globMatch(%q, %q) = %v, want %v", c.p, c.s, got, c.want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	example, err := os.ReadFile(filepath.Join("testdata", "example.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	f.Add([]byte(minimal))
+	f.Add([]byte("actions:\n  x:\n    connector: http\n    urll: x\n    timeout: 2 seconds\n"))
+	f.Add([]byte("x-a: &a {connector: noop}\nactions:\n  x:\n    <<: [*a, *a]\n    unique_by: *a\n"))
+	f.Add([]byte("actions: {a: {connector: kafka, topic: t}}\nreconcile: {every: 1d1h, for: 99999999999999d}\n"))
+	f.Add([]byte("a: &a [*a]\n"))
+	dir := f.TempDir() // relative schema paths resolve to nothing real
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(filepath.Join(dir, "c.yaml"), data)
+		if (cfg == nil) == (err == nil) {
+			t.Fatalf("Parse returned cfg=%v err=%v", cfg, err)
+		}
+		if err != nil {
+			return
+		}
+		for name, a := range cfg.Actions {
+			if name == "" || a.Name != name || a.MaxAttempts < 1 || a.Timeout <= 0 || a.ConfirmTimeout <= 0 {
+				t.Fatalf("invalid action accepted: %+v", a)
+			}
+			_ = a.ValidateData(nil)
+			_ = a.SourceAllowed("urn:x")
+		}
+		if cfg.Reconcile.Every <= 0 || cfg.Reconcile.For <= 0 || cfg.KeyMemory < cfg.DedupeRetention {
+			t.Fatalf("invalid config accepted: %+v", cfg)
+		}
+	})
+}

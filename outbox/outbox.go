@@ -1,0 +1,176 @@
+// Package outbox stages everything one processing cycle must publish — journal
+// records, outcome events, deadletters, forwarded commands — and writes it
+// inside the Kafka transaction that also commits the consumed offsets.
+//
+// Why no separate relay reading a table: with KIP-447 transactions the outbox
+// and the offset commit are one atomic write on the broker. "Store then
+// publish" and "publish then store" both fail on their own (see watermill's
+// forwarder doc); here the store *is* the publish, and Pebble is updated only
+// after the transaction committed, as a cache of it. Outcome ids are
+// deterministic (schemas.OutcomeID), so the rare republication after an
+// aborted-then-retried cycle carries the same id and consumers can drop it.
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// Kind says which topic an entry goes to.
+type Kind int
+
+const (
+	KindJournal Kind = iota + 1
+	KindOutcome
+	KindDeadletter
+	KindForward
+)
+
+// Header names on journal records. Readers skip anything whose kind they do
+// not know, so new marker kinds can be added without breaking restore.
+const (
+	HeaderKind  = "onceflight-kind"
+	KindRecord  = "record"
+	KindEpoch   = "epoch"
+	HeaderEpoch = "onceflight-epoch"
+)
+
+// Entry is one staged record.
+type Entry struct {
+	Kind   Kind
+	Record *kgo.Record
+	// Journal is the execution record a KindJournal entry carries; the
+	// executor applies it to Pebble once the transaction committed.
+	Journal *schemas.Record
+}
+
+// Topics tells the batch where each kind goes. Partitions holds each
+// topic's partition count: keyed records are placed with Kafka's default
+// murmur2 mapping here, so the producer can use a manual partitioner and the
+// journal can be written to exactly the command's partition.
+type Topics struct {
+	Journal, Outcomes, Deadletter, Commands string
+	Partitions                              map[string]int
+}
+
+func (t Topics) place(r *kgo.Record) {
+	n := t.Partitions[r.Topic]
+	if n <= 0 || len(r.Key) == 0 {
+		r.Partition = 0
+		return
+	}
+	r.Partition = partitioner.ForKey(r.Key, n)
+}
+
+// Batch is the staged output of one cycle (or one intent write).
+type Batch struct {
+	topics  Topics
+	entries []Entry
+}
+
+// NewBatch returns an empty batch for these topics.
+func NewBatch(t Topics) *Batch { return &Batch{topics: t} }
+
+// Len is the number of staged entries (the outbox backlog of this cycle).
+func (b *Batch) Len() int { return len(b.entries) }
+
+// Entries returns the staged entries in publication order.
+func (b *Batch) Entries() []Entry { return b.entries }
+
+// Journal stages a state change of rec on journal partition p. The caller
+// has already chained its hash; order of calls is journal order.
+func (b *Batch) Journal(p int32, rec schemas.Record) error {
+	v, err := schemas.MarshalRecord(rec)
+	if err != nil {
+		return fmt.Errorf("outbox: journal record %q: %w", rec.IdempotencyKey, err)
+	}
+	r := &kgo.Record{
+		Topic:     b.topics.Journal,
+		Partition: p,
+		Key:       []byte(rec.IdempotencyKey),
+		Value:     v,
+		Headers: []kgo.RecordHeader{
+			{Key: HeaderKind, Value: []byte(KindRecord)},
+			{Key: HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
+		},
+	}
+	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r, Journal: &rec})
+	return nil
+}
+
+// Epoch stages an ownership-epoch marker on journal partition p.
+func (b *Batch) Epoch(p int32, epoch int64, executor string) {
+	r := &kgo.Record{
+		Topic:     b.topics.Journal,
+		Partition: p,
+		Key:       []byte("onceflight.epoch"),
+		Value:     fmt.Appendf(nil, `{"epoch":%d,"executor":%q}`, epoch, executor),
+		Headers: []kgo.RecordHeader{
+			{Key: HeaderKind, Value: []byte(KindEpoch)},
+			{Key: HeaderEpoch, Value: []byte(strconv.FormatInt(epoch, 10))},
+		},
+	}
+	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r})
+}
+
+// Outcome stages the outcome event answering command causationID with rec.
+func (b *Batch) Outcome(rec schemas.Record, causationID string, replayed bool) error {
+	r, err := schemas.EncodeOutcome(rec, causationID, replayed)
+	if err != nil {
+		return fmt.Errorf("outbox: outcome for %q: %w", rec.IdempotencyKey, err)
+	}
+	r.Topic = b.topics.Outcomes
+	b.topics.place(r)
+	b.entries = append(b.entries, Entry{Kind: KindOutcome, Record: r})
+	return nil
+}
+
+// Deadletter stages the original bytes of an undecodable command.
+func (b *Batch) Deadletter(orig *kgo.Record, reason string) {
+	r := schemas.DeadletterRecord(orig, reason)
+	r.Topic = b.topics.Deadletter
+	b.topics.place(r)
+	b.entries = append(b.entries, Entry{Kind: KindDeadletter, Record: r})
+}
+
+// Forward stages a copy of a misrouted command for its entity's partition,
+// recording where it first landed.
+func (b *Batch) Forward(orig *kgo.Record, entity string, to int32) {
+	hs := append([]kgo.RecordHeader(nil), orig.Headers...)
+	hs = append(hs,
+		kgo.RecordHeader{Key: "onceflight-forwarded-from-partition", Value: []byte(strconv.Itoa(int(orig.Partition)))},
+		kgo.RecordHeader{Key: "onceflight-forwarded-from-offset", Value: []byte(strconv.FormatInt(orig.Offset, 10))},
+	)
+	r := &kgo.Record{Topic: b.topics.Commands, Partition: to, Key: []byte(entity), Value: orig.Value, Headers: hs}
+	b.entries = append(b.entries, Entry{Kind: KindForward, Record: r})
+}
+
+// Produce writes every entry through cl, which must be inside a transaction,
+// and reports the last journal offset written per partition. Records are
+// produced asynchronously and awaited together: one round trip per batch,
+// not per record.
+func (b *Batch) Produce(ctx context.Context, cl *kgo.Client) (map[int32]int64, error) {
+	if len(b.entries) == 0 {
+		return nil, nil
+	}
+	rs := make([]*kgo.Record, len(b.entries))
+	for i, e := range b.entries {
+		rs[i] = e.Record
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		return nil, fmt.Errorf("outbox: produce %d records: %w", len(rs), err)
+	}
+	last := map[int32]int64{}
+	for _, e := range b.entries {
+		if e.Kind == KindJournal && e.Record.Offset >= last[e.Record.Partition] {
+			last[e.Record.Partition] = e.Record.Offset
+		}
+	}
+	return last, nil
+}

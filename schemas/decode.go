@@ -1,0 +1,270 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	jsoniter "github.com/json-iterator/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DefaultMaxDataBytes is the data size limit when none is configured (SPEC §2).
+const DefaultMaxDataBytes = 512 << 10
+
+// Extension attribute names (SPEC §2, §3). CloudEvents extension names are
+// lowercase alphanumeric, hence no separators.
+const (
+	ExtIdempotencyKey  = "idempotencykey"
+	ExtExpectedVersion = "expectedversion"
+	ExtDeadline        = "deadline"
+	ExtTraceParent     = "traceparent"
+	ExtCausationID     = "causationid"
+	ExtReplayed        = "replayed"
+)
+
+// MaxIdempotencyKeyBytes bounds an idempotency key (SPEC §2).
+const MaxIdempotencyKeyBytes = 256
+
+// DecodeError says why a record is not a valid command. The executor
+// deadletters the record with Reason and, when Entity is known, publishes a
+// rejected outcome for that entity (SPEC §3).
+type DecodeError struct {
+	Reason string // what is wrong, for humans and the deadletter header
+	Entity string // subject, else the record key; empty when neither is known
+}
+
+func (e *DecodeError) Error() string {
+	if e.Entity != "" {
+		return fmt.Sprintf("invalid command for entity %q: %s", e.Entity, e.Reason)
+	}
+	return "invalid command: " + e.Reason
+}
+
+// DecodeCommand decodes and validates a command record (SPEC §2). It never
+// panics; on failure the error is a *DecodeError. maxDataBytes <= 0 means
+// DefaultMaxDataBytes.
+func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
+	if r == nil {
+		return Command{}, &DecodeError{Reason: "nil record"}
+	}
+	if maxDataBytes <= 0 {
+		maxDataBytes = DefaultMaxDataBytes
+	}
+	// Best-effort entity for errors, refined to the subject once read.
+	entity := string(r.Key)
+	if s, ok := header(r, headerPrefix+"subject"); ok && s != "" {
+		entity = s
+	}
+	fail := func(format string, args ...any) (Command, error) {
+		return Command{}, &DecodeError{Reason: fmt.Sprintf(format, args...), Entity: entity}
+	}
+	defer func() {
+		// Defense in depth: every sdk-go call is already guarded, but an
+		// undecodable record must never stop the partition.
+		if p := recover(); p != nil {
+			cmd, err = fail("malformed event: %v", p)
+		}
+	}()
+
+	structured := false
+	var ev *event.Event
+	switch NewMessage(r).ReadEncoding() {
+	case binding.EncodingBinary:
+		// Cheap early reject before any parsing.
+		if len(r.Value) > maxDataBytes {
+			return fail("data is %d bytes, limit %d", len(r.Value), maxDataBytes)
+		}
+	case binding.EncodingStructured:
+		structured = true
+	}
+	ev, err = ToEvent(r)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if sv := ev.SpecVersion(); sv != event.CloudEventsVersionV1 {
+		return fail("unsupported specversion %q, want \"1.0\"", sv)
+	}
+	if s := ev.Subject(); s != "" {
+		entity = s
+	}
+	for _, a := range [...]struct{ name, v string }{
+		{"id", ev.ID()}, {"source", ev.Source()}, {"type", ev.Type()}, {"subject", ev.Subject()},
+	} {
+		if a.v == "" {
+			return fail("missing required attribute %q", a.name)
+		}
+	}
+	if len(r.Key) > 0 && string(r.Key) != ev.Subject() {
+		return fail("record key %q differs from subject %q", r.Key, ev.Subject())
+	}
+
+	cmd = Command{
+		ID:        ev.ID(),
+		Source:    ev.Source(),
+		Type:      ev.Type(),
+		Subject:   ev.Subject(),
+		Partition: r.Partition,
+		Offset:    r.Offset,
+	}
+	exts := ev.Extensions()
+
+	cmd.IdempotencyKey = cmd.Source + "/" + cmd.ID
+	if v, ok := exts[ExtIdempotencyKey]; ok {
+		s, ok := v.(string)
+		if !ok {
+			return fail("extension %q must be a string, got %T", ExtIdempotencyKey, v)
+		}
+		cmd.IdempotencyKey = s
+	}
+	if n := len(cmd.IdempotencyKey); n < 1 || n > MaxIdempotencyKeyBytes {
+		return fail("idempotency key is %d bytes, want 1-%d", n, MaxIdempotencyKeyBytes)
+	}
+
+	if v, ok := exts[ExtExpectedVersion]; ok {
+		n, err := expectedVersion(v, structured, r.Value)
+		if err != nil {
+			return fail("extension %q: %v", ExtExpectedVersion, err)
+		}
+		cmd.ExpectedVersion = &n
+	}
+
+	if v, ok := exts[ExtDeadline]; ok {
+		s, ok := v.(string)
+		if !ok {
+			return fail("extension %q must be an RFC 3339 string, got %T", ExtDeadline, v)
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return fail("extension %q is not an RFC 3339 time: %q", ExtDeadline, s)
+		}
+		cmd.Deadline = &t
+	}
+
+	if v, ok := exts[ExtTraceParent]; ok {
+		s, ok := v.(string)
+		if !ok || !validTraceParent(s) {
+			return fail("extension %q is not a W3C traceparent: %v", ExtTraceParent, v)
+		}
+		cmd.TraceParent = s
+	}
+
+	data := bytes.TrimSpace(ev.Data())
+	if len(data) > 0 {
+		if mt, _ := ev.Context.GetDataMediaType(); mt != "" && !isJSONMediaType(mt) {
+			return fail("datacontenttype %q is not JSON", mt)
+		}
+		if len(data) > maxDataBytes {
+			return fail("data is %d bytes, limit %d", len(data), maxDataBytes)
+		}
+		if first := firstNonSpace(data); first != '{' {
+			return fail("data is not a JSON object: starts with %q", first)
+		}
+		canon, err := CanonicalJSON(data)
+		if err != nil {
+			return fail("data is not a JSON object: %v", err)
+		}
+		// Keep our own copy: sdk-go may alias the record's buffer, and
+		// kgo may reuse it.
+		cmd.Data = json.RawMessage(append([]byte(nil), data...))
+		cmd.Fingerprint = fingerprintCanonical(cmd.Type, cmd.Subject, canon)
+	} else {
+		cmd.Fingerprint = fingerprintCanonical(cmd.Type, cmd.Subject, nil)
+	}
+	return cmd, nil
+}
+
+// expectedVersion reads the expectedversion extension. Binary headers carry
+// it as a string. In structured JSON it may be a string or a number; sdk-go
+// turns numbers into int32 (CloudEvents Integer) and silently truncates
+// fractions, so for numbers the literal is re-read from the JSON and parsed
+// strictly. Versions beyond int32 must be sent as strings in JSON.
+func expectedVersion(v any, structured bool, value []byte) (int64, error) {
+	var lit string
+	switch t := v.(type) {
+	case string:
+		lit = t
+	case int32:
+		if !structured {
+			lit = strconv.FormatInt(int64(t), 10)
+			break
+		}
+		raw, ok := topLevelMember(value, ExtExpectedVersion)
+		if !ok {
+			return 0, errors.New("cannot re-read number")
+		}
+		lit = strings.TrimSpace(string(raw))
+	default:
+		return 0, fmt.Errorf("must be an integer, got %T", v)
+	}
+	n, err := strconv.ParseInt(lit, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not an integer: %q", lit)
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("must be >= 0, got %d", n)
+	}
+	return n, nil
+}
+
+// topLevelMember returns the raw JSON of the last top-level member name (the
+// one sdk-go kept). It is only called when that member exists.
+func topLevelMember(value []byte, name string) (raw []byte, ok bool) {
+	iter := jsoniter.ParseBytes(jsoniter.ConfigFastest, value)
+	for key := iter.ReadObject(); key != "" && iter.Error == nil; key = iter.ReadObject() {
+		if key == name {
+			raw, ok = iter.SkipAndReturnBytes(), true
+			continue
+		}
+		iter.Skip()
+	}
+	return raw, ok && iter.Error == nil
+}
+
+// isJSONMediaType matches application/json and any +json suffix, which is
+// what sdk-go treats as JSON and keeps inline.
+func isJSONMediaType(mt string) bool {
+	mt = strings.ToLower(mt)
+	return mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json")
+}
+
+func firstNonSpace(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c
+	}
+	return 0
+}
+
+// validTraceParent checks the W3C trace-context traceparent shape loosely:
+// version-traceid-parentid-flags in lowercase hex, version not ff, ids not
+// all zero; version 00 has exactly four fields, later versions may append.
+func validTraceParent(s string) bool {
+	if len(s) < 55 || (len(s) > 55 && s[55] != '-') {
+		return false
+	}
+	if s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	ver, trace, parent, flags := s[0:2], s[3:35], s[36:52], s[53:55]
+	for _, part := range []string{ver, trace, parent, flags} {
+		for i := 0; i < len(part); i++ {
+			if c := part[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+	}
+	if ver == "ff" || (ver == "00" && len(s) != 55) {
+		return false
+	}
+	return strings.Trim(trace, "0") != "" && strings.Trim(parent, "0") != ""
+}

@@ -1,0 +1,55 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// EncodeCommand encodes c as a command record that DecodeCommand accepts
+// (used by the submit CLI and tests). Key = subject; Topic is left empty.
+// Optional attributes are included when set; IdempotencyKey is included when
+// non-empty even if it equals the default. Partition, Offset and Fingerprint
+// are ignored: they are properties of a consumed record.
+func EncodeCommand(c Command, mode Mode) (*kgo.Record, error) {
+	ev := event.New(event.CloudEventsVersionV1)
+	ev.SetID(c.ID)
+	ev.SetSource(c.Source)
+	ev.SetType(c.Type)
+	ev.SetSubject(c.Subject)
+	if c.IdempotencyKey != "" {
+		ev.SetExtension(ExtIdempotencyKey, c.IdempotencyKey)
+	}
+	if c.ExpectedVersion != nil {
+		// CloudEvents Integer is 32-bit: larger versions travel as strings,
+		// which DecodeCommand accepts too.
+		if v := *c.ExpectedVersion; v >= math.MinInt32 && v <= math.MaxInt32 && mode == Structured {
+			ev.SetExtension(ExtExpectedVersion, int32(v))
+		} else {
+			ev.SetExtension(ExtExpectedVersion, strconv.FormatInt(v, 10))
+		}
+	}
+	if c.Deadline != nil {
+		ev.SetExtension(ExtDeadline, c.Deadline.Format(time.RFC3339Nano))
+	}
+	if c.TraceParent != "" {
+		ev.SetExtension(ExtTraceParent, c.TraceParent)
+	}
+	if len(c.Data) > 0 {
+		// json.RawMessage keeps the data inline JSON (a []byte would become
+		// data_base64).
+		if err := ev.SetData(event.ApplicationJSON, json.RawMessage(c.Data)); err != nil {
+			return nil, fmt.Errorf("set data: %w", err)
+		}
+	}
+	rec, err := ToRecord(&ev, mode)
+	if err != nil {
+		return nil, fmt.Errorf("encode command %q: %w", c.ID, err)
+	}
+	return rec, nil
+}
