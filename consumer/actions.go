@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/onceflight/onceflight/connectors"
 	httpconn "github.com/onceflight/onceflight/connectors/http"
+	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
 	"github.com/onceflight/onceflight/connectors/noop"
+	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/internal/config"
 )
 
@@ -52,6 +56,21 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 				return nil, fmt.Errorf("action %q: %w", name, err)
 			}
 			conn = h
+		case config.ConnectorKafka:
+			// The effect's producer is separate from the executor's
+			// transactional one: the effect must not be undone when a
+			// cycle aborts. Its delivery timeout is the attempt timeout,
+			// so a record reported ambiguous is not delivered later.
+			cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ProducerLinger(0),
+				kgo.RecordDeliveryTimeout(p.Timeout))
+			if err != nil {
+				return nil, fmt.Errorf("action %q: kafka client: %w", name, err)
+			}
+			k, err := kafkaconn.New(kafkaconn.Config{Client: cl, Topic: a.Topic, PartitionFor: partitioner.ForEntity})
+			if err != nil {
+				return nil, fmt.Errorf("action %q: %w", name, err)
+			}
+			conn = k
 		default:
 			return nil, fmt.Errorf("action %q: connector %q is not available in this build", name, a.Connector)
 		}

@@ -33,17 +33,17 @@ var errFenced = errors.New("consumer: fenced: partition no longer owned by this 
 
 // Executor runs commands. Create it with New and run it with Run.
 type Executor struct {
-	cfg     Config
+	cfg       Config
 	actions   map[string]*action
 	retention retention
-	store   *dedupe.Store
-	m       *metrics
-	log     *slog.Logger
-	opts    []kgo.Opt
+	store     *dedupe.Store
+	m         *metrics
+	log       *slog.Logger
+	opts      []kgo.Opt
 
 	// plain is a non-transactional client: topic admin, epoch markers and
 	// restore reads. The transactional session is owned by Run.
-	plain *kgo.Client
+	plain  *kgo.Client
 	nPart  int            // partitions of the commands (= journal) topic
 	counts map[string]int // partitions per topic, for outbox routing
 

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/broker"
+	"github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/demo"
+	"github.com/onceflight/onceflight/internal/topics"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+func newDemoCmd() *cobra.Command {
+	var keep bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run everything on the embedded broker with a demo service, and show the outcomes",
+		Long: `Start the embedded broker, one executor and a built-in (deliberately not
+idempotent) refunds service, then publish a handful of commands that show a
+first execution, a replay, a reused key, an unknown action, a malformed
+record, a timeout settled by confirmation and an unresolved record resolved
+by an operator. Prints a table and exits 0 when every outcome is as expected.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), keep)
+		},
+	}
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo's data directory")
+	return cmd
+}
+
+type demoStep struct {
+	what    string
+	cmd     schemas.Command
+	raw     *kgo.Record // a malformed record instead of cmd
+	want    schemas.Status
+	code    string
+	replay  bool
+	resolve string // resolve this key (as succeeded) instead of a command
+	// resolveCause is the id of the command whose record is resolved: the
+	// resolution is published as that command's new outcome.
+	resolveCause string
+}
+
+func runDemo(ctx context.Context, out io.Writer, keep bool) error {
+	dir, err := os.MkdirTemp("", "onceflight-demo-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	}
+	// The demo's own logs would drown the table: warnings only.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	slog.SetDefault(log)
+
+	b, err := broker.Start(ctx, "127.0.0.1:0", filepath.Join(dir, "broker"), broker.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	svc := demo.NewService()
+	svc.SlowAfterApply = 1500 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+
+	yaml := fmt.Sprintf(`actions:
+  noop.ping:
+    connector: noop
+  payments.refund:
+    connector: http
+    url: http://%[1]s/refunds
+    confirm_url: http://%[1]s/refunds/{key}
+    timeout: 500ms
+    confirm_timeout: 10s
+  messages.send:
+    connector: http
+    url: http://%[1]s/messages
+    timeout: 500ms
+`, ln.Addr())
+	cfgPath := filepath.Join(dir, "onceflight.yaml")
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
+		return err
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+
+	kf := &kafkaFlags{Brokers: []string{b.Addr()}, Topics: topics.Default()}
+	runCtx, stopServe := context.WithCancel(ctx)
+	serveDone := make(chan error, 1)
+	httpAddr := make(chan string, 1)
+	go func() {
+		serveDone <- runServe(runCtx, &serveOptions{
+			kf: kf, cfg: cfg, group: "onceflight-demo", httpAddr: "127.0.0.1:0", dataDir: filepath.Join(dir, "executor"),
+			executorID: "demo", sessionTimeout: 6 * time.Second, clockDrift: 200 * time.Millisecond,
+			maxInflight: 16, partitions: 3, maxDataBytes: 512 << 10,
+			started: func(_ []string, addr string) { httpAddr <- addr },
+		})
+	}()
+	defer func() {
+		stopServe()
+		<-serveDone
+	}()
+	var api string
+	select {
+	case api = <-httpAddr:
+	case err := <-serveDone:
+		return fmt.Errorf("executor: %w", err)
+	}
+	if err := waitReady(ctx, "http://"+api+"/readyz"); err != nil {
+		return err
+	}
+
+	cl, err := client.New(kf.Brokers)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	data := func(s string) json.RawMessage { return json.RawMessage(s) }
+	refund := schemas.Command{Source: "https://shop.example/demo", Type: "payments.refund", Subject: "order-1042", IdempotencyKey: "refund-1042", Data: data(`{"amount":25}`)}
+	steps := []demoStep{
+		{what: "first execution", cmd: refund, want: schemas.StatusSucceeded},
+		{what: "same key again", cmd: refund, want: schemas.StatusSucceeded, replay: true},
+		{what: "same key, other data", cmd: withData(refund, `{"amount":99}`), want: schemas.StatusRejected, code: schemas.CodeKeyReused},
+		{what: "unknown action", cmd: schemas.Command{Source: "demo", Type: "payments.teleport", Subject: "order-7", IdempotencyKey: "tp-7"}, want: schemas.StatusRejected, code: schemas.CodeUnknownAction},
+		{what: "malformed record", raw: &kgo.Record{Key: []byte("order-8"), Value: []byte(`{"not":"a cloudevent"`)}, want: schemas.StatusRejected, code: schemas.CodeInvalidCommand},
+		{what: "timeout, then confirmed", cmd: schemas.Command{Source: "demo", Type: "payments.refund", Subject: "order-2001", IdempotencyKey: "refund-2001", Data: data(`{"amount":40,"slow":true}`)}, want: schemas.StatusSucceeded},
+		{what: "500 after sending, no confirm", cmd: schemas.Command{Source: "demo", Type: "messages.send", Subject: "customer-9", IdempotencyKey: "msg-9", Data: data(`{"text":"your refund is on its way"}`)}, want: schemas.StatusUnresolved, code: schemas.CodeAmbiguous},
+		{what: "repeat of unresolved key", cmd: schemas.Command{Source: "demo", Type: "messages.send", Subject: "customer-9", IdempotencyKey: "msg-9", Data: data(`{"text":"your refund is on its way"}`)}, want: schemas.StatusUnresolved, replay: true},
+		{what: "operator resolves it", resolve: "msg-9", resolveCause: "demo-6", want: schemas.StatusSucceeded},
+	}
+
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tACTION\tKEY\tSTATUS\tREPLAYED\tCODE\tEFFECTS")
+	var failed []string
+	for i, st := range steps {
+		o, err := demoRun(ctx, cl, kf.Topics, i, st)
+		if err != nil {
+			return fmt.Errorf("step %q: %w", st.what, err)
+		}
+		rec := o.Record
+		code := ""
+		if rec.Error != nil {
+			code = rec.Error.Code
+		}
+		effects := "-"
+		if strings.HasPrefix(rec.Action, "payments.") || strings.HasPrefix(rec.Action, "messages.") {
+			effects = fmt.Sprint(svc.Effects(rec.IdempotencyKey))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\n", st.what, rec.Action, rec.IdempotencyKey, rec.Status, o.Replayed, code, effects)
+		if rec.Status != st.want || o.Replayed != st.replay || (st.code != "" && code != st.code) {
+			failed = append(failed, fmt.Sprintf("%s: got %s/%s replayed=%v, want %s/%s replayed=%v", st.what, rec.Status, code, o.Replayed, st.want, st.code, st.replay))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "\neffects at the refunds service: refund-1042=%d refund-2001=%d msg-9=%d (one each: never executed twice)\n",
+		svc.Effects("refund-1042"), svc.Effects("refund-2001"), svc.Effects("msg-9"))
+	fmt.Fprintf(out, "the malformed record is on topic %s with its reason in headers\n", kf.Topics.Deadletter)
+	if len(failed) > 0 {
+		return errors.New("demo outcomes differ from the expected ones:\n  " + strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+func withData(c schemas.Command, d string) schemas.Command {
+	c.Data = json.RawMessage(d)
+	return c
+}
+
+// demoRun publishes one step and waits for its outcome.
+func demoRun(ctx context.Context, cl *kgo.Client, t topics.Topics, i int, st demoStep) (schemas.Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	from, err := client.EndOffsets(ctx, cl, t.Outcomes)
+	if err != nil {
+		return schemas.Outcome{}, err
+	}
+	var r *kgo.Record
+	causation := ""
+	switch {
+	case st.raw != nil:
+		r = st.raw
+	case st.resolve != "":
+		id := fmt.Sprintf("demo-resolve-%d", i)
+		c := schemas.Command{ID: id, Source: "onceflight-cli", Type: "onceflight.resolve", Subject: "customer-9",
+			IdempotencyKey: "resolve/" + st.resolve + "/" + id,
+			Data:           json.RawMessage(fmt.Sprintf(`{"key":%q,"as":"succeeded","reason":"mail relay log shows the message was delivered","by":"demo-operator"}`, st.resolve))}
+		if r, err = schemas.EncodeCommand(c, schemas.Binary); err != nil {
+			return schemas.Outcome{}, err
+		}
+		causation = id
+	default:
+		c := st.cmd
+		c.ID = fmt.Sprintf("demo-%d", i)
+		if r, err = schemas.EncodeCommand(c, schemas.Binary); err != nil {
+			return schemas.Outcome{}, err
+		}
+		causation = c.ID
+	}
+	r.Topic = t.Commands
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		return schemas.Outcome{}, err
+	}
+	if st.raw != nil {
+		causation = fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)
+	}
+	if st.resolve != "" {
+		// The resolution's own outcome answers the original command.
+		o, err := client.WaitOutcome(ctx, cl, t.Outcomes, causation, from)
+		if err != nil {
+			return o, err
+		}
+		if o.Record.Status != schemas.StatusSucceeded {
+			return o, fmt.Errorf("resolve refused: %+v", o.Record.Error)
+		}
+		return client.WaitOutcome(ctx, cl, t.Outcomes, st.resolveCause, from)
+	}
+	return client.WaitOutcome(ctx, cl, t.Outcomes, causation, from)
+}
+
+func waitReady(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("executor not ready after 30s: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

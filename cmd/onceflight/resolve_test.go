@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/broker"
+	"github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/internal/topics"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// fakeExecutor answers every command on the default topics with an outcome
+// whose status is the command data's "status" field (succeeded when absent);
+// commands with "ignore" get none. It stands in for the real executor so the
+// client commands can be tested end to end on the embedded broker.
+func fakeExecutor(ctx context.Context, t *testing.T, addr string, seen chan<- schemas.Command) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topics.DefaultCommands),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			c, err := schemas.DecodeCommand(r, schemas.DefaultMaxDataBytes)
+			if err != nil {
+				t.Errorf("fake executor: %v", err)
+				return
+			}
+			if seen != nil {
+				seen <- c
+			}
+			var d struct {
+				Status schemas.Status `json:"status"`
+				Ignore bool           `json:"ignore"`
+			}
+			_ = json.Unmarshal(c.Data, &d)
+			if d.Ignore {
+				return
+			}
+			if d.Status == "" {
+				d.Status = schemas.StatusSucceeded
+			}
+			o, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: c.IdempotencyKey, Entity: c.Subject, Action: c.Type, Status: d.Status}, c.ID, false)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			o.Topic = topics.DefaultOutcomes
+			if err := cl.ProduceSync(ctx, o).FirstErr(); err != nil && ctx.Err() == nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func startEnv(t *testing.T, seen chan<- schemas.Command) (context.Context, string, *kgo.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	b, err := broker.Start(ctx, "127.0.0.1:0", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err := client.New([]string{b.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	d := topics.Default()
+	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 3, 1, nil, d.Commands, d.Outcomes, d.Journal); err != nil {
+		t.Fatal(err)
+	}
+	exCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); fakeExecutor(exCtx, t, b.Addr(), seen) }()
+	t.Cleanup(func() { stop(); <-done })
+	return ctx, b.Addr(), cl
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestSubmitWait(t *testing.T) {
+	_, addr, _ := startEnv(t, nil)
+	base := []string{"submit", "--brokers", addr, "--action", "payments.refund", "--entity", "order-1"}
+
+	code, out, errOut := runCLI(append(base, "--wait", "--key", "r-1", "--data", `{"amount":1}`)...)
+	if code != exitOK {
+		t.Fatalf("succeeded: exit %d, stderr %q", code, errOut)
+	}
+	o, err := schemas.DecodeOutcome(&kgo.Record{Value: []byte(out), Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/cloudevents+json")}}})
+	if err != nil || o.IdempotencyKey != "r-1" || strings.Count(out, "\n") != 1 {
+		t.Fatalf("printed %q (%v)", out, err)
+	}
+
+	code, _, errOut = runCLI(append(base, "--wait", "--mode", "structured", "--data", `{"status":"failed"}`)...)
+	if code != exitNotSucceded || !strings.Contains(errOut, "failed") {
+		t.Fatalf("failed: exit %d, stderr %q", code, errOut)
+	}
+
+	code, _, errOut = runCLI(append(base, "--wait", "--timeout", "500ms", "--data", `{"ignore":true}`)...)
+	if code != exitNoOutcome || !strings.Contains(errOut, "no outcome") {
+		t.Fatalf("timeout: exit %d, stderr %q", code, errOut)
+	}
+
+	code, out, errOut = runCLI(append(base, "--id", "fixed-id")...)
+	var ack struct {
+		ID        string `json:"id"`
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"offset"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &ack) != nil || ack.ID != "fixed-id" {
+		t.Fatalf("no wait: exit %d, out %q, stderr %q", code, out, errOut)
+	}
+
+	// outcomes --from-beginning: the three answered commands, then exit.
+	code, out, errOut = runCLI("outcomes", "--brokers", addr, "--from-beginning")
+	if code != exitOK || strings.Count(out, "\n") != 3 {
+		t.Fatalf("outcomes: exit %d, %d lines, stderr %q", code, strings.Count(out, "\n"), errOut)
+	}
+	code, out, _ = runCLI("outcomes", "--brokers", addr, "--from-beginning", "--key", "r-1")
+	if code != exitOK || strings.Count(out, "\n") != 1 {
+		t.Fatalf("outcomes --key: exit %d, out %q", code, out)
+	}
+}
+
+func TestStatusAndResolve(t *testing.T) {
+	seen := make(chan schemas.Command, 10)
+	ctx, addr, cl := startEnv(t, seen)
+	for _, r := range []schemas.Record{
+		{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusInProgress},
+		{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusSucceeded},
+		{IdempotencyKey: "stuck", Entity: "order-2", Status: schemas.StatusUnresolved},
+	} {
+		v, _ := schemas.MarshalRecord(r)
+		rec := &kgo.Record{Topic: topics.DefaultJournal, Key: []byte(r.IdempotencyKey), Value: v,
+			Headers: []kgo.RecordHeader{{Key: client.KindHeader, Value: []byte(client.KindRecord)}}}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	code, out, _ := runCLI("status", "--brokers", addr, "done")
+	if code != exitOK || !strings.Contains(out, `"status":"succeeded"`) {
+		t.Fatalf("status done: exit %d, out %q", code, out)
+	}
+	code, _, errOut := runCLI("status", "--brokers", addr, "nope")
+	if code != exitError || !strings.Contains(errOut, "no record for key") {
+		t.Fatalf("status nope: exit %d, stderr %q", code, errOut)
+	}
+	code, out, _ = runCLI("status", "--brokers", addr, "--unresolved")
+	if code != exitOK || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"stuck"`) {
+		t.Fatalf("status --unresolved: exit %d, out %q", code, out)
+	}
+
+	code, _, errOut = runCLI("resolve", "--brokers", addr, "done", "--as", "failed", "--reason", "x", "--by", "me")
+	if code != exitError || !strings.Contains(errOut, "only unresolved or held") {
+		t.Fatalf("resolve of a final record: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut = runCLI("resolve", "--brokers", addr, "stuck", "--as", "succeeded", "--reason", "seen in the PSP dashboard", "--by", "ann")
+	if code != exitOK || out == "" {
+		t.Fatalf("resolve: exit %d, out %q, stderr %q", code, out, errOut)
+	}
+	c := <-seen
+	var d resolveData
+	if err := json.Unmarshal(c.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if c.Type != ResolveAction || c.Subject != "order-2" || c.IdempotencyKey != "resolve/stuck/"+c.ID ||
+		d != (resolveData{Key: "stuck", As: "succeeded", Reason: "seen in the PSP dashboard", By: "ann"}) {
+		t.Fatalf("resolve command = %+v, data %+v", c, d)
+	}
+}

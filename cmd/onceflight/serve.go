@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/api"
+	"github.com/onceflight/onceflight/internal/broker"
+	"github.com/onceflight/onceflight/internal/config"
+)
+
+// serveOptions are serve's flags; demo fills them in code.
+type serveOptions struct {
+	kf             *kafkaFlags
+	configPath     string
+	cfg            *config.Config // set instead of configPath by demo
+	group          string
+	httpAddr       string
+	dataDir        string
+	executorID     string
+	sessionTimeout time.Duration
+	clockDrift     time.Duration
+	maxInflight    int
+	partitions     int
+	maxDataBytes   int
+	embeddedAddr   string
+	// started, if set, is called with the broker address and the HTTP
+	// address once the executor runs.
+	started func(brokers []string, httpAddr string)
+}
+
+func newServeCmd() *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run an executor",
+		Long: `Run an executor: consume commands, execute them through their connectors,
+publish outcomes. With no --brokers it first starts the embedded development
+broker on 127.0.0.1:9092 with its data under --data-dir. Several serve
+processes with the same --group share the partitions.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.maxInflight < 1 {
+				return usageErrorf("--max-inflight must be at least 1, got %d", o.maxInflight)
+			}
+			if o.partitions < 1 {
+				return usageErrorf("--partitions must be at least 1, got %d", o.partitions)
+			}
+			if o.sessionTimeout < time.Second {
+				return usageErrorf("--session-timeout must be at least 1s, got %s", o.sessionTimeout)
+			}
+			return runServe(cmd.Context(), o)
+		},
+	}
+	o.kf = addKafkaFlagsDefault(cmd, nil, "Kafka brokers, host:port,...; none: start the embedded broker on 127.0.0.1:9092")
+	fs := cmd.Flags()
+	fs.StringVar(&o.configPath, "config", "onceflight.yaml", "actions file (SPEC §6)")
+	fs.StringVar(&o.group, "group", "onceflight", "consumer group shared by the executors of one deployment")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints (health, metrics, records)")
+	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory of the local state (a cache of the journal) and of the embedded broker")
+	fs.StringVar(&o.executorID, "executor-id", "", "name of this executor in records and its transactional id (default hostname-pid)")
+	fs.DurationVar(&o.sessionTimeout, "session-timeout", 45*time.Second, "consumer group session timeout")
+	fs.DurationVar(&o.clockDrift, "clock-drift", time.Second, "margin a new owner waits past an inherited execution's deadline")
+	fs.IntVar(&o.maxInflight, "max-inflight", 64, "concurrent connector executions per process")
+	fs.IntVar(&o.partitions, "partitions", 12, "partition count of the topics serve creates")
+	fs.IntVar(&o.maxDataBytes, "max-data-bytes", 512<<10, "largest command data accepted")
+	o.embeddedAddr = defaultBrokers
+	return cmd
+}
+
+// runServe runs until ctx is cancelled and shuts down in order: the
+// executor stops fetching, finishes its cycle (executions, transaction with
+// the offsets), leaves the group and closes its clients; then the HTTP
+// server, Pebble, and last the embedded broker everything else talked to.
+func runServe(ctx context.Context, o *serveOptions) error {
+	log := slog.Default()
+	cfg := o.cfg
+	if cfg == nil {
+		var err error
+		if cfg, err = config.Load(o.configPath); err != nil {
+			return usageError{err}
+		}
+	}
+	brokers := o.kf.Brokers
+	if len(brokers) == 0 {
+		b, err := broker.Start(ctx, o.embeddedAddr, filepath.Join(o.dataDir, "broker"), broker.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("embedded broker: %w", err)
+		}
+		defer b.Close()
+		brokers = []string{b.Addr()}
+		log.Info("embedded development broker started (use --brokers for Kafka or Redpanda)", "addr", b.Addr())
+	}
+	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ex, err := consumer.New(consumer.Config{
+		Brokers:        brokers,
+		Group:          o.group,
+		Topics:         o.kf.Topics,
+		Partitions:     o.partitions,
+		SessionTimeout: o.sessionTimeout,
+		MaxInflight:    o.maxInflight,
+		MaxDataBytes:   o.maxDataBytes,
+		ClockDrift:     o.clockDrift,
+		ExecutorID:     o.executorID,
+		Logger:         log,
+	}, cfg, store, consumer.WithRegisterer(reg))
+	if err != nil {
+		return usageError{err}
+	}
+
+	ln, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", o.httpAddr, err)
+	}
+	srv := &http.Server{Handler: api.Handler(ex, store, reg), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "err", err)
+		}
+	}()
+	log.Info("executor starting", "brokers", brokers, "group", o.group, "http", ln.Addr().String(), "actions", len(cfg.Actions))
+	if o.started != nil {
+		o.started(brokers, ln.Addr().String())
+	}
+	runErr := ex.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	log.Info("executor stopped")
+	return runErr
+}
