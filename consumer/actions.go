@@ -10,8 +10,8 @@ import (
 	httpconn "github.com/onceflight/onceflight/connectors/http"
 	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
 	"github.com/onceflight/onceflight/connectors/noop"
-	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/partitioner"
 )
 
 // action is a configured action with its connector and policy.

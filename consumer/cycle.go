@@ -171,7 +171,7 @@ func (c *cycle) handle(ctx context.Context, it *item, version *int64) {
 		c.resolve(cmd)
 		return
 	case TypeReconcile:
-		// Reconcile requests for keys never seen have nothing to do.
+		c.reconcileKey(ctx, cmd, version)
 		return
 	}
 	if cmd.Deadline != nil && time.Now().After(*cmd.Deadline) {
@@ -248,7 +248,10 @@ func (c *cycle) inherit(ctx context.Context, cmd schemas.Command, prev schemas.R
 type performFunc func(context.Context, connectors.Request, connectors.PerformOption) connectors.Decision
 
 // run drives rec through perform, recording every attempt's intent first.
-func (c *cycle) run(ctx context.Context, a *action, rec schemas.Record, causation string, replayed bool, version *int64, perform performFunc) {
+//
+// keep, when given, decides whether a decision is recorded at all: the
+// reconciler records only decisions that settle an unresolved record.
+func (c *cycle) run(ctx context.Context, a *action, rec schemas.Record, causation string, replayed bool, version *int64, perform performFunc, keep ...func(connectors.Decision) bool) {
 	p := rec.Command.Partition
 	st := c.e.part(p)
 	if st == nil {
@@ -285,6 +288,9 @@ func (c *cycle) run(ctx context.Context, a *action, rec schemas.Record, causatio
 		// its deadline, and the cycle aborts so the command is consumed
 		// again by whoever owns the partition.
 		c.fail(fmt.Errorf("key %q: %s: %s", rec.IdempotencyKey, dec.Code, dec.Message))
+		return
+	}
+	if len(keep) > 0 && !keep[0](dec) {
 		return
 	}
 	c.finalize(&rec, dec, version)

@@ -36,6 +36,7 @@ type Executor struct {
 	cfg       Config
 	actions   map[string]*action
 	retention retention
+	reconcile struct{ every, window time.Duration }
 	store     *dedupe.Store
 	m         *metrics
 	log       *slog.Logger
@@ -93,6 +94,7 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	e := &Executor{cfg: cfg, actions: acts, store: store, log: cfg.Logger, parts: map[int32]*partState{}}
 	if actions != nil {
 		e.retention = retention{keep: actions.DedupeRetention, memory: actions.KeyMemory}
+		e.reconcile.every, e.reconcile.window = actions.Reconcile.Every, actions.Reconcile.For
 	}
 	for _, o := range opts {
 		o(e)
@@ -140,6 +142,9 @@ func (e *Executor) Run(ctx context.Context) error {
 	if err := e.ensureTopics(ctx); err != nil {
 		return err
 	}
+	rctx, stopReconciler := context.WithCancel(ctx)
+	defer stopReconciler()
+	go e.reconcileLoop(rctx)
 	for {
 		sess, err := e.newSession()
 		if err != nil {

@@ -95,7 +95,12 @@ func (h *harness) start(dataDir string) {
 
 func (h *harness) submit(id, entity, key, data string) {
 	h.t.Helper()
-	c := schemas.Command{ID: id, Source: "test", Type: "noop.ping", Subject: entity, IdempotencyKey: key, Data: json.RawMessage(data)}
+	h.submitAction(id, "noop.ping", entity, key, data)
+}
+
+func (h *harness) submitAction(id, action, entity, key, data string) {
+	h.t.Helper()
+	c := schemas.Command{ID: id, Source: "test", Type: action, Subject: entity, IdempotencyKey: key, Data: json.RawMessage(data)}
 	r, err := schemas.EncodeCommand(c, schemas.Binary)
 	if err != nil {
 		h.t.Fatal(err)

@@ -1,0 +1,96 @@
+package consumer_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// A 500 after applying, with a confirm endpoint that is down: the record
+// becomes unresolved (confirmation_timeout). When the confirm endpoint
+// heals, the reconciler turns it succeeded and publishes the new outcome —
+// with the one effect the service applied, never a second POST.
+func TestUnresolvedThenReconciled(t *testing.T) {
+	h := newHarness(t)
+	var (
+		mu       sync.Mutex
+		effects  = map[string]int{}
+		healthy  atomic.Bool
+		confirms atomic.Int32
+	)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		switch r.Method {
+		case http.MethodPost:
+			mu.Lock()
+			effects[key]++
+			mu.Unlock()
+			http.Error(w, "boom after applying", http.StatusInternalServerError)
+		case http.MethodGet:
+			confirms.Add(1)
+			if !healthy.Load() {
+				http.Error(w, "confirm unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprint(w, `{"refund_id":"re_1"}`)
+		}
+	}))
+	defer svc.Close()
+	dir := t.TempDir()
+	yaml := fmt.Sprintf(`reconcile:
+  every: 300ms
+actions:
+  payments.refund:
+    connector: http
+    url: %[1]s/refunds
+    confirm_url: %[1]s/refunds/{key}
+    timeout: 300ms
+    confirm_timeout: 600ms
+`, svc.URL)
+	path := filepath.Join(dir, "onceflight.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if h.cfgFile, err = config.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	h.start(t.TempDir())
+	h.submitAction("c1", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(1, seen, nil)
+	first := seen["c1"][0].Record
+	if first.Status != schemas.StatusUnresolved || first.Error == nil || first.Error.Code != schemas.CodeConfirmationTimeout {
+		t.Fatalf("want unresolved confirmation_timeout, got %s %+v", first.Status, first.Error)
+	}
+	// A repeat is answered from the unresolved record, not executed.
+	h.submitAction("c2", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
+	h.outcomes(2, seen, nil)
+	if o := seen["c2"][0]; !o.Replayed || o.Record.Status != schemas.StatusUnresolved {
+		t.Fatalf("repeat of unresolved: %+v", o)
+	}
+	healthy.Store(true)
+	h.outcomes(3, seen, nil)
+	var settled *schemas.Outcome
+	for _, o := range seen["c1"] {
+		if o.Record.Status == schemas.StatusSucceeded {
+			settled = &o
+		}
+	}
+	if settled == nil || settled.Replayed {
+		t.Fatalf("reconciled outcome for c1 missing: %+v", seen["c1"])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if effects["refund-9"] != 1 {
+		t.Fatalf("effects %d, want 1", effects["refund-9"])
+	}
+}

@@ -1,0 +1,98 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// reconcileLoop asks, every `reconcile.every`, that each unresolved record
+// of an owned partition be confirmed again, for `reconcile.for` after it
+// became unresolved. It does not confirm by itself: it publishes a
+// onceflight.reconcile control command to the entity's partition, so the
+// confirmation runs in the entity's single flight, under the owner's fence,
+// and its result is journaled and published like any other.
+func (e *Executor) reconcileLoop(ctx context.Context) {
+	if e.reconcile.every <= 0 {
+		return
+	}
+	t := time.NewTicker(e.reconcile.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		owned := e.Owned()
+		if len(owned) == 0 {
+			continue
+		}
+		recs, err := e.store.Unresolved(owned, 10000)
+		if err != nil {
+			e.log.Warn("reconciler: list unresolved", "err", err)
+			continue
+		}
+		for _, rec := range recs {
+			if rec.FinishedAt != nil && time.Since(*rec.FinishedAt) > e.reconcile.window {
+				continue
+			}
+			if err := e.requestReconcile(ctx, rec); err != nil {
+				e.log.Warn("reconciler: request", "key", rec.IdempotencyKey, "err", err)
+			}
+		}
+	}
+}
+
+func (e *Executor) requestReconcile(ctx context.Context, rec schemas.Record) error {
+	id := fmt.Sprintf("reconcile-%s-%d", e.cfg.ExecutorID, time.Now().UnixNano())
+	data, _ := json.Marshal(map[string]string{"key": rec.IdempotencyKey})
+	r, err := schemas.EncodeCommand(schemas.Command{
+		ID: id, Source: "onceflight-reconciler", Type: TypeReconcile, Subject: rec.Entity,
+		IdempotencyKey: "reconcile/" + id, Data: data,
+	}, schemas.Binary)
+	if err != nil {
+		return err
+	}
+	r.Topic = e.cfg.Topics.Commands
+	r.Partition = partitioner.ForEntity(rec.Entity, e.nPart)
+	return e.plain.ProduceSync(ctx, r).FirstErr()
+}
+
+// reconcileKey settles an unresolved record by confirmation (and, where the
+// connector says the effect did not happen, a new attempt). A record that
+// is still unknown stays as it is.
+func (c *cycle) reconcileKey(ctx context.Context, cmd schemas.Command, version *int64) {
+	var req struct {
+		Key string `json:"key"`
+	}
+	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" {
+		return
+	}
+	target, found, err := c.lookup(req.Key)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	if !found || target.Status != schemas.StatusUnresolved || target.Entity != cmd.Subject {
+		return
+	}
+	a := c.e.actions[target.Action]
+	if a == nil {
+		return
+	}
+	if _, ok := connectors.ConfirmerOf(a.conn); !ok && !a.policy.IdempotentByKey {
+		return // nothing new can be learnt automatically
+	}
+	rec := target
+	rec.Executor = c.e.cfg.ExecutorID
+	c.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
+		r.Attempt = target.Attempts
+		return connectors.Reconcile(ctx, a.conn, r, a.policy, opt)
+	}, func(d connectors.Decision) bool { return d.Outcome != schemas.StatusUnresolved })
+}
