@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,6 +148,33 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error is not a *config.Error: %T", err)
 			}
 		})
+	}
+}
+
+// TestMergeBomb checks that nested merge keys, which expand exponentially
+// through aliases, are cut off instead of hanging start-up.
+func TestMergeBomb(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("x-0: &a0 {connector: noop}\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&b, "x-%d: &a%d {<<: [", i, i)
+		for j := range 10 {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]}\n")
+	}
+	b.WriteString("actions:\n  x: *a8\n")
+	start := time.Now()
+	_, err := Parse("c.yaml", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "merge keys expand to more than") {
+		t.Errorf("Parse = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Parse took %v", d)
 	}
 }
 

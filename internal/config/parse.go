@@ -50,6 +50,7 @@ type loader struct {
 	file    string
 	dir     string
 	anchors map[string]ast.Node
+	budget  int // entries mappingDepth may still visit; see maxMergeEntries
 	errs    []error
 }
 
@@ -178,8 +179,14 @@ func (p *loader) resolve(n ast.Node) ast.Node {
 // (explicit keys win over merged ones, as YAML specifies). A null value is an
 // empty mapping. Anything else is reported and ok is false.
 func (p *loader) mapping(n ast.Node, action, field string) (entries []entry, ok bool) {
+	p.budget = maxMergeEntries
 	return p.mappingDepth(n, action, field, 0)
 }
+
+// maxMergeEntries bounds the key/value pairs one mapping may expand to
+// through merge keys: aliases make nested merges exponential (a "billion
+// laughs" file), and no real actions file comes near the bound.
+const maxMergeEntries = 10000
 
 func (p *loader) mappingDepth(n ast.Node, action, field string, depth int) ([]entry, bool) {
 	orig := n
@@ -205,6 +212,10 @@ func (p *loader) mappingDepth(n ast.Node, action, field string, depth int) ([]en
 	for _, mv := range values {
 		if mv == nil || mv.Key == nil {
 			continue
+		}
+		if p.budget--; p.budget < 0 {
+			p.errAt(mv.Key, action, field, "merge keys expand to more than %d entries", maxMergeEntries)
+			return nil, false
 		}
 		if mv.Key.IsMergeKey() {
 			if depth > 8 {
