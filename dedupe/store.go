@@ -109,6 +109,10 @@ type config struct {
 type Option func(*config)
 
 // WithCacheSize sets the block cache size in bytes (default DefaultCacheSize).
+//
+// Pebble charges its memtables (4 MiB each by default) to this cache, split
+// over shards: measured here, an 8 MiB cache kept no block at all (every read
+// a cache miss), so sizes below ~32 MiB buy nothing.
 func WithCacheSize(bytes int64) Option {
 	return func(c *config) { c.cacheSize = bytes }
 }

@@ -47,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -59,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "onceflight: %s\n", msg)
 	}
 	if code == exitUsage {
-		fmt.Fprintln(stderr, "Run 'onceflight --help' for usage.")
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
 }

@@ -123,7 +123,7 @@ func readData(arg string, stdin io.Reader) (json.RawMessage, error) {
 		return nil, usageErrorf("%s is not valid JSON (%v); it must be a JSON object, e.g. '{\"amount\":100}'", from, err)
 	}
 	if len(raw) == 0 || raw[0] != '{' {
-		return nil, usageErrorf("%s is JSON %s, but must be a JSON object, e.g. '{\"amount\":100}'", from, jsonKind(raw))
+		return nil, usageErrorf("%s is %s, but must be a JSON object, e.g. '{\"amount\":100}'", from, jsonKind(raw))
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
@@ -142,7 +142,7 @@ func jsonKind(raw []byte) string {
 	case 't', 'f':
 		return "a boolean"
 	case 'n':
-		return "null"
+		return "JSON null"
 	default:
 		return "a number"
 	}
