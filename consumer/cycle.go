@@ -402,7 +402,10 @@ func (c *cycle) replay(cmd schemas.Command, prev schemas.Record) {
 		return
 	}
 	c.e.m.replays.Inc()
-	c.add(emit{outcome: &prev, causation: cmd.ID, replayed: true})
+	// The command that produced the record, consumed again after a
+	// crash between commit and offset, is a republication: same outcome
+	// id, and not marked replayed.
+	c.add(emit{outcome: &prev, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
 }
 
 // undecodable sends r to the deadletter topic and, when an entity can be
@@ -443,6 +446,12 @@ func (c *cycle) lookup(key string) (schemas.Record, bool, error) {
 	rec, ok, err := c.e.store.Lookup(key)
 	if err != nil {
 		return rec, false, fmt.Errorf("dedupe lookup %q: %w", key, err)
+	}
+	// Past key_memory a key is forgotten (SPEC §3): a command with it is
+	// new work.
+	if ok && rec.Status.Final() && rec.FinishedAt != nil && c.e.retention.memory > 0 &&
+		time.Since(*rec.FinishedAt) > c.e.retention.memory {
+		return schemas.Record{}, false, nil
 	}
 	return rec, ok, nil
 }

@@ -40,8 +40,15 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	return newHarnessOn(t, c.ListenAddrs())
+}
+
+// newHarnessOn runs against any Kafka-protocol brokers (kfake, Redpanda).
+func newHarnessOn(t *testing.T, brokers []string) *harness {
+	t.Helper()
+	var err error
 	dir := t.TempDir()
-	h := &harness{t: t, brokers: c.ListenAddrs(), effects: filepath.Join(dir, "effects.log")}
+	h := &harness{t: t, brokers: brokers, effects: filepath.Join(dir, "effects.log")}
 	yaml := fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.effects)
 	path := filepath.Join(dir, "onceflight.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
