@@ -62,6 +62,9 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 			// cycle aborts. Its delivery timeout is the attempt timeout,
 			// so a record reported ambiguous is not delivered later.
 			cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ProducerLinger(0),
+				// Uncompressed: franz-go defaults to snappy, which common clients
+				// (kafkajs without a codec plugin) cannot read.
+				kgo.ProducerBatchCompression(kgo.NoCompression()),
 				kgo.RecordDeliveryTimeout(p.Timeout))
 			if err != nil {
 				return nil, fmt.Errorf("action %q: kafka client: %w", name, err)

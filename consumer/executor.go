@@ -51,9 +51,10 @@ type Executor struct {
 	mu    sync.Mutex
 	parts map[int32]*partState // owned and restored partitions
 
-	ready   atomic.Bool
-	sem     chan struct{}
-	session atomic.Pointer[kgo.GroupTransactSession]
+	ready         atomic.Bool
+	restoreFailed atomic.Bool
+	sem           chan struct{}
+	session       atomic.Pointer[kgo.GroupTransactSession]
 }
 
 // partState is what the owner of a partition keeps in memory. Fields other
@@ -133,6 +134,9 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.plain, err = kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(e.cfg.Brokers...),
 		kgo.ProducerLinger(0),
+		// Uncompressed: franz-go defaults to snappy, which common clients
+		// (kafkajs without a codec plugin) cannot read.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	}, e.opts...)...)
 	if err != nil {
@@ -219,6 +223,9 @@ func (e *Executor) newSession() (*kgo.GroupTransactSession, error) {
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.SessionTimeout(e.cfg.SessionTimeout),
 		kgo.ProducerLinger(0),
+		// Uncompressed: franz-go defaults to snappy, which common clients
+		// (kafkajs without a codec plugin) cannot read.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		// Every record's partition is chosen by outbox (murmur2 for keys,
 		// the command's partition for the journal).
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -237,14 +244,16 @@ func (e *Executor) newSession() (*kgo.GroupTransactSession, error) {
 // franz-go fetches a newly assigned partition's offsets only after this
 // callback returns, so no command of p is processed before its records are
 // in Pebble and a new epoch is in the journal.
-func (e *Executor) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	for _, p := range assigned[e.cfg.Topics.Commands] {
-		st, err := e.restore(ctx, p)
+		st, err := e.restore(ctx, cl, p)
 		if err != nil {
 			// Without a restore we must not process p: leave it out of
-			// parts, so every cycle with p's commands aborts, and let
-			// the group hand it on when we leave.
-			e.log.Error("restore failed; partition will not be processed", "partition", p, "err", err)
+			// parts (every cycle with p's commands aborts) and have the
+			// poll loop recreate the session, which rejoins the group
+			// and restores again.
+			e.log.Error("restore failed; rejoining the group", "partition", p, "err", err)
+			e.restoreFailed.Store(true)
 			continue
 		}
 		e.mu.Lock()
@@ -328,6 +337,9 @@ func (e *Executor) consume(ctx context.Context, sess *kgo.GroupTransactSession) 
 				e.m.lag.WithLabelValues(fmt.Sprint(fp.Partition)).Set(float64(fp.HighWatermark - fp.Records[n-1].Offset - 1))
 			}
 		})
+		if e.restoreFailed.Swap(false) {
+			return errors.New("a partition could not be restored")
+		}
 		recs := fetches.Records()
 		if len(recs) == 0 {
 			continue

@@ -65,7 +65,7 @@ func (w *intentWriter) loop(ctx context.Context) {
 			return
 		}
 	drain:
-		for len(batch) < 256 {
+		for len(batch) < 4096 {
 			select {
 			case r := <-w.ch:
 				batch = append(batch, r)

@@ -19,7 +19,8 @@ import (
 // ownership of it with a new epoch:
 //
 //  1. catch up from the last journal offset Pebble holds (incremental; 0
-//     for a new or deleted data dir) to the last stable offset;
+//     for a new or deleted data dir) through the high watermark, waiting
+//     for open transactions there to end;
 //  2. write an epoch marker one higher than any epoch seen;
 //  3. catch up again through the marker, which also picks up anything a
 //     previous owner committed between 1 and 2.
@@ -27,43 +28,66 @@ import (
 // Records written after a marker under a lower epoch come from an owner
 // that was already replaced (a zombie's intent write that lost the race);
 // catch-up skips them, so they never count as history.
-func (e *Executor) restore(ctx context.Context, p int32) (*partState, error) {
+func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partState, error) {
 	start := time.Now()
+	// A restarted executor keeps its transactional id: loading the
+	// producer id now aborts the transaction its previous incarnation left
+	// open, instead of waiting for it to time out below.
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		e.log.Warn("init producer id before restore", "err", err)
+	}
 	prog, err := e.store.Progress(p)
 	if err != nil {
 		return nil, fmt.Errorf("restore partition %d: %w", p, err)
 	}
-	cu, err := e.catchUp(ctx, p, prog)
+	// Through the high watermark, not just the stable offset: an epoch
+	// marker behind a previous owner's open transaction would otherwise be
+	// missed, and two owners could share an epoch.
+	hwm, err := e.journalEnd(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	cu, err := e.catchUp(ctx, p, prog, hwm)
 	if err != nil {
 		return nil, err
 	}
 	epoch := cu.Epoch + 1
 	marker := outbox.NewBatch(outbox.Topics{Journal: e.cfg.Topics.Journal})
 	marker.Epoch(p, epoch, e.cfg.ExecutorID)
-	if _, err := marker.Produce(ctx, e.plain); err != nil {
+	last, err := marker.Produce(ctx, e.plain)
+	if err != nil {
 		return nil, fmt.Errorf("restore partition %d: epoch marker: %w", p, err)
 	}
-	cu, err = e.catchUp(ctx, p, cu)
+	cu, err = e.catchUp(ctx, p, cu, last[p]+1)
 	if err != nil {
 		return nil, err
+	}
+	if cu.Epoch != epoch {
+		return nil, fmt.Errorf("restore partition %d: epoch %d written but %d read back: another owner is writing", p, epoch, cu.Epoch)
 	}
 	e.log.Info("partition restored", "partition", p, "epoch", cu.Epoch, "journal_offset", cu.JournalOffset, "took", time.Since(start))
 	return &partState{epoch: cu.Epoch, lastHash: cu.LastHash, next: cu.JournalOffset}, nil
 }
 
-// catchUp applies journal partition p from prog.JournalOffset up to its last
-// stable offset and returns the new progress, which it also stores.
-func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress) (dedupe.Progress, error) {
-	adm := kadm.NewClient(e.plain)
-	ends, err := adm.ListCommittedOffsets(ctx, e.cfg.Topics.Journal)
+// journalEnd is the high watermark of journal partition p.
+func (e *Executor) journalEnd(ctx context.Context, p int32) (int64, error) {
+	ends, err := kadm.NewClient(e.plain).ListEndOffsets(ctx, e.cfg.Topics.Journal)
 	if err != nil {
-		return prog, fmt.Errorf("catch up partition %d: list offsets: %w", p, err)
+		return 0, fmt.Errorf("restore partition %d: list end offsets: %w", p, err)
 	}
 	end, ok := ends.Lookup(e.cfg.Topics.Journal, p)
 	if !ok || end.Err != nil {
-		return prog, fmt.Errorf("catch up partition %d: no end offset: %v", p, end.Err)
+		return 0, fmt.Errorf("restore partition %d: no end offset: %v", p, end.Err)
 	}
-	if prog.JournalOffset >= end.Offset {
+	return end.Offset, nil
+}
+
+// catchUp applies journal partition p from prog.JournalOffset through
+// offset target-1 and returns the new progress, which it also stores. It
+// reads committed data only, so it waits for open transactions below target
+// to end (bounded by the transaction timeout, plus a margin).
+func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress, target int64) (dedupe.Progress, error) {
+	if prog.JournalOffset >= target {
 		return prog, nil
 	}
 	rd, err := kgo.NewClient(append([]kgo.Opt{
@@ -73,7 +97,8 @@ func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress) (
 		}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Control records show where transactions ended, so the reader
-		// knows when it reached the end even if the tail is a marker.
+		// sees an offset at or past every transaction's end, and knows
+		// it reached target even when the tail is a commit marker.
 		kgo.KeepControlRecords(),
 	}, e.opts...)...)
 	if err != nil {
@@ -81,9 +106,11 @@ func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress) (
 	}
 	defer rd.Close()
 
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.TransactionTimeout+20*time.Second)
+	defer cancel()
 	b := e.store.NewBatch()
 	defer func() { b.Close() }()
-	n, idle := 0, 0
+	n := 0
 	flush := func() error {
 		b.SetProgress(p, prog)
 		if err := b.Commit(); err != nil {
@@ -94,26 +121,12 @@ func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress) (
 		n = 0
 		return nil
 	}
-	for prog.JournalOffset < end.Offset {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fetches := rd.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return prog, ctx.Err()
+	for prog.JournalOffset < target {
+		fetches := rd.PollFetches(wctx)
+		if wctx.Err() != nil {
+			return prog, fmt.Errorf("catch up partition %d: reached offset %d of %d: %w", p, prog.JournalOffset, target, wctx.Err())
 		}
-		recs := fetches.Records()
-		if len(recs) == 0 {
-			// An aborted transaction at the very tail leaves offsets
-			// below the end that a read_committed reader never sees.
-			// Nothing we must apply can hide there, so a few idle polls
-			// mean we are caught up.
-			if idle++; idle >= 3 {
-				break
-			}
-			continue
-		}
-		idle = 0
-		for _, r := range recs {
+		for _, r := range fetches.Records() {
 			prog.JournalOffset = r.Offset + 1
 			if r.Attrs.IsControl() {
 				continue

@@ -114,6 +114,12 @@ func New(cfg Config) (*Connector, error) {
 			}
 			return &guardConn{Conn: conn}, nil
 		}
+		if client.Transport == nil {
+			// net/http keeps 2 idle connections per host by default, so
+			// with many executions in flight almost every POST would
+			// open a new connection.
+			t.MaxIdleConnsPerHost = 256
+		}
 		t.ForceAttemptHTTP2 = false
 		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		client.Transport = t

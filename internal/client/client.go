@@ -39,6 +39,9 @@ func New(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	base := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ProducerLinger(0),
+		// Uncompressed: franz-go defaults to snappy, which common clients
+		// (kafkajs without a codec plugin) cannot read.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
 	cl, err := kgo.NewClient(append(base, opts...)...)

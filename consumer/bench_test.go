@@ -1,0 +1,267 @@
+package consumer_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+const (
+	benchPartitions = 12
+	benchEntities   = 10_000
+	benchDelay      = 20 * time.Millisecond
+)
+
+// BenchmarkThroughput measures end-to-end throughput of one executor: b.N
+// commands (unique keys, spread over 10,000 entities) already waiting on 12
+// partitions, an http action whose server takes 20 ms per POST, and the time
+// from the executor being ready (joined, 12 partitions restored) until b.N
+// outcomes are readable by a read_committed consumer. Broker, topics,
+// producing the commands and the executor's join are outside the timer.
+//
+// Use a fixed count, e.g.
+//
+//	go test ./consumer -run '^$' -bench BenchmarkThroughput -benchtime 2000x -count 3
+//
+// Metrics: cmds/s; peak_inflight = most POSTs the server saw at once;
+// cmds/cycle = commands per committed cycle transaction; conns = TCP
+// connections the server accepted; x_vs_600 = cmds/s over the 600/s ceiling
+// of one 20 ms execution per partition at a time (12 / 20 ms).
+func BenchmarkThroughput(b *testing.B) {
+	ceiling := float64(benchPartitions) / benchDelay.Seconds()
+	b.Logf("one execution per partition ceiling: %d partitions / %s = %.0f cmds/s", benchPartitions, benchDelay, ceiling)
+	for _, c := range []struct{ inflight, poll int }{
+		{1, 500}, {12, 500}, {64, 500}, {256, 500}, {256, 2000}, {512, 500}, {512, 2000},
+	} {
+		b.Run(fmt.Sprintf("inflight=%d/poll=%d", c.inflight, c.poll), func(b *testing.B) {
+			benchThroughput(b, c.inflight, c.poll, ceiling)
+		})
+	}
+}
+
+// slowServer answers every POST with 201 after benchDelay and tracks the
+// peak number of requests in flight.
+type slowServer struct {
+	*httptest.Server
+	cur, peak, posts, conns atomic.Int64
+}
+
+func newSlowServer(b *testing.B) *slowServer {
+	s := &slowServer{}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		n := s.cur.Add(1)
+		for {
+			p := s.peak.Load()
+			if n <= p || s.peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(benchDelay)
+		s.cur.Add(-1)
+		s.posts.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.Start()
+	b.Cleanup(s.Close)
+	return s
+}
+
+func benchThroughput(b *testing.B, inflight, poll int, ceiling float64) {
+	b.StopTimer()
+	n := b.N
+	srv := newSlowServer(b)
+
+	dir := b.TempDir()
+	yaml := fmt.Sprintf("actions:\n  bench.post:\n    connector: http\n    url: %s/effects\n    timeout: 2s\n", srv.URL)
+	path := filepath.Join(dir, "onceflight.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	actions, err := config.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// Topics as the executor would create them (it tolerates their existing).
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prod.Close()
+	adm := kadm.NewClient(prod)
+	for _, t := range []struct {
+		name  string
+		parts int32
+	}{
+		{"onceflight.commands", benchPartitions}, {"onceflight.journal", benchPartitions},
+		{"onceflight.outcomes", benchPartitions}, {"onceflight.deadletter", 1},
+	} {
+		if _, err := adm.CreateTopic(ctx, t.parts, -1, nil, t.name); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	// b.N commands up front; franz-go's default partitioner is murmur2 on
+	// the key (= entity), the executor's mapping, so nothing is forwarded.
+	batch := make([]*kgo.Record, 0, 1000)
+	flush := func() {
+		if err := prod.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	for i := range n {
+		r, err := schemas.EncodeCommand(schemas.Command{
+			ID: fmt.Sprintf("c-%d", i), Source: "bench", Type: "bench.post",
+			Subject: fmt.Sprintf("e-%d", i%benchEntities), IdempotencyKey: fmt.Sprintf("k-%d", i),
+			Data: json.RawMessage(`{"amount":1}`),
+		}, schemas.Binary)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Topic = "onceflight.commands"
+		batch = append(batch, r)
+		if len(batch) == cap(batch) {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+
+	out, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeTopics("onceflight.outcomes"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+
+	store, err := dedupe.Open(filepath.Join(dir, "state"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	ex, err := consumer.New(consumer.Config{
+		Brokers: brokers, Partitions: benchPartitions, SessionTimeout: 6 * time.Second,
+		MaxInflight: inflight, MaxPollRecords: poll, ExecutorID: "bench",
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, actions, store, consumer.WithRegisterer(reg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ex.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			b.Errorf("run: %v", err)
+		}
+		store.Close()
+	}()
+
+	// The clock starts once the group is joined and every partition restored.
+	for !ex.Ready() || len(ex.Owned()) < benchPartitions {
+		if ctx.Err() != nil {
+			b.Fatal("executor not ready")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.ResetTimer()
+	b.StartTimer()
+	start := time.Now()
+	got, bad := 0, 0
+	for got < n {
+		fs := out.PollFetches(ctx)
+		if ctx.Err() != nil {
+			b.Fatalf("timed out with %d of %d outcomes", got, n)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			if o, err := schemas.DecodeOutcome(r); err != nil || o.Record.Status != schemas.StatusSucceeded {
+				bad++
+			}
+		})
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	if bad > 0 {
+		b.Fatalf("%d of %d outcomes not succeeded", bad, got)
+	}
+	if p := srv.posts.Load(); p != int64(n) {
+		b.Fatalf("server saw %d POSTs for %d commands", p, n)
+	}
+	rate := float64(n) / elapsed.Seconds()
+	b.ReportMetric(rate, "cmds/s")
+	b.ReportMetric(float64(srv.peak.Load()), "peak_inflight")
+	b.ReportMetric(rate/ceiling, "x_vs_600")
+	b.ReportMetric(float64(srv.conns.Load()), "conns")
+	if cy := committedCycles(b, reg); cy > 0 {
+		b.ReportMetric(float64(n)/cy, "cmds/cycle")
+	}
+}
+
+func committedCycles(b *testing.B, reg *prometheus.Registry) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "onceflight_cycles_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == "committed" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runCLI runs the onceflight binary and returns stdout, stderr and the exit
+// code.
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("onceflight %s: %v", strings.Join(args, " "), err)
+		}
+		code = ee.ExitCode()
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// TestSubmitWaitReplay submits the same key twice with `onceflight submit
+// --wait` (binary, then structured mode): the first outcome is succeeded and
+// not replayed, the second the same record replayed; `onceflight status`
+// prints that record.
+func TestSubmitWaitReplay(t *testing.T) {
+	brokers := startBroker(t)
+	cfg, effects := writeConfig(t)
+	startServe(t, serveOpts{brokers: brokers, config: cfg, dataDir: t.TempDir(), executorID: "ex-submit"}, true)
+
+	submit := func(mode string) (outcome, map[string]any) {
+		t.Helper()
+		stdout, stderr, code := runCLI(t, "submit", "--brokers", brokers, "--action", testAction,
+			"--entity", "order-1042", "--key", "refund-1042", "--data", `{"amount":5,"currency":"EUR"}`,
+			"--wait", "--timeout", "30s", "--mode", mode)
+		if code != 0 {
+			t.Fatalf("submit --mode %s: exit %d\nstdout: %s\nstderr: %s", mode, code, stdout, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		if len(lines) != 1 {
+			t.Fatalf("submit printed %d lines, want 1: %q", len(lines), stdout)
+		}
+		o, err := parseOutcome([]byte(lines[0]))
+		if err != nil {
+			t.Fatalf("submit output is not an outcome: %v: %q", err, stdout)
+		}
+		var ev struct {
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(o.Raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		return o, ev.Data
+	}
+
+	first, rec1 := submit("binary")
+	if first.Data.Status != "succeeded" || first.Replayed {
+		t.Errorf("first submit: status %s replayed %v, want succeeded, false", first.Data.Status, first.Replayed)
+	}
+	second, rec2 := submit("structured")
+	if second.Data.Status != "succeeded" || !second.Replayed {
+		t.Errorf("second submit: status %s replayed %v, want succeeded, true", second.Data.Status, second.Replayed)
+	}
+	if second.CausationID == first.CausationID || second.ID == first.ID {
+		t.Errorf("the two submits share command id %s or outcome id %s", first.CausationID, first.ID)
+	}
+	if !reflect.DeepEqual(rec1, rec2) {
+		t.Errorf("replayed record differs from the original:\nfirst:  %v\nsecond: %v", rec1, rec2)
+	}
+
+	stdout, stderr, code := runCLI(t, "status", "--brokers", brokers, "refund-1042")
+	if code != 0 {
+		t.Fatalf("status: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	var status map[string]any
+	if err := json.Unmarshal([]byte(stdout), &status); err != nil {
+		t.Fatalf("status output is not JSON: %v: %q", err, stdout)
+	}
+	if !reflect.DeepEqual(status, rec1) {
+		t.Errorf("status record differs from the outcome's:\nstatus:  %v\noutcome: %v", status, rec1)
+	}
+	if n := countEffects(t, effects)["refund-1042"]; n != 1 {
+		t.Errorf("refund-1042 executed %d times, want 1", n)
+	}
+
+	// An unknown key: status fails.
+	if _, _, code := runCLI(t, "status", "--brokers", brokers, "no-such-key"); code == 0 {
+		t.Errorf("status of an unknown key exited 0")
+	}
+}
