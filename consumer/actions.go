@@ -59,7 +59,7 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 		case config.ConnectorKafka:
 			// The effect's producer is separate from the executor's
 			// transactional one: the effect must not be undone when a
-			// cycle aborts. Its delivery timeout is the attempt timeout,
+			// transaction aborts. Its delivery timeout is the attempt timeout,
 			// so a record reported ambiguous is not delivered later.
 			cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ProducerLinger(0),
 				// Uncompressed: franz-go defaults to snappy, which common clients

@@ -27,7 +27,7 @@ type Config struct {
 	// MaxInflight bounds concurrent connector executions per process.
 	// Default 64.
 	MaxInflight int
-	// MaxPollRecords bounds one processing cycle. Default 500.
+	// MaxPollRecords bounds one poll. Default 500.
 	MaxPollRecords int
 	// MaxDataBytes bounds command data. Default 512 KiB.
 	MaxDataBytes int
@@ -38,6 +38,12 @@ type Config struct {
 	// can stall the new owner (MEASURED: kgo's 40s default stalls it that
 	// long). Default 10s.
 	TransactionTimeout time.Duration
+	// MaxBuffered bounds commands consumed but not yet answered; the poll
+	// loop waits when it is reached. Default 10000.
+	MaxBuffered int
+	// RevokeTimeout bounds how long a revoked partition's running commands
+	// may take to finish before it is released. Default 10s.
+	RevokeTimeout time.Duration
 	// ExecutorID names this process in records and is its transactional
 	// id. Default hostname-pid.
 	ExecutorID string
@@ -73,6 +79,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = 500
+	}
+	if c.MaxBuffered == 0 {
+		c.MaxBuffered = 10000
+	}
+	if c.RevokeTimeout == 0 {
+		c.RevokeTimeout = 10 * time.Second
 	}
 	if c.MaxDataBytes == 0 {
 		c.MaxDataBytes = 512 << 10

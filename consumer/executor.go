@@ -4,7 +4,8 @@
 // outcomes transactionally with the consumed offsets.
 //
 // See DESIGN.md for goroutine ownership and what is durable before an offset
-// commits; the short version is in the doc comments of Run and cycle.
+// commits; the short version is in the doc comments of pipeline and
+// committer.
 package consumer
 
 import (
@@ -20,7 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/config"
@@ -43,10 +43,12 @@ type Executor struct {
 	opts      []kgo.Opt
 
 	// plain is a non-transactional client: topic admin, epoch markers and
-	// restore reads. The transactional session is owned by Run.
+	// restore reads. The transactional group client is owned by Run.
 	plain  *kgo.Client
 	nPart  int            // partitions of the commands (= journal) topic
 	counts map[string]int // partitions per topic, for outbox routing
+	// commandsID is the commands topic's id (TxnOffsetCommit v6+).
+	commandsID [16]byte
 
 	mu    sync.Mutex
 	parts map[int32]*partState // owned and restored partitions
@@ -54,18 +56,7 @@ type Executor struct {
 	ready         atomic.Bool
 	restoreFailed atomic.Bool
 	sem           chan struct{}
-	session       atomic.Pointer[kgo.GroupTransactSession]
-}
-
-// partState is what the owner of a partition keeps in memory. Fields other
-// than lost are touched only by the Run goroutine and the intent writer,
-// which never run a transaction at the same time.
-type partState struct {
-	epoch    int64
-	tokenSeq int64
-	lastHash string
-	next     int64 // next journal offset (progress)
-	lost     atomic.Bool
+	pipe          atomic.Pointer[pipeline]
 }
 
 // Option configures an Executor.
@@ -126,9 +117,9 @@ func (e *Executor) Owned() []int32 {
 }
 
 // Run consumes until ctx is cancelled, then shuts down in order: stop
-// fetching, let the cycle in flight finish (its executions, its transaction:
-// outbox flushed and offsets committed together), leave the group, close the
-// clients. Pebble is the caller's to close, after Run returns.
+// fetching, let running commands finish, commit their answers with the
+// watermarks (one transaction), leave the group, close the clients. Pebble
+// is the caller's to close, after Run returns.
 func (e *Executor) Run(ctx context.Context) error {
 	var err error
 	e.plain, err = kgo.NewClient(append([]kgo.Opt{
@@ -150,23 +141,24 @@ func (e *Executor) Run(ctx context.Context) error {
 	defer stopReconciler()
 	go e.reconcileLoop(rctx)
 	for {
-		sess, err := e.newSession()
+		cl, err := e.newClient()
 		if err != nil {
 			return err
 		}
-		e.session.Store(sess)
-		err = e.consume(ctx, sess)
+		err = e.consume(ctx, cl)
 		e.ready.Store(false)
-		// Close leaves the group, so a successor gets the partitions now
-		// rather than after the session timeout.
-		sess.Close()
+		// Close leaves the group (its revoke callback flushes nothing
+		// more: the pipeline is stopped), so a successor gets the
+		// partitions now rather than after the session timeout.
+		cl.Close()
 		e.dropAll()
 		if ctx.Err() != nil {
 			return nil
 		}
-		// A session whose End failed is jammed (MEASURED: every later
-		// Begin fails); recreate it.
-		e.log.Warn("transaction session failed; recreating", "err", err)
+		// EndTransaction failed or a partition could not be restored:
+		// the producer or our view is in an unknown state. Start over
+		// with a new client, which rejoins and restores.
+		e.log.Warn("executor client failed; recreating it", "err", err)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -202,6 +194,7 @@ func (e *Executor) ensureTopics(ctx context.Context) error {
 	for t, d := range td {
 		e.counts[t] = len(d.Partitions)
 	}
+	e.commandsID = td[e.cfg.Topics.Commands].ID
 	nc, nj := len(td[e.cfg.Topics.Commands].Partitions), len(td[e.cfg.Topics.Journal].Partitions)
 	if nc == 0 || nc != nj {
 		return fmt.Errorf("consumer: topics %s (%d partitions) and %s (%d) must have the same partition count",
@@ -211,12 +204,16 @@ func (e *Executor) ensureTopics(ctx context.Context) error {
 	return nil
 }
 
-func (e *Executor) newSession() (*kgo.GroupTransactSession, error) {
+func (e *Executor) txnID() string { return "onceflight-" + e.cfg.ExecutorID }
+
+func (e *Executor) newClient() (*kgo.Client, error) {
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(e.cfg.Brokers...),
 		kgo.ConsumerGroup(e.cfg.Group),
 		kgo.ConsumeTopics(e.cfg.Topics.Commands),
-		kgo.TransactionalID("onceflight-" + e.cfg.ExecutorID),
+		// Offsets are committed only inside transactions (committer).
+		kgo.DisableAutoCommit(),
+		kgo.TransactionalID(e.txnID()),
 		kgo.TransactionTimeout(e.cfg.TransactionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
@@ -231,13 +228,13 @@ func (e *Executor) newSession() (*kgo.GroupTransactSession, error) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.OnPartitionsAssigned(e.onAssigned),
 		kgo.OnPartitionsRevoked(e.onRevoked),
-		kgo.OnPartitionsLost(e.onRevoked),
+		kgo.OnPartitionsLost(e.onLost),
 	}, e.opts...)
-	s, err := kgo.NewGroupTransactSession(opts...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("consumer: transaction session: %w", err)
+		return nil, fmt.Errorf("consumer: client: %w", err)
 	}
-	return s, nil
+	return cl, nil
 }
 
 // onAssigned restores each new partition before kgo starts fetching it:
@@ -249,7 +246,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 		st, err := e.restore(ctx, cl, p)
 		if err != nil {
 			// Without a restore we must not process p: leave it out of
-			// parts (every cycle with p's commands aborts) and have the
+			// parts (its records are not dispatched) and have the
 			// poll loop recreate the session, which rejoins the group
 			// and restores again.
 			e.log.Error("restore failed; rejoining the group", "partition", p, "err", err)
@@ -257,21 +254,57 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			continue
 		}
 		e.mu.Lock()
+		if old, ok := e.parts[p]; ok {
+			old.lost.Store(true)
+			old.cancel()
+		}
 		e.parts[p] = st
 		e.mu.Unlock()
 	}
 	e.ready.Store(true)
 }
 
-// onRevoked stops new work for the partitions at once. The transaction
-// session aborts the cycle in flight; its executions were recorded as
-// in_progress with deadlines, which the next owner honours.
-func (e *Executor) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+// onRevoked hands partitions over cleanly (cooperative-sticky: this runs
+// before the partitions are assigned to anyone else): stop starting new
+// work for them, let running commands finish within RevokeTimeout, commit
+// their answers and the watermark, then let go. What does not finish in
+// time stays in_progress in the journal; the next owner inherits it.
+func (e *Executor) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	ps := revoked[e.cfg.Topics.Commands]
+	if len(ps) == 0 {
+		return
+	}
+	if p := e.pipe.Load(); p != nil {
+		dctx, cancel := context.WithTimeout(ctx, e.cfg.RevokeTimeout)
+		for _, n := range ps {
+			if st := e.part(n); st != nil {
+				if err := p.drainPartition(dctx, st); err != nil {
+					e.log.Warn("revocation: commands still running are left to the next owner", "err", err)
+				}
+			}
+		}
+		if err := p.cm.flushNow(dctx); err != nil {
+			e.log.Warn("revocation: final commit failed; the next owner consumes those commands again", "err", err)
+		}
+		cancel()
+	}
+	e.release(ps)
+}
+
+// onLost drops partitions at once: another member may own them already,
+// so nothing more may be written for them (the committer drops their
+// staged work, and their running commands are cancelled).
+func (e *Executor) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	e.release(lost[e.cfg.Topics.Commands])
+}
+
+func (e *Executor) release(ps []int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, p := range revoked[e.cfg.Topics.Commands] {
+	for _, p := range ps {
 		if st, ok := e.parts[p]; ok {
 			st.lost.Store(true)
+			st.cancel()
 			delete(e.parts, p)
 		}
 	}
@@ -282,6 +315,7 @@ func (e *Executor) dropAll() {
 	defer e.mu.Unlock()
 	for p, st := range e.parts {
 		st.lost.Store(true)
+		st.cancel()
 		delete(e.parts, p)
 	}
 }
@@ -292,42 +326,53 @@ func (e *Executor) part(p int32) *partState {
 	return e.parts[p]
 }
 
-// checkMember proves that this process is still a member of the group's
-// current generation, after a write it made. If it is, the write committed
-// before any rebalance completed, so a new owner (who restores only after its
-// assignment) will read it. REBALANCE_IN_PROGRESS is fine for the same
-// reason: the next generation does not exist yet.
-func (e *Executor) checkMember(ctx context.Context, cl *kgo.Client, p int32) error {
-	if st := e.part(p); st == nil || st.lost.Load() {
-		return errFenced
+func (e *Executor) ownedStates() []*partState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*partState, 0, len(e.parts))
+	for _, st := range e.parts {
+		out = append(out, st)
 	}
-	member, gen := cl.GroupMetadata()
-	if member == "" || gen < 0 {
-		return errFenced
-	}
-	req := kmsg.NewPtrHeartbeatRequest()
-	req.Group = e.cfg.Group
-	req.MemberID = member
-	req.Generation = gen
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("consumer: membership check: %w", err)
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil && !errors.Is(err, kerr.RebalanceInProgress) {
-		return fmt.Errorf("%w: %v", errFenced, err)
-	}
-	if st := e.part(p); st == nil || st.lost.Load() {
-		return errFenced
-	}
-	return nil
+	return out
 }
 
-// consume is the poll loop of one transaction session.
-func (e *Executor) consume(ctx context.Context, sess *kgo.GroupTransactSession) error {
+// consume is the poll loop of one client's lifetime.
+func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
+	p := newPipeline(e, cl)
+	e.pipe.Store(p)
+	defer e.pipe.Store(nil)
+	cmCtx, stopCM := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCM()
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	cmDone := make(chan struct{})
+	var cmFatal error
+	go func() {
+		defer close(cmDone)
+		if cmFatal = p.cm.loop(cmCtx); cmFatal != nil {
+			stopPoll()
+		}
+	}()
+	var fatal error
+	var brokenErr atomic.Pointer[error]
+	go func() {
+		select {
+		case err := <-p.broken:
+			brokenErr.Store(&err)
+			stopPoll()
+		case <-pollCtx.Done():
+		}
+	}()
 	for {
-		fetches := sess.PollRecords(ctx, e.cfg.MaxPollRecords)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
-			return nil
+		p.waitRoom(pollCtx)
+		fetches := cl.PollRecords(pollCtx, e.cfg.MaxPollRecords)
+		if pollCtx.Err() != nil || fetches.IsClientClosed() {
+			break
+		}
+
+		if e.restoreFailed.Swap(false) {
+			fatal = errors.New("a partition could not be restored")
+			break
 		}
 		fetches.EachError(func(t string, p int32, err error) {
 			e.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
@@ -337,18 +382,22 @@ func (e *Executor) consume(ctx context.Context, sess *kgo.GroupTransactSession) 
 				e.m.lag.WithLabelValues(fmt.Sprint(fp.Partition)).Set(float64(fp.HighWatermark - fp.Records[n-1].Offset - 1))
 			}
 		})
-		if e.restoreFailed.Swap(false) {
-			return errors.New("a partition could not be restored")
-		}
-		recs := fetches.Records()
-		if len(recs) == 0 {
-			continue
-		}
-		// The cycle finishes even when ctx is cancelled: graceful shutdown
-		// lets in-flight executions end and commits their outcomes.
-		cctx := context.WithoutCancel(ctx)
-		if err := e.runCycle(cctx, sess, recs); err != nil {
-			return err
-		}
+		fetches.EachRecord(p.dispatch)
 	}
+	if b := brokenErr.Load(); b != nil && fatal == nil {
+		fatal = *b
+	}
+	// Graceful: running commands finish (their contexts are not the
+	// poll's), their answers and the watermarks are committed.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RevokeTimeout+5*time.Second)
+	defer cancel()
+	if err := p.stop(sctx); err != nil && fatal == nil {
+		e.log.Warn("final commit on shutdown failed; uncommitted commands will be consumed again", "err", err)
+	}
+	stopCM()
+	<-cmDone
+	if cmFatal != nil && fatal == nil {
+		fatal = cmFatal
+	}
+	return fatal
 }

@@ -12,7 +12,7 @@ type metrics struct {
 	lag           *prometheus.GaugeVec
 	unresolved    prometheus.Gauge
 	fenced        *prometheus.CounterVec
-	cycles        *prometheus.CounterVec
+	txns          *prometheus.CounterVec
 	deadletters   prometheus.Counter
 	forwarded     prometheus.Counter
 }
@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
 		}, []string{"action", "status"}),
 		outboxBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "onceflight_outbox_backlog", Help: "Staged records of the current cycle not yet committed.",
+			Name: "onceflight_outbox_backlog", Help: "Records staged for the transaction in progress, not yet committed.",
 		}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "onceflight_consumer_lag", Help: "Commands behind the high watermark, per partition.",
@@ -41,8 +41,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onceflight_fenced_writes_total", Help: "Writes refused because this process no longer owned the partition.",
 		}, []string{"stage"}),
-		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "onceflight_cycles_total", Help: "Processing cycles, by result (committed, aborted).",
+		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onceflight_transactions_total", Help: "Executor transactions (records, outcomes and offsets), by result (committed, aborted).",
 		}, []string{"result"}),
 		deadletters: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "onceflight_deadletters_total", Help: "Undecodable records sent to the deadletter topic.",
@@ -51,6 +51,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "onceflight_forwarded_total", Help: "Commands forwarded to their entity's partition.",
 		}),
 	}
-	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.cycles, m.deadletters, m.forwarded)
+	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded)
 	return m
 }

@@ -67,7 +67,7 @@ func (e *Executor) requestReconcile(ctx context.Context, rec schemas.Record) err
 // reconcileKey settles an unresolved record by confirmation (and, where the
 // connector says the effect did not happen, a new attempt). A record that
 // is still unknown stays as it is.
-func (c *cycle) reconcileKey(ctx context.Context, cmd schemas.Command, version *int64) {
+func (c *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *int64) {
 	var req struct {
 		Key string `json:"key"`
 	}

@@ -66,7 +66,7 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partS
 		return nil, fmt.Errorf("restore partition %d: epoch %d written but %d read back: another owner is writing", p, epoch, cu.Epoch)
 	}
 	e.log.Info("partition restored", "partition", p, "epoch", cu.Epoch, "journal_offset", cu.JournalOffset, "took", time.Since(start))
-	return &partState{epoch: cu.Epoch, lastHash: cu.LastHash, next: cu.JournalOffset}, nil
+	return newPartState(p, cu.Epoch, cu.LastHash, cu.JournalOffset), nil
 }
 
 // journalEnd is the high watermark of journal partition p.

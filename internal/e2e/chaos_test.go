@@ -730,12 +730,12 @@ func (c *chaosCluster) logMetrics() {
 			continue
 		}
 		fenced, err1 := c.metric(ex, "onceflight_fenced_writes_total", "")
-		aborted, err2 := c.metric(ex, "onceflight_cycles_total", `result="aborted"`)
+		aborted, err2 := c.metric(ex, "onceflight_transactions_total", `result="aborted"`)
 		if err := errors.Join(err1, err2); err != nil {
 			c.t.Logf("%s: metrics: %v", ex.id, err)
 			continue
 		}
-		c.t.Logf("%s: onceflight_fenced_writes_total=%v onceflight_cycles_total{result=aborted}=%v", ex.id, fenced, aborted)
+		c.t.Logf("%s: onceflight_fenced_writes_total=%v onceflight_transactions_total{result=aborted}=%v", ex.id, fenced, aborted)
 	}
 }
 

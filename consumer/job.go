@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/connectors"
-	"github.com/onceflight/onceflight/outbox"
-	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -24,34 +21,13 @@ const (
 	TypeReconcile = "onceflight.reconcile"
 )
 
-// A cycle processes one poll. Its shape is what makes G4 hold with KIP-447:
-//
-//  1. every polled command is answered in memory: replayed, rejected,
-//     deadlettered, forwarded, or executed (one goroutine per entity, so an
-//     entity's commands run one at a time and in partition order, while
-//     different entities run concurrently under MaxInflight);
-//  2. before each connector attempt its intent (in_progress, deadline,
-//     fencing token) is committed to the journal and this process proves it
-//     still owns the partition (intentWriter);
-//  3. the final records, outcome events, deadletters and forwards are
-//     produced in one transaction that also commits the polled offsets under
-//     the group's generation; a zombie's transaction is refused there;
-//  4. only after the commit is Pebble updated (records + progress in one
-//     synced batch). An aborted cycle leaves the intents, which the next
-//     owner — maybe us — settles by confirmation, never by blind retry.
-type cycle struct {
-	e    *Executor
-	sess *kgo.GroupTransactSession
-	iw   *intentWriter
-
-	mu     sync.Mutex
-	emits  []emit
-	finals map[string]schemas.Record // records decided this cycle, not yet in Pebble
-	claims map[string]string         // key → fingerprint of its first command this cycle
-	abort  error
+// item is one consumed command.
+type item struct {
+	rec *kgo.Record
+	cmd schemas.Command
 }
 
-// emit is one answer, staged in the order answers were decided.
+// emit is one answer to publish, staged in the order answers were decided.
 type emit struct {
 	journal    *schemas.Record // state change to journal, nil for none
 	outcome    *schemas.Record
@@ -64,82 +40,19 @@ type emit struct {
 	to         int32
 }
 
-type item struct {
-	rec *kgo.Record
-	cmd schemas.Command
+// job answers one command: the decision logic of the executor. Its emits
+// are staged together with the command's offset when it ends; a job that
+// ends with err set is not staged, so its offset is never committed and the
+// command is consumed again by whoever owns the partition next.
+type job struct {
+	p       *pipeline
+	e       *Executor
+	emits   []emit
+	claimed []string
+	err     error
 }
 
-func (e *Executor) runCycle(ctx context.Context, sess *kgo.GroupTransactSession, recs []*kgo.Record) error {
-	c := &cycle{e: e, sess: sess, finals: map[string]schemas.Record{}, claims: map[string]string{}}
-	c.iw = newIntentWriter(e, sess.Client())
-	iwCtx, stopIW := context.WithCancel(ctx)
-	iwDone := make(chan struct{})
-	go func() { defer close(iwDone); c.iw.loop(iwCtx) }()
-
-	// Group by entity in partition order. A partition we do not own (not
-	// restored, or revoked while polling) aborts the cycle: its offsets
-	// must not be committed by us.
-	byEntity := map[string][]*item{}
-	var order []string
-	for _, r := range recs {
-		if st := e.part(r.Partition); st == nil || st.lost.Load() {
-			c.fail(fmt.Errorf("%w: record from partition %d", errFenced, r.Partition))
-			continue
-		}
-		cmd, err := schemas.DecodeCommand(r, e.cfg.MaxDataBytes)
-		if err != nil {
-			c.undecodable(r, err)
-			continue
-		}
-		if want := partitioner.ForEntity(cmd.Subject, e.nPart); want != r.Partition {
-			// Never executed where it landed (SPEC §4): the entity's
-			// owner is whoever owns partition want.
-			c.add(emit{forward: r, entity: cmd.Subject, to: want})
-			e.m.forwarded.Inc()
-			continue
-		}
-		if _, ok := byEntity[cmd.Subject]; !ok {
-			order = append(order, cmd.Subject)
-		}
-		byEntity[cmd.Subject] = append(byEntity[cmd.Subject], &item{rec: r, cmd: cmd})
-	}
-
-	var wg sync.WaitGroup
-	for _, ent := range order {
-		items := byEntity[ent]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.runEntity(ctx, items)
-		}()
-	}
-	wg.Wait()
-	stopIW()
-	<-iwDone
-	return c.finish(ctx)
-}
-
-// runEntity is the single flight of one entity within the cycle.
-func (c *cycle) runEntity(ctx context.Context, items []*item) {
-	es, _, err := c.e.store.Entity(items[0].cmd.Subject)
-	if err != nil {
-		c.fail(fmt.Errorf("entity %q: %w", items[0].cmd.Subject, err))
-		return
-	}
-	version := es.Version
-	for _, it := range items {
-		if c.aborted() {
-			return
-		}
-		if st := c.e.part(it.rec.Partition); st == nil || st.lost.Load() {
-			c.fail(errFenced)
-			return
-		}
-		c.handle(ctx, it, &version)
-	}
-}
-
-func (c *cycle) handle(ctx context.Context, it *item, version *int64) {
+func (c *job) handle(ctx context.Context, it *item, version *int64) {
 	cmd := it.cmd
 	prev, found, err := c.lookup(cmd.IdempotencyKey)
 	if err != nil {
@@ -199,7 +112,7 @@ func (c *cycle) handle(ctx context.Context, it *item, version *int64) {
 }
 
 // execute runs a new command through its connector.
-func (c *cycle) execute(ctx context.Context, cmd schemas.Command, a *action, version *int64) {
+func (c *job) execute(ctx context.Context, cmd schemas.Command, a *action, version *int64) {
 	now := time.Now().UTC()
 	rec := c.base(cmd)
 	rec.StartedAt = &now
@@ -210,10 +123,10 @@ func (c *cycle) execute(ctx context.Context, cmd schemas.Command, a *action, ver
 }
 
 // inherit settles a key left in_progress by an earlier owner (or by our own
-// aborted cycle): wait until its recorded deadline plus the clock-drift
+// abandoned attempt): wait until its recorded deadline plus the clock-drift
 // margin has passed — the old attempt can no longer be sent after it — then
 // confirm before anything else (G3).
-func (c *cycle) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Record, version *int64) {
+func (c *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Record, version *int64) {
 	if prev.Deadline != nil {
 		wait := time.Until(prev.Deadline.Add(c.e.cfg.ClockDrift))
 		if wait > 0 {
@@ -251,7 +164,7 @@ type performFunc func(context.Context, connectors.Request, connectors.PerformOpt
 //
 // keep, when given, decides whether a decision is recorded at all: the
 // reconciler records only decisions that settle an unresolved record.
-func (c *cycle) run(ctx context.Context, a *action, rec schemas.Record, causation string, replayed bool, version *int64, perform performFunc, keep ...func(connectors.Decision) bool) {
+func (c *job) run(ctx context.Context, a *action, rec schemas.Record, causation string, replayed bool, version *int64, perform performFunc, keep ...func(connectors.Decision) bool) {
 	p := rec.Command.Partition
 	st := c.e.part(p)
 	if st == nil {
@@ -271,7 +184,7 @@ func (c *cycle) run(ctx context.Context, a *action, rec schemas.Record, causatio
 		d := deadline.UTC()
 		in.Deadline = &d
 		in.Error, in.Result, in.FinishedAt = nil, nil, nil
-		return c.iw.write(ctx, p, in)
+		return c.p.cm.intent(ctx, p, in)
 	})
 	select {
 	case c.e.sem <- struct{}{}:
@@ -285,7 +198,7 @@ func (c *cycle) run(ctx context.Context, a *action, rec schemas.Record, causatio
 	c.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
 	if dec.Code == connectors.CodeNotStarted || dec.Code == connectors.CodeInterrupted {
 		// No decision: the record stays in_progress in the journal with
-		// its deadline, and the cycle aborts so the command is consumed
+		// its deadline, and the command is not answered, so it is consumed
 		// again by whoever owns the partition.
 		c.fail(fmt.Errorf("key %q: %s: %s", rec.IdempotencyKey, dec.Code, dec.Message))
 		return
@@ -297,7 +210,7 @@ func (c *cycle) run(ctx context.Context, a *action, rec schemas.Record, causatio
 	c.add(emit{journal: &rec, outcome: &rec, causation: causation, replayed: replayed})
 }
 
-func (c *cycle) finalize(rec *schemas.Record, dec connectors.Decision, version *int64) {
+func (c *job) finalize(rec *schemas.Record, dec connectors.Decision, version *int64) {
 	now := time.Now().UTC()
 	rec.Status = dec.Outcome
 	rec.Attempts = dec.Attempts
@@ -316,7 +229,7 @@ func (c *cycle) finalize(rec *schemas.Record, dec connectors.Decision, version *
 
 // resolve applies an operator's decision (onceflight resolve) to an
 // unresolved or held record, and answers the control command itself.
-func (c *cycle) resolve(cmd schemas.Command) {
+func (c *job) resolve(cmd schemas.Command) {
 	var req struct {
 		Key    string `json:"key"`
 		As     string `json:"as"`
@@ -367,7 +280,7 @@ func (c *cycle) resolve(cmd schemas.Command) {
 	c.add(emit{journal: &ctl, outcome: &ctl, causation: cmd.ID})
 }
 
-func (c *cycle) base(cmd schemas.Command) schemas.Record {
+func (c *job) base(cmd schemas.Command) schemas.Record {
 	return schemas.Record{
 		IdempotencyKey: cmd.IdempotencyKey,
 		Entity:         cmd.Subject,
@@ -381,7 +294,7 @@ func (c *cycle) base(cmd schemas.Command) schemas.Record {
 
 // reject answers cmd with a rejected record. journal=false leaves the
 // key's existing record untouched (a reused key must not overwrite it).
-func (c *cycle) reject(cmd schemas.Command, code, msg string, journal bool) {
+func (c *job) reject(cmd schemas.Command, code, msg string, journal bool) {
 	now := time.Now().UTC()
 	rec := c.base(cmd)
 	rec.Status = schemas.StatusRejected
@@ -394,7 +307,7 @@ func (c *cycle) reject(cmd schemas.Command, code, msg string, journal bool) {
 	c.add(e)
 }
 
-func (c *cycle) replay(cmd schemas.Command, prev schemas.Record) {
+func (c *job) replay(cmd schemas.Command, prev schemas.Record) {
 	ret := c.e.retention
 	if prev.FinishedAt != nil && ret.keep > 0 && time.Since(*prev.FinishedAt) > ret.keep {
 		c.reject(cmd, schemas.CodeKeyExpired, fmt.Sprintf("idempotency key %q finished at %s, beyond dedupe retention; its result was dropped",
@@ -410,7 +323,7 @@ func (c *cycle) replay(cmd schemas.Command, prev schemas.Record) {
 
 // undecodable sends r to the deadletter topic and, when an entity can be
 // read from it, answers it with a rejected outcome too (SPEC §3).
-func (c *cycle) undecodable(r *kgo.Record, err error) {
+func (c *job) undecodable(r *kgo.Record, err error) {
 	c.e.m.deadletters.Inc()
 	var de *schemas.DecodeError
 	reason := err.Error()
@@ -436,11 +349,8 @@ func (c *cycle) undecodable(r *kgo.Record, err error) {
 	c.add(emit{outcome: &rec, causation: ref})
 }
 
-func (c *cycle) lookup(key string) (schemas.Record, bool, error) {
-	c.mu.Lock()
-	rec, ok := c.finals[key]
-	c.mu.Unlock()
-	if ok {
+func (c *job) lookup(key string) (schemas.Record, bool, error) {
+	if rec, ok := c.p.pendingRecord(key); ok {
 		return rec, true, nil
 	}
 	rec, ok, err := c.e.store.Lookup(key)
@@ -456,175 +366,27 @@ func (c *cycle) lookup(key string) (schemas.Record, bool, error) {
 	return rec, ok, nil
 }
 
-// claim reserves a new key for the first fingerprint that uses it this
-// cycle; commands of other entities reusing it are rejected.
-func (c *cycle) claim(key, fp string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if have, ok := c.claims[key]; ok {
-		return have == fp
+// claim reserves a new key for the first fingerprint that uses it until its
+// answer is staged; a command of another entity reusing it meanwhile is
+// rejected.
+func (c *job) claim(key, fp string) bool {
+	ok := c.p.claim(key, fp)
+	if ok {
+		c.claimed = append(c.claimed, key)
 	}
-	c.claims[key] = fp
-	return true
+	return ok
 }
 
-func (c *cycle) setFinal(rec schemas.Record) {
-	c.mu.Lock()
-	c.finals[rec.IdempotencyKey] = rec
-	c.mu.Unlock()
-}
+// setFinal is kept for symmetry with add: a job's records become visible
+// to other jobs when it is staged.
+func (c *job) setFinal(schemas.Record) {}
 
-func (c *cycle) add(e emit) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e.journal != nil {
-		c.finals[e.journal.IdempotencyKey] = *e.journal
-	}
-	c.emits = append(c.emits, e)
-}
+func (c *job) add(e emit) { c.emits = append(c.emits, e) }
 
-func (c *cycle) fail(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.abort == nil {
-		c.abort = err
+func (c *job) fail(err error) {
+	if c.err == nil {
+		c.err = err
 	}
 }
 
-func (c *cycle) aborted() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.abort != nil
-}
-
-// finish publishes the cycle in one transaction with the offsets, then
-// updates Pebble. It returns an error only when the session must be
-// recreated.
-func (c *cycle) finish(ctx context.Context) error {
-	e := c.e
-	if c.abort != nil {
-		e.log.Warn("cycle aborted; its commands will be consumed again", "reason", c.abort)
-		if errors.Is(c.abort, errFenced) {
-			e.m.fenced.WithLabelValues("cycle").Inc()
-		}
-		e.m.cycles.WithLabelValues("aborted").Inc()
-		if err := c.sess.Begin(); err != nil {
-			return fmt.Errorf("begin (abort): %w", err)
-		}
-		if _, err := c.sess.End(ctx, kgo.TryAbort); err != nil {
-			return fmt.Errorf("abort: %w", err)
-		}
-		return nil
-	}
-	ob := outbox.NewBatch(outbox.Topics{
-		Journal: e.cfg.Topics.Journal, Outcomes: e.cfg.Topics.Outcomes,
-		Deadletter: e.cfg.Topics.Deadletter, Commands: e.cfg.Topics.Commands, Partitions: e.counts,
-	})
-	// Chain hashes in journal order, on copies of the partition state that
-	// become real only if the transaction commits.
-	chain := map[int32]string{}
-	var journaled []schemas.Record
-	for i := range c.emits {
-		em := &c.emits[i]
-		switch {
-		case em.deadletter != nil:
-			ob.Deadletter(em.deadletter, em.reason)
-			continue
-		case em.forward != nil:
-			ob.Forward(em.forward, em.entity, em.to)
-			continue
-		}
-		if em.journal != nil {
-			p := em.journal.Command.Partition
-			st := e.part(p)
-			if st == nil {
-				return c.abortNow(ctx, errFenced)
-			}
-			prev, ok := chain[p]
-			if !ok {
-				prev = st.lastHash
-			}
-			em.journal.Epoch = st.epoch
-			em.journal.PrevHash = prev
-			h, err := schemas.HashRecord(prev, *em.journal)
-			if err != nil {
-				return c.abortNow(ctx, err)
-			}
-			em.journal.Hash = h
-			chain[p] = h
-			if err := ob.Journal(p, *em.journal); err != nil {
-				return c.abortNow(ctx, err)
-			}
-			journaled = append(journaled, *em.journal)
-		}
-		if em.outcome != nil {
-			if err := ob.Outcome(*em.outcome, em.causation, em.replayed); err != nil {
-				return c.abortNow(ctx, err)
-			}
-		}
-	}
-	e.m.outboxBacklog.Set(float64(ob.Len()))
-	if err := c.sess.Begin(); err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	last, err := ob.Produce(ctx, c.sess.Client())
-	if err != nil {
-		e.log.Warn("cycle produce failed; aborting", "err", err)
-		if _, err2 := c.sess.End(ctx, kgo.TryAbort); err2 != nil {
-			return fmt.Errorf("abort after produce error: %w", err2)
-		}
-		e.m.cycles.WithLabelValues("aborted").Inc()
-		return nil
-	}
-	committed, err := c.sess.End(ctx, kgo.TryCommit)
-	if err != nil {
-		return fmt.Errorf("end transaction: %w", err)
-	}
-	e.m.outboxBacklog.Set(0)
-	if !committed {
-		// A rebalance or a refused TxnOffsetCommit (we are a zombie):
-		// nothing of this cycle is visible, offsets rewound.
-		e.m.cycles.WithLabelValues("aborted").Inc()
-		e.m.fenced.WithLabelValues("commit").Inc()
-		e.log.Warn("cycle transaction aborted by the session (rebalance or fenced); commands will be consumed again")
-		return nil
-	}
-	e.m.cycles.WithLabelValues("committed").Inc()
-	for _, em := range c.emits {
-		if em.outcome != nil {
-			e.m.commands.WithLabelValues(em.outcome.Action, string(em.outcome.Status)).Inc()
-		}
-	}
-	b := e.store.NewBatch()
-	defer b.Close()
-	for _, rec := range journaled {
-		b.PutRecord(rec)
-	}
-	for p, h := range chain {
-		st := e.part(p)
-		if st == nil {
-			continue
-		}
-		st.lastHash = h
-		if off, ok := last[p]; ok {
-			st.next = off + 1
-		}
-		b.SetProgress(p, st.progress())
-	}
-	if err := b.Commit(); err != nil {
-		// The journal has it; the next restore rebuilds Pebble.
-		return fmt.Errorf("pebble commit after transaction: %w", err)
-	}
-	for _, rec := range journaled {
-		if rec.Status == schemas.StatusUnresolved || rec.Resolution != nil {
-			e.refreshUnresolved()
-			break
-		}
-	}
-	return nil
-}
-
-func (c *cycle) abortNow(ctx context.Context, cause error) error {
-	c.abort = cause
-	return c.finish(ctx)
-}
+func (c *job) aborted() bool { return c.err != nil }

@@ -1,0 +1,296 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// pipeline is the processing of one client's lifetime (one group member
+// incarnation). Its shape is what makes G1 and G4 hold without a barrier
+// between polls:
+//
+//   - the poll loop decodes and dispatches each command to its entity's
+//     queue; an entity has at most one worker goroutine, which runs the
+//     entity's commands strictly in partition order (single flight), while
+//     other entities run concurrently under MaxInflight. A slow entity
+//     delays only itself.
+//   - a finished command's answer (journal record, outcome, ...) is staged
+//     with its offset; the committer publishes staged answers in a
+//     transaction that also commits, under the group generation (KIP-447),
+//     each partition's low watermark: the offset below which every command
+//     is answered. Finished commands above the watermark are answered again
+//     from the dedupe index if they are consumed again.
+//   - before each connector attempt its intent is committed the same way,
+//     so an attempt leaves the process only once a later owner is sure to
+//     read it (see committer).
+type pipeline struct {
+	e  *Executor
+	cl *kgo.Client
+	cm *committer
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	queues   map[string]*entityQueue // entities with a worker
+	buffered int                     // dispatched, not yet staged or dropped
+	pending  map[string]schemas.Record
+	versions map[string]int64
+	claims   map[string]string
+	workers  sync.WaitGroup
+	stopping bool
+	// broken is set when a command could not be answered while its
+	// partition is still ours: no later fetch would bring it back, so the
+	// client is recreated and consumption restarts from the watermark.
+	broken chan error
+}
+
+type entityQueue struct {
+	items []*item
+}
+
+func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
+	p := &pipeline{
+		e: e, cl: cl,
+		queues:   map[string]*entityQueue{},
+		pending:  map[string]schemas.Record{},
+		versions: map[string]int64{},
+		claims:   map[string]string{},
+		broken:   make(chan error, 1),
+	}
+	p.cond = sync.NewCond(&p.mu)
+	p.cm = newCommitter(e, cl, p)
+	return p
+}
+
+// dispatch routes one polled record. Records of partitions this process
+// does not own (not restored, draining, lost) are dropped: their offsets
+// stay uncommitted and the owner consumes them.
+func (p *pipeline) dispatch(r *kgo.Record) {
+	e := p.e
+	st := e.part(r.Partition)
+	if st == nil || st.lost.Load() || st.draining.Load() {
+		return
+	}
+	if !st.track(r.Offset) {
+		return // consumed again after a rewind: already tracked
+	}
+	cmd, err := schemas.DecodeCommand(r, e.cfg.MaxDataBytes)
+	if err != nil {
+		j := &job{p: p, e: e}
+		j.undecodable(r, err)
+		p.addBuffered(1)
+		p.stage(st, r.Offset, j)
+		return
+	}
+	if want := partitioner.ForEntity(cmd.Subject, e.nPart); want != r.Partition {
+		// Never executed where it landed (SPEC §4): the entity's owner is
+		// whoever owns partition want.
+		e.m.forwarded.Inc()
+		j := &job{p: p, e: e}
+		j.add(emit{forward: r, entity: cmd.Subject, to: want})
+		p.addBuffered(1)
+		p.stage(st, r.Offset, j)
+		return
+	}
+	p.mu.Lock()
+	p.buffered++
+	q, running := p.queues[cmd.Subject]
+	if !running {
+		q = &entityQueue{}
+		p.queues[cmd.Subject] = q
+	}
+	q.items = append(q.items, &item{rec: r, cmd: cmd})
+	if !running {
+		p.workers.Add(1)
+		go p.runEntity(cmd.Subject, st)
+	}
+	p.mu.Unlock()
+}
+
+func (p *pipeline) addBuffered(n int) {
+	p.mu.Lock()
+	p.buffered += n
+	p.mu.Unlock()
+}
+
+// waitRoom blocks the poll loop while too many commands are buffered.
+func (p *pipeline) waitRoom(ctx context.Context) {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	for p.buffered >= p.e.cfg.MaxBuffered && ctx.Err() == nil {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+}
+
+// runEntity is the single flight of one entity: it runs the entity's
+// queued commands one at a time, in order, then exits.
+func (p *pipeline) runEntity(entity string, st *partState) {
+	defer p.workers.Done()
+	ctx := st.ctx
+	for {
+		p.mu.Lock()
+		q := p.queues[entity]
+		if len(q.items) == 0 || p.stopping || st.lost.Load() || st.draining.Load() {
+			// Commands left in the queue are not staged: their offsets
+			// stay uncommitted and they are consumed again.
+			p.buffered -= len(q.items)
+			delete(p.queues, entity)
+			p.cond.Broadcast()
+			p.mu.Unlock()
+			return
+		}
+		it := q.items[0]
+		q.items = q.items[1:]
+		version, ok := p.versions[entity]
+		p.mu.Unlock()
+		if !ok {
+			es, _, err := p.e.store.Entity(entity)
+			if err != nil {
+				p.e.log.Error("entity state", "entity", entity, "err", err)
+				p.dropRest(entity)
+				return
+			}
+			version = es.Version
+		}
+		p.mu.Lock()
+		st.inflight++
+		p.mu.Unlock()
+		j := &job{p: p, e: p.e}
+		j.handle(ctx, it, &version)
+		p.releaseClaims(j)
+		p.mu.Lock()
+		st.inflight--
+		p.cond.Broadcast()
+		p.mu.Unlock()
+		if j.err != nil {
+			// Not staged: the partition keeps its watermark below this
+			// command, and the entity's later commands must not run
+			// before it (G1, order): drop them too.
+			p.dropRest(entity)
+			if !st.lost.Load() && !st.draining.Load() {
+				p.e.log.Error("command could not be answered; restarting consumption from the committed watermark",
+					"entity", entity, "partition", st.p, "offset", it.rec.Offset, "err", j.err)
+				select {
+				case p.broken <- fmt.Errorf("partition %d offset %d: %w", st.p, it.rec.Offset, j.err):
+				default:
+				}
+			}
+			return
+		}
+		p.mu.Lock()
+		p.versions[entity] = version
+		p.mu.Unlock()
+		p.stage(st, it.rec.Offset, j)
+	}
+}
+
+func (p *pipeline) dropRest(entity string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q := p.queues[entity]; q != nil {
+		p.buffered -= len(q.items) + 1
+		delete(p.queues, entity)
+	}
+	p.cond.Broadcast()
+}
+
+// stage hands a finished job to the committer and makes its records
+// visible to later jobs before they are in Pebble.
+func (p *pipeline) stage(st *partState, off int64, j *job) {
+	p.cm.stage(st, off, j.emits)
+	p.mu.Lock()
+	p.buffered--
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// addPending makes staged records visible to later commands' lookups
+// (called by the committer once they are chained).
+func (p *pipeline) addPending(recs []schemas.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range recs {
+		p.pending[r.IdempotencyKey] = r
+	}
+}
+
+func (p *pipeline) pendingRecord(key string) (schemas.Record, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rec, ok := p.pending[key]
+	return rec, ok
+}
+
+// applied forgets overlay entries that Pebble now holds.
+func (p *pipeline) applied(recs []schemas.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range recs {
+		if cur, ok := p.pending[r.IdempotencyKey]; ok && cur.Hash == r.Hash {
+			delete(p.pending, r.IdempotencyKey)
+		}
+		if _, busy := p.queues[r.Entity]; !busy {
+			delete(p.versions, r.Entity)
+		}
+	}
+}
+
+func (p *pipeline) claim(key, fp string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if have, ok := p.claims[key]; ok {
+		return have == fp
+	}
+	p.claims[key] = fp
+	return true
+}
+
+func (p *pipeline) releaseClaims(j *job) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range j.claimed {
+		delete(p.claims, k)
+	}
+}
+
+// drainPartition stops new work for st and waits until no worker runs one
+// of its commands; their answers are staged by then.
+func (p *pipeline) drainPartition(ctx context.Context, st *partState) error {
+	st.draining.Store(true)
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for st.inflight > 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("drain partition %d: %d commands still running: %w", st.p, st.inflight, ctx.Err())
+		}
+		p.cond.Wait()
+	}
+	return nil
+}
+
+// stop stops starting commands, waits for the running ones and flushes.
+func (p *pipeline) stop(ctx context.Context) error {
+	p.mu.Lock()
+	p.stopping = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.workers.Wait()
+	return p.cm.flushNow(ctx)
+}
