@@ -1,0 +1,68 @@
+package consumer_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// A slow entity delays only itself: commands of other entities — in the
+// same partitions, consumed after the slow one — are answered while the
+// slow execution is still running (SPEC §4 G1: different entities run
+// concurrently; one entity runs in order).
+func TestSlowEntityDoesNotBlockOthers(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("Onceflight-Entity"), "slow") {
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{}`)
+	}))
+	defer svc.Close()
+	defer close(release)
+	dir := t.TempDir()
+	yaml := fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s/do\n    timeout: 30s\n", svc.URL)
+	path := filepath.Join(dir, "onceflight.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if h.cfgFile, err = config.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	h.start(t.TempDir())
+
+	h.submitAction("s1", "work.do", "slow-1", "slow-key-1", `{}`)
+	h.submitAction("s2", "work.do", "slow-1", "slow-key-2", `{}`) // queued behind s1: same entity
+	for i := range 30 {
+		h.submitAction(fmt.Sprintf("f%d", i), "work.do", fmt.Sprintf("fast-%d", i), fmt.Sprintf("fast-key-%d", i), `{}`)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(30, seen, nil)
+	if len(seen["s1"])+len(seen["s2"]) != 0 {
+		t.Fatalf("the slow entity answered before it was released: %+v", seen)
+	}
+	for i := range 30 {
+		if o := seen[fmt.Sprintf("f%d", i)]; len(o) != 1 || o[0].Record.Status != schemas.StatusSucceeded {
+			t.Fatalf("fast-%d: %+v", i, o)
+		}
+	}
+	release <- struct{}{} // s1
+	release <- struct{}{} // s2, only after s1
+	h.outcomes(32, seen, nil)
+	if seen["s1"][0].Record.Status != schemas.StatusSucceeded || seen["s2"][0].Record.Status != schemas.StatusSucceeded {
+		t.Fatalf("slow entity: %+v %+v", seen["s1"], seen["s2"])
+	}
+	if !seen["s1"][0].Record.FinishedAt.Before(*seen["s2"][0].Record.StartedAt) {
+		t.Fatalf("one entity's commands overlapped: s1 finished %v, s2 started %v", seen["s1"][0].Record.FinishedAt, seen["s2"][0].Record.StartedAt)
+	}
+}
