@@ -491,6 +491,7 @@ type partState struct {
 
 	lost     atomic.Bool
 	draining atomic.Bool
+	sem      chan struct{}   // bounds the partition's executions in flight
 	ctx      context.Context // cancelled when the partition is lost
 	cancel   context.CancelFunc
 

@@ -27,6 +27,9 @@ type Config struct {
 	// MaxInflight bounds concurrent connector executions per process.
 	// Default 64.
 	MaxInflight int
+	// MaxInflightPerPartition bounds concurrent connector executions of
+	// one partition (different entities). Default MaxInflight.
+	MaxInflightPerPartition int
 	// MaxPollRecords bounds one poll. Default 500.
 	MaxPollRecords int
 	// MaxDataBytes bounds command data. Default 512 KiB.
@@ -77,6 +80,9 @@ func (c *Config) setDefaults() {
 	if c.MaxInflight == 0 {
 		c.MaxInflight = 64
 	}
+	if c.MaxInflightPerPartition == 0 {
+		c.MaxInflightPerPartition = c.MaxInflight
+	}
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = 500
 	}
@@ -114,6 +120,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxInflight < 1 {
 		errs = append(errs, fmt.Errorf("max-inflight: %d, must be at least 1", c.MaxInflight))
+	}
+	if c.MaxInflightPerPartition < 1 {
+		errs = append(errs, fmt.Errorf("max-inflight-per-partition: %d, must be at least 1", c.MaxInflightPerPartition))
 	}
 	if c.SessionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("session-timeout: %s, must be at least 1s", c.SessionTimeout))

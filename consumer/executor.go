@@ -253,6 +253,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			e.restoreFailed.Store(true)
 			continue
 		}
+		st.sem = make(chan struct{}, e.cfg.MaxInflightPerPartition)
 		e.mu.Lock()
 		if old, ok := e.parts[p]; ok {
 			old.lost.Store(true)

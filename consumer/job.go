@@ -186,15 +186,25 @@ func (c *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		in.Error, in.Result, in.FinishedAt = nil, nil, nil
 		return c.p.cm.intent(ctx, p, in)
 	})
+	// Two bounds: per partition (so one hot partition cannot take every
+	// slot) and per process.
+	select {
+	case st.sem <- struct{}{}:
+	case <-ctx.Done():
+		c.fail(ctx.Err())
+		return
+	}
 	select {
 	case c.e.sem <- struct{}{}:
 	case <-ctx.Done():
+		<-st.sem
 		c.fail(ctx.Err())
 		return
 	}
 	start := time.Now()
 	dec := perform(ctx, req, hook)
 	<-c.e.sem
+	<-st.sem
 	c.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
 	if dec.Code == connectors.CodeNotStarted || dec.Code == connectors.CodeInterrupted {
 		// No decision: the record stays in_progress in the journal with

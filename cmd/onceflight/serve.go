@@ -33,6 +33,7 @@ type serveOptions struct {
 	sessionTimeout time.Duration
 	clockDrift     time.Duration
 	maxInflight    int
+	maxPerPart     int
 	partitions     int
 	maxDataBytes   int
 	embeddedAddr   string
@@ -55,6 +56,9 @@ processes with the same --group share the partitions.`,
 			if o.maxInflight < 1 {
 				return usageErrorf("--max-inflight must be at least 1, got %d", o.maxInflight)
 			}
+			if o.maxPerPart < 0 {
+				return usageErrorf("--max-inflight-per-partition must not be negative, got %d", o.maxPerPart)
+			}
 			if o.partitions < 1 {
 				return usageErrorf("--partitions must be at least 1, got %d", o.partitions)
 			}
@@ -74,6 +78,7 @@ processes with the same --group share the partitions.`,
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 45*time.Second, "consumer group session timeout")
 	fs.DurationVar(&o.clockDrift, "clock-drift", time.Second, "margin a new owner waits past an inherited execution's deadline")
 	fs.IntVar(&o.maxInflight, "max-inflight", 64, "concurrent connector executions per process")
+	fs.IntVar(&o.maxPerPart, "max-inflight-per-partition", 0, "concurrent connector executions per partition (0: --max-inflight)")
 	fs.IntVar(&o.partitions, "partitions", 12, "partition count of the topics serve creates")
 	fs.IntVar(&o.maxDataBytes, "max-data-bytes", 512<<10, "largest command data accepted")
 	o.embeddedAddr = defaultBrokers
@@ -112,16 +117,17 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ex, err := consumer.New(consumer.Config{
-		Brokers:        brokers,
-		Group:          o.group,
-		Topics:         o.kf.Topics,
-		Partitions:     o.partitions,
-		SessionTimeout: o.sessionTimeout,
-		MaxInflight:    o.maxInflight,
-		MaxDataBytes:   o.maxDataBytes,
-		ClockDrift:     o.clockDrift,
-		ExecutorID:     o.executorID,
-		Logger:         log,
+		Brokers:                 brokers,
+		Group:                   o.group,
+		Topics:                  o.kf.Topics,
+		Partitions:              o.partitions,
+		SessionTimeout:          o.sessionTimeout,
+		MaxInflight:             o.maxInflight,
+		MaxInflightPerPartition: o.maxPerPart,
+		MaxDataBytes:            o.maxDataBytes,
+		ClockDrift:              o.clockDrift,
+		ExecutorID:              o.executorID,
+		Logger:                  log,
 	}, cfg, store, consumer.WithRegisterer(reg))
 	if err != nil {
 		return usageError{err}
