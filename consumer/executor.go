@@ -216,7 +216,6 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		kgo.TransactionalID(e.txnID()),
 		kgo.TransactionTimeout(e.cfg.TransactionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.SessionTimeout(e.cfg.SessionTimeout),
 		kgo.ProducerLinger(0),

@@ -398,5 +398,3 @@ func (c *job) fail(err error) {
 		c.err = err
 	}
 }
-
-func (c *job) aborted() bool { return c.err != nil }

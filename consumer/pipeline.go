@@ -240,7 +240,10 @@ func (p *pipeline) applied(recs []schemas.Record) {
 		if cur, ok := p.pending[r.IdempotencyKey]; ok && cur.Hash == r.Hash {
 			delete(p.pending, r.IdempotencyKey)
 		}
-		if _, busy := p.queues[r.Entity]; !busy {
+		// Forget the version overlay only when Pebble now holds the
+		// latest version a job of this entity produced; a later job may
+		// still be waiting for its transaction.
+		if _, busy := p.queues[r.Entity]; !busy && r.Status.Final() && p.versions[r.Entity] == r.EntityVersion {
 			delete(p.versions, r.Entity)
 		}
 	}

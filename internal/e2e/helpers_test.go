@@ -16,8 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -82,7 +80,6 @@ type proc struct {
 	logPath string
 	done    chan struct{} // closed when the process has exited
 	err     error         // Wait's result, valid after done
-	once    sync.Once
 }
 
 func startProc(t *testing.T, name string, args ...string) *proc {
@@ -496,41 +493,6 @@ func commandRecord(t *testing.T, c streamCmd, i int) *kgo.Record {
 	rec.Topic = topicCommands
 	rec.Key = []byte(c.entity)
 	return rec
-}
-
-// produceStream produces cmds in order, one every interval, counting them
-// in sent. It stops at the first error or when ctx ends.
-func produceStream(ctx context.Context, t *testing.T, cl *kgo.Client, cmds []streamCmd, interval time.Duration, sent *atomic.Int64) error {
-	for i, c := range cmds {
-		rec := commandRecord(t, c, i)
-		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			return fmt.Errorf("produce %s: %w", c.id, err)
-		}
-		sent.Add(1)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
-		}
-	}
-	return nil
-}
-
-// waitSent waits until at least n commands were produced.
-func waitSent(t *testing.T, sent *atomic.Int64, n int64, errc <-chan error) {
-	t.Helper()
-	deadline := time.Now().Add(120 * time.Second)
-	for sent.Load() < n {
-		select {
-		case err := <-errc:
-			t.Fatalf("producer stopped early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d commands produced", sent.Load(), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // checkStream checks the stream's outcomes and effects:
