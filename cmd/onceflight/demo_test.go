@@ -1,0 +1,29 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The demo is what a new user runs first (make demo): it must work on a
+// fresh machine and show every case with the expected outcome (runDemo
+// returns an error when any outcome differs).
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := runDemo(ctx, &out, false); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"same key again", "idempotency_key_reused", "unknown_action", "invalid_command", "timeout, then confirmed", "operator resolves it"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
