@@ -4,7 +4,7 @@ BIN     ?= bin/onceflight
 FUZZTIME ?= 10s
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-race lint fuzz bench chaos demo kafkajs clean
+.PHONY: help build test test-race lint fuzz bench chaos chaos-race demo kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ bench: ## benchmarks (compare runs with benchstat)
 
 chaos: ## failure tests on the built binary (kill -9, SIGSTOP, restarts), long
 	ONCEFLIGHT_CHAOS=1 $(GO) test -count=1 -timeout 30m -v ./internal/e2e/
+
+chaos-race: ## the chaos tests with the executor processes built with -race
+	ONCEFLIGHT_CHAOS=1 ONCEFLIGHT_E2E_RACE=1 $(GO) test -count=1 -timeout 40m -v ./internal/e2e/
 
 demo: build ## run the demo: embedded broker, executor, demo service, a table of outcomes
 	./$(BIN) demo

@@ -69,6 +69,20 @@ func newHarnessOn(t *testing.T, brokers []string) *harness {
 	return h
 }
 
+// useConfig replaces the harness's actions file with yaml.
+func (h *harness) useConfig(yaml string) {
+	h.t.Helper()
+	path := filepath.Join(h.t.TempDir(), "onceflight.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.cfgFile = c
+}
+
 // start runs an executor with its Pebble under dataDir until stop.
 func (h *harness) start(dataDir string) {
 	h.t.Helper()

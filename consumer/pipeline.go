@@ -118,14 +118,19 @@ func (p *pipeline) addBuffered(n int) {
 	p.mu.Unlock()
 }
 
-// waitRoom blocks the poll loop while too many commands are buffered.
-func (p *pipeline) waitRoom(ctx context.Context) {
-	stop := context.AfterFunc(ctx, func() {
+// wakeOnDone wakes the pipeline's waiters when ctx ends, so a wait on
+// p.cond can observe it; call the returned func when done waiting.
+func (p *pipeline) wakeOnDone(ctx context.Context) func() bool {
+	return context.AfterFunc(ctx, func() {
 		p.mu.Lock()
 		p.cond.Broadcast()
 		p.mu.Unlock()
 	})
-	defer stop()
+}
+
+// waitRoom blocks the poll loop while too many commands are buffered.
+func (p *pipeline) waitRoom(ctx context.Context) {
+	defer p.wakeOnDone(ctx)()
 	p.mu.Lock()
 	for p.buffered >= p.e.cfg.MaxBuffered && ctx.Err() == nil {
 		p.cond.Wait()
@@ -271,12 +276,7 @@ func (p *pipeline) releaseClaims(j *job) {
 // of its commands; their answers are staged by then.
 func (p *pipeline) drainPartition(ctx context.Context, st *partState) error {
 	st.draining.Store(true)
-	stop := context.AfterFunc(ctx, func() {
-		p.mu.Lock()
-		p.cond.Broadcast()
-		p.mu.Unlock()
-	})
-	defer stop()
+	defer p.wakeOnDone(ctx)()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for st.inflight > 0 {

@@ -4,12 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -29,16 +26,7 @@ func TestSlowEntityDoesNotBlockOthers(t *testing.T) {
 	}))
 	defer svc.Close()
 	defer close(release)
-	dir := t.TempDir()
-	yaml := fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s/do\n    timeout: 30s\n", svc.URL)
-	path := filepath.Join(dir, "onceflight.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	if h.cfgFile, err = config.Load(path); err != nil {
-		t.Fatal(err)
-	}
+	h.useConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s/do\n    timeout: 30s\n", svc.URL))
 	h.start(t.TempDir())
 
 	h.submitAction("s1", "work.do", "slow-1", "slow-key-1", `{}`)

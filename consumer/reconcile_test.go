@@ -4,13 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -44,8 +41,7 @@ func TestUnresolvedThenReconciled(t *testing.T) {
 		}
 	}))
 	defer svc.Close()
-	dir := t.TempDir()
-	yaml := fmt.Sprintf(`reconcile:
+	h.useConfig(fmt.Sprintf(`reconcile:
   every: 300ms
 actions:
   payments.refund:
@@ -54,15 +50,7 @@ actions:
     confirm_url: %[1]s/refunds/{key}
     timeout: 300ms
     confirm_timeout: 600ms
-`, svc.URL)
-	path := filepath.Join(dir, "onceflight.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	if h.cfgFile, err = config.Load(path); err != nil {
-		t.Fatal(err)
-	}
+`, svc.URL))
 	h.start(t.TempDir())
 	h.submitAction("c1", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
 	seen := map[string][]schemas.Outcome{}

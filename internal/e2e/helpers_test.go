@@ -51,7 +51,12 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bin = filepath.Join(dir, "onceflight")
-	build := exec.Command("go", "build", "-o", bin, "github.com/onceflight/onceflight/cmd/onceflight")
+	args := []string{"build", "-o", bin}
+	if os.Getenv("ONCEFLIGHT_E2E_RACE") != "" {
+		// make chaos-race: the executor processes under the race detector.
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/onceflight/onceflight/cmd/onceflight")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: go build ./cmd/onceflight:", err)
