@@ -3,6 +3,7 @@ package httpconn_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -311,4 +312,43 @@ func TestConformance(t *testing.T) {
 			ApplyThenAmbiguous: func(key string) { ambiguous.Store(key, true) },
 		}
 	})
+}
+
+// After a timeout the connection is not used again: the next request
+// arrives on a new connection (SPEC §5; a half-read response must never be
+// taken as the next request's answer).
+func TestTimedOutConnectionNotReused(t *testing.T) {
+	var conns atomic.Int32
+	slow := atomic.Bool{}
+	slow.Store(true)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() {
+			time.Sleep(300 * time.Millisecond)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, err := httpconn.New(httpconn.Config{URL: srv.URL + "/refunds", Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request()
+	req.Deadline = time.Now().Add(time.Second)
+	if res := c.Execute(context.Background(), req); res.Kind != connectors.Ambiguous {
+		t.Fatalf("slow answer: %v %q, want ambiguous", res.Kind, res.Message)
+	}
+	slow.Store(false)
+	req.Deadline = time.Now().Add(time.Second)
+	if res := c.Execute(context.Background(), req); res.Kind != connectors.Succeeded {
+		t.Fatalf("second: %v %q", res.Kind, res.Message)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2 (no reuse after the timeout)", n)
+	}
 }
