@@ -50,10 +50,14 @@ type job struct {
 	emits   []emit
 	claimed []string
 	err     error
+	// version is the entity's version when the command started; records
+	// that do not change it (rejections, intents) carry it.
+	version int64
 }
 
 func (c *job) handle(ctx context.Context, it *item, version *int64) {
 	cmd := it.cmd
+	c.version = *version
 	prev, found, err := c.lookup(cmd.IdempotencyKey)
 	if err != nil {
 		c.fail(err)
@@ -299,6 +303,7 @@ func (c *job) base(cmd schemas.Command) schemas.Record {
 		Command:        schemas.CommandRef{ID: cmd.ID, Source: cmd.Source, Partition: cmd.Partition, Offset: cmd.Offset},
 		Executor:       c.e.cfg.ExecutorID,
 		TraceParent:    cmd.TraceParent,
+		EntityVersion:  c.version,
 	}
 }
 
