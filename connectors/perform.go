@@ -226,7 +226,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		}
 		req.Attempt, req.Deadline = attempt, deadline
 		actx, cancel := context.WithDeadline(ctx, deadline)
-		res := r.conn.Execute(actx, req)
+		res := safeCall(r.conn.Execute, actx, req)
 		cancel()
 		executed = attempt
 		last = res.Message
@@ -296,7 +296,7 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 	for {
 		asked := time.Now()
 		actx, acancel := context.WithTimeout(cctx, r.p.Timeout)
-		res := r.confirmer.Confirm(actx, req)
+		res := safeCall(r.confirmer.Confirm, actx, req)
 		acancel()
 		var wait time.Duration
 		switch {
@@ -342,4 +342,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// safeCall runs a connector method and turns a panic into Ambiguous: the
+// connector may have sent the request before it failed, so the effect is in
+// doubt (G3), and one faulty connector must not crash the executor or stall
+// its partition.
+func safeCall(fn func(context.Context, Request) Result, ctx context.Context, req Request) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{Kind: Ambiguous, Message: fmt.Sprintf("connector panicked: %v", p)}
+		}
+	}()
+	return fn(ctx, req)
 }

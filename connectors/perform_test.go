@@ -212,3 +212,25 @@ func TestReconcile(t *testing.T) {
 		}
 	})
 }
+
+type panicky struct{ confirm bool }
+
+func (p panicky) Execute(context.Context, connectors.Request) connectors.Result { panic("boom") }
+func (p panicky) Confirm(context.Context, connectors.Request) connectors.Result {
+	if p.confirm {
+		panic("confirm boom")
+	}
+	return connectors.Result{Kind: connectors.Succeeded, Result: []byte(`{}`)}
+}
+
+// A connector that panics neither crashes the executor nor gets a blind
+// retry: its attempt is ambiguous and goes to confirmation.
+func TestPanickingConnectorIsAmbiguous(t *testing.T) {
+	p := connectors.Policy{Timeout: 50 * time.Millisecond, ConfirmTimeout: 100 * time.Millisecond}
+	if d := connectors.Perform(context.Background(), panicky{}, connectors.Request{Key: "k"}, p); d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 1 {
+		t.Fatalf("confirmed after panic: %+v", d)
+	}
+	if d := connectors.Perform(context.Background(), panicky{confirm: true}, connectors.Request{Key: "k"}, p); d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeConfirmationTimeout {
+		t.Fatalf("panicking confirm: %+v", d)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -402,4 +403,33 @@ func (c *job) fail(err error) {
 	if c.err == nil {
 		c.err = err
 	}
+}
+
+// safeHandle is handle with a last line of defence: a panic (a bug) answers
+// the command `unresolved` (code executor_error) instead of crashing the
+// process or, worse, leaving the partition stuck on a command that panics
+// every time it is consumed. Unresolved, because an attempt may have been
+// sent before the panic; an operator can look and resolve it.
+func (c *job) safeHandle(ctx context.Context, it *item, version *int64) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		c.e.log.Error("panic while handling a command; answered unresolved", "key", it.cmd.IdempotencyKey,
+			"entity", it.cmd.Subject, "partition", it.rec.Partition, "offset", it.rec.Offset, "panic", r, "stack", string(debug.Stack()))
+		c.emits, c.err = nil, nil
+		now := time.Now().UTC()
+		rec := c.base(it.cmd)
+		rec.Status = schemas.StatusUnresolved
+		rec.FinishedAt = &now
+		rec.Error = &schemas.Error{Code: "executor_error", Message: fmt.Sprintf("internal error while handling the command: %v", r)}
+		e := emit{outcome: &rec, causation: it.cmd.ID}
+		// Never overwrite a final record of the key.
+		if prev, found, err := c.lookup(it.cmd.IdempotencyKey); err == nil && (!found || prev.Status == schemas.StatusInProgress) {
+			e.journal = &rec
+		}
+		c.add(e)
+	}()
+	c.handle(ctx, it, version)
 }

@@ -172,7 +172,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		st.inflight++
 		p.mu.Unlock()
 		j := &job{p: p, e: p.e}
-		j.handle(ctx, it, &version)
+		j.safeHandle(ctx, it, &version)
 		p.releaseClaims(j)
 		p.mu.Lock()
 		st.inflight--
