@@ -19,6 +19,7 @@ type action struct {
 	cfg    *config.Action
 	conn   connectors.Executor
 	policy connectors.Policy
+	close  func() // releases the connector's resources, if any
 }
 
 // retention is how long results and keys are remembered (SPEC §3).
@@ -74,6 +75,8 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 				return nil, fmt.Errorf("action %q: %w", name, err)
 			}
 			conn = k
+			out[name] = &action{cfg: a, conn: conn, policy: p, close: cl.Close}
+			continue
 		default:
 			return nil, fmt.Errorf("action %q: connector %q is not available in this build", name, a.Connector)
 		}

@@ -134,6 +134,13 @@ func (e *Executor) Run(ctx context.Context) error {
 		return fmt.Errorf("consumer: client: %w", err)
 	}
 	defer e.plain.Close()
+	defer func() {
+		for _, a := range e.actions {
+			if a.close != nil {
+				a.close()
+			}
+		}
+	}()
 	if err := e.ensureTopics(ctx); err != nil {
 		return err
 	}

@@ -1,0 +1,67 @@
+package consumer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// An action with the kafka connector, wired from the actions file: the
+// effect is one record on the target topic, keyed by entity, carrying the
+// idempotency key and fencing token; a repeat is answered from the record.
+func TestKafkaAction(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(h.cl).CreateTopic(ctx, 3, 1, nil, "shipping.replacements"); err != nil {
+		t.Fatal(err)
+	}
+	h.useConfig("actions:\n  shipping.replace:\n    connector: kafka\n    topic: shipping.replacements\n    timeout: 2s\n")
+	h.start(t.TempDir())
+	h.submitAction("k1", "shipping.replace", "order-5", "replace-5", `{"sku":"A-1"}`)
+	h.submitAction("k2", "shipping.replace", "order-5", "replace-5", `{"sku":"A-1"}`)
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(2, seen, nil)
+	if o := seen["k1"][0]; o.Record.Status != schemas.StatusSucceeded {
+		t.Fatalf("first: %+v", o.Record)
+	}
+	if o := seen["k2"][0]; !o.Replayed {
+		t.Fatalf("repeat not replayed: %+v", o)
+	}
+
+	rd, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ConsumeTopics("shipping.replacements"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var effects []*kgo.Record
+	for len(effects) == 0 {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("no effect record")
+		}
+		effects = append(effects, fs.Records()...)
+	}
+	// Give a (wrong) second effect a moment to show up.
+	sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	effects = append(effects, rd.PollFetches(sctx).Records()...)
+	scancel()
+	if len(effects) != 1 {
+		t.Fatalf("%d effect records, want 1", len(effects))
+	}
+	r := effects[0]
+	hdr := map[string]string{}
+	for _, x := range r.Headers {
+		hdr[x.Key] = string(x.Value)
+	}
+	if string(r.Key) != "order-5" || string(r.Value) != `{"sku":"A-1"}` || hdr[kafkaconn.HeaderKey] != "replace-5" || hdr[kafkaconn.HeaderFencingToken] == "" {
+		t.Fatalf("effect record: key %q value %q headers %v", r.Key, r.Value, hdr)
+	}
+}
