@@ -72,6 +72,9 @@ type intentReq struct {
 // rebalance changed the generation); staged work is kept for the next one.
 var errRetry = errors.New("transaction aborted; will retry")
 
+// errIdle means the queue held nothing that could be published yet.
+var errIdle = errors.New("nothing to publish")
+
 func newCommitter(e *Executor, cl *kgo.Client, p *pipeline) *committer {
 	return &committer{e: e, cl: cl, p: p, wake: make(chan struct{}, 1), flushes: make(chan chan error), done: make(chan struct{})}
 }
@@ -198,6 +201,9 @@ func (c *committer) loop(ctx context.Context) error {
 		// does not wait for another wake-up.
 		for {
 			err := c.flush(ctx)
+			if errors.Is(err, errIdle) {
+				break
+			}
 			if err != nil && !errors.Is(err, errRetry) {
 				if reply != nil {
 					reply <- err
@@ -311,7 +317,7 @@ func (c *committer) flush(ctx context.Context) error {
 		// an offset commit needs a record in the transaction, so these
 		// wait for the next flush that has one.
 		putBack()
-		return nil
+		return errIdle
 	}
 	for _, it := range items {
 		it.st.markStaged(it.off)
