@@ -1,0 +1,123 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// When a second executor joins, the first hands partitions over cleanly
+// (cooperative-sticky): executions running on a revoked partition finish,
+// their outcomes and offsets commit, then the partition moves. The new
+// owner therefore finds final records — no in_progress key to inherit, so
+// no confirmation and no second effect.
+func TestRevocationDrainsAndCommits(t *testing.T) {
+	h := newHarness(t)
+	var (
+		mu       sync.Mutex
+		effects  = map[string]int{}
+		confirms atomic.Int32
+	)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			confirms.Add(1)
+			http.NotFound(w, r)
+			return
+		}
+		// Running while the group rebalances: joining takes kfake about
+		// 3.5 s here, so the revocation lands in the middle of this.
+		time.Sleep(6 * time.Second)
+		mu.Lock()
+		effects[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer svc.Close()
+	h.useConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %[1]s/do\n    confirm_url: %[1]s/do/{key}\n    timeout: 10s\n", svc.URL))
+	h.start(t.TempDir())
+
+	// One slow command on every partition, so whichever partition moves
+	// has an execution in flight.
+	const parts = 3
+	var ids []string
+	for p := int32(0); p < parts; p++ {
+		for i := 0; ; i++ {
+			ent := fmt.Sprintf("ent-%d", i)
+			if partitioner.ForEntity(ent, parts) == p {
+				id := fmt.Sprintf("c-%d", p)
+				h.submitAction(id, "work.do", ent, "key-"+id, `{}`)
+				ids = append(ids, id)
+				break
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the first executor has started them
+
+	store, err := dedupe.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := consumer.New(consumer.Config{
+		Brokers: h.brokers, Partitions: parts, SessionTimeout: 6 * time.Second, ExecutorID: "second",
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, h.cfgFile, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- second.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		store.Close()
+	}()
+
+	t0 := time.Now()
+	owned := make(chan time.Duration, 1)
+	go func() {
+		for len(second.Owned()) == 0 && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		owned <- time.Since(t0)
+	}()
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(parts, seen, nil)
+	// A moment for a wrong second answer to appear.
+	time.Sleep(2 * time.Second)
+	for _, id := range ids {
+		if o := seen[id]; len(o) != 1 || o[0].Record.Status != schemas.StatusSucceeded {
+			t.Fatalf("%s: %+v", id, o)
+		}
+	}
+	select {
+	case d := <-owned:
+		t.Logf("the second executor got %v after %v; the executions ended about 5.7 s after it started", second.Owned(), d)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second executor never got a partition")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k, n := range effects {
+		if n != 1 {
+			t.Errorf("%s: %d effects", k, n)
+		}
+	}
+	if n := confirms.Load(); n != 0 {
+		t.Errorf("%d confirmations: a revoked execution was inherited instead of drained and committed", n)
+	}
+}
