@@ -173,12 +173,18 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		p.mu.Unlock()
 		j := &job{p: p, e: p.e}
 		j.safeHandle(ctx, it, &version)
-		p.releaseClaims(j)
-		p.mu.Lock()
-		st.inflight--
-		p.cond.Broadcast()
-		p.mu.Unlock()
+		// The job counts as running, and its new keys stay claimed, until
+		// its answer is staged: a drain must not flush before it, and a
+		// reused key must see it in the overlay.
+		done := func() {
+			p.releaseClaims(j)
+			p.mu.Lock()
+			st.inflight--
+			p.cond.Broadcast()
+			p.mu.Unlock()
+		}
 		if j.err != nil {
+			done()
 			// Not staged: the partition keeps its watermark below this
 			// command, and the entity's later commands must not run
 			// before it (G1, order): drop them too.
@@ -197,6 +203,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		p.versions[entity] = version
 		p.mu.Unlock()
 		p.stage(st, it.rec.Offset, j)
+		done()
 	}
 }
 
