@@ -142,12 +142,7 @@ func ConfirmerOf(conn Executor) (Confirmer, bool) {
 // its context. ctx cancellation ends the call with OutcomeUnresolved and
 // CodeInterrupted.
 func Perform(ctx context.Context, conn Executor, req Request, p Policy, opts ...PerformOption) Decision {
-	p = p.withDefaults()
-	r := runner{conn: conn, p: p}
-	for _, o := range opts {
-		o(&r.o)
-	}
-	r.confirmer, r.canConfirm = ConfirmerOf(conn)
+	r := newRunner(conn, p, opts)
 	if req.Attempt < 1 {
 		req.Attempt = 1
 	}
@@ -161,12 +156,8 @@ func Perform(ctx context.Context, conn Executor, req Request, p Policy, opts ...
 // a Confirmer it re-executes only if IdempotentByKey, else it returns
 // unresolved ambiguous_no_confirm at once.
 func Reconcile(ctx context.Context, conn Executor, req Request, p Policy, opts ...PerformOption) Decision {
-	p = p.withDefaults()
-	r := runner{conn: conn, p: p}
-	for _, o := range opts {
-		o(&r.o)
-	}
-	r.confirmer, r.canConfirm = ConfirmerOf(conn)
+	r := newRunner(conn, p, opts)
+	p = r.p
 	if req.Attempt < 0 {
 		req.Attempt = 0
 	}
@@ -190,6 +181,15 @@ func Reconcile(ctx context.Context, conn Executor, req Request, p Policy, opts .
 	}
 	req.Attempt++ // NotFound: a new attempt with the same key is safe
 	return r.loop(ctx, req, false)
+}
+
+func newRunner(conn Executor, p Policy, opts []PerformOption) runner {
+	r := runner{conn: conn, p: p.withDefaults()}
+	for _, o := range opts {
+		o(&r.o)
+	}
+	r.confirmer, r.canConfirm = ConfirmerOf(conn)
+	return r
 }
 
 type runner struct {
