@@ -237,6 +237,13 @@ func (c *committer) loop(ctx context.Context) error {
 
 func (c *committer) flush(ctx context.Context) error {
 	e := c.e
+	// The membership this flush commits under is read before ownership is
+	// checked: if the partitions are lost (and maybe given back under a
+	// new generation) at any point after this, the offset commit below
+	// carries the old generation and is refused, so nothing staged under
+	// the old ownership can become visible. Reading it later — at commit
+	// time — would let the new generation vouch for old work.
+	member, gen := c.cl.GroupMetadata()
 	c.mu.Lock()
 	queue := c.queue
 	c.queue = nil
@@ -346,7 +353,7 @@ func (c *committer) flush(ctx context.Context) error {
 	if err != nil {
 		return abort(err)
 	}
-	if err := c.commitOffsets(ctx, wms); err != nil {
+	if err := c.commitOffsets(ctx, member, gen, wms); err != nil {
 		if isGenerationErr(err) {
 			e.m.fenced.WithLabelValues("commit").Inc()
 			e.log.Warn("offset commit refused: not a member of the current generation; transaction aborted", "err", err)
@@ -414,12 +421,11 @@ func (c *committer) flush(ctx context.Context) error {
 // coordinator refuses for a member that has been replaced. franz-go's
 // GroupTransactSession does the same, but commits every polled offset; the
 // executor needs the low watermark instead, so it issues the requests itself.
-func (c *committer) commitOffsets(ctx context.Context, wms map[int32]int64) error {
+func (c *committer) commitOffsets(ctx context.Context, member string, gen int32, wms map[int32]int64) error {
 	if len(wms) == 0 {
 		return nil
 	}
 	e := c.e
-	member, gen := c.cl.GroupMetadata()
 	if member == "" {
 		return fmt.Errorf("%w: no group membership", kerr.UnknownMemberID)
 	}

@@ -97,6 +97,7 @@ e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.`,
 		newStatusCmd(),
 		newResolveCmd(),
 		newDemoCmd(),
+		newAuditCmd(),
 	)
 	return root
 }

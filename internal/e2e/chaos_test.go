@@ -720,6 +720,7 @@ func checkChaos(t *testing.T, c *chaosCluster, cmds []streamCmd, refusalsAllowed
 	t.Logf("REPORT commands=%d outcome_records=%d republished_same_id=%d unresolved_keys=%d overlaps=%d refused_stale_writes=%d token_violations=%d service_posts=%d service_confirms=%d keys=%d posts_after_deadline=%d (max %s late) posts_with_superseded_epoch=%d",
 		rep.commands, rep.outcomes, rep.republished, rep.unresolved, rep.overlaps, rep.refused, rep.tokenErrs, rep.requests, rep.confirms, len(keyStatus),
 		rep.afterDeadline, maxLate.Round(time.Millisecond), rep.staleEpoch)
+	audit(t, c.brokers, chaosGroup)
 	return rep
 }
 

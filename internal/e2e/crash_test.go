@@ -126,6 +126,7 @@ func TestKillNineMidStream(t *testing.T) {
 	outs := waitOutcomes(t, brokers, ids, 90*time.Second)
 	t.Logf("all outcomes present %s after the last command", time.Since(start).Round(time.Millisecond))
 	checkStream(t, cmds, outs, effects, true)
+	audit(t, brokers, "e2e")
 	if serve.exited() {
 		t.Errorf("serve exited: %v", serve.err)
 	}

@@ -584,3 +584,15 @@ func checkStream(t *testing.T, cmds []streamCmd, outs []outcome, effectsPath str
 	t.Logf("checked %d commands (%d repeats) over %d keys, %d outcome records, %d unresolved keys",
 		len(cmds), repeats, len(firstOf), len(outs), len(unresolved))
 }
+
+// audit runs `onceflight audit` against the brokers and fails the test
+// unless every check holds: the guarantees, checked from the records alone.
+func audit(t *testing.T, brokers, group string) {
+	t.Helper()
+	out, errOut, code := runCLI(t, "audit", "--brokers", brokers, "--group", group)
+	if code != 0 {
+		t.Errorf("onceflight audit exited %d:\n%s%s", code, out, errOut)
+		return
+	}
+	t.Logf("onceflight audit:\n%s", out)
+}

@@ -1,0 +1,459 @@
+package audit
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/topics"
+	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+const nParts = 3
+
+var (
+	tops = topics.Default()
+	t0   = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+)
+
+// jent is one journal entry of a hand-built partition: an epoch marker
+// (rec nil) or a record.
+type jent struct {
+	epoch int64
+	rec   *schemas.Record
+}
+
+func marker(epoch int64) jent { return jent{epoch: epoch} }
+
+// rec builds an execution record; tok is the fencing token's sequence under
+// epoch 1.
+func rec(key, entity string, st schemas.Status, attempts int, seq int64, at time.Duration) jent {
+	start, end := t0.Add(at), t0.Add(at+time.Second)
+	r := &schemas.Record{IdempotencyKey: key, Entity: entity, Action: "noop.ping", Status: st, Attempts: attempts,
+		Command: schemas.CommandRef{ID: "cmd-" + key}, StartedAt: &start, Epoch: 1}
+	if st == schemas.StatusInProgress {
+		r.FencingToken = 1<<32 | seq
+		r.Deadline = &end
+	} else {
+		r.FinishedAt = &end
+	}
+	return jent{rec: r}
+}
+
+// journal writes ents to partition p from offset 0, chaining the records'
+// hashes as the committer does.
+func journal(t *testing.T, p int32, ents ...jent) []*kgo.Record {
+	t.Helper()
+	var out []*kgo.Record
+	prev := ""
+	for i, e := range ents {
+		r := &kgo.Record{Topic: tops.Journal, Partition: p, Offset: int64(i)}
+		if e.rec == nil {
+			r.Key = []byte("onceflight.epoch")
+			r.Value = []byte(`{"epoch":` + strconv.FormatInt(e.epoch, 10) + `,"executor":"t"}`)
+			r.Headers = []kgo.RecordHeader{{Key: outbox.HeaderKind, Value: []byte(outbox.KindEpoch)}}
+			out = append(out, r)
+			continue
+		}
+		rc := *e.rec
+		rc.Command.Partition = p
+		rc.PrevHash = prev
+		h, err := schemas.HashRecord(prev, rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.Hash, prev = h, h
+		r.Key = []byte(rc.IdempotencyKey)
+		r.Value = mustMarshal(t, rc)
+		r.Headers = []kgo.RecordHeader{{Key: outbox.HeaderKind, Value: []byte(outbox.KindRecord)}}
+		out = append(out, r)
+	}
+	return out
+}
+
+func mustMarshal(t *testing.T, rc schemas.Record) []byte {
+	t.Helper()
+	b, err := schemas.MarshalRecord(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func command(t *testing.T, id, entity, key string, p int32, off int64) *kgo.Record {
+	t.Helper()
+	r, err := schemas.EncodeCommand(schemas.Command{ID: id, Source: "test", Type: "noop.ping", Subject: entity, IdempotencyKey: key}, schemas.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic, r.Partition, r.Offset = tops.Commands, p, off
+	return r
+}
+
+func outcome(t *testing.T, key, entity, causation string, st schemas.Status, p int32, off int64) *kgo.Record {
+	t.Helper()
+	r, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: entity, Status: st,
+		Command: schemas.CommandRef{ID: causation, Partition: p}}, causation, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic, r.Offset = tops.Outcomes, off
+	return r
+}
+
+// otherPartition is a partition that is not p.
+func otherPartition(p int32) int32 { return (p + 1) % nParts }
+
+var (
+	ent = "order-1"
+	pe  = partitioner.ForEntity(ent, nParts)
+)
+
+// base is a healthy history: two keys of one entity executed one after the
+// other, each answered, offsets committed past both commands.
+func base(t *testing.T) Input {
+	return Input{
+		Topics:            tops,
+		CommandPartitions: nParts,
+		Commands:          []*kgo.Record{command(t, "cmd-k1", ent, "k1", pe, 0), command(t, "cmd-k2", ent, "k2", pe, 1)},
+		Journal: journal(t, pe,
+			marker(1),
+			rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
+			rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+			rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second),
+			rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second),
+		),
+		Outcomes: []*kgo.Record{
+			outcome(t, "k1", ent, "cmd-k1", schemas.StatusSucceeded, pe, 0),
+			outcome(t, "k2", ent, "cmd-k2", schemas.StatusSucceeded, pe, 1),
+		},
+		Committed:     map[int32]int64{pe: 2},
+		MaxViolations: 20,
+	}
+}
+
+// rewrite replaces the value of journal record off with f applied to it,
+// keeping its hash fields: what a tamperer without the chain would do.
+func rewrite(t *testing.T, in *Input, off int64, f func(*schemas.Record)) {
+	t.Helper()
+	for _, r := range in.Journal {
+		if r.Offset == off {
+			rc, err := schemas.UnmarshalRecord(r.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(&rc)
+			r.Value = mustMarshal(t, rc)
+			return
+		}
+	}
+	t.Fatalf("no journal offset %d", off)
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*testing.T, *Input)
+		fail   map[string]int64 // failing check -> offset its first violation names
+		want   func(*testing.T, Report)
+	}{
+		{name: "healthy", want: func(t *testing.T, r Report) {
+			c := r.Counts
+			if c.Commands != 2 || c.Outcomes != 2 || c.JournalRecords != 4 || c.Keys != 2 || c.Pending != 0 {
+				t.Errorf("counts %+v", c)
+			}
+		}},
+		{name: "chain break: a record deleted", mutate: func(t *testing.T, in *Input) {
+			in.Journal = slices.Delete(in.Journal, 3, 4) // offset 3 gone
+		}, fail: map[string]int64{CheckHashChain: 4}},
+		{name: "modified record", mutate: func(t *testing.T, in *Input) {
+			rewrite(t, in, 2, func(r *schemas.Record) { r.Result = json.RawMessage(`{"refund_id":"forged"}`) })
+		}, fail: map[string]int64{CheckHashChain: 2}},
+		{name: "first record with a prev_hash", mutate: func(t *testing.T, in *Input) {
+			in.Journal = in.Journal[2:] // starts mid-chain, yet log start is 0
+		}, fail: map[string]int64{CheckHashChain: 2}},
+		{name: "retention took the start of the chain", mutate: func(t *testing.T, in *Input) {
+			in.Journal = in.Journal[2:]
+			in.JournalStart = map[int32]int64{pe: 2}
+		}, want: func(t *testing.T, r Report) {
+			if !hasNote(r, "retention") {
+				t.Errorf("no retention note: %v", r.Notes)
+			}
+		}},
+		{name: "missing outcome below the committed offset", mutate: func(t *testing.T, in *Input) {
+			in.Outcomes = in.Outcomes[:1]
+		}, fail: map[string]int64{CheckAnswered: 1}},
+		{name: "missing outcome above the committed offset is pending", mutate: func(t *testing.T, in *Input) {
+			in.Outcomes = in.Outcomes[:1]
+			in.Committed[pe] = 1
+		}, want: func(t *testing.T, r Report) {
+			if r.Counts.Pending != 1 {
+				t.Errorf("pending = %d, want 1", r.Counts.Pending)
+			}
+		}},
+		{name: "no committed offset: everything pending", mutate: func(t *testing.T, in *Input) {
+			in.Outcomes = nil
+			in.Committed = nil
+		}, want: func(t *testing.T, r Report) {
+			if r.Counts.Pending != 2 {
+				t.Errorf("pending = %d, want 2", r.Counts.Pending)
+			}
+		}},
+		{name: "in_progress after succeeded", mutate: func(t *testing.T, in *Input) {
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+				rec("k1", ent, schemas.StatusInProgress, 2, 2, time.Hour),
+				rec("k1", ent, schemas.StatusSucceeded, 2, 0, time.Hour),
+				rec("k2", ent, schemas.StatusInProgress, 1, 3, 2*time.Hour),
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Hour))
+		}, fail: map[string]int64{CheckOncePerKey: 3}},
+		{name: "unresolved then reconciled is fine", mutate: func(t *testing.T, in *Input) {
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
+				rec("k1", ent, schemas.StatusUnresolved, 1, 0, 0),
+				rec("k1", ent, schemas.StatusInProgress, 2, 2, time.Minute),
+				rec("k1", ent, schemas.StatusSucceeded, 2, 0, time.Minute),
+				rec("k2", ent, schemas.StatusInProgress, 1, 3, 2*time.Minute),
+				rec("k2", ent, schemas.StatusUnresolved, 1, 0, 2*time.Minute))
+		}, want: func(t *testing.T, r Report) {
+			if r.Counts.UnresolvedKeys != 1 {
+				t.Errorf("unresolved keys = %d, want 1", r.Counts.UnresolvedKeys)
+			}
+		}},
+		{name: "re-execution beyond key_memory is only noted", mutate: func(t *testing.T, in *Input) {
+			in.KeyMemory = 24 * time.Hour
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+				rec("k1", ent, schemas.StatusInProgress, 1, 2, 48*time.Hour),
+				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 48*time.Hour),
+				rec("k2", ent, schemas.StatusInProgress, 1, 3, 49*time.Hour),
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 49*time.Hour))
+		}, want: func(t *testing.T, r Report) {
+			if !hasNote(r, "key_memory") {
+				t.Errorf("no key_memory note: %v", r.Notes)
+			}
+		}},
+		{name: "attempts go down", mutate: func(t *testing.T, in *Input) {
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 2, 1, 0),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 2, 0, 0))
+		}, fail: map[string]int64{CheckOncePerKey: 2}},
+		{name: "overlapping in_progress for an entity", mutate: func(t *testing.T, in *Input) {
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
+				rec("k2", ent, schemas.StatusInProgress, 1, 2, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 0))
+		}, fail: map[string]int64{CheckSingleFlight: 2}, want: func(t *testing.T, r Report) {
+			m := find(r, CheckSingleFlight).Violations[0].Message
+			if !strings.Contains(m, `"k1"`) || !strings.Contains(m, `"k2"`) || !strings.Contains(m, "offset 1") {
+				t.Errorf("message should name both keys and k1's offset: %s", m)
+			}
+		}},
+		{name: "other entities may overlap", mutate: func(t *testing.T, in *Input) {
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
+				rec("k2", "order-other", schemas.StatusInProgress, 1, 2, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+				rec("k2", "order-other", schemas.StatusSucceeded, 1, 0, 0))
+		}},
+		{name: "fencing token goes backwards", mutate: func(t *testing.T, in *Input) {
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 5, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+				rec("k2", ent, schemas.StatusInProgress, 1, 4, time.Second),
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, time.Second))
+		}, fail: map[string]int64{CheckSingleFlight: 3}},
+		{name: "a retry may reuse its token", mutate: func(t *testing.T, in *Input) {
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 5, 0),
+				rec("k1", ent, schemas.StatusInProgress, 2, 5, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 2, 0, 0))
+		}},
+		{name: "record of a replaced owner", mutate: func(t *testing.T, in *Input) {
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+				marker(2),
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 0)) // epoch 1 after marker 2
+		}, fail: map[string]int64{CheckSingleFlight: 4}},
+		{name: "misrouted without a forward", mutate: func(t *testing.T, in *Input) {
+			wrong := otherPartition(pe)
+			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))
+			in.Committed[wrong] = 1
+		}, fail: map[string]int64{CheckAnswered: 0}},
+		{name: "misrouted and forwarded", mutate: func(t *testing.T, in *Input) {
+			wrong := otherPartition(pe)
+			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))
+			in.Committed[wrong] = 1
+			fw := command(t, "cmd-k3", ent, "k3", pe, 2)
+			fw.Headers = append(fw.Headers,
+				kgo.RecordHeader{Key: headerForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
+				kgo.RecordHeader{Key: headerForwardedFromOffset, Value: []byte("0")})
+			in.Commands = append(in.Commands, fw)
+			in.Committed[pe] = 3
+			in.Outcomes = append(in.Outcomes, outcome(t, "k3", ent, "cmd-k3", schemas.StatusSucceeded, pe, 2))
+		}, want: func(t *testing.T, r Report) {
+			if r.Counts.Forwarded != 1 || r.Counts.Commands != 4 {
+				t.Errorf("counts %+v", r.Counts)
+			}
+		}},
+		{name: "forwarded copy without an outcome", mutate: func(t *testing.T, in *Input) {
+			wrong := otherPartition(pe)
+			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))
+			in.Committed[wrong] = 1
+			fw := command(t, "cmd-k3", ent, "k3", pe, 2)
+			fw.Headers = append(fw.Headers,
+				kgo.RecordHeader{Key: headerForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
+				kgo.RecordHeader{Key: headerForwardedFromOffset, Value: []byte("0")})
+			in.Commands = append(in.Commands, fw)
+			in.Committed[pe] = 3
+		}, fail: map[string]int64{CheckAnswered: 2}},
+		{name: "undecodable and deadlettered", mutate: func(t *testing.T, in *Input) {
+			bad := &kgo.Record{Topic: tops.Commands, Partition: pe, Offset: 2, Value: []byte("not a cloudevent")}
+			in.Commands = append(in.Commands, bad)
+			in.Committed[pe] = 3
+			dl := schemas.DeadletterRecord(bad, "not a CloudEvent")
+			dl.Topic = tops.Deadletter
+			in.Deadletter = []*kgo.Record{dl}
+		}, want: func(t *testing.T, r Report) {
+			if r.Counts.Deadlettered != 1 {
+				t.Errorf("deadlettered = %d", r.Counts.Deadlettered)
+			}
+		}},
+		{name: "undecodable, not deadlettered", mutate: func(t *testing.T, in *Input) {
+			in.Commands = append(in.Commands, &kgo.Record{Topic: tops.Commands, Partition: pe, Offset: 2, Value: []byte("junk")})
+			in.Committed[pe] = 3
+		}, fail: map[string]int64{CheckAnswered: 2}},
+		{name: "reconcile requests need no outcome", mutate: func(t *testing.T, in *Input) {
+			r, err := schemas.EncodeCommand(schemas.Command{ID: "rc", Source: "onceflight-reconciler", Type: "onceflight.reconcile",
+				Subject: ent, IdempotencyKey: "reconcile/rc", Data: json.RawMessage(`{"key":"k1"}`)}, schemas.Binary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Topic, r.Partition, r.Offset = tops.Commands, pe, 2
+			in.Commands = append(in.Commands, r)
+			in.Committed[pe] = 3
+		}},
+		{name: "republished outcome is counted, not a violation", mutate: func(t *testing.T, in *Input) {
+			in.Outcomes = append(in.Outcomes, outcome(t, "k1", ent, "cmd-k1", schemas.StatusSucceeded, pe, 2))
+		}, want: func(t *testing.T, r Report) {
+			if r.Counts.Republications != 1 {
+				t.Errorf("republications = %d", r.Counts.Republications)
+			}
+		}},
+		{name: "outcome id for two answers", mutate: func(t *testing.T, in *Input) {
+			forged := outcome(t, "k1", ent, "cmd-k1", schemas.StatusFailed, pe, 2)
+			// Same id as the succeeded outcome, different status.
+			var ev map[string]any
+			if err := json.Unmarshal(forged.Value, &ev); err != nil {
+				t.Fatal(err)
+			}
+			ev["id"] = schemas.OutcomeID("k1", schemas.StatusSucceeded, "cmd-k1")
+			forged.Value, _ = json.Marshal(ev)
+			in.Outcomes = append(in.Outcomes, forged)
+		}, fail: map[string]int64{CheckOutcomeIDs: 2}},
+		{name: "partitions restrict the checks", mutate: func(t *testing.T, in *Input) {
+			in.Partitions = []int32{otherPartition(pe)}
+			in.Outcomes = nil // would fail if pe were checked
+		}, want: func(t *testing.T, r Report) {
+			if r.Counts.Commands != 0 || r.Counts.JournalRecords != 0 {
+				t.Errorf("counts %+v", r.Counts)
+			}
+		}},
+		{name: "max violations lists the first only", mutate: func(t *testing.T, in *Input) {
+			in.MaxViolations = 1
+			in.Outcomes = nil
+		}, fail: map[string]int64{CheckAnswered: 0}, want: func(t *testing.T, r Report) {
+			c := find(r, CheckAnswered)
+			if c.Count != 2 || len(c.Violations) != 1 {
+				t.Errorf("count %d listed %d", c.Count, len(c.Violations))
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := base(t)
+			if tt.mutate != nil {
+				tt.mutate(t, &in)
+			}
+			r := Check(in)
+			for _, c := range r.Checks {
+				off, shouldFail := tt.fail[c.Name]
+				if c.OK == shouldFail {
+					t.Errorf("%s ok=%v, want %v; violations %v", c.Name, c.OK, !shouldFail, c.Violations)
+					continue
+				}
+				if shouldFail && len(c.Violations) > 0 && c.Violations[0].Offset != off {
+					t.Errorf("%s first violation at offset %d, want %d: %v", c.Name, c.Violations[0].Offset, off, c.Violations[0])
+				}
+			}
+			if r.OK() != (len(tt.fail) == 0) {
+				t.Errorf("OK() = %v", r.OK())
+			}
+			if tt.want != nil {
+				tt.want(t, r)
+			}
+		})
+	}
+}
+
+func find(r Report, name string) CheckResult {
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return CheckResult{}
+}
+
+func hasNote(r Report, sub string) bool {
+	return slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, sub) })
+}
+
+func TestReportFormats(t *testing.T) {
+	in := base(t)
+	in.Outcomes = nil
+	in.MaxViolations = 1
+	r := Check(in)
+	var text strings.Builder
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"hash_chain", "(G5) ok", "commands_answered  (G4) FAILED (2)", "... and 1 more", "commands 2,"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	var js strings.Builder
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Checks []struct {
+			Name       string            `json:"name"`
+			OK         bool              `json:"ok"`
+			Violations []json.RawMessage `json:"violations"`
+		} `json:"checks"`
+		Counts map[string]int `json:"counts"`
+	}
+	if err := json.Unmarshal([]byte(js.String()), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Checks) != 5 || got.Checks[0].Violations == nil || got.Counts["commands"] != 2 {
+		t.Errorf("json report: %s", js.String())
+	}
+	if r.Checks[0].Violations != nil {
+		t.Error("WriteJSON changed the report")
+	}
+}
