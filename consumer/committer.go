@@ -129,7 +129,7 @@ func (c *committer) stage(st *partState, off int64, emits []emit) {
 			recs = append(recs, *j)
 		}
 	}
-	c.p.addPending(recs)
+	c.p.addPending(st, recs)
 	c.queue = append(c.queue, entry{item: &stagedItem{st: st, off: off, emits: emits}})
 	c.mu.Unlock()
 	c.poke()

@@ -38,11 +38,14 @@ type pipeline struct {
 	cond     *sync.Cond
 	queues   map[string]*entityQueue // entities with a worker
 	buffered int                     // dispatched, not yet staged or dropped
-	pending  map[string]schemas.Record
+	pending  map[string]pendingRec
 	versions map[string]int64
-	claims   map[string]string
-	workers  sync.WaitGroup
-	stopping bool
+	// versionOwner is the partition ownership each version was computed
+	// under; an overlay entry of an earlier ownership is ignored.
+	versionOwner map[string]*partState
+	claims       map[string]string
+	workers      sync.WaitGroup
+	stopping     bool
 	// broken is set when a command could not be answered while its
 	// partition is still ours: no later fetch would bring it back, so the
 	// client is recreated and consumption restarts from the watermark.
@@ -56,11 +59,12 @@ type entityQueue struct {
 func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 	p := &pipeline{
 		e: e, cl: cl,
-		queues:   map[string]*entityQueue{},
-		pending:  map[string]schemas.Record{},
-		versions: map[string]int64{},
-		claims:   map[string]string{},
-		broken:   make(chan error, 1),
+		queues:       map[string]*entityQueue{},
+		pending:      map[string]pendingRec{},
+		versions:     map[string]int64{},
+		versionOwner: map[string]*partState{},
+		claims:       map[string]string{},
+		broken:       make(chan error, 1),
 	}
 	p.cond = sync.NewCond(&p.mu)
 	p.cm = newCommitter(e, cl, p)
@@ -158,6 +162,11 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		it := q.items[0]
 		q.items = q.items[1:]
 		version, ok := p.versions[entity]
+		if ok && p.versionOwner[entity] != st {
+			// Left by an earlier ownership of the partition that
+			// may never have committed: Pebble (restored) knows better.
+			ok = false
+		}
 		p.mu.Unlock()
 		if !ok {
 			es, _, err := p.e.store.Entity(entity)
@@ -201,6 +210,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		}
 		p.mu.Lock()
 		p.versions[entity] = version
+		p.versionOwner[entity] = st
 		p.mu.Unlock()
 		p.stage(st, it.rec.Offset, j)
 		done()
@@ -227,21 +237,34 @@ func (p *pipeline) stage(st *partState, off int64, j *job) {
 	p.mu.Unlock()
 }
 
+// pendingRec is a staged record and the partition ownership it was staged
+// under. Staged is not committed: if that ownership ends (lost, revoked,
+// given back under a new epoch), the record may never have become visible,
+// and answering from it would publish an outcome without its journal record.
+type pendingRec struct {
+	rec schemas.Record
+	st  *partState
+}
+
 // addPending makes staged records visible to later commands' lookups
 // (called by the committer once they are chained).
-func (p *pipeline) addPending(recs []schemas.Record) {
+func (p *pipeline) addPending(st *partState, recs []schemas.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range recs {
-		p.pending[r.IdempotencyKey] = r
+		p.pending[r.IdempotencyKey] = pendingRec{rec: r, st: st}
 	}
 }
 
 func (p *pipeline) pendingRecord(key string) (schemas.Record, bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	rec, ok := p.pending[key]
-	return rec, ok
+	pr, ok := p.pending[key]
+	if ok && (pr.st.lost.Load() || p.e.part(pr.st.p) != pr.st) {
+		delete(p.pending, key)
+		ok = false
+	}
+	p.mu.Unlock()
+	return pr.rec, ok
 }
 
 // applied forgets overlay entries that Pebble now holds.
@@ -249,7 +272,7 @@ func (p *pipeline) applied(recs []schemas.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range recs {
-		if cur, ok := p.pending[r.IdempotencyKey]; ok && cur.Hash == r.Hash {
+		if cur, ok := p.pending[r.IdempotencyKey]; ok && cur.rec.Hash == r.Hash {
 			delete(p.pending, r.IdempotencyKey)
 		}
 		// Forget the version overlay only when Pebble now holds the
@@ -257,6 +280,7 @@ func (p *pipeline) applied(recs []schemas.Record) {
 		// still be waiting for its transaction.
 		if _, busy := p.queues[r.Entity]; !busy && r.Status.Final() && p.versions[r.Entity] == r.EntityVersion {
 			delete(p.versions, r.Entity)
+			delete(p.versionOwner, r.Entity)
 		}
 	}
 }
