@@ -255,15 +255,24 @@ func (c *committer) flush(ctx context.Context) error {
 	// consumes those commands again (and inherits their intents).
 	owned := func(st *partState) bool { return e.part(st.p) == st && !st.lost.Load() }
 	kept := queue[:0]
+	dropped := 0
 	for _, en := range queue {
 		switch {
 		case en.intent != nil && !owned(en.intent.st):
 			e.m.fenced.WithLabelValues("intent").Inc()
 			en.intent.done <- errFenced
+			dropped++
 		case en.item != nil && !owned(en.item.st):
+			e.m.fenced.WithLabelValues("answer").Inc()
+			dropped++
 		default:
 			kept = append(kept, en)
 		}
+	}
+	if dropped > 0 {
+		// A late write of an owner that was replaced (a paused process,
+		// a lost session): refused here, before the broker would.
+		e.log.Warn("fenced: dropped writes for partitions no longer owned; the new owner answers those commands", "dropped", dropped)
 	}
 	queue = kept
 

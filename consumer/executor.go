@@ -302,7 +302,11 @@ func (e *Executor) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 // so nothing more may be written for them (the committer drops their
 // staged work, and their running commands are cancelled).
 func (e *Executor) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	e.release(lost[e.cfg.Topics.Commands])
+	if ps := lost[e.cfg.Topics.Commands]; len(ps) > 0 {
+		e.log.Warn("ownership lost (session expired or fenced): running commands of these partitions are cancelled and their answers dropped; their new owner settles them",
+			"partitions", ps)
+		e.release(ps)
+	}
 }
 
 func (e *Executor) release(ps []int32) {
