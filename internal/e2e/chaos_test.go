@@ -721,6 +721,13 @@ func checkChaos(t *testing.T, c *chaosCluster, cmds []streamCmd, refusalsAllowed
 		rep.commands, rep.outcomes, rep.republished, rep.unresolved, rep.overlaps, rep.refused, rep.tokenErrs, rep.requests, rep.confirms, len(keyStatus),
 		rep.afterDeadline, maxLate.Round(time.Millisecond), rep.staleEpoch)
 	audit(t, c.brokers, chaosGroup)
+	if t.Failed() {
+		all := map[string]bool{}
+		for _, cmd := range cmds {
+			all[cmd.key] = true
+		}
+		dumpKeys(t, c.brokers, all)
+	}
 	return rep
 }
 
