@@ -39,6 +39,10 @@ const (
 	KindRecord  = "record"
 	KindEpoch   = "epoch"
 	HeaderEpoch = "onceflight-epoch"
+
+	// A forwarded command carries where it first landed.
+	HeaderForwardedFromPartition = "onceflight-forwarded-from-partition"
+	HeaderForwardedFromOffset    = "onceflight-forwarded-from-offset"
 )
 
 // Entry is one staged record.
@@ -144,8 +148,8 @@ func (b *Batch) Deadletter(orig *kgo.Record, reason string) {
 func (b *Batch) Forward(orig *kgo.Record, entity string, to int32) {
 	hs := append([]kgo.RecordHeader(nil), orig.Headers...)
 	hs = append(hs,
-		kgo.RecordHeader{Key: "onceflight-forwarded-from-partition", Value: []byte(strconv.Itoa(int(orig.Partition)))},
-		kgo.RecordHeader{Key: "onceflight-forwarded-from-offset", Value: []byte(strconv.FormatInt(orig.Offset, 10))},
+		kgo.RecordHeader{Key: HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(orig.Partition)))},
+		kgo.RecordHeader{Key: HeaderForwardedFromOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
 	)
 	r := &kgo.Record{Topic: b.topics.Commands, Partition: to, Key: []byte(entity), Value: orig.Value, Headers: hs}
 	b.entries = append(b.entries, Entry{Kind: KindForward, Record: r})

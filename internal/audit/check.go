@@ -17,14 +17,6 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// Headers of a forwarded command (outbox.Batch.Forward writes them as
-// literals; they are repeated here because the audit must read what the
-// executor wrote, not what it meant to write).
-const (
-	headerForwardedFromPartition = "onceflight-forwarded-from-partition"
-	headerForwardedFromOffset    = "onceflight-forwarded-from-offset"
-)
-
 // Input is everything the pure core needs: the records as read, and the
 // few facts about the cluster that the records do not carry themselves.
 // Tests build it by hand; Run builds it from Kafka.
@@ -496,7 +488,7 @@ func (a *auditor) answered(causes map[string]bool) {
 	cmds := sorted(a.in.Commands)
 	fwd := map[src]bool{}
 	for _, r := range cmds {
-		if s, ok := sourceOf(r, headerForwardedFromPartition, headerForwardedFromOffset); ok {
+		if s, ok := sourceOf(r, outbox.HeaderForwardedFromPartition, outbox.HeaderForwardedFromOffset); ok {
 			fwd[s] = true
 		}
 	}

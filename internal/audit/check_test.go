@@ -298,8 +298,8 @@ func TestCheck(t *testing.T) {
 			in.Committed[wrong] = 1
 			fw := command(t, "cmd-k3", ent, "k3", pe, 2)
 			fw.Headers = append(fw.Headers,
-				kgo.RecordHeader{Key: headerForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
-				kgo.RecordHeader{Key: headerForwardedFromOffset, Value: []byte("0")})
+				kgo.RecordHeader{Key: outbox.HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
+				kgo.RecordHeader{Key: outbox.HeaderForwardedFromOffset, Value: []byte("0")})
 			in.Commands = append(in.Commands, fw)
 			in.Committed[pe] = 3
 			in.Outcomes = append(in.Outcomes, outcome(t, "k3", ent, "cmd-k3", schemas.StatusSucceeded, pe, 2))
@@ -314,8 +314,8 @@ func TestCheck(t *testing.T) {
 			in.Committed[wrong] = 1
 			fw := command(t, "cmd-k3", ent, "k3", pe, 2)
 			fw.Headers = append(fw.Headers,
-				kgo.RecordHeader{Key: headerForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
-				kgo.RecordHeader{Key: headerForwardedFromOffset, Value: []byte("0")})
+				kgo.RecordHeader{Key: outbox.HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
+				kgo.RecordHeader{Key: outbox.HeaderForwardedFromOffset, Value: []byte("0")})
 			in.Commands = append(in.Commands, fw)
 			in.Committed[pe] = 3
 		}, fail: map[string]int64{CheckAnswered: 2}},

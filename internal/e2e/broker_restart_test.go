@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"net"
-	"regexp"
 	"testing"
 	"time"
 )
@@ -20,23 +18,7 @@ import (
 func TestBrokerRestart(t *testing.T) {
 	addr := freePort(t)
 	dir := t.TempDir()
-	start := func() *proc {
-		p := startProc(t, "broker", "broker", "--listen", addr, "--data-dir", dir)
-		p.waitLog(regexp.MustCompile(`broker listening on`), 30*time.Second)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err == nil {
-				c.Close()
-				return p
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("broker on %s not reachable: %v", addr, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	broker := start()
+	broker := startBrokerAt(t, addr, dir)
 	cfg, effects := writeConfig(t)
 	opts := serveOpts{brokers: addr, config: cfg, dataDir: t.TempDir(), executorID: "ex-brk"}
 	serve := startServe(t, opts, true)
@@ -48,7 +30,7 @@ func TestBrokerRestart(t *testing.T) {
 	t.Logf("restarting the broker (SIGTERM) after %d commands produced", prod.sent.Load())
 	broker.stop(10 * time.Second)
 	time.Sleep(time.Second)
-	start()
+	startBrokerAt(t, addr, dir)
 	t.Logf("broker restarted")
 	prod.finish(t, total)
 

@@ -182,14 +182,22 @@ func (p *proc) waitLog(re *regexp.Regexp, timeout time.Duration) []string {
 func startBroker(t *testing.T) string {
 	t.Helper()
 	addr := freePort(t)
-	p := startProc(t, "broker", "broker", "--listen", addr, "--data-dir", t.TempDir())
+	startBrokerAt(t, addr, t.TempDir())
+	return addr
+}
+
+// startBrokerAt starts `onceflight broker` on addr with its data in dir
+// (a restart reuses both) and returns once it accepts connections.
+func startBrokerAt(t *testing.T, addr, dir string) *proc {
+	t.Helper()
+	p := startProc(t, "broker", "broker", "--listen", addr, "--data-dir", dir)
 	p.waitLog(regexp.MustCompile(`broker listening on`), 30*time.Second)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return addr
+			return p
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("broker on %s not reachable: %v", addr, err)
