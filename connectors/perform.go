@@ -3,6 +3,7 @@ package connectors
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,8 +90,21 @@ type Decision struct {
 type PerformOption func(*performOptions)
 
 type performOptions struct {
-	beforeExecute func(ctx context.Context, attempt int, deadline time.Time) error
+	beforeAttempt func(ctx context.Context, req *Request) error
 }
+
+// ErrStop, returned (wrapped) by a BeforeAttempt hook, ends the call
+// without sending the attempt and without the doubt CodeNotStarted carries:
+// the Decision is failed with the hook's error code (StopError.Code) when no
+// earlier attempt may have taken effect, unresolved otherwise. The executor
+// uses it for a command whose own deadline passed before the request could
+// leave.
+type StopError struct {
+	Code    string
+	Message string
+}
+
+func (e *StopError) Error() string { return e.Code + ": " + e.Message }
 
 // WithBeforeExecute registers a hook called before every execution attempt
 // with the attempt number and that attempt's deadline. The executor records
@@ -99,7 +113,20 @@ type performOptions struct {
 // If the hook returns an error nothing is sent and the Decision is
 // OutcomeUnresolved with CodeNotStarted.
 func WithBeforeExecute(fn func(ctx context.Context, attempt int, deadline time.Time) error) PerformOption {
-	return func(o *performOptions) { o.beforeExecute = fn }
+	return func(o *performOptions) {
+		o.beforeAttempt = func(ctx context.Context, req *Request) error { return fn(ctx, req.Attempt, req.Deadline) }
+	}
+}
+
+// WithBeforeAttempt is WithBeforeExecute with the whole request: the hook
+// sees the attempt number and deadline and may set req.FencingToken, so
+// that each attempt carries a larger token than the one before (a late
+// write of attempt 1 is refusable once attempt 2 was seen). The deadline is
+// taken again after the hook if the hook used up more than half the
+// attempt's time (a slow intent commit): the hook is then called again with
+// the new deadline, so an attempt never leaves with its time used up.
+func WithBeforeAttempt(fn func(ctx context.Context, req *Request) error) PerformOption {
+	return func(o *performOptions) { o.beforeAttempt = fn }
 }
 
 // CanConfirmer is implemented by connectors whose type has a Confirm method
@@ -214,17 +241,32 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		if attempt > r.p.MaxAttempts {
 			return r.exhausted(executed, mayHaveHappened, last)
 		}
-		deadline := time.Now().Add(r.p.Timeout)
-		if r.o.beforeExecute != nil {
-			if err := r.o.beforeExecute(ctx, attempt, deadline); err != nil {
-				if ctx.Err() != nil {
+		req.Attempt = attempt
+		req.Deadline = time.Now().Add(r.p.Timeout)
+		if r.o.beforeAttempt != nil {
+			for try := 0; ; try++ {
+				err := r.o.beforeAttempt(ctx, &req)
+				var stop *StopError
+				switch {
+				case err == nil:
+				case ctx.Err() != nil:
 					return interrupted(executed, ctx.Err())
+				case errors.As(err, &stop) && !mayHaveHappened:
+					return Decision{Outcome: OutcomeFailed, Code: stop.Code, Message: stop.Message, Attempts: executed}
+				case errors.As(err, &stop):
+					return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
+						Message: "an earlier attempt may have taken effect; then " + stop.Message, Attempts: executed}
+				default:
+					return Decision{Outcome: OutcomeUnresolved, Code: CodeNotStarted,
+						Message: fmt.Sprintf("attempt %d not started: %v", attempt, err), Attempts: executed}
 				}
-				return Decision{Outcome: OutcomeUnresolved, Code: CodeNotStarted,
-					Message: fmt.Sprintf("attempt %d not started: %v", attempt, err), Attempts: executed}
+				if try >= 2 || time.Until(req.Deadline) >= r.p.Timeout/2 {
+					break
+				}
+				req.Deadline = time.Now().Add(r.p.Timeout)
 			}
 		}
-		req.Attempt, req.Deadline = attempt, deadline
+		deadline := req.Deadline
 		actx, cancel := context.WithDeadline(ctx, deadline)
 		res := safeCall(r.conn.Execute, actx, req)
 		cancel()

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -86,6 +87,26 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 }
 
 // refreshUnresolved updates the unresolved gauge from the status index.
+// unresolvedChanged marks the unresolved gauge stale. The committer calls
+// it; the count is taken off the committer, at most once a second, since it
+// scans an index.
+func (e *Executor) unresolvedChanged() { e.unresolvedDirty.Store(true) }
+
+func (e *Executor) unresolvedLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if e.unresolvedDirty.Swap(false) {
+				e.refreshUnresolved()
+			}
+		}
+	}
+}
+
 func (e *Executor) refreshUnresolved() {
 	recs, err := e.store.ByStatus("unresolved", 100000)
 	if err != nil {

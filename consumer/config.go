@@ -10,6 +10,12 @@ import (
 	"github.com/onceflight/onceflight/internal/topics"
 )
 
+// DefaultMaxMessageBytes is max.message.bytes of the topics the executor
+// creates: room for the largest command data (512 KiB by default), a capped
+// result and the record's fields, with margin; within what managed Kafka
+// services allow per topic.
+const DefaultMaxMessageBytes = 4 << 20
+
 // Config is what one executor process needs. Zero values take the defaults
 // documented on each field (setDefaults).
 type Config struct {
@@ -41,9 +47,35 @@ type Config struct {
 	// can stall the new owner (MEASURED: kgo's 40s default stalls it that
 	// long). Default 10s.
 	TransactionTimeout time.Duration
-	// MaxBuffered bounds commands consumed but not yet answered; the poll
-	// loop waits when it is reached. Default 10000.
+	// MaxBuffered bounds commands consumed but not yet answered in the
+	// whole process; the poll loop waits when it is reached. Default 10000.
 	MaxBuffered int
+	// MaxBufferedPerPartition and MaxBufferedBytesPerPartition bound one
+	// partition's consumed, unanswered commands; past either its fetching
+	// is paused (other partitions go on) until it is down to half.
+	// Defaults 2000 and 64 MiB.
+	MaxBufferedPerPartition      int
+	MaxBufferedBytesPerPartition int
+	// MaxBufferedPerEntity bounds one entity's queue; past it the entity's
+	// partition is paused, so one hot entity cannot fill the process.
+	// Default 200.
+	MaxBufferedPerEntity int
+	// MaxMessageBytes is max.message.bytes of the topics the executor
+	// creates, the producer's batch limit, and the size every record is
+	// checked against before it is queued. Default 4 MiB.
+	MaxMessageBytes int
+	// AcceptJournalGap lets restore go past journal records deleted before
+	// this executor read them even when they may hold keys younger than
+	// key_memory (they could execute again). Default false: such a
+	// partition is held, with an ERROR naming it.
+	AcceptJournalGap bool
+	// PartitionCheckInterval is how often the topics' partition counts are
+	// checked; a change halts new work. Default 10s; negative disables.
+	PartitionCheckInterval time.Duration
+	// RestoreTimeout bounds the restore of the partitions of one
+	// assignment (run in parallel), so that it ends within the group's
+	// rebalance timeout. Default 45s.
+	RestoreTimeout time.Duration
 	// RevokeTimeout bounds how long a revoked partition's running commands
 	// may take to finish before it is released. Default 10s.
 	RevokeTimeout time.Duration
@@ -89,6 +121,24 @@ func (c *Config) setDefaults() {
 	if c.MaxBuffered == 0 {
 		c.MaxBuffered = 10000
 	}
+	if c.MaxBufferedPerPartition == 0 {
+		c.MaxBufferedPerPartition = min(2000, c.MaxBuffered)
+	}
+	if c.MaxBufferedBytesPerPartition == 0 {
+		c.MaxBufferedBytesPerPartition = 64 << 20
+	}
+	if c.MaxBufferedPerEntity == 0 {
+		c.MaxBufferedPerEntity = min(200, c.MaxBufferedPerPartition)
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.PartitionCheckInterval == 0 {
+		c.PartitionCheckInterval = 10 * time.Second
+	}
+	if c.RestoreTimeout == 0 {
+		c.RestoreTimeout = 45 * time.Second
+	}
 	if c.RevokeTimeout == 0 {
 		c.RevokeTimeout = 10 * time.Second
 	}
@@ -126,6 +176,19 @@ func (c *Config) validate() error {
 	}
 	if c.SessionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("session-timeout: %s, must be at least 1s", c.SessionTimeout))
+	}
+	for _, b := range []struct {
+		name string
+		v    int
+	}{{"max-buffered", c.MaxBuffered}, {"max-buffered-per-partition", c.MaxBufferedPerPartition},
+		{"max-buffered-bytes-per-partition", c.MaxBufferedBytesPerPartition}, {"max-buffered-per-entity", c.MaxBufferedPerEntity}} {
+		if b.v < 1 {
+			errs = append(errs, fmt.Errorf("%s: %d, must be at least 1", b.name, b.v))
+		}
+	}
+	if c.MaxDataBytes+recordOverhead > c.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("max-data-bytes: %d leaves no room in a record: with %d bytes of record fields it must fit max-message-bytes %d",
+			c.MaxDataBytes, recordOverhead, c.MaxMessageBytes))
 	}
 	if c.ClockDrift < 0 {
 		errs = append(errs, fmt.Errorf("clock-drift: %s, must not be negative", c.ClockDrift))

@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/dedupe"
@@ -53,8 +51,14 @@ type Executor struct {
 	mu    sync.Mutex
 	parts map[int32]*partState // owned and restored partitions
 
-	ready         atomic.Bool
-	restoreFailed atomic.Bool
+	ready           atomic.Bool
+	restoreFailed   atomic.Bool
+	unresolvedDirty atomic.Bool
+	// halted is why new work stopped for good (partition counts changed).
+	halted atomic.Pointer[error]
+	// held are assigned partitions not processed, with the reason
+	// (journal gap); guarded by mu.
+	held map[int32]error
 	sem           chan struct{}
 	pipe          atomic.Pointer[pipeline]
 }
@@ -83,7 +87,8 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	e := &Executor{cfg: cfg, actions: acts, store: store, log: cfg.Logger, parts: map[int32]*partState{}}
+	e := &Executor{cfg: cfg, actions: acts, store: store, log: cfg.Logger, parts: map[int32]*partState{}, held: map[int32]error{}}
+	e.retention = retention{keep: config.DefaultDedupeRetention, memory: config.DefaultKeyMemory}
 	if actions != nil {
 		e.retention = retention{keep: actions.DedupeRetention, memory: actions.KeyMemory}
 		e.reconcile.every, e.reconcile.window = actions.Reconcile.Every, actions.Reconcile.For
@@ -99,8 +104,33 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 }
 
 // Ready reports whether the executor has joined its group, restored what it
-// was assigned and is consuming.
-func (e *Executor) Ready() bool { return e.ready.Load() }
+// was assigned and is consuming: not when it halted or holds a partition it
+// cannot process.
+func (e *Executor) Ready() bool {
+	if !e.ready.Load() || e.halted.Load() != nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.held) == 0
+}
+
+// NotReady says why Ready is false ("" when it is not).
+func (e *Executor) NotReady() string {
+	if err := e.Halted(); err != nil {
+		return "halted: " + err.Error()
+	}
+	e.mu.Lock()
+	for p, err := range e.held {
+		e.mu.Unlock()
+		return fmt.Sprintf("partition %d held: %v", p, err)
+	}
+	e.mu.Unlock()
+	if !e.ready.Load() {
+		return "not consuming yet"
+	}
+	return ""
+}
 
 // Store is the dedupe index, for the HTTP API.
 func (e *Executor) Store() *dedupe.Store { return e.store }
@@ -128,6 +158,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		// Uncompressed: franz-go defaults to snappy, which common clients
 		// (kafkajs without a codec plugin) cannot read.
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(int32(e.cfg.MaxMessageBytes)),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	}, e.opts...)...)
 	if err != nil {
@@ -147,6 +178,9 @@ func (e *Executor) Run(ctx context.Context) error {
 	rctx, stopReconciler := context.WithCancel(ctx)
 	defer stopReconciler()
 	go e.reconcileLoop(rctx)
+	go e.watchPartitions(rctx, e.cfg.PartitionCheckInterval)
+	e.unresolvedChanged()
+	go e.unresolvedLoop(rctx)
 	for {
 		cl, err := e.newClient()
 		if err != nil {
@@ -174,43 +208,6 @@ func (e *Executor) Run(ctx context.Context) error {
 	}
 }
 
-func (e *Executor) ensureTopics(ctx context.Context) error {
-	adm := kadm.NewClient(e.plain)
-	for _, spec := range []struct {
-		topic string
-		parts int
-	}{
-		{e.cfg.Topics.Commands, e.cfg.Partitions},
-		{e.cfg.Topics.Journal, e.cfg.Partitions},
-		{e.cfg.Topics.Outcomes, e.cfg.Partitions},
-		{e.cfg.Topics.Deadletter, 1},
-	} {
-		resp, err := adm.CreateTopic(ctx, int32(spec.parts), -1, nil, spec.topic)
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("consumer: create topic %s: %w", spec.topic, err)
-		}
-		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("consumer: create topic %s: %w", spec.topic, resp.Err)
-		}
-	}
-	td, err := adm.ListTopics(ctx, e.cfg.Topics.Commands, e.cfg.Topics.Journal, e.cfg.Topics.Outcomes, e.cfg.Topics.Deadletter)
-	if err != nil {
-		return fmt.Errorf("consumer: describe topics: %w", err)
-	}
-	e.counts = map[string]int{}
-	for t, d := range td {
-		e.counts[t] = len(d.Partitions)
-	}
-	e.commandsID = td[e.cfg.Topics.Commands].ID
-	nc, nj := len(td[e.cfg.Topics.Commands].Partitions), len(td[e.cfg.Topics.Journal].Partitions)
-	if nc == 0 || nc != nj {
-		return fmt.Errorf("consumer: topics %s (%d partitions) and %s (%d) must have the same partition count",
-			e.cfg.Topics.Commands, nc, e.cfg.Topics.Journal, nj)
-	}
-	e.nPart = nc
-	return nil
-}
-
 func (e *Executor) txnID() string { return "onceflight-" + e.cfg.ExecutorID }
 
 func (e *Executor) newClient() (*kgo.Client, error) {
@@ -229,6 +226,8 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		// Uncompressed: franz-go defaults to snappy, which common clients
 		// (kafkajs without a codec plugin) cannot read.
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(int32(e.cfg.MaxMessageBytes)),
+		kgo.FetchMaxPartitionBytes(int32(max(e.cfg.MaxMessageBytes, 1<<20))),
 		// Every record's partition is chosen by outbox (murmur2 for keys,
 		// the command's partition for the journal).
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -246,29 +245,70 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 // onAssigned restores each new partition before kgo starts fetching it:
 // franz-go fetches a newly assigned partition's offsets only after this
 // callback returns, so no command of p is processed before its records are
-// in Pebble and a new epoch is in the journal.
+// in Pebble and a new epoch is in the journal. Partitions are restored in
+// parallel, all within RestoreTimeout, so the callback ends well within the
+// rebalance it belongs to; an epoch marker written after that would be
+// refused by its fence anyway.
 func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
-	for _, p := range assigned[e.cfg.Topics.Commands] {
-		st, err := e.restore(ctx, cl, p)
-		if err != nil {
-			// Without a restore we must not process p: leave it out of
-			// parts (its records are not dispatched) and have the
-			// poll loop recreate the session, which rejoins the group
-			// and restores again.
-			e.log.Error("restore failed; rejoining the group", "partition", p, "err", err)
-			e.restoreFailed.Store(true)
+	ps := assigned[e.cfg.Topics.Commands]
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.RestoreTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 4)
+	for _, p := range ps {
+		if int(p) >= e.nPart {
+			// The topic grew under us (watchPartitions halts): this
+			// partition has no journal partition to restore from.
+			e.hold(cl, p, fmt.Errorf("partition %d is beyond the %d partitions the executor started with", p, e.nPart))
 			continue
 		}
-		st.sem = make(chan struct{}, e.cfg.MaxInflightPerPartition)
-		e.mu.Lock()
-		if old, ok := e.parts[p]; ok {
-			old.lost.Store(true)
-			old.cancel()
-		}
-		e.parts[p] = st
-		e.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			st, err := e.restore(rctx, cl, p)
+			if errors.Is(err, errJournalGap) {
+				e.hold(cl, p, err)
+				return
+			}
+			if err != nil {
+				// Without a restore we must not process p: leave it out
+				// of parts (its records are not dispatched) and have the
+				// poll loop recreate the session, which rejoins the
+				// group and restores again.
+				e.log.Error("restore failed; rejoining the group", "partition", p, "err", err)
+				e.restoreFailed.Store(true)
+				return
+			}
+			st.sem = make(chan struct{}, e.cfg.MaxInflightPerPartition)
+			e.mu.Lock()
+			if old, ok := e.parts[p]; ok {
+				old.lost.Store(true)
+				old.cancel()
+			}
+			delete(e.held, p)
+			e.parts[p] = st
+			e.mu.Unlock()
+		}()
 	}
+	wg.Wait()
+	e.mu.Lock()
+	e.m.heldParts.Set(float64(len(e.held)))
+	e.mu.Unlock()
 	e.ready.Store(true)
+}
+
+// hold keeps an assigned partition unprocessed: its fetching is paused and
+// its offsets stay where they are, so nothing of it is lost while an
+// operator looks. The reason is logged as an ERROR and shown by readyz.
+func (e *Executor) hold(cl *kgo.Client, p int32, reason error) {
+	e.log.Error("partition held: not processing it", "partition", p, "err", reason)
+	cl.PauseFetchPartitions(map[string][]int32{e.cfg.Topics.Commands: {p}})
+	e.mu.Lock()
+	e.held[p] = reason
+	e.m.heldParts.Set(float64(len(e.held)))
+	e.mu.Unlock()
 }
 
 // onRevoked hands partitions over cleanly (cooperative-sticky: this runs
@@ -313,6 +353,7 @@ func (e *Executor) release(ps []int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, p := range ps {
+		delete(e.held, p)
 		if st, ok := e.parts[p]; ok {
 			st.lost.Store(true)
 			st.cancel()
@@ -329,6 +370,7 @@ func (e *Executor) dropAll() {
 		st.cancel()
 		delete(e.parts, p)
 	}
+	clear(e.held)
 }
 
 func (e *Executor) part(p int32) *partState {

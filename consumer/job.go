@@ -24,8 +24,10 @@ const (
 
 // item is one consumed command.
 type item struct {
-	rec *kgo.Record
-	cmd schemas.Command
+	rec     *kgo.Record
+	cmd     schemas.Command
+	size    int  // bytes, counted in its partition's buffer
+	counted bool // taken out of the buffer counts (pipeline.mu)
 }
 
 // emit is one answer to publish, staged in the order answers were decided.
@@ -54,11 +56,26 @@ type job struct {
 	// version is the entity's version when the command started; records
 	// that do not change it (rejections, intents) carry it.
 	version int64
+	// inFlight is the key Pebble says the entity has in progress, read
+	// when the entity's state came from Pebble ("" if none or unknown).
+	inFlight string
+	// deadline is the command's own deadline, checked again right before
+	// each attempt leaves.
+	deadline *time.Time
+	// intents counts intents this job committed.
+	intents int
 }
 
 func (c *job) handle(ctx context.Context, it *item, version *int64) {
 	cmd := it.cmd
 	c.version = *version
+	c.deadline = cmd.Deadline
+	if c.inFlight != "" && c.inFlight != cmd.IdempotencyKey {
+		if !c.settleInFlight(ctx, c.inFlight, version) {
+			return
+		}
+		c.version = *version
+	}
 	prev, found, err := c.lookup(cmd.IdempotencyKey)
 	if err != nil {
 		c.fail(err)
@@ -116,12 +133,40 @@ func (c *job) handle(ctx context.Context, it *item, version *int64) {
 	c.execute(ctx, cmd, a, version)
 }
 
+// settleInFlight settles another key the entity has in progress — left by
+// an owner that crashed, or by a reconcile attempt — before the entity's
+// next command may run (G1): whatever request started an execution, it is
+// inherited (deadline, then confirmation). It reports whether the command
+// may go on.
+func (c *job) settleInFlight(ctx context.Context, key string, version *int64) bool {
+	prev, found, err := c.lookup(key)
+	if err != nil {
+		c.fail(err)
+		return false
+	}
+	if !found || prev.Status != schemas.StatusInProgress || prev.Entity == "" {
+		return true
+	}
+	c.e.log.Warn("entity has an execution in progress from an earlier owner or attempt; settling it first",
+		"entity", prev.Entity, "key", key, "deadline", prev.Deadline)
+	orig := schemas.Command{ID: prev.Command.ID, Subject: prev.Entity, IdempotencyKey: key}
+	c.inherit(ctx, orig, prev, version)
+	return c.err == nil
+}
+
 // execute runs a new command through its connector.
 func (c *job) execute(ctx context.Context, cmd schemas.Command, a *action, version *int64) {
 	now := time.Now().UTC()
 	rec := c.base(cmd)
 	rec.StartedAt = &now
 	rec.Data = cmd.Data
+	probe := rec
+	probe.Status = schemas.StatusInProgress
+	if !c.e.fits(&probe) {
+		c.e.m.tooLarge.Inc()
+		c.reject(cmd, schemas.CodeTooLarge, tooLargeMessage("the command's record", len(cmd.Data)+recordOverhead, c.e.cfg.MaxMessageBytes), true)
+		return
+	}
 	c.run(ctx, a, rec, cmd.ID, false, version, func(ctx context.Context, req connectors.Request, opt connectors.PerformOption) connectors.Decision {
 		return connectors.Perform(ctx, a.conn, req, a.policy, opt)
 	})
@@ -176,20 +221,38 @@ func (c *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		c.fail(errFenced)
 		return
 	}
-	token := st.nextToken()
-	rec.FencingToken = token
 	req := connectors.Request{
 		Action: rec.Action, Entity: rec.Entity, Key: rec.IdempotencyKey, Attempt: 1,
-		FencingToken: token, Data: rec.Data, TraceParent: rec.TraceParent,
+		FencingToken: rec.FencingToken, Data: rec.Data, TraceParent: rec.TraceParent,
 	}
-	hook := connectors.WithBeforeExecute(func(ctx context.Context, attempt int, deadline time.Time) error {
+	expired := func() error {
+		if c.deadline != nil && time.Now().After(*c.deadline) {
+			return &connectors.StopError{Code: schemas.CodeExpired,
+				Message: fmt.Sprintf("deadline %s passed before the attempt could be sent", c.deadline.Format(time.RFC3339))}
+		}
+		return nil
+	}
+	// Each attempt records its intent, with a fencing token of its own,
+	// and leaves only once that intent committed and the command's own
+	// deadline is checked on both sides of the wait.
+	hook := connectors.WithBeforeAttempt(func(ctx context.Context, r *connectors.Request) error {
+		if err := expired(); err != nil {
+			return err
+		}
 		in := rec
 		in.Status = schemas.StatusInProgress
-		in.Attempts = attempt
-		d := deadline.UTC()
+		in.Attempts = r.Attempt
+		d := r.Deadline.UTC()
 		in.Deadline = &d
 		in.Error, in.Result, in.FinishedAt = nil, nil, nil
-		return c.p.cm.intent(ctx, p, in)
+		tok, err := c.p.cm.intent(ctx, p, in)
+		if err != nil {
+			return err
+		}
+		c.intents++
+		r.FencingToken = tok
+		rec.FencingToken = tok
+		return expired()
 	})
 	// Two bounds: per partition (so one hot partition cannot take every
 	// slot) and per process.
@@ -335,6 +398,21 @@ func (c *job) replay(cmd schemas.Command, prev schemas.Record) {
 	// crash between commit and offset, is a republication: same outcome
 	// id, and not marked replayed.
 	c.add(emit{outcome: &prev, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
+}
+
+// tooLargeToForward answers a misrouted command whose copy would not fit
+// the commands topic: deadlettered (by reference: the original stays at its
+// offset) and rejected too_large, never executed out of place.
+func (c *job) tooLargeToForward(r *kgo.Record, cmd schemas.Command) {
+	c.e.m.tooLarge.Inc()
+	msg := tooLargeMessage("a forwarded copy of the command", copySize(r, 2), c.e.cfg.MaxMessageBytes)
+	c.add(emit{deadletter: r, reason: "too_large: " + msg})
+	now := time.Now().UTC()
+	rec := c.base(cmd)
+	rec.Status = schemas.StatusRejected
+	rec.FinishedAt = &now
+	rec.Error = &schemas.Error{Code: schemas.CodeTooLarge, Message: msg}
+	c.add(emit{outcome: &rec, causation: cmd.ID})
 }
 
 // undecodable sends r to the deadletter topic and, when an entity can be

@@ -15,6 +15,10 @@ type metrics struct {
 	txns          *prometheus.CounterVec
 	deadletters   prometheus.Counter
 	forwarded     prometheus.Counter
+	halted        prometheus.Gauge
+	heldParts     prometheus.Gauge
+	paused        prometheus.Gauge
+	tooLarge      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,7 +54,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "onceflight_forwarded_total", Help: "Commands forwarded to their entity's partition.",
 		}),
+		halted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onceflight_halted", Help: "1 when the executor stopped taking new work (a topic's partition count changed).",
+		}),
+		heldParts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onceflight_held_partitions", Help: "Assigned partitions not processed because their journal lost records this executor never read.",
+		}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onceflight_paused_partitions", Help: "Partitions whose fetching is paused because their buffered commands reached a bound.",
+		}),
+		tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "onceflight_too_large_total", Help: "Commands answered too_large, or records shrunk, because they would not fit max.message.bytes.",
+		}),
 	}
-	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded)
+	for _, s := range []string{"intent", "answer", "commit"} {
+		m.fenced.WithLabelValues(s)
+	}
+	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
+		m.halted, m.heldParts, m.paused, m.tooLarge)
 	return m
 }

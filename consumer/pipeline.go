@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -39,11 +40,12 @@ type pipeline struct {
 	queues   map[string]*entityQueue // entities with a worker
 	buffered int                     // dispatched, not yet staged or dropped
 	pending  map[string]pendingRec
-	versions map[string]int64
-	// versionOwner is the partition ownership each version was computed
-	// under; an overlay entry of an earlier ownership is ignored.
-	versionOwner map[string]*partState
-	claims       map[string]string
+	// versions is the entity version overlay: the version an entity's last
+	// job left, kept while some of its journal records are staged but not
+	// yet in Pebble, and dropped as soon as none is (so the map holds only
+	// entities with work in flight).
+	versions map[string]*versionEntry
+	claims   map[string]string
 	workers      sync.WaitGroup
 	stopping     bool
 	// broken is set when a command could not be answered while its
@@ -54,17 +56,27 @@ type pipeline struct {
 
 type entityQueue struct {
 	items []*item
+	hot   bool // counted in its partition's buf.hot
+}
+
+type versionEntry struct {
+	v int64
+	// owner is the partition ownership the version was computed under; an
+	// entry of an earlier ownership is ignored (it may never commit).
+	owner *partState
+	// unapplied counts the entity's staged journal records not yet in
+	// Pebble.
+	unapplied int
 }
 
 func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 	p := &pipeline{
 		e: e, cl: cl,
 		queues:       map[string]*entityQueue{},
-		pending:      map[string]pendingRec{},
-		versions:     map[string]int64{},
-		versionOwner: map[string]*partState{},
-		claims:       map[string]string{},
-		broken:       make(chan error, 1),
+		pending:  map[string]pendingRec{},
+		versions: map[string]*versionEntry{},
+		claims:   map[string]string{},
+		broken:   make(chan error, 1),
 	}
 	p.cond = sync.NewCond(&p.mu)
 	p.cm = newCommitter(e, cl, p)
@@ -76,6 +88,9 @@ func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 // stay uncommitted and the owner consumes them.
 func (p *pipeline) dispatch(r *kgo.Record) {
 	e := p.e
+	if e.halted.Load() != nil {
+		return // not tracked: its offset is never committed past
+	}
 	st := e.part(r.Partition)
 	if st == nil || st.lost.Load() || st.draining.Load() {
 		return
@@ -94,9 +109,13 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 	if want := partitioner.ForEntity(cmd.Subject, e.nPart); want != r.Partition {
 		// Never executed where it landed (SPEC §4): the entity's owner is
 		// whoever owns partition want.
-		e.m.forwarded.Inc()
 		j := &job{p: p, e: e}
-		j.add(emit{forward: r, entity: cmd.Subject, to: want})
+		if e.forwardFits(r) {
+			e.m.forwarded.Inc()
+			j.add(emit{forward: r, entity: cmd.Subject, to: want})
+		} else {
+			j.tooLargeToForward(r, cmd)
+		}
 		p.addBuffered(1)
 		p.stage(st, r.Offset, j)
 		return
@@ -108,7 +127,15 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		q = &entityQueue{}
 		p.queues[cmd.Subject] = q
 	}
-	q.items = append(q.items, &item{rec: r, cmd: cmd})
+	it := &item{rec: r, cmd: cmd, size: len(r.Value) + len(r.Key)}
+	q.items = append(q.items, it)
+	st.buf.n++
+	st.buf.bytes += it.size
+	if !q.hot && len(q.items) >= e.cfg.MaxBufferedPerEntity {
+		q.hot = true
+		st.buf.hot++
+	}
+	p.checkPause(st)
 	if !running {
 		p.workers.Add(1)
 		go p.runEntity(cmd.Subject, st)
@@ -154,33 +181,47 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			// Commands left in the queue are not staged: their offsets
 			// stay uncommitted and they are consumed again.
 			p.buffered -= len(q.items)
-			delete(p.queues, entity)
+			for _, it := range q.items {
+				p.unbuffer(st, it)
+			}
+			p.endQueue(entity, q, st)
 			p.cond.Broadcast()
 			p.mu.Unlock()
 			return
 		}
 		it := q.items[0]
 		q.items = q.items[1:]
-		version, ok := p.versions[entity]
-		if ok && p.versionOwner[entity] != st {
+		if q.hot && len(q.items) <= p.e.cfg.MaxBufferedPerEntity/2 {
+			q.hot = false
+			st.buf.hot--
+			p.checkPause(st)
+		}
+		var version int64
+		ve, ok := p.versions[entity]
+		if ok && ve.owner != st {
 			// Left by an earlier ownership of the partition that
 			// may never have committed: Pebble (restored) knows better.
 			ok = false
 		}
+		if ok {
+			version = ve.v
+		}
 		p.mu.Unlock()
+		inFlight := ""
 		if !ok {
 			es, _, err := p.e.store.Entity(entity)
 			if err != nil {
 				p.e.log.Error("entity state", "entity", entity, "err", err)
-				p.dropRest(entity)
+				p.dropRest(entity, st, it)
 				return
 			}
 			version = es.Version
+			inFlight = es.InFlightKey
 		}
 		p.mu.Lock()
-		st.inflight++
+		st.buf.inflight++
 		p.mu.Unlock()
-		j := &job{p: p, e: p.e}
+		j := &job{p: p, e: p.e, inFlight: inFlight}
 		j.safeHandle(ctx, it, &version)
 		// The job counts as running, and its new keys stay claimed, until
 		// its answer is staged: a drain must not flush before it, and a
@@ -188,7 +229,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		done := func() {
 			p.releaseClaims(j)
 			p.mu.Lock()
-			st.inflight--
+			st.buf.inflight--
 			p.cond.Broadcast()
 			p.mu.Unlock()
 		}
@@ -197,7 +238,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			// Not staged: the partition keeps its watermark below this
 			// command, and the entity's later commands must not run
 			// before it (G1, order): drop them too.
-			p.dropRest(entity)
+			p.dropRest(entity, st, it)
 			if !st.lost.Load() && !st.draining.Load() {
 				p.e.log.Error("command could not be answered; restarting consumption from the committed watermark",
 					"entity", entity, "partition", st.p, "offset", it.rec.Offset, "err", j.err)
@@ -208,23 +249,84 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			}
 			return
 		}
+		journaled := 0
+		for _, em := range j.emits {
+			if em.journal != nil {
+				journaled++
+			}
+		}
 		p.mu.Lock()
-		p.versions[entity] = version
-		p.versionOwner[entity] = st
+		if ve, ok := p.versions[entity]; ok && ve.owner == st {
+			ve.v = version
+			ve.unapplied += journaled
+		} else if journaled > 0 {
+			p.versions[entity] = &versionEntry{v: version, owner: st, unapplied: journaled}
+		}
+		p.unbuffer(st, it)
 		p.mu.Unlock()
 		p.stage(st, it.rec.Offset, j)
 		done()
 	}
 }
 
-func (p *pipeline) dropRest(entity string) {
+// dropRest drops cur (not answered) and the entity's queued commands.
+func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.unbuffer(st, cur)
 	if q := p.queues[entity]; q != nil {
 		p.buffered -= len(q.items) + 1
-		delete(p.queues, entity)
+		for _, it := range q.items {
+			p.unbuffer(st, it)
+		}
+		p.endQueue(entity, q, st)
 	}
 	p.cond.Broadcast()
+}
+
+// endQueue removes an entity's (empty or abandoned) queue (p.mu held).
+func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) {
+	delete(p.queues, entity)
+	if q.hot {
+		q.hot = false
+		st.buf.hot--
+		p.checkPause(st)
+	}
+	if ve, ok := p.versions[entity]; ok && ve.unapplied <= 0 {
+		delete(p.versions, entity)
+	}
+}
+
+// unbuffer takes a command out of its partition's buffer counts (p.mu
+// held).
+func (p *pipeline) unbuffer(st *partState, it *item) {
+	if it == nil || it.counted {
+		return
+	}
+	it.counted = true
+	st.buf.n--
+	st.buf.bytes -= it.size
+	p.checkPause(st)
+}
+
+// checkPause pauses fetching a partition whose buffered commands reached a
+// bound (count, bytes, or an entity over its own bound) and resumes it once
+// it is down to half, so a hot entity or partition waits alone while the
+// rest of the process keeps consuming (p.mu held).
+func (p *pipeline) checkPause(st *partState) {
+	cfg := &p.e.cfg
+	topic := map[string][]int32{cfg.Topics.Commands: {st.p}}
+	switch {
+	case !st.buf.paused && (st.buf.n >= cfg.MaxBufferedPerPartition || st.buf.bytes >= cfg.MaxBufferedBytesPerPartition || st.buf.hot > 0):
+		st.buf.paused = true
+		p.cl.PauseFetchPartitions(topic)
+		p.e.m.paused.Inc()
+		p.e.log.Debug("partition paused: buffered commands at their bound", "partition", st.p, "buffered", st.buf.n, "bytes", st.buf.bytes, "hot_entities", st.buf.hot)
+	case st.buf.paused && st.buf.n <= cfg.MaxBufferedPerPartition/2 && st.buf.bytes <= cfg.MaxBufferedBytesPerPartition/2 && st.buf.hot == 0:
+		st.buf.paused = false
+		p.cl.ResumeFetchPartitions(topic)
+		p.e.m.paused.Dec()
+	}
 }
 
 // stage hands a finished job to the committer and makes its records
@@ -275,12 +377,13 @@ func (p *pipeline) applied(recs []schemas.Record) {
 		if cur, ok := p.pending[r.IdempotencyKey]; ok && cur.rec.Hash == r.Hash {
 			delete(p.pending, r.IdempotencyKey)
 		}
-		// Forget the version overlay only when Pebble now holds the
-		// latest version a job of this entity produced; a later job may
-		// still be waiting for its transaction.
-		if _, busy := p.queues[r.Entity]; !busy && r.Status.Final() && p.versions[r.Entity] == r.EntityVersion {
-			delete(p.versions, r.Entity)
-			delete(p.versionOwner, r.Entity)
+		// Forget the version overlay once Pebble holds every record the
+		// entity's jobs staged and no job of it is queued or running.
+		if ve, ok := p.versions[r.Entity]; ok {
+			ve.unapplied--
+			if _, busy := p.queues[r.Entity]; !busy && ve.unapplied <= 0 {
+				delete(p.versions, r.Entity)
+			}
 		}
 	}
 }
@@ -310,9 +413,9 @@ func (p *pipeline) drainPartition(ctx context.Context, st *partState) error {
 	defer p.wakeOnDone(ctx)()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for st.inflight > 0 {
+	for st.buf.inflight > 0 {
 		if ctx.Err() != nil {
-			return fmt.Errorf("drain partition %d: %d commands still running: %w", st.p, st.inflight, ctx.Err())
+			return fmt.Errorf("drain partition %d: %d commands still running: %w", st.p, st.buf.inflight, ctx.Err())
 		}
 		p.cond.Wait()
 	}
@@ -320,11 +423,33 @@ func (p *pipeline) drainPartition(ctx context.Context, st *partState) error {
 }
 
 // stop stops starting commands, waits for the running ones and flushes.
+// The wait is bounded by ctx: past it, running commands are interrupted
+// (their records stay in_progress and are inherited by the next owner) and
+// whatever is staged is flushed; shutdown never hangs on a worker.
 func (p *pipeline) stop(ctx context.Context) error {
 	p.mu.Lock()
 	p.stopping = true
 	p.cond.Broadcast()
 	p.mu.Unlock()
-	p.workers.Wait()
-	return p.cm.flushNow(ctx)
+	done := make(chan struct{})
+	go func() {
+		p.workers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.e.log.Warn("shutdown: commands still running after the bound; interrupting them (the next owner inherits them)")
+		for _, st := range p.e.ownedStates() {
+			st.cancel()
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("shutdown: workers did not stop: %w", ctx.Err())
+		}
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return p.cm.flushNow(fctx)
 }

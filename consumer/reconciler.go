@@ -79,7 +79,16 @@ func (c *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 		c.fail(err)
 		return
 	}
-	if !found || target.Status != schemas.StatusUnresolved || target.Entity != cmd.Subject {
+	if !found || target.Entity != cmd.Subject {
+		return
+	}
+	if target.Status == schemas.StatusInProgress {
+		// Left in progress by a crashed owner or an interrupted reconcile
+		// attempt: inherit it like any in-progress key (deadline, confirm).
+		c.inherit(ctx, schemas.Command{ID: target.Command.ID, Subject: target.Entity, IdempotencyKey: target.IdempotencyKey}, target, version)
+		return
+	}
+	if target.Status != schemas.StatusUnresolved {
 		return
 	}
 	a := c.e.actions[target.Action]
@@ -94,5 +103,10 @@ func (c *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 	c.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
 		r.Attempt = target.Attempts
 		return connectors.Reconcile(ctx, a.conn, r, a.policy, opt)
-	}, func(d connectors.Decision) bool { return d.Outcome != schemas.StatusUnresolved })
+	}, func(d connectors.Decision) bool {
+		// A decision that settles nothing is not recorded — unless an
+		// attempt was made: its intent put the key back in progress, and
+		// leaving it there would hold it (and its entity) forever.
+		return d.Outcome != schemas.StatusUnresolved || c.intents > 0
+	})
 }

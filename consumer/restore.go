@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -15,19 +16,31 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
+// errJournalGap means the journal no longer holds records this executor
+// has not read and that may still matter: restoring past them could
+// execute a remembered key again. The partition is held, not processed.
+var errJournalGap = errors.New("journal gap")
+
 // restore makes Pebble a faithful cache of journal partition p and takes
 // ownership of it with a new epoch:
 //
-//  1. catch up from the last journal offset Pebble holds (incremental; 0
-//     for a new or deleted data dir) through the high watermark, waiting
-//     for open transactions there to end;
-//  2. write an epoch marker one higher than any epoch seen;
-//  3. catch up again through the marker, which also picks up anything a
-//     previous owner committed between 1 and 2.
+//  1. find the journal's bounds. If the log starts after the last offset
+//     Pebble holds, records were deleted unread: accepted only when they
+//     are older than key_memory (time retention did it), else the
+//     partition is held (errJournalGap);
+//  2. catch up through the high watermark, waiting for open transactions
+//     there to end;
+//  3. write an epoch marker, fenced like every journal write: it goes
+//     through the committer's transaction, whose TxnOffsetCommit carries
+//     the generation the assignment belongs to, so a restore that outlived
+//     its assignment writes nothing visible;
+//  4. catch up again through the marker and check it reads back.
 //
-// Records written after a marker under a lower epoch come from an owner
-// that was already replaced (a zombie's intent write that lost the race);
-// catch-up skips them, so they never count as history.
+// Epochs never go backwards, even when retention deleted every earlier
+// marker: a new epoch is above every epoch restore read (markers and
+// records) and above the journal's end offset, and offsets never repeat.
+// Every epoch is chosen this way, so each is at most its marker's offset+1,
+// and a later owner, which reads a later end offset, picks a larger one.
 func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partState, error) {
 	start := time.Now()
 	// A restarted executor keeps its transactional id: loading the
@@ -42,23 +55,35 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partS
 	}
 	// Through the high watermark, not just the stable offset: an epoch
 	// marker behind a previous owner's open transaction would otherwise be
-	// missed, and two owners could share an epoch.
-	hwm, err := e.journalEnd(ctx, p)
+	// missed.
+	lo, hi, err := e.journalBounds(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	cu, err := e.catchUp(ctx, p, prog, hwm)
+	gap := prog.JournalOffset < lo
+	if gap {
+		e.log.Warn("journal records deleted before this executor read them; checking their age", "partition", p,
+			"state_offset", prog.JournalOffset, "log_start", lo, "log_end", hi)
+		prog.JournalOffset = lo
+	}
+	cu, err := e.catchUp(ctx, p, prog, hi, gap)
 	if err != nil {
 		return nil, err
 	}
-	epoch := cu.Epoch + 1
-	marker := outbox.NewBatch(outbox.Topics{Journal: e.cfg.Topics.Journal})
-	marker.Epoch(p, epoch, e.cfg.ExecutorID)
-	last, err := marker.Produce(ctx, e.plain)
+	epoch := max(cu.Epoch+1, hi+1)
+	fence, err := e.fenceOffset(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	pipe, err := e.waitPipeline(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("restore partition %d: %w", p, err)
+	}
+	off, err := pipe.cm.marker(ctx, p, epoch, fence)
 	if err != nil {
 		return nil, fmt.Errorf("restore partition %d: epoch marker: %w", p, err)
 	}
-	cu, err = e.catchUp(ctx, p, cu, last[p]+1)
+	cu, err = e.catchUp(ctx, p, cu, off+1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -66,27 +91,78 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partS
 		return nil, fmt.Errorf("restore partition %d: epoch %d written but %d read back: another owner is writing", p, epoch, cu.Epoch)
 	}
 	e.log.Info("partition restored", "partition", p, "epoch", cu.Epoch, "journal_offset", cu.JournalOffset, "took", time.Since(start))
-	return newPartState(p, cu.Epoch, cu.LastHash, cu.JournalOffset), nil
+	return newPartState(p, cu), nil
 }
 
-// journalEnd is the high watermark of journal partition p.
-func (e *Executor) journalEnd(ctx context.Context, p int32) (int64, error) {
-	ends, err := kadm.NewClient(e.plain).ListEndOffsets(ctx, e.cfg.Topics.Journal)
+// waitPipeline returns the pipeline of the current client. The group can
+// assign partitions before the poll loop has published it.
+func (e *Executor) waitPipeline(ctx context.Context) (*pipeline, error) {
+	for {
+		if p := e.pipe.Load(); p != nil {
+			return p, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// journalBounds is the log start and high watermark of journal partition p.
+func (e *Executor) journalBounds(ctx context.Context, p int32) (lo, hi int64, err error) {
+	adm := kadm.NewClient(e.plain)
+	ends, err := adm.ListEndOffsets(ctx, e.cfg.Topics.Journal)
 	if err != nil {
-		return 0, fmt.Errorf("restore partition %d: list end offsets: %w", p, err)
+		return 0, 0, fmt.Errorf("restore partition %d: list end offsets: %w", p, err)
 	}
 	end, ok := ends.Lookup(e.cfg.Topics.Journal, p)
 	if !ok || end.Err != nil {
-		return 0, fmt.Errorf("restore partition %d: no end offset: %v", p, end.Err)
+		return 0, 0, fmt.Errorf("restore partition %d: journal %s has no partition %d (partition counts differ?): %v", p, e.cfg.Topics.Journal, p, end.Err)
 	}
-	return end.Offset, nil
+	starts, err := adm.ListStartOffsets(ctx, e.cfg.Topics.Journal)
+	if err != nil {
+		return 0, 0, fmt.Errorf("restore partition %d: list start offsets: %w", p, err)
+	}
+	st, ok := starts.Lookup(e.cfg.Topics.Journal, p)
+	if !ok || st.Err != nil {
+		return 0, 0, fmt.Errorf("restore partition %d: no start offset: %v", p, st.Err)
+	}
+	return st.Offset, end.Offset, nil
+}
+
+// fenceOffset is the offset the marker's transaction commits for commands
+// partition p: the group's committed offset (or the log start when there
+// is none, where franz-go would start too). Committing it changes nothing
+// for the owner and is refused for anyone else.
+func (e *Executor) fenceOffset(ctx context.Context, p int32) (int64, error) {
+	adm := kadm.NewClient(e.plain)
+	offs, err := adm.FetchOffsets(ctx, e.cfg.Group)
+	if err != nil {
+		return 0, fmt.Errorf("restore partition %d: fetch committed offsets: %w", p, err)
+	}
+	if o, ok := offs.Lookup(e.cfg.Topics.Commands, p); ok && o.Err == nil && o.At >= 0 {
+		return o.At, nil
+	}
+	starts, err := adm.ListStartOffsets(ctx, e.cfg.Topics.Commands)
+	if err != nil {
+		return 0, fmt.Errorf("restore partition %d: list command start offsets: %w", p, err)
+	}
+	st, ok := starts.Lookup(e.cfg.Topics.Commands, p)
+	if !ok || st.Err != nil {
+		return 0, fmt.Errorf("restore partition %d: commands %s has no partition %d: %v", p, e.cfg.Topics.Commands, p, st.Err)
+	}
+	return st.Offset, nil
 }
 
 // catchUp applies journal partition p from prog.JournalOffset through
 // offset target-1 and returns the new progress, which it also stores. It
 // reads committed data only, so it waits for open transactions below target
 // to end (bounded by the transaction timeout, plus a margin).
-func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress, target int64) (dedupe.Progress, error) {
+//
+// afterGap says records before prog.JournalOffset were deleted unread: the
+// first record read then tells their age (they are older than it).
+func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress, target int64, afterGap bool) (dedupe.Progress, error) {
 	if prog.JournalOffset >= target {
 		return prog, nil
 	}
@@ -96,6 +172,7 @@ func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress, t
 			e.cfg.Topics.Journal: {p: kgo.NewOffset().At(prog.JournalOffset)},
 		}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxPartitionBytes(int32(max(e.cfg.MaxMessageBytes, 1<<20))),
 		// Control records show where transactions ended, so the reader
 		// sees an offset at or past every transaction's end, and knows
 		// it reached target even when the tail is a commit marker.
@@ -126,7 +203,16 @@ func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress, t
 		if wctx.Err() != nil {
 			return prog, fmt.Errorf("catch up partition %d: reached offset %d of %d: %w", p, prog.JournalOffset, target, wctx.Err())
 		}
+		fetches.EachError(func(_ string, _ int32, err error) {
+			e.log.Warn("catch up: fetch error", "partition", p, "err", err)
+		})
 		for _, r := range fetches.Records() {
+			if afterGap {
+				afterGap = false
+				if err := e.gapAcceptable(p, r); err != nil {
+					return prog, err
+				}
+			}
 			prog.JournalOffset = r.Offset + 1
 			if r.Attrs.IsControl() {
 				continue
@@ -142,7 +228,29 @@ func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress, t
 	return prog, flush()
 }
 
-// applyJournal applies one journal record to the batch and progress.
+// gapAcceptable decides whether deleted journal records before r could
+// still matter. They are older than r (the journal is appended in time
+// order); if r itself is older than key_memory, every key they held is
+// forgotten anyway and the gap is the work of time retention.
+func (e *Executor) gapAcceptable(p int32, r *kgo.Record) error {
+	age := time.Since(r.Timestamp)
+	if age >= e.retention.memory {
+		e.log.Info("journal gap older than key_memory: accepted", "partition", p, "first_offset", r.Offset, "first_record_age", age)
+		return nil
+	}
+	err := fmt.Errorf("%w: journal %s partition %d starts at offset %d, written %s ago, but this executor's state ends before it: deleted records may hold keys younger than key_memory (%s), and a repeat of one would execute again. The partition is held. Restore the journal's records, or accept the loss with --accept-journal-gap",
+		errJournalGap, e.cfg.Topics.Journal, p, r.Offset, age.Round(time.Second), e.retention.memory)
+	if e.cfg.AcceptJournalGap {
+		e.log.Error("journal gap accepted by --accept-journal-gap", "partition", p, "err", err)
+		return nil
+	}
+	return err
+}
+
+// applyJournal applies one journal record to the batch and progress. The
+// epoch is the highest one read — from markers and from records, so it
+// survives retention deleting the markers — and the token floor the
+// highest fencing token read.
 func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Progress) {
 	kind, epochHdr := "", int64(-1)
 	for _, h := range r.Headers {
@@ -155,13 +263,16 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 	}
 	switch kind {
 	case outbox.KindEpoch:
-		var m struct {
-			Epoch int64 `json:"epoch"`
+		m, err := parseMarker(r.Value)
+		if err != nil {
+			m.Epoch = epochHdr
 		}
-		if err := json.Unmarshal(r.Value, &m); err == nil && m.Epoch > prog.Epoch {
+		if m.Partitions > 0 && m.Partitions != e.nPart {
+			e.halt(fmt.Errorf("journal %s partition %d: epoch marker at offset %d was written with %d partitions, the topics now have %d: entities moved away from their records; new work stopped. Restore the partition count or move to new topics (see README, \"Partition counts are fixed\")",
+				e.cfg.Topics.Journal, r.Partition, r.Offset, m.Partitions, e.nPart))
+		}
+		if m.Epoch > prog.Epoch {
 			prog.Epoch = m.Epoch
-		} else if epochHdr > prog.Epoch {
-			prog.Epoch = epochHdr
 		}
 	case outbox.KindRecord:
 		rec, err := schemas.UnmarshalRecord(r.Value)
@@ -173,7 +284,24 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 			e.log.Warn("journal: record of a replaced owner ignored", "key", rec.IdempotencyKey, "epoch", rec.Epoch, "current_epoch", prog.Epoch, "offset", r.Offset)
 			return
 		}
+		prog.Epoch = rec.Epoch
+		if rec.FencingToken > prog.TokenSeq {
+			prog.TokenSeq = rec.FencingToken
+		}
 		b.PutRecord(rec)
 		prog.LastHash = rec.Hash
 	}
+}
+
+// marker is an epoch marker's content.
+type marker struct {
+	Epoch      int64  `json:"epoch"`
+	Executor   string `json:"executor"`
+	Partitions int    `json:"partitions,omitempty"`
+}
+
+func parseMarker(b []byte) (marker, error) {
+	var m marker
+	err := json.Unmarshal(b, &m)
+	return m, err
 }

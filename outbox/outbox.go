@@ -108,13 +108,15 @@ func (b *Batch) Journal(p int32, rec schemas.Record) error {
 	return nil
 }
 
-// Epoch stages an ownership-epoch marker on journal partition p.
-func (b *Batch) Epoch(p int32, epoch int64, executor string) {
+// Epoch stages an ownership-epoch marker on journal partition p. It names
+// the partition count the owner works with, so that a restore after the
+// topics were grown can tell that entities moved.
+func (b *Batch) Epoch(p int32, epoch int64, executor string, partitions int) {
 	r := &kgo.Record{
 		Topic:     b.topics.Journal,
 		Partition: p,
 		Key:       []byte("onceflight.epoch"),
-		Value:     fmt.Appendf(nil, `{"epoch":%d,"executor":%q}`, epoch, executor),
+		Value:     fmt.Appendf(nil, `{"epoch":%d,"executor":%q,"partitions":%d}`, epoch, executor, partitions),
 		Headers: []kgo.RecordHeader{
 			{Key: HeaderKind, Value: []byte(KindEpoch)},
 			{Key: HeaderEpoch, Value: []byte(strconv.FormatInt(epoch, 10))},

@@ -51,6 +51,7 @@ const (
 	CodeConfirmationTimeout  = "confirmation_timeout"
 	CodeAmbiguous            = "ambiguous_no_confirm"
 	CodeNotUnresolved        = "not_unresolved"
+	CodeTooLarge             = "too_large"
 )
 
 // Error is a record's error: a stable code and a message for humans.

@@ -1,0 +1,143 @@
+package consumer
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/onceflight/onceflight/dedupe"
+)
+
+// partState is what the owner of a partition keeps in memory, grouped by
+// who may change each field.
+type partState struct {
+	p int32
+
+	// Set by restore before the partition is published; read-only after.
+	epoch int64
+
+	// chain is the partition's journal chain, guarded by committer.mu:
+	// hashes and fencing tokens are assigned in the order records are
+	// queued, which is the order the flush writes them.
+	chain struct {
+		hash string // hash of the last record queued
+		// pos is a lower bound of the journal offset the next queued
+		// record gets: the journal end after the last commit plus the
+		// records queued since. Fencing tokens are taken from it.
+		pos int64
+		// token is the last fencing token handed out. Tokens are
+		// max(token+1, pos): strictly increasing, and at most the offset
+		// of the intent that carries them, so a new owner — whose
+		// marker lies after every committed intent of the old one —
+		// hands out larger tokens than the old owner ever did.
+		token int64
+	}
+
+	// committed is what the last committed transaction left, written by
+	// the committer only.
+	committed struct {
+		hash string // hash of the last committed record
+		next int64  // next journal offset (progress)
+	}
+
+	lost     atomic.Bool
+	draining atomic.Bool
+	sem      chan struct{}   // bounds the partition's executions in flight
+	ctx      context.Context // cancelled when the partition is lost
+	cancel   context.CancelFunc
+
+	// wmu guards the offset tracking below (a leaf lock).
+	wmu          sync.Mutex
+	offs         []offEntry // tracked command offsets, in order
+	maxSeen      int64
+	committedOff int64 // -1 until known
+
+	// Guarded by pipeline.mu.
+	buf struct {
+		n, bytes int  // commands dispatched, not yet staged or dropped
+		hot      int  // entities of the partition over the per-entity bound
+		paused   bool // fetching paused by the pipeline
+		inflight int  // commands of this partition being handled
+	}
+}
+
+type offEntry struct {
+	off    int64
+	staged bool
+}
+
+func newPartState(p int32, prog dedupe.Progress) *partState {
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &partState{p: p, epoch: prog.Epoch, ctx: ctx, cancel: cancel, maxSeen: -1, committedOff: -1}
+	st.chain.hash = prog.LastHash
+	st.chain.pos = prog.JournalOffset
+	st.chain.token = prog.TokenSeq
+	st.committed.hash = prog.LastHash
+	st.committed.next = prog.JournalOffset
+	return st
+}
+
+// track registers a consumed offset; false if it was seen already.
+func (st *partState) track(off int64) bool {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if off <= st.maxSeen {
+		return false
+	}
+	if st.committedOff < 0 {
+		// The first record fetched after assignment starts at the
+		// committed offset.
+		st.committedOff = off
+	}
+	st.maxSeen = off
+	st.offs = append(st.offs, offEntry{off: off})
+	return true
+}
+
+func (st *partState) markStaged(off int64) {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	i := sort.Search(len(st.offs), func(i int) bool { return st.offs[i].off >= off })
+	if i < len(st.offs) && st.offs[i].off == off {
+		st.offs[i].staged = true
+	}
+}
+
+// watermark is the offset to commit: below it every tracked command is
+// answered in this or an earlier transaction.
+func (st *partState) watermark() (int64, bool) {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if st.committedOff < 0 {
+		return 0, false
+	}
+	wm := st.committedOff
+	for _, o := range st.offs {
+		if !o.staged {
+			return wm, true
+		}
+		wm = o.off + 1
+	}
+	return wm, true
+}
+
+// committedTo drops tracked offsets below wm.
+func (st *partState) committedTo(wm int64) {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	i := 0
+	for i < len(st.offs) && st.offs[i].off < wm {
+		i++
+	}
+	st.offs = append(st.offs[:0], st.offs[i:]...)
+	if wm > st.committedOff {
+		st.committedOff = wm
+	}
+}
+
+// progress is what Pebble stores for the partition after a commit
+// (committer only).
+func (st *partState) progress(tokens int64) dedupe.Progress {
+	return dedupe.Progress{JournalOffset: st.committed.next, Epoch: st.epoch, LastHash: st.committed.hash, TokenSeq: tokens}
+}
