@@ -474,7 +474,10 @@ func (c *committer) encode(queue []entry) *txn {
 				ob.Deadletter(em.deadletter, em.reason)
 				continue
 			case em.forward != nil:
-				ob.Forward(em.forward, em.entity, em.to)
+				if err := ob.Forward(em.forward, em.entity, em.to); err != nil {
+					e.log.Error("forward too large; deadlettered instead", "entity", em.entity, "err", err)
+					ob.Deadletter(em.forward, err.Error())
+				}
 				continue
 			}
 			if em.journal != nil {

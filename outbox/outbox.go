@@ -58,9 +58,16 @@ type Entry struct {
 // topic's partition count: keyed records are placed with Kafka's default
 // murmur2 mapping here, so the producer can use a manual partitioner and the
 // journal can be written to exactly the command's partition.
+//
+// MaxRecordBytes is the largest RecordSize a record may have to be staged:
+// the topics' max.message.bytes, which the producer's ProducerBatchMaxBytes
+// must match or exceed; 0 means DefaultMaxMessageBytes. Sizes are known
+// before a write, so one oversized item is answered too_large instead of
+// aborting every transaction it is in.
 type Topics struct {
 	Journal, Outcomes, Deadletter, Commands string
 	Partitions                              map[string]int
+	MaxRecordBytes                          int
 }
 
 func (t Topics) place(r *kgo.Record) {
@@ -88,7 +95,8 @@ func (b *Batch) Len() int { return len(b.entries) }
 func (b *Batch) Entries() []Entry { return b.entries }
 
 // Journal stages a state change of rec on journal partition p. The caller
-// has already chained its hash; order of calls is journal order.
+// has already chained its hash; order of calls is journal order. A record
+// over the limit is not staged: the error wraps ErrTooLarge.
 func (b *Batch) Journal(p int32, rec schemas.Record) error {
 	v, err := schemas.MarshalRecord(rec)
 	if err != nil {
@@ -103,6 +111,9 @@ func (b *Batch) Journal(p int32, rec schemas.Record) error {
 			{Key: HeaderKind, Value: []byte(KindRecord)},
 			{Key: HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
 		},
+	}
+	if err := b.topics.check("journal record", r); err != nil {
+		return err
 	}
 	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r, Journal: &rec})
 	return nil
@@ -126,35 +137,69 @@ func (b *Batch) Epoch(p int32, epoch int64, executor string, partitions int) {
 }
 
 // Outcome stages the outcome event answering command causationID with rec.
+// An event over the limit is not staged: the error wraps ErrTooLarge.
 func (b *Batch) Outcome(rec schemas.Record, causationID string, replayed bool) error {
 	r, err := schemas.EncodeOutcome(rec, causationID, replayed)
 	if err != nil {
 		return fmt.Errorf("outbox: outcome for %q: %w", rec.IdempotencyKey, err)
 	}
 	r.Topic = b.topics.Outcomes
+	if err := b.topics.check("outcome event", r); err != nil {
+		return err
+	}
 	b.topics.place(r)
 	b.entries = append(b.entries, Entry{Kind: KindOutcome, Record: r})
 	return nil
 }
 
-// Deadletter stages the original bytes of an undecodable command.
+// Deadletter stages the original bytes of an undecodable command. It never
+// fails for size: when the copy (original plus the reason and source headers)
+// would be over the limit, it stages schemas.DeadletterReference instead, a
+// record without the value (and if need be without the original headers and
+// key) that names the source offset, where the bytes stay.
 func (b *Batch) Deadletter(orig *kgo.Record, reason string) {
-	r := schemas.DeadletterRecord(orig, reason)
+	var r *kgo.Record
+	if deadletterSize(orig, reason) <= b.topics.limit() {
+		r = schemas.DeadletterRecord(orig, reason)
+	} else {
+		r = schemas.DeadletterReference(orig, reason, func(r *kgo.Record) bool {
+			return RecordSize(r) <= b.topics.limit()
+		})
+	}
 	r.Topic = b.topics.Deadletter
 	b.topics.place(r)
 	b.entries = append(b.entries, Entry{Kind: KindDeadletter, Record: r})
 }
 
 // Forward stages a copy of a misrouted command for its entity's partition,
-// recording where it first landed.
-func (b *Batch) Forward(orig *kgo.Record, entity string, to int32) {
+// recording where it first landed. A copy over the limit is not staged: the
+// error wraps ErrTooLarge, and the caller deadletters the command (by
+// reference, see Deadletter) and answers it too_large.
+func (b *Batch) Forward(orig *kgo.Record, entity string, to int32) error {
 	hs := append([]kgo.RecordHeader(nil), orig.Headers...)
 	hs = append(hs,
 		kgo.RecordHeader{Key: HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(orig.Partition)))},
 		kgo.RecordHeader{Key: HeaderForwardedFromOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
 	)
 	r := &kgo.Record{Topic: b.topics.Commands, Partition: to, Key: []byte(entity), Value: orig.Value, Headers: hs}
+	if err := b.topics.check("forwarded command", r); err != nil {
+		return err
+	}
 	b.entries = append(b.entries, Entry{Kind: KindForward, Record: r})
+	return nil
+}
+
+// deadletterSize is RecordSize(schemas.DeadletterRecord(orig, reason))
+// without copying the value.
+func deadletterSize(orig *kgo.Record, reason string) int {
+	r := kgo.Record{Key: orig.Key, Value: orig.Value}
+	r.Headers = append(append([]kgo.RecordHeader(nil), orig.Headers...),
+		kgo.RecordHeader{Key: schemas.HeaderDeadletterReason, Value: []byte(reason)},
+		kgo.RecordHeader{Key: schemas.HeaderSourceTopic, Value: []byte(orig.Topic)},
+		kgo.RecordHeader{Key: schemas.HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(orig.Partition), 10))},
+		kgo.RecordHeader{Key: schemas.HeaderSourceOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
+	)
+	return RecordSize(&r)
 }
 
 // Produce writes every entry through cl, which must be inside a transaction,

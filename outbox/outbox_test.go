@@ -24,7 +24,9 @@ func TestPlacement(t *testing.T) {
 	}
 	orig := &kgo.Record{Topic: "c", Partition: 3, Offset: 99, Key: []byte("order-1042"), Value: []byte("x"),
 		Headers: []kgo.RecordHeader{{Key: "ce_id", Value: []byte("c9")}}}
-	b.Forward(orig, "order-1042", 8)
+	if err := b.Forward(orig, "order-1042", 8); err != nil {
+		t.Fatal(err)
+	}
 	b.Deadletter(orig, "not a CloudEvent")
 	es := b.Entries()
 	if len(es) != 4 || b.Len() != 4 {

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,12 +10,20 @@ import (
 
 // MarshalRecord encodes a record as plain JSON: the journal value and the
 // outcome event's data.
+//
+// It does not HTML-escape: json.Marshal writes each '<', '>' and '&' as a
+// six-byte \u escape, so HTML-heavy data or results would grow up to 6× on
+// their way to the journal and overflow the topic's max.message.bytes (issue 7).
+// The output is still valid JSON with the same meaning, and HashRecord hashes
+// the canonical form, which is the same either way.
 func MarshalRecord(rec Record) ([]byte, error) {
-	b, err := json.Marshal(rec)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rec); err != nil {
 		return nil, fmt.Errorf("marshal record %q: %w", rec.IdempotencyKey, err)
 	}
-	return b, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // UnmarshalRecord decodes MarshalRecord's output.

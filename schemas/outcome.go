@@ -3,7 +3,6 @@ package schemas
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -85,9 +84,13 @@ func EncodeOutcome(rec Record, causationID string, replayed bool) (*kgo.Record, 
 	if rec.TraceParent != "" {
 		ev.SetExtension(ExtTraceParent, rec.TraceParent)
 	}
-	if err := ev.SetData(event.ApplicationJSON, json.RawMessage(data)); err != nil {
-		return nil, fmt.Errorf("set outcome data: %w", err)
-	}
+	// The record's JSON goes in as it is. ev.SetData would pass it through
+	// json.Marshal, which HTML-escapes '<', '>' and '&' into six bytes each
+	// (see MarshalRecord); the event's JSON writer copies DataEncoded
+	// verbatim for a JSON content type.
+	ev.SetDataContentType(event.ApplicationJSON)
+	ev.DataEncoded = data
+	ev.DataBase64 = false
 	r, err := ToRecord(&ev, Structured)
 	if err != nil {
 		return nil, fmt.Errorf("encode outcome for %q: %w", rec.IdempotencyKey, err)
