@@ -69,10 +69,10 @@ type intentReq struct {
 
 type markerReq struct {
 	answered bool // done was sent (committer only)
-	p     int32
-	epoch int64
-	fence int64 // committed offset of commands partition p, re-committed as the fence
-	done  chan markerDone
+	p        int32
+	epoch    int64
+	fence    int64 // committed offset of commands partition p, re-committed as the fence
+	done     chan markerDone
 }
 
 type markerDone struct {
@@ -448,6 +448,7 @@ func (c *committer) encode(queue []entry) *txn {
 	tx := &txn{ob: outbox.NewBatch(outbox.Topics{
 		Journal: e.cfg.Topics.Journal, Outcomes: e.cfg.Topics.Outcomes,
 		Deadletter: e.cfg.Topics.Deadletter, Commands: e.cfg.Topics.Commands, Partitions: e.counts,
+		MaxRecordBytes: e.cfg.MaxMessageBytes,
 	}), heads: map[*partState]string{}}
 	ob := tx.ob
 	for _, en := range queue {
@@ -665,4 +666,3 @@ func isGenerationErr(err error) bool {
 	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
 		errors.Is(err, kerr.FencedInstanceID) || errors.Is(err, kerr.RebalanceInProgress)
 }
-

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/internal/topics"
+	"github.com/onceflight/onceflight/outbox"
 )
 
 // DefaultMaxMessageBytes is max.message.bytes of the topics the executor
 // creates: room for the largest command data (512 KiB by default), a capped
 // result and the record's fields, with margin; within what managed Kafka
 // services allow per topic.
-const DefaultMaxMessageBytes = 4 << 20
+const DefaultMaxMessageBytes = outbox.DefaultMaxMessageBytes
 
 // Config is what one executor process needs. Zero values take the defaults
 // documented on each field (setDefaults).

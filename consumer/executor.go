@@ -59,8 +59,8 @@ type Executor struct {
 	// held are assigned partitions not processed, with the reason
 	// (journal gap); guarded by mu.
 	held map[int32]error
-	sem           chan struct{}
-	pipe          atomic.Pointer[pipeline]
+	sem  chan struct{}
+	pipe atomic.Pointer[pipeline]
 }
 
 // Option configures an Executor.

@@ -31,6 +31,9 @@ type harness struct {
 	cfgFile *config.Config
 	cl      *kgo.Client
 	stop    func()
+	ex      *consumer.Executor
+	// tune, when set, adjusts the executor's config before start.
+	tune func(*consumer.Config)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -90,14 +93,19 @@ func (h *harness) start(dataDir string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	ex, err := consumer.New(consumer.Config{
+	cfg := consumer.Config{
 		Brokers: h.brokers, Partitions: 3, SessionTimeout: 6 * time.Second,
 		ClockDrift: 100 * time.Millisecond, ExecutorID: "test",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, h.cfgFile, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	}
+	if h.tune != nil {
+		h.tune(&cfg)
+	}
+	ex, err := consumer.New(cfg, h.cfgFile, store, consumer.WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	h.ex = ex
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ex.Run(ctx) }()

@@ -46,8 +46,8 @@ type pipeline struct {
 	// entities with work in flight).
 	versions map[string]*versionEntry
 	claims   map[string]string
-	workers      sync.WaitGroup
-	stopping     bool
+	workers  sync.WaitGroup
+	stopping bool
 	// broken is set when a command could not be answered while its
 	// partition is still ours: no later fetch would bring it back, so the
 	// client is recreated and consumption restarts from the watermark.
@@ -72,7 +72,7 @@ type versionEntry struct {
 func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 	p := &pipeline{
 		e: e, cl: cl,
-		queues:       map[string]*entityQueue{},
+		queues:   map[string]*entityQueue{},
 		pending:  map[string]pendingRec{},
 		versions: map[string]*versionEntry{},
 		claims:   map[string]string{},

@@ -192,7 +192,7 @@ func sampleRecords(t *testing.T) []*kgo.Record {
 	if err := b.Outcome(rec, "c1", true); err != nil {
 		t.Fatal(err)
 	}
-	b.Epoch(5, 17, "onceflight-0")
+	b.Epoch(5, 17, "onceflight-0", 3)
 	orig := &kgo.Record{Topic: "c", Partition: 3, Offset: 99, Key: []byte("order-1042"), Value: []byte("x"),
 		Headers: []kgo.RecordHeader{{Key: "ce_id", Value: []byte("c9")}}}
 	b.Deadletter(orig, "not a CloudEvent")

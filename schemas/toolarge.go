@@ -7,11 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// CodeTooLarge is the error code of an item whose record or event would not
-// fit the topic's max.message.bytes (SPEC §3): it is answered too_large, or
-// deadlettered by reference, and never holds up other work.
-const CodeTooLarge = "too_large"
-
 // Headers of a deadletter written by reference (DeadletterReference).
 const (
 	// HeaderDeadletterOmitted lists, comma-separated, what of the original

@@ -1,0 +1,431 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/audit"
+	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// audit runs onceflight audit on the harness's topics and fails the test
+// on any violation.
+func (h *harness) audit() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	rep, err := audit.Run(ctx, cl, audit.Options{})
+	if err != nil {
+		h.t.Fatalf("audit: %v", err)
+	}
+	if !rep.OK() {
+		var b strings.Builder
+		_ = rep.WriteText(&b)
+		h.t.Fatalf("audit failed:\n%s", b.String())
+	}
+}
+
+// journal reads every committed record of journal partition p.
+func (h *harness) journal(p int32) []*kgo.Record {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(h.cl)
+	ends, err := adm.ListEndOffsets(ctx, "onceflight.journal")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	end, _ := ends.Lookup("onceflight.journal", p)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"onceflight.journal": {p: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	next := int64(-1)
+	for next < end.Offset-1 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			h.t.Fatalf("reading journal %d: reached %d of %d", p, next, end.Offset)
+		}
+		for _, r := range fs.Records() {
+			next = r.Offset
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+func deleteJournal(t *testing.T, h *harness, p int32, before int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: "onceflight.journal", Partition: p, At: before})
+	resp, err := kadm.NewClient(h.cl).DeleteRecords(ctx, os)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resp.Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 7.1: the journal is created to keep what restore needs, an
+// existing one that would not is refused, and records deleted before an
+// executor read them (DeleteRecords standing in for retention) hold the
+// partition instead of letting a remembered key execute again.
+func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
+	h := newHarness(t)
+	h.start(t.TempDir())
+	seen := map[string][]schemas.Outcome{}
+	h.submit("c1", "order-1", "k1", `{}`)
+	h.submit("c2", "order-1", "k2", `{}`)
+	h.outcomes(2, seen, nil)
+	h.stop()
+
+	ctx := context.Background()
+	rcs, err := kadm.NewClient(h.cl).DescribeTopicConfigs(ctx, "onceflight.journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]string{}
+	for _, c := range rcs[0].Configs {
+		if c.Value != nil {
+			cfg[c.Key] = *c.Value
+		}
+	}
+	if ms, _ := strconv.ParseInt(cfg["retention.ms"], 10, 64); time.Duration(ms)*time.Millisecond < 97*24*time.Hour {
+		t.Fatalf("journal retention.ms %q, want >= key_memory + dedupe_retention", cfg["retention.ms"])
+	}
+	if cfg["cleanup.policy"] != "delete" || cfg["retention.bytes"] != "-1" || cfg["max.message.bytes"] != strconv.Itoa(consumer.DefaultMaxMessageBytes) {
+		t.Fatalf("journal configs: %v", cfg)
+	}
+
+	// Delete k1's records, keep k2's: a fresh executor must not trust it.
+	p := partitioner.ForEntity("order-1", 3)
+	var k2 int64 = -1
+	for _, r := range h.journal(p) {
+		if string(r.Key) == "k2" {
+			k2 = r.Offset
+			break
+		}
+	}
+	if k2 < 0 {
+		t.Fatal("k2 not in the journal")
+	}
+	deleteJournal(t, h, p, k2)
+	h.start(t.TempDir())
+	h.submit("c3", "order-1", "k1", `{}`)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(h.ex.NotReady(), "held") {
+		if time.Now().After(deadline) {
+			t.Fatalf("partition %d not held after its journal lost records; not ready: %q", p, h.ex.NotReady())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	if n := h.effectCount()["k1"]; n != 1 {
+		t.Fatalf("k1 executed %d times after its journal records were deleted, want 1", n)
+	}
+	h.stop()
+
+	// An existing journal with too short a retention is refused at start.
+	short := "3600000"
+	if _, err := kadm.NewClient(h.cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &short}}, "onceflight.journal"); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := consumer.New(consumer.Config{Brokers: h.brokers}, h.cfgFile, nil, consumer.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = ex.Run(rctx)
+	if err == nil || !strings.Contains(err.Error(), "retention.ms is 3600000") {
+		t.Fatalf("start on a short-retention journal: %v", err)
+	}
+}
+
+// Issues 7.2 and 7.8: when retention empties a journal partition, its
+// markers go too. A fresh owner must still pick an epoch (and fencing
+// tokens) above every earlier one, and an empty partition must restore.
+func TestEpochAndTokensNeverGoBackAfterRetention(t *testing.T) {
+	h := newHarness(t)
+	h.start(t.TempDir())
+	seen := map[string][]schemas.Outcome{}
+	for i := range 6 {
+		h.submit(fmt.Sprintf("a%d", i), "order-7", fmt.Sprintf("a-%d", i), `{}`)
+	}
+	h.outcomes(6, seen, nil)
+	before := seen["a5"][0].Record
+	h.stop()
+	p := partitioner.ForEntity("order-7", 3)
+	end := h.journal(p)
+	deleteJournal(t, h, p, end[len(end)-1].Offset+2) // everything, commit marker included
+
+	h.start(t.TempDir())
+	h.submit("b1", "order-7", "b-1", `{}`)
+	h.outcomes(7, seen, nil)
+	after := seen["b1"][0].Record
+	if after.Status != schemas.StatusSucceeded {
+		t.Fatalf("after retention: %+v", after)
+	}
+	if after.Epoch <= before.Epoch {
+		t.Fatalf("epoch went back from %d to %d after retention removed the markers", before.Epoch, after.Epoch)
+	}
+	if after.FencingToken <= before.FencingToken {
+		t.Fatalf("fencing token went back from %d to %d", before.FencingToken, after.FencingToken)
+	}
+}
+
+// Issues 7.3 and 7.11: an epoch marker is fenced like every journal write
+// (it is never visible outside a transaction that carried the group's
+// generation), and work put back after an aborted transaction is retried
+// without any new traffic.
+func TestMarkersFencedAndAbortsRetriedInSilence(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var refuse atomic.Int32
+	refuse.Store(3)
+	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if refuse.Add(-1) < 0 {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewTxnOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = kerr.UnknownServerError.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	h := newHarnessOn(t, c.ListenAddrs())
+	h.start(t.TempDir())
+	h.submit("c1", "order-1", "k1", `{}`)
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(1, seen, nil) // no further traffic: the retry must come by itself
+	if seen["c1"][0].Record.Status != schemas.StatusSucceeded {
+		t.Fatalf("c1: %+v", seen["c1"][0].Record)
+	}
+	for p := range int32(3) {
+		for _, r := range h.journal(p) {
+			for _, hd := range r.Headers {
+				if hd.Key == "onceflight-kind" && string(hd.Value) == "epoch" && !r.Attrs.IsTransactional() {
+					t.Fatalf("epoch marker at %d/%d written outside a fenced transaction", p, r.Offset)
+				}
+			}
+		}
+	}
+	h.stop()
+	h.audit()
+}
+
+// Issue 7.4: a partition count that changes while the executor runs stops
+// new work loudly (not ready, halted), instead of failing restores forever
+// or letting entities move; a restart on grown topics is refused too.
+func TestPartitionGrowthHalts(t *testing.T) {
+	h := newHarness(t)
+	h.tune = func(c *consumer.Config) { c.PartitionCheckInterval = 100 * time.Millisecond }
+	h.start(t.TempDir())
+	seen := map[string][]schemas.Outcome{}
+	h.submit("c1", "order-1", "k1", `{}`)
+	h.outcomes(1, seen, nil)
+	ctx := context.Background()
+	adm := kadm.NewClient(h.cl)
+	if _, err := adm.CreatePartitions(ctx, 1, "onceflight.commands"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for h.ex.Halted() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("executor did not halt after the commands topic grew")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if h.ex.Ready() || !strings.Contains(h.ex.NotReady(), "onceflight.commands now has 4 partitions") {
+		t.Fatalf("ready %v, reason %q", h.ex.Ready(), h.ex.NotReady())
+	}
+	h.submit("c2", "order-1", "k2", `{}`)
+	time.Sleep(time.Second)
+	if n := h.effectCount()["k2"]; n != 0 {
+		t.Fatalf("k2 executed %d times by a halted executor", n)
+	}
+	h.stop()
+
+	// Grow the journal to match: a restart sees markers of 3 partitions.
+	if _, err := adm.CreatePartitions(ctx, 1, "onceflight.journal", "onceflight.outcomes"); err != nil {
+		t.Fatal(err)
+	}
+	h.tune = nil
+	h.start(t.TempDir())
+	deadline = time.Now().Add(20 * time.Second)
+	for h.ex.Halted() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("restart on grown topics did not halt")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := h.effectCount()["k2"]; n != 0 {
+		t.Fatalf("k2 executed %d times after the topics grew", n)
+	}
+}
+
+// Issue 7.7: 200 KB of HTML-heavy data is a 200 KB record, not 1.2 MB, and
+// other entities' commands are answered around it.
+func TestLargeHTMLCommandDoesNotStopOthers(t *testing.T) {
+	h := newHarness(t)
+	h.start(t.TempDir())
+	html := strings.Repeat(`<p class="x">&amp; <b>hi</b></p>`, 200_000/32)
+	h.submit("big", "order-1", "big-1", fmt.Sprintf(`{"body":%q}`, html))
+	for i := range 5 {
+		h.submit(fmt.Sprintf("s%d", i), fmt.Sprintf("other-%d", i), fmt.Sprintf("s-%d", i), `{}`)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(6, seen, nil)
+	if o := seen["big"][0].Record; o.Status != schemas.StatusSucceeded {
+		t.Fatalf("big: %s %+v", o.Status, o.Error)
+	}
+	for i := range 5 {
+		if seen[fmt.Sprintf("s%d", i)][0].Record.Status != schemas.StatusSucceeded {
+			t.Fatalf("s%d: %+v", i, seen[fmt.Sprintf("s%d", i)])
+		}
+	}
+	p := partitioner.ForEntity("order-1", 3)
+	for _, r := range h.journal(p) {
+		if len(r.Value) > 300_000 {
+			t.Fatalf("journal record of %d bytes for %d bytes of data", len(r.Value), len(html))
+		}
+	}
+	h.stop()
+	h.audit()
+}
+
+// Issue 7.9: one entity with a backlog pauses its own partition only;
+// commands of other partitions are answered while it waits.
+func TestHotEntityDoesNotStarveOthers(t *testing.T) {
+	h := newHarness(t)
+	release := make(chan struct{})
+	var posts atomic.Int32
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Onceflight-Entity") == "hot" {
+			posts.Add(1)
+			<-release
+		}
+		fmt.Fprint(w, `{}`)
+	}))
+	defer svc.Close()
+	defer close(release)
+	h.useConfig(fmt.Sprintf("actions:\n  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 60s\n", svc.URL))
+	h.tune = func(c *consumer.Config) {
+		c.MaxBuffered = 20
+		c.MaxBufferedPerEntity = 5
+		c.MaxPollRecords = 5 // the bounds are soft by one poll
+	}
+	h.start(t.TempDir())
+	hot := partitioner.ForEntity("hot", 3)
+	for i := range 40 {
+		h.submitAction(fmt.Sprintf("h%d", i), "slow.call", "hot", fmt.Sprintf("h-%d", i), `{}`)
+	}
+	for posts.Load() == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var others []string
+	for i := 0; len(others) < 5; i++ {
+		ent := fmt.Sprintf("cold-%d", i)
+		if partitioner.ForEntity(ent, 3) == hot {
+			continue
+		}
+		id := "o" + strconv.Itoa(i)
+		others = append(others, id)
+		h.submitAction(id, "slow.call", ent, "k-"+ent, `{}`)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(5, seen, nil)
+	for _, id := range others {
+		if len(seen[id]) != 1 || seen[id][0].Record.Status != schemas.StatusSucceeded {
+			t.Fatalf("%s: %+v (answered: %d)", id, seen[id], len(seen))
+		}
+	}
+}
+
+// Each attempt of one execution carries a larger fencing token than the
+// attempt before it, so a late write of attempt 1 is refusable after
+// attempt 2.
+func TestFencingTokenGrowsPerAttempt(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	var tokens []int64
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := strconv.ParseInt(r.Header.Get("Onceflight-Fencing-Token"), 10, 64)
+		mu.Lock()
+		tokens = append(tokens, tok)
+		n := len(tokens)
+		mu.Unlock()
+		if n < 3 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, `{}`)
+	}))
+	defer svc.Close()
+	h.useConfig(fmt.Sprintf("actions:\n  flaky.call:\n    connector: http\n    url: %s/x\n    timeout: 1s\n", svc.URL))
+	h.start(t.TempDir())
+	h.submitAction("c1", "flaky.call", "order-1", "k1", `{}`)
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(1, seen, nil)
+	rec := seen["c1"][0].Record
+	mu.Lock()
+	defer mu.Unlock()
+	if rec.Status != schemas.StatusSucceeded || len(tokens) != 3 {
+		t.Fatalf("%s after %d attempts", rec.Status, len(tokens))
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("attempt %d token %d not above attempt %d's %d", i+1, tokens[i], i, tokens[i-1])
+		}
+	}
+	if rec.FencingToken != tokens[2] {
+		t.Fatalf("record token %d, last attempt's %d", rec.FencingToken, tokens[2])
+	}
+	h.stop()
+	h.audit()
+}
+
+
