@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -116,15 +117,20 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 	exts := ev.Extensions()
 
 	cmd.IdempotencyKey = cmd.Source + "/" + cmd.ID
+	keyFrom := "idempotency key (default source/id)"
 	if v, ok := exts[ExtIdempotencyKey]; ok {
 		s, ok := v.(string)
 		if !ok {
 			return fail("extension %q must be a string, got %T", ExtIdempotencyKey, v)
 		}
 		cmd.IdempotencyKey = s
+		keyFrom = "idempotency key"
 	}
 	if n := len(cmd.IdempotencyKey); n < 1 || n > MaxIdempotencyKeyBytes {
 		return fail("idempotency key is %d bytes, want 1-%d", n, MaxIdempotencyKeyBytes)
+	}
+	if problem := unprintable(cmd.IdempotencyKey); problem != "" {
+		return fail("%s is not printable UTF-8: %s", keyFrom, problem)
 	}
 
 	if v, ok := exts[ExtExpectedVersion]; ok {
@@ -178,6 +184,28 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 		cmd.Fingerprint = fingerprintCanonical(cmd.Type, cmd.Subject, nil)
 	}
 	return cmd, nil
+}
+
+// unprintable says why key is not printable UTF-8 in the sense of SPEC §2,
+// or "" if it is. Printable means valid UTF-8 without control characters:
+// Unicode category Cc, U+0000–U+001F and U+007F–U+009F. That set is fixed by
+// Unicode's stability policy, so two builds with different Unicode tables
+// never disagree about a key (a key one executor accepted and another
+// rejected would be decoded differently after a rebalance). The problem is
+// described by position and code point, never by echoing the key: the
+// reason goes into a deadletter header and logs.
+func unprintable(key string) string {
+	for i, r := range key {
+		switch {
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(key[i:]); size == 1 { // not an encoded U+FFFD
+				return fmt.Sprintf("invalid UTF-8 at byte %d", i)
+			}
+		case r < 0x20 || r >= 0x7f && r <= 0x9f:
+			return fmt.Sprintf("control character %U at byte %d", r, i)
+		}
+	}
+	return ""
 }
 
 // expectedVersion reads the expectedversion extension. Binary headers carry

@@ -3,7 +3,10 @@ package schemas
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -35,14 +38,15 @@ func parseHeaders(blob []byte) []kgo.RecordHeader {
 
 // FuzzDecodeCommand checks DecodeCommand's contract on arbitrary key, value
 // and headers. Invariants: it never panics; it returns either a Command with
-// non-empty ID, Type, Subject, a 1–256 byte IdempotencyKey and a
-// Fingerprint, or a *DecodeError with a non-empty Reason (and never both).
+// non-empty ID, Type, Subject, a 1–256 byte IdempotencyKey of printable
+// UTF-8 (no control characters) and a Fingerprint, or a *DecodeError with a non-empty Reason (and never both).
 func FuzzDecodeCommand(f *testing.F) {
 	for _, r := range []*kgo.Record{loadStructured(f), loadBinary(f)} {
 		f.Add(r.Key, r.Value, encodeHeaders(r.Headers))
 	}
 	f.Add([]byte("e1"), []byte(`{"specversion":"1.0","id":"1","source":"s","type":"t","subject":"e1","data_base64":1}`), encodeHeaders(structuredHeaders()))
 	f.Add([]byte(nil), []byte(`{"a":1}`), encodeHeaders(binaryRecord("", "", binaryBase()...).Headers))
+	f.Add([]byte("e1"), []byte(`{"a":1}`), encodeHeaders(binaryRecord("", "", append(binaryBase(), "ce_idempotencykey", "k\x07\xff")...).Headers))
 	f.Fuzz(func(t *testing.T, key, value, headerBlob []byte) {
 		r := &kgo.Record{Key: key, Value: value, Headers: parseHeaders(headerBlob)}
 		c, err := DecodeCommand(r, 1<<16)
@@ -59,6 +63,9 @@ func FuzzDecodeCommand(f *testing.F) {
 		if c.ID == "" || c.Type == "" || c.Subject == "" || c.Fingerprint == "" ||
 			len(c.IdempotencyKey) < 1 || len(c.IdempotencyKey) > MaxIdempotencyKeyBytes {
 			t.Fatalf("incomplete command: %+v", c)
+		}
+		if !utf8.ValidString(c.IdempotencyKey) || strings.ContainsFunc(c.IdempotencyKey, unicode.IsControl) {
+			t.Fatalf("idempotency key %q is not printable UTF-8", c.IdempotencyKey)
 		}
 		if len(key) > 0 && string(key) != c.Subject {
 			t.Fatalf("key %q accepted with subject %q", key, c.Subject)

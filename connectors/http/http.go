@@ -284,7 +284,7 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) connect
 	}
 	ctx, cancel := c.requestContext(ctx, time.Time{})
 	defer cancel()
-	u := strings.ReplaceAll(c.cfg.ConfirmURL, "{key}", url.PathEscape(req.Key))
+	u := strings.ReplaceAll(c.cfg.ConfirmURL, "{key}", escapeKey(req.Key))
 	st := &sendState{}
 	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace(time.Time{})), http.MethodGet, u, nil)
 	if err != nil {
@@ -308,6 +308,21 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) connect
 		return connectors.Result{Kind: connectors.NotFound}
 	}
 	return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: HTTP %d: %s", resp.StatusCode, message(raw))}
+}
+
+// escapeKey is the key as it replaces {key} in confirm_url: URL-escaped as a
+// path segment (url.PathEscape, so "/" is %2F) and, for a key made only of
+// dots, with every dot escaped too. url.PathEscape leaves "." and ".." as
+// they are, and a path segment "." or ".." is a dot-segment that clients,
+// proxies and servers remove (RFC 3986 §5.2.4): GET /refunds/.. would ask
+// about the collection (or its parent) instead of the key, and a 404 there
+// would let the key run again. %2E is not a dot-segment, and decodes back to
+// the key.
+func escapeKey(key string) string {
+	if key != "" && strings.Trim(key, ".") == "" {
+		return strings.Repeat("%2E", len(key))
+	}
+	return url.PathEscape(key)
 }
 
 func (c *Connector) requestContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {

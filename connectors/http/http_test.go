@@ -352,3 +352,46 @@ func TestTimedOutConnectionNotReused(t *testing.T) {
 		t.Fatalf("%d connections, want 2 (no reuse after the timeout)", n)
 	}
 }
+
+// Issue 7: a key "." or ".." replacing {key} must not form a dot-segment,
+// which a client, proxy or server may remove (GET /refunds/.. is the
+// collection's parent). The raw request path is checked, on a handler that
+// does no path cleaning of its own.
+func TestConfirmKeyIsNeverADotSegment(t *testing.T) {
+	var mu sync.Mutex
+	var raw, decoded string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		raw, decoded = r.RequestURI, r.URL.Path
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	c, err := httpconn.New(httpconn.Config{URL: srv.URL + "/refunds", ConfirmURL: srv.URL + "/refunds/{key}/status"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ key, raw string }{
+		{".", "/refunds/%2E/status"},
+		{"..", "/refunds/%2E%2E/status"},
+		{"...", "/refunds/%2E%2E%2E/status"},
+		{"a.b", "/refunds/a.b/status"},
+		{"../x", "/refunds/..%2Fx/status"},
+		{"refund 1042/é", "/refunds/refund%201042%2F%C3%A9/status"},
+	} {
+		req := request()
+		req.Key = tc.key
+		if r := c.Confirm(context.Background(), req); r.Kind != connectors.NotFound {
+			t.Fatalf("key %q: confirm = %v %s", tc.key, r.Kind, r.Message)
+		}
+		mu.Lock()
+		gotRaw, gotPath := raw, decoded
+		mu.Unlock()
+		if gotRaw != tc.raw {
+			t.Errorf("key %q: request path %q, want %q", tc.key, gotRaw, tc.raw)
+		}
+		if want := "/refunds/" + tc.key + "/status"; gotPath != want {
+			t.Errorf("key %q: decoded path %q, want %q", tc.key, gotPath, want)
+		}
+	}
+}

@@ -2,13 +2,36 @@
 // command's data to a configured topic, keyed by entity, and counts the
 // broker's acknowledgement as the effect's confirmation.
 //
-// The caller's *kgo.Client is used as is; its idempotent producer (kgo's
-// default) keeps kgo's own internal retries from duplicating a record. A
-// produce whose outcome is unknown (context deadline, record timeout) is
-// Ambiguous; Confirm then scans the target partition for a record carrying
-// the idempotency key header. Set kgo.RecordDeliveryTimeout on the client no
-// longer than the action's timeout, or kgo may still deliver a record that
-// Execute already reported ambiguous.
+// The caller's *kgo.Client produces (see Config.PartitionFor for the one
+// exception); its idempotent producer (kgo's default, and required) keeps
+// kgo's own internal retries from duplicating a record. A produce whose
+// outcome is unknown (context deadline, record timeout) is Ambiguous; Confirm
+// then scans the target partition for a record carrying the idempotency key
+// header.
+//
+// # When "not found" can be trusted
+//
+// A "not found" is only true if no earlier produce of the key can still land.
+// Execute gives up at the attempt's deadline, but kgo keeps a produce request
+// that was sent until the broker answers: with idempotent writes kgo does not
+// fail a sent record on a cancelled context or a delivery timeout, because it
+// cannot know whether the broker wrote it. So the record may appear after
+// Execute returned Ambiguous, and a read of the partition up to its end would
+// miss it. The connector therefore counts, per (entity, key), the produces
+// whose promise has not been called yet, and Confirm answers Ambiguous
+// (still unknown) while any is outstanding. The promise is the one signal
+// that kgo is done with a record: after it, kgo never sends the record again,
+// and a record it wrote is below the high watermark Confirm reads up to.
+//
+// Execute does not wait for the promise instead: any bound on that wait can
+// be exceeded (a stalled broker holds the request until the connection
+// times out), and past the bound the same question comes back, while
+// counting keeps the answer "unknown" exactly as long as it is. The count
+// covers the produces of this process only; for those of an earlier process
+// the bound is the executor's deadline rule (SPEC §4: Confirm's "not found"
+// is trusted only after the old attempt's deadline) together with
+// kgo.RecordDeliveryTimeout on the client, no longer than the action's
+// timeout, which keeps records that were never sent from leaving late.
 package kafkaconn
 
 import (
@@ -18,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -36,12 +60,28 @@ const (
 
 // Config configures the connector.
 type Config struct {
-	Client *kgo.Client // required; used for producing and for its seed brokers
-	Topic  string      // required
-	// PartitionFor, if set, names the partition an entity's records go to
-	// (it must agree with the client's partitioner); Confirm then reads only
-	// that partition. Otherwise Confirm reads every partition.
+	// Client is required: it produces (unless PartitionFor is set) and gives
+	// its seed brokers to Confirm. It must keep idempotent writes enabled.
+	Client *kgo.Client
+	Topic  string // required
+	// PartitionFor, if set, places an entity's records: Execute writes to
+	// PartitionFor(entity, n) and Confirm reads only that partition, where n
+	// is a partition count pinned once (Partitions, else the topic's count
+	// the first time the connector needs it) and never the topic's current
+	// count. The placement is therefore stable when the topic grows: records
+	// of an entity stay on one partition and Confirm reads the partition
+	// Execute wrote to. To place records itself the connector produces
+	// through a client of its own, built from Client's options with
+	// kgo.ManualPartitioner and closed when Client is closed; Client must
+	// then be a plain producer (no transactional ID, no consuming).
+	// Without PartitionFor, Client's partitioner places records and Confirm
+	// reads every partition.
 	PartitionFor func(entity string, n int) int32
+	// Partitions, if > 0, is the partition count PartitionFor is called
+	// with. Set it to keep the placement across restarts when the topic may
+	// grow while records are still to be confirmed; otherwise the count is
+	// the topic's when this Connector first produces or confirms.
+	Partitions int
 	// ConfirmOpts are extra options for the short-lived client Confirm reads
 	// with (TLS, SASL...). Seed brokers are taken from Client.
 	ConfirmOpts []kgo.Opt
@@ -49,10 +89,19 @@ type Config struct {
 
 // Connector is the kafka connector; safe for concurrent use.
 type Connector struct {
-	cfg Config
+	cfg  Config
+	prod *kgo.Client // produces: cfg.Client, or the manual-partitioning client of PartitionFor
+
+	mu          sync.Mutex
+	outstanding map[produceID]int // produces whose promise has not been called
+	partitions  int               // pinned count for PartitionFor; 0 until known
 }
 
-// New validates cfg.
+// produceID scopes outstanding produces like keys are scoped (SPEC §3).
+type produceID struct{ entity, key string }
+
+// New validates cfg. With PartitionFor it also creates the connector's
+// producing client (see Config.PartitionFor).
 func New(cfg Config) (*Connector, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("kafkaconn: Client is required")
@@ -60,7 +109,92 @@ func New(cfg Config) (*Connector, error) {
 	if cfg.Topic == "" {
 		return nil, errors.New("kafkaconn: Topic is required")
 	}
-	return &Connector{cfg: cfg}, nil
+	if cfg.Partitions < 0 {
+		return nil, fmt.Errorf("kafkaconn: Partitions is %d, want >= 0", cfg.Partitions)
+	}
+	if off, _ := cfg.Client.OptValue(kgo.DisableIdempotentWrite).(bool); off {
+		// Without idempotency kgo may fail a record that was sent, and an
+		// outstanding produce could land after Confirm said not found.
+		return nil, errors.New("kafkaconn: Client must keep idempotent writes enabled")
+	}
+	c := &Connector{cfg: cfg, prod: cfg.Client, outstanding: map[produceID]int{}, partitions: cfg.Partitions}
+	if cfg.PartitionFor == nil {
+		return c, nil
+	}
+	if txn, _ := cfg.Client.OptValue(kgo.TransactionalID).(string); txn != "" {
+		return nil, errors.New("kafkaconn: with PartitionFor, Client must not be transactional")
+	}
+	topics, _ := cfg.Client.OptValue(kgo.ConsumeTopics).([]string)
+	parts, _ := cfg.Client.OptValue(kgo.ConsumePartitions).(map[string]map[int32]kgo.Offset)
+	group, _ := cfg.Client.OptValue(kgo.ConsumerGroup).(string)
+	if len(topics) > 0 || len(parts) > 0 || group != "" {
+		return nil, errors.New("kafkaconn: with PartitionFor, Client must not consume")
+	}
+	opts := append(append([]kgo.Opt(nil), cfg.Client.Opts()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaconn: producing client: %w", err)
+	}
+	c.prod = prod
+	go func() {
+		// The caller closes Client at shutdown, when no attempt runs; a
+		// record still buffered then fails its promise (ErrClientClosed).
+		<-cfg.Client.Context().Done()
+		prod.Close()
+	}()
+	return c, nil
+}
+
+// begin and end count a produce of id between Produce and its promise.
+func (c *Connector) begin(id produceID) {
+	c.mu.Lock()
+	c.outstanding[id]++
+	c.mu.Unlock()
+}
+
+func (c *Connector) end(id produceID) {
+	c.mu.Lock()
+	if c.outstanding[id]--; c.outstanding[id] <= 0 {
+		delete(c.outstanding, id)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Connector) isOutstanding(id produceID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.outstanding[id] > 0
+}
+
+// partitionCount returns the pinned partition count for PartitionFor,
+// pinning the topic's current count on first use.
+func (c *Connector) partitionCount(ctx context.Context) (int, error) {
+	c.mu.Lock()
+	n := c.partitions
+	c.mu.Unlock()
+	if n > 0 {
+		return n, nil
+	}
+	td, err := kadm.NewClient(c.cfg.Client).ListTopics(ctx, c.cfg.Topic)
+	if err != nil {
+		return 0, fmt.Errorf("describe %s: %w", c.cfg.Topic, err)
+	}
+	d, ok := td[c.cfg.Topic]
+	if !ok {
+		return 0, fmt.Errorf("describe %s: topic not in metadata", c.cfg.Topic)
+	}
+	if d.Err != nil {
+		return 0, fmt.Errorf("describe %s: %w", c.cfg.Topic, d.Err)
+	}
+	if len(d.Partitions) == 0 {
+		return 0, fmt.Errorf("describe %s: no partitions", c.cfg.Topic)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.partitions == 0 { // the first answer wins; partitions only grow
+		c.partitions = len(d.Partitions)
+	}
+	return c.partitions, nil
 }
 
 type location struct {
@@ -75,6 +209,8 @@ func (l location) json() json.RawMessage {
 }
 
 // Execute produces one record and waits for the broker's acknowledgement.
+// If the attempt's deadline passes first it answers Ambiguous; the produce
+// stays outstanding for Confirm until kgo calls its promise.
 func (c *Connector) Execute(ctx context.Context, req connectors.Request) connectors.Result {
 	if !req.Deadline.IsZero() && !time.Now().Before(req.Deadline) {
 		return connectors.Result{Kind: connectors.Unavailable, Message: "deadline passed before the request was sent"}
@@ -103,13 +239,33 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) connect
 	if req.TraceParent != "" {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderTraceParent, Value: []byte(req.TraceParent)})
 	}
+	if c.cfg.PartitionFor != nil {
+		n, err := c.partitionCount(ctx)
+		if err != nil {
+			return connectors.Result{Kind: connectors.Unavailable, Message: fmt.Sprintf("not sent: %v", err)}
+		}
+		rec.Partition = c.cfg.PartitionFor(req.Entity, n)
+		if rec.Partition < 0 || int(rec.Partition) >= n {
+			return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("PartitionFor(%q, %d) = %d: out of range", req.Entity, n, rec.Partition)}
+		}
+		// The look-up took time: the deadline is checked right before writing.
+		if !req.Deadline.IsZero() && !time.Now().Before(req.Deadline) {
+			return connectors.Result{Kind: connectors.Unavailable, Message: "deadline passed before the request was sent"}
+		}
+	}
+	id := produceID{req.Entity, req.Key}
 	done := make(chan error, 1)
-	c.cfg.Client.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	c.begin(id)
+	c.prod.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		c.end(id) // before done: once Execute has the answer, nothing is outstanding
+		done <- err
+	})
 	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		// kgo may still be waiting on an in-flight request it cannot fail.
+		// kgo may still be waiting on an in-flight request it cannot fail:
+		// the produce stays outstanding, and Confirm will not say NotFound.
 		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("produce: no acknowledgement: %v", ctx.Err())}
 	}
 	if err == nil {
@@ -129,18 +285,30 @@ func (c *Connector) CanConfirm() bool { return true }
 
 // Confirm reads the target partition (or every partition) from the start up
 // to its current end and answers Succeeded if a record carries req.Key in
-// its idempotency key header, NotFound if none does, Ambiguous on errors.
-// The read is bounded by the end offsets taken when Confirm starts; its cost
-// grows with the topic, so keep such topics on a short retention.
+// its idempotency key header, NotFound if none does and no produce of the
+// key is outstanding, Ambiguous otherwise (errors, or a produce of this
+// connector that may still land: see the package documentation). The read
+// is bounded by the end offsets taken when Confirm starts; its cost grows
+// with the topic, so keep such topics on a short retention.
 func (c *Connector) Confirm(ctx context.Context, req connectors.Request) connectors.Result {
+	id := produceID{req.Entity, req.Key}
+	// Checked before the end offsets are read: a produce whose promise ran
+	// before this check was answered by the broker before them, so a
+	// record it wrote is below the offsets find reads up to.
+	if c.isOutstanding(id) {
+		return connectors.Result{Kind: connectors.Ambiguous, Message: "confirm: an earlier produce of this key is still outstanding"}
+	}
 	loc, found, err := c.find(ctx, req)
 	if err != nil {
 		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: %v", err)}
 	}
-	if !found {
-		return connectors.Result{Kind: connectors.NotFound}
+	if found {
+		return connectors.Result{Kind: connectors.Succeeded, Result: loc.json()}
 	}
-	return connectors.Result{Kind: connectors.Succeeded, Result: loc.json()}
+	if c.isOutstanding(id) { // started meanwhile: G1 rules it out, the check is cheap
+		return connectors.Result{Kind: connectors.Ambiguous, Message: "confirm: a produce of this key is outstanding"}
+	}
+	return connectors.Result{Kind: connectors.NotFound}
 }
 
 func (c *Connector) find(ctx context.Context, req connectors.Request) (location, bool, error) {
@@ -159,7 +327,16 @@ func (c *Connector) find(ctx context.Context, req connectors.Request) (location,
 		}
 	}
 	if c.cfg.PartitionFor != nil {
-		p := c.cfg.PartitionFor(req.Entity, len(partitions))
+		// The pinned count, not len(partitions): after the topic grew the
+		// current count names another partition than Execute wrote to.
+		n, err := c.partitionCount(ctx)
+		if err != nil {
+			return location{}, false, err
+		}
+		p := c.cfg.PartitionFor(req.Entity, n)
+		if _, exists := partitions[p]; !exists {
+			return location{}, false, fmt.Errorf("partition %d of %s not found", p, c.cfg.Topic)
+		}
 		end, ok := want[p]
 		want = map[int32]int64{}
 		if ok {
