@@ -175,6 +175,9 @@ func (b *Batch) Commit() error {
 	pb := b.s.db.NewBatch()
 	defer pb.Close()
 
+	// Prune-index entries this batch adds; Prune's resume cursor must not
+	// be past any of them (see pruneState).
+	var pruneKeys []string
 	for key, p := range b.records {
 		val, err := json.Marshal(&p.rec)
 		if err != nil {
@@ -185,6 +188,9 @@ func (b *Batch) Commit() error {
 		}
 		if err := writeIndex(pb, p); err != nil {
 			return err
+		}
+		if prunable(&p.rec) {
+			pruneKeys = append(pruneKeys, pruneIndexKey(prefixPruneFull, &p.rec))
 		}
 	}
 	for entity, es := range b.entities {
@@ -205,6 +211,13 @@ func (b *Batch) Commit() error {
 			return fmt.Errorf("dedupe: batch: %w", err)
 		}
 	}
+	// Under s.mu: a concurrent Prune either sees this batch's records when
+	// it re-reads them, or has already written and this batch overwrites it.
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	for _, k := range pruneKeys {
+		b.s.prune.lowerCursor(phaseFull, k)
+	}
 	if err := pb.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("dedupe: commit: %w", err)
 	}
@@ -217,7 +230,7 @@ func (b *Batch) Commit() error {
 func writeIndex(pb *pebble.Batch, p *pendingRecord) error {
 	newKeys := indexKeys(&p.rec)
 	if p.prevFound {
-		for _, old := range indexKeys(&p.prevRec) {
+		for _, old := range staleIndexKeys(&p.prevRec) {
 			if !containsKey(newKeys, old) {
 				if err := pb.Delete([]byte(old), nil); err != nil {
 					return fmt.Errorf("dedupe: batch: %w", err)
@@ -234,11 +247,27 @@ func writeIndex(pb *pebble.Batch, p *pendingRecord) error {
 }
 
 // indexKeys lists the secondary-index keys of a record: always its status,
-// and its partition's unresolved list while it is unresolved.
+// its partition's unresolved list while it is unresolved, and the prune index
+// (f/) once it is final and prunable.
 func indexKeys(rec *schemas.Record) []string {
 	keys := []string{statusPrefix(rec.Status) + rec.IdempotencyKey}
 	if rec.Status == schemas.StatusUnresolved {
 		keys = append(keys, unresolvedPrefix(rec.Command.Partition)+rec.IdempotencyKey)
+	}
+	if prunable(rec) {
+		keys = append(keys, pruneIndexKey(prefixPruneFull, rec))
+	}
+	return keys
+}
+
+// staleIndexKeys is every index key the stored rec may have: indexKeys, plus
+// the stub entry (k/) that Prune gives it in place of f/ when it stubs it. A
+// stored record does not say whether it is a stub, so overwriting one deletes
+// both; the extra tombstone is only paid when a final record is overwritten.
+func staleIndexKeys(rec *schemas.Record) []string {
+	keys := indexKeys(rec)
+	if prunable(rec) {
+		keys = append(keys, pruneIndexKey(prefixPruneStub, rec))
 	}
 	return keys
 }

@@ -15,6 +15,12 @@
 //	p/<partition, 10 digits>            Progress, JSON
 //	s/<status>/<idempotency key>        status index, empty value
 //	u/<partition, 10 digits>/<key>      unresolved-by-partition index, empty value
+//	f/<finished_at, 19 digits>/<key>    prune index: a full final record, empty value
+//	k/<finished_at, 19 digits>/<key>    prune index: a stub (key only), empty value
+//	m/prune                             prune index state (upgrade backfill), JSON
+//
+// finished_at in the prune index is Unix nanoseconds, zero-padded, so the
+// index sorts by age and Prune reads only the entries that are due (prune.go).
 //
 // The comparer is Pebble's default, whose Split returns the whole key: the
 // bloom-filter "prefix" of a key is the key itself, so a SeekPrefixGE on
@@ -29,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +64,9 @@ const (
 	prefixProgress   = "p/"
 	prefixStatus     = "s/"
 	prefixUnresolved = "u/"
+	prefixPruneFull  = "f/"
+	prefixPruneStub  = "k/"
+	keyPruneMeta     = "m/prune"
 )
 
 // EntityState is what the executor needs about an entity before it runs a
@@ -98,6 +108,19 @@ type Store struct {
 	db     *pebble.DB
 	log    *slog.Logger
 	closed atomic.Bool
+
+	// mu orders Prune's check-and-write against Batch.Commit: Prune re-reads
+	// a record and writes its stub or deletion while holding mu, and Commit
+	// holds mu while it applies a batch, so a pruning write never lands on
+	// top of a record committed after Prune looked at it. It also guards the
+	// prune cursors in prune.
+	mu sync.Mutex
+	// pruneMu serializes Prune calls.
+	pruneMu sync.Mutex
+	prune   pruneState
+	// pruneHook, if set (tests), runs in Prune after a chunk was scanned
+	// and before it is checked and written under mu.
+	pruneHook func()
 }
 
 type config struct {
@@ -156,7 +179,12 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	return &Store{db: db, log: cfg.logger}, nil
+	s := &Store{db: db, log: cfg.logger}
+	if err := s.loadPruneState(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close closes the database. Batches not committed are lost, which is safe:
@@ -230,6 +258,19 @@ var pointIterOptions = pebble.IterOptions{UseL6Filters: true}
 
 // get reads one key with a prefix seek and decodes its JSON value into v.
 func (s *Store) get(src iterSource, key []byte, v any) (bool, error) {
+	found, err := s.getRaw(src, key, func(val []byte) error {
+		// json.Unmarshal copies, so v does not alias the iterator's buffer.
+		if err := json.Unmarshal(val, v); err != nil {
+			return fmt.Errorf("dedupe: decode %q: %w", key, err)
+		}
+		return nil
+	})
+	return found, err
+}
+
+// getRaw reads one key with a prefix seek and hands its value to use, which
+// must not keep the slice (it is the iterator's buffer).
+func (s *Store) getRaw(src iterSource, key []byte, use func(val []byte) error) (bool, error) {
 	if s.closed.Load() {
 		return false, ErrClosed
 	}
@@ -250,9 +291,10 @@ func (s *Store) get(src iterSource, key []byte, v any) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("dedupe: read %q: %w", key, err)
 	}
-	// json.Unmarshal copies, so v does not alias the iterator's buffer.
-	if err := json.Unmarshal(val, v); err != nil {
-		return false, fmt.Errorf("dedupe: decode %q: %w", key, err)
+	if use != nil {
+		if err := use(val); err != nil {
+			return false, err
+		}
 	}
 	return true, nil
 }
