@@ -114,3 +114,35 @@ func (e *Executor) refreshUnresolved() {
 	}
 	e.m.unresolved.Set(float64(len(recs)))
 }
+
+// pruneLoop keeps Pebble's size following retention (not traffic): every
+// minute, records past dedupe_retention shrink to key stubs and keys past
+// key_memory are deleted (dedupe.Store.Prune, bounded per call). The same
+// retention drives replay (key_expired), so a stub is never replayed as a
+// result.
+func (e *Executor) pruneLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil {
+			st, err := e.store.Prune(ctx, time.Now(), e.retention.keep, e.retention.memory)
+			if err != nil {
+				if ctx.Err() == nil {
+					e.log.Warn("prune dedupe index", "err", err)
+				}
+				break
+			}
+			if st.Stubbed+st.Forgotten > 0 {
+				e.log.Debug("dedupe index pruned", "stubbed", st.Stubbed, "forgotten", st.Forgotten)
+			}
+			if !st.More {
+				break
+			}
+		}
+	}
+}

@@ -429,3 +429,109 @@ func TestFencingTokenGrowsPerAttempt(t *testing.T) {
 }
 
 
+
+// Issue 7.6: an execution left in progress by an interrupted reconcile
+// attempt is inherited like any other — the re-consumed reconcile request
+// waits for its deadline and confirms — and the entity's next command does
+// not run before that deadline (G1). The key does not stay in progress.
+func TestInterruptedReconcileAttemptIsInherited(t *testing.T) {
+	h := newHarness(t)
+	var (
+		mu       sync.Mutex
+		phase    = 1 // 1: confirm unavailable, 2: confirm not found
+		applied  bool
+		k1Posts  int
+		deadline time.Time
+		k2At     time.Time
+		hung     = make(chan struct{}, 1)
+	)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodPost && key == "k1":
+			k1Posts++
+			if k1Posts == 1 {
+				http.Error(w, "lost", http.StatusInternalServerError) // not applied
+				return
+			}
+			deadline, _ = time.Parse(time.RFC3339Nano, r.Header.Get("Onceflight-Deadline"))
+			applied = true // the effect happens; the answer never comes back
+			select {
+			case hung <- struct{}{}:
+			default:
+			}
+			mu.Unlock()
+			select { // the executor gives up first
+			case <-r.Context().Done():
+			case <-time.After(20 * time.Second):
+			}
+			mu.Lock()
+		case r.Method == http.MethodPost:
+			k2At = time.Now()
+			fmt.Fprint(w, `{}`)
+		case applied:
+			fmt.Fprint(w, `{"applied":true}`)
+			return
+		case phase == 1:
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer svc.Close()
+	h.useConfig(fmt.Sprintf(`reconcile:
+  every: 200ms
+actions:
+  payments.refund:
+    connector: http
+    url: %[1]s/refunds
+    confirm_url: %[1]s/refunds/{key}
+    timeout: 10s
+    confirm_timeout: 300ms
+`, svc.URL))
+	h.tune = func(c *consumer.Config) { c.RevokeTimeout = 100 * time.Millisecond }
+	dir := t.TempDir()
+	h.start(dir)
+	h.submitAction("c1", "payments.refund", "order-1", "k1", `{"amount":1}`)
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(1, seen, nil)
+	if s := seen["c1"][0].Record.Status; s != schemas.StatusUnresolved {
+		t.Fatalf("c1: %s", s)
+	}
+	mu.Lock()
+	phase = 2 // the reconciler's confirmation now says "not found": attempt 2 goes out
+	mu.Unlock()
+	select {
+	case <-hung:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no reconcile attempt")
+	}
+	h.stop() // interrupts attempt 2: its intent stays in progress in the journal
+
+	h.start(dir)
+	h.submitAction("c2", "payments.refund", "order-1", "k2", `{"amount":2}`)
+	for total := 2; len(seen["c2"]) == 0; total++ {
+		h.outcomes(total, seen, nil)
+	}
+	var settled bool
+	for _, o := range seen["c1"] {
+		settled = settled || o.Record.Status == schemas.StatusSucceeded
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !settled {
+		t.Fatalf("k1 not settled by confirmation: %+v", seen["c1"])
+	}
+	if k2At.Before(deadline) {
+		t.Fatalf("k2 ran at %s, before k1's inherited attempt deadline %s (two executions of one entity at once)", k2At.Format(time.RFC3339Nano), deadline.Format(time.RFC3339Nano))
+	}
+	if k1Posts != 2 {
+		t.Fatalf("k1 posted %d times, want 2", k1Posts)
+	}
+	st, _, err := h.ex.Store().Lookup("k1")
+	if err != nil || st.Status != schemas.StatusSucceeded {
+		t.Fatalf("k1 record: %s %v", st.Status, err)
+	}
+}

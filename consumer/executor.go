@@ -181,6 +181,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	go e.watchPartitions(rctx, e.cfg.PartitionCheckInterval)
 	e.unresolvedChanged()
 	go e.unresolvedLoop(rctx)
+	go e.pruneLoop(rctx, time.Minute)
 	for {
 		cl, err := e.newClient()
 		if err != nil {

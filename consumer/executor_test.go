@@ -96,7 +96,7 @@ func (h *harness) start(dataDir string) {
 	cfg := consumer.Config{
 		Brokers: h.brokers, Partitions: 3, SessionTimeout: 6 * time.Second,
 		ClockDrift: 100 * time.Millisecond, ExecutorID: "test",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: testLogLevel()})),
 	}
 	if h.tune != nil {
 		h.tune(&cfg)
@@ -291,4 +291,11 @@ func TestDataDirLossRestoresFromJournal(t *testing.T) {
 	if !strings.HasPrefix(seen["a0"][0].Record.Hash, "sha256:") {
 		t.Fatalf("hash: %q", seen["a0"][0].Record.Hash)
 	}
+}
+
+func testLogLevel() slog.Level {
+	if os.Getenv("ONCEFLIGHT_TEST_LOG") == "info" {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
 }

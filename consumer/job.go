@@ -444,6 +444,13 @@ func (c *job) undecodable(r *kgo.Record, err error) {
 }
 
 func (c *job) lookup(key string) (schemas.Record, bool, error) {
+	// This job's own records come first: it may have settled the key
+	// already (an inherited execution settled before a reconcile request).
+	for i := len(c.emits) - 1; i >= 0; i-- {
+		if j := c.emits[i].journal; j != nil && j.IdempotencyKey == key {
+			return *j, true, nil
+		}
+	}
 	if rec, ok := c.p.pendingRecord(key); ok {
 		return rec, true, nil
 	}

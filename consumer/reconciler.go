@@ -38,6 +38,27 @@ func (e *Executor) reconcileLoop(ctx context.Context) {
 			e.log.Warn("reconciler: list unresolved", "err", err)
 			continue
 		}
+		// No record may stay in progress past its deadline without someone
+		// confirming it: one whose deadline (plus drift and a grace for the
+		// owner's own confirmation) has passed gets a reconcile request
+		// too, which inherits it in the entity's single flight.
+		stale, err := e.store.ByStatus(schemas.StatusInProgress, 10000)
+		if err != nil {
+			e.log.Warn("reconciler: list in progress", "err", err)
+		}
+		ownedSet := map[int32]bool{}
+		for _, p := range owned {
+			ownedSet[p] = true
+		}
+		for _, rec := range stale {
+			grace := e.cfg.ClockDrift + e.reconcile.every
+			if a := e.actions[rec.Action]; a != nil {
+				grace += a.policy.ConfirmTimeout
+			}
+			if ownedSet[rec.Command.Partition] && rec.Deadline != nil && time.Since(*rec.Deadline) > grace {
+				recs = append(recs, rec)
+			}
+		}
 		for _, rec := range recs {
 			if rec.FinishedAt != nil && time.Since(*rec.FinishedAt) > e.reconcile.window {
 				continue
