@@ -428,8 +428,6 @@ func TestFencingTokenGrowsPerAttempt(t *testing.T) {
 	h.audit()
 }
 
-
-
 // Issue 7.6: an execution left in progress by an interrupted reconcile
 // attempt is inherited like any other — the re-consumed reconcile request
 // waits for its deadline and confirms — and the entity's next command does

@@ -36,6 +36,12 @@ type serveOptions struct {
 	maxPerPart     int
 	partitions     int
 	maxDataBytes   int
+	maxMsgBytes    int
+	maxBuffered    int
+	maxBufPart     int
+	maxBufBytes    int
+	maxBufEntity   int
+	acceptGap      bool
 	embeddedAddr   string
 	// started, if set, is called with the broker address and the HTTP
 	// address once the executor runs.
@@ -81,6 +87,12 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxPerPart, "max-inflight-per-partition", 0, "concurrent connector executions per partition (0: --max-inflight)")
 	fs.IntVar(&o.partitions, "partitions", 12, "partition count of the topics serve creates")
 	fs.IntVar(&o.maxDataBytes, "max-data-bytes", 512<<10, "largest command data accepted")
+	fs.IntVar(&o.maxMsgBytes, "max-message-bytes", consumer.DefaultMaxMessageBytes, "max.message.bytes of the topics serve creates, and the producer's record limit (existing topics must allow at least this)")
+	fs.IntVar(&o.maxBuffered, "max-buffered", 10000, "commands consumed and not yet answered, per process (the poll loop waits past it)")
+	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", 2000, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", 64<<20, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", 200, "commands queued for one entity (its partition's fetching pauses past it)")
+	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
 	o.embeddedAddr = defaultBrokers
 	return cmd
 }
@@ -117,17 +129,23 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ex, err := consumer.New(consumer.Config{
-		Brokers:                 brokers,
-		Group:                   o.group,
-		Topics:                  o.kf.Topics,
-		Partitions:              o.partitions,
-		SessionTimeout:          o.sessionTimeout,
-		MaxInflight:             o.maxInflight,
-		MaxInflightPerPartition: o.maxPerPart,
-		MaxDataBytes:            o.maxDataBytes,
-		ClockDrift:              o.clockDrift,
-		ExecutorID:              o.executorID,
-		Logger:                  log,
+		Brokers:                      brokers,
+		Group:                        o.group,
+		Topics:                       o.kf.Topics,
+		Partitions:                   o.partitions,
+		SessionTimeout:               o.sessionTimeout,
+		MaxInflight:                  o.maxInflight,
+		MaxInflightPerPartition:      o.maxPerPart,
+		MaxDataBytes:                 o.maxDataBytes,
+		MaxMessageBytes:              o.maxMsgBytes,
+		MaxBuffered:                  o.maxBuffered,
+		MaxBufferedPerPartition:      o.maxBufPart,
+		MaxBufferedBytesPerPartition: o.maxBufBytes,
+		MaxBufferedPerEntity:         o.maxBufEntity,
+		AcceptJournalGap:             o.acceptGap,
+		ClockDrift:                   o.clockDrift,
+		ExecutorID:                   o.executorID,
+		Logger:                       log,
 	}, cfg, store, consumer.WithRegisterer(reg))
 	if err != nil {
 		return usageError{err}

@@ -27,7 +27,11 @@ func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer) http.
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ex.Ready() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready: joining the group or restoring partitions"})
+			reason := "joining the group or restoring partitions"
+			if nr, ok := ex.(interface{ NotReady() string }); ok && nr.NotReady() != "" {
+				reason = nr.NotReady()
+			}
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready: " + reason})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
