@@ -283,6 +283,10 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 				return
 			}
 			st.sem = make(chan struct{}, e.cfg.MaxInflightPerPartition)
+			// A pause is kept by the client across assignments: a
+			// partition held or paused under an earlier ownership would
+			// otherwise never be fetched again.
+			cl.ResumeFetchPartitions(map[string][]int32{e.cfg.Topics.Commands: {p}})
 			e.mu.Lock()
 			if old, ok := e.parts[p]; ok {
 				old.lost.Store(true)
