@@ -87,23 +87,40 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 }
 
 // refreshUnresolved updates the unresolved gauge from the status index.
-// unresolvedChanged marks the unresolved gauge stale. The committer calls
-// it; the count is taken off the committer, at most once a second, since it
-// scans an index.
-func (e *Executor) unresolvedChanged() { e.unresolvedDirty.Store(true) }
-
-func (e *Executor) unresolvedLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+// every runs fn every d until ctx ends (the executor's periodic chores).
+func every(ctx context.Context, d time.Duration, fn func()) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if e.unresolvedDirty.Swap(false) {
-				e.refreshUnresolved()
-			}
+			fn()
 		}
+	}
+}
+
+// unresolvedChanged marks the unresolved gauge stale. The committer calls
+// it; the count is taken off the committer (refreshGauges), since it scans
+// an index.
+func (e *Executor) unresolvedChanged() { e.unresolvedDirty.Store(true) }
+
+// refreshGauges sets the gauges that are derived from state rather than
+// counted where the state changes: the unresolved records (when marked
+// stale), held partitions, and partitions paused by their buffer bounds.
+func (e *Executor) refreshGauges() {
+	if e.unresolvedDirty.Swap(false) {
+		e.refreshUnresolved()
+	}
+	e.mu.Lock()
+	e.m.heldParts.Set(float64(len(e.held)))
+	e.mu.Unlock()
+	if p := e.pipe.Load(); p != nil {
+		e.m.paused.Set(float64(p.pausedCount()))
 	}
 }
 
@@ -115,34 +132,25 @@ func (e *Executor) refreshUnresolved() {
 	e.m.unresolved.Set(float64(len(recs)))
 }
 
-// pruneLoop keeps Pebble's size following retention (not traffic): every
-// minute, records past dedupe_retention shrink to key stubs and keys past
+// prune (run every minute) keeps Pebble's size following retention, not
+// traffic: records past dedupe_retention shrink to key stubs and keys past
 // key_memory are deleted (dedupe.Store.Prune, bounded per call). The same
 // retention drives replay (key_expired), so a stub is never replayed as a
 // result.
-func (e *Executor) pruneLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+func (e *Executor) prune(ctx context.Context) {
+	for ctx.Err() == nil {
+		st, err := e.store.Prune(ctx, time.Now(), e.retention.keep, e.retention.memory)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("prune dedupe index", "err", err)
+			}
+			break
 		}
-		for ctx.Err() == nil {
-			st, err := e.store.Prune(ctx, time.Now(), e.retention.keep, e.retention.memory)
-			if err != nil {
-				if ctx.Err() == nil {
-					e.log.Warn("prune dedupe index", "err", err)
-				}
-				break
-			}
-			if st.Stubbed+st.Forgotten > 0 {
-				e.log.Debug("dedupe index pruned", "stubbed", st.Stubbed, "forgotten", st.Forgotten)
-			}
-			if !st.More {
-				break
-			}
+		if st.Stubbed+st.Forgotten > 0 {
+			e.log.Debug("dedupe index pruned", "stubbed", st.Stubbed, "forgotten", st.Forgotten)
+		}
+		if !st.More {
+			break
 		}
 	}
 }

@@ -289,11 +289,18 @@ func (c *committer) loop(ctx context.Context) error {
 func (c *committer) take() []entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n, bytes := 0, 0
-	for n < len(c.queue) && n < maxFlushEntries {
-		bytes += c.queue[n].size()
-		if n > 0 && bytes > maxFlushBytes {
+	// Entries with nothing to publish (a reconcile request that settled
+	// nothing) do not count: a prefix made only of them would publish
+	// nothing, and could not commit its offsets.
+	n, counted, bytes := 0, 0, 0
+	for n < len(c.queue) && counted < maxFlushEntries {
+		sz := c.queue[n].size()
+		bytes += sz
+		if counted > 0 && bytes > maxFlushBytes {
 			break
+		}
+		if sz > 0 {
+			counted++
 		}
 		n++
 	}

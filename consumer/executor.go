@@ -120,12 +120,9 @@ func (e *Executor) NotReady() string {
 	if err := e.Halted(); err != nil {
 		return "halted: " + err.Error()
 	}
-	e.mu.Lock()
-	for p, err := range e.held {
-		e.mu.Unlock()
-		return fmt.Sprintf("partition %d held: %v", p, err)
+	if reason := e.heldReason(); reason != "" {
+		return reason
 	}
-	e.mu.Unlock()
 	if !e.ready.Load() {
 		return "not consuming yet"
 	}
@@ -177,11 +174,11 @@ func (e *Executor) Run(ctx context.Context) error {
 	}
 	rctx, stopReconciler := context.WithCancel(ctx)
 	defer stopReconciler()
-	go e.reconcileLoop(rctx)
+	go every(rctx, e.reconcile.every, func() { e.reconcileOnce(rctx) })
 	go e.watchPartitions(rctx, e.cfg.PartitionCheckInterval)
 	e.unresolvedChanged()
-	go e.unresolvedLoop(rctx)
-	go e.pruneLoop(rctx, time.Minute)
+	go every(rctx, time.Second, e.refreshGauges)
+	go every(rctx, time.Minute, func() { e.prune(rctx) })
 	for {
 		cl, err := e.newClient()
 		if err != nil {
@@ -252,8 +249,24 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 // refused by its fence anyway.
 func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	ps := assigned[e.cfg.Topics.Commands]
+	if len(ps) == 0 {
+		e.ready.Store(true)
+		return
+	}
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.RestoreTimeout)
 	defer cancel()
+	// A restarted executor keeps its transactional id: loading the
+	// producer id now aborts the transaction its previous incarnation left
+	// open, instead of restores waiting for it to time out.
+	if _, _, err := cl.ProducerID(rctx); err != nil {
+		e.log.Warn("init producer id before restore", "err", err)
+	}
+	as, err := e.loadAssignment(rctx)
+	if err != nil {
+		e.log.Error("restore failed; rejoining the group", "partitions", ps, "err", err)
+		e.restoreFailed.Store(true)
+		return
+	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 4)
 	for _, p := range ps {
@@ -268,7 +281,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			st, err := e.restore(rctx, cl, p)
+			st, err := e.restore(rctx, cl, as, p)
 			if errors.Is(err, errJournalGap) {
 				e.hold(cl, p, err)
 				return
@@ -298,10 +311,17 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 		}()
 	}
 	wg.Wait()
-	e.mu.Lock()
-	e.m.heldParts.Set(float64(len(e.held)))
-	e.mu.Unlock()
 	e.ready.Store(true)
+}
+
+// heldReason names one held partition and why, "" if none is held.
+func (e *Executor) heldReason() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for p, err := range e.held {
+		return fmt.Sprintf("partition %d held: %v", p, err)
+	}
+	return ""
 }
 
 // hold keeps an assigned partition unprocessed: its fetching is paused and
@@ -312,7 +332,6 @@ func (e *Executor) hold(cl *kgo.Client, p int32, reason error) {
 	cl.PauseFetchPartitions(map[string][]int32{e.cfg.Topics.Commands: {p}})
 	e.mu.Lock()
 	e.held[p] = reason
-	e.m.heldParts.Set(float64(len(e.held)))
 	e.mu.Unlock()
 }
 

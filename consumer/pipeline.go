@@ -54,11 +54,13 @@ type pipeline struct {
 	broken chan error
 }
 
+// entityQueue is guarded by pipeline.mu.
 type entityQueue struct {
 	items []*item
 	hot   bool // counted in its partition's buf.hot
 }
 
+// versionEntry is guarded by pipeline.mu.
 type versionEntry struct {
 	v int64
 	// owner is the partition ownership the version was computed under; an
@@ -313,20 +315,37 @@ func (p *pipeline) unbuffer(st *partState, it *item) {
 // bound (count, bytes, or an entity over its own bound) and resumes it once
 // it is down to half, so a hot entity or partition waits alone while the
 // rest of the process keeps consuming (p.mu held).
+//
+// A partition that is no longer ours is left alone: its next assignment
+// resumes it (onAssigned).
 func (p *pipeline) checkPause(st *partState) {
 	cfg := &p.e.cfg
-	topic := map[string][]int32{cfg.Topics.Commands: {st.p}}
+	if st.lost.Load() {
+		return
+	}
 	switch {
 	case !st.buf.paused && (st.buf.n >= cfg.MaxBufferedPerPartition || st.buf.bytes >= cfg.MaxBufferedBytesPerPartition || st.buf.hot > 0):
 		st.buf.paused = true
-		p.cl.PauseFetchPartitions(topic)
-		p.e.m.paused.Inc()
+		p.cl.PauseFetchPartitions(map[string][]int32{cfg.Topics.Commands: {st.p}})
 		p.e.log.Debug("partition paused: buffered commands at their bound", "partition", st.p, "buffered", st.buf.n, "bytes", st.buf.bytes, "hot_entities", st.buf.hot)
 	case st.buf.paused && st.buf.n <= cfg.MaxBufferedPerPartition/2 && st.buf.bytes <= cfg.MaxBufferedBytesPerPartition/2 && st.buf.hot == 0:
 		st.buf.paused = false
-		p.cl.ResumeFetchPartitions(topic)
-		p.e.m.paused.Dec()
+		p.cl.ResumeFetchPartitions(map[string][]int32{cfg.Topics.Commands: {st.p}})
 	}
+}
+
+// pausedCount is the number of owned partitions paused by their bounds.
+func (p *pipeline) pausedCount() int {
+	states := p.e.ownedStates()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, st := range states {
+		if st.buf.paused {
+			n++
+		}
+	}
+	return n
 }
 
 // stage hands a finished job to the committer and makes its records

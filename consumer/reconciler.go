@@ -11,61 +11,49 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// reconcileLoop asks, every `reconcile.every`, that each unresolved record
-// of an owned partition be confirmed again, for `reconcile.for` after it
-// became unresolved. It does not confirm by itself: it publishes a
+// reconcileOnce (run every `reconcile.every`) asks that each unresolved
+// record of an owned partition be confirmed again, for `reconcile.for`
+// after it became unresolved. It does not confirm by itself: it publishes a
 // onceflight.reconcile control command to the entity's partition, so the
 // confirmation runs in the entity's single flight, under the owner's fence,
 // and its result is journaled and published like any other.
-func (e *Executor) reconcileLoop(ctx context.Context) {
-	if e.reconcile.every <= 0 {
+func (e *Executor) reconcileOnce(ctx context.Context) {
+	owned := e.Owned()
+	if len(owned) == 0 {
 		return
 	}
-	t := time.NewTicker(e.reconcile.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	recs, err := e.store.Unresolved(owned, 10000)
+	if err != nil {
+		e.log.Warn("reconciler: list unresolved", "err", err)
+		return
+	}
+	// No record may stay in progress past its deadline without someone
+	// confirming it: one whose deadline (plus drift and a grace for the
+	// owner's own confirmation) has passed gets a reconcile request
+	// too, which inherits it in the entity's single flight.
+	stale, err := e.store.ByStatus(schemas.StatusInProgress, 10000)
+	if err != nil {
+		e.log.Warn("reconciler: list in progress", "err", err)
+	}
+	ownedSet := map[int32]bool{}
+	for _, p := range owned {
+		ownedSet[p] = true
+	}
+	for _, rec := range stale {
+		grace := e.cfg.ClockDrift + e.reconcile.every
+		if a := e.actions[rec.Action]; a != nil {
+			grace += a.policy.ConfirmTimeout
 		}
-		owned := e.Owned()
-		if len(owned) == 0 {
+		if ownedSet[rec.Command.Partition] && rec.Deadline != nil && time.Since(*rec.Deadline) > grace {
+			recs = append(recs, rec)
+		}
+	}
+	for _, rec := range recs {
+		if rec.FinishedAt != nil && time.Since(*rec.FinishedAt) > e.reconcile.window {
 			continue
 		}
-		recs, err := e.store.Unresolved(owned, 10000)
-		if err != nil {
-			e.log.Warn("reconciler: list unresolved", "err", err)
-			continue
-		}
-		// No record may stay in progress past its deadline without someone
-		// confirming it: one whose deadline (plus drift and a grace for the
-		// owner's own confirmation) has passed gets a reconcile request
-		// too, which inherits it in the entity's single flight.
-		stale, err := e.store.ByStatus(schemas.StatusInProgress, 10000)
-		if err != nil {
-			e.log.Warn("reconciler: list in progress", "err", err)
-		}
-		ownedSet := map[int32]bool{}
-		for _, p := range owned {
-			ownedSet[p] = true
-		}
-		for _, rec := range stale {
-			grace := e.cfg.ClockDrift + e.reconcile.every
-			if a := e.actions[rec.Action]; a != nil {
-				grace += a.policy.ConfirmTimeout
-			}
-			if ownedSet[rec.Command.Partition] && rec.Deadline != nil && time.Since(*rec.Deadline) > grace {
-				recs = append(recs, rec)
-			}
-		}
-		for _, rec := range recs {
-			if rec.FinishedAt != nil && time.Since(*rec.FinishedAt) > e.reconcile.window {
-				continue
-			}
-			if err := e.requestReconcile(ctx, rec); err != nil {
-				e.log.Warn("reconciler: request", "key", rec.IdempotencyKey, "err", err)
-			}
+		if err := e.requestReconcile(ctx, rec); err != nil {
+			e.log.Warn("reconciler: request", "key", rec.IdempotencyKey, "err", err)
 		}
 	}
 }

@@ -24,10 +24,10 @@ var errJournalGap = errors.New("journal gap")
 // restore makes Pebble a faithful cache of journal partition p and takes
 // ownership of it with a new epoch:
 //
-//  1. find the journal's bounds. If the log starts after the last offset
-//     Pebble holds, records were deleted unread: accepted only when they
-//     are older than key_memory (time retention did it), else the
-//     partition is held (errJournalGap);
+//  1. take the journal's bounds (read once per assignment). If the log
+//     starts after the last offset Pebble holds, records were deleted
+//     unread: accepted only when they are older than key_memory (time
+//     retention did it), else the partition is held (errJournalGap);
 //  2. catch up through the high watermark, waiting for open transactions
 //     there to end;
 //  3. write an epoch marker, fenced like every journal write: it goes
@@ -41,14 +41,8 @@ var errJournalGap = errors.New("journal gap")
 // records) and above the journal's end offset, and offsets never repeat.
 // Every epoch is chosen this way, so each is at most its marker's offset+1,
 // and a later owner, which reads a later end offset, picks a larger one.
-func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partState, error) {
+func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, p int32) (*partState, error) {
 	start := time.Now()
-	// A restarted executor keeps its transactional id: loading the
-	// producer id now aborts the transaction its previous incarnation left
-	// open, instead of waiting for it to time out below.
-	if _, _, err := cl.ProducerID(ctx); err != nil {
-		e.log.Warn("init producer id before restore", "err", err)
-	}
 	prog, err := e.store.Progress(p)
 	if err != nil {
 		return nil, fmt.Errorf("restore partition %d: %w", p, err)
@@ -56,7 +50,7 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partS
 	// Through the high watermark, not just the stable offset: an epoch
 	// marker behind a previous owner's open transaction would otherwise be
 	// missed.
-	lo, hi, err := e.journalBounds(ctx, p)
+	lo, hi, err := as.journalBounds(p)
 	if err != nil {
 		return nil, err
 	}
@@ -66,16 +60,21 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partS
 			"state_offset", prog.JournalOffset, "log_start", lo, "log_end", hi)
 		prog.JournalOffset = lo
 	}
-	cu, err := e.catchUp(ctx, p, prog, hi, gap)
+	rd, err := e.journalReader(p, prog.JournalOffset)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	cu, err := e.catchUp(ctx, rd, p, prog, hi, gap)
 	if err != nil {
 		return nil, err
 	}
 	epoch := max(cu.Epoch+1, hi+1)
-	fence, err := e.fenceOffset(ctx, p)
+	fence, err := as.fenceOffset(p)
 	if err != nil {
 		return nil, err
 	}
-	pipe, err := e.waitPipeline(ctx)
+	pipe, err := e.waitPipeline(ctx, cl)
 	if err != nil {
 		return nil, fmt.Errorf("restore partition %d: %w", p, err)
 	}
@@ -83,7 +82,7 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partS
 	if err != nil {
 		return nil, fmt.Errorf("restore partition %d: epoch marker: %w", p, err)
 	}
-	cu, err = e.catchUp(ctx, p, cu, off+1, false)
+	cu, err = e.catchUp(ctx, rd, p, cu, off+1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -94,11 +93,13 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, p int32) (*partS
 	return newPartState(p, cu), nil
 }
 
-// waitPipeline returns the pipeline of the current client. The group can
-// assign partitions before the poll loop has published it.
-func (e *Executor) waitPipeline(ctx context.Context) (*pipeline, error) {
+// waitPipeline returns the pipeline of client cl. The group can assign
+// partitions before the poll loop has published it; a pipeline of another
+// client (a callback of a client being closed) is never returned, since its
+// transactions carry another membership.
+func (e *Executor) waitPipeline(ctx context.Context, cl *kgo.Client) (*pipeline, error) {
 	for {
-		if p := e.pipe.Load(); p != nil {
+		if p := e.pipe.Load(); p != nil && p.cl == cl {
 			return p, nil
 		}
 		select {
@@ -109,22 +110,44 @@ func (e *Executor) waitPipeline(ctx context.Context) (*pipeline, error) {
 	}
 }
 
-// journalBounds is the log start and high watermark of journal partition p.
-func (e *Executor) journalBounds(ctx context.Context, p int32) (lo, hi int64, err error) {
+// assignment is what the restores of one assignment read from the broker
+// once, instead of once per partition: the journal's bounds and the group's
+// committed offsets.
+type assignment struct {
+	e              *Executor
+	starts, ends   kadm.ListedOffsets
+	committed      kadm.OffsetResponses
+	commandsStarts kadm.ListedOffsets
+}
+
+func (e *Executor) loadAssignment(ctx context.Context) (*assignment, error) {
 	adm := kadm.NewClient(e.plain)
-	ends, err := adm.ListEndOffsets(ctx, e.cfg.Topics.Journal)
-	if err != nil {
-		return 0, 0, fmt.Errorf("restore partition %d: list end offsets: %w", p, err)
+	as := &assignment{e: e}
+	var err error
+	if as.ends, err = adm.ListEndOffsets(ctx, e.cfg.Topics.Journal); err != nil {
+		return nil, fmt.Errorf("restore: list journal end offsets: %w", err)
 	}
-	end, ok := ends.Lookup(e.cfg.Topics.Journal, p)
+	if as.starts, err = adm.ListStartOffsets(ctx, e.cfg.Topics.Journal); err != nil {
+		return nil, fmt.Errorf("restore: list journal start offsets: %w", err)
+	}
+	if as.committed, err = adm.FetchOffsets(ctx, e.cfg.Group); err != nil {
+		return nil, fmt.Errorf("restore: fetch committed offsets: %w", err)
+	}
+	if as.commandsStarts, err = adm.ListStartOffsets(ctx, e.cfg.Topics.Commands); err != nil {
+		return nil, fmt.Errorf("restore: list command start offsets: %w", err)
+	}
+	return as, nil
+}
+
+// journalBounds is the log start and high watermark of journal partition
+// p, read when the assignment began (before any of its markers).
+func (as *assignment) journalBounds(p int32) (lo, hi int64, err error) {
+	t := as.e.cfg.Topics.Journal
+	end, ok := as.ends.Lookup(t, p)
 	if !ok || end.Err != nil {
-		return 0, 0, fmt.Errorf("restore partition %d: journal %s has no partition %d (partition counts differ?): %v", p, e.cfg.Topics.Journal, p, end.Err)
+		return 0, 0, fmt.Errorf("restore partition %d: journal %s has no partition %d (partition counts differ?): %v", p, t, p, end.Err)
 	}
-	starts, err := adm.ListStartOffsets(ctx, e.cfg.Topics.Journal)
-	if err != nil {
-		return 0, 0, fmt.Errorf("restore partition %d: list start offsets: %w", p, err)
-	}
-	st, ok := starts.Lookup(e.cfg.Topics.Journal, p)
+	st, ok := as.starts.Lookup(t, p)
 	if !ok || st.Err != nil {
 		return 0, 0, fmt.Errorf("restore partition %d: no start offset: %v", p, st.Err)
 	}
@@ -135,53 +158,49 @@ func (e *Executor) journalBounds(ctx context.Context, p int32) (lo, hi int64, er
 // partition p: the group's committed offset (or the log start when there
 // is none, where franz-go would start too). Committing it changes nothing
 // for the owner and is refused for anyone else.
-func (e *Executor) fenceOffset(ctx context.Context, p int32) (int64, error) {
-	adm := kadm.NewClient(e.plain)
-	offs, err := adm.FetchOffsets(ctx, e.cfg.Group)
-	if err != nil {
-		return 0, fmt.Errorf("restore partition %d: fetch committed offsets: %w", p, err)
-	}
-	if o, ok := offs.Lookup(e.cfg.Topics.Commands, p); ok && o.Err == nil && o.At >= 0 {
+func (as *assignment) fenceOffset(p int32) (int64, error) {
+	t := as.e.cfg.Topics.Commands
+	if o, ok := as.committed.Lookup(t, p); ok && o.Err == nil && o.At >= 0 {
 		return o.At, nil
 	}
-	starts, err := adm.ListStartOffsets(ctx, e.cfg.Topics.Commands)
-	if err != nil {
-		return 0, fmt.Errorf("restore partition %d: list command start offsets: %w", p, err)
-	}
-	st, ok := starts.Lookup(e.cfg.Topics.Commands, p)
+	st, ok := as.commandsStarts.Lookup(t, p)
 	if !ok || st.Err != nil {
-		return 0, fmt.Errorf("restore partition %d: commands %s has no partition %d: %v", p, e.cfg.Topics.Commands, p, st.Err)
+		return 0, fmt.Errorf("restore partition %d: commands %s has no partition %d: %v", p, t, p, st.Err)
 	}
 	return st.Offset, nil
 }
 
-// catchUp applies journal partition p from prog.JournalOffset through
-// offset target-1 and returns the new progress, which it also stores. It
-// reads committed data only, so it waits for open transactions below target
+// journalReader reads journal partition p from offset from, committed
+// data only. Control records are kept: they show where transactions
+// ended, so the reader sees an offset at or past every transaction's end
+// and knows it reached its target even when the tail is a commit marker.
+func (e *Executor) journalReader(p int32, from int64) (*kgo.Client, error) {
+	rd, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(e.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+			e.cfg.Topics.Journal: {p: kgo.NewOffset().At(from)},
+		}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxPartitionBytes(int32(max(e.cfg.MaxMessageBytes, 1<<20))),
+		kgo.KeepControlRecords(),
+	}, e.opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("restore partition %d: journal reader: %w", p, err)
+	}
+	return rd, nil
+}
+
+// catchUp applies journal partition p from prog.JournalOffset (where rd is
+// positioned) through offset target-1 and returns the new progress, which
+// it also stores. It reads committed data only, so it waits for open transactions below target
 // to end (bounded by the transaction timeout, plus a margin).
 //
 // afterGap says records before prog.JournalOffset were deleted unread: the
 // first record read then tells their age (they are older than it).
-func (e *Executor) catchUp(ctx context.Context, p int32, prog dedupe.Progress, target int64, afterGap bool) (dedupe.Progress, error) {
+func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog dedupe.Progress, target int64, afterGap bool) (dedupe.Progress, error) {
 	if prog.JournalOffset >= target {
 		return prog, nil
 	}
-	rd, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(e.cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-			e.cfg.Topics.Journal: {p: kgo.NewOffset().At(prog.JournalOffset)},
-		}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxPartitionBytes(int32(max(e.cfg.MaxMessageBytes, 1<<20))),
-		// Control records show where transactions ended, so the reader
-		// sees an offset at or past every transaction's end, and knows
-		// it reached target even when the tail is a commit marker.
-		kgo.KeepControlRecords(),
-	}, e.opts...)...)
-	if err != nil {
-		return prog, fmt.Errorf("catch up partition %d: %w", p, err)
-	}
-	defer rd.Close()
 
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.TransactionTimeout+20*time.Second)
 	defer cancel()
