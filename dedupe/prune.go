@@ -555,6 +555,12 @@ func (p *pruner) scan(lower, upper []byte, n int) ([]candidate, bool, error) {
 //   - otherwise the record is re-read and the decision made on what is
 //     stored now, not on what the scan saw.
 func (p *pruner) apply(ph phase, cands []candidate, gen uint64) error {
+	return p.locked(func(pr *pointReader, pb *pebble.Batch) error { return p.applyLocked(pr, pb, ph, cands, gen) })
+}
+
+// locked runs fn under s.mu with a point reader and a batch of its own:
+// nothing commits between what fn reads and what it writes.
+func (p *pruner) locked(fn func(*pointReader, *pebble.Batch) error) error {
 	if h := p.s.pruneHook; h != nil {
 		h()
 	}
@@ -571,6 +577,11 @@ func (p *pruner) apply(ph phase, cands []candidate, gen uint64) error {
 	defer pr.close()
 	pb := s.db.NewBatch()
 	defer pb.Close()
+	return fn(pr, pb)
+}
+
+func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands []candidate, gen uint64) error {
+	s := p.s
 	var stubKeys []string
 	var leftFrom []byte            // first entry left in place, if any
 	forgotten := map[string]bool{} // entities deleted in this batch
@@ -733,22 +744,11 @@ func (p *pruner) backfill(ctx context.Context) error {
 }
 
 func (p *pruner) backfillChunk(cands []candidate, next []byte) error {
-	if h := p.s.pruneHook; h != nil {
-		h()
-	}
+	return p.locked(func(pr *pointReader, pb *pebble.Batch) error { return p.backfillLocked(pr, pb, cands, next) })
+}
+
+func (p *pruner) backfillLocked(pr *pointReader, pb *pebble.Batch, cands []candidate, next []byte) error {
 	s := p.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	pr, err := s.newPointReader()
-	if err != nil {
-		return err
-	}
-	defer pr.close()
-	pb := s.db.NewBatch()
-	defer pb.Close()
 	var added []string
 	for i := range cands {
 		rec, found, err := p.fresh(pr, &cands[i])
