@@ -234,3 +234,42 @@ func TestPanickingConnectorIsAmbiguous(t *testing.T) {
 		t.Fatalf("panicking confirm: %+v", d)
 	}
 }
+
+// A hook that used up more than half of the attempt's time (a slow intent
+// commit) is called again with a fresh deadline, and the attempt leaves
+// with the deadline the hook recorded last; each call may set its own
+// fencing token.
+func TestBeforeAttemptRetakesAUsedUpDeadline(t *testing.T) {
+	f := ct.NewFaulty()
+	p := fastPolicy()
+	var calls []time.Time
+	var token int64
+	d := connectors.Perform(context.Background(), f, req("k"), p, connectors.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
+		calls = append(calls, r.Deadline)
+		token++
+		r.FencingToken = token
+		if len(calls) == 1 {
+			time.Sleep(time.Until(r.Deadline) - p.Timeout/4) // the commit stalls
+		}
+		return nil
+	}))
+	if d.Outcome != connectors.OutcomeSucceeded || len(calls) != 2 {
+		t.Fatalf("decision %+v after %d hook calls", d, len(calls))
+	}
+	dls := f.Deadlines("k")
+	if len(dls) != 1 || !dls[0].Equal(calls[1]) || !calls[1].After(calls[0]) {
+		t.Fatalf("executed with %v, hook recorded %v", dls, calls)
+	}
+}
+
+// A StopError from the hook ends the call without sending: failed with its
+// code when nothing may have happened.
+func TestBeforeAttemptStop(t *testing.T) {
+	f := ct.NewFaulty()
+	d := connectors.Perform(context.Background(), f, req("k"), fastPolicy(), connectors.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
+		return &connectors.StopError{Code: "expired", Message: "deadline passed"}
+	}))
+	if d.Outcome != connectors.OutcomeFailed || d.Code != "expired" || f.Executions("k") != 0 {
+		t.Fatalf("decision %+v, executions %d", d, f.Executions("k"))
+	}
+}

@@ -452,11 +452,7 @@ type txn struct {
 
 func (c *committer) encode(queue []entry) *txn {
 	e := c.e
-	tx := &txn{ob: outbox.NewBatch(outbox.Topics{
-		Journal: e.cfg.Topics.Journal, Outcomes: e.cfg.Topics.Outcomes,
-		Deadletter: e.cfg.Topics.Deadletter, Commands: e.cfg.Topics.Commands, Partitions: e.counts,
-		MaxRecordBytes: e.cfg.MaxMessageBytes,
-	}), heads: map[*partState]string{}}
+	tx := &txn{ob: outbox.NewBatch(e.obTopics), heads: map[*partState]string{}}
 	ob := tx.ob
 	for _, en := range queue {
 		if m := en.marker; m != nil {

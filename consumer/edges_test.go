@@ -21,6 +21,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/audit"
+	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -532,4 +533,72 @@ actions:
 	if err != nil || st.Status != schemas.StatusSucceeded {
 		t.Fatalf("k1 record: %s %v", st.Status, err)
 	}
+}
+
+// Issue 7.7: a misrouted command whose forwarded copy would not fit the
+// commands topic is not executed out of place and does not hold up other
+// work: it is deadlettered by reference and answered too_large.
+func TestForwardTooLargeIsAnsweredNotStuck(t *testing.T) {
+	h := newHarness(t)
+	h.tune = func(c *consumer.Config) { c.MaxMessageBytes, c.MaxDataBytes = 64<<10, 32<<10 }
+	h.start(t.TempDir())
+	c := schemas.Command{ID: "big", Source: "test", Type: "noop.ping", Subject: "order-1", IdempotencyKey: "k1", Data: []byte(`{}`)}
+	r, err := schemas.EncodeCommand(c, schemas.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic = "onceflight.commands"
+	// Baggage that brings the command just under the topic's limit: it
+	// fits, its forwarded copy (two more headers) does not.
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: "x-baggage"})
+	bag := &r.Headers[len(r.Headers)-1]
+	for outbox.RecordSize(r) < 64<<10-30 {
+		bag.Value = append(bag.Value, 'b')
+	}
+	// A producer with another partitioner: the entity's records land on
+	// the wrong partition.
+	r.Partition = (partitioner.ForEntity("order-1", 3) + 1) % 3
+	manual, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer manual.Close()
+	if err := manual.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h.submit("small", "order-2", "k2", `{}`)
+	seen := map[string][]schemas.Outcome{}
+	var dead []*kgo.Record
+	h.outcomes(2, seen, &dead)
+	o := seen["big"]
+	if len(o) != 1 || o[0].Record.Status != schemas.StatusRejected || o[0].Record.Error == nil || o[0].Record.Error.Code != schemas.CodeTooLarge {
+		t.Fatalf("big: %+v (all: %+v)", o, seen)
+	}
+	if seen["small"][0].Record.Status != schemas.StatusSucceeded {
+		t.Fatalf("small: %+v", seen["small"])
+	}
+	if n := h.effectCount()["k1"]; n != 0 {
+		t.Fatalf("k1 executed %d times", n)
+	}
+	for len(dead) == 0 {
+		h.outcomes(0, seen, &dead)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, d := range h.cl.PollFetches(ctx).Records() {
+			if d.Topic == "onceflight.deadletter" {
+				dead = append(dead, d)
+			}
+		}
+		cancel()
+	}
+	omitted := ""
+	for _, hd := range dead[0].Headers {
+		if hd.Key == schemas.HeaderDeadletterOmitted {
+			omitted = string(hd.Value)
+		}
+	}
+	if dead[0].Value != nil || !strings.Contains(omitted, "value") {
+		t.Fatalf("deadletter not by reference: %d bytes, omitted %q", len(dead[0].Value), omitted)
+	}
+	h.stop()
+	h.audit()
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/outbox"
 )
 
 // errFenced means this process no longer owns a partition it tried to write
@@ -45,6 +46,8 @@ type Executor struct {
 	plain  *kgo.Client
 	nPart  int            // partitions of the commands (= journal) topic
 	counts map[string]int // partitions per topic, for outbox routing
+	// obTopics places and size-checks what the committer publishes.
+	obTopics outbox.Topics
 	// commandsID is the commands topic's id (TxnOffsetCommit v6+).
 	commandsID [16]byte
 

@@ -403,9 +403,9 @@ func (c *job) replay(cmd schemas.Command, prev schemas.Record) {
 // tooLargeToForward answers a misrouted command whose copy would not fit
 // the commands topic: deadlettered (by reference: the original stays at its
 // offset) and rejected too_large, never executed out of place.
-func (c *job) tooLargeToForward(r *kgo.Record, cmd schemas.Command) {
+func (c *job) tooLargeToForward(r *kgo.Record, cmd schemas.Command, err error) {
 	c.e.m.tooLarge.Inc()
-	msg := tooLargeMessage("a forwarded copy of the command", copySize(r, 2), c.e.cfg.MaxMessageBytes)
+	msg := err.Error()
 	c.add(emit{deadletter: r, reason: "too_large: " + msg})
 	now := time.Now().UTC()
 	rec := c.base(cmd)

@@ -112,11 +112,11 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		// Never executed where it landed (SPEC §4): the entity's owner is
 		// whoever owns partition want.
 		j := &job{p: p, e: e}
-		if e.forwardFits(r) {
+		if _, err := e.obTopics.ForwardCopy(r, cmd.Subject, want); err != nil {
+			j.tooLargeToForward(r, cmd, err)
+		} else {
 			e.m.forwarded.Inc()
 			j.add(emit{forward: r, entity: cmd.Subject, to: want})
-		} else {
-			j.tooLargeToForward(r, cmd)
 		}
 		p.addBuffered(1)
 		p.stage(st, r.Offset, j)

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -69,21 +67,6 @@ func (e *Executor) fit(rec *schemas.Record) bool {
 		rec.Error.Message = rec.Error.Message[:1024] + " …[truncated]"
 	}
 	return true
-}
-
-// copySize is the size of a copy of r with extra headers, as a producer
-// counts it (key, value, headers, and record framing).
-func copySize(r *kgo.Record, extraHeaders int) int {
-	n := len(r.Key) + len(r.Value) + 64 + extraHeaders*96
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value) + 8
-	}
-	return n
-}
-
-// forwardFits reports whether a forwarded copy of r fits the commands topic.
-func (e *Executor) forwardFits(r *kgo.Record) bool {
-	return copySize(r, 2)+recordOverhead/4 <= e.cfg.MaxMessageBytes
 }
 
 func tooLargeMessage(what string, size, limit int) string {

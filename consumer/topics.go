@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/onceflight/onceflight/outbox"
 )
 
 // The journal is the source of truth only while it is complete. Three
@@ -72,6 +74,11 @@ func (e *Executor) ensureTopics(ctx context.Context) error {
 		return err
 	}
 	e.counts = counts
+	e.obTopics = outbox.Topics{
+		Journal: e.cfg.Topics.Journal, Outcomes: e.cfg.Topics.Outcomes,
+		Deadletter: e.cfg.Topics.Deadletter, Commands: e.cfg.Topics.Commands, Partitions: counts,
+		MaxRecordBytes: e.cfg.MaxMessageBytes,
+	}
 	e.commandsID = ids[e.cfg.Topics.Commands]
 	nc, nj := counts[e.cfg.Topics.Commands], counts[e.cfg.Topics.Journal]
 	if nc == 0 || nc != nj {

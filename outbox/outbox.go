@@ -159,11 +159,11 @@ func (b *Batch) Outcome(rec schemas.Record, causationID string, replayed bool) e
 // key) that names the source offset, where the bytes stay.
 func (b *Batch) Deadletter(orig *kgo.Record, reason string) {
 	var r *kgo.Record
-	if deadletterSize(orig, reason) <= b.topics.limit() {
+	if deadletterSize(orig, reason) <= b.topics.Limit() {
 		r = schemas.DeadletterRecord(orig, reason)
 	} else {
 		r = schemas.DeadletterReference(orig, reason, func(r *kgo.Record) bool {
-			return RecordSize(r) <= b.topics.limit()
+			return RecordSize(r) <= b.topics.Limit()
 		})
 	}
 	r.Topic = b.topics.Deadletter
@@ -176,17 +176,28 @@ func (b *Batch) Deadletter(orig *kgo.Record, reason string) {
 // error wraps ErrTooLarge, and the caller deadletters the command (by
 // reference, see Deadletter) and answers it too_large.
 func (b *Batch) Forward(orig *kgo.Record, entity string, to int32) error {
+	r, err := b.topics.ForwardCopy(orig, entity, to)
+	if err != nil {
+		return err
+	}
+	b.entries = append(b.entries, Entry{Kind: KindForward, Record: r})
+	return nil
+}
+
+// ForwardCopy is the copy Forward stages for a misrouted command, or an
+// error wrapping ErrTooLarge when that copy would not fit the commands
+// topic. The executor asks before it decides how to answer the command.
+func (t Topics) ForwardCopy(orig *kgo.Record, entity string, to int32) (*kgo.Record, error) {
 	hs := append([]kgo.RecordHeader(nil), orig.Headers...)
 	hs = append(hs,
 		kgo.RecordHeader{Key: HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(orig.Partition)))},
 		kgo.RecordHeader{Key: HeaderForwardedFromOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
 	)
-	r := &kgo.Record{Topic: b.topics.Commands, Partition: to, Key: []byte(entity), Value: orig.Value, Headers: hs}
-	if err := b.topics.check("forwarded command", r); err != nil {
-		return err
+	r := &kgo.Record{Topic: t.Commands, Partition: to, Key: []byte(entity), Value: orig.Value, Headers: hs}
+	if err := t.check("forwarded command", r); err != nil {
+		return nil, err
 	}
-	b.entries = append(b.entries, Entry{Kind: KindForward, Record: r})
-	return nil
+	return r, nil
 }
 
 // deadletterSize is RecordSize(schemas.DeadletterRecord(orig, reason))

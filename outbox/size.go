@@ -75,23 +75,20 @@ func varintLen(n int) int {
 	return l
 }
 
-// limit is the largest RecordSize the batch stages.
-func (t Topics) limit() int {
+// Limit is the largest RecordSize a batch for these topics stages:
+// MaxRecordBytes, or DefaultMaxMessageBytes when that is 0. Configure the
+// producer with kgo.ProducerBatchMaxBytes(int32(t.Limit())) or more, and the
+// topics with max.message.bytes of at least this.
+func (t Topics) Limit() int {
 	if t.MaxRecordBytes > 0 {
 		return t.MaxRecordBytes
 	}
 	return DefaultMaxMessageBytes
 }
 
-// Limit is the largest RecordSize a batch for these topics stages:
-// MaxRecordBytes, or DefaultMaxMessageBytes when that is 0. Configure the
-// producer with kgo.ProducerBatchMaxBytes(int32(t.Limit())) or more, and the
-// topics with max.message.bytes of at least this.
-func (t Topics) Limit() int { return t.limit() }
-
 // check returns an error wrapping ErrTooLarge when r is over the limit.
 func (t Topics) check(what string, r *kgo.Record) error {
-	if n, max := RecordSize(r), t.limit(); n > max {
+	if n, max := RecordSize(r), t.Limit(); n > max {
 		return fmt.Errorf("outbox: %s for topic %q key %q is %d bytes, over the %d-byte limit: %w",
 			what, r.Topic, schemas.CapMessage(string(r.Key), 128), n, max, ErrTooLarge)
 	}

@@ -472,7 +472,8 @@ func (a *auditor) outcomeIDs() map[string]bool {
 // answered checks G4: every command of a checked partition has its answer —
 // an outcome with its id as causation; for an undecodable record, its
 // deadletter copy; for a misrouted one, its forwarded copy (checked in turn
-// as a command where it landed); nothing for the reconciler's internal
+// as a command where it landed), or a deadletter copy and an outcome when
+// the copy would not fit; nothing for the reconciler's internal
 // requests. Commands at or above the group's committed offset may still be
 // in flight and count as pending instead.
 func (a *auditor) answered(causes map[string]bool) {
@@ -512,10 +513,14 @@ func (a *auditor) answered(causes map[string]bool) {
 			}
 		case n > 0 && partitioner.ForEntity(cmd.Subject, n) != r.Partition:
 			to := partitioner.ForEntity(cmd.Subject, n)
+			// Forwarded, or — when its copy would not fit the commands
+			// topic — deadlettered and answered too_large.
 			ok = fwd[here]
-			want = fmt.Sprintf("misrouted (entity %q belongs on partition %d) but has no forwarded copy there", cmd.Subject, to)
+			want = fmt.Sprintf("misrouted (entity %q belongs on partition %d) but has no forwarded copy there, nor a deadletter copy and an outcome", cmd.Subject, to)
 			if ok {
 				a.counts.Forwarded++
+			} else if ok = dead[here] && causes[cmd.ID]; ok {
+				a.counts.Deadlettered++
 			}
 		case cmd.Type == consumer.TypeReconcile:
 			continue // the reconciler's internal request: no outcome by design

@@ -308,6 +308,29 @@ func TestCheck(t *testing.T) {
 				t.Errorf("counts %+v", r.Counts)
 			}
 		}},
+		{name: "misrouted, too large to forward: deadlettered and answered", mutate: func(t *testing.T, in *Input) {
+			wrong := otherPartition(pe)
+			big := command(t, "cmd-k3", ent, "k3", wrong, 0)
+			in.Commands = append(in.Commands, big)
+			in.Committed[wrong] = 1
+			dl := schemas.DeadletterReference(big, "too_large", func(*kgo.Record) bool { return true })
+			dl.Topic = tops.Deadletter
+			in.Deadletter = []*kgo.Record{dl}
+			in.Outcomes = append(in.Outcomes, outcome(t, "k3", ent, "cmd-k3", schemas.StatusRejected, wrong, 0))
+		}, want: func(t *testing.T, r Report) {
+			if r.Counts.Deadlettered != 1 || r.Counts.Forwarded != 0 {
+				t.Errorf("counts %+v", r.Counts)
+			}
+		}},
+		{name: "misrouted, deadlettered without an outcome", mutate: func(t *testing.T, in *Input) {
+			wrong := otherPartition(pe)
+			big := command(t, "cmd-k3", ent, "k3", wrong, 0)
+			in.Commands = append(in.Commands, big)
+			in.Committed[wrong] = 1
+			dl := schemas.DeadletterReference(big, "too_large", func(*kgo.Record) bool { return true })
+			dl.Topic = tops.Deadletter
+			in.Deadletter = []*kgo.Record{dl}
+		}, fail: map[string]int64{CheckAnswered: 0}},
 		{name: "forwarded copy without an outcome", mutate: func(t *testing.T, in *Input) {
 			wrong := otherPartition(pe)
 			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))
