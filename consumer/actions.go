@@ -86,7 +86,6 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 	return out, nil
 }
 
-// refreshUnresolved updates the unresolved gauge from the status index.
 // every runs fn every d until ctx ends (the executor's periodic chores).
 func every(ctx context.Context, d time.Duration, fn func()) {
 	if d <= 0 {
@@ -104,18 +103,12 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 	}
 }
 
-// unresolvedChanged marks the unresolved gauge stale. The committer calls
-// it; the count is taken off the committer (refreshGauges), since it scans
-// an index.
-func (e *Executor) unresolvedChanged() { e.unresolvedDirty.Store(true) }
-
-// refreshGauges sets the gauges that are derived from state rather than
-// counted where the state changes: the unresolved records (when marked
-// stale), held partitions, and partitions paused by their buffer bounds.
+// refreshGauges (run every second, off the committer) sets the gauges that
+// are derived from state rather than counted where the state changes: the
+// unresolved records of owned partitions, held partitions, and partitions
+// paused by their buffer bounds.
 func (e *Executor) refreshGauges() {
-	if e.unresolvedDirty.Swap(false) {
-		e.refreshUnresolved()
-	}
+	e.refreshUnresolved()
 	e.mu.Lock()
 	e.m.heldParts.Set(float64(len(e.held)))
 	e.mu.Unlock()
@@ -124,12 +117,14 @@ func (e *Executor) refreshGauges() {
 	}
 }
 
+// refreshUnresolved counts the owned partitions' unresolved records from
+// their index.
 func (e *Executor) refreshUnresolved() {
-	recs, err := e.store.ByStatus("unresolved", 100000)
+	n, err := e.store.CountUnresolved(e.Owned())
 	if err != nil {
 		return
 	}
-	e.m.unresolved.Set(float64(len(recs)))
+	e.m.unresolved.Set(float64(n))
 }
 
 // prune (run every minute) keeps Pebble's size following retention, not

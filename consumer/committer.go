@@ -590,9 +590,6 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 			if em.outcome != nil {
 				e.m.commands.WithLabelValues(em.outcome.Action, string(em.outcome.Status)).Inc()
 			}
-			if em.journal != nil && (em.journal.Status == schemas.StatusUnresolved || em.journal.Resolution != nil) {
-				e.unresolvedChanged()
-			}
 		}
 	}
 	return nil

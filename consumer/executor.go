@@ -46,7 +46,9 @@ type Executor struct {
 	plain  *kgo.Client
 	nPart  int            // partitions of the commands (= journal) topic
 	counts map[string]int // partitions per topic, for outbox routing
-	// obTopics places and size-checks what the committer publishes.
+	// obTopics places and size-checks what the committer publishes. Like
+	// nPart, counts and commandsID it is set by ensureTopics before any
+	// client exists, and read-only after.
 	obTopics outbox.Topics
 	// commandsID is the commands topic's id (TxnOffsetCommit v6+).
 	commandsID [16]byte
@@ -54,9 +56,8 @@ type Executor struct {
 	mu    sync.Mutex
 	parts map[int32]*partState // owned and restored partitions
 
-	ready           atomic.Bool
-	restoreFailed   atomic.Bool
-	unresolvedDirty atomic.Bool
+	ready         atomic.Bool
+	restoreFailed atomic.Bool
 	// halted is why new work stopped for good (partition counts changed).
 	halted atomic.Pointer[error]
 	// held are assigned partitions not processed, with the reason
@@ -179,7 +180,6 @@ func (e *Executor) Run(ctx context.Context) error {
 	defer stopReconciler()
 	go every(rctx, e.reconcile.every, func() { e.reconcileOnce(rctx) })
 	go e.watchPartitions(rctx, e.cfg.PartitionCheckInterval)
-	e.unresolvedChanged()
 	go every(rctx, time.Second, e.refreshGauges)
 	go every(rctx, time.Minute, func() { e.prune(rctx) })
 	for {

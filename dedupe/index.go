@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -87,4 +88,27 @@ func prefixEnd(prefix []byte) []byte {
 	end := append([]byte(nil), prefix...)
 	end[len(end)-1]++
 	return end
+}
+
+// CountUnresolved counts the unresolved records of the given partitions
+// from the "u/" index alone: a gauge needs the number, not the records.
+func (s *Store) CountUnresolved(partitions []int32) (int, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	n := 0
+	for _, p := range partitions {
+		lower := []byte(unresolvedPrefix(p))
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+		if err != nil {
+			return 0, fmt.Errorf("dedupe: new iterator: %w", err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return 0, fmt.Errorf("dedupe: count unresolved: %w", err)
+		}
+	}
+	return n, nil
 }

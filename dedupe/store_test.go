@@ -333,3 +333,14 @@ func TestPartitionString(t *testing.T) {
 		}
 	}
 }
+
+func TestCountUnresolved(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	for i, p := range []int32{0, 0, 1, 2} {
+		put(t, s, rec(fmt.Sprintf("u%d", i), "e", schemas.StatusUnresolved, p))
+	}
+	put(t, s, rec("done", "e", schemas.StatusSucceeded, 0))
+	if n, err := s.CountUnresolved([]int32{0, 2}); err != nil || n != 3 {
+		t.Fatalf("count %d, %v; want 3", n, err)
+	}
+}
