@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,7 +125,8 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	// Topics as the executor would create them (it tolerates their existing).
+	// Topics as the executor would create them (it checks the settings of
+	// existing ones: max.message.bytes, and the journal's retention).
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
 	if err != nil {
 		b.Fatal(err)
@@ -138,7 +140,9 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64) {
 		{"onceflight.commands", benchPartitions}, {"onceflight.journal", benchPartitions},
 		{"onceflight.outcomes", benchPartitions}, {"onceflight.deadletter", 1},
 	} {
-		if _, err := adm.CreateTopic(ctx, t.parts, -1, nil, t.name); err != nil {
+		mmb, keep := strconv.Itoa(consumer.DefaultMaxMessageBytes), "-1"
+		cfg := map[string]*string{"max.message.bytes": &mmb, "retention.ms": &keep}
+		if _, err := adm.CreateTopic(ctx, t.parts, -1, cfg, t.name); err != nil {
 			b.Fatal(err)
 		}
 	}
