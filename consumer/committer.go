@@ -64,7 +64,15 @@ type stagedItem struct {
 type intentReq struct {
 	st   *partState
 	rec  schemas.Record
+	raw  []byte // rec sealed: journal and Pebble value
 	done chan error
+}
+
+// journaled is a record of the transaction with its bytes, which are the
+// journal value and, once committed, the Pebble value.
+type journaled struct {
+	rec *schemas.Record
+	raw []byte
 }
 
 type markerReq struct {
@@ -121,10 +129,12 @@ func (c *committer) intent(ctx context.Context, p int32, rec schemas.Record) (in
 	c.mu.Lock()
 	st.chain.token = max(st.chain.token+1, st.chain.pos)
 	req.rec.FencingToken = st.chain.token
-	if err := c.chain(st, &req.rec); err != nil {
+	raw, err := c.chain(st, &req.rec)
+	if err != nil {
 		c.mu.Unlock()
 		return 0, err
 	}
+	req.raw = raw
 	c.queue = append(c.queue, entry{intent: req})
 	c.mu.Unlock()
 	c.poke()
@@ -176,13 +186,15 @@ func (c *committer) stage(st *partState, off int64, emits []emit) {
 	var recs []schemas.Record
 	for i := range emits {
 		if j := emits[i].journal; j != nil {
-			if err := c.chain(st, j); err != nil {
+			raw, err := c.chain(st, j)
+			if err != nil {
 				// Not hashable means not encodable: a bug, never input
 				// (fit checked the encoding). Answer without it.
 				c.e.log.Error("journal record not hashable; dropped", "key", j.IdempotencyKey, "err", err)
 				emits[i].journal = nil
 				continue
 			}
+			emits[i].raw = raw
 			recs = append(recs, *j)
 		}
 	}
@@ -192,18 +204,20 @@ func (c *committer) stage(st *partState, off int64, emits []emit) {
 	c.poke()
 }
 
-// chain gives rec its place in st's hash chain (caller holds c.mu).
-func (c *committer) chain(st *partState, rec *schemas.Record) error {
+// chain gives rec its place in st's hash chain and returns its bytes
+// (caller holds c.mu). Sealing is one pass of the hand-written encoder and
+// one SHA-256 over the result: data and result are copied as they are when
+// already canonical, which records built by the executor are.
+func (c *committer) chain(st *partState, rec *schemas.Record) ([]byte, error) {
 	rec.Epoch = st.epoch
 	rec.PrevHash = st.chain.hash
-	h, err := schemas.HashRecord(st.chain.hash, *rec)
+	raw, err := schemas.SealRecord(rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rec.Hash = h
-	st.chain.hash = h
+	st.chain.hash = rec.Hash
 	st.chain.pos++
-	return nil
+	return raw, nil
 }
 
 // flushNow commits everything staged so far (revocation, shutdown).
@@ -471,7 +485,7 @@ func (c *committer) dropUnowned(queue []entry) []entry {
 // txn is one transaction's content, encoded.
 type txn struct {
 	ob        *outbox.Batch
-	journaled []schemas.Record
+	journaled []journaled
 	heads     map[*partState]string
 	intents   []*intentReq
 	items     []*stagedItem
@@ -490,11 +504,11 @@ func (c *committer) encode(queue []entry) *txn {
 		}
 		if r := en.intent; r != nil {
 			tx.intents = append(tx.intents, r)
-			if err := ob.Journal(r.st.p, r.rec); err != nil {
+			if err := ob.JournalBytes(r.st.p, &r.rec, r.raw); err != nil {
 				answer(r.done, err)
 				continue
 			}
-			tx.journaled = append(tx.journaled, r.rec)
+			tx.journaled = append(tx.journaled, journaled{&r.rec, r.raw})
 			tx.heads[r.st] = r.rec.Hash
 			continue
 		}
@@ -513,14 +527,18 @@ func (c *committer) encode(queue []entry) *txn {
 				continue
 			}
 			if em.journal != nil {
-				if err := ob.Journal(it.st.p, *em.journal); err != nil {
+				if err := ob.JournalBytes(it.st.p, em.journal, em.raw); err != nil {
 					e.log.Error("journal record not encodable; dropped", "key", em.journal.IdempotencyKey, "err", err)
 					continue
 				}
-				tx.journaled = append(tx.journaled, *em.journal)
+				tx.journaled = append(tx.journaled, journaled{em.journal, em.raw})
 				tx.heads[it.st] = em.journal.Hash
 			}
-			if em.outcome != nil {
+			if em.outcome != nil && em.outcome == em.journal {
+				if err := ob.OutcomeBytes(em.outcome, em.raw, em.causation, em.replayed); err != nil {
+					e.log.Error("outcome not encodable; dropped", "key", em.outcome.IdempotencyKey, "err", err)
+				}
+			} else if em.outcome != nil {
 				if err := ob.Outcome(*em.outcome, em.causation, em.replayed); err != nil {
 					e.log.Error("outcome not encodable; dropped", "key", em.outcome.IdempotencyKey, "err", err)
 				}
@@ -580,8 +598,8 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 	e := c.e
 	b := e.store.NewBatch()
 	defer b.Close()
-	for _, rec := range tx.journaled {
-		b.PutRecord(rec)
+	for _, j := range tx.journaled {
+		b.PutRecordBytes(*j.rec, j.raw)
 	}
 	for st, h := range tx.heads {
 		st.committed.hash = h

@@ -33,6 +33,7 @@ type item struct {
 // emit is one answer to publish, staged in the order answers were decided.
 type emit struct {
 	journal    *schemas.Record // state change to journal, nil for none
+	raw        []byte          // journal sealed (committer)
 	outcome    *schemas.Record
 	causation  string
 	replayed   bool

@@ -389,10 +389,11 @@ func (p *pipeline) pendingRecord(key string) (schemas.Record, bool) {
 }
 
 // applied forgets overlay entries that Pebble now holds.
-func (p *pipeline) applied(recs []schemas.Record) {
+func (p *pipeline) applied(recs []journaled) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range recs {
+	for _, j := range recs {
+		r := j.rec
 		if cur, ok := p.pending[r.IdempotencyKey]; ok && cur.rec.Hash == r.Hash {
 			delete(p.pending, r.IdempotencyKey)
 		}

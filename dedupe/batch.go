@@ -42,6 +42,7 @@ type Batch struct {
 // index entries were before the batch so Commit can remove them.
 type pendingRecord struct {
 	rec       schemas.Record
+	raw       []byte // rec's encoding, if the caller had it
 	prevFound bool
 	prevRec   schemas.Record
 }
@@ -84,6 +85,13 @@ func (b *Batch) Entity(entity string) (EntityState, bool, error) {
 // A later PutRecord of the same key in the same batch sees this one. Errors
 // (a failed read of the previous state) are kept and returned by Commit.
 func (b *Batch) PutRecord(rec schemas.Record) {
+	b.PutRecordBytes(rec, nil)
+}
+
+// PutRecordBytes is PutRecord for a record whose encoding
+// (schemas.SealRecord, the journal value) is at hand: raw is stored as it
+// is instead of being encoded again. raw nil: encoded here.
+func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
 	if b.err != nil {
 		return
 	}
@@ -104,7 +112,7 @@ func (b *Batch) PutRecord(rec schemas.Record) {
 		p = &pendingRecord{prevFound: found, prevRec: prev}
 		b.records[key] = p
 	}
-	p.rec = rec
+	p.rec, p.raw = rec, raw
 
 	es, ok := b.entities[rec.Entity]
 	if !ok {
@@ -179,9 +187,12 @@ func (b *Batch) Commit() error {
 	// be past any of them (see pruneState).
 	var pruneKeys []string
 	for key, p := range b.records {
-		val, err := json.Marshal(&p.rec)
-		if err != nil {
-			return fmt.Errorf("dedupe: encode record %q: %w", key, err)
+		val := p.raw
+		if val == nil {
+			var err error
+			if val, err = schemas.MarshalRecord(p.rec); err != nil {
+				return fmt.Errorf("dedupe: encode record %q: %w", key, err)
+			}
 		}
 		if err := pb.Set(recordKey(key), val, nil); err != nil {
 			return fmt.Errorf("dedupe: batch: %w", err)
@@ -194,11 +205,7 @@ func (b *Batch) Commit() error {
 		}
 	}
 	for entity, es := range b.entities {
-		val, err := json.Marshal(es)
-		if err != nil {
-			return fmt.Errorf("dedupe: encode entity %q: %w", entity, err)
-		}
-		if err := pb.Set(entityKey(entity), val, nil); err != nil {
+		if err := pb.Set(entityKey(entity), encodeEntity(es), nil); err != nil {
 			return fmt.Errorf("dedupe: batch: %w", err)
 		}
 	}

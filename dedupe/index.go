@@ -63,8 +63,7 @@ func (s *Store) scanPrefix(snap *pebble.Snapshot, prefix string, status schemas.
 			break
 		}
 		key := string(it.Key()[len(prefix):])
-		var rec schemas.Record
-		found, err := s.get(snap, recordKey(key), &rec)
+		rec, found, err := s.lookupIn(snap, key)
 		if err != nil {
 			return nil, err
 		}

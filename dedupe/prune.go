@@ -679,7 +679,7 @@ func (p *pruner) forget(pb *pebble.Batch, pr *pointReader, rec *schemas.Record, 
 		return err
 	}
 	var es EntityState
-	if err := json.Unmarshal(val, &es); err != nil {
+	if err := decodeEntity(val, &es); err != nil {
 		return fmt.Errorf("dedupe: decode entity %q: %w", rec.Entity, err)
 	}
 	if es.LastKey == rec.IdempotencyKey && es.InFlightKey == "" {

@@ -46,7 +46,7 @@ func fullRec(key, entity string, status schemas.Status, finished time.Time) sche
 		Fingerprint:    sha("fp/" + key),
 		Attempts:       2,
 		EntityVersion:  3,
-		Result:         json.RawMessage(`{"http_status":201,"body":{"refund_id":"re_7731","state":"pending","amount":1250}}`),
+		Result:         json.RawMessage(`{"body":{"amount":1250,"refund_id":"re_7731","state":"pending"},"http_status":201}`),
 		Command:        schemas.CommandRef{ID: "5b0c1d7e-9b8f-4c62-a1f4-" + key, Source: "urn:shop:orders", Partition: 3, Offset: 123456},
 		StartedAt:      &started,
 		FinishedAt:     &fin,
@@ -456,7 +456,7 @@ func TestPruneConcurrentWriter(t *testing.T) {
 	now := t0.Add(memory - day) // old ones are due for stubbing only
 	newer := func(j int) schemas.Record {
 		r := fullRec(fmt.Sprintf("k%05d", j), fmt.Sprintf("e%d", j%50), schemas.StatusFailed, now.Add(-time.Minute))
-		r.Data = json.RawMessage(fmt.Sprintf(`{"run":2,"j":%d}`, j))
+		r.Data = json.RawMessage(fmt.Sprintf(`{"j":%d,"run":2}`, j))
 		return r
 	}
 	done := make(chan struct{})

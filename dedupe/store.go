@@ -206,8 +206,19 @@ func (s *Store) Close() error {
 // filter of the bottom level, where nearly all keys live: for a miss (every
 // new key) it reads an index and a data block, ~3.7x slower (MEASURED).
 func (s *Store) Lookup(key string) (schemas.Record, bool, error) {
+	return s.lookupIn(s.db, key)
+}
+
+func (s *Store) lookupIn(src iterSource, key string) (schemas.Record, bool, error) {
 	var rec schemas.Record
-	found, err := s.get(s.db, recordKey(key), &rec)
+	rk := recordKey(key)
+	found, err := s.getRaw(src, rk, func(val []byte) error {
+		var err error
+		if rec, err = schemas.UnmarshalRecord(val); err != nil {
+			return fmt.Errorf("dedupe: decode %q: %w", rk, err)
+		}
+		return nil
+	})
 	if err != nil || !found {
 		return schemas.Record{}, false, err
 	}
@@ -217,7 +228,13 @@ func (s *Store) Lookup(key string) (schemas.Record, bool, error) {
 // Entity returns the state of an entity, if any record was written for it.
 func (s *Store) Entity(entity string) (EntityState, bool, error) {
 	var es EntityState
-	found, err := s.get(s.db, entityKey(entity), &es)
+	ek := entityKey(entity)
+	found, err := s.getRaw(s.db, ek, func(val []byte) error {
+		if err := decodeEntity(val, &es); err != nil {
+			return fmt.Errorf("dedupe: decode %q: %w", ek, err)
+		}
+		return nil
+	})
 	if err != nil || !found {
 		return EntityState{}, false, err
 	}

@@ -102,6 +102,12 @@ func (b *Batch) Journal(p int32, rec schemas.Record) error {
 	if err != nil {
 		return fmt.Errorf("outbox: journal record %q: %w", rec.IdempotencyKey, err)
 	}
+	return b.JournalBytes(p, &rec, v)
+}
+
+// JournalBytes is Journal for a record already encoded (schemas.SealRecord):
+// v is the value as it is, so a record is serialised once.
+func (b *Batch) JournalBytes(p int32, rec *schemas.Record, v []byte) error {
 	r := &kgo.Record{
 		Topic:     b.topics.Journal,
 		Partition: p,
@@ -115,7 +121,7 @@ func (b *Batch) Journal(p int32, rec schemas.Record) error {
 	if err := b.topics.check("journal record", r); err != nil {
 		return err
 	}
-	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r, Journal: &rec})
+	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r, Journal: rec})
 	return nil
 }
 
@@ -139,10 +145,17 @@ func (b *Batch) Epoch(p int32, epoch int64, executor string, partitions int) {
 // Outcome stages the outcome event answering command causationID with rec.
 // An event over the limit is not staged: the error wraps ErrTooLarge.
 func (b *Batch) Outcome(rec schemas.Record, causationID string, replayed bool) error {
-	r, err := schemas.EncodeOutcome(rec, causationID, replayed)
+	data, err := schemas.MarshalRecord(rec)
 	if err != nil {
 		return fmt.Errorf("outbox: outcome for %q: %w", rec.IdempotencyKey, err)
 	}
+	return b.OutcomeBytes(&rec, data, causationID, replayed)
+}
+
+// OutcomeBytes is Outcome for a record already encoded: data becomes the
+// event's data as it is.
+func (b *Batch) OutcomeBytes(rec *schemas.Record, data []byte, causationID string, replayed bool) error {
+	r := schemas.EncodeOutcomeData(rec, data, causationID, replayed)
 	r.Topic = b.topics.Outcomes
 	if err := b.topics.check("outcome event", r); err != nil {
 		return err

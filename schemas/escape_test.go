@@ -38,14 +38,24 @@ func TestMarshalRecordNoHTMLEscape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Data and result come back in canonical form: the same bytes again.
+	again, err := MarshalRecord(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, b) {
+		t.Fatalf("round trip\n%s\nwant\n%s", again, b)
+	}
+	back.Data, back.Result, rec.Data, rec.Result = nil, nil, nil, nil
 	if !reflect.DeepEqual(back, rec) {
 		t.Fatalf("round trip\n%+v\nwant\n%+v", back, rec)
 	}
 }
 
-// Hashes are computed over the canonical form, so dropping HTML escaping
-// changed none. These values were computed with the json.Marshal encoding.
-func TestHashRecordUnchangedByEscaping(t *testing.T) {
+// Round-1 hashes (LegacyHashRecord, which audit still accepts) are
+// computed over their canonical form, so dropping HTML escaping changed
+// none. These values were computed with the json.Marshal encoding.
+func TestLegacyHashRecordUnchangedByEscaping(t *testing.T) {
 	for _, c := range []struct {
 		rec  Record
 		want string
@@ -53,7 +63,7 @@ func TestHashRecordUnchangedByEscaping(t *testing.T) {
 		{testRecord(), "sha256:3bac3944ffbc9e5f09277cddc17e0c2e710b4598cd29012e6bd1093a9076b098"},
 		{htmlRecord(), "sha256:8a57f3bcb33080501856298461c828ef3ce138966c2e7558adcda4c2dd8040bf"},
 	} {
-		h, err := HashRecord("sha256:prev", c.rec)
+		h, err := LegacyHashRecord("sha256:prev", c.rec)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,55 +1,54 @@
 package schemas
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 )
 
-// MarshalRecord encodes a record as plain JSON: the journal value and the
-// outcome event's data.
-//
-// It does not HTML-escape: json.Marshal writes each '<', '>' and '&' as a
-// six-byte \u escape, so HTML-heavy data or results would grow up to 6× on
-// their way to the journal and overflow the topic's max.message.bytes (issue 7).
-// The output is still valid JSON with the same meaning, and HashRecord hashes
-// the canonical form, which is the same either way.
+// MarshalRecord encodes a record as the journal value and the outcome
+// event's data: its RFC 8785 canonical JSON (AppendRecord), hash included as
+// rec.Hash says. Strings are not HTML-escaped, so HTML-heavy data or results
+// do not grow 6× on their way to the journal (issue 7).
 func MarshalRecord(rec Record) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rec); err != nil {
-		return nil, fmt.Errorf("marshal record %q: %w", rec.IdempotencyKey, err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return AppendRecord(nil, &rec)
 }
 
-// UnmarshalRecord decodes MarshalRecord's output.
+// UnmarshalRecord decodes a record's JSON: records in the shape the
+// encoder writes without reflection, anything else with encoding/json.
 func UnmarshalRecord(b []byte) (Record, error) {
 	var rec Record
+	if decodeRecordFast(b, &rec) {
+		return rec, nil
+	}
+	rec = Record{}
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return Record{}, fmt.Errorf("unmarshal record: %w", err)
 	}
 	return rec, nil
 }
 
-// HashRecord computes rec's hash in the per-partition chain (SPEC §3):
-//
-//	"sha256:" + hex(SHA-256( frame("onceflight/record-hash/v1")
-//	                         || frame(prevHash)
-//	                         || frame(canonical JSON of rec with hash and prev_hash set to "") ))
-//
-// where frame(b) is len(b) as 8 bytes big-endian followed by b, and canonical
-// JSON is CanonicalJSON's (sorted keys, no whitespace, numbers as written),
-// except that a duplicate key inside result or data keeps its last value. An
-// auditor recomputes it from the journal's JSON alone: clear "hash" and
-// "prev_hash", canonicalize, hash with the previous record's "hash" (the first
-// record of a partition uses prev_hash ""), and compare.
+// HashRecord computes the hash rec has in its partition's chain when its
+// predecessor's hash is prevHash (SPEC §3): "sha256:" + hex SHA-256 of the
+// RFC 8785 canonical JSON of rec with prev_hash = prevHash and without its
+// hash member. SealRecord computes the same while encoding; RecordHash
+// computes it from a record's bytes.
 func HashRecord(prevHash string, rec Record) (string, error) {
+	rec.PrevHash = prevHash
+	if _, err := SealRecord(&rec); err != nil {
+		return "", err
+	}
+	return rec.Hash, nil
+}
+
+// LegacyHashRecord is the hash of journals written before records were
+// hashed over RFC 8785 (round 1): SHA-256 over a domain tag, the previous
+// hash and the record's own canonical form, each length-prefixed. Audit
+// accepts it for records that predate the change.
+func LegacyHashRecord(prevHash string, rec Record) (string, error) {
 	rec.Hash, rec.PrevHash = "", ""
-	b, err := MarshalRecord(rec)
+	b, err := json.Marshal(rec)
 	if err != nil {
 		return "", err
 	}

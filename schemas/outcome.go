@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -60,42 +58,11 @@ func OutcomeID(key string, status Status, commandID string) string {
 // causationid are omitted when empty (an undecodable command may have
 // neither). Topic is left empty.
 func EncodeOutcome(rec Record, causationID string, replayed bool) (*kgo.Record, error) {
-	data, err := MarshalRecord(rec)
+	data, err := AppendRecord(nil, &rec)
 	if err != nil {
 		return nil, err
 	}
-	ev := event.New(event.CloudEventsVersionV1)
-	ev.SetID(OutcomeID(rec.IdempotencyKey, rec.Status, causationID))
-	ev.SetSource(OutcomeSource)
-	ev.SetType(OutcomeTypePrefix + string(rec.Status))
-	ev.SetSubject(rec.Entity)
-	if rec.FinishedAt != nil {
-		ev.SetTime(*rec.FinishedAt)
-	} else {
-		ev.SetTime(time.Now())
-	}
-	if rec.IdempotencyKey != "" {
-		ev.SetExtension(ExtIdempotencyKey, rec.IdempotencyKey)
-	}
-	if causationID != "" {
-		ev.SetExtension(ExtCausationID, causationID)
-	}
-	ev.SetExtension(ExtReplayed, replayed)
-	if rec.TraceParent != "" {
-		ev.SetExtension(ExtTraceParent, rec.TraceParent)
-	}
-	// The record's JSON goes in as it is. ev.SetData would pass it through
-	// json.Marshal, which HTML-escapes '<', '>' and '&' into six bytes each
-	// (see MarshalRecord); the event's JSON writer copies DataEncoded
-	// verbatim for a JSON content type.
-	ev.SetDataContentType(event.ApplicationJSON)
-	ev.DataEncoded = data
-	ev.DataBase64 = false
-	r, err := ToRecord(&ev, Structured)
-	if err != nil {
-		return nil, fmt.Errorf("encode outcome for %q: %w", rec.IdempotencyKey, err)
-	}
-	return r, nil
+	return EncodeOutcomeData(&rec, data, causationID, replayed), nil
 }
 
 // DecodeOutcome decodes an outcome event in either content mode.

@@ -216,10 +216,17 @@ func (a *auditor) hashChains() {
 					short(rec.PrevHash), prevOff, short(prev)))
 			}
 		}
-		if h, err := schemas.HashRecord(rec.PrevHash, rec); err != nil {
+		// The hash is over the record's own bytes in RFC 8785 form, as
+		// any JCS library computes it; journals written before the change
+		// carry the round-1 hash, which is accepted too.
+		if h, err := schemas.RecordHash(r.Value); err != nil {
 			problems = append(problems, fmt.Sprintf("cannot hash: %v", err))
 		} else if h != rec.Hash {
-			problems = append(problems, fmt.Sprintf("hash %s but the contents hash to %s: the record was changed", short(rec.Hash), short(h)))
+			if old, err := schemas.LegacyHashRecord(rec.PrevHash, rec); err != nil || old != rec.Hash {
+				problems = append(problems, fmt.Sprintf("hash %s but the contents hash to %s: the record was changed", short(rec.Hash), short(h)))
+			} else {
+				a.counts.LegacyHashes++
+			}
 		}
 		for i, p := range problems {
 			if i > 0 {

@@ -69,6 +69,8 @@ type Counts struct {
 	Pending        int `json:"pending"`
 	Deadlettered   int `json:"deadlettered"`
 	Forwarded      int `json:"forwarded"`
+	// LegacyHashes counts records hashed the round-1 way (before RFC 8785).
+	LegacyHashes int `json:"legacy_hashes,omitempty"`
 }
 
 // Report is the result of an audit.
@@ -121,6 +123,9 @@ func (r Report) WriteText(w io.Writer) error {
 	n := r.Counts
 	fmt.Fprintf(&b, "commands %d, outcomes %d, journal records %d, keys %d, unresolved keys %d, republications %d, pending %d, deadlettered %d, forwarded %d\n",
 		n.Commands, n.Outcomes, n.JournalRecords, n.Keys, n.UnresolvedKeys, n.Republications, n.Pending, n.Deadlettered, n.Forwarded)
+	if n.LegacyHashes > 0 {
+		fmt.Fprintf(&b, "note: %d journal records carry the round-1 hash (before RFC 8785); they were checked with it\n", n.LegacyHashes)
+	}
 	for _, note := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", note)
 	}

@@ -1,0 +1,291 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// decodeRecordFast decodes the JSON of a record without reflection: the
+// executor reads a record on every repeat, every journal entry at restore,
+// and the previous version of every record it writes.
+//
+// It returns false, leaving the caller to use encoding/json, for anything
+// outside the shapes the encoder writes (an unknown or differently-cased
+// key, a duplicate key, a non-integer number, a type mismatch), so its
+// result is json.Unmarshal's wherever it answers (FuzzDecodeRecordFast).
+func decodeRecordFast(src []byte, rec *Record) bool {
+	d := recDecoder{p: canonParser{src: src}}
+	return d.record(rec) && d.end()
+}
+
+type recDecoder struct {
+	p canonParser
+}
+
+func (d *recDecoder) end() bool {
+	d.p.skipSpace()
+	return d.p.i == len(d.p.src)
+}
+
+// object walks the members of an object, calling member for each key;
+// member reads the value. seen catches duplicates among the first 64 keys
+// member reports (by index).
+func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
+	p := &d.p
+	p.skipSpace()
+	if p.i >= len(p.src) || p.src[p.i] != '{' {
+		return false
+	}
+	p.i++
+	var seen uint64
+	p.skipSpace()
+	if p.i < len(p.src) && p.src[p.i] == '}' {
+		p.i++
+		return true
+	}
+	for {
+		p.skipSpace()
+		if p.i >= len(p.src) || p.src[p.i] != '"' {
+			return false
+		}
+		key, err := p.str()
+		if err != nil {
+			return false
+		}
+		p.skipSpace()
+		if p.i >= len(p.src) || p.src[p.i] != ':' {
+			return false
+		}
+		p.i++
+		p.skipSpace()
+		idx, ok := member(key)
+		if !ok || seen&(1<<idx) != 0 {
+			return false
+		}
+		seen |= 1 << idx
+		p.skipSpace()
+		if p.i >= len(p.src) {
+			return false
+		}
+		switch p.src[p.i] {
+		case ',':
+			p.i++
+			continue
+		case '}':
+			p.i++
+			return true
+		}
+		return false
+	}
+}
+
+func (d *recDecoder) isNull() bool {
+	if bytes.HasPrefix(d.p.src[d.p.i:], []byte("null")) {
+		d.p.i += 4
+		return true
+	}
+	return false
+}
+
+// str reads a string; null leaves *s as it is (encoding/json's rule).
+func (d *recDecoder) str(s *string) bool {
+	if d.isNull() {
+		return true
+	}
+	if d.p.i >= len(d.p.src) || d.p.src[d.p.i] != '"' {
+		return false
+	}
+	b, err := d.p.str()
+	if err != nil {
+		return false
+	}
+	*s = string(b)
+	return true
+}
+
+func (d *recDecoder) int64(v *int64) bool {
+	if d.isNull() {
+		return true
+	}
+	p := &d.p
+	start := p.i
+	if p.i < len(p.src) && p.src[p.i] == '-' {
+		p.i++
+	}
+	for p.i < len(p.src) && p.src[p.i] >= '0' && p.src[p.i] <= '9' {
+		p.i++
+	}
+	if p.i < len(p.src) && (p.src[p.i] == '.' || p.src[p.i] == 'e' || p.src[p.i] == 'E') {
+		return false
+	}
+	n, err := strconv.ParseInt(string(p.src[start:p.i]), 10, 64)
+	if err != nil || (p.src[start] == '0' && p.i-start > 1) || (p.src[start] == '-' && p.i-start > 2 && p.src[start+1] == '0') {
+		return false
+	}
+	*v = n
+	return true
+}
+
+func (d *recDecoder) int(v *int) bool {
+	n := int64(*v)
+	if !d.int64(&n) {
+		return false
+	}
+	*v = int(n)
+	return true
+}
+
+func (d *recDecoder) int32(v *int32) bool {
+	n := int64(*v)
+	if !d.int64(&n) || n != int64(int32(n)) {
+		return false
+	}
+	*v = int32(n)
+	return true
+}
+
+// raw reads any JSON value and keeps a copy of its bytes, as json.RawMessage
+// does (null included).
+func (d *recDecoder) raw(v *json.RawMessage) bool {
+	p := &d.p
+	start := p.i
+	err := p.value(1)
+	p.out = p.out[:0]
+	if err != nil {
+		return false
+	}
+	*v = append(json.RawMessage(nil), p.src[start:p.i]...)
+	return true
+}
+
+// timePtr reads an RFC 3339 time or null (nil).
+func (d *recDecoder) timePtr(t **time.Time) bool {
+	if d.isNull() {
+		*t = nil
+		return true
+	}
+	var v time.Time
+	if !d.time(&v) {
+		return false
+	}
+	*t = &v
+	return true
+}
+
+func (d *recDecoder) time(t *time.Time) bool {
+	if d.isNull() {
+		return true
+	}
+	p := &d.p
+	start := p.i
+	if p.i >= len(p.src) || p.src[p.i] != '"' {
+		return false
+	}
+	if _, err := p.str(); err != nil {
+		return false
+	}
+	return t.UnmarshalJSON(p.src[start:p.i]) == nil
+}
+
+func (d *recDecoder) record(rec *Record) bool {
+	return d.object(func(key []byte) (int, bool) {
+		switch string(key) {
+		case "idempotency_key":
+			return 0, d.str(&rec.IdempotencyKey)
+		case "entity":
+			return 1, d.str(&rec.Entity)
+		case "action":
+			return 2, d.str(&rec.Action)
+		case "status":
+			s := string(rec.Status)
+			ok := d.str(&s)
+			rec.Status = Status(s)
+			return 3, ok
+		case "fingerprint":
+			return 4, d.str(&rec.Fingerprint)
+		case "attempts":
+			return 5, d.int(&rec.Attempts)
+		case "entity_version":
+			return 6, d.int64(&rec.EntityVersion)
+		case "result":
+			return 7, d.raw(&rec.Result)
+		case "error":
+			if d.isNull() {
+				rec.Error = nil
+				return 8, true
+			}
+			e := &Error{}
+			rec.Error = e
+			return 8, d.object(func(k []byte) (int, bool) {
+				switch string(k) {
+				case "code":
+					return 0, d.str(&e.Code)
+				case "message":
+					return 1, d.str(&e.Message)
+				}
+				return 0, false
+			})
+		case "command":
+			c := &rec.Command
+			return 9, d.object(func(k []byte) (int, bool) {
+				switch string(k) {
+				case "id":
+					return 0, d.str(&c.ID)
+				case "source":
+					return 1, d.str(&c.Source)
+				case "partition":
+					return 2, d.int32(&c.Partition)
+				case "offset":
+					return 3, d.int64(&c.Offset)
+				}
+				return 0, false
+			})
+		case "started_at":
+			return 10, d.timePtr(&rec.StartedAt)
+		case "finished_at":
+			return 11, d.timePtr(&rec.FinishedAt)
+		case "executor":
+			return 12, d.str(&rec.Executor)
+		case "epoch":
+			return 13, d.int64(&rec.Epoch)
+		case "fencing_token":
+			return 14, d.int64(&rec.FencingToken)
+		case "deadline":
+			return 15, d.timePtr(&rec.Deadline)
+		case "traceparent":
+			return 16, d.str(&rec.TraceParent)
+		case "data":
+			return 17, d.raw(&rec.Data)
+		case "resolution":
+			if d.isNull() {
+				rec.Resolution = nil
+				return 18, true
+			}
+			r := &Resolution{}
+			rec.Resolution = r
+			return 18, d.object(func(k []byte) (int, bool) {
+				switch string(k) {
+				case "by":
+					return 0, d.str(&r.By)
+				case "at":
+					return 1, d.time(&r.At)
+				case "reason":
+					return 2, d.str(&r.Reason)
+				case "as":
+					s := string(r.As)
+					ok := d.str(&s)
+					r.As = Status(s)
+					return 3, ok
+				}
+				return 0, false
+			})
+		case "hash":
+			return 19, d.str(&rec.Hash)
+		case "prev_hash":
+			return 20, d.str(&rec.PrevHash)
+		}
+		return 0, false
+	})
+}

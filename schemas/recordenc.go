@@ -1,0 +1,228 @@
+package schemas
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A record is encoded once, directly in its RFC 8785 (JCS) canonical form:
+// those bytes are the journal value, the Pebble value and the outcome
+// event's data, and the record's hash is SHA-256 over the same bytes
+// without the "hash" member. Nothing decodes a record to hash it, and any
+// JCS library can verify a hash from the journal alone (RecordHash).
+//
+// The encoder writes the members of Record in JCS key order by hand: it is
+// the hot path of the executor (reflection-based encoding/json and the
+// canonicalization of its output were most of the CPU of a command).
+
+// AppendRecord appends rec as JCS JSON, hash included as rec.Hash says.
+func AppendRecord(dst []byte, rec *Record) ([]byte, error) {
+	out, _, err := appendRecord(dst, rec, true)
+	return out, err
+}
+
+// SealRecord computes rec's hash over its contents (prev_hash included, so
+// the hash chains), stores it in rec.Hash, and returns the record's bytes.
+func SealRecord(rec *Record) ([]byte, error) {
+	body, at, err := appendRecord(make([]byte, 0, 512+len(rec.Data)+len(rec.Result)), rec, false)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(body)
+	var h [7 + 64]byte
+	copy(h[:], "sha256:")
+	hex.Encode(h[7:], sum[:])
+	rec.Hash = string(h[:])
+	const member = `,"hash":""`
+	out := make([]byte, 0, len(body)+len(member)+len(h))
+	out = append(out, body[:at]...)
+	out = append(out, `,"hash":"`...)
+	out = append(out, h[:]...)
+	out = append(out, '"')
+	return append(out, body[at:]...), nil
+}
+
+// RecordHash is what the hash of the record whose JSON is raw must be:
+// "sha256:" + hex SHA-256 of the RFC 8785 canonical form of raw without
+// its top-level "hash" member. An auditor can compute it with any JCS
+// library; a duplicate key inside data or result keeps its last value.
+func RecordHash(raw []byte) (string, error) {
+	canon, err := appendCanonical(make([]byte, 0, len(raw)), raw, canonMode{jcs: true, dropHash: true})
+	if err != nil {
+		return "", fmt.Errorf("canonicalize record: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// appendRecord writes rec's members in JCS order. With withHash false the
+// "hash" member is left out and hashAt is where it belongs.
+func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int, err error) {
+	b = append(b, `{"action":`...)
+	b = appendJCSString(b, rec.Action)
+	b = append(b, `,"attempts":`...)
+	b = appendJCSInt(b, int64(rec.Attempts))
+	b = append(b, `,"command":{"id":`...)
+	b = appendJCSString(b, rec.Command.ID)
+	b = append(b, `,"offset":`...)
+	b = appendJCSInt(b, rec.Command.Offset)
+	b = append(b, `,"partition":`...)
+	b = appendJCSInt(b, int64(rec.Command.Partition))
+	b = append(b, `,"source":`...)
+	b = appendJCSString(b, rec.Command.Source)
+	b = append(b, '}')
+	if len(rec.Data) > 0 {
+		b = append(b, `,"data":`...)
+		if b, err = appendCanonical(b, rec.Data, canonMode{jcs: true}); err != nil {
+			return nil, 0, fmt.Errorf("encode record %q: data: %w", rec.IdempotencyKey, err)
+		}
+	}
+	if rec.Deadline != nil {
+		if b, err = appendTimeMember(b, `,"deadline":`, *rec.Deadline); err != nil {
+			return nil, 0, err
+		}
+	}
+	b = append(b, `,"entity":`...)
+	b = appendJCSString(b, rec.Entity)
+	b = append(b, `,"entity_version":`...)
+	b = appendJCSInt(b, rec.EntityVersion)
+	b = append(b, `,"epoch":`...)
+	b = appendJCSInt(b, rec.Epoch)
+	b = append(b, `,"error":`...)
+	if rec.Error == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"code":`...)
+		b = appendJCSString(b, rec.Error.Code)
+		b = append(b, `,"message":`...)
+		b = appendJCSString(b, rec.Error.Message)
+		b = append(b, '}')
+	}
+	b = append(b, `,"executor":`...)
+	b = appendJCSString(b, rec.Executor)
+	if rec.FencingToken != 0 {
+		b = append(b, `,"fencing_token":`...)
+		b = appendJCSInt(b, rec.FencingToken)
+	}
+	b = append(b, `,"fingerprint":`...)
+	b = appendJCSString(b, rec.Fingerprint)
+	if rec.FinishedAt != nil {
+		if b, err = appendTimeMember(b, `,"finished_at":`, *rec.FinishedAt); err != nil {
+			return nil, 0, err
+		}
+	}
+	hashAt = len(b)
+	if withHash {
+		b = append(b, `,"hash":`...)
+		b = appendJCSString(b, rec.Hash)
+	}
+	b = append(b, `,"idempotency_key":`...)
+	b = appendJCSString(b, rec.IdempotencyKey)
+	b = append(b, `,"prev_hash":`...)
+	b = appendJCSString(b, rec.PrevHash)
+	if r := rec.Resolution; r != nil {
+		b = append(b, `,"resolution":{"as":`...)
+		b = appendJCSString(b, string(r.As))
+		if b, err = appendTimeMember(b, `,"at":`, r.At); err != nil {
+			return nil, 0, err
+		}
+		b = append(b, `,"by":`...)
+		b = appendJCSString(b, r.By)
+		b = append(b, `,"reason":`...)
+		b = appendJCSString(b, r.Reason)
+		b = append(b, '}')
+	}
+	b = append(b, `,"result":`...)
+	if len(rec.Result) == 0 {
+		b = append(b, "null"...)
+	} else if b, err = appendCanonical(b, rec.Result, canonMode{jcs: true}); err != nil {
+		return nil, 0, fmt.Errorf("encode record %q: result: %w", rec.IdempotencyKey, err)
+	}
+	if rec.StartedAt != nil {
+		if b, err = appendTimeMember(b, `,"started_at":`, *rec.StartedAt); err != nil {
+			return nil, 0, err
+		}
+	}
+	b = append(b, `,"status":`...)
+	b = appendJCSString(b, string(rec.Status))
+	if rec.TraceParent != "" {
+		b = append(b, `,"traceparent":`...)
+		b = appendJCSString(b, rec.TraceParent)
+	}
+	return append(b, '}'), hashAt, nil
+}
+
+// appendJCSInt writes an integer; beyond 2^53, where JSON numbers stop
+// being exact doubles, as the double JCS makes of it.
+func appendJCSInt(b []byte, v int64) []byte {
+	const exact = 1 << 53
+	if v > exact || v < -exact {
+		return appendES6Number(b, float64(v))
+	}
+	return strconv.AppendInt(b, v, 10)
+}
+
+// appendTimeMember writes name and t as encoding/json writes a time.Time
+// (RFC 3339 with nanoseconds), refusing the years it refuses.
+func appendTimeMember(b []byte, name string, t time.Time) ([]byte, error) {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("encode record: time %v: year outside [0,9999]", t)
+	}
+	b = append(b, name...)
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), nil
+}
+
+// EncodeOutcomeData is EncodeOutcome for a record whose bytes (AppendRecord
+// or SealRecord) are already at hand: they become the event's data as they
+// are, and the CloudEvent around them is written directly (structured mode),
+// as the sdk-go writer would write it, without a second encoding.
+func EncodeOutcomeData(rec *Record, data []byte, causationID string, replayed bool) *kgo.Record {
+	t := time.Now()
+	if rec.FinishedAt != nil {
+		t = *rec.FinishedAt
+	}
+	v := make([]byte, 0, len(data)+384+len(rec.IdempotencyKey)+len(causationID)+len(rec.Entity))
+	v = append(v, `{"specversion":"1.0","id":`...)
+	v = appendJCSString(v, OutcomeID(rec.IdempotencyKey, rec.Status, causationID))
+	v = append(v, `,"source":`...)
+	v = appendJCSString(v, OutcomeSource)
+	v = append(v, `,"type":`...)
+	v = appendJCSString(v, OutcomeTypePrefix+string(rec.Status))
+	if rec.Entity != "" {
+		v = append(v, `,"subject":`...)
+		v = appendJCSString(v, rec.Entity)
+	}
+	v = append(v, `,"datacontenttype":"application/json","time":"`...)
+	v = t.UTC().AppendFormat(v, time.RFC3339Nano)
+	v = append(v, '"')
+	if causationID != "" {
+		v = append(v, `,"`+ExtCausationID+`":`...)
+		v = appendJCSString(v, causationID)
+	}
+	if rec.IdempotencyKey != "" {
+		v = append(v, `,"`+ExtIdempotencyKey+`":`...)
+		v = appendJCSString(v, rec.IdempotencyKey)
+	}
+	v = append(v, `,"`+ExtReplayed+`":`...)
+	v = strconv.AppendBool(v, replayed)
+	if rec.TraceParent != "" {
+		v = append(v, `,"`+ExtTraceParent+`":`...)
+		v = appendJCSString(v, rec.TraceParent)
+	}
+	v = append(v, `,"data":`...)
+	v = append(v, data...)
+	v = append(v, '}')
+	r := &kgo.Record{Value: v, Headers: []kgo.RecordHeader{{Key: headerContentType, Value: []byte(event.ApplicationCloudEventsJSON)}}}
+	if rec.Entity != "" {
+		r.Key = []byte(rec.Entity)
+	}
+	return r
+}
