@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,6 +231,7 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop boo
 	b.ResetTimer()
 	b.StartTimer()
 	start := time.Now()
+	cpu0 := processCPU()
 	got, bad := 0, 0
 	for got < n {
 		fs := out.PollFetches(ctx)
@@ -244,6 +246,7 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop boo
 		})
 	}
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	b.StopTimer()
 
 	if bad > 0 {
@@ -254,6 +257,9 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop boo
 	}
 	rate := float64(n) / elapsed.Seconds()
 	b.ReportMetric(rate, "cmds/s")
+	// CPU of the whole process (executor, in-process broker, the outcome
+	// reader) per command: steadier than a rate on a shared machine.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/cmd")
 	b.ReportMetric(float64(srv.peak.Load()), "peak_inflight")
 	if ceiling > 0 {
 		b.ReportMetric(rate/ceiling, "x_vs_600")
@@ -262,6 +268,15 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop boo
 	if cy := committedCycles(b, reg); cy > 0 {
 		b.ReportMetric(float64(n)/cy, "cmds/cycle")
 	}
+}
+
+// processCPU is user+system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func committedCycles(b *testing.B, reg *prometheus.Registry) float64 {

@@ -104,10 +104,18 @@ func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
 	if !ok {
 		// First touch in this batch: remember the committed record so Commit
 		// can delete its index entries if the status or partition moved.
-		prev, found, err := b.s.Lookup(key)
-		if err != nil {
-			b.err = err
-			return
+		// Only its index fields matter; a key written lately has them in
+		// the cache.
+		var prev schemas.Record
+		found := false
+		if m, ok := b.s.metas.get(key); ok {
+			prev, found = m.record(key), true
+		} else {
+			var err error
+			if prev, found, err = b.s.Lookup(key); err != nil {
+				b.err = err
+				return
+			}
 		}
 		p = &pendingRecord{prevFound: found, prevRec: prev}
 		b.records[key] = p
@@ -227,6 +235,12 @@ func (b *Batch) Commit() error {
 	}
 	if err := pb.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("dedupe: commit: %w", err)
+	}
+	for key, p := range b.records {
+		b.s.metas.put(key, metaOf(&p.rec))
+	}
+	for entity, es := range b.entities {
+		b.s.entities.put(entity, *es)
 	}
 	return nil
 }

@@ -645,6 +645,9 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 			return fmt.Errorf("dedupe: prune commit: %w", err)
 		}
 	}
+	for ent := range forgotten {
+		s.entities.del(ent)
+	}
 	// Everything up to the last candidate is handled; resume after it unless
 	// a commit put an entry below the cursor meanwhile.
 	if s.prune.gen[ph] == gen {

@@ -118,6 +118,9 @@ type Store struct {
 	// pruneMu serializes Prune calls.
 	pruneMu sync.Mutex
 	prune   pruneState
+	// entities and metas are write-through caches (cache.go).
+	entities *genCache[EntityState]
+	metas    *genCache[recMeta]
 	// pruneHook, if set (tests), runs in Prune after a chunk was scanned
 	// and before it is checked and written under mu.
 	pruneHook func()
@@ -179,7 +182,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: cfg.logger}
+	s := &Store{db: db, log: cfg.logger, entities: newGenCache[EntityState](cacheEntries), metas: newGenCache[recMeta](cacheEntries)}
 	if err := s.loadPruneState(); err != nil {
 		db.Close()
 		return nil, err
@@ -227,6 +230,12 @@ func (s *Store) lookupIn(src iterSource, key string) (schemas.Record, bool, erro
 
 // Entity returns the state of an entity, if any record was written for it.
 func (s *Store) Entity(entity string) (EntityState, bool, error) {
+	if s.closed.Load() {
+		return EntityState{}, false, ErrClosed
+	}
+	if es, ok := s.entities.get(entity); ok {
+		return es, true, nil
+	}
 	var es EntityState
 	ek := entityKey(entity)
 	found, err := s.getRaw(s.db, ek, func(val []byte) error {

@@ -1,0 +1,93 @@
+package dedupe
+
+import (
+	"sync"
+	"time"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// Every command reads its entity's state and, when its records are
+// written, the previous index entries of its key; a Pebble point read
+// costs more than everything else the executor does for a command (an
+// iterator per read). Two write-through caches answer most of those reads
+// from memory:
+//
+//   - entities: the state of recently written entities, read by Entity;
+//   - metas: the index-relevant fields (status, partition, finished_at) of
+//     recently written records, read by PutRecord to know which index
+//     entries to move.
+//
+// Both are filled only by Batch.Commit, under Store.mu, after the Pebble
+// commit succeeded, so they never hold a value Pebble does not: a read
+// that misses goes to Pebble and does not fill the cache (filling from a
+// read could race with a commit and keep the older value). Prune deletes
+// entity states under the same mutex and drops them from the cache;
+// the metas stay right across pruning, because a stub keeps status,
+// partition and finished_at, and a forgotten record's stale metas only
+// cost a tombstone for an index entry already gone.
+const cacheEntries = 1 << 16
+
+// genCache is a bounded map with two generations: when the current one is
+// full it becomes the old one and the older is dropped; a hit in the old
+// generation moves the entry forward. At most 2 × max entries, recently
+// used ones kept.
+type genCache[V any] struct {
+	mu       sync.Mutex
+	cur, old map[string]V
+	max      int
+}
+
+func newGenCache[V any](max int) *genCache[V] {
+	return &genCache[V]{cur: make(map[string]V), max: max}
+}
+
+func (c *genCache[V]) get(k string) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.cur[k]; ok {
+		return v, true
+	}
+	if v, ok := c.old[k]; ok {
+		delete(c.old, k)
+		c.putLocked(k, v)
+		return v, true
+	}
+	var zero V
+	return zero, false
+}
+
+func (c *genCache[V]) put(k string, v V) {
+	c.mu.Lock()
+	c.putLocked(k, v)
+	c.mu.Unlock()
+}
+
+func (c *genCache[V]) putLocked(k string, v V) {
+	c.cur[k] = v
+	if len(c.cur) >= c.max {
+		c.old, c.cur = c.cur, make(map[string]V, c.max)
+	}
+}
+
+func (c *genCache[V]) del(k string) {
+	c.mu.Lock()
+	delete(c.cur, k)
+	delete(c.old, k)
+	c.mu.Unlock()
+}
+
+// recMeta is what writeIndex needs of a key's previous record.
+type recMeta struct {
+	status     schemas.Status
+	partition  int32
+	finishedAt *time.Time
+}
+
+func metaOf(rec *schemas.Record) recMeta {
+	return recMeta{status: rec.Status, partition: rec.Command.Partition, finishedAt: rec.FinishedAt}
+}
+
+func (m recMeta) record(key string) schemas.Record {
+	return schemas.Record{IdempotencyKey: key, Status: m.status, Command: schemas.CommandRef{Partition: m.partition}, FinishedAt: m.finishedAt}
+}
