@@ -75,6 +75,15 @@ type Executor interface {
 	Execute(ctx context.Context, req Request) Result
 }
 
+// Effectless is implemented by a connector whose Execute leaves nothing
+// outside the process (noop without an effects file). The executor records
+// no intent before its attempts: with no effect there is nothing a crash
+// could double, overlap or leave ambiguous, so the final record alone keeps
+// G1–G3 (DESIGN.md, "Where the intent is skipped").
+type Effectless interface {
+	Effectless() bool
+}
+
 // Confirmer asks the external system whether an earlier attempt with this key
 // took effect. Answers: Succeeded (with the result), NotFound, or anything
 // else meaning "still unknown".

@@ -21,6 +21,9 @@ type action struct {
 	conn   connectors.Executor
 	policy connectors.Policy
 	close  func() // releases the connector's resources, if any
+	// effectless: no intent is recorded before an attempt (the connector
+	// has no effect to double; connectors.Effectless).
+	effectless bool
 }
 
 // retention is how long results and keys are remembered (SPEC §3).
@@ -81,7 +84,8 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 		default:
 			return nil, fmt.Errorf("action %q: connector %q is not available in this build", name, a.Connector)
 		}
-		out[name] = &action{cfg: a, conn: conn, policy: p}
+		el, _ := conn.(connectors.Effectless)
+		out[name] = &action{cfg: a, conn: conn, policy: p, effectless: el != nil && el.Effectless()}
 	}
 	return out, nil
 }

@@ -266,7 +266,7 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop boo
 	}
 	b.ReportMetric(float64(srv.conns.Load()), "conns")
 	if cy := committedCycles(b, reg); cy > 0 {
-		b.ReportMetric(float64(n)/cy, "cmds/cycle")
+		b.ReportMetric(float64(n)/cy, "cmds/txn")
 	}
 }
 
@@ -285,7 +285,7 @@ func committedCycles(b *testing.B, reg *prometheus.Registry) float64 {
 		b.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "onceflight_cycles_total" {
+		if mf.GetName() != "onceflight_transactions_total" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

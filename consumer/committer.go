@@ -94,8 +94,6 @@ type markerDone struct {
 const (
 	maxFlushEntries = 4096
 	maxFlushBytes   = 32 << 20
-	// answerLinger is how long answers alone wait to be batched.
-	answerLinger = 2 * time.Millisecond
 )
 
 // errRetry means the transaction was aborted for a reason that may pass (a
@@ -242,9 +240,8 @@ func (c *committer) flushNow(ctx context.Context) error {
 // must be recreated (EndTransaction failed: the producer is in an unknown
 // state).
 //
-// Intents and markers are flushed as soon as they are queued; answers
-// alone linger answerLinger first; whatever is queued while a transaction
-// is in flight goes into the next one (group commit). After an abort the
+// Everything is flushed as soon as it is queued; whatever is queued while
+// a transaction is in flight goes into the next one (group commit). After an abort the
 // queue is retried with backoff until it is empty — nothing waits for
 // unrelated traffic.
 func (c *committer) loop(ctx context.Context) error {
@@ -257,18 +254,10 @@ func (c *committer) loop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-c.wake:
-			// Group commit: answers without a waiting intent or marker
-			// linger a moment so that one transaction carries many of
-			// them (BenchmarkThroughput ran about 15 % fewer commands/s
-			// at 64 in flight without it). Intents never wait: an
-			// attempt is blocked on them.
-			if !c.urgent() {
-				select {
-				case <-time.After(answerLinger):
-				case <-ctx.Done():
-					return nil
-				}
-			}
+			// No linger: work is committed as soon as it is ready, and
+			// whatever is queued while a transaction is in flight goes into
+			// the next one (group commit). A timer here was 2 ms on every
+			// command's latency.
 		case <-retry:
 		case reply = <-c.flushes:
 		}
@@ -311,19 +300,6 @@ func (c *committer) loop(ctx context.Context) error {
 			reply <- nil
 		}
 	}
-}
-
-// urgent reports whether the queue holds something a goroutine is blocked
-// on (an intent or an epoch marker).
-func (c *committer) urgent() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, en := range c.queue {
-		if en.intent != nil || en.marker != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // take removes the next transaction's worth of entries from the queue:

@@ -240,6 +240,9 @@ func (c *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		if err := expired(); err != nil {
 			return err
 		}
+		if a.effectless {
+			return nil
+		}
 		in := rec
 		in.Status = schemas.StatusInProgress
 		in.Attempts = r.Attempt

@@ -49,6 +49,10 @@ type effect struct {
 	Attempt int    `json:"attempt"`
 }
 
+// Effectless reports true without an effects file: then an execution
+// changes nothing anywhere, and the executor records no intent before it.
+func (c *Connector) Effectless() bool { return c.effects == "" }
+
 // Execute succeeds with {"noop":true} unless the deadline has passed or ctx
 // is done, in which case nothing happens and it answers Unavailable.
 func (c *Connector) Execute(ctx context.Context, req connectors.Request) connectors.Result {
