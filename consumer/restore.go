@@ -307,7 +307,8 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 		if rec.FencingToken > prog.TokenSeq {
 			prog.TokenSeq = rec.FencingToken
 		}
-		b.PutRecord(rec)
+		// The journal value is stored as it is: no second encoding.
+		b.PutRecordBytes(rec, r.Value)
 		prog.LastHash = rec.Hash
 	}
 }

@@ -27,6 +27,7 @@ type serveOptions struct {
 	configPath     string
 	cfg            *config.Config // set instead of configPath by demo
 	group          string
+	pprofAddr      string
 	httpAddr       string
 	dataDir        string
 	executorID     string
@@ -79,6 +80,7 @@ processes with the same --group share the partitions.`,
 	fs.StringVar(&o.configPath, "config", "onceflight.yaml", "actions file (SPEC §6)")
 	fs.StringVar(&o.group, "group", "onceflight", "consumer group shared by the executors of one deployment")
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints (health, metrics, records)")
+	fs.StringVar(&o.pprofAddr, "pprof", "", "address of Go's profiling endpoints (/debug/pprof/), off when empty")
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory of the local state (a cache of the journal) and of the embedded broker")
 	fs.StringVar(&o.executorID, "executor-id", "", "name of this executor in records and its transactional id (default hostname-pid)")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", 45*time.Second, "consumer group session timeout")
@@ -154,6 +156,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", o.httpAddr, err)
+	}
+	if o.pprofAddr != "" {
+		if _, err := servePprof(ctx, o.pprofAddr, log); err != nil {
+			return err
+		}
 	}
 	srv := &http.Server{Handler: api.Handler(ex, store, reg), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
