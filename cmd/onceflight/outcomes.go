@@ -34,7 +34,7 @@ by the outcome's subject and idempotency key. Order is per partition, i.e.
 per entity; events of different entities may interleave.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := kf.client()
+			cl, err := kf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
