@@ -18,9 +18,9 @@
 // Config is built, so a missing file stops a process at start-up rather
 // than at its first connection.
 //
-// Check makes one metadata request with a deadline: franz-go retries a
-// failing connection quietly, so without it a wrong password looks like a
-// hang.
+// Check and Ping make one metadata request with a deadline: franz-go
+// retries a failing connection quietly, so without them a wrong password
+// looks like a hang.
 //
 //	security.protocol=SASL_SSL
 //	sasl.mechanism=SCRAM-SHA-512
@@ -365,26 +365,33 @@ func (c *Config) String() string {
 // short enough that a misconfigured process stops instead of seeming hung.
 const DefaultCheckTimeout = 10 * time.Second
 
-// Check asks the brokers for metadata once, within DefaultCheckTimeout (or
-// ctx's earlier deadline), with a client built from opts (seed brokers,
-// Opts). franz-go retries a refused login or handshake in the background
-// without surfacing it, so a process with a wrong password would otherwise
-// wait forever; Check turns that into an error that carries the broker's
-// message (for SASL, its SASL_AUTHENTICATION_FAILED text). Brokers that
-// close the connection instead of answering a failed login (kfake, some
-// proxies) leave only an EOF, which Check explains when SASL is in use.
+// Check builds a client from opts (seed brokers, Opts), Pings with it and
+// closes it: the start-up check of a process whose clients are built
+// elsewhere.
 func Check(ctx context.Context, opts ...kgo.Opt) error {
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
+	return Ping(ctx, cl)
+}
+
+// Ping asks cl's brokers for metadata once, within DefaultCheckTimeout (or
+// ctx's earlier deadline). franz-go retries a refused login or handshake in
+// the background without surfacing it, so a process with a wrong password
+// would otherwise wait forever; Ping turns that into an error that carries
+// the broker's message (for SASL, its SASL_AUTHENTICATION_FAILED text) and
+// says which settings to check. Brokers that close the connection instead
+// of answering a failed login (kfake, some proxies) leave only an EOF,
+// which Ping explains when SASL is in use.
+func Ping(ctx context.Context, cl *kgo.Client) error {
 	seeds := strings.Join(seedsOf(cl), ",")
 	mechs, _ := cl.OptValue(kgo.SASL).([]sasl.Mechanism)
 	ctx, cancel := context.WithTimeout(ctx, DefaultCheckTimeout)
 	defer cancel()
 	start := time.Now()
-	err = cl.Ping(ctx)
+	err := cl.Ping(ctx)
 	switch {
 	case err == nil:
 		return nil
@@ -392,9 +399,9 @@ func Check(ctx context.Context, opts ...kgo.Opt) error {
 		return fmt.Errorf("no Kafka broker of %s answered within %s (is the address right, and does security.protocol match the listener? a TLS listener does not answer plaintext): %w",
 			seeds, time.Since(start).Round(time.Millisecond), err)
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
-		return fmt.Errorf("log in to Kafka %s as %s: check sasl.username, sasl.password and sasl.mechanism: %w", seeds, mechNames(mechs), err)
+		return fmt.Errorf("log in to Kafka %s with %s: check sasl.username, sasl.password and sasl.mechanism: %w", seeds, mechNames(mechs), err)
 	case len(mechs) > 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
-		return fmt.Errorf("log in to Kafka %s as %s: the broker closed the connection, which is how some brokers refuse a login: check sasl.username, sasl.password and sasl.mechanism: %w", seeds, mechNames(mechs), err)
+		return fmt.Errorf("log in to Kafka %s with %s: the broker closed the connection, which is how some brokers refuse a login: check sasl.username, sasl.password and sasl.mechanism: %w", seeds, mechNames(mechs), err)
 	default:
 		return fmt.Errorf("connect to Kafka %s: %w", seeds, err)
 	}

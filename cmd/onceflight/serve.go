@@ -131,13 +131,6 @@ func checkKafka(ctx context.Context, brokers []string, conn []kgo.Opt, cfg *conf
 // server, Pebble, and last the embedded broker everything else talked to.
 func runServe(ctx context.Context, o *serveOptions) error {
 	log := slog.Default()
-	cfg := o.cfg
-	if cfg == nil {
-		var err error
-		if cfg, err = config.Load(o.configPath); err != nil {
-			return usageError{err}
-		}
-	}
 	conn, err := o.kf.conn()
 	if err != nil {
 		return err
@@ -145,6 +138,12 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	brokers := o.kf.Brokers
 	if len(brokers) == 0 && o.kf.hasConn() {
 		return usageErrorf("-X and --kafka-config need --brokers: the embedded broker speaks only PLAINTEXT")
+	}
+	cfg := o.cfg
+	if cfg == nil {
+		if cfg, err = config.Load(o.configPath); err != nil {
+			return usageError{err}
+		}
 	}
 	if len(brokers) == 0 {
 		b, err := broker.Start(ctx, o.embeddedAddr, filepath.Join(o.dataDir, "broker"), broker.WithLogger(log))
@@ -200,7 +199,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			log.Error("http server", "err", err)
 		}
 	}()
-	log.Info("executor starting", "brokers", brokers, "group", o.group, "http", ln.Addr().String(), "actions", len(cfg.Actions))
+	log.Info("executor starting", "brokers", brokers, "kafka", o.kf.conf.String(), "group", o.group, "http", ln.Addr().String(), "actions", len(cfg.Actions))
 	if o.started != nil {
 		o.started(brokers, ln.Addr().String())
 	}
