@@ -272,3 +272,25 @@ func TestCheckPlaintextAtTLSListener(t *testing.T) {
 		t.Fatalf("Check = %v", err)
 	}
 }
+
+// The README's example properties file must be one this package accepts;
+// only its CA file does not exist here.
+func TestREADMEExample(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "```properties\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Fatal("README has no properties example")
+	}
+	props, err := kafkaconf.ParseProperties("README.md", strings.NewReader(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kafkaconf.New(props)
+	if err == nil || !strings.Contains(err.Error(), `property "ssl.ca.location": read CA file`) || strings.Count(err.Error(), "property") != 1 {
+		t.Fatalf("README example: %v", err)
+	}
+}
