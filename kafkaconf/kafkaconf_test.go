@@ -20,7 +20,7 @@ import (
 func props(kv ...string) []kafkaconf.Property {
 	var out []kafkaconf.Property
 	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, kafkaconf.Property{Key: kv[i], Value: kv[i+1], Source: "-X " + kv[i]})
+		out = append(out, kafkaconf.Property{Key: kv[i], Value: kv[i+1], Source: "-X"})
 	}
 	return out
 }
@@ -37,7 +37,7 @@ func TestNewRejects(t *testing.T) {
 		props []kafkaconf.Property
 		want  []string // all must appear in the error
 	}{
-		{"unknown", props("linger.ms", "5"), []string{`property "linger.ms"`, "unknown property", "-X linger.ms"}},
+		{"unknown", props("linger.ms", "5"), []string{`property "linger.ms"`, "unknown property", "-X: "}},
 		{"keystore", props("ssl.keystore.location", "/k.jks"), []string{`"ssl.keystore.location"`, "not supported", "PEM"}},
 		{"jaas", props("sasl.jaas.config", "x"), []string{`"sasl.jaas.config"`, "sasl.username"}},
 		{"bad protocol", props("security.protocol", "TLS"), []string{`"security.protocol"`, `"TLS"`, "SASL_SSL"}},

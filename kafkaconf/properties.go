@@ -75,7 +75,7 @@ func ParseFlag(arg string) (Property, error) {
 	if !ok || key == "" {
 		return Property{}, &Error{Source: "-X", Msg: fmt.Sprintf("%q is not key=value", redact(arg))}
 	}
-	return Property{Key: key, Value: strings.TrimSpace(value), Source: "-X " + key}, nil
+	return Property{Key: key, Value: strings.TrimSpace(value), Source: "-X"}, nil
 }
 
 // redact hides what may be a password in a malformed flag.

@@ -231,6 +231,18 @@ func TestWrongPassword(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q", args[0], code, errOut)
 		}
 	}
+
+	// The executor's own login is right, a kafka action's is not.
+	other := kafkatest.Start(t, kfake.EnableSASL(), kfake.Superuser(kafkaconf.Plain, "fx", "right"))
+	actions := fmt.Sprintf("actions:\n  fx.send:\n    connector: kafka\n    topic: t\n    kafka:\n      brokers: [%q]\n      properties: {security.protocol: SASL_PLAINTEXT, sasl.mechanism: PLAIN, sasl.username: fx, sasl.password: nope}\n", other)
+	if err := os.WriteFile(cfg, []byte(actions), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := execCLI(ctx, "serve", "--config", cfg, "--data-dir", t.TempDir(), "--http", "127.0.0.1:0", "--brokers", addr,
+		"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=app", "-X", "sasl.password=s3cret")
+	if code != exitError || !strings.Contains(errOut, `action "fx.send": log in to Kafka `+other+" with PLAIN") {
+		t.Errorf("serve with a kafka action's wrong password: exit %d, stderr %q", code, errOut)
+	}
 }
 
 func TestKafkaFlagErrors(t *testing.T) {
@@ -244,7 +256,7 @@ func TestKafkaFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"submit", "--action", "a", "--entity", "e", "-X", "linger.ms=1"}, `-X linger.ms: property "linger.ms": unknown property`},
+		{[]string{"submit", "--action", "a", "--entity", "e", "-X", "linger.ms=1"}, `-X: property "linger.ms": unknown property`},
 		{[]string{"outcomes", "-X", "sasl.mechanism=PLAIN"}, `security.protocol is PLAINTEXT`},
 		{[]string{"status", "k", "--kafka-config", props}, props + `:2: property "ssl.truststore.location": not supported`},
 		{[]string{"audit", "-X", "nokey"}, `is not key=value`},
