@@ -77,9 +77,14 @@ const (
 	ScramSHA512 = "SCRAM-SHA-512"
 )
 
-// Known lists the accepted property names, for help texts.
+// Known lists the accepted property names, for help texts (New also
+// accepts librdkafka's sasl.mechanisms for sasl.mechanism).
 var Known = []string{SecurityProtocol, SASLMechanism, SASLUsername, SASLPassword,
 	SSLCALocation, SSLCertificateLocation, SSLKeyLocation, SSLEndpointIDAlgorithm, ClientID}
+
+// aliases are other spellings of accepted properties: librdkafka (and so
+// kcat) documents sasl.mechanisms, Java sasl.mechanism.
+var aliases = map[string]string{"sasl.mechanisms": SASLMechanism}
 
 // unsupportedHints explains real Java/librdkafka properties that are
 // refused, so the user learns what to do instead of only "unknown".
@@ -92,7 +97,6 @@ var unsupportedHints = map[string]string{
 	"ssl.keystore.type":          "Java keystores are not supported; give ssl.certificate.location and ssl.key.location as PEM files",
 	"ssl.key.password":           "encrypted private keys are not supported; give an unencrypted PEM key in ssl.key.location",
 	"sasl.jaas.config":           "give sasl.username and sasl.password instead",
-	"sasl.mechanisms":            "the name is sasl.mechanism (singular)",
 	"sasl.kerberos.service.name": "GSSAPI (Kerberos) is not supported",
 	"bootstrap.servers":          "give the brokers with --brokers (or brokers: in the actions file)",
 	"metadata.broker.list":       "give the brokers with --brokers (or brokers: in the actions file)",
@@ -152,6 +156,9 @@ func New(props []Property) (*Config, error) {
 	var errs []error
 	for _, p := range props {
 		key := strings.TrimSpace(p.Key)
+		if canonical, ok := aliases[key]; ok {
+			key = canonical
+		}
 		if !slices.Contains(Known, key) {
 			msg := "unknown property"
 			if hint, ok := unsupportedHints[key]; ok {
@@ -400,11 +407,22 @@ func Ping(ctx context.Context, cl *kgo.Client) error {
 			seeds, time.Since(start).Round(time.Millisecond), err)
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		return fmt.Errorf("log in to Kafka %s with %s: check sasl.username, sasl.password and sasl.mechanism: %w", seeds, mechNames(mechs), err)
-	case len(mechs) > 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
+	case len(mechs) > 0 && closedDuringLogin(err):
 		return fmt.Errorf("log in to Kafka %s with %s: the broker closed the connection, which is how some brokers refuse a login: check sasl.username, sasl.password and sasl.mechanism: %w", seeds, mechNames(mechs), err)
 	default:
 		return fmt.Errorf("connect to Kafka %s: %w", seeds, err)
 	}
+}
+
+// closedDuringLogin reports whether err is the broker hanging up after the
+// connection was set up, which with SASL configured is a refused login.
+// kgo's ErrFirstReadEOF is a hang-up on the first request instead (TLS
+// expected or not, SASL missing), and already says so.
+func closedDuringLogin(err error) bool {
+	if _, first := errors.AsType[*kgo.ErrFirstReadEOF](err); first {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // seedsOf returns the seed brokers cl was built with, for messages.
