@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -107,6 +109,17 @@ func Load(file string, flags []string) (*Config, error) {
 			return nil, err
 		}
 		props = append(props, p)
+	}
+	return New(props)
+}
+
+// FromMap builds a Config from properties held in a map, the way Go code
+// (or a configuration system) usually has them, as confluent-kafka-go's
+// ConfigMap does. Keys are checked in sorted order, so messages are stable.
+func FromMap(m map[string]string) (*Config, error) {
+	props := make([]Property, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		props = append(props, Property{Key: k, Value: m[k]})
 	}
 	return New(props)
 }
