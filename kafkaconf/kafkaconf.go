@@ -5,8 +5,9 @@
 // connector (SPEC §6 "Kafka connections").
 //
 // Properties come from a properties file (ParseProperties, the
-// `--kafka-config FILE` flag), from `-X key=value` arguments (ParseFlag)
-// and from the actions file (a kafka action's `properties`). New checks a
+// `--kafka-config FILE` flag), from `-X key=value` arguments (ParseFlag),
+// from the actions file (a kafka action's `properties`) and from Go code
+// (FromMap). New checks a
 // list of them as a whole, later ones overriding earlier ones, and returns
 // a Config whose Opts are appended to a client's options.
 //
