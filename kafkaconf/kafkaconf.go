@@ -7,9 +7,9 @@
 // Properties come from a properties file (ParseProperties, the
 // `--kafka-config FILE` flag), from `-X key=value` arguments (ParseFlag),
 // from the actions file (a kafka action's `properties`) and from Go code
-// (FromMap). New checks a
-// list of them as a whole, later ones overriding earlier ones, and returns
-// a Config whose Opts are appended to a client's options.
+// (FromMap). New checks a list of them as a whole, later ones overriding
+// earlier ones, and returns a Config whose Opts are appended to a client's
+// options.
 //
 // Only the properties listed in SPEC §6 are accepted. Anything else, even a
 // real librdkafka property such as linger.ms, is an error naming the
