@@ -78,10 +78,14 @@ const (
 	ScramSHA512 = "SCRAM-SHA-512"
 )
 
-// Known lists the accepted property names, for help texts (New also
-// accepts librdkafka's sasl.mechanisms for sasl.mechanism).
-var Known = []string{SecurityProtocol, SASLMechanism, SASLUsername, SASLPassword,
+// known lists the accepted property names; see Names.
+var known = []string{SecurityProtocol, SASLMechanism, SASLUsername, SASLPassword,
 	SSLCALocation, SSLCertificateLocation, SSLKeyLocation, SSLEndpointIDAlgorithm, ClientID}
+
+// Names returns the accepted property names, for help texts and callers
+// that place errors (New also accepts librdkafka's sasl.mechanisms for
+// sasl.mechanism).
+func Names() []string { return slices.Clone(known) }
 
 // aliases are other spellings of accepted properties: librdkafka (and so
 // kcat) documents sasl.mechanisms, Java sasl.mechanism.
@@ -160,14 +164,14 @@ func New(props []Property) (*Config, error) {
 		if canonical, ok := aliases[key]; ok {
 			key = canonical
 		}
-		if !slices.Contains(Known, key) {
+		if !slices.Contains(known, key) {
 			msg := "unknown property"
 			if hint, ok := unsupportedHints[key]; ok {
 				msg = "not supported: " + hint
 			} else if key == "" {
 				msg = "empty property name"
 			} else {
-				msg += " (supported: " + strings.Join(Known, ", ") + ")"
+				msg += " (supported: " + strings.Join(known, ", ") + ")"
 			}
 			errs = append(errs, &Error{Property: key, Source: p.Source, Msg: msg})
 			continue

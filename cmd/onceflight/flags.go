@@ -133,7 +133,7 @@ func addKafkaFlagsDefault(cmd *cobra.Command, brokers []string, brokersHelp stri
 	fs.StringSliceVar(&kf.Brokers, "brokers", brokers, brokersHelp)
 	// A string array, not a slice: a value (a password) may hold commas.
 	fs.StringArrayVarP(&kf.Props, "kafka-property", "X", nil,
-		"Kafka connection property key=value, repeatable, overrides --kafka-config ("+strings.Join(kafkaconf.Known, ", ")+")")
+		"Kafka connection property key=value, repeatable, overrides --kafka-config ("+strings.Join(kafkaconf.Names(), ", ")+")")
 	fs.StringVar(&kf.ConfigFile, "kafka-config", "", "Kafka connection properties file (Java/librdkafka format: key=value lines, # comments)")
 	d := topics.Default()
 	fs.StringVar(&kf.Topics.Commands, "commands-topic", d.Commands, "topic of command events")

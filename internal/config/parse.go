@@ -569,7 +569,7 @@ func (p *loader) kafkaProperties(e entry, action string) *kafkaconf.Config {
 		if ke, ok := errors.AsType[*kafkaconf.Error](err); ok {
 			if f, ok := byKey[ke.Property]; ok {
 				n = f.keyNd
-				if slices.Contains(kafkaconf.Known, ke.Property) {
+				if slices.Contains(kafkaconf.Names(), ke.Property) {
 					n = f.value
 				}
 			}
