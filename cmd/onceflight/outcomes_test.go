@@ -134,6 +134,8 @@ func TestOutcomesReplay(t *testing.T) {
 		{[]string{"--offset", "beginning", "--status", "unresolved"}, "k3"},
 		{[]string{"--offset", "beginning", "--entity", "e2"}, "k3 k4"},
 		{[]string{"--offset", "beginning", "--entity", "e2", "--key", "k4"}, "k4"},
+		// An --until still ahead follows until it passes, then ends.
+		{[]string{"--offset", "beginning", "--until", time.Now().Add(time.Second).Format(time.RFC3339Nano)}, "k1 k2 k3 k4"},
 	} {
 		code, out, errOut := execCLI(ctx, append([]string{"outcomes", "--brokers", addr}, c.args...)...)
 		if code != exitOK {
