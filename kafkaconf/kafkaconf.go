@@ -262,7 +262,7 @@ func buildTLS(props map[string]Property) (*tls.Config, []error) {
 	}
 	t := &tls.Config{MinVersion: tls.VersionTLS12}
 	if p, ok := props[SSLCALocation]; ok {
-		pem, err := os.ReadFile(p.Value)
+		pem, err := readPEMFile(p.Value)
 		switch {
 		case err != nil:
 			fail(SSLCALocation, "read CA file: %v", err)
@@ -282,7 +282,15 @@ func buildTLS(props map[string]Property) (*tls.Config, []error) {
 	case hasKey && !hasCert:
 		fail(SSLKeyLocation, "needs %s too (the client certificate of the key)", SSLCertificateLocation)
 	case hasCert && hasKey:
-		pair, err := tls.LoadX509KeyPair(cert.Value, key.Value)
+		certPEM, err := readPEMFile(cert.Value)
+		var keyPEM []byte
+		if err == nil {
+			keyPEM, err = readPEMFile(key.Value)
+		}
+		var pair tls.Certificate
+		if err == nil {
+			pair, err = tls.X509KeyPair(certPEM, keyPEM)
+		}
 		if err != nil {
 			fail(SSLCertificateLocation, "load client certificate %s with key %s: %v", cert.Value, key.Value, err)
 		} else {
@@ -304,6 +312,27 @@ func buildTLS(props map[string]Property) (*tls.Config, []error) {
 		}
 	}
 	return t, errs
+}
+
+// maxPEMFile bounds the certificate and key files read: a CA bundle of
+// every public root is far below it, and a path such as /dev/zero given
+// by mistake fails instead of exhausting memory.
+const maxPEMFile = 8 << 20
+
+func readPEMFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxPEMFile {
+		return nil, fmt.Errorf("%s is larger than %d MiB: not a PEM file", path, maxPEMFile>>20)
+	}
+	return b, nil
 }
 
 // verifyChainOnly checks the broker's chain against roots (the system pool

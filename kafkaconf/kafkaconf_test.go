@@ -54,6 +54,8 @@ func TestNewRejects(t *testing.T) {
 		{"cert without key", props("security.protocol", "SSL", "ssl.certificate.location", certs.ClientCert), []string{`"ssl.certificate.location"`, "ssl.key.location"}},
 		{"key without cert", props("security.protocol", "SSL", "ssl.key.location", certs.ClientKey), []string{`"ssl.key.location"`, "ssl.certificate.location"}},
 		{"cert with wrong key", props("security.protocol", "SSL", "ssl.certificate.location", certs.ClientCert, "ssl.key.location", certs.CA), []string{"load client certificate", certs.ClientCert}},
+		{"endless ca", props("security.protocol", "SSL", "ssl.ca.location", "/dev/zero"), []string{"/dev/zero is larger than 8 MiB"}},
+		{"missing key file", props("security.protocol", "SSL", "ssl.certificate.location", certs.ClientCert, "ssl.key.location", missing), []string{"load client certificate", missing}},
 		{"endpoint algorithm", props("security.protocol", "SSL", "ssl.endpoint.identification.algorithm", "dns"), []string{`"dns" is not supported`}},
 		{"empty client id", props("client.id", " "), []string{`"client.id"`, "must not be empty"}},
 		{"empty key", props(" ", "x"), []string{"empty property name"}},
