@@ -20,6 +20,7 @@ test: ## the whole test suite (what CI runs), with short fuzz runs of the decode
 	$(GO) test -count=1 -timeout 8m ./...
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeCommand$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./kafkaconf -run '^$$' -fuzz '^FuzzParseProperties$$' -fuzztime $(FUZZTIME)
 
 test-race: ## the test suite under the race detector
 	$(GO) test -race -count=1 -timeout 15m ./...
@@ -33,6 +34,7 @@ fuzz: ## longer fuzz runs of every decoder (FUZZTIME=10m by default here)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeCommand$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./kafkaconf -run '^$$' -fuzz '^FuzzParseProperties$$' -fuzztime $(or $(LONGFUZZ),10m)
 
 bench: ## benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./dedupe ./partitioner | tee bench.txt

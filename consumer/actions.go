@@ -66,15 +66,22 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 			// transactional one: the effect must not be undone when a
 			// transaction aborts. Its delivery timeout is the attempt timeout,
 			// so a record reported ambiguous is not delivered later.
-			cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ProducerLinger(0),
+			brokers, connOpts := cfg.Brokers, cfg.KafkaOpts
+			if a.OwnConnection() {
+				connOpts = a.Kafka.Opts()
+				if len(a.Brokers) > 0 {
+					brokers = a.Brokers
+				}
+			}
+			cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0),
 				// Uncompressed: franz-go defaults to snappy, which common clients
 				// (kafkajs without a codec plugin) cannot read.
 				kgo.ProducerBatchCompression(kgo.NoCompression()),
-				kgo.RecordDeliveryTimeout(p.Timeout))
+				kgo.RecordDeliveryTimeout(p.Timeout)}, connOpts...)...)
 			if err != nil {
 				return nil, fmt.Errorf("action %q: kafka client: %w", name, err)
 			}
-			k, err := kafkaconn.New(kafkaconn.Config{Client: cl, Topic: a.Topic, PartitionFor: partitioner.ForEntity})
+			k, err := kafkaconn.New(kafkaconn.Config{Client: cl, Topic: a.Topic, PartitionFor: partitioner.ForEntity, ConfirmOpts: connOpts})
 			if err != nil {
 				return nil, fmt.Errorf("action %q: %w", name, err)
 			}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/outbox"
 )
@@ -22,6 +24,10 @@ const DefaultMaxMessageBytes = outbox.DefaultMaxMessageBytes
 type Config struct {
 	// Brokers to bootstrap from. Required.
 	Brokers []string
+	// KafkaOpts are the connection options (TLS, SASL, client id: see
+	// package kafkaconf) of every client the executor creates, and of
+	// kafka actions that have no connection of their own.
+	KafkaOpts []kgo.Opt
 	// Group is the consumer group the executors of one deployment share.
 	// Default "onceflight".
 	Group string

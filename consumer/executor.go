@@ -92,6 +92,7 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 		return nil, err
 	}
 	e := &Executor{cfg: cfg, actions: acts, store: store, log: cfg.Logger, parts: map[int32]*partState{}, held: map[int32]error{}}
+	e.opts = append([]kgo.Opt(nil), cfg.KafkaOpts...) // WithKgoOpts appends to them
 	e.retention = retention{keep: config.DefaultDedupeRetention, memory: config.DefaultKeyMemory}
 	if actions != nil {
 		e.retention = retention{keep: actions.DedupeRetention, memory: actions.KeyMemory}

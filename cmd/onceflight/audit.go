@@ -71,7 +71,7 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 			if keyMemory <= 0 {
 				return usageErrorf("--key-memory must be positive")
 			}
-			cl, err := kf.client()
+			cl, err := kf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/topics"
+	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // envPrefix starts the environment variable of every flag.
@@ -104,14 +106,21 @@ func (lf *logFlags) logger(w io.Writer) *slog.Logger {
 }
 
 // kafkaFlags are the flags of every command that talks to Kafka: where the
-// brokers are and which topics to use (SPEC §1, §7).
+// brokers are, how to connect to them (TLS, SASL: SPEC §6 "Kafka
+// connections") and which topics to use (SPEC §1, §7).
 type kafkaFlags struct {
 	Brokers []string
 	Topics  topics.Topics
+	// Props are the -X key=value flags, in order; ConfigFile is
+	// --kafka-config. Both are read by conn.
+	Props      []string
+	ConfigFile string
+
+	conf *kafkaconf.Config // loaded by conn
 }
 
-// addKafkaFlags registers --brokers (default 127.0.0.1:9092) and the topic
-// flags on cmd.
+// addKafkaFlags registers --brokers (default 127.0.0.1:9092), the
+// connection properties and the topic flags on cmd.
 func addKafkaFlags(cmd *cobra.Command) *kafkaFlags {
 	return addKafkaFlagsDefault(cmd, []string{defaultBrokers}, "Kafka brokers, host:port,...")
 }
@@ -122,6 +131,10 @@ func addKafkaFlagsDefault(cmd *cobra.Command, brokers []string, brokersHelp stri
 	kf := &kafkaFlags{}
 	fs := cmd.Flags()
 	fs.StringSliceVar(&kf.Brokers, "brokers", brokers, brokersHelp)
+	// A string array, not a slice: a value (a password) may hold commas.
+	fs.StringArrayVarP(&kf.Props, "kafka-property", "X", nil,
+		"Kafka connection property key=value, repeatable, overrides --kafka-config ("+strings.Join(kafkaconf.Names(), ", ")+")")
+	fs.StringVar(&kf.ConfigFile, "kafka-config", "", "Kafka connection properties file (Java/librdkafka format: key=value lines, # comments)")
 	d := topics.Default()
 	fs.StringVar(&kf.Topics.Commands, "commands-topic", d.Commands, "topic of command events")
 	fs.StringVar(&kf.Topics.Outcomes, "outcomes-topic", d.Outcomes, "topic of outcome events")
@@ -130,13 +143,45 @@ func addKafkaFlagsDefault(cmd *cobra.Command, brokers []string, brokersHelp stri
 	return kf
 }
 
-// client returns a Kafka client for the CLI (see client.New), logging
-// through the process logger.
-func (kf *kafkaFlags) client(opts ...kgo.Opt) (*kgo.Client, error) {
+// conn returns the connection options of --kafka-config and -X (none when
+// neither is given), loading them on first use. A bad property is a usage
+// error: the invocation, not the cluster, is wrong.
+func (kf *kafkaFlags) conn() ([]kgo.Opt, error) {
+	if kf.conf == nil {
+		c, err := kafkaconf.Load(kf.ConfigFile, kf.Props)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		kf.conf = c
+	}
+	return kf.conf.Opts(), nil
+}
+
+// hasConn reports whether connection properties were given.
+func (kf *kafkaFlags) hasConn() bool { return kf.ConfigFile != "" || len(kf.Props) > 0 }
+
+// client returns a Kafka client for the CLI (see client.New) with the
+// connection properties, logging through the process logger. It checks
+// the connection first (kafkaconf.Ping), so a wrong password or protocol
+// fails now with the broker's answer instead of leaving the command to
+// hang in franz-go's retries.
+func (kf *kafkaFlags) client(ctx context.Context, opts ...kgo.Opt) (*kgo.Client, error) {
 	brokers := slices.DeleteFunc(slices.Clone(kf.Brokers), func(s string) bool { return strings.TrimSpace(s) == "" })
 	if len(brokers) == 0 {
 		return nil, usageErrorf("--brokers is empty")
 	}
-	base := []kgo.Opt{kgo.WithLogger(client.SlogLogger(slog.Default()))}
-	return client.New(brokers, append(base, opts...)...)
+	conn, err := kf.conn()
+	if err != nil {
+		return nil, err
+	}
+	base := append([]kgo.Opt{kgo.WithLogger(client.SlogLogger(slog.Default()))}, conn...)
+	cl, err := client.New(brokers, append(base, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := kafkaconf.Ping(ctx, cl); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
 }

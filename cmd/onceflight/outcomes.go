@@ -4,7 +4,14 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,68 +20,226 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
+// outcomeStatuses are the statuses an outcome can carry, for --status.
+var outcomeStatuses = []schemas.Status{schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusUnresolved, schemas.StatusRejected, schemas.StatusHeld}
+
+// outcomesOptions are the outcomes command's flags.
+type outcomesOptions struct {
+	partition     int32
+	offset        string
+	since, until  string
+	fromBeginning bool
+	follow        bool
+	entity, key   string
+	statuses      []string
+	output        *enumValue
+}
+
 func newOutcomesCmd() *cobra.Command {
-	var (
-		fromBeginning, follow bool
-		entity, key           string
-		kf                    *kafkaFlags // set below, before RunE can run
-	)
+	o := &outcomesOptions{output: newEnum("json", "json", "table")}
+	var kf *kafkaFlags // set below, before RunE can run
 	cmd := &cobra.Command{
-		Use:   "outcomes [--from-beginning] [--follow]",
-		Short: "Print outcome events as JSON lines",
-		Long: `Print outcome events (SPEC §3) as JSON lines, each the record value as published.
+		Use:   "outcomes [--partition P] [--offset N|beginning|end] [--since T] [--until T]",
+		Short: "Print outcome events, live or replayed",
+		Long: `Print outcome events (SPEC §3): as JSON lines, each the record value as
+published (-o json, the default), or as a table (-o table).
 
-  --from-beginning           everything up to now, then exit
-  --follow                   events published from now on, until interrupted
-  --from-beginning --follow  everything, then keep following
-  neither                    nothing: there is nothing between now and now
+Where to start, in each partition read:
+  (no start flag)      the end: follow new events until interrupted, as kcat
+                       and the console consumer do
+  --offset beginning   the oldest retained event (--from-beginning is the same)
+  --offset end         the end, following (the same as no start flag)
+  --offset N           offset N; a negative N is that many events before the end
+  --since T            the first event stamped at or after T
 
-Only committed events are shown (read_committed). --entity and --key filter
-by the outcome's subject and idempotency key. Order is per partition, i.e.
-per entity; events of different entities may interleave.`,
+A read with a start stops at the end as it was when the read began, unless
+--follow is given; --until T stops at the first event stamped after T (or,
+if T is in the future, keeps following until T). T is an RFC 3339 time
+(2026-12-01T09:30:00Z), Unix milliseconds, "now", or a duration meaning
+that long ago (15m, 2h).
+
+--partition reads one partition of the outcomes topic (an entity's events
+are all in one partition). --entity, --key and --status filter by the
+outcome's subject, idempotency key and status (--status takes a list).
+Only committed events are shown (read_committed). Order is per partition;
+events of different partitions may interleave.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := kf.client()
+			r, err := o.readRange(cmd.Flags().Changed("partition"), time.Now())
+			if err != nil {
+				return err
+			}
+			for _, s := range o.statuses {
+				if !slices.Contains(outcomeStatuses, schemas.Status(s)) {
+					return usageErrorf("--status %q: want one of %s", s, joinStatuses(outcomeStatuses))
+				}
+			}
+			cl, err := kf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			out := bufio.NewWriter(cmd.OutOrStdout())
-			defer out.Flush()
-			err = client.Read(cmd.Context(), cl, kf.Topics.Outcomes, fromBeginning, follow, func(r *kgo.Record) error {
-				if entity != "" || key != "" {
-					o, err := schemas.DecodeOutcome(r)
-					if err != nil {
-						slog.Debug("skipping undecodable outcome", "partition", r.Partition, "offset", r.Offset, "err", err)
-						return nil
-					}
-					if (entity != "" && o.Subject != entity) || (key != "" && o.IdempotencyKey != key) {
-						return nil
-					}
-				}
-				if err := writeJSONLine(out, r.Value); err != nil {
-					return err
-				}
-				// A follower is watched live: show each event
-				// as it comes, not when the buffer fills.
-				if follow {
-					return out.Flush()
-				}
-				return nil
-			})
-			// Following ends only by interruption, which is the
-			// normal way to stop it, not an error.
-			if follow && errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
+			return o.print(cmd.Context(), cmd.OutOrStdout(), cl, kf.Topics.Outcomes, r)
 		},
 	}
 	kf = addKafkaFlags(cmd)
 	fs := cmd.Flags()
-	fs.BoolVar(&fromBeginning, "from-beginning", false, "start at the oldest retained event")
-	fs.BoolVar(&follow, "follow", false, "keep printing new events until interrupted")
-	fs.StringVar(&entity, "entity", "", "only outcomes for this entity")
-	fs.StringVar(&key, "key", "", "only outcomes for this idempotency key")
+	fs.Int32Var(&o.partition, "partition", 0, "read only this partition (default all)")
+	fs.StringVar(&o.offset, "offset", "", "start in each partition: beginning, end, N, or -N (N before the end)")
+	fs.StringVar(&o.since, "since", "", "start at the first event stamped at or after this time (RFC 3339, Unix ms, now, or a duration ago)")
+	fs.StringVar(&o.until, "until", "", "stop after the events stamped up to this time (same forms as --since)")
+	fs.BoolVar(&o.fromBeginning, "from-beginning", false, "start at the oldest retained event (same as --offset beginning)")
+	fs.BoolVar(&o.follow, "follow", false, "after the events up to now, keep printing new ones until interrupted")
+	fs.StringVar(&o.entity, "entity", "", "only outcomes for this entity")
+	fs.StringVar(&o.key, "key", "", "only outcomes for this idempotency key")
+	fs.StringSliceVar(&o.statuses, "status", nil, "only outcomes with these statuses: "+joinStatuses(outcomeStatuses))
+	fs.VarP(o.output, "output", "o", "output: json (lines as published) or table")
+	cmd.MarkFlagsMutuallyExclusive("offset", "since", "from-beginning")
 	return cmd
+}
+
+func joinStatuses(ss []schemas.Status) string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// readRange turns the flags into what to read; now anchors relative times.
+func (o *outcomesOptions) readRange(partitionSet bool, now time.Time) (client.Range, error) {
+	var r client.Range
+	if partitionSet {
+		if o.partition < 0 {
+			return r, usageErrorf("--partition must be >= 0, got %d", o.partition)
+		}
+		r.Partitions = []int32{o.partition}
+	}
+	started := true
+	switch {
+	case o.fromBeginning || o.offset == "beginning":
+		r.Start.Kind = client.StartBeginning
+	case o.offset == "end":
+		// An empty read to the current end would be pointless: like
+		// no start, it follows.
+		started = false
+	case o.offset != "":
+		n, err := strconv.ParseInt(o.offset, 10, 64)
+		if err != nil {
+			return r, usageErrorf("--offset %q: want beginning, end, an offset N or -N (N before the end)", o.offset)
+		}
+		r.Start = client.Start{Kind: client.StartOffset, Offset: n}
+	case o.since != "":
+		t, err := parseTimeFlag(o.since, now)
+		if err != nil {
+			return r, usageErrorf("--since: %w", err)
+		}
+		r.Start = client.Start{Kind: client.StartTime, Time: t}
+	default:
+		started = false
+	}
+	if o.until != "" {
+		t, err := parseTimeFlag(o.until, now)
+		if err != nil {
+			return r, usageErrorf("--until: %w", err)
+		}
+		if r.Start.Kind == client.StartTime && t.Before(r.Start.Time) {
+			return r, usageErrorf("--until %s is before --since %s", t.Format(time.RFC3339Nano), r.Start.Time.Format(time.RFC3339Nano))
+		}
+		r.Until = t
+	}
+	// No start at all means following from the end (kcat, the console
+	// consumer); a given start reads to the current end unless --follow.
+	r.Follow = o.follow || (!started && o.until == "")
+	return r, nil
+}
+
+// parseTimeFlag reads the time forms of --since and --until: RFC 3339,
+// Unix milliseconds (kcat's s@ts), "now", or a Go duration meaning that
+// long before now.
+func parseTimeFlag(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "now" {
+		return now, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("duration %q is negative; give how long ago, e.g. 15m", s)
+		}
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time (2026-12-01T09:30:00Z), Unix milliseconds, now, or a duration (15m)", s)
+}
+
+// keep reports whether an outcome passes the filters.
+func (o *outcomesOptions) keep(oc schemas.Outcome) bool {
+	return (o.entity == "" || oc.Subject == o.entity) &&
+		(o.key == "" || oc.IdempotencyKey == o.key) &&
+		(len(o.statuses) == 0 || slices.Contains(o.statuses, string(oc.Record.Status)))
+}
+
+func (o *outcomesOptions) filtering() bool {
+	return o.entity != "" || o.key != "" || len(o.statuses) > 0
+}
+
+// print reads r and writes the outcomes that pass the filters.
+func (o *outcomesOptions) print(ctx context.Context, w io.Writer, cl *kgo.Client, topic string, r client.Range) error {
+	out := bufio.NewWriter(w)
+	defer out.Flush()
+	table := o.output.v == "table"
+	var tw *tabwriter.Writer
+	if table {
+		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TIME\tPARTITION\tOFFSET\tENTITY\tKEY\tACTION\tSTATUS\tCODE\tREPLAYED")
+	}
+	// A live read is watched: show each event as it comes, not when
+	// the buffer fills.
+	live := r.Follow || (!r.Until.IsZero() && time.Until(r.Until) > 0)
+	err := client.ReadRange(ctx, cl, topic, r, func(rec *kgo.Record) error {
+		var oc schemas.Outcome
+		if table || o.filtering() {
+			var err error
+			if oc, err = schemas.DecodeOutcome(rec); err != nil {
+				slog.Debug("skipping undecodable outcome", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+				return nil
+			}
+			if !o.keep(oc) {
+				return nil
+			}
+		}
+		if table {
+			code := ""
+			if oc.Record.Error != nil {
+				code = oc.Record.Error.Code
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%t\n", rec.Timestamp.UTC().Format(time.RFC3339Nano),
+				rec.Partition, rec.Offset, oc.Subject, oc.IdempotencyKey, oc.Record.Action, oc.Record.Status, code, oc.Replayed)
+			if live {
+				return errors.Join(tw.Flush(), out.Flush())
+			}
+			return nil
+		}
+		if err := writeJSONLine(out, rec.Value); err != nil {
+			return err
+		}
+		if live {
+			return out.Flush()
+		}
+		return nil
+	})
+	if tw != nil {
+		err = errors.Join(err, tw.Flush())
+	}
+	// Following ends only by interruption, which is the normal way to
+	// stop it, not an error.
+	if live && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }

@@ -55,7 +55,7 @@ outcome and prints it; it exits 0 only if the resolution succeeded.`,
 			if by == "" {
 				return usageErrorf("--by is empty and $USER is not set: say who decides")
 			}
-			cl, err := kf.client()
+			cl, err := kf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

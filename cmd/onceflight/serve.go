@@ -5,20 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/api"
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // serveOptions are serve's flags; demo fills them in code.
@@ -99,20 +103,50 @@ processes with the same --group share the partitions.`,
 	return cmd
 }
 
+// checkKafka connects once to the executor's cluster and to the cluster
+// of every kafka action with its own connection, so that a wrong address,
+// protocol or password stops serve at start with the broker's answer; the
+// executor's clients would otherwise retry it quietly forever.
+func checkKafka(ctx context.Context, brokers []string, conn []kgo.Opt, cfg *config.Config) error {
+	if err := kafkaconf.Check(ctx, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, conn...)...); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Actions)) {
+		a := cfg.Actions[name]
+		if a.Connector != config.ConnectorKafka || !a.OwnConnection() {
+			continue
+		}
+		seeds := brokers
+		if len(a.Brokers) > 0 {
+			seeds = a.Brokers
+		}
+		if err := kafkaconf.Check(ctx, append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, a.Kafka.Opts()...)...); err != nil {
+			return fmt.Errorf("action %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // runServe runs until ctx is cancelled and shuts down in order: the
 // executor stops fetching, finishes its cycle (executions, transaction with
 // the offsets), leaves the group and closes its clients; then the HTTP
 // server, Pebble, and last the embedded broker everything else talked to.
 func runServe(ctx context.Context, o *serveOptions) error {
 	log := slog.Default()
+	conn, err := o.kf.conn()
+	if err != nil {
+		return err
+	}
+	brokers := o.kf.Brokers
+	if len(brokers) == 0 && o.kf.hasConn() {
+		return usageErrorf("-X and --kafka-config need --brokers: the embedded broker speaks only PLAINTEXT")
+	}
 	cfg := o.cfg
 	if cfg == nil {
-		var err error
 		if cfg, err = config.Load(o.configPath); err != nil {
 			return usageError{err}
 		}
 	}
-	brokers := o.kf.Brokers
 	if len(brokers) == 0 {
 		b, err := broker.Start(ctx, o.embeddedAddr, filepath.Join(o.dataDir, "broker"), broker.WithLogger(log))
 		if err != nil {
@@ -121,6 +155,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		defer b.Close()
 		brokers = []string{b.Addr()}
 		log.Info("embedded development broker started (use --brokers for Kafka or Redpanda)", "addr", b.Addr())
+	}
+	if err := checkKafka(ctx, brokers, conn, cfg); err != nil {
+		return err
 	}
 	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log))
 	if err != nil {
@@ -132,6 +169,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ex, err := consumer.New(consumer.Config{
 		Brokers:                      brokers,
+		KafkaOpts:                    conn,
 		Group:                        o.group,
 		Topics:                       o.kf.Topics,
 		Partitions:                   o.partitions,
@@ -168,7 +206,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			log.Error("http server", "err", err)
 		}
 	}()
-	log.Info("executor starting", "brokers", brokers, "group", o.group, "http", ln.Addr().String(), "actions", len(cfg.Actions))
+	log.Info("executor starting", "brokers", brokers, "kafka", o.kf.conf.String(), "group", o.group, "http", ln.Addr().String(), "actions", len(cfg.Actions))
 	if o.started != nil {
 		o.started(brokers, ln.Addr().String())
 	}

@@ -34,7 +34,7 @@ proportional to the journal's size.`,
 			return cobra.ExactArgs(1)(cmd, a)
 		}),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			cl, err := kf.client()
+			cl, err := kf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -153,7 +153,7 @@ func jsonKind(raw []byte) string {
 // producing: the outcome cannot precede its command, so reading from there
 // misses nothing, however fast the executor is.
 func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Command, mode schemas.Mode, wait bool, timeout time.Duration) error {
-	cl, err := kf.client()
+	cl, err := kf.client(ctx)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // Connector names accepted in an action's `connector` field (SPEC §5).
@@ -66,6 +68,15 @@ type Action struct {
 	ConfirmURL string
 	// Topic receives the data (kafka only; required there).
 	Topic string
+	// Brokers and Kafka (kafka only, the `kafka:` section's `brokers` and
+	// `properties`) connect the action to another cluster, or to the same
+	// one with other credentials. With neither, the action uses the
+	// executor's brokers and connection properties. With either, it uses
+	// exactly these properties (none: PLAINTEXT), never the executor's, so
+	// the executor's credentials are not sent to another cluster; missing
+	// Brokers are the executor's. See OwnConnection.
+	Brokers []string
+	Kafka   *kafkaconf.Config
 	// Timeout bounds one attempt; the execution deadline handed to the
 	// connector derives from it. Default 2s.
 	Timeout time.Duration
@@ -101,6 +112,10 @@ type Action struct {
 
 	schema *jsonschema.Schema
 }
+
+// OwnConnection reports whether a kafka action connects with its own
+// brokers or properties instead of the executor's (see Brokers).
+func (a *Action) OwnConnection() bool { return a.Kafka != nil || len(a.Brokers) > 0 }
 
 // ReconcileConfig controls the background re-confirmation of `unresolved`
 // executions: connectors that could not answer within ConfirmTimeout are

@@ -18,6 +18,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // Parse parses and validates an actions file. path is used in messages and
@@ -452,6 +454,8 @@ func (p *loader) action(ae entry) *Action {
 			a.ConfirmURL = p.str(f, name)
 		case "topic":
 			a.Topic = p.str(f, name)
+		case "kafka":
+			a.Brokers, a.Kafka = p.kafka(f, name)
 		case "timeout":
 			a.Timeout = p.duration(f, name, f.key, false)
 		case "confirm_timeout":
@@ -482,6 +486,97 @@ func (p *loader) action(ae entry) *Action {
 	}
 	p.validateAction(a, given)
 	return a
+}
+
+// kafka reads a kafka action's connection section:
+//
+//	kafka:
+//	  brokers: [kafka-1.example:9093]
+//	  properties:
+//	    security.protocol: SASL_SSL
+//	    sasl.mechanism: SCRAM-SHA-512
+//
+// The properties are checked by kafkaconf.New, the parser of the -X and
+// --kafka-config flags, so the file accepts exactly what the command line
+// does; its errors are placed on the property's line. Relative
+// ssl.*.location paths are relative to the actions file, like schema.
+func (p *loader) kafka(e entry, action string) ([]string, *kafkaconf.Config) {
+	entries, ok := p.mapping(e.value, action, "kafka")
+	if !ok {
+		return nil, nil
+	}
+	var brokers []string
+	var conf *kafkaconf.Config
+	for _, f := range entries {
+		switch f.key {
+		case "brokers":
+			brokers = p.strList(entry{key: "kafka.brokers", keyNd: f.keyNd, value: f.value}, action)
+			if len(brokers) == 0 {
+				p.errAt(f.value, action, "kafka.brokers", "must list at least one host:port")
+			}
+			for _, b := range brokers {
+				if strings.TrimSpace(b) == "" || strings.ContainsAny(b, " ,") {
+					p.errAt(f.value, action, "kafka.brokers", "invalid broker %q (want host:port)", b)
+				}
+			}
+		case "properties":
+			conf = p.kafkaProperties(f, action)
+		default:
+			p.errAt(f.keyNd, action, "", "unknown field %q", "kafka."+f.key)
+		}
+	}
+	return brokers, conf
+}
+
+// kafkaProperties builds the Config of a kafka section's properties; nil
+// when they are invalid (the errors are recorded).
+func (p *loader) kafkaProperties(e entry, action string) *kafkaconf.Config {
+	const field = "kafka.properties"
+	entries, ok := p.mapping(e.value, action, field)
+	if !ok {
+		return nil
+	}
+	props := make([]kafkaconf.Property, 0, len(entries))
+	byKey := map[string]entry{}
+	for _, f := range entries {
+		v, ok := p.scalarText(f.value)
+		if !ok {
+			p.errAt(f.value, action, field, "property %q: must be a string", f.key)
+			return nil
+		}
+		switch f.key {
+		case kafkaconf.SSLCALocation, kafkaconf.SSLCertificateLocation, kafkaconf.SSLKeyLocation:
+			if v != "" && !filepath.IsAbs(v) {
+				v = filepath.Join(p.dir, v)
+			}
+		}
+		props = append(props, kafkaconf.Property{Key: f.key, Value: v})
+		byKey[f.key] = f
+	}
+	conf, err := kafkaconf.New(props)
+	if err == nil {
+		return conf
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, err := range errs {
+		// A missing property has no line of its own: point at the
+		// properties section. An unknown one is wrong in its name, a
+		// known one in its value.
+		var n ast.Node = e.keyNd
+		if ke, ok := errors.AsType[*kafkaconf.Error](err); ok {
+			if f, ok := byKey[ke.Property]; ok {
+				n = f.keyNd
+				if slices.Contains(kafkaconf.Names(), ke.Property) {
+					n = f.value
+				}
+			}
+		}
+		p.errAt(n, action, field, "%v", err)
+	}
+	return nil
 }
 
 // kafkaTopic is Kafka's legal topic name alphabet and length.
@@ -530,6 +625,7 @@ func (p *loader) validateAction(a *Action, given set) {
 		onlyFor("url", ConnectorHTTP)
 		onlyFor("confirm_url", ConnectorHTTP)
 		onlyFor("topic", ConnectorKafka)
+		onlyFor("kafka", ConnectorKafka)
 		onlyFor("effects_file", ConnectorNoop)
 	}
 

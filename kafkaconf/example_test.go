@@ -1,0 +1,50 @@
+package kafkaconf_test
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/kafkaconf"
+)
+
+// Properties from a file, overridden by flags, become franz-go options.
+func ExampleNew() {
+	file := "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=onceflight\nsasl.password=from-the-file\n"
+	props, err := kafkaconf.ParseProperties("client.properties", strings.NewReader(file))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	flag, _ := kafkaconf.ParseFlag("sasl.password=from-a-flag")
+	c, err := kafkaconf.New(append(props, flag))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(c, "password from a flag:", c.Password == "from-a-flag")
+
+	// Append c.Opts() to the client's own options. NewClient does not
+	// connect; kafkaconf.Ping(ctx, cl) would check the login now.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers("kafka-1.example:9092")}, c.Opts()...)...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cl.Close()
+	// Output: SASL_PLAINTEXT SCRAM-SHA-512 user "onceflight" password from a flag: true
+}
+
+// Every problem is reported with the property and where it was written.
+func ExampleFromMap() {
+	_, err := kafkaconf.FromMap(map[string]string{
+		"security.protocol": "SSL",
+		"sasl.mechanism":    "PLAIN",
+		"linger.ms":         "5",
+	})
+	fmt.Println(err)
+	// Output:
+	// property "linger.ms": unknown property (supported: security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.endpoint.identification.algorithm, client.id)
+	// property "sasl.mechanism": set, but security.protocol is SSL; use SASL_SSL or SASL_PLAINTEXT to authenticate
+}
