@@ -1,5 +1,5 @@
 // Command onceflight is the Onceflight executor and its operator tools
-// (SPEC §7). This package only parses flags, builds components and maps
+// (docs/cli.md). This package only parses flags, builds components and maps
 // errors to exit codes; the work happens in the packages it wires together.
 //
 // Exit codes: 0 success; 1 error; 2 usage or configuration error (bad flag,

@@ -39,7 +39,7 @@ func newResolveCmd() *cobra.Command {
 		Use:   "resolve KEY --as succeeded|failed|rejected --reason TEXT",
 		Short: "Record an operator's decision on an unresolved or held execution",
 		Long: `Record an operator's decision on the unresolved or held execution record of
-KEY (SPEC §3, §7): for an unresolved one, what the operator found out about
+KEY (docs/events.md#settlement, docs/cli.md#resolve): for an unresolved one, what the operator found out about
 the effect; for a held one, the verdict on the suspected duplicate.
 
 The decision is published as a command (type onceflight.resolve) to the

@@ -76,7 +76,7 @@ processes with the same --group share the partitions.`,
 	}
 	o.kf = addKafkaFlagsDefault(cmd, nil, "Kafka brokers, host:port,...; none: start the embedded broker on 127.0.0.1:9092")
 	fs := cmd.Flags()
-	fs.StringVar(&o.configPath, "config", "onceflight.yaml", "actions file (SPEC §6)")
+	fs.StringVar(&o.configPath, "config", "onceflight.yaml", "actions file (docs/configuration.md)")
 	fs.StringVar(&o.group, "group", "onceflight", "consumer group shared by the executors of one deployment")
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints (health, metrics, records)")
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory of the local state (a cache of the journal) and of the embedded broker")

@@ -38,7 +38,7 @@ func newSubmitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit --action A --entity E [--key K] [--data JSON|@file]",
 		Short: "Publish a command event",
-		Long: `Publish a command event (SPEC §2) to the commands topic, keyed by the entity.
+		Long: `Publish a command event (docs/events.md#command-events) to the commands topic, keyed by the entity.
 
 Without --wait it prints {"id":...,"partition":...,"offset":...}. With --wait
 it prints the command's outcome event as one JSON line and exits 0 only if
@@ -95,7 +95,7 @@ its status is succeeded (3 otherwise, 4 if none arrived within --timeout).
 }
 
 // readData returns --data as a compact JSON object, or nil when not given.
-// Data must be an object (SPEC §2); checking here gives the user a clear
+// Data must be an object (docs/events.md#command-attributes); checking here gives the user a clear
 // message instead of a rejected outcome from the executor later.
 func readData(arg string, stdin io.Reader) (json.RawMessage, error) {
 	if arg == "" {
@@ -178,7 +178,7 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 	}
 	rec.Topic = kf.Topics.Commands
 	if rec.Key == nil {
-		// SPEC §2: the Kafka key should be the entity; the default
+		// The Kafka key should be the entity (docs/events.md#partitioning); the default
 		// partitioner hashes it with murmur2, the canonical mapping.
 		rec.Key = []byte(c.Subject)
 	}
