@@ -83,6 +83,7 @@ e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.`,
 				return err
 			}
 			slog.SetDefault(lf.logger(cmd.ErrOrStderr()))
+			warnUnknownEnv(cmd, slog.Default())
 			return nil
 		},
 	}
@@ -99,7 +100,13 @@ e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.`,
 		newResolveCmd(),
 		newDemoCmd(),
 		newAuditCmd(),
+		newVersionCmd(),
+		newConfigCmd(),
 	)
+	// --version prints what `onceflight version` prints.
+	root.Version = readBuildInfo().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	setExamples(root)
 	return root
 }
 

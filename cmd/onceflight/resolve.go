@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ outcome and prints it; it exits 0 only if the resolution succeeded.`,
 				return usageErrorf("--reason must not be empty: it is the audit trail of the decision")
 			}
 			if by == "" {
-				return usageErrorf("--by is empty and $USER is not set: say who decides")
+				return usageErrorf("--by is empty and the OS user name is unknown: say who decides")
 			}
 			cl, err := kf.client()
 			if err != nil {
@@ -94,9 +95,25 @@ outcome and prints it; it exits 0 only if the resolution succeeded.`,
 	fs := cmd.Flags()
 	fs.Var(as, "as", "the decision: succeeded, failed or rejected")
 	fs.StringVar(&reason, "reason", "", "why; recorded with the decision")
-	fs.StringVar(&by, "by", os.Getenv("USER"), "who decides (default $USER)")
+	fs.StringVar(&by, "by", defaultBy(), "who decides, recorded with the decision; defaults to the OS user name")
 	fs.DurationVar(&timeout, "timeout", defaultWait, "how long to wait for the executor to apply the decision")
 	_ = cmd.MarkFlagRequired("as")
 	_ = cmd.MarkFlagRequired("reason")
 	return cmd
+}
+
+// defaultBy is the OS user running the command: the account an operator
+// is logged in as is the honest default for who decided. $USER and
+// $USERNAME are the fallback where the user database has no entry for the
+// uid (a container running as an arbitrary uid).
+func defaultBy() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	for _, v := range []string{"USER", "USERNAME"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	return ""
 }

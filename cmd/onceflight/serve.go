@@ -19,6 +19,7 @@ import (
 	"github.com/onceflight/onceflight/internal/api"
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/dirlock"
 )
 
 // serveOptions are serve's flags; demo fills them in code.
@@ -110,6 +111,16 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			return usageError{err}
 		}
 	}
+	// The data dir is ours alone before anything opens it: a second
+	// executor would otherwise fail deep in Pebble with a bare EAGAIN that
+	// names neither the directory nor its holder.
+	lock, err := dirlock.Acquire(o.dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	// Released after Pebble and the embedded broker closed (defers run
+	// in reverse).
+	defer func() { _ = lock.Release() }()
 	brokers := o.kf.Brokers
 	if len(brokers) == 0 {
 		b, err := broker.Start(ctx, o.embeddedAddr, filepath.Join(o.dataDir, "broker"), broker.WithLogger(log))
@@ -118,7 +129,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		}
 		defer b.Close()
 		brokers = []string{b.Addr()}
-		log.Info("embedded development broker started (use --brokers for Kafka or Redpanda)", "addr", b.Addr())
+		// WARN, not INFO: an executor meant for production that lost its
+		// --brokers (an unset or misspelt ONCEFLIGHT_BROKERS) runs on
+		// this in-process broker, and nothing else would say so.
+		log.Warn("DEVELOPMENT BROKER: no --brokers given, so this executor runs on the embedded single-node broker; it is not for production. Set --brokers (or ONCEFLIGHT_BROKERS) to use Kafka or Redpanda",
+			"addr", b.Addr(), "data_dir", filepath.Join(o.dataDir, "broker"))
 	}
 	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log))
 	if err != nil {
