@@ -35,7 +35,7 @@ var examples = map[string]string{
   onceflight audit --partitions 0,3,5-7 --format json --group onceflight`,
 	"onceflight version": `  onceflight version
   onceflight --version`,
-	"onceflight config": `  onceflight config validate onceflight.yaml`,
+	"onceflight config":          `  onceflight config validate onceflight.yaml`,
 	"onceflight config validate": `  onceflight config validate deploy/onceflight.yaml && echo ok`,
 }
 

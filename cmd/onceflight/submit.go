@@ -38,13 +38,15 @@ func newSubmitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit --action A --entity E [--key K] [--data JSON|@file]",
 		Short: "Publish a command event",
-		Long: `Publish a command event (docs/events.md#command-events) to the commands topic, keyed by the entity.
+		Long: `Publish a command event (docs/events.md#command-events) to the commands
+topic, keyed by the entity.
 
 Without --wait it prints {"id":...,"key":...,"partition":...,"offset":...},
 where key is the idempotency key (derived as source/id when --key is not
-given), and exits 1 if the brokers did not acknowledge within --timeout. With --wait
-it prints the command's outcome event as one JSON line and exits 0 only if
-its status is succeeded (3 otherwise, 4 if none arrived within --timeout).
+given), and exits 1 if the brokers did not acknowledge within --timeout.
+With --wait it prints the command's outcome event as one JSON line and exits
+0 only if its status is succeeded (3 otherwise, 4 if none arrived within
+--timeout).
 --data takes a JSON object, @file to read one from a file, or @- for stdin.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
