@@ -491,8 +491,8 @@ var metricRe = regexp.MustCompile(`\bonceflight_[a-z0-9_]+`)
 
 // TestQueriesUseExportedMetrics runs an executor on the embedded broker,
 // answers one command so every metric family has a sample, and checks that
-// each onceflight_* name in the dashboard and the alert rules is on its
-// /metrics.
+// each onceflight_* name in the dashboard, the alert rules and the metrics
+// table of docs/http.md is on its /metrics.
 func TestQueriesUseExportedMetrics(t *testing.T) {
 	exported := scrapeExecutor(t)
 	var d struct {
@@ -534,6 +534,8 @@ func TestQueriesUseExportedMetrics(t *testing.T) {
 			queries["alert "+r.Alert] = r.Expr
 		}
 	}
+	// The reference users read names only real metrics too.
+	queries["docs/http.md"] = readFile(t, "../docs/http.md")
 	n := 0
 	for where, q := range queries {
 		for _, name := range metricRe.FindAllString(q, -1) {
@@ -563,6 +565,22 @@ func scrapeExecutor(t *testing.T) map[string]bool {
 	serveOut := start(t, ctx, "serve", "--brokers", addr, "--config", cfg, "--data-dir", filepath.Join(dir, "state"),
 		"--http", "127.0.0.1:0", "--partitions", "1", "--executor-id", "deploy-test", "--session-timeout", "6s")
 	httpAddr := waitLine(t, serveOut, regexp.MustCompile(`msg="executor starting".* http=(\S+)`))
+	// Ready means the topics exist and the partitions are assigned, so
+	// the command below is consumed.
+	for {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("executor not ready: %v", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	out, err := exec.CommandContext(ctx, bin, "submit", "--brokers", addr, "--action", "noop.ping", "--entity", "e-1", "--wait").CombinedOutput()
 	if err != nil {
 		t.Fatalf("submit --wait: %v\n%s", err, out)

@@ -358,4 +358,24 @@ func TestExitCodesDocumented(t *testing.T) {
 	if !slices.Equal(documented, want) {
 		t.Errorf("docs/cli.md documents exit codes %v, the commands return %v", documented, want)
 	}
+
+	// The README's one-paragraph summary says the same.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, para, ok := strings.Cut(string(readme), "Exit codes: ")
+	if !ok {
+		t.Fatal("README.md has no 'Exit codes:' paragraph")
+	}
+	para, _, _ = strings.Cut(para, "\n\n")
+	var inReadme []int
+	for _, m := range regexp.MustCompile(`(?:^|, |\s)(\d+) [a-z]`).FindAllStringSubmatch(para, -1) {
+		n, _ := strconv.Atoi(m[1])
+		inReadme = append(inReadme, n)
+	}
+	slices.Sort(inReadme)
+	if !slices.Equal(slices.Compact(inReadme), want) {
+		t.Errorf("README.md's exit codes %v, the commands return %v", inReadme, want)
+	}
 }
