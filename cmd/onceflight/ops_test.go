@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -377,5 +380,48 @@ func TestExitCodesDocumented(t *testing.T) {
 	slices.Sort(inReadme)
 	if !slices.Equal(slices.Compact(inReadme), want) {
 		t.Errorf("README.md's exit codes %v, the commands return %v", inReadme, want)
+	}
+}
+
+// TestDemoServiceOnly: the compose stack's demo-service runs the refunds
+// service alone; a refund applied there is confirmed by key.
+func TestDemoServiceOnly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- runDemoService(ctx, pw, "127.0.0.1:0"); pw.Close() }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	addr := strings.TrimSpace(strings.TrimPrefix(line, "demo refunds service listening on "))
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/refunds", strings.NewReader(`{"amount":25}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", "refund-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("POST /refunds: %s", resp.Status)
+	}
+	resp, err = http.Get("http://" + addr + "/refunds/refund-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /refunds/refund-1 (confirmation): %s", resp.Status)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("service did not stop cleanly: %v", err)
+	}
+	if code, _, _ := runCLI("demo", "--listen", "127.0.0.1:0"); code != exitUsage {
+		t.Errorf("demo --listen without --service-only: exit %d, want %d", code, exitUsage)
 	}
 }
