@@ -73,7 +73,10 @@ func newRootCmd() *cobra.Command {
 		Long: `Onceflight executes command events from Kafka through connectors and
 publishes one outcome event per command. Every flag can also be set with an
 environment variable ONCEFLIGHT_<FLAG> (upper case, dashes as underscores,
-e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.`,
+e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.
+
+The reference (events, guarantees, connectors, configuration, CLI, HTTP) is
+docs/ in the source repository.`,
 		// Runtime errors are printed once, by run, without the usage
 		// text that would bury them.
 		SilenceUsage:  true,
@@ -106,6 +109,8 @@ e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.`,
 	// --version prints what `onceflight version` prints.
 	root.Version = readBuildInfo().String()
 	root.SetVersionTemplate("{{.Version}}\n")
+	// Declared here only for its help text; cobra handles it.
+	root.Flags().BoolP("version", "v", false, "print the version, VCS revision and Go version")
 	setExamples(root)
 	return root
 }
