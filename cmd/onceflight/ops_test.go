@@ -339,47 +339,36 @@ func TestResolveByDefaultsToOSUser(t *testing.T) {
 }
 
 // TestExitCodesDocumented: the exit code table users read (docs/cli.md)
-// lists exactly the codes the commands return.
+// and the README's summary list exactly the codes the commands return.
 func TestExitCodesDocumented(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/cli.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(raw), "## Exit codes")
-	if !ok {
-		t.Fatal("docs/cli.md has no Exit codes section")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	var documented []int
-	for _, m := range regexp.MustCompile(`(?m)^\| (\d+) \|`).FindAllStringSubmatch(section, -1) {
-		n, _ := strconv.Atoi(m[1])
-		documented = append(documented, n)
-	}
 	want := []int{exitOK, exitError, exitUsage, exitNotSucceded, exitNoOutcome, exitAuditFailed, exitInterrupted}
-	slices.Sort(documented)
 	slices.Sort(want)
-	if !slices.Equal(documented, want) {
-		t.Errorf("docs/cli.md documents exit codes %v, the commands return %v", documented, want)
-	}
-
-	// The README's one-paragraph summary says the same.
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, para, ok := strings.Cut(string(readme), "Exit codes: ")
-	if !ok {
-		t.Fatal("README.md has no 'Exit codes:' paragraph")
-	}
-	para, _, _ = strings.Cut(para, "\n\n")
-	var inReadme []int
-	for _, m := range regexp.MustCompile(`(?:^|, |\s)(\d+) [a-z]`).FindAllStringSubmatch(para, -1) {
-		n, _ := strconv.Atoi(m[1])
-		inReadme = append(inReadme, n)
-	}
-	slices.Sort(inReadme)
-	if !slices.Equal(slices.Compact(inReadme), want) {
-		t.Errorf("README.md's exit codes %v, the commands return %v", inReadme, want)
+	for _, doc := range []struct {
+		file, start, end string
+		code             *regexp.Regexp
+	}{
+		{"../../docs/cli.md", "## Exit codes", "\n## ", regexp.MustCompile(`(?m)^\| (\d+) \|`)},
+		{"../../README.md", "Exit codes: ", "\n\n", regexp.MustCompile(`(?:^|, |\s)(\d+) [a-z]`)},
+	} {
+		raw, err := os.ReadFile(doc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, section, ok := strings.Cut(string(raw), doc.start)
+		if !ok {
+			t.Errorf("%s has no %q", doc.file, doc.start)
+			continue
+		}
+		section, _, _ = strings.Cut(section, doc.end)
+		var documented []int
+		for _, m := range doc.code.FindAllStringSubmatch(section, -1) {
+			n, _ := strconv.Atoi(m[1])
+			documented = append(documented, n)
+		}
+		slices.Sort(documented)
+		if !slices.Equal(slices.Compact(documented), want) {
+			t.Errorf("%s documents exit codes %v, the commands return %v", doc.file, documented, want)
+		}
 	}
 }
 
