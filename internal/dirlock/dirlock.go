@@ -74,11 +74,10 @@ func Acquire(dir string) (*Lock, error) {
 		return nil, &HeldError{Dir: dir, PID: readPID(path)}
 	}
 	// Written through a second descriptor: the lock belongs to the open
-	// file description of fl, which this does not touch.
-	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		_ = fl.Unlock()
-		return nil, fmt.Errorf("write lock file %s: %w", path, err)
-	}
+	// file description of fl, which this does not touch. A failed write
+	// is ignored: the PID only makes a rival's message more precise, and
+	// Windows refuses writes to a file locked through another handle.
+	_ = os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
 	return &Lock{fl: fl, dir: dir}, nil
 }
 
