@@ -5,15 +5,29 @@ BIN     ?= bin/onceflight
 # report "context deadline exceeded" at the deadline with no failing input
 # (golang/go#75804, fixed in go1.27); a count has no deadline to race.
 FUZZTIME ?= 100000x
+# What `onceflight version` prints: a tag when the commit has one. The
+# revision is passed too because builds without .git (a Docker context)
+# get no VCS stamp from the toolchain.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
+IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-race lint fuzz bench chaos chaos-race demo kafkajs clean
+.PHONY: help build image test test-race lint fuzz bench chaos chaos-race demo kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build bin/onceflight
-	$(GO) build -o $(BIN) ./cmd/onceflight
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/onceflight
+
+image: ## build the container image (Dockerfile); skipped with a message where Docker is not usable
+	@if docker info >/dev/null 2>&1; then \
+		docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) -t onceflight:latest . ; \
+	else \
+		echo "make image: skipped: docker is not usable here ('docker info' failed); the Dockerfile needs Docker or a compatible builder"; \
+	fi
 
 test: ## the whole test suite (what CI runs), with short fuzz runs of the decoders
 	$(GO) vet ./...

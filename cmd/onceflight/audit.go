@@ -31,7 +31,7 @@ func newAuditCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "audit [--partitions LIST] [--format text|json] [--max-violations N]",
-		Short: "Check the guarantees (SPEC §4) from the records in the topics",
+		Short: "Check the guarantees (docs/guarantees.md) from the records in the topics",
 		Long: `Read the commands, journal, outcomes and deadletter topics (read_committed,
 from their start to the end offsets taken when the audit starts) and check,
 from the records alone:

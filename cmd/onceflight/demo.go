@@ -27,7 +27,11 @@ import (
 )
 
 func newDemoCmd() *cobra.Command {
-	var keep bool
+	var (
+		keep        bool
+		serviceOnly bool
+		listen      string
+	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run everything on the embedded broker with a demo service, and show the outcomes",
@@ -35,13 +39,25 @@ func newDemoCmd() *cobra.Command {
 idempotent) refunds service, then publish a handful of commands that show a
 first execution, a replay, a reused key, an unknown action, a malformed
 record, a timeout settled by confirmation and an unresolved record resolved
-by an operator. Prints a table and exits 0 when every outcome is as expected.`,
+by an operator. Prints a table and exits 0 when every outcome is as expected.
+
+With --service-only it runs just the demo refunds service on --listen until
+interrupted (POST /refunds, GET /refunds/{key}, POST /messages), for an
+executor started elsewhere, as in deploy/compose/.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if serviceOnly {
+				return runDemoService(cmd.Context(), cmd.OutOrStdout(), listen)
+			}
+			if cmd.Flags().Changed("listen") {
+				return usageErrorf("--listen is only for --service-only")
+			}
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), keep)
 		},
 	}
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo's data directory")
+	cmd.Flags().BoolVar(&serviceOnly, "service-only", false, "run only the demo refunds service, on --listen")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the demo service with --service-only")
 	return cmd
 }
 
@@ -260,4 +276,29 @@ func waitReady(ctx context.Context, url string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// runDemoService serves the demo refunds service on listen until ctx ends.
+// It lets the compose stack show the demo's service behind real executors
+// without a second program to build.
+func runDemoService(ctx context.Context, out io.Writer, listen string) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", listen, err)
+	}
+	hs := &http.Server{Handler: demo.NewService().Handler(), ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(out, "demo refunds service listening on %s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("demo service: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("demo service shutdown: %w", err)
+	}
+	return nil
 }

@@ -1,5 +1,5 @@
 // Command onceflight is the Onceflight executor and its operator tools
-// (SPEC §7). This package only parses flags, builds components and maps
+// (docs/cli.md). This package only parses flags, builds components and maps
 // errors to exit codes; the work happens in the packages it wires together.
 //
 // Exit codes: 0 success; 1 error; 2 usage or configuration error (bad flag,
@@ -73,7 +73,10 @@ func newRootCmd() *cobra.Command {
 		Long: `Onceflight executes command events from Kafka through connectors and
 publishes one outcome event per command. Every flag can also be set with an
 environment variable ONCEFLIGHT_<FLAG> (upper case, dashes as underscores,
-e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.`,
+e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.
+
+The reference (events, guarantees, connectors, configuration, CLI, HTTP) is
+docs/ in the source repository.`,
 		// Runtime errors are printed once, by run, without the usage
 		// text that would bury them.
 		SilenceUsage:  true,
@@ -83,6 +86,7 @@ e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.`,
 				return err
 			}
 			slog.SetDefault(lf.logger(cmd.ErrOrStderr()))
+			warnUnknownEnv(cmd, slog.Default())
 			return nil
 		},
 	}
@@ -99,7 +103,15 @@ e.g. ONCEFLIGHT_BROKERS); a flag given on the command line wins.`,
 		newResolveCmd(),
 		newDemoCmd(),
 		newAuditCmd(),
+		newVersionCmd(),
+		newConfigCmd(),
 	)
+	// --version prints what `onceflight version` prints.
+	root.Version = readBuildInfo().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	// Declared here only for its help text; cobra handles it.
+	root.Flags().BoolP("version", "v", false, "print the version, VCS revision and Go version")
+	setExamples(root)
 	return root
 }
 

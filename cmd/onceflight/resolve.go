@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 	"strings"
 	"time"
 
@@ -39,7 +40,7 @@ func newResolveCmd() *cobra.Command {
 		Use:   "resolve KEY --as succeeded|failed|rejected --reason TEXT",
 		Short: "Record an operator's decision on an unresolved or held execution",
 		Long: `Record an operator's decision on the unresolved or held execution record of
-KEY (SPEC §3, §7): for an unresolved one, what the operator found out about
+KEY (docs/events.md#settlement, docs/cli.md#resolve): for an unresolved one, what the operator found out about
 the effect; for a held one, the verdict on the suspected duplicate.
 
 The decision is published as a command (type onceflight.resolve) to the
@@ -53,7 +54,7 @@ outcome and prints it; it exits 0 only if the resolution succeeded.`,
 				return usageErrorf("--reason must not be empty: it is the audit trail of the decision")
 			}
 			if by == "" {
-				return usageErrorf("--by is empty and $USER is not set: say who decides")
+				return usageErrorf("--by is empty and the OS user name is unknown: say who decides")
 			}
 			cl, err := kf.client(cmd.Context())
 			if err != nil {
@@ -94,9 +95,25 @@ outcome and prints it; it exits 0 only if the resolution succeeded.`,
 	fs := cmd.Flags()
 	fs.Var(as, "as", "the decision: succeeded, failed or rejected")
 	fs.StringVar(&reason, "reason", "", "why; recorded with the decision")
-	fs.StringVar(&by, "by", os.Getenv("USER"), "who decides (default $USER)")
+	fs.StringVar(&by, "by", defaultBy(), "who decides, recorded with the decision; defaults to the OS user name")
 	fs.DurationVar(&timeout, "timeout", defaultWait, "how long to wait for the executor to apply the decision")
 	_ = cmd.MarkFlagRequired("as")
 	_ = cmd.MarkFlagRequired("reason")
 	return cmd
+}
+
+// defaultBy is the OS user running the command: the account an operator
+// is logged in as is the honest default for who decided. $USER and
+// $USERNAME are the fallback where the user database has no entry for the
+// uid (a container running as an arbitrary uid).
+func defaultBy() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	for _, v := range []string{"USER", "USERNAME"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	return ""
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/onceflight/onceflight/internal/api"
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/kafkaconf"
 )
 
@@ -81,7 +82,7 @@ processes with the same --group share the partitions.`,
 	}
 	o.kf = addKafkaFlagsDefault(cmd, nil, "Kafka brokers, host:port,...; none: start the embedded broker on 127.0.0.1:9092")
 	fs := cmd.Flags()
-	fs.StringVar(&o.configPath, "config", "onceflight.yaml", "actions file (SPEC §6)")
+	fs.StringVar(&o.configPath, "config", "onceflight.yaml", "actions file (docs/configuration.md)")
 	fs.StringVar(&o.group, "group", "onceflight", "consumer group shared by the executors of one deployment")
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints (health, metrics, records)")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "address of Go's profiling endpoints (/debug/pprof/), off when empty")
@@ -147,6 +148,16 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			return usageError{err}
 		}
 	}
+	// The data dir is ours alone before anything opens it: a second
+	// executor would otherwise fail deep in Pebble with a bare EAGAIN that
+	// names neither the directory nor its holder.
+	lock, err := dirlock.Acquire(o.dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	// Released after Pebble and the embedded broker closed (defers run
+	// in reverse).
+	defer func() { _ = lock.Release() }()
 	if len(brokers) == 0 {
 		b, err := broker.Start(ctx, o.embeddedAddr, filepath.Join(o.dataDir, "broker"), broker.WithLogger(log))
 		if err != nil {
@@ -154,7 +165,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		}
 		defer b.Close()
 		brokers = []string{b.Addr()}
-		log.Info("embedded development broker started (use --brokers for Kafka or Redpanda)", "addr", b.Addr())
+		// WARN, not INFO: an executor meant for production that lost its
+		// --brokers (an unset or misspelt ONCEFLIGHT_BROKERS) runs on
+		// this in-process broker, and nothing else would say so.
+		log.Warn("DEVELOPMENT BROKER: no --brokers given, so this executor runs on the embedded single-node broker; it is not for production. Set --brokers (or ONCEFLIGHT_BROKERS) to use Kafka or Redpanda",
+			"addr", b.Addr(), "data_dir", filepath.Join(o.dataDir, "broker"))
 	}
 	if err := checkKafka(ctx, brokers, conn, cfg); err != nil {
 		return err

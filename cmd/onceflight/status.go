@@ -20,7 +20,7 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status KEY | status --unresolved | status --held",
 		Short: "Print the execution record of an idempotency key, or list records awaiting an operator",
-		Long: `Print the current execution record (SPEC §3) of KEY as JSON, read from the
+		Long: `Print the current execution record (docs/events.md#execution-records) of KEY as JSON, read from the
 journal topic; exit 1 if the key has no record. With --unresolved (or
 --held) print, as JSON lines sorted by key, every record whose current status
 is unresolved (or held): the ones waiting for 'onceflight resolve'.

@@ -38,11 +38,15 @@ func newSubmitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit --action A --entity E [--key K] [--data JSON|@file]",
 		Short: "Publish a command event",
-		Long: `Publish a command event (SPEC §2) to the commands topic, keyed by the entity.
+		Long: `Publish a command event (docs/events.md#command-events) to the commands
+topic, keyed by the entity.
 
-Without --wait it prints {"id":...,"partition":...,"offset":...}. With --wait
-it prints the command's outcome event as one JSON line and exits 0 only if
-its status is succeeded (3 otherwise, 4 if none arrived within --timeout).
+Without --wait it prints {"id":...,"key":...,"partition":...,"offset":...},
+where key is the idempotency key (derived as source/id when --key is not
+given), and exits 1 if the brokers did not acknowledge within --timeout.
+With --wait it prints the command's outcome event as one JSON line and exits
+0 only if its status is succeeded (3 otherwise, 4 if none arrived within
+--timeout).
 --data takes a JSON object, @file to read one from a file, or @- for stdin.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -88,14 +92,14 @@ its status is succeeded (3 otherwise, 4 if none arrived within --timeout).
 	fs.StringVar(&id, "id", "", "CloudEvents id (default: a random UUID)")
 	fs.Var(mode, "mode", "CloudEvents Kafka binding mode: binary or structured")
 	fs.BoolVar(&wait, "wait", false, "wait for the outcome and print it")
-	fs.DurationVar(&timeout, "timeout", defaultWait, "how long --wait waits for the outcome")
+	fs.DurationVar(&timeout, "timeout", defaultWait, "how long to wait for the brokers' acknowledgement and, with --wait, for the outcome")
 	_ = cmd.MarkFlagRequired("action")
 	_ = cmd.MarkFlagRequired("entity")
 	return cmd
 }
 
 // readData returns --data as a compact JSON object, or nil when not given.
-// Data must be an object (SPEC §2); checking here gives the user a clear
+// Data must be an object (docs/events.md#command-attributes); checking here gives the user a clear
 // message instead of a rejected outcome from the executor later.
 func readData(arg string, stdin io.Reader) (json.RawMessage, error) {
 	if arg == "" {
@@ -159,16 +163,18 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 	}
 	defer cl.Close()
 
+	// --timeout bounds the whole command, the produce included: franz-go
+	// retries an unreachable broker until the record's context ends, so
+	// without a deadline a stopped broker would hang submit forever.
+	if timeout <= 0 {
+		return usageErrorf("--timeout must be positive")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var from map[int32]int64
 	if wait {
-		if timeout <= 0 {
-			return usageErrorf("--timeout must be positive")
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
 		if from, err = client.EndOffsets(ctx, cl, kf.Topics.Outcomes); err != nil {
-			return err
+			return fmt.Errorf("read the end of %s from --brokers %s: %w", kf.Topics.Outcomes, strings.Join(kf.Brokers, ","), err)
 		}
 	}
 
@@ -178,19 +184,26 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 	}
 	rec.Topic = kf.Topics.Commands
 	if rec.Key == nil {
-		// SPEC §2: the Kafka key should be the entity; the default
+		// The Kafka key should be the entity (docs/events.md#partitioning); the default
 		// partitioner hashes it with murmur2, the canonical mapping.
 		rec.Key = []byte(c.Subject)
 	}
 	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("produce to %s: no acknowledgement from --brokers %s within --timeout %s (is Kafka running?): %w",
+				kf.Topics.Commands, strings.Join(kf.Brokers, ","), timeout, err)
+		}
 		return fmt.Errorf("produce to %s: %w", kf.Topics.Commands, err)
 	}
 	if !wait {
+		// The key is printed even when derived, so a script can ask
+		// `onceflight status KEY` without knowing the default rule.
 		return json.NewEncoder(out).Encode(struct {
 			ID        string `json:"id"`
+			Key       string `json:"key"`
 			Partition int32  `json:"partition"`
 			Offset    int64  `json:"offset"`
-		}{c.ID, rec.Partition, rec.Offset})
+		}{c.ID, effectiveKey(c), rec.Partition, rec.Offset})
 	}
 
 	o, orec, err := client.WaitOutcomeRecord(ctx, cl, kf.Topics.Outcomes, c.ID, from)
@@ -203,6 +216,15 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 		return err
 	}
 	return printOutcome(out, o, orec)
+}
+
+// effectiveKey is the idempotency key the executor will use for c: its
+// own, or the default source/id (docs/events.md#command-attributes).
+func effectiveKey(c schemas.Command) string {
+	if c.IdempotencyKey != "" {
+		return c.IdempotencyKey
+	}
+	return c.Source + "/" + c.ID
 }
 
 // printOutcome prints the outcome event as published, on one line, and turns

@@ -2,12 +2,18 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/dirlock"
 )
 
 // TestRestartKeepsData is the reason this package exists: a development
@@ -84,4 +90,32 @@ func TestStartErrors(t *testing.T) {
 	if _, err := Start(ctx, b.Addr(), t.TempDir()); err == nil {
 		t.Error("second broker on a busy port started")
 	}
+}
+
+// TestSecondBrokerOnDataDirRefused: a second broker on a directory in use
+// would rewrite the first one's log; it must fail at start, naming the
+// directory and the holder.
+func TestSecondBrokerOnDataDirRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := Start(ctx, "127.0.0.1:0", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(ctx, "127.0.0.1:0", dir)
+	if !errors.Is(err, dirlock.ErrHeld) {
+		t.Fatalf("second broker on %s: %v, want it refused", dir, err)
+	}
+	for _, want := range []string{dir, strconv.Itoa(os.Getpid())} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	b.Close()
+	// Closing releases the directory for the next broker.
+	b2, err := Start(ctx, "127.0.0.1:0", dir)
+	if err != nil {
+		t.Fatalf("broker after Close: %v", err)
+	}
+	b2.Close()
 }

@@ -1,4 +1,4 @@
-// Package config loads the actions file of SPEC §6: which command types
+// Package config loads the actions file (docs/configuration.md): which command types
 // Onceflight executes, through which connector, and with which safeguards.
 //
 // The file is validated completely at load time (URLs, durations, schemas,
@@ -22,14 +22,14 @@ import (
 	"github.com/onceflight/onceflight/kafkaconf"
 )
 
-// Connector names accepted in an action's `connector` field (SPEC §5).
+// Connector names accepted in an action's `connector` field (docs/connectors.md).
 const (
 	ConnectorHTTP  = "http"
 	ConnectorKafka = "kafka"
 	ConnectorNoop  = "noop"
 )
 
-// Values of an action's `on_duplicate` field (SPEC §6).
+// Values of an action's `on_duplicate` field (docs/configuration.md#actions).
 const (
 	OnDuplicateReject = "reject"
 	OnDuplicateHold   = "hold"
@@ -48,7 +48,7 @@ const (
 )
 
 // KeyPlaceholder is replaced in ConfirmURL by the URL-escaped idempotency
-// key (SPEC §5). A confirm URL without it could not identify the attempt it
+// key (docs/connectors.md#http). A confirm URL without it could not identify the attempt it
 // asks about, so Parse rejects one.
 const KeyPlaceholder = "{key}"
 
@@ -64,7 +64,7 @@ type Action struct {
 	URL string
 	// ConfirmURL is queried with GET after an ambiguous result; it must
 	// contain {key}. Optional (http only): without it an ambiguous result
-	// becomes `unresolved` unless IdempotentByKey is set (SPEC §4 G3).
+	// becomes `unresolved` unless IdempotentByKey is set (G3, docs/guarantees.md#g3-no-blind-retry).
 	ConfirmURL string
 	// Topic receives the data (kafka only; required there).
 	Topic string

@@ -1,0 +1,34 @@
+# syntax=docker/dockerfile:1
+# The Onceflight image: one static binary on distroless, running as nonroot.
+#   make image                     (tags onceflight:<git describe> and onceflight:latest)
+#   docker build -t onceflight .   (the same, without the version stamp)
+
+# Build stage: the Go version must satisfy go.mod's go line
+# (deploy/deploy_test.go checks it).
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+# Modules first, so a source change does not download them again.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+ARG REVISION=
+# CGO_ENABLED=0: a static binary that runs on distroless/static (no libc);
+# os/user then reads /etc/passwd itself, which distroless provides.
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" \
+      -o /out/onceflight ./cmd/onceflight \
+ && mkdir -p /out/data
+
+# Run stage. distroless/static has CA certificates (TLS to Kafka and to
+# connectors' HTTPS endpoints), /etc/passwd with the nonroot user, and
+# nothing else: no shell, so health checks go through the HTTP endpoints.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/onceflight /usr/local/bin/onceflight
+# /data is the conventional --data-dir; owned by nonroot (65532) so a fresh
+# named volume mounted there inherits a directory the process can write.
+COPY --from=build --chown=65532:65532 /out/data /data
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/onceflight"]
+CMD ["serve", "--config", "/etc/onceflight/onceflight.yaml", "--data-dir", "/data", "--http", "0.0.0.0:8080", "--log-format", "json"]

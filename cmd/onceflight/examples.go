@@ -1,0 +1,50 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// examples are the Example: sections of the help texts, by command path.
+// They live together so that TestExamples can check, in one place, that
+// every command has one and that each flag they use exists: an example
+// that no longer runs is worse than none. A command that sets its own
+// Example keeps it.
+var examples = map[string]string{
+	"onceflight": `  onceflight demo
+  onceflight serve --brokers kafka-1:9092 --config onceflight.yaml
+  onceflight submit --action noop.ping --entity dev-1 --wait`,
+	"onceflight serve": `  # production: Kafka or Redpanda, a stable id per instance
+  onceflight serve --brokers kafka-1:9092,kafka-2:9092 --config onceflight.yaml \
+    --executor-id onceflight-0 --data-dir /var/lib/onceflight --http 0.0.0.0:8080
+  # development: no --brokers starts the embedded broker on 127.0.0.1:9092
+  onceflight serve --config onceflight.yaml --data-dir ./onceflight-data`,
+	"onceflight broker": `  onceflight broker --listen 127.0.0.1:9092 --data-dir ./broker-data
+  onceflight broker --listen 0.0.0.0:9092 --advertise broker:9092 --data-dir /data`,
+	"onceflight submit": `  onceflight submit --action payments.refund --entity order-1042 --key refund-1042 \
+    --data '{"amount":25,"currency":"EUR"}' --wait --timeout 10s
+  onceflight submit --action noop.ping --entity dev-1 --data @command.json`,
+	"onceflight outcomes": `  onceflight outcomes --from-beginning --entity order-1042
+  onceflight outcomes --follow --key refund-1042`,
+	"onceflight status": `  onceflight status refund-1042
+  onceflight status --unresolved
+  onceflight status --held --brokers kafka-1:9092`,
+	"onceflight resolve": `  onceflight resolve refund-1042 --as succeeded --reason "refund re_77 found in the PSP dashboard"
+  onceflight resolve refund-1043 --as failed --reason "PSP has no such refund" --by alice`,
+	"onceflight demo": `  onceflight demo
+  onceflight demo --keep
+  onceflight demo --service-only --listen 0.0.0.0:8081`,
+	"onceflight audit": `  onceflight audit
+  onceflight audit --partitions 0,3,5-7 --format json --group onceflight`,
+	"onceflight version": `  onceflight version
+  onceflight --version`,
+	"onceflight config":          `  onceflight config validate onceflight.yaml`,
+	"onceflight config validate": `  onceflight config validate deploy/onceflight.yaml && echo ok`,
+}
+
+// setExamples fills the Example of root and its subcommands from examples.
+func setExamples(c *cobra.Command) {
+	if c.Example == "" {
+		c.Example = examples[c.CommandPath()]
+	}
+	for _, sub := range c.Commands() {
+		setExamples(sub)
+	}
+}
