@@ -56,7 +56,7 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 			}
 			conn = noop.New(opts...)
 		case config.ConnectorHTTP:
-			h, err := httpconn.New(httpconn.Config{URL: a.URL, ConfirmURL: a.ConfirmURL, Timeout: a.Timeout})
+			h, err := httpconn.New(httpconn.Config{URL: a.URL, ConfirmURL: a.ConfirmURL, Timeout: a.Timeout, MaxConcurrent: cfg.MaxInflight})
 			if err != nil {
 				return nil, fmt.Errorf("action %q: %w", name, err)
 			}

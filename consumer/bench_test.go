@@ -53,7 +53,7 @@ func BenchmarkThroughput(b *testing.B) {
 	ceiling := float64(benchPartitions) / benchDelay.Seconds()
 	b.Logf("one execution per partition ceiling: %d partitions / %s = %.0f cmds/s", benchPartitions, benchDelay, ceiling)
 	for _, c := range []struct{ inflight, poll int }{
-		{1, 500}, {12, 500}, {64, 500}, {256, 500}, {256, 2000}, {512, 500}, {512, 2000},
+		{1, 500}, {12, 500}, {64, 500}, {256, 500}, {256, 2000}, {512, 500}, {512, 2000}, {1024, 500},
 	} {
 		b.Run(fmt.Sprintf("inflight=%d/poll=%d", c.inflight, c.poll), func(b *testing.B) {
 			benchThroughput(b, c.inflight, c.poll, ceiling, false, false)

@@ -53,6 +53,12 @@ type Config struct {
 	// transport error after the headers were produced counts as ambiguous.
 	Client         *http.Client
 	MaxResultBytes int // cap on the response body kept in a result; default 64 KiB
+	// MaxConcurrent is how many requests may be in flight at once (the
+	// executor's --max-inflight): that many idle connections are kept, so
+	// a busy executor reuses connections instead of opening one per request
+	// (at 1024 in flight with 256 kept, 8 003 connections for 10 000 POSTs).
+	// Default 256.
+	MaxConcurrent int
 }
 
 // maxMessageBytes caps the error message taken from a rejection's body.
@@ -118,7 +124,9 @@ func New(cfg Config) (*Connector, error) {
 			// net/http keeps 2 idle connections per host by default, so
 			// with many executions in flight almost every POST would
 			// open a new connection.
-			t.MaxIdleConnsPerHost = 256
+			idle := max(cfg.MaxConcurrent, 256)
+			t.MaxIdleConnsPerHost = idle
+			t.MaxIdleConns = max(t.MaxIdleConns, idle)
 		}
 		t.ForceAttemptHTTP2 = false
 		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
