@@ -240,7 +240,7 @@ func (b *Batch) Commit() error {
 		b.s.metas.put(key, metaOf(&p.rec))
 	}
 	for entity, es := range b.entities {
-		b.s.entities.put(entity, *es)
+		b.s.entities.put(entity, entityEntry{es: *es, found: true})
 	}
 	return nil
 }

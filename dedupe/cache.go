@@ -18,10 +18,12 @@ import (
 //     recently written records, read by PutRecord to know which index
 //     entries to move.
 //
-// Both are filled only by Batch.Commit, under Store.mu, after the Pebble
-// commit succeeded, so they never hold a value Pebble does not: a read
-// that misses goes to Pebble and does not fill the cache (filling from a
-// read could race with a commit and keep the older value). Prune deletes
+// Both are filled by Batch.Commit, under Store.mu, after the Pebble commit
+// succeeded, so they never hold a value Pebble does not. Entity also
+// remembers what it read from Pebble — most often "no such entity", for
+// an entity's first command — but only when no write reached the cache
+// while it read (putIfQuiet): a read that a commit overtook could keep the
+// older value. Prune deletes
 // entity states under the same mutex and drops them from the cache;
 // the metas stay right across pruning, because a stub keeps status,
 // partition and finished_at, and a forgotten record's stale metas only
@@ -36,6 +38,10 @@ type genCache[V any] struct {
 	mu       sync.Mutex
 	cur, old map[string]V
 	max      int
+	// writes counts puts and deletes, so that a value read from Pebble
+	// can be added only if nothing was written since the read began
+	// (putIfQuiet).
+	writes uint64
 }
 
 func newGenCache[V any](max int) *genCache[V] {
@@ -63,7 +69,28 @@ func (c *genCache[V]) put(k string, v V) {
 	c.mu.Unlock()
 }
 
+// version is the write count, taken before reading Pebble for putIfQuiet.
+func (c *genCache[V]) version() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// putIfQuiet adds a value read from Pebble unless a write happened since
+// version v: then the read may predate it, and the cache must not keep it.
+func (c *genCache[V]) putIfQuiet(k string, val V, v uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writes == v {
+		c.cur[k] = val
+		if len(c.cur) >= c.max {
+			c.old, c.cur = c.cur, make(map[string]V, c.max)
+		}
+	}
+}
+
 func (c *genCache[V]) putLocked(k string, v V) {
+	c.writes++
 	c.cur[k] = v
 	if len(c.cur) >= c.max {
 		c.old, c.cur = c.cur, make(map[string]V, c.max)
@@ -72,9 +99,17 @@ func (c *genCache[V]) putLocked(k string, v V) {
 
 func (c *genCache[V]) del(k string) {
 	c.mu.Lock()
+	c.writes++
 	delete(c.cur, k)
 	delete(c.old, k)
 	c.mu.Unlock()
+}
+
+// entityEntry is a cached entity state, or the knowledge that there is
+// none (found false).
+type entityEntry struct {
+	es    EntityState
+	found bool
 }
 
 // recMeta is what writeIndex needs of a key's previous record.

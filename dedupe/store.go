@@ -119,7 +119,7 @@ type Store struct {
 	pruneMu sync.Mutex
 	prune   pruneState
 	// entities and metas are write-through caches (cache.go).
-	entities *genCache[EntityState]
+	entities *genCache[entityEntry]
 	metas    *genCache[recMeta]
 	// pruneHook, if set (tests), runs in Prune after a chunk was scanned
 	// and before it is checked and written under mu.
@@ -182,7 +182,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: cfg.logger, entities: newGenCache[EntityState](cacheEntries), metas: newGenCache[recMeta](cacheEntries)}
+	s := &Store{db: db, log: cfg.logger, entities: newGenCache[entityEntry](cacheEntries), metas: newGenCache[recMeta](cacheEntries)}
 	if err := s.loadPruneState(); err != nil {
 		db.Close()
 		return nil, err
@@ -233,9 +233,10 @@ func (s *Store) Entity(entity string) (EntityState, bool, error) {
 	if s.closed.Load() {
 		return EntityState{}, false, ErrClosed
 	}
-	if es, ok := s.entities.get(entity); ok {
-		return es, true, nil
+	if en, ok := s.entities.get(entity); ok {
+		return en.es, en.found, nil
 	}
+	v := s.entities.version()
 	var es EntityState
 	ek := entityKey(entity)
 	found, err := s.getRaw(s.db, ek, func(val []byte) error {
@@ -244,10 +245,11 @@ func (s *Store) Entity(entity string) (EntityState, bool, error) {
 		}
 		return nil
 	})
-	if err != nil || !found {
+	if err != nil {
 		return EntityState{}, false, err
 	}
-	return es, true, nil
+	s.entities.putIfQuiet(entity, entityEntry{es: es, found: found}, v)
+	return es, found, nil
 }
 
 // Progress returns the journal position of a partition; the zero Progress
