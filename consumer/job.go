@@ -67,71 +67,71 @@ type job struct {
 	intents int
 }
 
-func (c *job) handle(ctx context.Context, it *item, version *int64) {
+func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	cmd := it.cmd
-	c.version = *version
-	c.deadline = cmd.Deadline
-	if c.inFlight != "" && c.inFlight != cmd.IdempotencyKey {
-		if !c.settleInFlight(ctx, c.inFlight, version) {
+	j.version = *version
+	j.deadline = cmd.Deadline
+	if j.inFlight != "" && j.inFlight != cmd.IdempotencyKey {
+		if !j.settleInFlight(ctx, j.inFlight, version) {
 			return
 		}
-		c.version = *version
+		j.version = *version
 	}
-	prev, found, err := c.lookup(cmd.IdempotencyKey)
+	prev, found, err := j.lookup(cmd.IdempotencyKey)
 	if err != nil {
-		c.fail(err)
+		j.fail(err)
 		return
 	}
 	if found && prev.Fingerprint != cmd.Fingerprint {
-		c.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
+		j.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
 			"idempotency key %q is already recorded for another command (%s, entity %q); the original record is unchanged",
 			cmd.IdempotencyKey, prev.Action, prev.Entity), false)
 		return
 	}
-	if !found && !c.claim(cmd.IdempotencyKey, cmd.Fingerprint) {
-		c.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
+	if !found && !j.claim(cmd.IdempotencyKey, cmd.Fingerprint) {
+		j.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
 			"idempotency key %q is used by another command in flight", cmd.IdempotencyKey), false)
 		return
 	}
 	if found {
 		switch {
 		case prev.Status.Final() || prev.Status == schemas.StatusHeld:
-			c.replay(cmd, prev)
+			j.replay(cmd, prev)
 		case prev.Status == schemas.StatusInProgress:
-			c.inherit(ctx, cmd, prev, version)
+			j.inherit(ctx, cmd, prev, version)
 		}
 		return
 	}
 	switch cmd.Type {
 	case TypeResolve:
-		c.resolve(cmd)
+		j.resolve(cmd)
 		return
 	case TypeReconcile:
-		c.reconcileKey(ctx, cmd, version)
+		j.reconcileKey(ctx, cmd, version)
 		return
 	}
 	if cmd.Deadline != nil && time.Now().After(*cmd.Deadline) {
-		c.reject(cmd, schemas.CodeExpired, fmt.Sprintf("deadline %s passed before the command started", cmd.Deadline.Format(time.RFC3339)), true)
+		j.reject(cmd, schemas.CodeExpired, fmt.Sprintf("deadline %s passed before the command started", cmd.Deadline.Format(time.RFC3339)), true)
 		return
 	}
-	a := c.e.actions[cmd.Type]
+	a := j.e.actions[cmd.Type]
 	if a == nil {
-		c.reject(cmd, schemas.CodeUnknownAction, fmt.Sprintf("action %q is not configured", cmd.Type), true)
+		j.reject(cmd, schemas.CodeUnknownAction, fmt.Sprintf("action %q is not configured", cmd.Type), true)
 		return
 	}
 	if !a.cfg.SourceAllowed(cmd.Source) {
-		c.reject(cmd, schemas.CodeNotAllowed, fmt.Sprintf("source %q is not allowed for action %q", cmd.Source, cmd.Type), true)
+		j.reject(cmd, schemas.CodeNotAllowed, fmt.Sprintf("source %q is not allowed for action %q", cmd.Source, cmd.Type), true)
 		return
 	}
 	if err := a.cfg.ValidateData(cmd.Data); err != nil {
-		c.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("data does not match the schema of %q: %v", cmd.Type, err), true)
+		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("data does not match the schema of %q: %v", cmd.Type, err), true)
 		return
 	}
 	if cmd.ExpectedVersion != nil && *cmd.ExpectedVersion != *version {
-		c.reject(cmd, schemas.CodeVersionConflict, fmt.Sprintf("expected entity version %d, entity %q is at %d", *cmd.ExpectedVersion, cmd.Subject, *version), true)
+		j.reject(cmd, schemas.CodeVersionConflict, fmt.Sprintf("expected entity version %d, entity %q is at %d", *cmd.ExpectedVersion, cmd.Subject, *version), true)
 		return
 	}
-	c.execute(ctx, cmd, a, version)
+	j.execute(ctx, cmd, a, version)
 }
 
 // settleInFlight settles another key the entity has in progress — left by
@@ -139,36 +139,36 @@ func (c *job) handle(ctx context.Context, it *item, version *int64) {
 // next command may run (G1): whatever request started an execution, it is
 // inherited (deadline, then confirmation). It reports whether the command
 // may go on.
-func (c *job) settleInFlight(ctx context.Context, key string, version *int64) bool {
-	prev, found, err := c.lookup(key)
+func (j *job) settleInFlight(ctx context.Context, key string, version *int64) bool {
+	prev, found, err := j.lookup(key)
 	if err != nil {
-		c.fail(err)
+		j.fail(err)
 		return false
 	}
 	if !found || prev.Status != schemas.StatusInProgress || prev.Entity == "" {
 		return true
 	}
-	c.e.log.Warn("entity has an execution in progress from an earlier owner or attempt; settling it first",
+	j.e.log.Warn("entity has an execution in progress from an earlier owner or attempt; settling it first",
 		"entity", prev.Entity, "key", key, "deadline", prev.Deadline)
 	orig := schemas.Command{ID: prev.Command.ID, Subject: prev.Entity, IdempotencyKey: key}
-	c.inherit(ctx, orig, prev, version)
-	return c.err == nil
+	j.inherit(ctx, orig, prev, version)
+	return j.err == nil
 }
 
 // execute runs a new command through its connector.
-func (c *job) execute(ctx context.Context, cmd schemas.Command, a *action, version *int64) {
+func (j *job) execute(ctx context.Context, cmd schemas.Command, a *action, version *int64) {
 	now := time.Now().UTC()
-	rec := c.base(cmd)
+	rec := j.base(cmd)
 	rec.StartedAt = &now
 	rec.Data = cmd.Data
 	probe := rec
 	probe.Status = schemas.StatusInProgress
-	if !c.e.fits(&probe) {
-		c.e.m.tooLarge.Inc()
-		c.reject(cmd, schemas.CodeTooLarge, tooLargeMessage("the command's record", len(cmd.Data)+recordOverhead, c.e.cfg.MaxMessageBytes), true)
+	if !j.e.fits(&probe) {
+		j.e.m.tooLarge.Inc()
+		j.reject(cmd, schemas.CodeTooLarge, tooLargeMessage("the command's record", len(cmd.Data)+recordOverhead, j.e.cfg.MaxMessageBytes), true)
 		return
 	}
-	c.run(ctx, a, rec, cmd.ID, false, version, func(ctx context.Context, req connectors.Request, opt connectors.PerformOption) connectors.Decision {
+	j.run(ctx, a, rec, cmd.ID, false, version, func(ctx context.Context, req connectors.Request, opt connectors.PerformOption) connectors.Decision {
 		return connectors.Perform(ctx, a.conn, req, a.policy, opt)
 	})
 }
@@ -177,30 +177,30 @@ func (c *job) execute(ctx context.Context, cmd schemas.Command, a *action, versi
 // abandoned attempt): wait until its recorded deadline plus the clock-drift
 // margin has passed — the old attempt can no longer be sent after it — then
 // confirm before anything else (G3).
-func (c *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Record, version *int64) {
+func (j *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Record, version *int64) {
 	if prev.Deadline != nil {
-		wait := time.Until(prev.Deadline.Add(c.e.cfg.ClockDrift))
+		wait := time.Until(prev.Deadline.Add(j.e.cfg.ClockDrift))
 		if wait > 0 {
-			c.e.log.Info("waiting for an inherited execution's deadline", "key", prev.IdempotencyKey, "entity", prev.Entity, "wait", wait)
+			j.e.log.Info("waiting for an inherited execution's deadline", "key", prev.IdempotencyKey, "entity", prev.Entity, "wait", wait)
 			select {
 			case <-time.After(wait):
 			case <-ctx.Done():
-				c.fail(ctx.Err())
+				j.fail(ctx.Err())
 				return
 			}
 		}
 	}
-	a := c.e.actions[prev.Action]
+	a := j.e.actions[prev.Action]
 	if a == nil {
 		fin := prev
-		c.finalize(&fin, connectors.Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeUnknownAction,
+		j.finalize(&fin, connectors.Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeUnknownAction,
 			Message: fmt.Sprintf("inherited in_progress execution of action %q, which is no longer configured", prev.Action), Attempts: prev.Attempts}, version)
-		c.add(emit{journal: &fin, outcome: &fin, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
+		j.add(emit{journal: &fin, outcome: &fin, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
 		return
 	}
 	rec := prev
-	rec.Executor = c.e.cfg.ExecutorID
-	c.run(ctx, a, rec, cmd.ID, cmd.ID != prev.Command.ID, version, func(ctx context.Context, req connectors.Request, opt connectors.PerformOption) connectors.Decision {
+	rec.Executor = j.e.cfg.ExecutorID
+	j.run(ctx, a, rec, cmd.ID, cmd.ID != prev.Command.ID, version, func(ctx context.Context, req connectors.Request, opt connectors.PerformOption) connectors.Decision {
 		req.Attempt = prev.Attempts
 		if prev.Deadline != nil {
 			req.Deadline = *prev.Deadline
@@ -215,11 +215,11 @@ type performFunc func(context.Context, connectors.Request, connectors.PerformOpt
 //
 // keep, when given, decides whether a decision is recorded at all: the
 // reconciler records only decisions that settle an unresolved record.
-func (c *job) run(ctx context.Context, a *action, rec schemas.Record, causation string, replayed bool, version *int64, perform performFunc, keep ...func(connectors.Decision) bool) {
+func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation string, replayed bool, version *int64, perform performFunc, keep ...func(connectors.Decision) bool) {
 	p := rec.Command.Partition
-	st := c.e.part(p)
+	st := j.e.part(p)
 	if st == nil {
-		c.fail(errFenced)
+		j.fail(errFenced)
 		return
 	}
 	req := connectors.Request{
@@ -227,9 +227,9 @@ func (c *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		FencingToken: rec.FencingToken, Data: rec.Data, TraceParent: rec.TraceParent,
 	}
 	expired := func() error {
-		if c.deadline != nil && time.Now().After(*c.deadline) {
+		if j.deadline != nil && time.Now().After(*j.deadline) {
 			return &connectors.StopError{Code: schemas.CodeExpired,
-				Message: fmt.Sprintf("deadline %s passed before the attempt could be sent", c.deadline.Format(time.RFC3339))}
+				Message: fmt.Sprintf("deadline %s passed before the attempt could be sent", j.deadline.Format(time.RFC3339))}
 		}
 		return nil
 	}
@@ -249,11 +249,11 @@ func (c *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		d := r.Deadline.UTC()
 		in.Deadline = &d
 		in.Error, in.Result, in.FinishedAt = nil, nil, nil
-		tok, err := c.p.cm.intent(ctx, p, in)
+		tok, err := j.p.cm.intent(ctx, p, in)
 		if err != nil {
 			return err
 		}
-		c.intents++
+		j.intents++
 		r.FencingToken = tok
 		rec.FencingToken = tok
 		return expired()
@@ -263,36 +263,36 @@ func (c *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	select {
 	case st.sem <- struct{}{}:
 	case <-ctx.Done():
-		c.fail(ctx.Err())
+		j.fail(ctx.Err())
 		return
 	}
 	select {
-	case c.e.sem <- struct{}{}:
+	case j.e.sem <- struct{}{}:
 	case <-ctx.Done():
 		<-st.sem
-		c.fail(ctx.Err())
+		j.fail(ctx.Err())
 		return
 	}
 	start := time.Now()
 	dec := perform(ctx, req, hook)
-	<-c.e.sem
+	<-j.e.sem
 	<-st.sem
-	c.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
+	j.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
 	if dec.Code == connectors.CodeNotStarted || dec.Code == connectors.CodeInterrupted {
 		// No decision: the record stays in_progress in the journal with
 		// its deadline, and the command is not answered, so it is consumed
 		// again by whoever owns the partition.
-		c.fail(fmt.Errorf("key %q: %s: %s", rec.IdempotencyKey, dec.Code, dec.Message))
+		j.fail(fmt.Errorf("key %q: %s: %s", rec.IdempotencyKey, dec.Code, dec.Message))
 		return
 	}
 	if len(keep) > 0 && !keep[0](dec) {
 		return
 	}
-	c.finalize(&rec, dec, version)
-	c.add(emit{journal: &rec, outcome: &rec, causation: causation, replayed: replayed})
+	j.finalize(&rec, dec, version)
+	j.add(emit{journal: &rec, outcome: &rec, causation: causation, replayed: replayed})
 }
 
-func (c *job) finalize(rec *schemas.Record, dec connectors.Decision, version *int64) {
+func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *int64) {
 	now := time.Now().UTC()
 	rec.Status = dec.Outcome
 	rec.Attempts = dec.Attempts
@@ -306,12 +306,12 @@ func (c *job) finalize(rec *schemas.Record, dec connectors.Decision, version *in
 		rec.Error = &schemas.Error{Code: dec.Code, Message: dec.Message}
 	}
 	rec.EntityVersion = *version
-	rec.Executor = c.e.cfg.ExecutorID
+	rec.Executor = j.e.cfg.ExecutorID
 }
 
 // resolve applies an operator's decision (onceflight resolve) to an
 // unresolved or held record, and answers the control command itself.
-func (c *job) resolve(cmd schemas.Command) {
+func (j *job) resolve(cmd schemas.Command) {
 	var req struct {
 		Key    string `json:"key"`
 		As     string `json:"as"`
@@ -319,17 +319,17 @@ func (c *job) resolve(cmd schemas.Command) {
 		By     string `json:"by"`
 	}
 	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" || req.Reason == "" {
-		c.reject(cmd, schemas.CodeInvalidCommand, "resolve needs data {\"key\",\"as\",\"reason\",\"by\"}", true)
+		j.reject(cmd, schemas.CodeInvalidCommand, "resolve needs data {\"key\",\"as\",\"reason\",\"by\"}", true)
 		return
 	}
 	as := schemas.Status(req.As)
 	if as != schemas.StatusSucceeded && as != schemas.StatusFailed && as != schemas.StatusRejected {
-		c.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("resolve: --as %q, want succeeded, failed or rejected", req.As), true)
+		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("resolve: --as %q, want succeeded, failed or rejected", req.As), true)
 		return
 	}
-	target, found, err := c.lookup(req.Key)
+	target, found, err := j.lookup(req.Key)
 	if err != nil {
-		c.fail(err)
+		j.fail(err)
 		return
 	}
 	if !found || (target.Status != schemas.StatusUnresolved && target.Status != schemas.StatusHeld) {
@@ -337,49 +337,49 @@ func (c *job) resolve(cmd schemas.Command) {
 		if found {
 			st = "status " + string(target.Status)
 		}
-		c.reject(cmd, schemas.CodeNotUnresolved, fmt.Sprintf("key %q cannot be resolved: %s (only unresolved or held records can)", req.Key, st), true)
+		j.reject(cmd, schemas.CodeNotUnresolved, fmt.Sprintf("key %q cannot be resolved: %s (only unresolved or held records can)", req.Key, st), true)
 		return
 	}
 	now := time.Now().UTC()
 	res := target
 	res.Status = as
 	res.FinishedAt = &now
-	res.Executor = c.e.cfg.ExecutorID
+	res.Executor = j.e.cfg.ExecutorID
 	res.Resolution = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: as}
 	if as == schemas.StatusSucceeded {
 		res.Error = nil
 	} else if res.Error == nil {
 		res.Error = &schemas.Error{Code: "resolved_by_operator", Message: req.Reason}
 	}
-	c.setFinal(res)
-	c.add(emit{journal: &res, outcome: &res, causation: target.Command.ID})
+	j.setFinal(res)
+	j.add(emit{journal: &res, outcome: &res, causation: target.Command.ID})
 
-	ctl := c.base(cmd)
+	ctl := j.base(cmd)
 	ctl.Status = schemas.StatusSucceeded
 	ctl.Attempts = 1
 	ctl.FinishedAt = &now
 	ctl.Result, _ = json.Marshal(map[string]string{"resolved": req.Key, "as": req.As})
-	c.add(emit{journal: &ctl, outcome: &ctl, causation: cmd.ID})
+	j.add(emit{journal: &ctl, outcome: &ctl, causation: cmd.ID})
 }
 
-func (c *job) base(cmd schemas.Command) schemas.Record {
+func (j *job) base(cmd schemas.Command) schemas.Record {
 	return schemas.Record{
 		IdempotencyKey: cmd.IdempotencyKey,
 		Entity:         cmd.Subject,
 		Action:         cmd.Type,
 		Fingerprint:    cmd.Fingerprint,
 		Command:        schemas.CommandRef{ID: cmd.ID, Source: cmd.Source, Partition: cmd.Partition, Offset: cmd.Offset},
-		Executor:       c.e.cfg.ExecutorID,
+		Executor:       j.e.cfg.ExecutorID,
 		TraceParent:    cmd.TraceParent,
-		EntityVersion:  c.version,
+		EntityVersion:  j.version,
 	}
 }
 
 // reject answers cmd with a rejected record. journal=false leaves the
 // key's existing record untouched (a reused key must not overwrite it).
-func (c *job) reject(cmd schemas.Command, code, msg string, journal bool) {
+func (j *job) reject(cmd schemas.Command, code, msg string, journal bool) {
 	now := time.Now().UTC()
-	rec := c.base(cmd)
+	rec := j.base(cmd)
 	rec.Status = schemas.StatusRejected
 	rec.FinishedAt = &now
 	rec.Error = &schemas.Error{Code: code, Message: msg}
@@ -387,49 +387,49 @@ func (c *job) reject(cmd schemas.Command, code, msg string, journal bool) {
 	if journal {
 		e.journal = &rec
 	}
-	c.add(e)
+	j.add(e)
 }
 
-func (c *job) replay(cmd schemas.Command, prev schemas.Record) {
-	ret := c.e.retention
+func (j *job) replay(cmd schemas.Command, prev schemas.Record) {
+	ret := j.e.retention
 	if prev.FinishedAt != nil && ret.keep > 0 && time.Since(*prev.FinishedAt) > ret.keep {
-		c.reject(cmd, schemas.CodeKeyExpired, fmt.Sprintf("idempotency key %q finished at %s, beyond dedupe retention; its result was dropped",
+		j.reject(cmd, schemas.CodeKeyExpired, fmt.Sprintf("idempotency key %q finished at %s, beyond dedupe retention; its result was dropped",
 			cmd.IdempotencyKey, prev.FinishedAt.Format(time.RFC3339)), false)
 		return
 	}
-	c.e.m.replays.Inc()
+	j.e.m.replays.Inc()
 	// The command that produced the record, consumed again after a
 	// crash between commit and offset, is a republication: same outcome
 	// id, and not marked replayed.
-	c.add(emit{outcome: &prev, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
+	j.add(emit{outcome: &prev, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
 }
 
 // tooLargeToForward answers a misrouted command whose copy would not fit
 // the commands topic: deadlettered (by reference: the original stays at its
 // offset) and rejected too_large, never executed out of place.
-func (c *job) tooLargeToForward(r *kgo.Record, cmd schemas.Command, err error) {
-	c.e.m.tooLarge.Inc()
+func (j *job) tooLargeToForward(r *kgo.Record, cmd schemas.Command, err error) {
+	j.e.m.tooLarge.Inc()
 	msg := err.Error()
-	c.add(emit{deadletter: r, reason: "too_large: " + msg})
+	j.add(emit{deadletter: r, reason: "too_large: " + msg})
 	now := time.Now().UTC()
-	rec := c.base(cmd)
+	rec := j.base(cmd)
 	rec.Status = schemas.StatusRejected
 	rec.FinishedAt = &now
 	rec.Error = &schemas.Error{Code: schemas.CodeTooLarge, Message: msg}
-	c.add(emit{outcome: &rec, causation: cmd.ID})
+	j.add(emit{outcome: &rec, causation: cmd.ID})
 }
 
 // undecodable sends r to the deadletter topic and, when an entity can be
 // read from it, answers it with a rejected outcome too (SPEC §3).
-func (c *job) undecodable(r *kgo.Record, err error) {
-	c.e.m.deadletters.Inc()
+func (j *job) undecodable(r *kgo.Record, err error) {
+	j.e.m.deadletters.Inc()
 	var de *schemas.DecodeError
 	reason := err.Error()
 	ent := ""
 	if errors.As(err, &de) {
 		reason, ent = de.Reason, de.Entity
 	}
-	c.add(emit{deadletter: r, reason: reason})
+	j.add(emit{deadletter: r, reason: reason})
 	if ent == "" {
 		return
 	}
@@ -441,31 +441,31 @@ func (c *job) undecodable(r *kgo.Record, err error) {
 		Status:         schemas.StatusRejected,
 		Command:        schemas.CommandRef{ID: ref, Partition: r.Partition, Offset: r.Offset},
 		FinishedAt:     &now,
-		Executor:       c.e.cfg.ExecutorID,
+		Executor:       j.e.cfg.ExecutorID,
 		Error:          &schemas.Error{Code: schemas.CodeInvalidCommand, Message: reason},
 	}
-	c.add(emit{outcome: &rec, causation: ref})
+	j.add(emit{outcome: &rec, causation: ref})
 }
 
-func (c *job) lookup(key string) (schemas.Record, bool, error) {
+func (j *job) lookup(key string) (schemas.Record, bool, error) {
 	// This job's own records come first: it may have settled the key
 	// already (an inherited execution settled before a reconcile request).
-	for i := len(c.emits) - 1; i >= 0; i-- {
-		if j := c.emits[i].journal; j != nil && j.IdempotencyKey == key {
-			return *j, true, nil
+	for i := len(j.emits) - 1; i >= 0; i-- {
+		if rec := j.emits[i].journal; rec != nil && rec.IdempotencyKey == key {
+			return *rec, true, nil
 		}
 	}
-	if rec, ok := c.p.pendingRecord(key); ok {
+	if rec, ok := j.p.pendingRecord(key); ok {
 		return rec, true, nil
 	}
-	rec, ok, err := c.e.store.Lookup(key)
+	rec, ok, err := j.e.store.Lookup(key)
 	if err != nil {
 		return rec, false, fmt.Errorf("dedupe lookup %q: %w", key, err)
 	}
 	// Past key_memory a key is forgotten (SPEC §3): a command with it is
 	// new work.
-	if ok && rec.Status.Final() && rec.FinishedAt != nil && c.e.retention.memory > 0 &&
-		time.Since(*rec.FinishedAt) > c.e.retention.memory {
+	if ok && rec.Status.Final() && rec.FinishedAt != nil && j.e.retention.memory > 0 &&
+		time.Since(*rec.FinishedAt) > j.e.retention.memory {
 		return schemas.Record{}, false, nil
 	}
 	return rec, ok, nil
@@ -474,23 +474,23 @@ func (c *job) lookup(key string) (schemas.Record, bool, error) {
 // claim reserves a new key for the first fingerprint that uses it until its
 // answer is staged; a command of another entity reusing it meanwhile is
 // rejected.
-func (c *job) claim(key, fp string) bool {
-	ok := c.p.claim(key, fp)
+func (j *job) claim(key, fp string) bool {
+	ok := j.p.claim(key, fp)
 	if ok {
-		c.claimed = append(c.claimed, key)
+		j.claimed = append(j.claimed, key)
 	}
 	return ok
 }
 
 // setFinal is kept for symmetry with add: a job's records become visible
 // to other jobs when it is staged.
-func (c *job) setFinal(schemas.Record) {}
+func (j *job) setFinal(schemas.Record) {}
 
-func (c *job) add(e emit) { c.emits = append(c.emits, e) }
+func (j *job) add(e emit) { j.emits = append(j.emits, e) }
 
-func (c *job) fail(err error) {
-	if c.err == nil {
-		c.err = err
+func (j *job) fail(err error) {
+	if j.err == nil {
+		j.err = err
 	}
 }
 
@@ -499,26 +499,26 @@ func (c *job) fail(err error) {
 // process or, worse, leaving the partition stuck on a command that panics
 // every time it is consumed. Unresolved, because an attempt may have been
 // sent before the panic; an operator can look and resolve it.
-func (c *job) safeHandle(ctx context.Context, it *item, version *int64) {
+func (j *job) safeHandle(ctx context.Context, it *item, version *int64) {
 	defer func() {
 		r := recover()
 		if r == nil {
 			return
 		}
-		c.e.log.Error("panic while handling a command; answered unresolved", "key", it.cmd.IdempotencyKey,
+		j.e.log.Error("panic while handling a command; answered unresolved", "key", it.cmd.IdempotencyKey,
 			"entity", it.cmd.Subject, "partition", it.rec.Partition, "offset", it.rec.Offset, "panic", r, "stack", string(debug.Stack()))
-		c.emits, c.err = nil, nil
+		j.emits, j.err = nil, nil
 		now := time.Now().UTC()
-		rec := c.base(it.cmd)
+		rec := j.base(it.cmd)
 		rec.Status = schemas.StatusUnresolved
 		rec.FinishedAt = &now
 		rec.Error = &schemas.Error{Code: "executor_error", Message: fmt.Sprintf("internal error while handling the command: %v", r)}
 		e := emit{outcome: &rec, causation: it.cmd.ID}
 		// Never overwrite a final record of the key.
-		if prev, found, err := c.lookup(it.cmd.IdempotencyKey); err == nil && (!found || prev.Status == schemas.StatusInProgress) {
+		if prev, found, err := j.lookup(it.cmd.IdempotencyKey); err == nil && (!found || prev.Status == schemas.StatusInProgress) {
 			e.journal = &rec
 		}
-		c.add(e)
+		j.add(e)
 	}()
-	c.handle(ctx, it, version)
+	j.handle(ctx, it, version)
 }

@@ -39,13 +39,7 @@ type pipeline struct {
 	cond     *sync.Cond
 	queues   map[string]*entityQueue // entities with a worker
 	buffered int                     // dispatched, not yet staged or dropped
-	pending  map[string]pendingRec
-	// versions is the entity version overlay: the version an entity's last
-	// job left, kept while some of its journal records are staged but not
-	// yet in Pebble, and dropped as soon as none is (so the map holds only
-	// entities with work in flight).
-	versions map[string]*versionEntry
-	claims   map[string]string
+	ov       overlay                 // staged records, versions and claims (overlay.go)
 	workers  sync.WaitGroup
 	stopping bool
 	// broken is set when a command could not be answered while its
@@ -60,25 +54,12 @@ type entityQueue struct {
 	hot   bool // counted in its partition's buf.hot
 }
 
-// versionEntry is guarded by pipeline.mu.
-type versionEntry struct {
-	v int64
-	// owner is the partition ownership the version was computed under; an
-	// entry of an earlier ownership is ignored (it may never commit).
-	owner *partState
-	// unapplied counts the entity's staged journal records not yet in
-	// Pebble.
-	unapplied int
-}
-
 func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 	p := &pipeline{
 		e: e, cl: cl,
-		queues:   map[string]*entityQueue{},
-		pending:  map[string]pendingRec{},
-		versions: map[string]*versionEntry{},
-		claims:   map[string]string{},
-		broken:   make(chan error, 1),
+		queues: map[string]*entityQueue{},
+		ov:     newOverlay(),
+		broken: make(chan error, 1),
 	}
 	p.cond = sync.NewCond(&p.mu)
 	p.cm = newCommitter(e, cl, p)
@@ -198,16 +179,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			st.buf.hot--
 			p.checkPause(st)
 		}
-		var version int64
-		ve, ok := p.versions[entity]
-		if ok && ve.owner != st {
-			// Left by an earlier ownership of the partition that
-			// may never have committed: Pebble (restored) knows better.
-			ok = false
-		}
-		if ok {
-			version = ve.v
-		}
+		version, ok := p.ov.version(entity, st)
 		p.mu.Unlock()
 		inFlight := ""
 		if !ok {
@@ -258,12 +230,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			}
 		}
 		p.mu.Lock()
-		if ve, ok := p.versions[entity]; ok && ve.owner == st {
-			ve.v = version
-			ve.unapplied += journaled
-		} else if journaled > 0 {
-			p.versions[entity] = &versionEntry{v: version, owner: st, unapplied: journaled}
-		}
+		p.ov.setVersion(entity, st, version, journaled)
 		p.unbuffer(st, it)
 		p.mu.Unlock()
 		p.stage(st, it.rec.Offset, j)
@@ -294,9 +261,7 @@ func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) {
 		st.buf.hot--
 		p.checkPause(st)
 	}
-	if ve, ok := p.versions[entity]; ok && ve.unapplied <= 0 {
-		delete(p.versions, entity)
-	}
+	p.ov.idle(entity)
 }
 
 // unbuffer takes a command out of its partition's buffer counts (p.mu
@@ -358,72 +323,37 @@ func (p *pipeline) stage(st *partState, off int64, j *job) {
 	p.mu.Unlock()
 }
 
-// pendingRec is a staged record and the partition ownership it was staged
-// under. Staged is not committed: if that ownership ends (lost, revoked,
-// given back under a new epoch), the record may never have become visible,
-// and answering from it would publish an outcome without its journal record.
-type pendingRec struct {
-	rec schemas.Record
-	st  *partState
-}
-
 // addPending makes staged records visible to later commands' lookups
 // (called by the committer once they are chained).
 func (p *pipeline) addPending(st *partState, recs []schemas.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range recs {
-		p.pending[r.IdempotencyKey] = pendingRec{rec: r, st: st}
-	}
+	p.ov.stageRecords(st, recs)
 }
 
 func (p *pipeline) pendingRecord(key string) (schemas.Record, bool) {
 	p.mu.Lock()
-	pr, ok := p.pending[key]
-	if ok && (pr.st.lost.Load() || p.e.part(pr.st.p) != pr.st) {
-		delete(p.pending, key)
-		ok = false
-	}
-	p.mu.Unlock()
-	return pr.rec, ok
+	defer p.mu.Unlock()
+	return p.ov.record(key, func(st *partState) bool { return !st.lost.Load() && p.e.part(st.p) == st })
 }
 
 // applied forgets overlay entries that Pebble now holds.
 func (p *pipeline) applied(recs []journaled) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, j := range recs {
-		r := j.rec
-		if cur, ok := p.pending[r.IdempotencyKey]; ok && cur.rec.Hash == r.Hash {
-			delete(p.pending, r.IdempotencyKey)
-		}
-		// Forget the version overlay once Pebble holds every record the
-		// entity's jobs staged and no job of it is queued or running.
-		if ve, ok := p.versions[r.Entity]; ok {
-			ve.unapplied--
-			if _, busy := p.queues[r.Entity]; !busy && ve.unapplied <= 0 {
-				delete(p.versions, r.Entity)
-			}
-		}
-	}
+	p.ov.applied(recs, func(entity string) bool { _, busy := p.queues[entity]; return busy })
 }
 
 func (p *pipeline) claim(key, fp string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if have, ok := p.claims[key]; ok {
-		return have == fp
-	}
-	p.claims[key] = fp
-	return true
+	return p.ov.claim(key, fp)
 }
 
 func (p *pipeline) releaseClaims(j *job) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, k := range j.claimed {
-		delete(p.claims, k)
-	}
+	p.ov.release(j.claimed)
 }
 
 // drainPartition stops new work for st and waits until no worker runs one

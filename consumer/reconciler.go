@@ -76,16 +76,16 @@ func (e *Executor) requestReconcile(ctx context.Context, rec schemas.Record) err
 // reconcileKey settles an unresolved record by confirmation (and, where the
 // connector says the effect did not happen, a new attempt). A record that
 // is still unknown stays as it is.
-func (c *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *int64) {
+func (j *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *int64) {
 	var req struct {
 		Key string `json:"key"`
 	}
 	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" {
 		return
 	}
-	target, found, err := c.lookup(req.Key)
+	target, found, err := j.lookup(req.Key)
 	if err != nil {
-		c.fail(err)
+		j.fail(err)
 		return
 	}
 	if !found || target.Entity != cmd.Subject {
@@ -94,13 +94,13 @@ func (c *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 	if target.Status == schemas.StatusInProgress {
 		// Left in progress by a crashed owner or an interrupted reconcile
 		// attempt: inherit it like any in-progress key (deadline, confirm).
-		c.inherit(ctx, schemas.Command{ID: target.Command.ID, Subject: target.Entity, IdempotencyKey: target.IdempotencyKey}, target, version)
+		j.inherit(ctx, schemas.Command{ID: target.Command.ID, Subject: target.Entity, IdempotencyKey: target.IdempotencyKey}, target, version)
 		return
 	}
 	if target.Status != schemas.StatusUnresolved {
 		return
 	}
-	a := c.e.actions[target.Action]
+	a := j.e.actions[target.Action]
 	if a == nil {
 		return
 	}
@@ -108,14 +108,14 @@ func (c *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 		return // nothing new can be learnt automatically
 	}
 	rec := target
-	rec.Executor = c.e.cfg.ExecutorID
-	c.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
+	rec.Executor = j.e.cfg.ExecutorID
+	j.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
 		r.Attempt = target.Attempts
 		return connectors.Reconcile(ctx, a.conn, r, a.policy, opt)
 	}, func(d connectors.Decision) bool {
 		// A decision that settles nothing is not recorded — unless an
 		// attempt was made: its intent put the key back in progress, and
 		// leaving it there would hold it (and its entity) forever.
-		return d.Outcome != schemas.StatusUnresolved || c.intents > 0
+		return d.Outcome != schemas.StatusUnresolved || j.intents > 0
 	})
 }
