@@ -3,8 +3,10 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/connectors"
@@ -120,12 +122,58 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 // paused by their buffer bounds.
 func (e *Executor) refreshGauges() {
 	e.refreshUnresolved()
+	e.refreshLag()
+	ready := 0.0
+	if e.Ready() {
+		ready = 1
+	}
+	e.m.ready.Set(ready)
 	e.mu.Lock()
 	e.m.heldParts.Set(float64(len(e.held)))
 	e.mu.Unlock()
 	if p := e.pipe.Load(); p != nil {
 		e.m.paused.Set(float64(p.pausedCount()))
 	}
+}
+
+// refreshLag sets each owned partition's lag: the commands topic's end
+// offset minus the partition's watermark (every command below it is
+// answered). Refreshed on a timer, so a stalled executor shows a growing
+// lag, not the last value a fetch left; transaction markers are counted
+// as answered once consumed (KeepControlRecords), so a caught-up
+// partition shows 0. Partitions no longer owned are removed.
+func (e *Executor) refreshLag() {
+	owned := e.ownedStates()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(e.plain).ListEndOffsets(ctx, e.cfg.Topics.Commands)
+	if err != nil {
+		return
+	}
+	keep := map[int32]bool{}
+	for _, st := range owned {
+		end, ok := ends.Lookup(e.cfg.Topics.Commands, st.p)
+		if !ok || end.Err != nil {
+			continue
+		}
+		wm, ok := st.watermark()
+		if !ok {
+			wm = st.startOffset()
+		}
+		if wm < 0 {
+			continue
+		}
+		keep[st.p] = true
+		e.m.lag.WithLabelValues(strconv.Itoa(int(st.p))).Set(float64(max(0, end.Offset-wm)))
+	}
+	e.lagMu.Lock()
+	defer e.lagMu.Unlock()
+	for p := range e.lagParts {
+		if !keep[p] {
+			e.m.lag.DeleteLabelValues(strconv.Itoa(int(p)))
+		}
+	}
+	e.lagParts = keep
 }
 
 // refreshUnresolved counts the owned partitions' unresolved records from

@@ -608,13 +608,42 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 		m.answer(markerDone{off: last[m.p]})
 	}
 	for _, it := range tx.items {
-		for _, em := range it.emits {
-			if em.outcome != nil {
-				e.m.commands.WithLabelValues(em.outcome.Action, string(em.outcome.Status)).Inc()
+		for i := range it.emits {
+			if o := it.emits[i].outcome; o != nil {
+				e.m.commands.WithLabelValues(actionLabel(o.Action), string(o.Status)).Inc()
 			}
+			c.logNotable(it, &it.emits[i])
 		}
 	}
 	return nil
+}
+
+// logNotable writes one line, once committed, for each answer a person may
+// need to look at: an unresolved or held execution, a command refused by
+// allowed_sources, a deadlettered record, a forwarded command.
+func (c *committer) logNotable(it *stagedItem, em *emit) {
+	log := c.e.log
+	switch {
+	case em.deadletter != nil:
+		log.Warn("command deadlettered", "partition", it.st.p, "offset", em.deadletter.Offset, "reason", em.reason)
+	case em.forward != nil:
+		log.Info("command forwarded to its entity's partition", "entity", em.entity, "partition", it.st.p, "offset", em.forward.Offset, "to", em.to)
+	case em.outcome != nil && !em.replayed:
+		o := em.outcome
+		attrs := []any{"key", o.IdempotencyKey, "entity", o.Entity, "action", o.Action, "partition", o.Command.Partition, "offset", o.Command.Offset}
+		switch {
+		case o.Status == schemas.StatusUnresolved:
+			msg := ""
+			if o.Error != nil {
+				msg = o.Error.Code + ": " + o.Error.Message
+			}
+			log.Warn("execution unresolved: an operator must confirm or resolve it", append(attrs, "error", msg)...)
+		case o.Status == schemas.StatusHeld:
+			log.Warn("execution held as a suspected duplicate: approve or resolve it", attrs...)
+		case o.Status == schemas.StatusRejected && o.Error != nil && o.Error.Code == schemas.CodeNotAllowed:
+			log.Warn("command rejected: source not allowed", append(attrs, "source", o.Command.Source)...)
+		}
+	}
 }
 
 // commitOffsets adds the group's offsets to the open transaction: the

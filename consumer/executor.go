@@ -56,7 +56,14 @@ type Executor struct {
 	mu    sync.Mutex
 	parts map[int32]*partState // owned and restored partitions
 
-	ready         atomic.Bool
+	ready atomic.Bool
+	// lagMu guards lagParts, the partitions with a lag series.
+	lagMu    sync.Mutex
+	lagParts map[int32]bool
+	// lastContact is when a fetch or heartbeat of the group client last
+	// got an answer (Unix ns): readiness requires one within the session
+	// timeout, so a lost broker turns /readyz 503 (liveness.go).
+	lastContact   atomic.Int64
 	restoreFailed atomic.Bool
 	// halted is why new work stopped for good (partition counts changed).
 	halted atomic.Pointer[error]
@@ -104,6 +111,11 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	if e.m == nil {
 		e.m = newMetrics(prometheus.DefaultRegisterer)
 	}
+	names := make([]string, 0, len(acts))
+	for n := range acts {
+		names = append(names, n)
+	}
+	e.m.precreate(names)
 	e.sem = make(chan struct{}, cfg.MaxInflight)
 	return e, nil
 }
@@ -112,7 +124,7 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 // was assigned and is consuming: not when it halted or holds a partition it
 // cannot process.
 func (e *Executor) Ready() bool {
-	if !e.ready.Load() || e.halted.Load() != nil {
+	if !e.ready.Load() || e.halted.Load() != nil || !e.inContact() {
 		return false
 	}
 	e.mu.Lock()
@@ -130,6 +142,9 @@ func (e *Executor) NotReady() string {
 	}
 	if !e.ready.Load() {
 		return "not consuming yet"
+	}
+	if !e.inContact() {
+		return fmt.Sprintf("no answer from the brokers to a fetch or heartbeat for more than the session timeout (%s)", e.cfg.SessionTimeout)
 	}
 	return ""
 }
@@ -188,6 +203,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		e.restoreFailed.Store(false) // a new session restores afresh
 		err = e.consume(ctx, cl)
 		e.ready.Store(false)
 		// Close leaves the group (its revoke callback flushes nothing
@@ -224,6 +240,10 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.SessionTimeout(e.cfg.SessionTimeout),
+		// At most a third of the session (Kafka's advice; franz-go's 3 s
+		// default is more than a short session): readiness needs a recent
+		// answer, and the group needs a heartbeat before the session ends.
+		kgo.HeartbeatInterval(min(3*time.Second, e.cfg.SessionTimeout/3)),
 		kgo.ProducerLinger(0),
 		// Uncompressed: franz-go defaults to snappy, which common clients
 		// (kafkajs without a codec plugin) cannot read.
@@ -236,6 +256,11 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		kgo.OnPartitionsAssigned(e.onAssigned),
 		kgo.OnPartitionsRevoked(e.onRevoked),
 		kgo.OnPartitionsLost(e.onLost),
+		kgo.WithHooks(contactHook{e}),
+		// Transaction markers are handed to dispatch, which counts their
+		// offsets as answered: otherwise the watermark stops before a
+		// trailing marker and the lag never reaches 0.
+		kgo.KeepControlRecords(),
 	}, e.opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -269,6 +294,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 	if err != nil {
 		e.log.Error("restore failed; rejoining the group", "partitions", ps, "err", err)
 		e.restoreFailed.Store(true)
+		e.rejoinAfterFailedRestore()
 		return
 	}
 	var wg sync.WaitGroup
@@ -315,7 +341,25 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 		}()
 	}
 	wg.Wait()
+	if e.restoreFailed.Load() {
+		e.rejoinAfterFailedRestore()
+		return
+	}
 	e.ready.Store(true)
+}
+
+// rejoinAfterFailedRestore marks the executor not ready and ends the poll
+// loop now rather than when the next poll returns (on an idle topic that
+// could be minutes): the loop recreates the client, which rejoins and
+// restores again from the progress made so far.
+func (e *Executor) rejoinAfterFailedRestore() {
+	e.ready.Store(false)
+	if p := e.pipe.Load(); p != nil {
+		select {
+		case p.broken <- errors.New("a partition could not be restored"):
+		default:
+		}
+	}
 }
 
 // heldReason names one held partition and why, "" if none is held.
@@ -417,30 +461,34 @@ func (e *Executor) ownedStates() []*partState {
 	return out
 }
 
-// consume is the poll loop of one client's lifetime.
+// errStopped is the cause of a poll loop that ended because the executor
+// was asked to stop (not a failure).
+var errStopped = errors.New("executor stopping")
+
+// consume is the poll loop of one client's lifetime. Every way it can end
+// badly — the committer's fatal error, a command that could not be
+// answered, a failed restore — cancels the poll context with its cause;
+// the cause is what consume returns.
 func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 	p := newPipeline(e, cl)
 	e.pipe.Store(p)
 	defer e.pipe.Store(nil)
 	cmCtx, stopCM := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCM()
-	pollCtx, stopPoll := context.WithCancel(ctx)
-	defer stopPoll()
+	pollCtx, stopPoll := context.WithCancelCause(ctx)
+	defer stopPoll(errStopped)
 	cmDone := make(chan struct{})
-	var cmFatal error
+	var cmErr error // read after cmDone
 	go func() {
 		defer close(cmDone)
-		if cmFatal = p.cm.loop(cmCtx); cmFatal != nil {
-			stopPoll()
+		if cmErr = p.cm.loop(cmCtx); cmErr != nil {
+			stopPoll(cmErr)
 		}
 	}()
-	var fatal error
-	var brokenErr atomic.Pointer[error]
 	go func() {
 		select {
 		case err := <-p.broken:
-			brokenErr.Store(&err)
-			stopPoll()
+			stopPoll(err)
 		case <-pollCtx.Done():
 		}
 	}()
@@ -450,23 +498,18 @@ func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 		if pollCtx.Err() != nil || fetches.IsClientClosed() {
 			break
 		}
-
 		if e.restoreFailed.Swap(false) {
-			fatal = errors.New("a partition could not be restored")
+			stopPoll(errors.New("a partition could not be restored"))
 			break
 		}
 		fetches.EachError(func(t string, p int32, err error) {
 			e.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 		})
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if n := len(fp.Records); n > 0 {
-				e.m.lag.WithLabelValues(fmt.Sprint(fp.Partition)).Set(float64(fp.HighWatermark - fp.Records[n-1].Offset - 1))
-			}
-		})
 		fetches.EachRecord(p.dispatch)
 	}
-	if b := brokenErr.Load(); b != nil && fatal == nil {
-		fatal = *b
+	fatal := context.Cause(pollCtx)
+	if errors.Is(fatal, errStopped) || (fatal != nil && ctx.Err() != nil && errors.Is(fatal, ctx.Err())) {
+		fatal = nil
 	}
 	// Graceful: running commands finish (their contexts are not the
 	// poll's), their answers and the watermarks are committed.
@@ -477,8 +520,10 @@ func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 	}
 	stopCM()
 	<-cmDone
-	if cmFatal != nil && fatal == nil {
-		fatal = cmFatal
+	if fatal == nil {
+		// The committer may have failed during the final commit, after
+		// the poll context ended for another reason.
+		fatal = cmErr
 	}
 	return fatal
 }

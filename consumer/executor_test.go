@@ -34,6 +34,8 @@ type harness struct {
 	ex      *consumer.Executor
 	// tune, when set, adjusts the executor's config before start.
 	tune func(*consumer.Config)
+	// reg, when set, is the registry the executor's metrics go to.
+	reg *prometheus.Registry
 }
 
 func newHarness(t *testing.T) *harness {
@@ -101,7 +103,11 @@ func (h *harness) start(dataDir string) {
 	if h.tune != nil {
 		h.tune(&cfg)
 	}
-	ex, err := consumer.New(cfg, h.cfgFile, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	reg := h.reg
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	ex, err := consumer.New(cfg, h.cfgFile, store, consumer.WithRegisterer(reg))
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -1,6 +1,13 @@
 package consumer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"runtime"
+	"runtime/debug"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/onceflight/onceflight/schemas"
+)
 
 // metrics are registered on a caller-given registry so that tests can run
 // several executors in one process.
@@ -19,6 +26,7 @@ type metrics struct {
 	heldParts     prometheus.Gauge
 	paused        prometheus.Gauge
 	tooLarge      prometheus.Counter
+	ready         prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,13 +39,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "onceflight_execution_duration_seconds", Help: "Connector execution time, from first attempt to decision.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+			// 1 ms to 149 s: up to past a 30 s confirm_timeout and the
+			// 120 s an unresolved confirmation may take.
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}, []string{"action", "status"}),
 		outboxBacklog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "onceflight_outbox_backlog", Help: "Records staged for the transaction in progress, not yet committed.",
 		}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "onceflight_consumer_lag", Help: "Commands behind the high watermark, per partition.",
+			Name: "onceflight_consumer_lag", Help: "Offsets of the commands topic not yet answered (end offset minus the committed watermark), per owned partition; refreshed every second.",
 		}, []string{"partition"}),
 		unresolved: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "onceflight_unresolved_executions", Help: "Unresolved records in partitions this process owns.",
@@ -70,7 +80,56 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, s := range []string{"intent", "answer", "commit"} {
 		m.fenced.WithLabelValues(s)
 	}
+	for _, r := range []string{"committed", "aborted"} {
+		m.txns.WithLabelValues(r)
+	}
+	m.ready = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "onceflight_ready", Help: "1 while /readyz would answer 200: a group member in contact with the brokers, assigned partitions restored, none held, not halted.",
+	})
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "onceflight_build_info", Help: "Always 1; the labels say which build runs.",
+	}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(buildInfo()).Set(1)
 	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
-		m.halted, m.heldParts, m.paused, m.tooLarge)
+		m.halted, m.heldParts, m.paused, m.tooLarge, m.ready, build)
 	return m
+}
+
+// precreate gives every configured action's command counters and duration
+// series a zero value, so dashboards and alerts see them before the first
+// command (a rate over a series that does not exist yet is no data, not 0).
+func (m *metrics) precreate(actions []string) {
+	for _, a := range actions {
+		for _, s := range []schemas.Status{schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusUnresolved, schemas.StatusRejected, schemas.StatusHeld} {
+			m.commands.WithLabelValues(a, string(s))
+		}
+	}
+}
+
+// buildInfo is the main module's version, its VCS revision and the Go
+// version, as the binary records them.
+func buildInfo() (version, revision, goVersion string) {
+	version, revision, goVersion = "dev", "unknown", runtime.Version()
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		version = v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	return
+}
+
+// actionLabel is the action label of a record: an undecodable command has
+// none, and gets "(none)" rather than an empty label.
+func actionLabel(a string) string {
+	if a == "" {
+		return "(none)"
+	}
+	return a
 }

@@ -52,6 +52,9 @@ type partState struct {
 	offs         []offEntry // tracked command offsets, in order
 	maxSeen      int64
 	committedOff int64 // -1 until known
+	// start is the group's committed offset at restore (read-only): where
+	// consumption resumes, for the lag until a record is tracked.
+	start int64
 
 	// Guarded by pipeline.mu.
 	buf struct {
@@ -93,6 +96,17 @@ func (st *partState) track(off int64) bool {
 	st.maxSeen = off
 	st.offs = append(st.offs, offEntry{off: off})
 	return true
+}
+
+// startOffset is the offset below which the partition is answered, as
+// far as known: the tracked committed offset, or the one at restore.
+func (st *partState) startOffset() int64 {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if st.committedOff >= 0 {
+		return st.committedOff
+	}
+	return st.start
 }
 
 func (st *partState) markStaged(off int64) {

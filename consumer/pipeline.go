@@ -81,6 +81,12 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 	if !st.track(r.Offset) {
 		return // consumed again after a rewind: already tracked
 	}
+	if r.Attrs.IsControl() {
+		// A transaction marker (KeepControlRecords): nothing to answer,
+		// and the watermark may pass it.
+		st.markStaged(r.Offset)
+		return
+	}
 	cmd, err := schemas.DecodeCommand(r, e.cfg.MaxDataBytes)
 	if err != nil {
 		j := &job{p: p, e: e}

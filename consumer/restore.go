@@ -90,7 +90,9 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, 
 		return nil, fmt.Errorf("restore partition %d: epoch %d written but %d read back: another owner is writing", p, epoch, cu.Epoch)
 	}
 	e.log.Info("partition restored", "partition", p, "epoch", cu.Epoch, "journal_offset", cu.JournalOffset, "took", time.Since(start))
-	return newPartState(p, cu), nil
+	st := newPartState(p, cu)
+	st.start = fence
+	return st, nil
 }
 
 // waitPipeline returns the pipeline of client cl. The group can assign

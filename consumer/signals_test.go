@@ -1,0 +1,255 @@
+package consumer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// waitFor polls cond until it holds or the (generous) limit passes.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// gauge reads one series of a gauge vector (labels name=value pairs), and
+// whether it exists.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				ok := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+						ok = true
+					}
+				}
+				if !ok {
+					continue metrics
+				}
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue(), true
+			}
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// Issue 11: ready only while the brokers answer. Every request is refused
+// (connection closed) for a while: readiness turns false within the
+// session timeout, names the reason, and comes back once they answer again.
+func TestReadyFollowsBrokerContact(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := newHarnessOn(t, c.ListenAddrs())
+	h.reg = prometheus.NewRegistry()
+	h.tune = func(cfg *consumer.Config) { cfg.SessionTimeout = 2 * time.Second }
+	h.start(t.TempDir())
+	waitFor(t, 30*time.Second, "ready", h.ex.Ready)
+	seen := map[string][]schemas.Outcome{}
+	h.submit("c1", "e1", "k1", `{}`)
+	h.outcomes(1, seen, nil)
+
+	var down atomic.Bool
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !down.Load() {
+			return nil, nil, false
+		}
+		c.KeepControl()
+		return nil, errors.New("broker down (test)"), true
+	})
+	down.Store(true)
+	waitFor(t, 20*time.Second, "not ready while the brokers do not answer", func() bool { return !h.ex.Ready() })
+	if r := h.ex.NotReady(); !strings.Contains(r, "no answer from the brokers") {
+		t.Errorf("NotReady() = %q", r)
+	}
+	waitFor(t, 5*time.Second, "onceflight_ready 0", func() bool { v, _ := gauge(t, h.reg, "onceflight_ready"); return v == 0 })
+
+	down.Store(false)
+	waitFor(t, 60*time.Second, "ready again once the brokers answer", h.ex.Ready)
+	h.submit("c2", "e1", "k2", `{}`)
+	h.outcomes(2, seen, nil)
+	if o := seen["c2"]; len(o) != 1 || o[0].Record.Status != schemas.StatusSucceeded {
+		t.Fatalf("after recovery: %+v", o)
+	}
+}
+
+// Issue 11: the lag gauge is 0 once everything is answered, transaction
+// markers included (a forwarded command leaves one in the commands topic),
+// and it counts commands that are consumed but stuck.
+func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
+	h := newHarness(t)
+	h.reg = prometheus.NewRegistry()
+	release := make(chan struct{})
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Onceflight-Entity") == "stuck" {
+			<-release
+		}
+		fmt.Fprint(w, `{}`)
+	}))
+	defer svc.Close()
+	defer close(release)
+	h.useConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 60s\n", svc.URL))
+	h.start(t.TempDir())
+	waitFor(t, 30*time.Second, "ready", h.ex.Ready)
+
+	// A command on the wrong partition is forwarded in a transaction.
+	manual, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer manual.Close()
+	r, err := schemas.EncodeCommand(schemas.Command{ID: "fwd", Source: "test", Type: "noop.ping", Subject: "moved", IdempotencyKey: "k-fwd"}, schemas.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic, r.Partition = "onceflight.commands", (partitioner.ForEntity("moved", 3)+1)%3
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := manual.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		h.submit(fmt.Sprintf("c%d", i), fmt.Sprintf("e%d", i), fmt.Sprintf("k%d", i), `{}`)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(6, seen, nil)
+	allZero := func() bool {
+		for p := range 3 {
+			if v, ok := gauge(t, h.reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p)); !ok || v != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 15*time.Second, "lag 0 on every partition after forwards and transactions", allZero)
+
+	stuck := partitioner.ForEntity("stuck", 3)
+	for i := range 4 {
+		h.submitAction(fmt.Sprintf("s%d", i), "slow.call", "stuck", fmt.Sprintf("s-%d", i), `{}`)
+	}
+	waitFor(t, 15*time.Second, "lag 4 while the entity's first command does not finish", func() bool {
+		v, _ := gauge(t, h.reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
+		return v == 4
+	})
+	for i := range 3 {
+		h.submitAction(fmt.Sprintf("t%d", i), "slow.call", "stuck", fmt.Sprintf("t-%d", i), `{}`)
+	}
+	waitFor(t, 15*time.Second, "lag growing to 7", func() bool {
+		v, _ := gauge(t, h.reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
+		return v == 7
+	})
+}
+
+// syncBuffer is a log destination safe for the executor's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Issue 11: one log line per answer a person may need: unresolved,
+// not allowed, deadlettered, forwarded — with key, entity and offset.
+func TestNotableAnswersAreLogged(t *testing.T) {
+	h := newHarness(t)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Second) // past the timeout: ambiguous, and nothing can confirm
+	}))
+	defer svc.Close()
+	h.useConfig(fmt.Sprintf(`actions:
+  noop.ping:
+    connector: noop
+  only.ops:
+    connector: noop
+    allowed_sources: [ops]
+  pay.out:
+    connector: http
+    url: %s/pay
+    timeout: 200ms
+    max_attempts: 1
+`, svc.URL))
+	logs := &syncBuffer{}
+	h.tune = func(c *consumer.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) }
+	h.start(t.TempDir())
+	h.submitAction("u1", "pay.out", "acct-1", "pay-1", `{}`)
+	h.submitAction("n1", "only.ops", "acct-2", "ops-1", `{}`)
+	h.produce(&kgo.Record{Topic: "onceflight.commands", Key: []byte("acct-3"), Value: []byte("not a cloudevent")})
+	manual, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer manual.Close()
+	r, err := schemas.EncodeCommand(schemas.Command{ID: "f1", Source: "test", Type: "noop.ping", Subject: "moved", IdempotencyKey: "k-f1"}, schemas.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic, r.Partition = "onceflight.commands", (partitioner.ForEntity("moved", 3)+1)%3
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := manual.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`msg="execution unresolved: an operator must confirm or resolve it" key=pay-1 entity=acct-1 action=pay.out`,
+		`msg="command rejected: source not allowed" key=ops-1 entity=acct-2 action=only.ops`,
+		`msg="command deadlettered"`,
+		`msg="command forwarded to its entity's partition" entity=moved`,
+	} {
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(logs.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line %s in:\n%s", want, logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
