@@ -585,28 +585,15 @@ func scrapeExecutor(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatalf("submit --wait: %v\n%s", err, out)
 	}
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	names := map[string]bool{}
-	typeRe := regexp.MustCompile(`^# TYPE (\S+) (\S+)`)
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		m := typeRe.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
+	// Gauges refreshed on a timer (lag, every second) appear within a
+	// refresh of the partitions being owned.
+	var names map[string]bool
+	for range 50 {
+		names = scrapeNames(t, httpAddr)
+		if names["onceflight_commands_total"] && names["onceflight_consumer_lag"] {
+			break
 		}
-		names[m[1]] = true
-		if m[2] == "histogram" || m[2] == "summary" {
-			for _, s := range []string{"_bucket", "_sum", "_count"} {
-				names[m[1]+s] = true
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+		time.Sleep(200 * time.Millisecond)
 	}
 	if !names["onceflight_commands_total"] {
 		t.Fatalf("the executor's /metrics has no onceflight_commands_total after a command: %v", names)
@@ -664,4 +651,33 @@ func waitLine(t *testing.T, lines <-chan string, re *regexp.Regexp) string {
 			t.Fatalf("no line matching %s; output:\n%s", re, strings.Join(seen, "\n"))
 		}
 	}
+}
+
+// scrapeNames lists the metric names (and histogram series) on /metrics.
+func scrapeNames(t *testing.T, httpAddr string) map[string]bool {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	names := map[string]bool{}
+	typeRe := regexp.MustCompile(`^# TYPE (\S+) (\S+)`)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		m := typeRe.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		names[m[1]] = true
+		if m[2] == "histogram" || m[2] == "summary" {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				names[m[1]+s] = true
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
