@@ -7,7 +7,7 @@ BIN     ?= bin/onceflight
 FUZZTIME ?= 100000x
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-race lint fuzz bench chaos chaos-race demo kafkajs clean
+.PHONY: help build test test-race lint fuzz bench bench-e2e chaos chaos-race demo kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,10 @@ fuzz: ## longer fuzz runs of every decoder (FUZZTIME=10m by default here)
 
 bench: ## benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./dedupe ./partitioner | tee bench.txt
+
+bench-e2e: build ## end-to-end benchmark: raw Kafka+Pebble pipeline vs. serve, one table (BENCH_ARGS='-n 5000' for a quick run)
+	$(GO) build -o bin/onceflight-bench ./cmd/onceflight-bench
+	./bin/onceflight-bench -bin $(BIN) $(BENCH_ARGS)
 
 chaos: ## failure tests on the built binary (kill -9, SIGSTOP, restarts), long
 	ONCEFLIGHT_CHAOS=1 $(GO) test -count=1 -timeout 30m -v ./internal/e2e/
