@@ -60,6 +60,10 @@ type bench struct {
 	stall      time.Duration
 	audit      bool
 
+	// brokerPID is the broker process the run started, 0 with -brokers:
+	// its CPU per command is reported next to the executor's.
+	brokerPID int
+
 	prod *kgo.Client // backlogs: batched, default linger
 	lat  *kgo.Client // one at a time: linger 0
 	adm  *kadm.Client
@@ -115,7 +119,7 @@ func main() {
 	fs.StringVar(&o.phases, "phases", "raw,executor,repeats,latency,http,restore", "phases to run, comma-separated, from "+strings.Join(allPhases, ","))
 	fs.IntVar(&o.n, "n", 50_000, "commands in the executor's and the repeats' backlog")
 	fs.IntVar(&o.rawN, "raw-n", 0, "inputs of the raw pipeline (0: 4 × -n, at least 200 000: it is fast, and a longer run is steadier)")
-	fs.IntVar(&o.rawPoll, "raw-poll", 500, "records per poll (and so per transaction) of the raw pipeline; 500 is the executor's MaxPollRecords default")
+	fs.IntVar(&o.rawPoll, "raw-poll", 0, "records per poll (and so per transaction) of the raw pipeline; 0: whatever one PollFetches returns (the strongest baseline); 500 is the executor's MaxPollRecords")
 	fs.IntVar(&o.httpN, "http-n", 0, "commands of the http phase (0: -n)")
 	fs.IntVar(&o.entities, "entities", 10_000, "distinct entities (Kafka keys) the commands are spread over")
 	fs.IntVar(&o.partitions, "partitions", 12, "partitions of every topic")
@@ -174,8 +178,8 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.n < 1 || o.entities < 1 || o.partitions < 1 || o.inflight < 1 || o.httpInflight < 1 || o.latSamples < 1 || o.rawPoll < 1 {
-		return errors.New("-n, -entities, -partitions, -inflight, -http-inflight and -latency-samples and -raw-poll must be positive")
+	if o.n < 1 || o.entities < 1 || o.partitions < 1 || o.inflight < 1 || o.httpInflight < 1 || o.latSamples < 1 || o.rawPoll < 0 {
+		return errors.New("-n, -entities, -partitions, -inflight, -http-inflight and -latency-samples must be positive, -raw-poll not negative")
 	}
 	if o.rawN == 0 {
 		o.rawN = max(4*o.n, 200_000)
@@ -240,6 +244,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			return err
 		}
 		b.brokers = []string{addr}
+		b.brokerPID = brk.pid()
 	}
 	b.rep.Brokers = strings.Join(b.brokers, ",")
 	if o.brokers == "" {
@@ -278,7 +283,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			b.problem("raw: %v", err)
 		}
 		r := row{Phase: "raw", Measure: "inputs/s (read 1, write 3, txn + synced Pebble batch per poll)", Value: rate(raw.inputs, raw.elapsed), Unit: "/s",
-			CPUPerCmd: perInput(raw.cpu, raw.inputs), Note: fmt.Sprintf("%d inputs, %d polls, in-process", raw.inputs, raw.polls)}
+			CPUPerCmd: perInput(raw.cpu, raw.inputs), Note: fmt.Sprintf("%d inputs, %d polls (%.0f per poll), in-process%s", raw.inputs, raw.polls, float64(raw.inputs)/float64(max(1, raw.polls)), brokerNote(raw.brokerCPU, raw.inputs))}
 		b.rep.Rows = append(b.rep.Rows, r)
 	}
 	rawRate := rate(raw.inputs, raw.elapsed)
@@ -297,7 +302,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if r.Ratio > 0 {
 			goalAtLeast(&r, r.Ratio, 0.5, "0.5×")
 		}
-		r.Note = fmt.Sprintf("%d cmds, --max-inflight %d, ready %.1fs after start, %.2f journal offsets/cmd", exec.n, o.inflight, exec.readyAfter.Seconds(), perCmd)
+		r.Note = fmt.Sprintf("%d cmds, --max-inflight %d, ready %.1fs after start, %.2f journal offsets/cmd%s", exec.n, o.inflight, exec.readyAfter.Seconds(), perCmd, brokerNote(exec.brokerCPU, exec.n))
 		b.rep.Rows = append(b.rep.Rows, r)
 	}
 
@@ -312,7 +317,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if r.Ratio > 0 {
 			goalAtLeast(&r, r.Ratio, 2, "2×")
 		}
-		r.Note = fmt.Sprintf("%d cmds, %d replayed", rep.n, rep.replayed)
+		r.Note = fmt.Sprintf("%d cmds, %d replayed%s", rep.n, rep.replayed, brokerNote(rep.brokerCPU, rep.n))
 		b.rep.Rows = append(b.rep.Rows, r)
 	}
 
@@ -342,7 +347,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if h.rate() > 0 && o.httpDelay == 20*time.Millisecond {
 			goalAtLeast(&r, h.rate(), 20_000, "20 000/s")
 		}
-		r.Note = fmt.Sprintf("%d cmds, %d POSTs, --max-inflight %d", h.n, got, o.httpInflight)
+		r.Note = fmt.Sprintf("%d cmds, %d POSTs, --max-inflight %d%s", h.n, got, o.httpInflight, brokerNote(h.brokerCPU, h.n))
 		b.rep.Rows = append(b.rep.Rows, r)
 	}
 
@@ -424,6 +429,15 @@ func latencyRows(lr latencyRun) []row {
 		out = append(out, r50, r99)
 	}
 	return out
+}
+
+// brokerNote is the broker's CPU per command for a row's note, "" when the
+// run did not start the broker.
+func brokerNote(cpu time.Duration, n int) string {
+	if cpu <= 0 || n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; broker %.0f µs/cmd", perInput(cpu, n))
 }
 
 func rate(n int, d time.Duration) float64 {

@@ -18,6 +18,7 @@ type serveRun struct {
 	drain      time.Duration // first of (ready, first outcome) → last outcome read
 	readyAfter time.Duration // process start → readyz 200
 	cpu        time.Duration // serve's user+sys CPU over drain
+	brokerCPU  time.Duration // the broker's, over the same window
 	hwmKB      int64
 	errs       int
 	warns      int
@@ -129,6 +130,7 @@ func (b *bench) drain(ctx context.Context, phase string, spec cmdSpec, dataDir s
 	if err != nil {
 		return r, err
 	}
+	broker0 := b.brokerCPU()
 	res, err := w.await(ctx, spec.ids(), b.stall, func() error {
 		if c.exited() {
 			return c.exitErr()
@@ -148,6 +150,7 @@ func (b *bench) drain(ctx context.Context, phase string, spec cmdSpec, dataDir s
 	}
 	r.drain = res.last.Sub(t0)
 	r.cpu = s1.CPU - s0.CPU
+	r.brokerCPU = b.brokerCPU() - broker0
 	r.hwmKB = s1.HWMKB
 	r.statuses, r.replayed = w.notSucceeded(), w.replayed
 	if r.statuses != "" {

@@ -19,7 +19,9 @@ type rawResult struct {
 	inputs  int
 	elapsed time.Duration
 	cpu     time.Duration // user+sys of this process over elapsed
-	polls   int
+	// brokerCPU is the broker process's CPU over elapsed (0 with -brokers).
+	brokerCPU time.Duration
+	polls     int
 }
 
 // runRaw runs the design-minimal pipeline issue 8 compares the executor
@@ -28,8 +30,8 @@ type rawResult struct {
 // per input three records (two journal-like, the intent and the final
 // record, and one outcome-like, each carrying the input's value, so sizes
 // are comparable to the executor's); per poll one Kafka transaction that
-// also commits the consumed offsets (polls of at most maxPoll records, the
-// executor's MaxPollRecords default) (kgo.GroupTransactSession, KIP-447,
+// also commits the consumed offsets (polls of at most maxPoll records,
+// 500 being the executor's MaxPollRecords; 0 takes whatever is buffered) (kgo.GroupTransactSession, KIP-447,
 // the fence the executor relies on) and one synced Pebble batch holding
 // one entry per input. It decodes nothing: it is the floor of Kafka and
 // Pebble work one command needs, not an executor.
@@ -73,6 +75,7 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 		res        rawResult
 		start      time.Time
 		cpu0       time.Duration
+		broker0    time.Duration
 		mu         sync.Mutex
 		produceErr error
 	)
@@ -87,7 +90,12 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 	}
 	key := make([]byte, 0, 64)
 	for res.inputs < n {
-		fs := sess.PollRecords(ctx, maxPoll)
+		var fs kgo.Fetches
+		if maxPoll > 0 {
+			fs = sess.PollRecords(ctx, maxPoll)
+		} else {
+			fs = sess.PollFetches(ctx)
+		}
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("raw: %d of %d inputs: %w", res.inputs, n, err)
 		}
@@ -98,7 +106,7 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 			continue
 		}
 		if start.IsZero() {
-			start, cpu0 = time.Now(), selfCPU()
+			start, cpu0, broker0 = time.Now(), selfCPU(), b.brokerCPU()
 		}
 		if err := sess.Begin(); err != nil {
 			return res, fmt.Errorf("raw: begin transaction: %w", err)
@@ -136,6 +144,7 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 	}
 	res.elapsed = time.Since(start)
 	res.cpu = selfCPU() - cpu0
+	res.brokerCPU = b.brokerCPU() - broker0
 	return res, nil
 }
 
@@ -178,6 +187,19 @@ func (b *bench) rawRead(ctx context.Context, topic string) (int, time.Duration, 
 		})
 	}
 	return records, time.Since(start), nil
+}
+
+// brokerCPU is the CPU the broker process has used so far, 0 if the run
+// did not start it or it cannot be read.
+func (b *bench) brokerCPU() time.Duration {
+	if b.brokerPID == 0 {
+		return 0
+	}
+	s, err := sampleProc(b.brokerPID)
+	if err != nil {
+		return 0
+	}
+	return s.CPU
 }
 
 // selfCPU is this process's user+sys CPU so far.
