@@ -107,6 +107,7 @@ type options struct {
 	dir           string
 	keep          bool
 	output        string
+	mdPath        string
 	serveArgs     string
 	stall         time.Duration
 	timeout       time.Duration
@@ -134,6 +135,7 @@ func main() {
 	fs.StringVar(&o.dir, "dir", "", "working directory for broker and executor data and logs (default: a new temp dir)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (logs, audit reports, data) after the run")
 	fs.StringVar(&o.output, "o", "text", "output: text, json or markdown")
+	fs.StringVar(&o.mdPath, "md", "", "also write the table as markdown to this file (for BENCHMARKS.md)")
 	fs.StringVar(&o.serveArgs, "serve-args", "", "extra flags for every serve, space-separated (e.g. '--pprof 127.0.0.1:6060' once serve has it)")
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail a phase when no outcome arrives for this long")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole run")
@@ -377,6 +379,19 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		b.rep.Rows = append(b.rep.Rows, r)
 	}
 
+	if o.mdPath != "" {
+		f, err := os.Create(o.mdPath)
+		if err != nil {
+			return fmt.Errorf("-md: %w", err)
+		}
+		err = b.rep.writeMarkdown(f)
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("-md: %w", cerr)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	switch o.output {
 	case "json":
 		return b.rep.writeJSON(stdout)
