@@ -102,6 +102,7 @@ type options struct {
 	dataBytes     int
 	latSamples    int
 	restoreTarget int64
+	restoreWait   time.Duration
 	brokers       string
 	bin           string
 	dir           string
@@ -130,6 +131,7 @@ func main() {
 	fs.IntVar(&o.dataBytes, "data-bytes", 200, "size of each command's data (a JSON object)")
 	fs.IntVar(&o.latSamples, "latency-samples", 300, "one-at-a-time samples of each kind in the latency phase")
 	fs.Int64Var(&o.restoreTarget, "restore-records", 200_000, "journal offsets the restore phase catches up (filled with more noop commands if earlier phases wrote fewer; issue 8 asks for 1 000 000)")
+	fs.DurationVar(&o.restoreWait, "restore-wait", 10*time.Minute, "how long the restore phase waits for the empty executor to become ready")
 	fs.StringVar(&o.brokers, "brokers", "", "use these Kafka brokers (host:port,...) instead of starting `onceflight broker`")
 	fs.StringVar(&o.bin, "bin", "bin/onceflight", "the onceflight binary to benchmark (make bench-e2e builds it)")
 	fs.StringVar(&o.dir, "dir", "", "working directory for broker and executor data and logs (default: a new temp dir)")
@@ -355,7 +357,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 
 	if phases["restore"] {
 		fmt.Fprintf(os.Stderr, "restore: %d journal offsets\n", o.restoreTarget)
-		rr, fill, err := b.restore(ctx, execDir, o.restoreTarget, perCmd)
+		rr, fill, err := b.restore(ctx, execDir, o.restoreTarget, perCmd, o.restoreWait)
 		if err != nil {
 			b.problem("restore: %v", err)
 		}
