@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,6 +194,7 @@ func (w *outcomeWatch) await(ctx context.Context, want map[string]struct{}, stal
 	var res drainResult
 	total := len(want)
 	lastProgress := time.Now()
+	lastPrint := lastProgress
 	for len(want) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		fs := w.cl.PollFetches(pctx)
@@ -228,6 +230,12 @@ func (w *outcomeWatch) await(ctx context.Context, want map[string]struct{}, stal
 		})
 		if len(want) == 0 {
 			break
+		}
+		// A long drain says how far it is, so a run of minutes is not
+		// mistaken for a hang.
+		if total >= 10_000 && now.Sub(lastPrint) >= 10*time.Second {
+			fmt.Fprintf(os.Stderr, "  %d of %d outcomes\n", res.got, total)
+			lastPrint = now
 		}
 		if now.Sub(lastProgress) > stall {
 			return res, fmt.Errorf("stalled: no outcome for %s with %d of %d read", stall, res.got, total)
