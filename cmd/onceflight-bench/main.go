@@ -132,7 +132,7 @@ func main() {
 	fs.IntVar(&o.latSamples, "latency-samples", 300, "one-at-a-time samples of each kind in the latency phase")
 	fs.Int64Var(&o.restoreTarget, "restore-records", 200_000, "journal offsets the restore phase catches up (filled with more noop commands if earlier phases wrote fewer; issue 8 asks for 1 000 000)")
 	fs.DurationVar(&o.restoreWait, "restore-wait", 10*time.Minute, "how long the restore phase waits for the empty executor to become ready")
-	fs.StringVar(&o.brokers, "brokers", "", "use these Kafka brokers (host:port,...) instead of starting `onceflight broker`")
+	fs.StringVar(&o.brokers, "brokers", "", "use these Kafka brokers (host:port,...) instead of starting the embedded broker (onceflight broker)")
 	fs.StringVar(&o.bin, "bin", "bin/onceflight", "the onceflight binary to benchmark (make bench-e2e builds it)")
 	fs.StringVar(&o.dir, "dir", "", "working directory for broker and executor data and logs (default: a new temp dir)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (logs, audit reports, data) after the run")
@@ -141,7 +141,7 @@ func main() {
 	fs.StringVar(&o.serveArgs, "serve-args", "", "extra flags for every serve, space-separated (e.g. '--pprof 127.0.0.1:6060' once serve has it)")
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail a phase when no outcome arrives for this long")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole run")
-	fs.BoolVar(&o.audit, "audit", true, "run `onceflight audit` after every executor phase")
+	fs.BoolVar(&o.audit, "audit", true, "run onceflight's audit command after every executor phase")
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -181,6 +181,9 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	phases, err := parsePhases(o.phases)
 	if err != nil {
 		return err
+	}
+	if !slices.Contains([]string{"text", "json", "markdown"}, o.output) {
+		return fmt.Errorf("-o %q: want text, json or markdown", o.output)
 	}
 	if o.n < 1 || o.entities < 1 || o.partitions < 1 || o.inflight < 1 || o.httpInflight < 1 || o.latSamples < 1 || o.rawPoll < 0 {
 		return errors.New("-n, -entities, -partitions, -inflight, -http-inflight and -latency-samples must be positive, -raw-poll not negative")
