@@ -147,3 +147,19 @@ func TestTableHasEveryColumn(t *testing.T) {
 		t.Errorf("markdown:\n%s", sb.String())
 	}
 }
+
+func TestRestoredSince(t *testing.T) {
+	log := []byte(`level=INFO msg="partition restored" partition=0 took=1s
+level=INFO msg="partition restored" partition=1 took=1s
+level=ERROR msg="restore failed; rejoining the group" partition=2 err="deadline"
+level=INFO msg="partition restored" partition=0 took=1ms
+level=INFO msg="partition restored" partition=2 took=3s
+`)
+	parts, failures := restoredSince(log)
+	if failures != 1 || len(parts) != 2 || !parts[0] || !parts[2] {
+		t.Errorf("restoredSince = %v, %d; want {0,2}, 1", parts, failures)
+	}
+	if parts, failures := restoredSince([]byte(`msg="partition restored" partition=7 took=1s`)); failures != 0 || !parts[7] {
+		t.Errorf("no failures: %v, %d", parts, failures)
+	}
+}

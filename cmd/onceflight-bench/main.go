@@ -109,6 +109,7 @@ type options struct {
 	keep          bool
 	output        string
 	mdPath        string
+	prefix        string
 	serveArgs     string
 	stall         time.Duration
 	timeout       time.Duration
@@ -137,6 +138,7 @@ func main() {
 	fs.StringVar(&o.dir, "dir", "", "working directory for broker and executor data and logs (default: a new temp dir)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (logs, audit reports, data) after the run")
 	fs.StringVar(&o.output, "o", "text", "output: text, json or markdown")
+	fs.StringVar(&o.prefix, "prefix", "", "topic, group and transactional id prefix (default ofb-<unix time>.); with -brokers, an earlier run's prefix reuses its topics, e.g. to restore a journal filled before")
 	fs.StringVar(&o.mdPath, "md", "", "also write the table as markdown to this file (for BENCHMARKS.md)")
 	fs.StringVar(&o.serveArgs, "serve-args", "", "extra flags for every serve, space-separated (e.g. '--pprof 127.0.0.1:6060' once serve has it)")
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail a phase when no outcome arrives for this long")
@@ -224,7 +226,10 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		data: benchData(o.dataBytes), serveArgs: strings.Fields(o.serveArgs), stall: o.stall, audit: o.audit,
 		rep: &report{Started: time.Now().UTC(), Commit: gitCommit(), Host: host, CPUs: runtime.NumCPU(), Args: strings.Join(os.Args[1:], " ")},
 	}
-	b.prefix = fmt.Sprintf("ofb-%d.", time.Now().Unix())
+	b.prefix = o.prefix
+	if b.prefix == "" {
+		b.prefix = fmt.Sprintf("ofb-%d.", time.Now().Unix())
+	}
 	b.topics = topics.Topics{
 		Commands: b.prefix + "commands", Outcomes: b.prefix + "outcomes",
 		Journal: b.prefix + "journal", Deadletter: b.prefix + "deadletter",
@@ -381,6 +386,9 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			goalAtLeast(&r, r.Ratio, 0.5, "0.5×")
 		}
 		r.Note = fmt.Sprintf("%d offsets, ready %.2fs after start (slowest partition's catch-up %.2fs), %.1f µs CPU/record", rr.journal, rr.serve.readyAfter.Seconds(), rr.maxTook.Seconds(), perInput(rr.serve.cpu, rr.rawRecords))
+		if rr.failures > 0 {
+			r.Note += fmt.Sprintf("; %d partition restores failed and were retried", rr.failures)
+		}
 		b.rep.Rows = append(b.rep.Rows, r)
 	}
 
