@@ -415,12 +415,13 @@ func waitRestored(ctx context.Context, c *child, httpAddr string, partitions int
 		if err != nil {
 			return time.Time{}, fmt.Errorf("read serve log: %w", err)
 		}
-		if parts, _ := restoredSince(log); len(parts) >= partitions {
+		parts, failures := restoredSince(log)
+		if len(parts) >= partitions {
 			return ready, nil
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("wait for every partition restored: %w", ctx.Err())
+			return time.Time{}, fmt.Errorf("readyz 200 but %d of %d partitions restored since the last of %d failed restores: %w", len(parts), partitions, failures, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
