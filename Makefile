@@ -10,7 +10,7 @@ FUZZTIME ?= 100000x
 .PHONY: help build test test-race lint fuzz bench bench-e2e chaos chaos-race demo kafkajs clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build bin/onceflight
 	$(GO) build -o $(BIN) ./cmd/onceflight
