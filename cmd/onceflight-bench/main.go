@@ -430,6 +430,10 @@ func latencyRows(lr latencyRun) []row {
 		{Phase: "latency", Measure: "raw Kafka round trip p99", Value: ms(rawP99), Unit: "ms"},
 		{Phase: "latency", Measure: "serve idle CPU (nothing to do)", Value: 100 * lr.idleCPU, Unit: "% of a core", Note: fmt.Sprintf("over %s before the samples", idleWindow)},
 	}
+	if lr.idleCPU == 0 && len(lr.raw) > 0 {
+		// /proc counts CPU in 10 ms ticks: "-" would read as not measured.
+		out[2].Note += fmt.Sprintf("; not one 10 ms tick, i.e. < %.2f %%", 100*float64(10*time.Millisecond)/float64(idleWindow))
+	}
 	for _, k := range []struct {
 		name    string
 		ds      []time.Duration
