@@ -14,10 +14,10 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help build image test test-race lint fuzz bench chaos chaos-race demo kafkajs clean
+.PHONY: help build image test test-race lint fuzz bench bench-e2e chaos chaos-race demo kafkajs clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build bin/onceflight
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/onceflight
@@ -35,6 +35,9 @@ test: ## the whole test suite (what CI runs), with short fuzz runs of the decode
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeCommand$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./kafkaconf -run '^$$' -fuzz '^FuzzParseProperties$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeRecordFast$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(FUZZTIME)
 
 test-race: ## the test suite under the race detector
 	$(GO) test -race -count=1 -timeout 15m ./...
@@ -49,9 +52,16 @@ fuzz: ## longer fuzz runs of every decoder (FUZZTIME=10m by default here)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./kafkaconf -run '^$$' -fuzz '^FuzzParseProperties$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeRecordFast$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(or $(LONGFUZZ),10m)
 
 bench: ## benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./dedupe ./partitioner | tee bench.txt
+
+bench-e2e: build ## end-to-end benchmark: raw Kafka+Pebble pipeline vs. serve, one table (BENCH_ARGS='-n 5000' for a quick run)
+	$(GO) build -o bin/onceflight-bench ./cmd/onceflight-bench
+	./bin/onceflight-bench -bin $(BIN) $(BENCH_ARGS)
 
 chaos: ## failure tests on the built binary (kill -9, SIGSTOP, restarts), long
 	ONCEFLIGHT_CHAOS=1 $(GO) test -count=1 -timeout 30m -v ./internal/e2e/
