@@ -32,6 +32,7 @@ type Batch struct {
 	records  map[string]*pendingRecord
 	entities map[string]*EntityState
 	progress map[int32]Progress
+	it *pebble.Iterator // see iter
 	// err is the first error of PutRecord, which cannot return one; Commit
 	// reports it and writes nothing.
 	err  error
@@ -112,7 +113,7 @@ func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
 			prev, found = m.record(key), true
 		} else {
 			var err error
-			if prev, found, err = b.s.Lookup(key); err != nil {
+			if prev, found, err = b.lookupPrev(key); err != nil {
 				b.err = err
 				return
 			}
@@ -124,7 +125,7 @@ func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
 
 	es, ok := b.entities[rec.Entity]
 	if !ok {
-		cur, _, err := b.s.Entity(rec.Entity)
+		cur, err := b.entityState(rec.Entity)
 		if err != nil {
 			b.err = err
 			return
@@ -306,4 +307,67 @@ func containsKey(keys []string, k string) bool {
 func (b *Batch) Close() {
 	b.done = true
 	b.records, b.entities, b.progress = nil, nil, nil
+	if b.it != nil {
+		_ = b.it.Close()
+		b.it = nil
+	}
+}
+
+// iter is the batch's one point-lookup iterator, opened at its first read:
+// creating and closing an iterator cost more than the seek itself (a
+// restore reads the previous version of every key it writes). Its view is
+// that of its first read, which is enough: the keys and entities of a
+// batch belong to one partition, whose batches are committed one after
+// another (see Batch).
+func (b *Batch) iter() (*pebble.Iterator, error) {
+	if b.it == nil {
+		if b.s.closed.Load() {
+			return nil, ErrClosed
+		}
+		it, err := b.s.db.NewIter(&pointIterOptions)
+		if err != nil {
+			return nil, fmt.Errorf("dedupe: new iterator: %w", err)
+		}
+		b.it = it
+	}
+	return b.it, nil
+}
+
+// lookupPrev reads a key's committed record through the batch's iterator.
+func (b *Batch) lookupPrev(key string) (schemas.Record, bool, error) {
+	it, err := b.iter()
+	if err != nil {
+		return schemas.Record{}, false, err
+	}
+	var rec schemas.Record
+	rk := recordKey(key)
+	found, err := seekRaw(it, rk, func(val []byte) error {
+		var err error
+		if rec, err = schemas.UnmarshalRecord(val); err != nil {
+			return fmt.Errorf("dedupe: decode %q: %w", rk, err)
+		}
+		return nil
+	})
+	return rec, found, err
+}
+
+// entityState is an entity's committed state: from the cache, or read
+// through the batch's iterator.
+func (b *Batch) entityState(entity string) (EntityState, error) {
+	if en, ok := b.s.entities.get(entity); ok {
+		return en.es, nil
+	}
+	it, err := b.iter()
+	if err != nil {
+		return EntityState{}, err
+	}
+	var es EntityState
+	ek := entityKey(entity)
+	_, err = seekRaw(it, ek, func(val []byte) error {
+		if err := decodeEntity(val, &es); err != nil {
+			return fmt.Errorf("dedupe: decode %q: %w", ek, err)
+		}
+		return nil
+	})
+	return es, err
 }

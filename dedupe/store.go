@@ -307,6 +307,11 @@ func (s *Store) getRaw(src iterSource, key []byte, use func(val []byte) error) (
 		return false, fmt.Errorf("dedupe: new iterator: %w", err)
 	}
 	defer it.Close()
+	return seekRaw(it, key, use)
+}
+
+// seekRaw is getRaw on an open iterator.
+func seekRaw(it *pebble.Iterator, key []byte, use func(val []byte) error) (bool, error) {
 	// With Split == len(key), a valid position after SeekPrefixGE already
 	// means the exact key; the comparison guards against a comparer change.
 	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
