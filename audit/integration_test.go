@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/topics"
