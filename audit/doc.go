@@ -59,9 +59,10 @@
 //     finish time of its last final record, and its highest attempt;
 //   - per (partition, entity): the keys in progress and the highest fencing
 //     token;
-//   - per outcome event: 16 bytes for its causation id and 44 for its id
-//     (what commands_answered and outcome_ids compare), since an answer can
-//     only be matched to its command by id;
+//   - per outcome event: a 16-byte digest of its causation id, and one of
+//     its id with a digest of what it stands for and its position (about
+//     50 bytes, plus map overhead): commands_answered and outcome_ids match
+//     events by id, so that much is needed per event;
 //   - per deadletter copy and forwarded command: 12 bytes of position, and
 //     per misrouted command its position and message.
 //
