@@ -434,19 +434,6 @@ func TestStatusAndRecords(t *testing.T) {
 	}
 }
 
-// TestStartKindsMatchInternal: ReadOutcomes converts StartKind by value.
-func TestStartKindsMatchInternal(t *testing.T) {
-	pairs := [][2]int{
-		{int(StartEnd), int(internal.StartEnd)}, {int(StartBeginning), int(internal.StartBeginning)},
-		{int(StartOffset), int(internal.StartOffset)}, {int(StartTime), int(internal.StartTime)},
-	}
-	for _, p := range pairs {
-		if p[0] != p[1] {
-			t.Errorf("start kind %d here is %d in internal/client", p[0], p[1])
-		}
-	}
-}
-
 // TestNewNeedsBrokers: no brokers and no client is an error, not a client
 // that hangs at first use.
 func TestNewNeedsBrokers(t *testing.T) {

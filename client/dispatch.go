@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -89,7 +88,7 @@ func (d *dispatcher) run(life context.Context) {
 			err = ErrClosed
 			return
 		}
-		if ferr := fatalFetchErr(fs); ferr != nil {
+		if ferr := internal.FatalFetchErr(fs); ferr != nil {
 			err = fmt.Errorf("read %s: %w", d.topic, ferr)
 			return
 		}
@@ -169,19 +168,6 @@ func (d *dispatcher) stopErr() error {
 func (d *dispatcher) stop() {
 	<-d.done
 	d.r.Close()
-}
-
-// fatalFetchErr returns the first fetch error that is not the client
-// closing or the poll context ending, both of which callers handle.
-func fatalFetchErr(fs kgo.Fetches) error {
-	var first error
-	fs.EachError(func(topic string, p int32, err error) {
-		if first != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
-			return
-		}
-		first = fmt.Errorf("partition %d: %w", p, err)
-	})
-	return first
 }
 
 // decodeOutcome decodes an outcome event into the public Outcome.

@@ -55,18 +55,8 @@ func Example() {
 // A subscriber ranges over outcomes as they are published. This one reads
 // the past ones too (FromBeginning), and stops at its first event.
 func ExampleClient_Outcomes() {
-	brokers, stop, err := startExecutor()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer stop()
-	c, err := client.New(client.WithBrokers(brokers...))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	c, ctx, done := exampleClient() // a client of kfake and an executor, as in Example
+	defer done()
 
 	if _, err := c.Send(ctx, client.Command{Action: "noop.ping", Entity: "order-7", Key: "k-7"}); err != nil {
 		log.Fatal(err)
@@ -88,18 +78,8 @@ func ExampleClient_Outcomes() {
 
 // Status reads the current record of a key of an entity from the journal.
 func ExampleClient_Status() {
-	brokers, stop, err := startExecutor()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer stop()
-	c, err := client.New(client.WithBrokers(brokers...))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	c, ctx, done := exampleClient() // a client of kfake and an executor, as in Example
+	defer done()
 
 	p, err := c.Submit(ctx, client.Command{Action: "noop.ping", Entity: "order-9", Key: "k-9"})
 	if err != nil {

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -99,4 +100,20 @@ func waitTopics(ctx context.Context, brokers []string, t client.Topics) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// exampleClient is the set-up the examples after the first share: an
+// executor, a client of it and a context; done releases them.
+func exampleClient() (*client.Client, context.Context, func()) {
+	brokers, stop, err := startExecutor()
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := client.New(client.WithBrokers(brokers...))
+	if err != nil {
+		stop()
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return c, ctx, func() { cancel(); c.Close(); stop() }
 }

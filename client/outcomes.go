@@ -11,27 +11,25 @@ import (
 	internal "github.com/onceflight/onceflight/internal/client"
 )
 
-// StartKind says where a read begins in each partition.
-type StartKind int
+// StartKind says where a read begins in each partition: StartEnd (only
+// events written from now), StartBeginning (the oldest retained event),
+// StartOffset (Start.Offset if >= 0, else that many events before the end,
+// as kcat's -o -N) or StartTime (the first event stamped at or after
+// Start.Time). It is the type ReadOutcomes's reader is written in, shared
+// rather than copied.
+type StartKind = internal.StartKind
 
+// The start kinds.
 const (
-	// StartEnd begins at the current end: only events written from now.
-	StartEnd StartKind = iota
-	// StartBeginning begins at the oldest retained event.
-	StartBeginning
-	// StartOffset begins at Start.Offset: an offset if >= 0, else that
-	// many events before the end (kcat's -o -N).
-	StartOffset
-	// StartTime begins at the first event stamped at or after Start.Time.
-	StartTime
+	StartEnd       = internal.StartEnd
+	StartBeginning = internal.StartBeginning
+	StartOffset    = internal.StartOffset
+	StartTime      = internal.StartTime
 )
 
-// Start is where a read begins, in every partition read.
-type Start struct {
-	Kind   StartKind
-	Offset int64
-	Time   time.Time
-}
+// Start is where a read begins, in every partition read: a Kind, and the
+// Offset or Time it needs. The From functions build one.
+type Start = internal.Start
 
 // FromEnd starts at the current end: only new events.
 func FromEnd() Start { return Start{Kind: StartEnd} }
@@ -45,21 +43,18 @@ func FromOffset(n int64) Start { return Start{Kind: StartOffset, Offset: n} }
 // FromTime starts at the first event stamped at or after t.
 func FromTime(t time.Time) Start { return Start{Kind: StartTime, Time: t} }
 
-// Range is what ReadOutcomes reads.
-type Range struct {
-	// Partitions to read; nil reads all. An entity's events are all in
-	// one partition.
-	Partitions []int32
-	Start      Start
-	// Until, if set, ends the read: at the first events stamped after it
-	// when it has passed (it then ends even with Follow), else when it
-	// passes.
-	Until time.Time
-	// Follow reads on past the current end until ctx ends; without it
-	// (and without a future Until) the read stops at the end taken when
-	// it starts, so a replay terminates while the executor keeps writing.
-	Follow bool
-}
+// Range is what ReadOutcomes reads:
+//
+//   - Partitions: the partitions to read; nil reads all (an entity's
+//     events are all in one partition).
+//   - Start: where to begin in each.
+//   - Until, if set, ends the read: at the first events stamped after it
+//     when it has passed (it then ends even with Follow), else when it
+//     passes.
+//   - Follow reads on past the current end until ctx ends; without it
+//     (and without a future Until) the read stops at the end taken when it
+//     starts, so a replay terminates while the executor keeps writing.
+type Range = internal.Range
 
 // errStop ends a read when the consumer of an iterator stops early.
 var errStop = errors.New("stop")
@@ -88,13 +83,7 @@ func (c *Client) Outcomes(ctx context.Context, from Start) iter.Seq2[Outcome, er
 // ended by a passed Until, which ends without error.
 func (c *Client) ReadOutcomes(ctx context.Context, r Range) iter.Seq2[Outcome, error] {
 	return func(yield func(Outcome, error) bool) {
-		ir := internal.Range{
-			Partitions: r.Partitions,
-			Start:      internal.Start{Kind: internal.StartKind(r.Start.Kind), Offset: r.Start.Offset, Time: r.Start.Time},
-			Until:      r.Until,
-			Follow:     r.Follow,
-		}
-		err := internal.ReadRange(ctx, c.cl, c.topics.Outcomes, ir, func(rec *kgo.Record) error {
+		err := internal.ReadRange(ctx, c.cl, c.topics.Outcomes, r, func(rec *kgo.Record) error {
 			if !yield(decodeOutcome(rec)) {
 				return errStop
 			}
