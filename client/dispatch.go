@@ -24,6 +24,10 @@ import (
 // without gaps, and a waiter is registered before its command is produced.
 // An outcome is written after its command, so it is at or after the start,
 // and it is read after the waiter exists.
+//
+// The partitions are those the outcomes topic had when the reader started:
+// a partition added later is read only by a new Client. Growing a topic
+// under a running deployment moves entities anyway (SPEC §3).
 type dispatcher struct {
 	topic string
 	r     *kgo.Client
