@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	internal "github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/partitioner"
@@ -23,13 +25,18 @@ const nParts = 3
 // cluster starts kfake with the default topics and returns its addresses.
 func cluster(t *testing.T) []string {
 	t.Helper()
+	return fakeCluster(t).ListenAddrs()
+}
+
+func fakeCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
 	d := DefaultTopics()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(nParts, d.Commands, d.Outcomes, d.Journal, d.Deadletter))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return c
 }
 
 func newClient(t *testing.T, brokers []string, opts ...Option) *Client {
@@ -442,5 +449,43 @@ func TestNewNeedsBrokers(t *testing.T) {
 	}
 	if got := (Topics{Outcomes: "o"}).WithDefaults(); got.Outcomes != "o" || got.Commands != DefaultTopics().Commands {
 		t.Fatalf("WithDefaults = %+v", got)
+	}
+}
+
+// TestReaderFailureEndsWaits: when the shared reader meets an error franz-go
+// does not retry (here the broker refuses every fetch: not authorized),
+// waiting callers get that error instead of hanging until their timeout,
+// and a later Submit is refused before it produces.
+func TestReaderFailureEndsWaits(t *testing.T) {
+	c := fakeCluster(t)
+	ctx := testCtx(t)
+	cl := newClient(t, c.ListenAddrs())
+	p, err := cl.Submit(ctx, Command{Action: "noop.ping", Entity: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		fr := req.(*kmsg.FetchRequest)
+		resp := fr.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range fr.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	_, err = p.Wait(ctx)
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, ErrNoOutcome) {
+		t.Fatalf("Wait = %v, want the reader's TopicAuthorizationFailed", err)
+	}
+	if _, err := cl.Submit(ctx, Command{Action: "noop.ping", Entity: "e"}); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("Submit after the reader failed = %v", err)
 	}
 }
