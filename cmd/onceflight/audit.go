@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflight/onceflight/internal/audit"
+	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -76,8 +76,8 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 				return err
 			}
 			defer cl.Close()
-			rep, err := audit.Run(cmd.Context(), cl, audit.Options{
-				Topics: kf.Topics, Group: group, Partitions: ps,
+			rep, err := audit.Run(cmd.Context(), audit.Options{Client: cl,
+				Topics: audit.Topics(kf.Topics), Group: group, Partitions: ps,
 				MaxDataBytes: maxDataBytes, KeyMemory: keyMemory, MaxViolations: maxViolations,
 			})
 			if errors.Is(err, audit.ErrBadPartition) {

@@ -13,11 +13,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/spf13/cobra"
 )
 
 // outcomeStatuses are the statuses an outcome can carry, for --status.
@@ -74,12 +72,12 @@ events of different partitions may interleave.`,
 					return usageErrorf("--status %q: want one of %s", s, joinStatuses(outcomeStatuses))
 				}
 			}
-			cl, err := kf.client(cmd.Context())
+			oc, closeFn, err := kf.onceflightClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
-			return o.print(cmd.Context(), cmd.OutOrStdout(), cl, kf.Topics.Outcomes, r)
+			defer closeFn()
+			return o.print(cmd.Context(), cmd.OutOrStdout(), oc, r)
 		},
 	}
 	kf = addKafkaFlags(cmd)
@@ -178,18 +176,20 @@ func parseTimeFlag(s string, now time.Time) (time.Time, error) {
 }
 
 // keep reports whether an outcome passes the filters.
-func (o *outcomesOptions) keep(oc schemas.Outcome) bool {
-	return (o.entity == "" || oc.Subject == o.entity) &&
-		(o.key == "" || oc.IdempotencyKey == o.key) &&
-		(len(o.statuses) == 0 || slices.Contains(o.statuses, string(oc.Record.Status)))
+func (o *outcomesOptions) keep(oc client.Outcome) bool {
+	return (o.entity == "" || oc.Entity == o.entity) &&
+		(o.key == "" || oc.Key == o.key) &&
+		(len(o.statuses) == 0 || slices.Contains(o.statuses, string(oc.Status)))
 }
 
 func (o *outcomesOptions) filtering() bool {
 	return o.entity != "" || o.key != "" || len(o.statuses) > 0
 }
 
-// print reads r and writes the outcomes that pass the filters.
-func (o *outcomesOptions) print(ctx context.Context, w io.Writer, cl *kgo.Client, topic string, r client.Range) error {
+// print reads r and writes the outcomes that pass the filters. In json
+// output without filters, a record that is not a decodable outcome is
+// printed as it is, like any Kafka tool would; a table or a filter skips it.
+func (o *outcomesOptions) print(ctx context.Context, w io.Writer, oc *client.Client, r client.Range) error {
 	out := bufio.NewWriter(w)
 	defer out.Flush()
 	table := o.output.v == "table"
@@ -201,38 +201,40 @@ func (o *outcomesOptions) print(ctx context.Context, w io.Writer, cl *kgo.Client
 	// A live read is watched: show each event as it comes, not when
 	// the buffer fills.
 	live := r.Follow || (!r.Until.IsZero() && time.Until(r.Until) > 0)
-	err := client.ReadRange(ctx, cl, topic, r, func(rec *kgo.Record) error {
-		var oc schemas.Outcome
-		if table || o.filtering() {
-			var err error
-			if oc, err = schemas.DecodeOutcome(rec); err != nil {
-				slog.Debug("skipping undecodable outcome", "partition", rec.Partition, "offset", rec.Offset, "err", err)
-				return nil
+	var err error
+	for ev, rerr := range oc.ReadOutcomes(ctx, r) {
+		var de *client.DecodeError
+		if errors.As(rerr, &de) {
+			slog.Debug("undecodable outcome", "partition", de.Partition, "offset", de.Offset, "err", de.Err)
+			if table || o.filtering() {
+				continue
 			}
-			if !o.keep(oc) {
-				return nil
-			}
+		} else if rerr != nil {
+			err = rerr
+			break
+		} else if !o.keep(ev) {
+			continue
 		}
+		rec := ev.Event
 		if table {
-			code := ""
-			if oc.Record.Error != nil {
-				code = oc.Record.Error.Code
-			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%t\n", rec.Timestamp.UTC().Format(time.RFC3339Nano),
-				rec.Partition, rec.Offset, oc.Subject, oc.IdempotencyKey, oc.Record.Action, oc.Record.Status, code, oc.Replayed)
+				rec.Partition, rec.Offset, ev.Entity, ev.Key, ev.Action, ev.Status, ev.ErrorCode, ev.Replayed)
 			if live {
-				return errors.Join(tw.Flush(), out.Flush())
+				if err = errors.Join(tw.Flush(), out.Flush()); err != nil {
+					break
+				}
 			}
-			return nil
+			continue
 		}
-		if err := writeJSONLine(out, rec.Value); err != nil {
-			return err
+		if err = writeJSONLine(out, rec.Value); err != nil {
+			break
 		}
 		if live {
-			return out.Flush()
+			if err = out.Flush(); err != nil {
+				break
+			}
 		}
-		return nil
-	})
+	}
 	if tw != nil {
 		err = errors.Join(err, tw.Flush())
 	}

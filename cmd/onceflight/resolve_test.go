@@ -145,6 +145,9 @@ func TestStatusAndResolve(t *testing.T) {
 		{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusInProgress},
 		{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusSucceeded},
 		{IdempotencyKey: "stuck", Entity: "order-2", Status: schemas.StatusUnresolved},
+		// One key of two entities: two executions (SPEC §3).
+		{IdempotencyKey: "shared", Entity: "order-1", Status: schemas.StatusSucceeded},
+		{IdempotencyKey: "shared", Entity: "order-3", Status: schemas.StatusFailed},
 	} {
 		v, _ := schemas.MarshalRecord(r)
 		rec := &kgo.Record{Topic: topics.DefaultJournal, Key: []byte(r.IdempotencyKey), Value: v,
@@ -161,6 +164,14 @@ func TestStatusAndResolve(t *testing.T) {
 	code, _, errOut := runCLI("status", "--brokers", addr, "nope")
 	if code != exitError || !strings.Contains(errOut, "no record for key") {
 		t.Fatalf("status nope: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runCLI("status", "--brokers", addr, "shared")
+	if code != exitUsage || !strings.Contains(errOut, "--entity") || !strings.Contains(errOut, "order-1, order-3") {
+		t.Fatalf("status of a key of two entities: exit %d, stderr %q", code, errOut)
+	}
+	code, out, _ = runCLI("status", "--brokers", addr, "shared", "--entity", "order-3")
+	if code != exitOK || !strings.Contains(out, `"status":"failed"`) {
+		t.Fatalf("status shared --entity order-3: exit %d, out %q", code, out)
 	}
 	code, out, _ = runCLI("status", "--brokers", addr, "--unresolved")
 	if code != exitOK || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"stuck"`) {

@@ -3,25 +3,27 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/schemas"
 )
 
 func newStatusCmd() *cobra.Command {
 	var (
 		unresolved, held bool
+		entity           string
 		kf               *kafkaFlags // set below, before RunE can run
 	)
 	cmd := &cobra.Command{
-		Use:   "status KEY | status --unresolved | status --held",
+		Use:   "status KEY [--entity E] | status --unresolved | status --held",
 		Short: "Print the execution record of an idempotency key, or list records awaiting an operator",
 		Long: `Print the current execution record (docs/events.md#execution-records) of KEY as JSON, read from the
-journal topic; exit 1 if the key has no record. With --unresolved (or
+journal topic; exit 1 if the key has no record. Keys are scoped to their
+entity: if KEY was used for several entities, --entity says which. With --unresolved (or
 --held) print, as JSON lines sorted by key, every record whose current status
 is unresolved (or held): the ones waiting for 'onceflight resolve'.
 
@@ -34,39 +36,45 @@ proportional to the journal's size.`,
 			return cobra.ExactArgs(1)(cmd, a)
 		}),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			cl, err := kf.client(cmd.Context())
+			oc, closeFn, err := kf.onceflightClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer closeFn()
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
 			enc := json.NewEncoder(out)
 
 			if len(a) == 1 {
-				rec, ok, err := client.ScanJournal(cmd.Context(), cl, kf.Topics.Journal, a[0])
+				rec, err := oc.Status(cmd.Context(), a[0], entity)
+				if errors.Is(err, client.ErrNoRecord) {
+					if entity != "" {
+						return fmt.Errorf("no record for key %q of entity %q", a[0], entity)
+					}
+					return fmt.Errorf("no record for key %q", a[0])
+				}
+				if errors.Is(err, client.ErrAmbiguous) {
+					return usageErrorf("%w: give --entity", err)
+				}
 				if err != nil {
 					return err
-				}
-				if !ok {
-					return fmt.Errorf("no record for key %q", a[0])
 				}
 				return enc.Encode(rec)
 			}
 
-			all, err := client.JournalLatest(cmd.Context(), cl, kf.Topics.Journal)
+			var want []schemas.Status
+			if unresolved {
+				want = append(want, schemas.StatusUnresolved)
+			}
+			if held {
+				want = append(want, schemas.StatusHeld)
+			}
+			recs, err := oc.Records(cmd.Context(), want...)
 			if err != nil {
 				return err
 			}
-			keys := make([]string, 0, len(all))
-			for k, r := range all {
-				if (unresolved && r.Status == schemas.StatusUnresolved) || (held && r.Status == schemas.StatusHeld) {
-					keys = append(keys, k)
-				}
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				if err := enc.Encode(all[k]); err != nil {
+			for _, r := range recs {
+				if err := enc.Encode(r); err != nil {
 					return err
 				}
 			}
@@ -74,6 +82,7 @@ proportional to the journal's size.`,
 		},
 	}
 	kf = addKafkaFlags(cmd)
+	cmd.Flags().StringVar(&entity, "entity", "", "the key's entity (needed when the key was used for several entities)")
 	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "list every record whose current status is unresolved")
 	cmd.Flags().BoolVar(&held, "held", false, "list every record whose current status is held")
 	return cmd

@@ -12,11 +12,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/spf13/cobra"
 )
 
 // defaultSource is the CloudEvents source of commands the CLI publishes.
@@ -153,49 +151,44 @@ func jsonKind(raw []byte) string {
 }
 
 // publish produces c to the commands topic and, with wait, waits for its
-// outcome and prints it. The outcomes topic's end offsets are taken before
-// producing: the outcome cannot precede its command, so reading from there
-// misses nothing, however fast the executor is.
+// outcome and prints it. The client registers the wait with its outcomes
+// reader before producing: the outcome cannot precede its command, so
+// nothing is missed, however fast the executor is.
 func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Command, mode schemas.Mode, wait bool, timeout time.Duration) error {
-	cl, err := kf.client(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-
-	// --timeout bounds the whole command, the produce included: franz-go
-	// retries an unreachable broker until the record's context ends, so
-	// without a deadline a stopped broker would hang submit forever.
 	if timeout <= 0 {
 		return usageErrorf("--timeout must be positive")
 	}
+	var opts []client.Option
+	if mode == schemas.Structured {
+		opts = append(opts, client.WithStructuredMode())
+	}
+	oc, closeFn, err := kf.onceflightClient(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+
+	cmd := client.Command{
+		ID: c.ID, Source: c.Source, Action: c.Type, Entity: c.Subject, Key: c.IdempotencyKey,
+		Data: c.Data, ExpectedVersion: c.ExpectedVersion, TraceParent: c.TraceParent,
+	}
+	if c.Deadline != nil {
+		cmd.Deadline = *c.Deadline
+	}
+	// --timeout bounds the whole command, the produce included: franz-go
+	// retries an unreachable broker until the record's context ends, so
+	// without a deadline a stopped broker would hang submit forever.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var from map[int32]int64
-	if wait {
-		if from, err = client.EndOffsets(ctx, cl, kf.Topics.Outcomes); err != nil {
-			return fmt.Errorf("read the end of %s from --brokers %s: %w", kf.Topics.Outcomes, strings.Join(kf.Brokers, ","), err)
-		}
-	}
-
-	rec, err := schemas.EncodeCommand(c, mode)
-	if err != nil {
-		return fmt.Errorf("encode command: %w", err)
-	}
-	rec.Topic = kf.Topics.Commands
-	if rec.Key == nil {
-		// The Kafka key should be the entity (docs/events.md#partitioning); the default
-		// partitioner hashes it with murmur2, the canonical mapping.
-		rec.Key = []byte(c.Subject)
-	}
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("produce to %s: no acknowledgement from --brokers %s within --timeout %s (is Kafka running?): %w",
-				kf.Topics.Commands, strings.Join(kf.Brokers, ","), timeout, err)
-		}
-		return fmt.Errorf("produce to %s: %w", kf.Topics.Commands, err)
-	}
 	if !wait {
+		s, err := oc.Send(ctx, cmd)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("produce to %s: no acknowledgement from --brokers %s within --timeout %s (is Kafka running?): %w",
+					kf.Topics.Commands, strings.Join(kf.Brokers, ","), timeout, err)
+			}
+			return err
+		}
 		// The key is printed even when derived, so a script can ask
 		// `onceflight status KEY` without knowing the default rule.
 		return json.NewEncoder(out).Encode(struct {
@@ -203,19 +196,23 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 			Key       string `json:"key"`
 			Partition int32  `json:"partition"`
 			Offset    int64  `json:"offset"`
-		}{c.ID, effectiveKey(c), rec.Partition, rec.Offset})
+		}{s.ID, effectiveKey(c), s.Partition, s.Offset})
 	}
 
-	o, orec, err := client.WaitOutcomeRecord(ctx, cl, kf.Topics.Outcomes, c.ID, from)
+	p, err := oc.Submit(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	o, err := p.Wait(ctx)
 	if errors.Is(err, client.ErrNoOutcome) && errors.Is(err, context.DeadlineExceeded) {
 		return exitErr{exitNoOutcome, fmt.Errorf(
 			"no outcome for command %s within %s; it was published (partition %d, offset %d) and may still be executed: is an executor running? check later with 'onceflight outcomes --from-beginning'",
-			c.ID, timeout, rec.Partition, rec.Offset)}
+			p.ID, timeout, p.Partition, p.Offset)}
 	}
 	if err != nil {
 		return err
 	}
-	return printOutcome(out, o, orec)
+	return printOutcome(out, o)
 }
 
 // effectiveKey is the idempotency key the executor will use for c: its
@@ -229,16 +226,12 @@ func effectiveKey(c schemas.Command) string {
 
 // printOutcome prints the outcome event as published, on one line, and turns
 // a status other than succeeded into exit code 3.
-func printOutcome(out io.Writer, o schemas.Outcome, rec *kgo.Record) error {
-	if err := writeJSONLine(out, rec.Value); err != nil {
+func printOutcome(out io.Writer, o client.Outcome) error {
+	if err := writeJSONLine(out, o.Event.Value); err != nil {
 		return err
 	}
-	if o.Record.Status != schemas.StatusSucceeded {
-		msg := fmt.Sprintf("outcome of command %s: %s", o.CausationID, o.Record.Status)
-		if e := o.Record.Error; e != nil {
-			msg += fmt.Sprintf(" (%s: %s)", e.Code, e.Message)
-		}
-		return exitErr{exitNotSucceded, errors.New(msg)}
+	if err := o.Err(); err != nil {
+		return exitErr{exitNotSucceded, fmt.Errorf("outcome of %w", err)}
 	}
 	return nil
 }

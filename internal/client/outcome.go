@@ -49,7 +49,7 @@ func WaitOutcomeRecord(ctx context.Context, cl *kgo.Client, outcomesTopic, causa
 		// Fetch errors that reach us are ones franz-go does not
 		// retry itself (e.g. the topic was deleted); waiting on
 		// would only hide them until the timeout.
-		if err := fatalFetchErr(fs); err != nil {
+		if err := FatalFetchErr(fs); err != nil {
 			return schemas.Outcome{}, nil, fmt.Errorf("read %s: %w", outcomesTopic, err)
 		}
 		for it := fs.RecordIter(); !it.Done(); {
@@ -69,9 +69,11 @@ func WaitOutcomeRecord(ctx context.Context, cl *kgo.Client, outcomesTopic, causa
 	}
 }
 
-// fatalFetchErr returns the first fetch error that is not the client closing
-// or the poll context ending, both of which callers handle themselves.
-func fatalFetchErr(fs kgo.Fetches) error {
+// FatalFetchErr returns the first fetch error that is not the client
+// closing or the poll context ending, both of which callers handle
+// themselves: the errors franz-go does not retry, which a reader should
+// stop on rather than hide until a timeout.
+func FatalFetchErr(fs kgo.Fetches) error {
 	var first error
 	fs.EachError(func(topic string, p int32, err error) {
 		if first != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {

@@ -185,7 +185,7 @@ func readParts(ctx context.Context, cl *kgo.Client, topic string, parts map[int3
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("read %s: %w", topic, err)
 		}
-		if err := fatalFetchErr(fs); err != nil {
+		if err := FatalFetchErr(fs); err != nil {
 			return fmt.Errorf("read %s: %w", topic, err)
 		}
 		var fnErr error

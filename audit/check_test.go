@@ -2,6 +2,7 @@ package audit
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -19,7 +19,7 @@ import (
 const nParts = 3
 
 var (
-	tops = topics.Default()
+	tops = DefaultTopics()
 	t0   = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 )
 
@@ -478,5 +478,73 @@ func TestReportFormats(t *testing.T) {
 	}
 	if r.Checks[0].Violations != nil {
 		t.Error("WriteJSON changed the report")
+	}
+}
+
+// TestStreamingOrderDoesNotMatter: Run feeds records as fetches deliver
+// them, partitions interleaved. The report, including which violations are
+// listed under MaxViolations, must be the one Check gives for the sorted
+// records.
+func TestStreamingOrderDoesNotMatter(t *testing.T) {
+	in := base(t)
+	ent2 := ""
+	for i := 2; ent2 == ""; i++ {
+		if e := "order-" + strconv.Itoa(i); partitioner.ForEntity(e, nParts) != pe {
+			ent2 = e
+		}
+	}
+	p2 := partitioner.ForEntity(ent2, nParts)
+	j2 := journal(t, p2,
+		rec("k3", ent2, schemas.StatusInProgress, 1, 1, 0),
+		rec("k3", ent2, schemas.StatusSucceeded, 1, 0, 0),
+		rec("k3", ent2, schemas.StatusInProgress, 2, 2, time.Second), // G2: after final
+	)
+	// G5 on p2 too: its last record changed, so hash_chain fails on
+	// both partitions and MaxViolations 1 must pick the lower one.
+	rc, err := schemas.UnmarshalRecord(j2[2].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Result = json.RawMessage(`{"forged":true}`)
+	j2[2].Value = mustMarshal(t, rc)
+	in.Journal = slices.Delete(in.Journal, 3, 4) // G5 on pe at offset 4
+	in.Journal = append(in.Journal, j2...)
+	in.MaxViolations = 1
+
+	want := Check(in)
+	if hc := find(want, CheckHashChain); hc.Count != 2 || find(want, CheckOncePerKey).OK {
+		t.Fatalf("the history should fail hash_chain twice and once_per_key: %+v", want.Checks)
+	}
+
+	// Feed the partitions in reverse order, each in offset order, as a
+	// fetch may deliver them; commands keep coming after their answers,
+	// as in Run (they are judged by them).
+	byPart := map[int32][]*kgo.Record{}
+	for _, r := range in.Journal {
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+	}
+	parts := slices.Sorted(func(yield func(int32) bool) {
+		for p := range byPart {
+			if !yield(p) {
+				return
+			}
+		}
+	})
+	slices.Reverse(parts)
+	a := newAuditor(in)
+	for _, p := range parts {
+		for _, r := range byPart[p] {
+			a.journalRecord(r)
+		}
+	}
+	for _, r := range in.Outcomes {
+		a.outcome(r)
+	}
+	for _, r := range in.Commands {
+		a.command(r)
+	}
+	got := a.finish()
+	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
+		t.Fatalf("interleaved feed gave\n%s\nsorted feed gave\n%s", g, w)
 	}
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/internal/audit"
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/topics"
@@ -128,7 +128,7 @@ func auditUntil(t *testing.T, cl *kgo.Client, cond func(audit.Report) bool) audi
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		rep, err := audit.Run(ctx, cl, audit.Options{MaxViolations: 20})
+		rep, err := audit.Run(ctx, audit.Options{Client: cl, MaxViolations: 20})
 		cancel()
 		if err == nil && cond(rep) {
 			return rep
@@ -213,7 +213,7 @@ func TestAuditAgainstExecutor(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rep, err = audit.Run(ctx, cl, audit.Options{MaxViolations: 20})
+	rep, err = audit.Run(ctx, audit.Options{Client: cl, MaxViolations: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,10 +270,10 @@ func TestRunRejectsUnknownPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := audit.Run(ctx, cl, audit.Options{Partitions: []int32{nParts}}); !errors.Is(err, audit.ErrBadPartition) {
+	if _, err := audit.Run(ctx, audit.Options{Client: cl, Partitions: []int32{nParts}}); !errors.Is(err, audit.ErrBadPartition) {
 		t.Fatalf("err = %v, want ErrBadPartition", err)
 	}
-	rep, err := audit.Run(ctx, cl, audit.Options{Partitions: []int32{1}})
+	rep, err := audit.Run(ctx, audit.Options{Client: cl, Partitions: []int32{1}})
 	if err != nil || !rep.OK() || rep.Counts.Commands != 0 {
 		t.Fatalf("audit of empty topics: %+v, %v", rep, err)
 	}

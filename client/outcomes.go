@@ -1,0 +1,96 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	internal "github.com/onceflight/onceflight/internal/client"
+)
+
+// StartKind says where a read begins in each partition: StartEnd (only
+// events written from now), StartBeginning (the oldest retained event),
+// StartOffset (Start.Offset if >= 0, else that many events before the end,
+// as kcat's -o -N) or StartTime (the first event stamped at or after
+// Start.Time). It is the type ReadOutcomes's reader is written in, shared
+// rather than copied.
+type StartKind = internal.StartKind
+
+// The start kinds.
+const (
+	StartEnd       = internal.StartEnd
+	StartBeginning = internal.StartBeginning
+	StartOffset    = internal.StartOffset
+	StartTime      = internal.StartTime
+)
+
+// Start is where a read begins, in every partition read: a Kind, and the
+// Offset or Time it needs. The From functions build one.
+type Start = internal.Start
+
+// FromEnd starts at the current end: only new events.
+func FromEnd() Start { return Start{Kind: StartEnd} }
+
+// FromBeginning starts at the oldest retained event.
+func FromBeginning() Start { return Start{Kind: StartBeginning} }
+
+// FromOffset starts at offset n, or, if n < 0, -n events before the end.
+func FromOffset(n int64) Start { return Start{Kind: StartOffset, Offset: n} }
+
+// FromTime starts at the first event stamped at or after t.
+func FromTime(t time.Time) Start { return Start{Kind: StartTime, Time: t} }
+
+// Range is what ReadOutcomes reads:
+//
+//   - Partitions: the partitions to read; nil reads all (an entity's
+//     events are all in one partition).
+//   - Start: where to begin in each.
+//   - Until, if set, ends the read: at the first events stamped after it
+//     when it has passed (it then ends even with Follow), else when it
+//     passes.
+//   - Follow reads on past the current end until ctx ends; without it
+//     (and without a future Until) the read stops at the end taken when it
+//     starts, so a replay terminates while the executor keeps writing.
+type Range = internal.Range
+
+// errStop ends a read when the consumer of an iterator stops early.
+var errStop = errors.New("stop")
+
+// Outcomes returns every outcome event from from on, following new ones
+// until ctx ends: what a subscriber ranges over. It is ReadOutcomes with
+// Follow.
+//
+//	for o, err := range c.Outcomes(ctx, client.FromEnd()) {
+//		if err != nil { ... }
+//		handle(o) // drop o.ID if already handled: republications repeat it
+//	}
+//
+// Each call reads with its own direct consumer (no consumer group, nothing
+// committed); to resume after a restart, store the last Event.Offset per
+// partition and start there.
+func (c *Client) Outcomes(ctx context.Context, from Start) iter.Seq2[Outcome, error] {
+	return c.ReadOutcomes(ctx, Range{Start: from, Follow: true})
+}
+
+// ReadOutcomes returns the committed outcome events of r, in offset order
+// per partition (partitions may interleave). A record that is not a
+// decodable outcome is yielded as a *DecodeError with its Event set, and
+// the read goes on if the loop does. A failed read yields its error and
+// ends; so does a follow when ctx ends (with ctx's error), except one
+// ended by a passed Until, which ends without error.
+func (c *Client) ReadOutcomes(ctx context.Context, r Range) iter.Seq2[Outcome, error] {
+	return func(yield func(Outcome, error) bool) {
+		err := internal.ReadRange(ctx, c.cl, c.topics.Outcomes, r, func(rec *kgo.Record) error {
+			if !yield(decodeOutcome(rec)) {
+				return errStop
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			yield(Outcome{}, err)
+		}
+	}
+}
