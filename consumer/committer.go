@@ -595,7 +595,15 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 		c.mu.Unlock()
 		b.SetProgress(st.p, st.progress(tok))
 	}
-	if err := b.Commit(); err != nil {
+	// A transaction without records (repeats answered from their record,
+	// forwards, deadletters) changes only Progress in Pebble: losing that
+	// in a crash costs a replay from the older offset, so it is not worth
+	// an fsync on every repeat's latency.
+	commit := b.Commit
+	if len(tx.journaled) == 0 {
+		commit = b.CommitNoSync
+	}
+	if err := commit(); err != nil {
 		// The journal has it; a restore rebuilds Pebble. Keep going
 		// would let lookups miss committed records: recreate instead.
 		return fmt.Errorf("pebble commit after transaction: %w", err)
