@@ -33,7 +33,7 @@ type retention struct {
 	keep, memory time.Duration
 }
 
-func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
+func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFactory) (map[string]*action, error) {
 	out := map[string]*action{}
 	if c == nil {
 		return out, nil
@@ -91,7 +91,18 @@ func buildActions(c *config.Config, cfg Config) (map[string]*action, error) {
 			out[name] = &action{cfg: a, conn: conn, policy: p, close: cl.Close}
 			continue
 		default:
-			return nil, fmt.Errorf("action %q: connector %q is not available in this build", name, a.Connector)
+			f, ok := factories[a.Connector]
+			if !ok {
+				return nil, fmt.Errorf("action %q: connector %q is not available in this build (register it with consumer.WithConnector)", name, a.Connector)
+			}
+			k, err := f(a)
+			if err != nil {
+				return nil, fmt.Errorf("action %q: connector %q: %w", name, a.Connector, err)
+			}
+			if k == nil {
+				return nil, fmt.Errorf("action %q: connector %q: the factory returned no connector", name, a.Connector)
+			}
+			conn = k
 		}
 		el, _ := conn.(connectors.Effectless)
 		out[name] = &action{cfg: a, conn: conn, policy: p, effectless: el != nil && el.Effectless()}

@@ -56,7 +56,8 @@ type Executor struct {
 	mu    sync.Mutex
 	parts map[int32]*partState // owned and restored partitions
 
-	ready atomic.Bool
+	ready     atomic.Bool
+	factories map[string]ConnectorFactory // WithConnector
 	// lagMu guards lagParts, the partitions with a lag series.
 	lagMu    sync.Mutex
 	lagParts map[int32]bool
@@ -94,11 +95,7 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("consumer: config: %w", err)
 	}
-	acts, err := buildActions(actions, cfg)
-	if err != nil {
-		return nil, err
-	}
-	e := &Executor{cfg: cfg, actions: acts, store: store, log: cfg.Logger, parts: map[int32]*partState{}, held: map[int32]error{}}
+	e := &Executor{cfg: cfg, store: store, log: cfg.Logger, parts: map[int32]*partState{}, held: map[int32]error{}}
 	e.opts = append([]kgo.Opt(nil), cfg.KafkaOpts...) // WithKgoOpts appends to them
 	e.retention = retention{keep: config.DefaultDedupeRetention, memory: config.DefaultKeyMemory}
 	if actions != nil {
@@ -108,6 +105,11 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	for _, o := range opts {
 		o(e)
 	}
+	acts, err := buildActions(actions, cfg, e.factories)
+	if err != nil {
+		return nil, err
+	}
+	e.actions = acts
 	if e.m == nil {
 		e.m = newMetrics(prometheus.DefaultRegisterer)
 	}

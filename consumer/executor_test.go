@@ -36,6 +36,8 @@ type harness struct {
 	tune func(*consumer.Config)
 	// reg, when set, is the registry the executor's metrics go to.
 	reg *prometheus.Registry
+	// opts are more executor options.
+	opts []consumer.Option
 }
 
 func newHarness(t *testing.T) *harness {
@@ -107,7 +109,7 @@ func (h *harness) start(dataDir string) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	ex, err := consumer.New(cfg, h.cfgFile, store, consumer.WithRegisterer(reg))
+	ex, err := consumer.New(cfg, h.cfgFile, store, append([]consumer.Option{consumer.WithRegisterer(reg)}, h.opts...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}

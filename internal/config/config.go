@@ -57,9 +57,13 @@ const KeyPlaceholder = "{key}"
 type Action struct {
 	// Name is the action's key in the file and the commands' `type`.
 	Name string
-	// Connector executes the effect: "http", "kafka" or "noop". Required,
-	// because guessing how to perform a refund is not an option.
+	// Connector executes the effect: "http", "kafka", "noop", or a kind
+	// the program registered (consumer.WithConnector). Required, because
+	// guessing how to perform a refund is not an option.
 	Connector string
+	// Settings are a registered connector's own keys (`settings:`), as
+	// written; built-in connectors have fields instead.
+	Settings map[string]string
 	// URL receives the Execute POST (http only; required there).
 	URL string
 	// ConfirmURL is queried with GET after an ambiguous result; it must
@@ -191,12 +195,15 @@ func (a *Action) setDefaults() {
 }
 
 // Load reads and parses the actions file at path.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, nil) }
+
+// LoadWith is Load accepting the registered connector kinds (ParseWith).
+func LoadWith(path string, kinds []string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(path, data)
+	return ParseWith(path, data, kinds)
 }
 
 // Action returns the action named name, if configured.

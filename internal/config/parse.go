@@ -35,7 +35,17 @@ import (
 // keys (<<) are resolved; top-level keys starting with "x-" are ignored so
 // they can hold anchors shared by several actions.
 func Parse(path string, data []byte) (*Config, error) {
-	p := &loader{file: path, dir: filepath.Dir(path)}
+	return ParseWith(path, data, nil)
+}
+
+// ParseWith is Parse that also accepts the connector kinds in kinds
+// (connectors registered by the program, consumer.WithConnector), whose
+// actions take their own keys under `settings:`.
+func ParseWith(path string, data []byte, kinds []string) (*Config, error) {
+	p := &loader{file: path, dir: filepath.Dir(path), kinds: map[string]bool{}}
+	for _, k := range kinds {
+		p.kinds[k] = true
+	}
 	if path == "" {
 		p.dir = "."
 	}
@@ -53,6 +63,7 @@ type loader struct {
 	dir     string
 	anchors map[string]ast.Node
 	budget  int // entries mappingDepth may still visit; see maxMergeEntries
+	kinds   map[string]bool // registered connector kinds (ParseWith)
 	errs    []error
 }
 
@@ -480,12 +491,43 @@ func (p *loader) action(ae entry) *Action {
 			a.AllowedSources = p.strList(f, name)
 		case "effects_file":
 			a.EffectsFile = p.str(f, name)
+		case "settings":
+			a.Settings = p.settings(f, name)
 		default:
 			p.errAt(f.keyNd, name, "", "unknown field %q", f.key)
 		}
 	}
 	p.validateAction(a, given)
 	return a
+}
+
+// kindList names the accepted connector kinds for an error message.
+func (p *loader) kindList() string {
+	ks := []string{ConnectorHTTP, ConnectorKafka, ConnectorNoop}
+	for k := range p.kinds {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return strings.Join(ks[:len(ks)-1], ", ") + " or " + ks[len(ks)-1]
+}
+
+// settings reads a registered connector's `settings:` mapping of scalar
+// values, kept as the text written.
+func (p *loader) settings(e entry, action string) map[string]string {
+	entries, ok := p.mapping(e.value, action, "settings")
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(entries))
+	for _, s := range entries {
+		v, ok := p.scalarText(s.value)
+		if !ok {
+			p.errAt(s.value, action, "settings."+s.key, "must be a scalar (string, number or boolean)")
+			continue
+		}
+		out[s.key] = v
+	}
+	return out
 }
 
 // kafka reads a kafka action's connection section:
@@ -619,7 +661,12 @@ func (p *loader) validateAction(a *Action, given set) {
 			p.errAt(nil, name, "connector", "required")
 		}
 	default:
-		p.errAt(given["connector"], name, "connector", "unknown connector %q (want http, kafka or noop)", a.Connector)
+		if !p.kinds[a.Connector] {
+			p.errAt(given["connector"], name, "connector", "unknown connector %q (want %s)", a.Connector, p.kindList())
+		}
+	}
+	if n, ok := given["settings"]; ok && !p.kinds[a.Connector] {
+		p.errAt(n, name, "settings", "only valid for a connector registered by the program (built-in connectors take their own fields)")
 	}
 	if a.Connector != "" {
 		onlyFor("url", ConnectorHTTP)
