@@ -32,7 +32,7 @@ type Batch struct {
 	records  map[string]*pendingRecord
 	entities map[string]*EntityState
 	progress map[int32]Progress
-	it *pebble.Iterator // see iter
+	it       *pebble.Iterator // see iter
 	// err is the first error of PutRecord, which cannot return one; Commit
 	// reports it and writes nothing.
 	err  error

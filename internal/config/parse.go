@@ -62,7 +62,7 @@ type loader struct {
 	file    string
 	dir     string
 	anchors map[string]ast.Node
-	budget  int // entries mappingDepth may still visit; see maxMergeEntries
+	budget  int             // entries mappingDepth may still visit; see maxMergeEntries
 	kinds   map[string]bool // registered connector kinds (ParseWith)
 	errs    []error
 }
