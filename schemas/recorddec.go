@@ -259,32 +259,41 @@ func (d *recDecoder) record(rec *Record) bool {
 		case "data":
 			return 17, d.raw(&rec.Data)
 		case "resolution":
-			if d.isNull() {
-				rec.Resolution = nil
-				return 18, true
-			}
-			r := &Resolution{}
-			rec.Resolution = r
-			return 18, d.object(func(k []byte) (int, bool) {
-				switch string(k) {
-				case "by":
-					return 0, d.str(&r.By)
-				case "at":
-					return 1, d.time(&r.At)
-				case "reason":
-					return 2, d.str(&r.Reason)
-				case "as":
-					s := string(r.As)
-					ok := d.str(&s)
-					r.As = Status(s)
-					return 3, ok
-				}
-				return 0, false
-			})
+			return 18, d.resolution(&rec.Resolution)
+		case "release":
+			return 21, d.resolution(&rec.Release)
+		case "unique_key":
+			return 22, d.str(&rec.UniqueKey)
 		case "hash":
 			return 19, d.str(&rec.Hash)
 		case "prev_hash":
 			return 20, d.str(&rec.PrevHash)
+		}
+		return 0, false
+	})
+}
+
+// resolution reads an operator decision (resolution or release), or null.
+func (d *recDecoder) resolution(dst **Resolution) bool {
+	if d.isNull() {
+		*dst = nil
+		return true
+	}
+	r := &Resolution{}
+	*dst = r
+	return d.object(func(k []byte) (int, bool) {
+		switch string(k) {
+		case "by":
+			return 0, d.str(&r.By)
+		case "at":
+			return 1, d.time(&r.At)
+		case "reason":
+			return 2, d.str(&r.Reason)
+		case "as":
+			s := string(r.As)
+			ok := d.str(&s)
+			r.As = Status(s)
+			return 3, ok
 		}
 		return 0, false
 	})
