@@ -120,6 +120,7 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 // paused by their buffer bounds.
 func (e *Executor) refreshGauges() {
 	e.refreshUnresolved()
+	e.refreshHeld()
 	e.mu.Lock()
 	e.m.heldParts.Set(float64(len(e.held)))
 	e.mu.Unlock()

@@ -19,6 +19,7 @@ type metrics struct {
 	heldParts     prometheus.Gauge
 	paused        prometheus.Gauge
 	tooLarge      prometheus.Counter
+	gov           *govMetrics // governance.go
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -70,6 +71,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, s := range []string{"intent", "answer", "commit"} {
 		m.fenced.WithLabelValues(s)
 	}
+	m.gov = newGovMetrics(reg)
 	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
 		m.halted, m.heldParts, m.paused, m.tooLarge)
 	return m

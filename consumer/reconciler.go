@@ -83,12 +83,14 @@ func (j *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" {
 		return
 	}
-	target, found, err := j.lookup(req.Key)
+	// Scoped to the request's own subject: a request cannot reach another
+	// entity's record.
+	target, found, err := j.lookup(cmd.Subject, req.Key)
 	if err != nil {
 		j.fail(err)
 		return
 	}
-	if !found || target.Entity != cmd.Subject {
+	if !found {
 		return
 	}
 	if target.Status == schemas.StatusInProgress {
