@@ -33,9 +33,11 @@ func TestControlSignature(t *testing.T) {
 	// Every signed part matters.
 	for name, mut := range map[string]func(*Command){
 		"subject": func(c *Command) { c.Fingerprint, _ = Fingerprint(c.Type, "order-2", c.Data) },
-		"data":    func(c *Command) { c.Fingerprint, _ = Fingerprint(c.Type, c.Subject, []byte(`{"key":"k","as":"succeeded"}`)) },
-		"key":     func(c *Command) { c.IdempotencyKey = "resolve/k/2" },
-		"sig":     func(c *Command) { c.ControlSig = "hmac-sha256:00" },
+		"data": func(c *Command) {
+			c.Fingerprint, _ = Fingerprint(c.Type, c.Subject, []byte(`{"key":"k","as":"succeeded"}`))
+		},
+		"key": func(c *Command) { c.IdempotencyKey = "resolve/k/2" },
+		"sig": func(c *Command) { c.ControlSig = "hmac-sha256:00" },
 	} {
 		m := c
 		mut(&m)

@@ -30,8 +30,8 @@ const (
 	// signature (SPEC §4, control.go).
 	ExtControlKeyID = "onceflightkeyid"
 	ExtControlSig   = "onceflightsig"
-	ExtCausationID     = "causationid"
-	ExtReplayed        = "replayed"
+	ExtCausationID  = "causationid"
+	ExtReplayed     = "replayed"
 )
 
 // MaxIdempotencyKeyBytes bounds an idempotency key (SPEC §2).

@@ -110,6 +110,6 @@ type Record struct {
 	// "" when the action has none. It travels in the journal so a
 	// restored index knows the tuple without the configuration.
 	UniqueKey string `json:"unique_key,omitempty"`
-	Hash           string          `json:"hash"`
-	PrevHash       string          `json:"prev_hash"`
+	Hash      string `json:"hash"`
+	PrevHash  string `json:"prev_hash"`
 }

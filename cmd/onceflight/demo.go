@@ -64,12 +64,12 @@ executor started elsewhere, as in deploy/compose/.`,
 }
 
 type demoStep struct {
-	what    string
-	cmd     schemas.Command
-	raw     *kgo.Record // a malformed record instead of cmd
-	want    schemas.Status
-	code    string
-	replay  bool
+	what   string
+	cmd    schemas.Command
+	raw    *kgo.Record // a malformed record instead of cmd
+	want   schemas.Status
+	code   string
+	replay bool
 	// decide, instead of a command, publishes a signed operator decision
 	// of this type on key decideKey of entity decideEntity.
 	decide, decideKey, decideEntity, decideAs string
