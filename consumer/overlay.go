@@ -1,6 +1,10 @@
 package consumer
 
-import "github.com/onceflight/onceflight/schemas"
+import (
+	"time"
+
+	"github.com/onceflight/onceflight/schemas"
+)
 
 // overlay is what later commands must see before Pebble does: records
 // staged (chained, queued for a transaction) but not yet applied, the
@@ -20,6 +24,9 @@ type overlay struct {
 	// staged but not in Pebble, or a job of it is queued or running.
 	versions map[string]*versionEntry
 	claims   map[scopedKey]string // key → fingerprint of the first claimant
+	// reconciled is when each record was last reconciled on request
+	// (reconcileAllowed); entries older than the limit are swept.
+	reconciled map[scopedKey]time.Time
 }
 
 // scopedKey is an idempotency key in its scope, the entity (SPEC §3): the
@@ -50,7 +57,7 @@ type versionEntry struct {
 
 func newOverlay() overlay {
 	return overlay{pending: map[scopedKey]pendingRec{}, unique: map[uniqueRef][]scopedKey{},
-		versions: map[string]*versionEntry{}, claims: map[scopedKey]string{}}
+		versions: map[string]*versionEntry{}, claims: map[scopedKey]string{}, reconciled: map[scopedKey]time.Time{}}
 }
 
 // stageRecords makes records visible to later lookups (chained, not yet
@@ -181,4 +188,29 @@ func (p *pipeline) pendingUnique(entity, action, tuple string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.ov.uniqueKeys(uniqueRef{entity, action, tuple})
+}
+
+// reconcileAllowed reports whether a reconcile request for k may run now:
+// none ran for it within every (<= 0: no limit). The map is swept when it
+// grows, so it holds only recent requests.
+func (p *pipeline) reconcileAllowed(k scopedKey, every time.Duration) bool {
+	if every <= 0 {
+		return true
+	}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.ov.reconciled
+	if last, ok := m[k]; ok && now.Sub(last) < every {
+		return false
+	}
+	if len(m) >= 4096 {
+		for x, t := range m {
+			if now.Sub(t) >= every {
+				delete(m, x)
+			}
+		}
+	}
+	m[k] = now
+	return true
 }

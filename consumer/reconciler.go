@@ -93,6 +93,14 @@ func (j *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 	if !found {
 		return
 	}
+	// Reconcile requests are not signed (they only ask the connector to
+	// confirm), so anyone who can write the commands topic can send them:
+	// each (entity, key) is confirmed at most once per half reconcile
+	// period, whoever asks; the rest are dropped here.
+	if !j.p.reconcileAllowed(scopeOf(&target), j.e.reconcile.every/2) {
+		j.e.log.Debug("reconcile request dropped: rate limit", "entity", cmd.Subject, "key", req.Key, "source", cmd.Source)
+		return
+	}
 	if target.Status == schemas.StatusInProgress {
 		// Left in progress by a crashed owner or an interrupted reconcile
 		// attempt: inherit it like any in-progress key (deadline, confirm).
