@@ -314,7 +314,9 @@ func (a *auditor) histories() {
 				v.Message = fmt.Sprintf("%s record written under epoch %d after the epoch %d marker: a replaced owner's write is visible", rec.Status, rec.Epoch, epoch)
 				a.violate(CheckSingleFlight, v)
 			}
-			a.onceKey(keys, pk{p, rec.IdempotencyKey}, j, v)
+			// A key is scoped to its entity (SPEC §3): one key of two
+			// entities is two histories.
+			a.onceKey(keys, pk{p, rec.Entity + "\x00" + rec.IdempotencyKey}, j, v)
 			a.singleFlight(ents, pk{p, rec.Entity}, j, v)
 		}
 	}
@@ -337,6 +339,12 @@ func (a *auditor) onceKey(keys map[pk]*keyState, id pk, j jrec, v Violation) {
 	}
 	rec := j.rec
 	ks.latest = rec.Status
+	if rec.Release != nil {
+		// An operator released the key (SPEC §3 Release): its next
+		// execution is new work, not a repeat.
+		ks.final, ks.attempts = nil, 0
+		return
+	}
 	switch rec.Status {
 	case schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected:
 		ks.final = &j
