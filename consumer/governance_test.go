@@ -181,8 +181,14 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 	h.decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{bad}}, "forged-2", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
 	// A valid signature for another entity does not reach order-1's record.
 	h.decide(ks, "cross", consumer.TypeApprove, "order-2", schemas.Decision{Key: "b2", Reason: "r", By: "ann"})
-	h.outcomes(10, seen, nil)
-	for _, c := range []string{"forged-1", "forged-2"} {
+	// The same for resolve.
+	h.decide(nil, "forged-3", consumer.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "mallory"})
+	h.decide(ks, "cross-resolve", consumer.TypeResolve, "order-2", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "ann"})
+	h.outcomes(12, seen, nil)
+	if o := seen["cross-resolve"][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeNotUnresolved {
+		t.Fatalf("cross-entity resolve: %s %s, want rejected", o.Record.Status, code(o))
+	}
+	for _, c := range []string{"forged-1", "forged-2", "forged-3"} {
 		if o := seen[c][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeNotAllowed {
 			t.Fatalf("%s: %s %s, want rejected not_allowed", c, o.Record.Status, code(o))
 		}
@@ -199,7 +205,7 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 	// Approving again is refused: b2 is no longer held.
 	h.decide(ks, "again", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
 	// approve: its own outcome + b2's second; resolve: its own + b3's; again.
-	h.outcomes(15, seen, nil)
+	h.outcomes(17, seen, nil)
 	if o := seen["ok-approve"][0]; o.Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("approve: %s %s", o.Record.Status, code(o))
 	}
