@@ -222,6 +222,21 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 		t.Fatalf("b2 executed %d times (want 1), b3 %d (want 0)", n, m)
 	}
 	h.audit()
+
+	// The unique_by index is a cache of the journal too: an executor with
+	// an empty data dir still knows a1 holds the tuple, and that b3's
+	// rejection freed nothing b2 holds.
+	h.stop()
+	h.start(t.TempDir())
+	h.submitAction("r5", "pay.reject", "order-1", "a5", `{"order_id":"o-1","line":{"sku":"x"}}`)
+	h.submitAction("h4", "pay.hold", "order-1", "b4", `{"order_id":"o-9"}`)
+	h.outcomes(19, seen, nil)
+	if o := seen["r5"][0]; code(o) != schemas.CodeDuplicateBusinessKey || !strings.Contains(o.Record.Error.Message, `"a1"`) {
+		t.Fatalf("r5 after data-dir loss: %s %+v", o.Record.Status, o.Record.Error)
+	}
+	if o := seen["h4"][0]; o.Record.Status != schemas.StatusHeld {
+		t.Fatalf("h4 after data-dir loss: %s %s, want held", o.Record.Status, code(o))
+	}
 }
 
 // TestDecisionsRefusedWithoutKey: an executor without a control key
