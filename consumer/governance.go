@@ -102,7 +102,7 @@ func (j *job) target(cmd schemas.Command, key, verb string, want ...schemas.Stat
 func (j *job) decision(cmd schemas.Command) (schemas.Decision, bool) {
 	var req schemas.Decision
 	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" || req.Reason == "" {
-		j.reject(cmd, schemas.CodeInvalidCommand, cmd.Type+" needs data {\"key\",\"reason\",\"by\"}", true)
+		j.reject(cmd, schemas.CodeInvalidCommand, cmd.Type+" needs data {\"key\",\"reason\",\"by\"} (resolve also \"as\")", true)
 		return req, false
 	}
 	return req, true
@@ -181,13 +181,10 @@ func (j *job) approve(ctx context.Context, cmd schemas.Command, version *int64) 
 		j.reject(cmd, schemas.CodeUnknownAction, fmt.Sprintf("held key %q: action %q is no longer configured", req.Key, target.Action), true)
 		return
 	}
-	now := time.Now().UTC()
-	rec := target
+	rec, now := j.decided(target, req, "approved")
 	rec.Error = nil
 	rec.StartedAt = &now
-	rec.Executor = j.e.cfg.ExecutorID
 	rec.EntityVersion = *version
-	rec.Resolution = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: "approved"}
 	// The held command's own deadline is not the approval's: it may well
 	// have passed while the command waited for an operator.
 	j.deadline = nil
@@ -226,6 +223,16 @@ func (j *job) release(cmd schemas.Command) {
 	rel.Release = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: target.Status}
 	j.add(emit{journal: &rel})
 	j.answerDecision(cmd, map[string]string{"released": req.Key, "status": string(target.Status)})
+}
+
+// decided is target as an operator decision (resolve, approve) leaves it:
+// written by this executor, with the decision in its resolution.
+func (j *job) decided(target schemas.Record, req schemas.Decision, as schemas.Status) (schemas.Record, time.Time) {
+	now := time.Now().UTC()
+	rec := target
+	rec.Executor = j.e.cfg.ExecutorID
+	rec.Resolution = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: as}
+	return rec, now
 }
 
 // answerDecision records and publishes the decision command's own outcome.

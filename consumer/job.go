@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -347,9 +346,8 @@ func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *in
 // resolve applies an operator's decision (onceflight resolve) to an
 // unresolved or held record, and answers the control command itself.
 func (j *job) resolve(cmd schemas.Command) {
-	var req schemas.Decision
-	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" || req.Reason == "" {
-		j.reject(cmd, schemas.CodeInvalidCommand, "resolve needs data {\"key\",\"as\",\"reason\",\"by\"}", true)
+	req, ok := j.decision(cmd)
+	if !ok {
 		return
 	}
 	as := schemas.Status(req.As)
@@ -361,12 +359,9 @@ func (j *job) resolve(cmd schemas.Command) {
 	if !ok {
 		return
 	}
-	now := time.Now().UTC()
-	res := target
+	res, now := j.decided(target, req, as)
 	res.Status = as
 	res.FinishedAt = &now
-	res.Executor = j.e.cfg.ExecutorID
-	res.Resolution = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: as}
 	if as == schemas.StatusSucceeded {
 		res.Error = nil
 	} else if res.Error == nil {

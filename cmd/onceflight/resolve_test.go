@@ -143,18 +143,22 @@ func TestSubmitWait(t *testing.T) {
 func TestStatusAndResolve(t *testing.T) {
 	seen := make(chan schemas.Command, 10)
 	ctx, addr, cl := startEnv(t, seen)
-	for _, r := range []schemas.Record{
-		{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusInProgress},
-		{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusSucceeded},
-		{IdempotencyKey: "stuck", Entity: "order-2", Status: schemas.StatusUnresolved},
-	} {
-		v, _ := schemas.MarshalRecord(r)
-		rec := &kgo.Record{Topic: topics.DefaultJournal, Key: []byte(r.IdempotencyKey), Value: v,
-			Headers: []kgo.RecordHeader{{Key: client.KindHeader, Value: []byte(client.KindRecord)}}}
-		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			t.Fatal(err)
+	writeJournal := func(recs ...schemas.Record) {
+		t.Helper()
+		for _, r := range recs {
+			v, _ := schemas.MarshalRecord(r)
+			rec := &kgo.Record{Topic: topics.DefaultJournal, Key: []byte(r.IdempotencyKey), Value: v,
+				Headers: []kgo.RecordHeader{{Key: client.KindHeader, Value: []byte(client.KindRecord)}}}
+			if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	writeJournal(
+		schemas.Record{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusInProgress},
+		schemas.Record{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusSucceeded},
+		schemas.Record{IdempotencyKey: "stuck", Entity: "order-2", Status: schemas.StatusUnresolved},
+	)
 
 	code, out, _ := runCLI("status", "--brokers", addr, "done")
 	if code != exitOK || !strings.Contains(out, `"status":"succeeded"`) {
@@ -215,16 +219,7 @@ func TestStatusAndResolve(t *testing.T) {
 
 	// The same key for two entities: status lists both, --entity narrows,
 	// and release needs --entity.
-	for _, r := range []schemas.Record{
-		{IdempotencyKey: "done", Entity: "order-3", Status: schemas.StatusHeld},
-	} {
-		v, _ := schemas.MarshalRecord(r)
-		rec := &kgo.Record{Topic: topics.DefaultJournal, Key: []byte(r.IdempotencyKey), Value: v,
-			Headers: []kgo.RecordHeader{{Key: client.KindHeader, Value: []byte(client.KindRecord)}}}
-		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeJournal(schemas.Record{IdempotencyKey: "done", Entity: "order-3", Status: schemas.StatusHeld})
 	code, out, _ = runCLI("status", "--brokers", addr, "done")
 	if code != exitOK || strings.Count(out, "\n") != 2 {
 		t.Fatalf("status of a key of two entities: exit %d, out %q", code, out)
