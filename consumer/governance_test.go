@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/onceflight/onceflight/consumer"
@@ -285,6 +288,51 @@ func TestReleaseMakesKeyNewWork(t *testing.T) {
 	}
 	if n := h.effectsOf("order-1", "k1"); n != 2 {
 		t.Fatalf("k1 executed %d times, want 2 (once before, once after the release)", n)
+	}
+	h.audit()
+}
+
+// TestUniqueByWhileFirstInFlight: the second command with a tuple is
+// consumed while the first one's request is at the service; it must not
+// execute (the check and the execution are one step of the entity's single
+// flight).
+func TestUniqueByWhileFirstInFlight(t *testing.T) {
+	h := newHarness(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	posts := map[string]int{}
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		posts[key]++
+		first := key == "a1" && posts[key] == 1
+		mu.Unlock()
+		if first {
+			close(started)
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer svc.Close()
+	h.useConfig(fmt.Sprintf("actions:\n  pay.once:\n    connector: http\n    url: %s/pay\n    timeout: 10s\n    unique_by: [order_id]\n", svc.URL))
+	h.start(t.TempDir())
+	h.submitAction("c1", "pay.once", "order-1", "a1", `{"order_id":"o-1"}`)
+	<-started
+	h.submitAction("c2", "pay.once", "order-1", "a2", `{"order_id":"o-1"}`)
+	close(release)
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(2, seen, nil)
+	if o := seen["c1"][0]; o.Record.Status != schemas.StatusSucceeded {
+		t.Fatalf("first: %s %s", o.Record.Status, code(o))
+	}
+	if o := seen["c2"][0]; code(o) != schemas.CodeDuplicateBusinessKey {
+		t.Fatalf("second, consumed while the first was in flight: %s %s, want duplicate_business_key", o.Record.Status, code(o))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if posts["a2"] != 0 || posts["a1"] != 1 {
+		t.Fatalf("posts: %v, want a1 once and a2 never", posts)
 	}
 	h.audit()
 }
