@@ -199,10 +199,7 @@ func (d *recDecoder) record(rec *Record) bool {
 		case "action":
 			return 2, d.str(&rec.Action)
 		case "status":
-			s := string(rec.Status)
-			ok := d.str(&s)
-			rec.Status = Status(s)
-			return 3, ok
+			return 3, d.status(&rec.Status)
 		case "fingerprint":
 			return 4, d.str(&rec.Fingerprint)
 		case "attempts":
@@ -290,11 +287,16 @@ func (d *recDecoder) resolution(dst **Resolution) bool {
 		case "reason":
 			return 2, d.str(&r.Reason)
 		case "as":
-			s := string(r.As)
-			ok := d.str(&s)
-			r.As = Status(s)
-			return 3, ok
+			return 3, d.status(&r.As)
 		}
 		return 0, false
 	})
+}
+
+// status reads a status string.
+func (d *recDecoder) status(dst *Status) bool {
+	s := string(*dst)
+	ok := d.str(&s)
+	*dst = Status(s)
+	return ok
 }
