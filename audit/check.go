@@ -405,7 +405,9 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 		v.Message = fmt.Sprintf("%s record written under epoch %d after the epoch %d marker: a replaced owner's write is visible", rec.Status, rec.Epoch, cs.epoch)
 		a.violate(CheckSingleFlight, v)
 	}
-	a.onceKey(pk{r.Partition, rec.IdempotencyKey}, r.Offset, &rec, v)
+	// A key is scoped to its entity (SPEC §3): one key of two entities is
+	// two histories.
+	a.onceKey(pk{r.Partition, rec.Entity + "\x00" + rec.IdempotencyKey}, r.Offset, &rec, v)
 	a.singleFlight(pk{r.Partition, rec.Entity}, r.Offset, &rec, v)
 }
 
@@ -433,6 +435,12 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 		a.keys[id] = ks
 	}
 	ks.latest = rec.Status
+	if rec.Release != nil {
+		// An operator released the key (SPEC §3 Release): its next
+		// execution is new work, not a repeat.
+		ks.final, ks.attempts = nil, 0
+		return
+	}
 	switch rec.Status {
 	case schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected:
 		ks.final = &finalRef{status: rec.Status, off: off, finished: rec.FinishedAt}

@@ -32,6 +32,7 @@ type Client struct {
 	topics Topics
 	source string
 	mode   schemas.Mode
+	keys   *schemas.ControlKeys // WithControlKeys
 
 	// ctx ends at Close; it bounds the shared outcomes reader.
 	ctx    context.Context
@@ -56,6 +57,15 @@ type config struct {
 	source  string
 	mode    schemas.Mode
 	logger  *slog.Logger
+	keys    *schemas.ControlKeys
+}
+
+// WithControlKeys signs every command the client sends with the last key
+// of ks (schemas.ControlKeys.SignControl): operator tools need it, because
+// an executor started with --control-key-file refuses unsigned decisions
+// (resolve, approve, release). Other commands carry the signature unused.
+func WithControlKeys(ks *schemas.ControlKeys) Option {
+	return func(c *config) { c.keys = ks }
 }
 
 // WithBrokers sets the seed brokers, host:port. Required unless
@@ -156,7 +166,7 @@ func New(opts ...Option) (*Client, error) {
 		c.source = DefaultSource
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{cl: cl, own: own, topics: c.topics.WithDefaults(), source: c.source, mode: c.mode, ctx: ctx, cancel: cancel}, nil
+	return &Client{cl: cl, own: own, topics: c.topics.WithDefaults(), source: c.source, mode: c.mode, keys: c.keys, ctx: ctx, cancel: cancel}, nil
 }
 
 // Ping checks that the brokers answer and accept the client's credentials,

@@ -263,6 +263,11 @@ func (c *Client) command(cmd Command) (schemas.Command, error) {
 // partitioner hashes the key with murmur2, the executor's entity mapping,
 // so the command lands where the entity's records are (SPEC §4).
 func (c *Client) produce(ctx context.Context, sc schemas.Command) (Sent, error) {
+	if c.keys != nil {
+		if err := c.keys.SignControl(&sc); err != nil {
+			return Sent{}, fmt.Errorf("sign command %s for %q: %w", sc.Type, sc.Subject, err)
+		}
+	}
 	rec, err := schemas.EncodeCommand(sc, c.mode)
 	if err != nil {
 		return Sent{}, fmt.Errorf("encode command %s for %q: %w", sc.Type, sc.Subject, err)

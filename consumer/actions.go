@@ -139,6 +139,7 @@ func (e *Executor) refreshGauges() {
 		ready = 1
 	}
 	e.m.ready.Set(ready)
+	e.refreshHeld()
 	e.mu.Lock()
 	e.m.heldParts.Set(float64(len(e.held)))
 	e.mu.Unlock()

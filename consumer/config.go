@@ -1,6 +1,8 @@
 package consumer
 
 import (
+	"github.com/onceflight/onceflight/schemas"
+
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,6 +78,9 @@ type Config struct {
 	// key_memory (they could execute again). Default false: such a
 	// partition is held, with an ERROR naming it.
 	AcceptJournalGap bool
+	// ControlKeys verify operator decisions (resolve, approve, release:
+	// SPEC §4). Nil: every decision is refused not_allowed.
+	ControlKeys *schemas.ControlKeys
 	// PartitionCheckInterval is how often the topics' partition counts are
 	// checked; a change halts new work. Default 10s; negative disables.
 	PartitionCheckInterval time.Duration

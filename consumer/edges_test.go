@@ -529,7 +529,7 @@ actions:
 	if k1Posts != 2 {
 		t.Fatalf("k1 posted %d times, want 2", k1Posts)
 	}
-	st, _, err := h.ex.Store().Lookup("k1")
+	st, _, err := h.ex.Store().Lookup("order-1", "k1")
 	if err != nil || st.Status != schemas.StatusSucceeded {
 		t.Fatalf("k1 record: %s %v", st.Status, err)
 	}

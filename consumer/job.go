@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -17,9 +16,13 @@ import (
 // Control command types: operator and reconciler requests travel through
 // the commands topic, so they are ordered with the entity's commands and
 // applied by the entity's owner under the same fence as everything else.
+// They act only on records of their own subject (SPEC §4): every lookup
+// here is scoped to the command's entity.
 const (
-	TypeResolve   = "onceflight.resolve"
-	TypeReconcile = "onceflight.reconcile"
+	TypeResolve   = schemas.TypeResolve
+	TypeApprove   = schemas.TypeApprove
+	TypeRelease   = schemas.TypeRelease
+	TypeReconcile = schemas.TypeReconcile
 )
 
 // item is one consumed command.
@@ -52,7 +55,7 @@ type job struct {
 	p       *pipeline
 	e       *Executor
 	emits   []emit
-	claimed []string
+	claimed []scopedKey
 	err     error
 	// version is the entity's version when the command started; records
 	// that do not change it (rejections, intents) carry it.
@@ -69,26 +72,27 @@ type job struct {
 
 func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	cmd := it.cmd
+	ent := cmd.Subject
 	j.version = *version
 	j.deadline = cmd.Deadline
 	if j.inFlight != "" && j.inFlight != cmd.IdempotencyKey {
-		if !j.settleInFlight(ctx, j.inFlight, version) {
+		if !j.settleInFlight(ctx, ent, j.inFlight, version) {
 			return
 		}
 		j.version = *version
 	}
-	prev, found, err := j.lookup(cmd.IdempotencyKey)
+	prev, found, err := j.lookup(ent, cmd.IdempotencyKey)
 	if err != nil {
 		j.fail(err)
 		return
 	}
 	if found && prev.Fingerprint != cmd.Fingerprint {
 		j.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
-			"idempotency key %q is already recorded for another command (%s, entity %q); the original record is unchanged",
-			cmd.IdempotencyKey, prev.Action, prev.Entity), false)
+			"idempotency key %q is already recorded for another command of entity %q (%s); the original record is unchanged",
+			cmd.IdempotencyKey, prev.Entity, prev.Action), false)
 		return
 	}
-	if !found && !j.claim(cmd.IdempotencyKey, cmd.Fingerprint) {
+	if !found && !j.claim(ent, cmd.IdempotencyKey, cmd.Fingerprint) {
 		j.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
 			"idempotency key %q is used by another command in flight", cmd.IdempotencyKey), false)
 		return
@@ -103,8 +107,18 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 		return
 	}
 	switch cmd.Type {
-	case TypeResolve:
-		j.resolve(cmd)
+	case TypeResolve, TypeApprove, TypeRelease:
+		if !j.authorized(cmd) {
+			return
+		}
+		switch cmd.Type {
+		case TypeResolve:
+			j.resolve(cmd)
+		case TypeApprove:
+			j.approve(ctx, cmd, version)
+		default:
+			j.release(cmd)
+		}
 		return
 	case TypeReconcile:
 		j.reconcileKey(ctx, cmd, version)
@@ -131,7 +145,26 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 		j.reject(cmd, schemas.CodeVersionConflict, fmt.Sprintf("expected entity version %d, entity %q is at %d", *cmd.ExpectedVersion, cmd.Subject, *version), true)
 		return
 	}
-	j.execute(ctx, cmd, a, version)
+	uk, err := schemas.UniqueKey(a.cfg.UniqueBy, cmd.Data)
+	if err != nil {
+		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("action %q: %v", cmd.Type, err), true)
+		return
+	}
+	if uk != "" {
+		// Checked here, in the entity's single flight: no other command
+		// of the entity runs until this one is staged, and a staged or
+		// committed holder of the tuple is visible to the check.
+		first, err := j.uniqueHolder(ent, cmd.Type, uk, cmd.IdempotencyKey)
+		if err != nil {
+			j.fail(err)
+			return
+		}
+		if first != "" {
+			j.duplicate(cmd, a, uk, first)
+			return
+		}
+	}
+	j.execute(ctx, cmd, a, version, uk)
 }
 
 // settleInFlight settles another key the entity has in progress — left by
@@ -139,8 +172,8 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 // next command may run (G1): whatever request started an execution, it is
 // inherited (deadline, then confirmation). It reports whether the command
 // may go on.
-func (j *job) settleInFlight(ctx context.Context, key string, version *int64) bool {
-	prev, found, err := j.lookup(key)
+func (j *job) settleInFlight(ctx context.Context, entity, key string, version *int64) bool {
+	prev, found, err := j.lookup(entity, key)
 	if err != nil {
 		j.fail(err)
 		return false
@@ -156,11 +189,12 @@ func (j *job) settleInFlight(ctx context.Context, key string, version *int64) bo
 }
 
 // execute runs a new command through its connector.
-func (j *job) execute(ctx context.Context, cmd schemas.Command, a *action, version *int64) {
+func (j *job) execute(ctx context.Context, cmd schemas.Command, a *action, version *int64, uniqueKey string) {
 	now := time.Now().UTC()
 	rec := j.base(cmd)
 	rec.StartedAt = &now
 	rec.Data = cmd.Data
+	rec.UniqueKey = uniqueKey
 	probe := rec
 	probe.Status = schemas.StatusInProgress
 	if !j.e.fits(&probe) {
@@ -312,14 +346,8 @@ func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *in
 // resolve applies an operator's decision (onceflight resolve) to an
 // unresolved or held record, and answers the control command itself.
 func (j *job) resolve(cmd schemas.Command) {
-	var req struct {
-		Key    string `json:"key"`
-		As     string `json:"as"`
-		Reason string `json:"reason"`
-		By     string `json:"by"`
-	}
-	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" || req.Reason == "" {
-		j.reject(cmd, schemas.CodeInvalidCommand, "resolve needs data {\"key\",\"as\",\"reason\",\"by\"}", true)
+	req, ok := j.decision(cmd)
+	if !ok {
 		return
 	}
 	as := schemas.Status(req.As)
@@ -327,39 +355,20 @@ func (j *job) resolve(cmd schemas.Command) {
 		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("resolve: --as %q, want succeeded, failed or rejected", req.As), true)
 		return
 	}
-	target, found, err := j.lookup(req.Key)
-	if err != nil {
-		j.fail(err)
+	target, ok := j.target(cmd, req.Key, "resolved", schemas.StatusUnresolved, schemas.StatusHeld)
+	if !ok {
 		return
 	}
-	if !found || (target.Status != schemas.StatusUnresolved && target.Status != schemas.StatusHeld) {
-		st := "no record"
-		if found {
-			st = "status " + string(target.Status)
-		}
-		j.reject(cmd, schemas.CodeNotUnresolved, fmt.Sprintf("key %q cannot be resolved: %s (only unresolved or held records can)", req.Key, st), true)
-		return
-	}
-	now := time.Now().UTC()
-	res := target
+	res, now := j.decided(target, req, as)
 	res.Status = as
 	res.FinishedAt = &now
-	res.Executor = j.e.cfg.ExecutorID
-	res.Resolution = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: as}
 	if as == schemas.StatusSucceeded {
 		res.Error = nil
 	} else if res.Error == nil {
 		res.Error = &schemas.Error{Code: "resolved_by_operator", Message: req.Reason}
 	}
-	j.setFinal(res)
 	j.add(emit{journal: &res, outcome: &res, causation: target.Command.ID})
-
-	ctl := j.base(cmd)
-	ctl.Status = schemas.StatusSucceeded
-	ctl.Attempts = 1
-	ctl.FinishedAt = &now
-	ctl.Result, _ = json.Marshal(map[string]string{"resolved": req.Key, "as": req.As})
-	j.add(emit{journal: &ctl, outcome: &ctl, causation: cmd.ID})
+	j.answerDecision(cmd, map[string]string{"resolved": req.Key, "as": req.As})
 }
 
 func (j *job) base(cmd schemas.Command) schemas.Record {
@@ -447,20 +456,31 @@ func (j *job) undecodable(r *kgo.Record, err error) {
 	j.add(emit{outcome: &rec, causation: ref})
 }
 
-func (j *job) lookup(key string) (schemas.Record, bool, error) {
+// lookup is the record of (entity, key) as this job sees it: its own
+// records, then the staged ones, then Pebble. A released record (SPEC §3
+// Release) or one past key_memory is no record: the key is new work.
+func (j *job) lookup(entity, key string) (schemas.Record, bool, error) {
+	rec, ok, err := j.lookupAny(entity, key)
+	if ok && rec.Release != nil {
+		return schemas.Record{}, false, err
+	}
+	return rec, ok, err
+}
+
+func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 	// This job's own records come first: it may have settled the key
 	// already (an inherited execution settled before a reconcile request).
 	for i := len(j.emits) - 1; i >= 0; i-- {
-		if rec := j.emits[i].journal; rec != nil && rec.IdempotencyKey == key {
+		if rec := j.emits[i].journal; rec != nil && rec.IdempotencyKey == key && rec.Entity == entity {
 			return *rec, true, nil
 		}
 	}
-	if rec, ok := j.p.pendingRecord(key); ok {
+	if rec, ok := j.p.pendingRecord(scopedKey{entity, key}); ok {
 		return rec, true, nil
 	}
-	rec, ok, err := j.e.store.Lookup(key)
+	rec, ok, err := j.e.store.Lookup(entity, key)
 	if err != nil {
-		return rec, false, fmt.Errorf("dedupe lookup %q: %w", key, err)
+		return rec, false, fmt.Errorf("dedupe lookup %q of entity %q: %w", key, entity, err)
 	}
 	// Past key_memory a key is forgotten (SPEC §3): a command with it is
 	// new work.
@@ -474,17 +494,14 @@ func (j *job) lookup(key string) (schemas.Record, bool, error) {
 // claim reserves a new key for the first fingerprint that uses it until its
 // answer is staged; a command of another entity reusing it meanwhile is
 // rejected.
-func (j *job) claim(key, fp string) bool {
-	ok := j.p.claim(key, fp)
+func (j *job) claim(entity, key, fp string) bool {
+	k := scopedKey{entity, key}
+	ok := j.p.claim(k, fp)
 	if ok {
-		j.claimed = append(j.claimed, key)
+		j.claimed = append(j.claimed, k)
 	}
 	return ok
 }
-
-// setFinal is kept for symmetry with add: a job's records become visible
-// to other jobs when it is staged.
-func (j *job) setFinal(schemas.Record) {}
 
 func (j *job) add(e emit) { j.emits = append(j.emits, e) }
 
@@ -515,7 +532,7 @@ func (j *job) safeHandle(ctx context.Context, it *item, version *int64) {
 		rec.Error = &schemas.Error{Code: "executor_error", Message: fmt.Sprintf("internal error while handling the command: %v", r)}
 		e := emit{outcome: &rec, causation: it.cmd.ID}
 		// Never overwrite a final record of the key.
-		if prev, found, err := j.lookup(it.cmd.IdempotencyKey); err == nil && (!found || prev.Status == schemas.StatusInProgress) {
+		if prev, found, err := j.lookup(it.cmd.Subject, it.cmd.IdempotencyKey); err == nil && (!found || prev.Status == schemas.StatusInProgress) {
 			e.journal = &rec
 		}
 		j.add(e)

@@ -27,6 +27,7 @@ type metrics struct {
 	paused        prometheus.Gauge
 	tooLarge      prometheus.Counter
 	ready         prometheus.Gauge
+	gov           *govMetrics // governance.go
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -90,6 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "onceflight_build_info", Help: "Always 1; the labels say which build runs.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
+	m.gov = newGovMetrics(reg)
 	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
 		m.halted, m.heldParts, m.paused, m.tooLarge, m.ready, build)
 	return m

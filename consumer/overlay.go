@@ -1,6 +1,10 @@
 package consumer
 
-import "github.com/onceflight/onceflight/schemas"
+import (
+	"time"
+
+	"github.com/onceflight/onceflight/schemas"
+)
 
 // overlay is what later commands must see before Pebble does: records
 // staged (chained, queued for a transaction) but not yet applied, the
@@ -11,12 +15,28 @@ import "github.com/onceflight/onceflight/schemas"
 // under: staged is not committed, and if that ownership ends the entry may
 // never become visible, so an entry of another ownership is ignored.
 type overlay struct {
-	pending map[string]pendingRec
+	pending map[scopedKey]pendingRec
+	// unique lists, per unique_by tuple, the staged records that carry it
+	// (SPEC §6): a tuple's check must see a staged execution before
+	// Pebble's b/ index does.
+	unique map[uniqueRef][]scopedKey
 	// versions holds an entity only while some of its journal records are
 	// staged but not in Pebble, or a job of it is queued or running.
 	versions map[string]*versionEntry
-	claims   map[string]string // key → fingerprint of the first claimant
+	claims   map[scopedKey]string // key → fingerprint of the first claimant
+	// reconciled is when each record was last reconciled on request
+	// (reconcileAllowed); entries older than the limit are swept.
+	reconciled map[scopedKey]time.Time
 }
+
+// scopedKey is an idempotency key in its scope, the entity (SPEC §3): the
+// same key for two entities is two executions.
+type scopedKey struct{ entity, key string }
+
+func scopeOf(r *schemas.Record) scopedKey { return scopedKey{r.Entity, r.IdempotencyKey} }
+
+// uniqueRef is one unique_by tuple of an entity's action.
+type uniqueRef struct{ entity, action, tuple string }
 
 // pendingRec is a staged record and the partition ownership it was staged
 // under. Answering from it after that ownership ended would publish an
@@ -36,25 +56,67 @@ type versionEntry struct {
 }
 
 func newOverlay() overlay {
-	return overlay{pending: map[string]pendingRec{}, versions: map[string]*versionEntry{}, claims: map[string]string{}}
+	return overlay{pending: map[scopedKey]pendingRec{}, unique: map[uniqueRef][]scopedKey{},
+		versions: map[string]*versionEntry{}, claims: map[scopedKey]string{}, reconciled: map[scopedKey]time.Time{}}
 }
 
 // stageRecords makes records visible to later lookups (chained, not yet
 // committed).
 func (o *overlay) stageRecords(st *partState, recs []schemas.Record) {
 	for _, r := range recs {
-		o.pending[r.IdempotencyKey] = pendingRec{rec: r, st: st}
+		k := scopeOf(&r)
+		o.drop(k)
+		o.pending[k] = pendingRec{rec: r, st: st}
+		if r.UniqueKey != "" {
+			u := uniqueRef{r.Entity, r.Action, r.UniqueKey}
+			o.unique[u] = append(o.unique[u], k)
+		}
 	}
 }
 
-// record is the staged record of key, if one of a live ownership exists.
-func (o *overlay) record(key string, live func(*partState) bool) (schemas.Record, bool) {
-	pr, ok := o.pending[key]
+// drop forgets the staged record of k and its unique_by entry.
+func (o *overlay) drop(k scopedKey) {
+	pr, ok := o.pending[k]
+	if !ok {
+		return
+	}
+	delete(o.pending, k)
+	if pr.rec.UniqueKey == "" {
+		return
+	}
+	u := uniqueRef{pr.rec.Entity, pr.rec.Action, pr.rec.UniqueKey}
+	l := o.unique[u]
+	for i, x := range l {
+		if x == k {
+			l = append(l[:i], l[i+1:]...)
+			break
+		}
+	}
+	if len(l) == 0 {
+		delete(o.unique, u)
+	} else {
+		o.unique[u] = l
+	}
+}
+
+// record is the staged record of k, if one of a live ownership exists.
+func (o *overlay) record(k scopedKey, live func(*partState) bool) (schemas.Record, bool) {
+	pr, ok := o.pending[k]
 	if ok && !live(pr.st) {
-		delete(o.pending, key)
+		o.drop(k)
 		return schemas.Record{}, false
 	}
 	return pr.rec, ok
+}
+
+// uniqueKeys lists the keys of staged records carrying tuple u.
+func (o *overlay) uniqueKeys(u uniqueRef) []string {
+	l := o.unique[u]
+	out := make([]string, len(l))
+	for i, k := range l {
+		out[i] = k.key
+	}
+	return out
 }
 
 // version is the entity's version left under ownership st, if known.
@@ -92,8 +154,8 @@ func (o *overlay) idle(entity string) {
 func (o *overlay) applied(recs []journaled, busy func(entity string) bool) {
 	for _, j := range recs {
 		r := j.rec
-		if cur, ok := o.pending[r.IdempotencyKey]; ok && cur.rec.Hash == r.Hash {
-			delete(o.pending, r.IdempotencyKey)
+		if cur, ok := o.pending[scopeOf(r)]; ok && cur.rec.Hash == r.Hash {
+			o.drop(scopeOf(r))
 		}
 		if ve, ok := o.versions[r.Entity]; ok {
 			ve.unapplied--
@@ -106,7 +168,7 @@ func (o *overlay) applied(recs []journaled, busy func(entity string) bool) {
 
 // claim reserves a new key for fingerprint fp; false if another
 // fingerprint holds it.
-func (o *overlay) claim(key, fp string) bool {
+func (o *overlay) claim(key scopedKey, fp string) bool {
 	if have, ok := o.claims[key]; ok {
 		return have == fp
 	}
@@ -114,8 +176,41 @@ func (o *overlay) claim(key, fp string) bool {
 	return true
 }
 
-func (o *overlay) release(keys []string) {
+func (o *overlay) release(keys []scopedKey) {
 	for _, k := range keys {
 		delete(o.claims, k)
 	}
+}
+
+// pendingUnique lists the keys of staged records of the entity's action
+// that carry tuple (pipeline.mu is taken here).
+func (p *pipeline) pendingUnique(entity, action, tuple string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ov.uniqueKeys(uniqueRef{entity, action, tuple})
+}
+
+// reconcileAllowed reports whether a reconcile request for k may run now:
+// none ran for it within every (<= 0: no limit). The map is swept when it
+// grows, so it holds only recent requests.
+func (p *pipeline) reconcileAllowed(k scopedKey, every time.Duration) bool {
+	if every <= 0 {
+		return true
+	}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.ov.reconciled
+	if last, ok := m[k]; ok && now.Sub(last) < every {
+		return false
+	}
+	if len(m) >= 4096 {
+		for x, t := range m {
+			if now.Sub(t) >= every {
+				delete(m, x)
+			}
+		}
+	}
+	m[k] = now
+	return true
 }

@@ -337,7 +337,7 @@ func (p *pipeline) addPending(st *partState, recs []schemas.Record) {
 	p.ov.stageRecords(st, recs)
 }
 
-func (p *pipeline) pendingRecord(key string) (schemas.Record, bool) {
+func (p *pipeline) pendingRecord(key scopedKey) (schemas.Record, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.ov.record(key, func(st *partState) bool { return !st.lost.Load() && p.e.part(st.p) == st })
@@ -350,7 +350,7 @@ func (p *pipeline) applied(recs []journaled) {
 	p.ov.applied(recs, func(entity string) bool { _, busy := p.queues[entity]; return busy })
 }
 
-func (p *pipeline) claim(key, fp string) bool {
+func (p *pipeline) claim(key scopedKey, fp string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.ov.claim(key, fp)

@@ -83,12 +83,22 @@ func (j *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" {
 		return
 	}
-	target, found, err := j.lookup(req.Key)
+	// Scoped to the request's own subject: a request cannot reach another
+	// entity's record.
+	target, found, err := j.lookup(cmd.Subject, req.Key)
 	if err != nil {
 		j.fail(err)
 		return
 	}
-	if !found || target.Entity != cmd.Subject {
+	if !found {
+		return
+	}
+	// Reconcile requests are not signed (they only ask the connector to
+	// confirm), so anyone who can write the commands topic can send them:
+	// each (entity, key) is confirmed at most once per half reconcile
+	// period, whoever asks; the rest are dropped here.
+	if !j.p.reconcileAllowed(scopeOf(&target), j.e.reconcile.every/2) {
+		j.e.log.Debug("reconcile request dropped: rate limit", "entity", cmd.Subject, "key", req.Key, "source", cmd.Source)
 		return
 	}
 	if target.Status == schemas.StatusInProgress {

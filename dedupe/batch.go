@@ -61,11 +61,11 @@ func (s *Store) NewBatch() *Batch {
 // Lookup is Store.Lookup as seen from inside the batch: a record put earlier
 // in this batch wins over the committed one. The consumer needs this when two
 // commands with the same key arrive in one poll.
-func (b *Batch) Lookup(key string) (schemas.Record, bool, error) {
-	if p, ok := b.records[key]; ok {
+func (b *Batch) Lookup(entity, key string) (schemas.Record, bool, error) {
+	if p, ok := b.records[scope(entity, key)]; ok {
 		return p.rec, true, nil
 	}
-	return b.s.Lookup(key)
+	return b.s.Lookup(entity, key)
 }
 
 // Entity is Store.Entity as seen from inside the batch.
@@ -100,7 +100,7 @@ func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
 		b.err = errBatchDone
 		return
 	}
-	key := rec.IdempotencyKey
+	key := scopeOf(&rec)
 	p, ok := b.records[key]
 	if !ok {
 		// First touch in this batch: remember the committed record so Commit
@@ -110,7 +110,7 @@ func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
 		var prev schemas.Record
 		found := false
 		if m, ok := b.s.metas.get(key); ok {
-			prev, found = m.record(key), true
+			prev, found = m.record(rec.Entity, rec.IdempotencyKey), true
 		} else {
 			var err error
 			if prev, found, err = b.lookupPrev(key); err != nil {
@@ -276,13 +276,18 @@ func writeIndex(pb *pebble.Batch, p *pendingRecord) error {
 	return nil
 }
 
-// indexKeys lists the secondary-index keys of a record: always its status,
-// its partition's unresolved list while it is unresolved, and the prune index
-// (f/) once it is final and prunable.
+// indexKeys lists the secondary-index keys of a record: always its status
+// and its key's entry in x/, its partition's unresolved list while it is
+// unresolved, its unique_by tuple while it holds it (HoldsUnique), and the
+// prune index (f/) once it is final and prunable.
 func indexKeys(rec *schemas.Record) []string {
-	keys := []string{statusPrefix(rec.Status) + rec.IdempotencyKey}
+	sc := scopeOf(rec)
+	keys := []string{statusPrefix(rec.Status) + sc, prefixByKey + rec.IdempotencyKey + "\x00" + escapeName(rec.Entity)}
 	if rec.Status == schemas.StatusUnresolved {
-		keys = append(keys, unresolvedPrefix(rec.Command.Partition)+rec.IdempotencyKey)
+		keys = append(keys, unresolvedPrefix(rec.Command.Partition)+sc)
+	}
+	if HoldsUnique(rec) {
+		keys = append(keys, uniquePrefix(rec.Entity, rec.Action, rec.UniqueKey)+rec.IdempotencyKey)
 	}
 	if prunable(rec) {
 		keys = append(keys, pruneIndexKey(prefixPruneFull, rec))
@@ -300,6 +305,21 @@ func staleIndexKeys(rec *schemas.Record) []string {
 		keys = append(keys, pruneIndexKey(prefixPruneStub, rec))
 	}
 	return keys
+}
+
+// HoldsUnique reports whether rec counts against its unique_by tuple (SPEC
+// §6): in_progress, succeeded, unresolved or held, and not released. Age
+// (dedupe_retention) is the reader's check: the index is not rewritten when
+// a record grows old.
+func HoldsUnique(rec *schemas.Record) bool {
+	if rec.UniqueKey == "" || rec.Release != nil {
+		return false
+	}
+	switch rec.Status {
+	case schemas.StatusInProgress, schemas.StatusSucceeded, schemas.StatusUnresolved, schemas.StatusHeld:
+		return true
+	}
+	return false
 }
 
 func containsKey(keys []string, k string) bool {

@@ -62,18 +62,19 @@ func BenchmarkLookupMiss(b *testing.B) {
 		fillForBench(b, s)
 		// Odd keys fall between stored ones, inside every table's bounds,
 		// so only a filter (or a data block read) can say "absent".
+		const benchEntity = "order-1"
 		miss := func(i int) string { return fmt.Sprintf("key-%08d", 2*(i%benchKeys)+1) }
 
 		b.Run(fmt.Sprintf("cache=%dMiB/SeekPrefixGE+L6Filters", cache>>20), func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
-				if _, ok, err := s.Lookup(miss(i)); err != nil || ok {
+				if _, ok, err := s.Lookup(benchEntity, miss(i)); err != nil || ok {
 					b.Fatal(ok, err)
 				}
 			}
 		})
 		b.Run(fmt.Sprintf("cache=%dMiB/Get", cache>>20), func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
-				_, closer, err := s.db.Get(recordKey(miss(i)))
+				_, closer, err := s.db.Get(recordKey(scope(benchEntity, miss(i))))
 				if err == nil {
 					closer.Close()
 					b.Fatal("unexpected hit")

@@ -117,12 +117,21 @@ type recMeta struct {
 	status     schemas.Status
 	partition  int32
 	finishedAt *time.Time
+	action     string
+	uniqueKey  string
+	released   bool
 }
 
 func metaOf(rec *schemas.Record) recMeta {
-	return recMeta{status: rec.Status, partition: rec.Command.Partition, finishedAt: rec.FinishedAt}
+	return recMeta{status: rec.Status, partition: rec.Command.Partition, finishedAt: rec.FinishedAt,
+		action: rec.Action, uniqueKey: rec.UniqueKey, released: rec.Release != nil}
 }
 
-func (m recMeta) record(key string) schemas.Record {
-	return schemas.Record{IdempotencyKey: key, Status: m.status, Command: schemas.CommandRef{Partition: m.partition}, FinishedAt: m.finishedAt}
+func (m recMeta) record(entity, key string) schemas.Record {
+	r := schemas.Record{IdempotencyKey: key, Entity: entity, Action: m.action, UniqueKey: m.uniqueKey,
+		Status: m.status, Command: schemas.CommandRef{Partition: m.partition}, FinishedAt: m.finishedAt}
+	if m.released {
+		r.Release = &schemas.Resolution{}
+	}
+	return r
 }

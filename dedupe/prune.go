@@ -306,10 +306,10 @@ func pruneTS(t time.Time) string {
 }
 
 func pruneIndexKey(prefix string, rec *schemas.Record) string {
-	return prefix + pruneTS(*rec.FinishedAt) + "/" + rec.IdempotencyKey
+	return prefix + pruneTS(*rec.FinishedAt) + "/" + scopeOf(rec)
 }
 
-// parsePruneKey returns the idempotency key of a prune-index key.
+// parsePruneKey returns the scope (entity and key) of a prune-index key.
 func parsePruneKey(k []byte) (string, bool) {
 	const head = 2 + tsWidth + 1
 	if len(k) < head || k[head-1] != '/' {
@@ -339,6 +339,10 @@ type stubRecord struct {
 	Command        schemas.CommandRef `json:"command"`
 	FinishedAt     *time.Time         `json:"finished_at"`
 	Epoch          int64              `json:"epoch,omitempty"`
+	// UniqueKey and Release say which index entries the record has, so
+	// forgetting it deletes them all.
+	UniqueKey string              `json:"unique_key,omitempty"`
+	Release   *schemas.Resolution `json:"release,omitempty"`
 }
 
 type stubError struct {
@@ -355,6 +359,8 @@ func stubOf(rec *schemas.Record) stubRecord {
 		Command:        rec.Command,
 		FinishedAt:     rec.FinishedAt,
 		Epoch:          rec.Epoch,
+		UniqueKey:      rec.UniqueKey,
+		Release:        rec.Release,
 	}
 	if rec.Error != nil {
 		st.Error = &stubError{Code: rec.Error.Code}
@@ -379,6 +385,8 @@ func decodeSlim(val []byte, rec *schemas.Record) error {
 		Command:        st.Command,
 		FinishedAt:     st.FinishedAt,
 		Epoch:          st.Epoch,
+		UniqueKey:      st.UniqueKey,
+		Release:        st.Release,
 	}
 	if st.Error != nil {
 		rec.Error = &schemas.Error{Code: st.Error.Code}
@@ -620,7 +628,7 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 			}
 			k := pruneIndexKey(prefixPruneStub, &rec)
 			if err := errors.Join(
-				pb.Set(recordKey(rec.IdempotencyKey), val, nil),
+				pb.Set(recordKeyOf(&rec), val, nil),
 				pb.Delete(c.ikey, nil),
 				pb.Set([]byte(k), nil, nil),
 			); err != nil {
@@ -665,7 +673,7 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 // LastKey and nothing is in flight. Called under s.mu.
 func (p *pruner) forget(pb *pebble.Batch, pr *pointReader, rec *schemas.Record, forgotten map[string]bool) error {
 	keys := staleIndexKeys(rec)
-	if err := pb.Delete(recordKey(rec.IdempotencyKey), nil); err != nil {
+	if err := pb.Delete(recordKeyOf(rec), nil); err != nil {
 		return fmt.Errorf("dedupe: batch: %w", err)
 	}
 	for _, k := range keys {

@@ -10,14 +10,25 @@
 //
 // Key layout (one Pebble keyspace, prefixes keep the kinds apart):
 //
-//	r/<idempotency key>                 record, JSON of schemas.Record
+//	r/<scope>                           record, JSON of schemas.Record
 //	e/<entity>                          EntityState, JSON
 //	p/<partition, 10 digits>            Progress, JSON
-//	s/<status>/<idempotency key>        status index, empty value
-//	u/<partition, 10 digits>/<key>      unresolved-by-partition index, empty value
-//	f/<finished_at, 19 digits>/<key>    prune index: a full final record, empty value
-//	k/<finished_at, 19 digits>/<key>    prune index: a stub (key only), empty value
+//	s/<status>/<scope>                  status index, empty value
+//	u/<partition, 10 digits>/<scope>    unresolved-by-partition index, empty value
+//	f/<finished_at, 19 digits>/<scope>  prune index: a full final record, empty value
+//	k/<finished_at, 19 digits>/<scope>  prune index: a stub (key only), empty value
+//	x/<key>\x00<entity'>                records of a key, whatever the entity, empty value
+//	b/<entity'>\x00<action'>\x00<unique key>\x00<key>
+//	                                    unique_by index (SPEC §6), empty value
 //	m/prune                             prune index state (upgrade backfill), JSON
+//	m/format                            key layout version (formatVersion)
+//
+// An idempotency key is scoped to its entity (SPEC §3), so a record is
+// stored under its scope: <entity'>\x00<key>, where entity' is the entity
+// with 0x01 written as 0x01 0x02 and 0x00 as 0x01 0x01 (escapeName). An
+// escaped name has no 0x00, and a key is printable UTF-8 (no 0x00, checked
+// at decode), so the first 0x00 ends the entity and a prefix scan of
+// "<entity'>\x00" sees exactly that entity's keys.
 //
 // finished_at in the prune index is Unix nanoseconds, zero-padded, so the
 // index sorts by age and Prune reads only the entries that are due (prune.go).
@@ -35,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,8 +78,17 @@ const (
 	prefixUnresolved = "u/"
 	prefixPruneFull  = "f/"
 	prefixPruneStub  = "k/"
+	prefixByKey      = "x/"
+	prefixUnique     = "b/"
 	keyPruneMeta     = "m/prune"
+	keyFormat        = "m/format"
 )
+
+// formatVersion is the key layout this build writes. A store without it
+// (or with another) was written by a build whose keys were not scoped to
+// their entity; Open empties it and restore replays the journal into the
+// new layout (the store is a cache of the journal).
+const formatVersion = "2"
 
 // EntityState is what the executor needs about an entity before it runs a
 // command for it: the version for optimistic checks, and whether an execution
@@ -183,11 +204,47 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, log: cfg.logger, entities: newGenCache[entityEntry](cacheEntries), metas: newGenCache[recMeta](cacheEntries)}
+	if err := s.checkFormat(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.loadPruneState(); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkFormat empties a store written in another key layout. Its records
+// would be found under the wrong keys; since Progress goes too, restore
+// reads each partition's journal from its start, as for a new data dir.
+func (s *Store) checkFormat() error {
+	var have string
+	found, err := s.getRaw(s.db, []byte(keyFormat), func(v []byte) error { have = string(v); return nil })
+	if err != nil {
+		return err
+	}
+	if found && have == formatVersion {
+		return nil
+	}
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return fmt.Errorf("dedupe: new iterator: %w", err)
+	}
+	empty := !it.First()
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return fmt.Errorf("dedupe: check format: %w", err)
+	}
+	if !empty {
+		s.log.Warn("dedupe: store written with another key layout; emptied, restore rebuilds it from the journal", "found", have, "want", formatVersion)
+		if err := s.db.DeleteRange([]byte{}, []byte{0xff}, pebble.Sync); err != nil {
+			return fmt.Errorf("dedupe: empty old layout: %w", err)
+		}
+	}
+	if err := s.db.Set([]byte(keyFormat), []byte(formatVersion), pebble.Sync); err != nil {
+		return fmt.Errorf("dedupe: write format: %w", err)
+	}
+	return nil
 }
 
 // Close closes the database. Batches not committed are lost, which is safe:
@@ -208,13 +265,70 @@ func (s *Store) Close() error {
 // SeekPrefixGE rather than db.Get because db.Get does not consult the bloom
 // filter of the bottom level, where nearly all keys live: for a miss (every
 // new key) it reads an index and a data block, ~3.7x slower (MEASURED).
-func (s *Store) Lookup(key string) (schemas.Record, bool, error) {
-	return s.lookupIn(s.db, key)
+func (s *Store) Lookup(entity, key string) (schemas.Record, bool, error) {
+	return s.lookupIn(s.db, scope(entity, key))
 }
 
-func (s *Store) lookupIn(src iterSource, key string) (schemas.Record, bool, error) {
+// LookupKey returns the records of key for every entity that used it
+// (normally one), in entity order, from the x/ index. Operators ask for a
+// key without knowing its entity (GET /v1/executions/{key}).
+func (s *Store) LookupKey(key string) ([]schemas.Record, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	lower := []byte(prefixByKey + key + "\x00")
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: new iterator: %w", err)
+	}
+	defer it.Close()
+	var out []schemas.Record
+	for ok := it.First(); ok; ok = it.Next() {
+		sc := string(it.Key()[len(lower):]) + "\x00" + key
+		rec, found, err := s.lookupIn(snap, sc)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out = append(out, rec)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("dedupe: scan key %q: %w", key, err)
+	}
+	return out, nil
+}
+
+// UniqueHolders returns the idempotency keys of the entity's records of
+// action indexed under uniqueKey (SPEC §6 unique_by): records that were
+// in_progress, succeeded, unresolved or held when written. The caller
+// checks each record's current status and age; an index entry only says
+// where to look.
+func (s *Store) UniqueHolders(entity, action, uniqueKey string) ([]string, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	lower := []byte(uniquePrefix(entity, action, uniqueKey))
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: new iterator: %w", err)
+	}
+	var out []string
+	for ok := it.First(); ok; ok = it.Next() {
+		out = append(out, string(it.Key()[len(lower):]))
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, fmt.Errorf("dedupe: scan unique_by index: %w", err)
+	}
+	return out, nil
+}
+
+// lookupIn reads the record stored under scope sc (see scope).
+func (s *Store) lookupIn(src iterSource, sc string) (schemas.Record, bool, error) {
 	var rec schemas.Record
-	rk := recordKey(key)
+	rk := recordKey(sc)
 	found, err := s.getRaw(src, rk, func(val []byte) error {
 		var err error
 		if rec, err = schemas.UnmarshalRecord(val); err != nil {
@@ -332,7 +446,43 @@ func seekRaw(it *pebble.Iterator, key []byte, use func(val []byte) error) (bool,
 	return true, nil
 }
 
-func recordKey(key string) []byte           { return []byte(prefixRecord + key) }
+// recordKey is the record key of scope sc.
+func recordKey(sc string) []byte { return []byte(prefixRecord + sc) }
+
+// recordKeyOf is the record key of rec.
+func recordKeyOf(rec *schemas.Record) []byte { return recordKey(scopeOf(rec)) }
+
+// scope is the storage form of (entity, key): see the package comment.
+func scope(entity, key string) string { return escapeName(entity) + "\x00" + key }
+
+func scopeOf(rec *schemas.Record) string { return scope(rec.Entity, rec.IdempotencyKey) }
+
+// escapeName makes a name free of 0x00 while keeping distinct names
+// distinct and no escaped name a prefix-with-separator of another: 0x01 →
+// 0x01 0x02, 0x00 → 0x01 0x01. Entities are almost never touched by it.
+func escapeName(s string) string {
+	if !strings.ContainsAny(s, "\x00\x01") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case 0:
+			b.WriteString("\x01\x01")
+		case 1:
+			b.WriteString("\x01\x02")
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// uniquePrefix is the b/ prefix of one (entity, action, tuple).
+func uniquePrefix(entity, action, uniqueKey string) string {
+	return prefixUnique + escapeName(entity) + "\x00" + escapeName(action) + "\x00" + uniqueKey + "\x00"
+}
+
 func entityKey(entity string) []byte        { return []byte(prefixEntity + entity) }
 func progressKey(p int32) []byte            { return []byte(prefixProgress + partitionString(p)) }
 func statusPrefix(st schemas.Status) string { return prefixStatus + string(st) + "/" }

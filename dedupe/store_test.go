@@ -50,11 +50,25 @@ func put(t *testing.T, s *Store, recs ...schemas.Record) {
 
 func mustLookup(t *testing.T, s *Store, key string) (schemas.Record, bool) {
 	t.Helper()
-	r, ok, err := s.Lookup(key)
+	return lookupAnyEntity(t, s, key)
+}
+
+// lookupAnyEntity is the record of key whatever its entity; the tests
+// that use it give every key one entity.
+func lookupAnyEntity(t testing.TB, s *Store, key string) (schemas.Record, bool) {
+	t.Helper()
+	recs, err := s.LookupKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, ok
+	switch len(recs) {
+	case 0:
+		return schemas.Record{}, false
+	case 1:
+		return recs[0], true
+	}
+	t.Fatalf("key %q has %d records", key, len(recs))
+	return schemas.Record{}, false
 }
 
 func keys(recs []schemas.Record) []string {
@@ -139,7 +153,7 @@ func TestBatchSeesItsOwnWrites(t *testing.T) {
 	b := s.NewBatch()
 	defer b.Close()
 	b.PutRecord(rec("k", "e", schemas.StatusInProgress, 0))
-	got, ok, err := b.Lookup("k")
+	got, ok, err := b.Lookup("e", "k")
 	if err != nil || !ok || got.Status != schemas.StatusInProgress {
 		t.Fatalf("batch Lookup = %+v, %v, %v", got, ok, err)
 	}
@@ -177,7 +191,7 @@ func TestReopenPersistence(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Lookup("k"); err != ErrClosed {
+	if _, _, err := s.Lookup("e", "k"); err != ErrClosed {
 		t.Fatalf("Lookup after Close: %v", err)
 	}
 

@@ -18,6 +18,11 @@ type Command struct {
 	TraceParent     string
 	Data            json.RawMessage // a JSON object, or nil when absent
 	Fingerprint     string          // "sha256:<hex>" over type, subject, canonical data
+	// ControlKeyID and ControlSig sign an operator decision (SPEC §4):
+	// the id of the key in the control key file and the HMAC-SHA256 of
+	// the command's canonical content (SignControl). Empty on others.
+	ControlKeyID string
+	ControlSig   string
 
 	// Where the command was consumed.
 	Partition int32

@@ -26,8 +26,12 @@ const (
 	ExtExpectedVersion = "expectedversion"
 	ExtDeadline        = "deadline"
 	ExtTraceParent     = "traceparent"
-	ExtCausationID     = "causationid"
-	ExtReplayed        = "replayed"
+	// ExtControlKeyID and ExtControlSig carry an operator decision's
+	// signature (SPEC §4, control.go).
+	ExtControlKeyID = "onceflightkeyid"
+	ExtControlSig   = "onceflightsig"
+	ExtCausationID  = "causationid"
+	ExtReplayed     = "replayed"
 )
 
 // MaxIdempotencyKeyBytes bounds an idempotency key (SPEC §2).
@@ -159,6 +163,19 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 			return fail("extension %q is not a W3C traceparent: %v", ExtTraceParent, v)
 		}
 		cmd.TraceParent = s
+	}
+
+	for _, x := range [...]struct {
+		name string
+		dst  *string
+	}{{ExtControlKeyID, &cmd.ControlKeyID}, {ExtControlSig, &cmd.ControlSig}} {
+		if v, ok := exts[x.name]; ok {
+			s, ok := v.(string)
+			if !ok {
+				return fail("extension %q must be a string, got %T", x.name, v)
+			}
+			*x.dst = s
+		}
 	}
 
 	data := bytes.TrimSpace(ev.Data())

@@ -37,6 +37,12 @@ func EncodeCommand(c Command, mode Mode) (*kgo.Record, error) {
 	if c.Deadline != nil {
 		ev.SetExtension(ExtDeadline, c.Deadline.Format(time.RFC3339Nano))
 	}
+	if c.ControlKeyID != "" {
+		ev.SetExtension(ExtControlKeyID, c.ControlKeyID)
+	}
+	if c.ControlSig != "" {
+		ev.SetExtension(ExtControlSig, c.ControlSig)
+	}
 	if c.TraceParent != "" {
 		ev.SetExtension(ExtTraceParent, c.TraceParent)
 	}

@@ -102,6 +102,14 @@ type Record struct {
 	TraceParent    string          `json:"traceparent,omitempty"`
 	Data           json.RawMessage `json:"data,omitempty"`
 	Resolution     *Resolution     `json:"resolution,omitempty"`
-	Hash           string          `json:"hash"`
-	PrevHash       string          `json:"prev_hash"`
+	// Release, set on a final record by an operator's release (SPEC §3),
+	// frees the key: the next command with it is new work. The record
+	// stays, so the journal says why the key executed again.
+	Release *Resolution `json:"release,omitempty"`
+	// UniqueKey is the hash of the action's unique_by tuple (SPEC §6),
+	// "" when the action has none. It travels in the journal so a
+	// restored index knows the tuple without the configuration.
+	UniqueKey string `json:"unique_key,omitempty"`
+	Hash      string `json:"hash"`
+	PrevHash  string `json:"prev_hash"`
 }

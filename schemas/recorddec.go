@@ -199,10 +199,7 @@ func (d *recDecoder) record(rec *Record) bool {
 		case "action":
 			return 2, d.str(&rec.Action)
 		case "status":
-			s := string(rec.Status)
-			ok := d.str(&s)
-			rec.Status = Status(s)
-			return 3, ok
+			return 3, d.status(&rec.Status)
 		case "fingerprint":
 			return 4, d.str(&rec.Fingerprint)
 		case "attempts":
@@ -259,28 +256,11 @@ func (d *recDecoder) record(rec *Record) bool {
 		case "data":
 			return 17, d.raw(&rec.Data)
 		case "resolution":
-			if d.isNull() {
-				rec.Resolution = nil
-				return 18, true
-			}
-			r := &Resolution{}
-			rec.Resolution = r
-			return 18, d.object(func(k []byte) (int, bool) {
-				switch string(k) {
-				case "by":
-					return 0, d.str(&r.By)
-				case "at":
-					return 1, d.time(&r.At)
-				case "reason":
-					return 2, d.str(&r.Reason)
-				case "as":
-					s := string(r.As)
-					ok := d.str(&s)
-					r.As = Status(s)
-					return 3, ok
-				}
-				return 0, false
-			})
+			return 18, d.resolution(&rec.Resolution)
+		case "release":
+			return 21, d.resolution(&rec.Release)
+		case "unique_key":
+			return 22, d.str(&rec.UniqueKey)
 		case "hash":
 			return 19, d.str(&rec.Hash)
 		case "prev_hash":
@@ -288,4 +268,35 @@ func (d *recDecoder) record(rec *Record) bool {
 		}
 		return 0, false
 	})
+}
+
+// resolution reads an operator decision (resolution or release), or null.
+func (d *recDecoder) resolution(dst **Resolution) bool {
+	if d.isNull() {
+		*dst = nil
+		return true
+	}
+	r := &Resolution{}
+	*dst = r
+	return d.object(func(k []byte) (int, bool) {
+		switch string(k) {
+		case "by":
+			return 0, d.str(&r.By)
+		case "at":
+			return 1, d.time(&r.At)
+		case "reason":
+			return 2, d.str(&r.Reason)
+		case "as":
+			return 3, d.status(&r.As)
+		}
+		return 0, false
+	})
+}
+
+// status reads a status string.
+func (d *recDecoder) status(dst *Status) bool {
+	s := string(*dst)
+	ok := d.str(&s)
+	*dst = Status(s)
+	return ok
 }

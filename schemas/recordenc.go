@@ -126,17 +126,15 @@ func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int,
 	b = appendJCSString(b, rec.IdempotencyKey)
 	b = append(b, `,"prev_hash":`...)
 	b = appendJCSString(b, rec.PrevHash)
-	if r := rec.Resolution; r != nil {
-		b = append(b, `,"resolution":{"as":`...)
-		b = appendJCSString(b, string(r.As))
-		if b, err = appendTimeMember(b, `,"at":`, r.At); err != nil {
+	if r := rec.Release; r != nil {
+		if b, err = appendResolution(b, `,"release":{"as":`, r); err != nil {
 			return nil, 0, err
 		}
-		b = append(b, `,"by":`...)
-		b = appendJCSString(b, r.By)
-		b = append(b, `,"reason":`...)
-		b = appendJCSString(b, r.Reason)
-		b = append(b, '}')
+	}
+	if r := rec.Resolution; r != nil {
+		if b, err = appendResolution(b, `,"resolution":{"as":`, r); err != nil {
+			return nil, 0, err
+		}
 	}
 	b = append(b, `,"result":`...)
 	if len(rec.Result) == 0 {
@@ -155,7 +153,27 @@ func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int,
 		b = append(b, `,"traceparent":`...)
 		b = appendJCSString(b, rec.TraceParent)
 	}
+	if rec.UniqueKey != "" {
+		b = append(b, `,"unique_key":`...)
+		b = appendJCSString(b, rec.UniqueKey)
+	}
 	return append(b, '}'), hashAt, nil
+}
+
+// appendResolution writes an operator decision's members (JCS order) after
+// head, which opens the object up to its "as" member.
+func appendResolution(b []byte, head string, r *Resolution) ([]byte, error) {
+	b = append(b, head...)
+	b = appendJCSString(b, string(r.As))
+	b, err := appendTimeMember(b, `,"at":`, r.At)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"by":`...)
+	b = appendJCSString(b, r.By)
+	b = append(b, `,"reason":`...)
+	b = appendJCSString(b, r.Reason)
+	return append(b, '}'), nil
 }
 
 // appendJCSInt writes an integer; beyond 2^53, where JSON numbers stop

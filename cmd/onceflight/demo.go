@@ -38,8 +38,10 @@ func newDemoCmd() *cobra.Command {
 		Long: `Start the embedded broker, one executor and a built-in (deliberately not
 idempotent) refunds service, then publish a handful of commands that show a
 first execution, a replay, a reused key, an unknown action, a malformed
-record, a timeout settled by confirmation and an unresolved record resolved
-by an operator. Prints a table and exits 0 when every outcome is as expected.
+record, a timeout settled by confirmation, an unresolved record resolved
+by an operator, and a suspected duplicate refund (same order_id, another
+key) held and then approved by an operator. Operator decisions are signed
+with a control key the demo creates, as 'onceflight keygen' does. Prints a table and exits 0 when every outcome is as expected.
 
 With --service-only it runs just the demo refunds service on --listen until
 interrupted (POST /refunds, GET /refunds/{key}, POST /messages), for an
@@ -62,15 +64,17 @@ executor started elsewhere, as in deploy/compose/.`,
 }
 
 type demoStep struct {
-	what    string
-	cmd     schemas.Command
-	raw     *kgo.Record // a malformed record instead of cmd
-	want    schemas.Status
-	code    string
-	replay  bool
-	resolve string // resolve this key (as succeeded) instead of a command
-	// resolveCause is the id of the command whose record is resolved: the
-	// resolution is published as that command's new outcome.
+	what   string
+	cmd    schemas.Command
+	raw    *kgo.Record // a malformed record instead of cmd
+	want   schemas.Status
+	code   string
+	replay bool
+	// decide, instead of a command, publishes a signed operator decision
+	// of this type on key decideKey of entity decideEntity.
+	decide, decideKey, decideEntity, decideAs string
+	// resolveCause is the id of the command whose record is decided: the
+	// decision is published as that command's new outcome.
 	resolveCause string
 }
 
@@ -111,6 +115,13 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
     confirm_url: http://%[1]s/refunds/{key}
     timeout: 500ms
     confirm_timeout: 10s
+  payments.order_refund:
+    connector: http
+    url: http://%[1]s/refunds
+    confirm_url: http://%[1]s/refunds/{key}
+    timeout: 500ms
+    unique_by: [order_id]
+    on_duplicate: hold
   messages.send:
     connector: http
     url: http://%[1]s/messages
@@ -125,6 +136,18 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 		return err
 	}
 
+	// The control key, as `onceflight keygen --out FILE` writes it: the
+	// executor verifies operator decisions with it, the operator signs.
+	key, err := schemas.NewControlKey("demo-operator")
+	if err != nil {
+		return err
+	}
+	keys := &schemas.ControlKeys{Keys: []schemas.ControlKey{key}}
+	keyFile := filepath.Join(dir, "control-keys.json")
+	if err := os.WriteFile(keyFile, keys.Encode(), 0o600); err != nil {
+		return err
+	}
+
 	kf := &kafkaFlags{Brokers: []string{b.Addr()}, Topics: topics.Default()}
 	runCtx, stopServe := context.WithCancel(ctx)
 	serveDone := make(chan error, 1)
@@ -132,7 +155,7 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 	go func() {
 		serveDone <- runServe(runCtx, &serveOptions{
 			kf: kf, cfg: cfg, group: "onceflight-demo", httpAddr: "127.0.0.1:0", dataDir: filepath.Join(dir, "executor"),
-			executorID: "demo", sessionTimeout: 6 * time.Second, clockDrift: 200 * time.Millisecond,
+			executorID: "demo", controlKeyFile: keyFile, sessionTimeout: 6 * time.Second, clockDrift: 200 * time.Millisecond,
 			maxInflight: 16, partitions: 3, maxDataBytes: 512 << 10,
 			started: func(_ []string, addr string) { httpAddr <- addr },
 		})
@@ -168,14 +191,17 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 		{what: "timeout, then confirmed", cmd: schemas.Command{Source: "demo", Type: "payments.refund", Subject: "order-2001", IdempotencyKey: "refund-2001", Data: data(`{"amount":40,"slow":true}`)}, want: schemas.StatusSucceeded},
 		{what: "500 after sending, no confirm", cmd: schemas.Command{Source: "demo", Type: "messages.send", Subject: "customer-9", IdempotencyKey: "msg-9", Data: data(`{"text":"your refund is on its way"}`)}, want: schemas.StatusUnresolved, code: schemas.CodeAmbiguous},
 		{what: "repeat of unresolved key", cmd: schemas.Command{Source: "demo", Type: "messages.send", Subject: "customer-9", IdempotencyKey: "msg-9", Data: data(`{"text":"your refund is on its way"}`)}, want: schemas.StatusUnresolved, replay: true},
-		{what: "operator resolves it", resolve: "msg-9", resolveCause: "demo-6", want: schemas.StatusSucceeded},
+		{what: "operator resolves it", decide: schemas.TypeResolve, decideKey: "msg-9", decideEntity: "customer-9", decideAs: "succeeded", resolveCause: "demo-6", want: schemas.StatusSucceeded},
+		{what: "refund for order o-77", cmd: schemas.Command{Source: "demo", Type: "payments.order_refund", Subject: "customer-77", IdempotencyKey: "refund-o77-a", Data: data(`{"order_id":"o-77","amount":30}`)}, want: schemas.StatusSucceeded},
+		{what: "same order, another key: held", cmd: schemas.Command{Source: "demo", Type: "payments.order_refund", Subject: "customer-77", IdempotencyKey: "refund-o77-b", Data: data(`{"order_id":"o-77","amount":30}`)}, want: schemas.StatusHeld, code: schemas.CodeDuplicateBusinessKey},
+		{what: "operator approves it", decide: schemas.TypeApprove, decideKey: "refund-o77-b", decideEntity: "customer-77", resolveCause: "demo-10", want: schemas.StatusSucceeded},
 	}
 
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tACTION\tKEY\tSTATUS\tREPLAYED\tCODE\tEFFECTS")
 	var failed []string
 	for i, st := range steps {
-		o, err := demoRun(ctx, cl, kf.Topics, i, st)
+		o, err := demoRun(ctx, cl, kf.Topics, keys, i, st)
 		if err != nil {
 			return fmt.Errorf("step %q: %w", st.what, err)
 		}
@@ -194,8 +220,8 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "\neffects at the refunds service: refund-1042=%d refund-2001=%d msg-9=%d (one each: never executed twice)\n",
-		svc.Effects("refund-1042"), svc.Effects("refund-2001"), svc.Effects("msg-9"))
+	fmt.Fprintf(out, "\neffects at the refunds service: refund-1042=%d refund-2001=%d msg-9=%d refund-o77-b=%d (one each: never executed twice; the held duplicate only after its approval)\n",
+		svc.Effects("refund-1042"), svc.Effects("refund-2001"), svc.Effects("msg-9"), svc.Effects("refund-o77-b"))
 	fmt.Fprintf(out, "the malformed record is on topic %s with its reason in headers\n", kf.Topics.Deadletter)
 	if len(failed) > 0 {
 		return errors.New("demo outcomes differ from the expected ones:\n  " + strings.Join(failed, "\n  "))
@@ -209,7 +235,7 @@ func withData(c schemas.Command, d string) schemas.Command {
 }
 
 // demoRun publishes one step and waits for its outcome.
-func demoRun(ctx context.Context, cl *kgo.Client, t topics.Topics, i int, st demoStep) (schemas.Outcome, error) {
+func demoRun(ctx context.Context, cl *kgo.Client, t topics.Topics, keys *schemas.ControlKeys, i int, st demoStep) (schemas.Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	from, err := client.EndOffsets(ctx, cl, t.Outcomes)
@@ -221,11 +247,14 @@ func demoRun(ctx context.Context, cl *kgo.Client, t topics.Topics, i int, st dem
 	switch {
 	case st.raw != nil:
 		r = st.raw
-	case st.resolve != "":
-		id := fmt.Sprintf("demo-resolve-%d", i)
-		c := schemas.Command{ID: id, Source: "onceflight-cli", Type: "onceflight.resolve", Subject: "customer-9",
-			IdempotencyKey: "resolve/" + st.resolve + "/" + id,
-			Data:           json.RawMessage(fmt.Sprintf(`{"key":%q,"as":"succeeded","reason":"mail relay log shows the message was delivered","by":"demo-operator"}`, st.resolve))}
+	case st.decide != "":
+		id := fmt.Sprintf("demo-decision-%d", i)
+		d, _ := json.Marshal(schemas.Decision{Key: st.decideKey, As: st.decideAs, Reason: "checked by the demo operator", By: "demo-operator"})
+		c := schemas.Command{ID: id, Source: "onceflight-cli", Type: st.decide, Subject: st.decideEntity,
+			IdempotencyKey: st.decide + "/" + st.decideKey + "/" + id, Data: d}
+		if err := keys.SignControl(&c); err != nil {
+			return schemas.Outcome{}, err
+		}
 		if r, err = schemas.EncodeCommand(c, schemas.Binary); err != nil {
 			return schemas.Outcome{}, err
 		}
@@ -245,14 +274,14 @@ func demoRun(ctx context.Context, cl *kgo.Client, t topics.Topics, i int, st dem
 	if st.raw != nil {
 		causation = fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)
 	}
-	if st.resolve != "" {
-		// The resolution's own outcome answers the original command.
+	if st.decide != "" {
+		// The decision's own outcome, then the original command's new one.
 		o, err := client.WaitOutcome(ctx, cl, t.Outcomes, causation, from)
 		if err != nil {
 			return o, err
 		}
 		if o.Record.Status != schemas.StatusSucceeded {
-			return o, fmt.Errorf("resolve refused: %+v", o.Record.Error)
+			return o, fmt.Errorf("%s refused: %+v", st.decide, o.Record.Error)
 		}
 		return client.WaitOutcome(ctx, cl, t.Outcomes, st.resolveCause, from)
 	}

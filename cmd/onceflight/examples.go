@@ -27,7 +27,16 @@ var examples = map[string]string{
   onceflight status --unresolved
   onceflight status --held --brokers kafka-1:9092`,
 	"onceflight resolve": `  onceflight resolve refund-1042 --as succeeded --reason "refund re_77 found in the PSP dashboard"
-  onceflight resolve refund-1043 --as failed --reason "PSP has no such refund" --by alice`,
+  onceflight resolve refund-1043 --as failed --reason "PSP has no such refund" --by alice
+  onceflight resolve refund-1044 --entity order-1044 --as rejected --reason "duplicate of refund-1042" \
+    --control-key-file /etc/onceflight/control-keys.json`,
+	"onceflight approve": `  export ONCEFLIGHT_CONTROL_KEY_FILE=/etc/onceflight/control-keys.json
+  onceflight status --held
+  onceflight approve refund-1042-b --reason "the customer asked for a second refund"`,
+	"onceflight release": `  onceflight release refund-1042 --entity order-1042 --reason "PSP rejected the refund; redo it" \
+    --control-key-file /etc/onceflight/control-keys.json`,
+	"onceflight keygen": `  onceflight keygen --out /etc/onceflight/control-keys.json
+  onceflight keygen --out /etc/onceflight/control-keys.json --id ops-2027-01   # rotation: add a key`,
 	"onceflight demo": `  onceflight demo
   onceflight demo --keep
   onceflight demo --service-only --listen 0.0.0.0:8081`,

@@ -218,12 +218,17 @@ func TestWrongPassword(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// resolve checks its key file before it talks to Kafka.
+	keyFile := filepath.Join(t.TempDir(), "keys.json")
+	if code, _, errOut := runCLI("keygen", "--out", keyFile); code != exitOK {
+		t.Fatalf("keygen: exit %d, %s", code, errOut)
+	}
 	for _, args := range [][]string{
 		{"serve", "--config", cfg, "--data-dir", t.TempDir(), "--http", "127.0.0.1:0"},
 		{"submit", "--action", "noop.ping", "--entity", "e", "--wait"},
 		{"outcomes"},
 		{"status", "k"},
-		{"resolve", "k", "--as", "failed", "--reason", "r", "--by", "me"},
+		{"resolve", "k", "--as", "failed", "--reason", "r", "--by", "me", "--control-key-file", keyFile},
 		{"audit"},
 	} {
 		code, _, errOut := execCLI(ctx, append(append(args, "--brokers", addr), conn...)...)

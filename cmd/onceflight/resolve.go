@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	pubclient "github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -19,34 +24,83 @@ import (
 // The executor recognises it as a control command rather than a configured
 // action, and applies it to the record in the entity's partition, where it
 // is ordered with every other command for that entity.
-const ResolveAction = "onceflight.resolve"
+const ResolveAction = schemas.TypeResolve
 
-// resolveData is the data of a resolve command.
-type resolveData struct {
-	Key    string `json:"key"`
-	As     string `json:"as"`
-	Reason string `json:"reason"`
-	By     string `json:"by"`
+// resolveData is the data of a decision command.
+type resolveData = schemas.Decision
+
+// noKeyFileHint is the one line an operator needs when no key is set up.
+const noKeyFileHint = "no control key: operator decisions must be signed. Create a key with `onceflight keygen --out FILE`, give it to serve and to this command with --control-key-file FILE (or ONCEFLIGHT_CONTROL_KEY_FILE)"
+
+// decisionSpec says how one decision command (resolve, approve, release)
+// differs from the others.
+type decisionSpec struct {
+	name, use, short, long string
+	typ                    string
+	// from lists the statuses the target may have; checked here for a
+	// clear message, and again by the executor, which decides.
+	from []schemas.Status
+	// entityRequired: release names its entity, since a final key may be
+	// reused by many entities and freeing the wrong one is not undone.
+	entityRequired bool
+	as             *enumValue // resolve's --as
 }
 
 func newResolveCmd() *cobra.Command {
+	return newDecisionCmd(decisionSpec{
+		name: "resolve", typ: schemas.TypeResolve,
+		use:   "resolve KEY --as succeeded|failed|rejected --reason TEXT [--entity E]",
+		short: "Record an operator's decision on an unresolved or held execution",
+		long: `Record an operator's decision on the unresolved or held execution record of
+KEY (docs/events.md#settlement, docs/cli.md#resolve): for an unresolved one, what the operator found out about
+the effect; for a held one, the verdict on the suspected duplicate (--as rejected ends it).`,
+		from: []schemas.Status{schemas.StatusUnresolved, schemas.StatusHeld},
+		as:   newEnum("", string(schemas.StatusSucceeded), string(schemas.StatusFailed), string(schemas.StatusRejected)),
+	})
+}
+
+func newApproveCmd() *cobra.Command {
+	return newDecisionCmd(decisionSpec{
+		name: "approve", typ: schemas.TypeApprove,
+		use:   "approve KEY --reason TEXT [--entity E]",
+		short: "Let a held command (a suspected duplicate) execute, once",
+		long: `Approve the held execution record of KEY (docs/cli.md#approve): the executor
+runs the held command through its connector once, records the approval in
+the record's resolution, and publishes the command's second outcome.`,
+		from: []schemas.Status{schemas.StatusHeld},
+	})
+}
+
+func newReleaseCmd() *cobra.Command {
+	return newDecisionCmd(decisionSpec{
+		name: "release", typ: schemas.TypeRelease,
+		use:   "release KEY --entity E --reason TEXT",
+		short: "Free a final idempotency key so that its next command is new work",
+		long: `Release the final (succeeded, failed or rejected) record of KEY for entity E
+(docs/cli.md#release): the record stays in the journal, marked released,
+and the next command with KEY for E executes as new work.`,
+		from:           []schemas.Status{schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected},
+		entityRequired: true,
+	})
+}
+
+func newDecisionCmd(spec decisionSpec) *cobra.Command {
 	var (
-		as         = newEnum("", string(schemas.StatusSucceeded), string(schemas.StatusFailed), string(schemas.StatusRejected))
-		reason, by string
-		timeout    time.Duration
-		kf         *kafkaFlags // set below, before RunE can run
+		reason, by, entity, keyFile string
+		timeout                     time.Duration
+		kf                          *kafkaFlags // set below, before RunE can run
 	)
 	cmd := &cobra.Command{
-		Use:   "resolve KEY --as succeeded|failed|rejected --reason TEXT",
-		Short: "Record an operator's decision on an unresolved or held execution",
-		Long: `Record an operator's decision on the unresolved or held execution record of
-KEY (docs/events.md#settlement, docs/cli.md#resolve): for an unresolved one, what the operator found out about
-the effect; for a held one, the verdict on the suspected duplicate.
+		Use:   spec.use,
+		Short: spec.short,
+		Long: spec.long + `
 
-The decision is published as a command (type onceflight.resolve) to the
-entity's partition, so the executor applies it in order with the entity's
-other commands and records it in the journal. This command waits for that
-outcome and prints it; it exits 0 only if the resolution succeeded.`,
+The decision is published as a command (type ` + spec.typ + `) to the
+entity's partition, signed with the last key of --control-key-file, so the
+executor applies it in order with the entity's other commands and records
+it in the journal. It acts only on the record of its own entity. This
+command waits for that outcome and prints it; it exits 0 only if the
+decision was applied.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			key := a[0]
@@ -56,50 +110,161 @@ outcome and prints it; it exits 0 only if the resolution succeeded.`,
 			if by == "" {
 				return usageErrorf("--by is empty and the OS user name is unknown: say who decides")
 			}
+			if spec.entityRequired && entity == "" {
+				return usageErrorf("--entity is required: %s acts on one entity's record of %q", spec.name, key)
+			}
+			if keyFile == "" {
+				return errors.New(noKeyFileHint)
+			}
+			keys, err := schemas.LoadControlKeys(keyFile)
+			if err != nil {
+				return err
+			}
 			cl, err := kf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			rec, ok, err := client.ScanJournal(cmd.Context(), cl, kf.Topics.Journal, key)
+			rec, err := decisionTarget(cmd.Context(), cl, kf.Topics.Journal, key, entity, spec)
 			cl.Close()
 			if err != nil {
 				return err
 			}
-			if !ok {
-				return fmt.Errorf("no record for key %q", key)
-			}
-			// Checked here for a clear message; the executor checks
-			// again, since the record may change before it applies.
-			if rec.Status != schemas.StatusUnresolved && rec.Status != schemas.StatusHeld {
-				return fmt.Errorf("record %q is %s; only unresolved or held records can be resolved", key, rec.Status)
-			}
 			id := uuid.NewString()
-			data, err := json.Marshal(resolveData{Key: key, As: as.v, Reason: reason, By: by})
+			d := resolveData{Key: key, Reason: reason, By: by}
+			if spec.as != nil {
+				d.As = spec.as.v
+			}
+			data, err := json.Marshal(d)
 			if err != nil {
 				return err
 			}
 			c := schemas.Command{
 				ID:     id,
 				Source: defaultSource,
-				Type:   ResolveAction,
-				// Keyed by the record's entity: the resolution must
-				// reach the partition that owns the record.
+				Type:   spec.typ,
+				// Keyed by the record's entity: the decision must reach
+				// the partition that owns the record, and acts only on it.
 				Subject:        rec.Entity,
-				IdempotencyKey: "resolve/" + key + "/" + id,
+				IdempotencyKey: spec.name + "/" + key + "/" + id,
 				Data:           data,
 			}
-			return publish(cmd.Context(), cmd.OutOrStdout(), kf, c, schemas.Binary, true, timeout)
+			return publish(cmd.Context(), cmd.OutOrStdout(), kf, c, schemas.Binary, true, timeout, pubclient.WithControlKeys(keys))
 		},
 	}
 	kf = addKafkaFlags(cmd)
 	fs := cmd.Flags()
-	fs.Var(as, "as", "the decision: succeeded, failed or rejected")
+	if spec.as != nil {
+		fs.Var(spec.as, "as", "the decision: succeeded, failed or rejected")
+		_ = cmd.MarkFlagRequired("as")
+	}
+	fs.StringVar(&entity, "entity", "", "the entity whose record of KEY is meant (needed when several entities used KEY)")
 	fs.StringVar(&reason, "reason", "", "why; recorded with the decision")
 	fs.StringVar(&by, "by", defaultBy(), "who decides, recorded with the decision; defaults to the OS user name")
+	fs.StringVar(&keyFile, "control-key-file", "", "control key file (onceflight keygen) whose last key signs the decision")
 	fs.DurationVar(&timeout, "timeout", defaultWait, "how long to wait for the executor to apply the decision")
-	_ = cmd.MarkFlagRequired("as")
 	_ = cmd.MarkFlagRequired("reason")
+	if spec.entityRequired {
+		_ = cmd.MarkFlagRequired("entity")
+	}
 	return cmd
+}
+
+// decisionTarget finds the record a decision is about: the record of key
+// for entity, or with no entity the only record of key in a status the
+// decision applies to.
+func decisionTarget(ctx context.Context, cl *kgo.Client, journal, key, entity string, spec decisionSpec) (schemas.Record, error) {
+	recs, err := journalRecords(ctx, cl, journal, key)
+	if err != nil {
+		return schemas.Record{}, err
+	}
+	if entity != "" {
+		recs = slices.DeleteFunc(recs, func(r schemas.Record) bool { return r.Entity != entity })
+	}
+	if len(recs) == 0 {
+		if entity != "" {
+			return schemas.Record{}, fmt.Errorf("no record for key %q of entity %q", key, entity)
+		}
+		return schemas.Record{}, fmt.Errorf("no record for key %q", key)
+	}
+	names := make([]string, len(spec.from))
+	for i, s := range spec.from {
+		names[i] = string(s)
+	}
+	fit := slices.DeleteFunc(slices.Clone(recs), func(r schemas.Record) bool { return !slices.Contains(spec.from, r.Status) || r.Release != nil })
+	switch {
+	case len(fit) == 1:
+		return fit[0], nil
+	case len(fit) > 1:
+		ents := make([]string, len(fit))
+		for i, r := range fit {
+			ents[i] = r.Entity
+		}
+		return schemas.Record{}, fmt.Errorf("key %q has records of several entities (%s): say which with --entity", key, strings.Join(ents, ", "))
+	}
+	r := recs[len(recs)-1]
+	st := string(r.Status)
+	if r.Release != nil {
+		st = "released"
+	}
+	return schemas.Record{}, fmt.Errorf("record %q of entity %q is %s; only %s records can be %s", key, r.Entity, st, strings.Join(names, " or "), pastTense(spec.name))
+}
+
+func pastTense(verb string) string {
+	if strings.HasSuffix(verb, "e") {
+		return verb + "d"
+	}
+	return verb + "ed"
+}
+
+// journalRecords returns the latest record of key for every entity that
+// used it (SPEC §3: a key is scoped to its entity), in entity order. It
+// reads the whole journal, as status does.
+func journalRecords(ctx context.Context, cl *kgo.Client, journal, key string) ([]schemas.Record, error) {
+	return journalLatest(ctx, cl, journal, func(k []byte) bool { return string(k) == key })
+}
+
+// journalLatest returns the latest record of every (entity, key) whose key
+// want accepts, sorted by key then entity. The journal appends every state
+// change of a record, so the last one read is the current state.
+func journalLatest(ctx context.Context, cl *kgo.Client, journal string, want func(key []byte) bool) ([]schemas.Record, error) {
+	type scoped struct{ entity, key string }
+	latest := map[scoped]schemas.Record{}
+	err := client.Read(ctx, cl, journal, true, false, func(r *kgo.Record) error {
+		if r.Attrs.IsControl() || !want(r.Key) || r.Value == nil || journalKind(r) != client.KindRecord {
+			return nil
+		}
+		rec, err := schemas.UnmarshalRecord(r.Value)
+		if err != nil {
+			// A record we cannot read could be the latest state of its
+			// key; answering with an older one would be a lie.
+			return fmt.Errorf("journal partition %d offset %d: %w", r.Partition, r.Offset, err)
+		}
+		latest[scoped{rec.Entity, rec.IdempotencyKey}] = rec
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan journal: %w", err)
+	}
+	out := make([]schemas.Record, 0, len(latest))
+	for _, r := range latest {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b schemas.Record) int {
+		if c := strings.Compare(a.IdempotencyKey, b.IdempotencyKey); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Entity, b.Entity)
+	})
+	return out, nil
+}
+
+func journalKind(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == client.KindHeader {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // defaultBy is the OS user running the command: the account an operator
@@ -116,4 +281,53 @@ func defaultBy() string {
 		}
 	}
 	return ""
+}
+
+func newKeygenCmd() *cobra.Command {
+	var out, id string
+	cmd := &cobra.Command{
+		Use:   "keygen --out FILE [--id ID]",
+		Short: "Write a control key file for signing operator decisions",
+		Long: `Create a control key (32 random bytes, id ID) and write it to FILE with mode
+0600 (docs/cli.md#keygen). If FILE exists, the key is added to it: keys are
+rotated by adding a new one (signers use the last key, executors accept
+every key in the file), moving every signer to the new file, then removing
+the old key. Give the file to serve and to resolve, approve and release
+with --control-key-file (or ONCEFLIGHT_CONTROL_KEY_FILE).`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == "" {
+				id = "key-" + time.Now().UTC().Format("20060102-150405")
+			}
+			ks := &schemas.ControlKeys{}
+			if _, err := os.Stat(out); err == nil {
+				if ks, err = schemas.LoadControlKeys(out); err != nil {
+					return err
+				}
+			}
+			for _, k := range ks.Keys {
+				if k.ID == id {
+					return usageErrorf("%s already holds a key with id %q: choose another --id", out, id)
+				}
+			}
+			k, err := schemas.NewControlKey(id)
+			if err != nil {
+				return err
+			}
+			ks.Keys = append(ks.Keys, k)
+			tmp := out + ".tmp"
+			if err := os.WriteFile(tmp, ks.Encode(), 0o600); err != nil {
+				return fmt.Errorf("keygen: %w", err)
+			}
+			if err := os.Rename(tmp, out); err != nil {
+				return fmt.Errorf("keygen: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote control key %q to %s (%d keys)\n", id, out, len(ks.Keys))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "the key file to create or add to")
+	cmd.Flags().StringVar(&id, "id", "", "the new key's id (default key-<UTC time>)")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
 }

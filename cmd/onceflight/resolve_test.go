@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -141,21 +143,22 @@ func TestSubmitWait(t *testing.T) {
 func TestStatusAndResolve(t *testing.T) {
 	seen := make(chan schemas.Command, 10)
 	ctx, addr, cl := startEnv(t, seen)
-	for _, r := range []schemas.Record{
-		{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusInProgress},
-		{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusSucceeded},
-		{IdempotencyKey: "stuck", Entity: "order-2", Status: schemas.StatusUnresolved},
-		// One key of two entities: two executions (SPEC §3).
-		{IdempotencyKey: "shared", Entity: "order-1", Status: schemas.StatusSucceeded},
-		{IdempotencyKey: "shared", Entity: "order-3", Status: schemas.StatusFailed},
-	} {
-		v, _ := schemas.MarshalRecord(r)
-		rec := &kgo.Record{Topic: topics.DefaultJournal, Key: []byte(r.IdempotencyKey), Value: v,
-			Headers: []kgo.RecordHeader{{Key: client.KindHeader, Value: []byte(client.KindRecord)}}}
-		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			t.Fatal(err)
+	writeJournal := func(recs ...schemas.Record) {
+		t.Helper()
+		for _, r := range recs {
+			v, _ := schemas.MarshalRecord(r)
+			rec := &kgo.Record{Topic: topics.DefaultJournal, Key: []byte(r.IdempotencyKey), Value: v,
+				Headers: []kgo.RecordHeader{{Key: client.KindHeader, Value: []byte(client.KindRecord)}}}
+			if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	writeJournal(
+		schemas.Record{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusInProgress},
+		schemas.Record{IdempotencyKey: "done", Entity: "order-1", Status: schemas.StatusSucceeded},
+		schemas.Record{IdempotencyKey: "stuck", Entity: "order-2", Status: schemas.StatusUnresolved},
+	)
 
 	code, out, _ := runCLI("status", "--brokers", addr, "done")
 	if code != exitOK || !strings.Contains(out, `"status":"succeeded"`) {
@@ -165,24 +168,39 @@ func TestStatusAndResolve(t *testing.T) {
 	if code != exitError || !strings.Contains(errOut, "no record for key") {
 		t.Fatalf("status nope: exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut = runCLI("status", "--brokers", addr, "shared")
-	if code != exitUsage || !strings.Contains(errOut, "--entity") || !strings.Contains(errOut, "order-1, order-3") {
-		t.Fatalf("status of a key of two entities: exit %d, stderr %q", code, errOut)
-	}
-	code, out, _ = runCLI("status", "--brokers", addr, "shared", "--entity", "order-3")
-	if code != exitOK || !strings.Contains(out, `"status":"failed"`) {
-		t.Fatalf("status shared --entity order-3: exit %d, out %q", code, out)
-	}
 	code, out, _ = runCLI("status", "--brokers", addr, "--unresolved")
 	if code != exitOK || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"stuck"`) {
 		t.Fatalf("status --unresolved: exit %d, out %q", code, out)
 	}
 
-	code, _, errOut = runCLI("resolve", "--brokers", addr, "done", "--as", "failed", "--reason", "x", "--by", "me")
+	code, _, errOut = runCLI("resolve", "--brokers", addr, "stuck", "--as", "failed", "--reason", "x", "--by", "me")
+	if code != exitError || !strings.Contains(errOut, "onceflight keygen") {
+		t.Fatalf("resolve without a key file: exit %d, stderr %q", code, errOut)
+	}
+	keyFile := filepath.Join(t.TempDir(), "keys.json")
+	if code, out, errOut := runCLI("keygen", "--out", keyFile, "--id", "ops-1"); code != exitOK || !strings.Contains(out, "ops-1") {
+		t.Fatalf("keygen: exit %d, out %q, stderr %q", code, out, errOut)
+	}
+	if code, _, _ := runCLI("keygen", "--out", keyFile, "--id", "ops-1"); code != exitUsage {
+		t.Fatalf("keygen with a taken id: exit %d", code)
+	}
+	if code, _, _ := runCLI("keygen", "--out", keyFile, "--id", "ops-2"); code != exitOK {
+		t.Fatalf("keygen rotation: exit %d", code)
+	}
+	keys, err := schemas.LoadControlKeys(keyFile)
+	if err != nil || len(keys.Keys) != 2 {
+		t.Fatalf("key file after rotation: %v, %v", keys, err)
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", fi.Mode(), err)
+	}
+	withKey := func(a ...string) []string { return append(a, "--brokers", addr, "--control-key-file", keyFile) }
+
+	code, _, errOut = runCLI(withKey("resolve", "done", "--as", "failed", "--reason", "x", "--by", "me")...)
 	if code != exitError || !strings.Contains(errOut, "only unresolved or held") {
 		t.Fatalf("resolve of a final record: exit %d, stderr %q", code, errOut)
 	}
-	code, out, errOut = runCLI("resolve", "--brokers", addr, "stuck", "--as", "succeeded", "--reason", "seen in the PSP dashboard", "--by", "ann")
+	code, out, errOut = runCLI(withKey("resolve", "stuck", "--as", "succeeded", "--reason", "seen in the PSP dashboard", "--by", "ann")...)
 	if code != exitOK || out == "" {
 		t.Fatalf("resolve: exit %d, out %q, stderr %q", code, out, errOut)
 	}
@@ -194,5 +212,41 @@ func TestStatusAndResolve(t *testing.T) {
 	if c.Type != ResolveAction || c.Subject != "order-2" || c.IdempotencyKey != "resolve/stuck/"+c.ID ||
 		d != (resolveData{Key: "stuck", As: "succeeded", Reason: "seen in the PSP dashboard", By: "ann"}) {
 		t.Fatalf("resolve command = %+v, data %+v", c, d)
+	}
+	if err := keys.VerifyControl(&c); err != nil || c.ControlKeyID != "ops-2" {
+		t.Fatalf("resolve command signature (key %q): %v", c.ControlKeyID, err)
+	}
+
+	// The same key for two entities: status lists both, --entity narrows,
+	// and release needs --entity.
+	writeJournal(schemas.Record{IdempotencyKey: "done", Entity: "order-3", Status: schemas.StatusHeld})
+	code, out, _ = runCLI("status", "--brokers", addr, "done")
+	if code != exitOK || strings.Count(out, "\n") != 2 {
+		t.Fatalf("status of a key of two entities: exit %d, out %q", code, out)
+	}
+	code, out, _ = runCLI("status", "--brokers", addr, "done", "--entity", "order-3")
+	if code != exitOK || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"held"`) {
+		t.Fatalf("status --entity: exit %d, out %q", code, out)
+	}
+	code, out, _ = runCLI("status", "--brokers", addr, "--held")
+	if code != exitOK || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"order-3"`) {
+		t.Fatalf("status --held: exit %d, out %q", code, out)
+	}
+	if code, _, _ := runCLI(withKey("release", "done", "--reason", "redo")...); code != exitUsage {
+		t.Fatalf("release without --entity: exit %d", code)
+	}
+	code, _, errOut = runCLI(withKey("approve", "done", "--reason", "ok", "--by", "ann")...)
+	if code != exitOK {
+		t.Fatalf("approve of the only held record of the key: exit %d, stderr %q", code, errOut)
+	}
+	if c := <-seen; c.Type != schemas.TypeApprove || c.Subject != "order-3" || keys.VerifyControl(&c) != nil {
+		t.Fatalf("approve command = %+v", c)
+	}
+	code, _, errOut = runCLI(withKey("release", "done", "--entity", "order-1", "--reason", "refund redone", "--by", "ann")...)
+	if code != exitOK {
+		t.Fatalf("release: exit %d, stderr %q", code, errOut)
+	}
+	if c := <-seen; c.Type != schemas.TypeRelease || c.Subject != "order-1" || keys.VerifyControl(&c) != nil {
+		t.Fatalf("release command = %+v", c)
 	}
 }

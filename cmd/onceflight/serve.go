@@ -24,6 +24,7 @@ import (
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/kafkaconf"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // serveOptions are serve's flags; demo fills them in code.
@@ -48,6 +49,7 @@ type serveOptions struct {
 	maxBufBytes    int
 	maxBufEntity   int
 	acceptGap      bool
+	controlKeyFile string
 	embeddedAddr   string
 	// started, if set, is called with the broker address and the HTTP
 	// address once the executor runs.
@@ -99,6 +101,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", 2000, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", 64<<20, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", 200, "commands queued for one entity (its partition's fetching pauses past it)")
+	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
 	o.embeddedAddr = defaultBrokers
 	return cmd
@@ -147,6 +150,17 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		if cfg, err = config.Load(o.configPath); err != nil {
 			return usageError{err}
 		}
+	}
+	// Operator decisions must be signed (SPEC §4): without keys the
+	// executor refuses them all, and says so once, here.
+	var controlKeys *schemas.ControlKeys
+	if o.controlKeyFile != "" {
+		if controlKeys, err = schemas.LoadControlKeys(o.controlKeyFile); err != nil {
+			return usageError{err}
+		}
+	} else {
+		log.Warn("no --control-key-file: every operator decision (resolve, approve, release) will be refused not_allowed. " +
+			"Create a key with `onceflight keygen --out FILE` and start serve with --control-key-file FILE (or ONCEFLIGHT_CONTROL_KEY_FILE)")
 	}
 	// The data dir is ours alone before anything opens it: a second
 	// executor would otherwise fail deep in Pebble with a bare EAGAIN that
@@ -198,6 +212,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		MaxBufferedBytesPerPartition: o.maxBufBytes,
 		MaxBufferedPerEntity:         o.maxBufEntity,
 		AcceptJournalGap:             o.acceptGap,
+		ControlKeys:                  controlKeys,
 		ClockDrift:                   o.clockDrift,
 		ExecutorID:                   o.executorID,
 		Logger:                       log,

@@ -3,12 +3,10 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -20,12 +18,13 @@ func newStatusCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status KEY [--entity E] | status --unresolved | status --held",
-		Short: "Print the execution record of an idempotency key, or list records awaiting an operator",
+		Short: "Print the execution records of an idempotency key, or list records awaiting an operator",
 		Long: `Print the current execution record (docs/events.md#execution-records) of KEY as JSON, read from the
-journal topic; exit 1 if the key has no record. Keys are scoped to their
-entity: if KEY was used for several entities, --entity says which. With --unresolved (or
---held) print, as JSON lines sorted by key, every record whose current status
-is unresolved (or held): the ones waiting for 'onceflight resolve'.
+journal topic: one JSON line per entity that used KEY (a key is scoped to
+its entity; normally there is one), or with --entity only that entity's.
+Exit 1 if there is none. With --unresolved (or --held) print, as JSON lines
+sorted by key then entity, every record whose current status is unresolved
+(or held): the ones waiting for 'onceflight resolve' (or 'onceflight approve').
 
 The journal is read in full up to its current end, so this takes time
 proportional to the journal's size.`,
@@ -36,54 +35,48 @@ proportional to the journal's size.`,
 			return cobra.ExactArgs(1)(cmd, a)
 		}),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			oc, closeFn, err := kf.onceflightClient(cmd.Context())
+			cl, err := kf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer closeFn()
+			defer cl.Close()
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
 			enc := json.NewEncoder(out)
 
+			want := func([]byte) bool { return true }
 			if len(a) == 1 {
-				rec, err := oc.Status(cmd.Context(), a[0], entity)
-				if errors.Is(err, client.ErrNoRecord) {
-					if entity != "" {
-						return fmt.Errorf("no record for key %q of entity %q", a[0], entity)
-					}
-					return fmt.Errorf("no record for key %q", a[0])
-				}
-				if errors.Is(err, client.ErrAmbiguous) {
-					return usageErrorf("%w: give --entity", err)
-				}
-				if err != nil {
-					return err
-				}
-				return enc.Encode(rec)
+				want = func(k []byte) bool { return string(k) == a[0] }
 			}
-
-			var want []schemas.Status
-			if unresolved {
-				want = append(want, schemas.StatusUnresolved)
-			}
-			if held {
-				want = append(want, schemas.StatusHeld)
-			}
-			recs, err := oc.Records(cmd.Context(), want...)
+			all, err := journalLatest(cmd.Context(), cl, kf.Topics.Journal, want)
 			if err != nil {
 				return err
 			}
-			for _, r := range recs {
+			n := 0
+			for _, r := range all {
+				switch {
+				case entity != "" && r.Entity != entity:
+					continue
+				case len(a) == 0 && !((unresolved && r.Status == schemas.StatusUnresolved) || (held && r.Status == schemas.StatusHeld)):
+					continue
+				}
 				if err := enc.Encode(r); err != nil {
 					return err
 				}
+				n++
+			}
+			if len(a) == 1 && n == 0 {
+				if entity != "" {
+					return fmt.Errorf("no record for key %q of entity %q", a[0], entity)
+				}
+				return fmt.Errorf("no record for key %q", a[0])
 			}
 			return nil
 		},
 	}
 	kf = addKafkaFlags(cmd)
-	cmd.Flags().StringVar(&entity, "entity", "", "the key's entity (needed when the key was used for several entities)")
 	cmd.Flags().BoolVar(&unresolved, "unresolved", false, "list every record whose current status is unresolved")
 	cmd.Flags().BoolVar(&held, "held", false, "list every record whose current status is held")
+	cmd.Flags().StringVar(&entity, "entity", "", "only the records of this entity")
 	return cmd
 }

@@ -154,11 +154,11 @@ func jsonKind(raw []byte) string {
 // outcome and prints it. The client registers the wait with its outcomes
 // reader before producing: the outcome cannot precede its command, so
 // nothing is missed, however fast the executor is.
-func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Command, mode schemas.Mode, wait bool, timeout time.Duration) error {
+func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Command, mode schemas.Mode, wait bool, timeout time.Duration, extra ...client.Option) error {
 	if timeout <= 0 {
 		return usageErrorf("--timeout must be positive")
 	}
-	var opts []client.Option
+	opts := append([]client.Option(nil), extra...)
 	if mode == schemas.Structured {
 		opts = append(opts, client.WithStructuredMode())
 	}

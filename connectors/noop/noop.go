@@ -45,7 +45,10 @@ func New(opts ...Option) *Connector {
 }
 
 type effect struct {
-	Key     string `json:"key"`
+	Key string `json:"key"`
+	// Entity scopes Key (SPEC §3): Confirm must not take another
+	// entity's effect with the same key for this one.
+	Entity  string `json:"entity,omitempty"`
 	Attempt int    `json:"attempt"`
 }
 
@@ -67,7 +70,7 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) connect
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	line, err := json.Marshal(effect{Key: req.Key, Attempt: req.Attempt})
+	line, err := json.Marshal(effect{Key: req.Key, Entity: req.Entity, Attempt: req.Attempt})
 	if err != nil {
 		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("noop: encode effect: %v", err)}
 	}
@@ -95,7 +98,7 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) connect
 	if c.effects == "" {
 		return connectors.Result{Kind: connectors.Ambiguous, Message: "noop without effects file cannot confirm"}
 	}
-	n, err := c.Effects(req.Key)
+	n, err := c.count(func(e effect) bool { return e.Key == req.Key && e.Entity == req.Entity })
 	if err != nil {
 		return connectors.Result{Kind: connectors.Ambiguous, Message: err.Error()}
 	}
@@ -109,6 +112,11 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) connect
 // missing file counts as none; a torn last line (crash mid-append) is
 // ignored.
 func (c *Connector) Effects(key string) (int, error) {
+	return c.count(func(e effect) bool { return e.Key == key })
+}
+
+// count counts the effects file's lines that match.
+func (c *Connector) count(match func(effect) bool) (int, error) {
 	if c.effects == "" {
 		return 0, errors.New("noop: no effects file configured")
 	}
@@ -125,7 +133,7 @@ func (c *Connector) Effects(key string) (int, error) {
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
 		var e effect
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Key == key {
+		if json.Unmarshal(sc.Bytes(), &e) == nil && match(e) {
 			n++
 		}
 	}

@@ -37,16 +37,28 @@ func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer) http.
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
+	// A key is scoped to its entity (SPEC §3): the records of every entity
+	// that used key (normally one), or with ?entity= that entity's only.
 	mux.HandleFunc("GET /v1/executions/{key...}", func(w http.ResponseWriter, r *http.Request) {
 		key := r.PathValue("key")
-		rec, ok, err := store.Lookup(key)
+		var recs []schemas.Record
+		var err error
+		if ent, ok := r.URL.Query()["entity"]; ok {
+			var rec schemas.Record
+			var found bool
+			if rec, found, err = store.Lookup(ent[0], key); found {
+				recs = []schemas.Record{rec}
+			}
+		} else {
+			recs, err = store.LookupKey(key)
+		}
 		switch {
 		case err != nil:
 			writeError(w, http.StatusInternalServerError, err.Error())
-		case !ok:
+		case len(recs) == 0:
 			writeError(w, http.StatusNotFound, "no record for key "+strconv.Quote(key)+" in the partitions this instance holds")
 		default:
-			writeJSON(w, http.StatusOK, rec)
+			writeJSON(w, http.StatusOK, map[string]any{"executions": recs})
 		}
 	})
 	mux.HandleFunc("GET /v1/executions", func(w http.ResponseWriter, r *http.Request) {

@@ -29,6 +29,8 @@ func TestHandler(t *testing.T) {
 	b := store.NewBatch()
 	b.PutRecord(schemas.Record{IdempotencyKey: "k/1", Entity: "order-1", Action: "a", Status: schemas.StatusUnresolved, FinishedAt: &now,
 		Command: schemas.CommandRef{ID: "c1", Partition: 0}})
+	b.PutRecord(schemas.Record{IdempotencyKey: "k/1", Entity: "order-2", Action: "a", Status: schemas.StatusFailed, FinishedAt: &now,
+		Command: schemas.CommandRef{ID: "c3", Partition: 1}})
 	b.PutRecord(schemas.Record{IdempotencyKey: "k2", Entity: "order-1", Action: "a", Status: schemas.StatusSucceeded, EntityVersion: 1, FinishedAt: &now,
 		Command: schemas.CommandRef{ID: "c2", Partition: 0}})
 	if err := b.Commit(); err != nil {
@@ -57,6 +59,9 @@ func TestHandler(t *testing.T) {
 		{"/healthz", 200, "ok"},
 		{"/readyz", 503, "not ready"},
 		{"/v1/executions/k/1", 200, `"status":"unresolved"`},
+		{"/v1/executions/k/1", 200, `"entity":"order-2"`},
+		{"/v1/executions/k/1?entity=order-2", 200, `"status":"failed"`},
+		{"/v1/executions/k/1?entity=order-3", 404, "no record"},
 		{"/v1/executions/nope", 404, "no record"},
 		{"/v1/executions?status=unresolved", 200, `"k/1"`},
 		{"/v1/executions?status=bogus", 400, "status"},

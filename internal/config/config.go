@@ -98,8 +98,10 @@ type Action struct {
 	// file: relative paths are relative to the config file's directory.
 	// It is compiled at load; see ValidateData.
 	Schema string
-	// UniqueBy lists data fields that, with the entity, identify a business
-	// change: at most one succeeded execution per entity and values.
+	// UniqueBy lists data fields (dotted paths) that, with the entity and
+	// the action, identify a business change (SPEC §6): at most one
+	// execution in_progress, succeeded (within dedupe_retention),
+	// unresolved or held per tuple of their canonical values.
 	UniqueBy []string
 	// OnDuplicate says what happens to a command that violates UniqueBy:
 	// "reject" (default) or "hold" for an operator.

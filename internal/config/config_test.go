@@ -91,6 +91,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{`field "allowed_sources": items must be strings`}},
 		{"duplicate unique_by", "actions:\n  x:\n    connector: noop\n    unique_by: [a, a]\n",
 			[]string{`field "unique_by": field "a" listed twice`}},
+		{"unique_by empty path step", "actions:\n  x:\n    connector: noop\n    unique_by: [order..id]\n",
+			[]string{`field "unique_by": field "order..id" has an empty path step`}},
 		{"empty source pattern", "actions:\n  x:\n    connector: noop\n    allowed_sources: [\"\"]\n",
 			[]string{`field "allowed_sources": patterns must not be empty`}},
 		{"action not a mapping", "actions:\n  x: http\n",

@@ -686,6 +686,10 @@ func (p *loader) validateAction(a *Action, given set) {
 			p.errAt(given["unique_by"], name, "unique_by", "field names must not be empty")
 		case seen[f]:
 			p.errAt(given["unique_by"], name, "unique_by", "field %q listed twice", f)
+		case slices.Contains(strings.Split(f, "."), ""):
+			// A dotted path with an empty step names no field of any data,
+			// so every command would be rejected invalid_command.
+			p.errAt(given["unique_by"], name, "unique_by", "field %q has an empty path step (dotted paths like order.id)", f)
 		}
 		seen[f] = true
 	}

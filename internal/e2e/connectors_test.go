@@ -255,12 +255,12 @@ func writeHTTPConfig(t *testing.T, svc *fakeService) string {
 
 // startServeAt starts `onceflight serve` with its HTTP server on httpAddr
 // and waits for /readyz.
-func startServeAt(t *testing.T, brokers, config, httpAddr, executorID string) *proc {
+func startServeAt(t *testing.T, brokers, config, httpAddr, executorID string, extra ...string) *proc {
 	t.Helper()
-	p := startProc(t, "serve-"+executorID,
+	p := startProc(t, "serve-"+executorID, append([]string{
 		"serve", "--brokers", brokers, "--config", config, "--data-dir", t.TempDir(),
 		"--http", httpAddr, "--group", "e2e", "--partitions", fmt.Sprint(numPartitions),
-		"--session-timeout", "6s", "--executor-id", executorID)
+		"--session-timeout", "6s", "--executor-id", executorID}, extra...)...)
 	waitReady(t, p, httpAddr, 90*time.Second)
 	return p
 }
@@ -725,7 +725,12 @@ func TestUnresolvedTools(t *testing.T) {
 	brokers := startBroker(t)
 	cfg := writeHTTPConfig(t, svc)
 	httpAddr := freePort(t)
-	startServeAt(t, brokers, cfg, httpAddr, "ex-unres")
+	// Operator decisions are signed (docs/guarantees.md#control-commands).
+	keyFile := filepath.Join(t.TempDir(), "control.key")
+	if out, errOut, code := runCLI(t, "keygen", "--out", keyFile); code != 0 {
+		t.Fatalf("keygen: exit %d\n%s%s", code, out, errOut)
+	}
+	startServeAt(t, brokers, cfg, httpAddr, "ex-unres", "--control-key-file", keyFile)
 
 	if v := unresolvedGauge(t, httpAddr); v != 0 {
 		t.Errorf("onceflight_unresolved_executions = %v before any command, want 0", v)
@@ -771,7 +776,7 @@ func TestUnresolvedTools(t *testing.T) {
 	}
 
 	// resolve refuses a key that is not unresolved.
-	_, errOut, code := runCLI(t, "resolve", okc.key, "--as", "succeeded", "--reason", "checked", "--by", "e2e-operator", "--brokers", brokers)
+	_, errOut, code := runCLI(t, "resolve", okc.key, "--as", "succeeded", "--reason", "checked", "--by", "e2e-operator", "--brokers", brokers, "--control-key-file", keyFile)
 	if code == 0 || !strings.Contains(errOut, "succeeded") || !strings.Contains(errOut, okc.key) {
 		t.Errorf("resolve of the succeeded key %s: exit %d, stderr %q; want non-zero and a message naming the key and its status", okc.key, code, errOut)
 	}
@@ -780,7 +785,7 @@ func TestUnresolvedTools(t *testing.T) {
 	const reason = "checked with the provider"
 	before := time.Now().Add(-time.Second)
 	out, errOut, code := runCLI(t, "resolve", unres.key, "--as", "succeeded", "--reason", reason, "--by", "e2e-operator",
-		"--brokers", brokers, "--timeout", "30s")
+		"--brokers", brokers, "--timeout", "30s", "--control-key-file", keyFile)
 	if code != 0 {
 		t.Fatalf("resolve %s: exit %d\nstdout: %s\nstderr: %s", unres.key, code, out, errOut)
 	}

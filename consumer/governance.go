@@ -1,0 +1,266 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// Governance (issue 9): unique_by with on_duplicate (SPEC §6), operator
+// decisions that must be signed and act on their own entity only (SPEC
+// §4), approve and release (SPEC §3, §7).
+
+// govMetrics are the governance metrics.
+type govMetrics struct {
+	held           prometheus.Gauge
+	controlRefused *prometheus.CounterVec
+}
+
+func newGovMetrics(reg prometheus.Registerer) *govMetrics {
+	g := &govMetrics{
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onceflight_held_executions", Help: "Held records (suspected business duplicates waiting for an operator) in partitions this process owns.",
+		}),
+		controlRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onceflight_control_refused_total", Help: "Operator decisions (resolve, approve, release) refused not_allowed, by reason.",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{"no_key_configured", "unsigned", "unknown_key", "bad_signature"} {
+		g.controlRefused.WithLabelValues(r)
+	}
+	reg.MustRegister(g.held, g.controlRefused)
+	return g
+}
+
+// noKeyHint is how an operator gets out of "no control key": one line.
+const noKeyHint = "create a key with `onceflight keygen --out FILE` and give it to serve and the CLI with --control-key-file FILE (or ONCEFLIGHT_CONTROL_KEY_FILE)"
+
+// authorized checks an operator decision's signature. A refused one is
+// answered rejected not_allowed, logged and counted; nothing else
+// happens. Without a key configured every decision is refused (SPEC §4):
+// accepting unsigned ones would let anyone who can write the commands
+// topic settle records.
+func (j *job) authorized(cmd schemas.Command) bool {
+	err := j.e.cfg.ControlKeys.VerifyControl(&cmd)
+	if err == nil {
+		return true
+	}
+	reason := "bad_signature"
+	msg := fmt.Sprintf("%s refused: %v", cmd.Type, err)
+	switch {
+	case errors.Is(err, schemas.ErrNoControlKeys):
+		reason = "no_key_configured"
+		msg = fmt.Sprintf("%s refused: the executor has no control key, so it accepts no operator decision; %s", cmd.Type, noKeyHint)
+	case errors.Is(err, schemas.ErrNotSigned):
+		reason = "unsigned"
+	case errors.Is(err, schemas.ErrUnknownKey):
+		reason = "unknown_key"
+	}
+	j.e.m.gov.controlRefused.WithLabelValues(reason).Inc()
+	j.e.log.Warn("control command refused: not_allowed", "type", cmd.Type, "entity", cmd.Subject, "source", cmd.Source,
+		"id", cmd.ID, "key_id", cmd.ControlKeyID, "reason", reason, "err", err)
+	j.reject(cmd, schemas.CodeNotAllowed, msg, true)
+	return false
+}
+
+// target finds the record an operator decision names, in the decision's
+// own entity (a decision never reaches another entity's record, whatever
+// its data says), and checks its status. A missing or wrong one answers
+// the decision rejected not_unresolved.
+func (j *job) target(cmd schemas.Command, key, verb string, want ...schemas.Status) (schemas.Record, bool) {
+	target, found, err := j.lookup(cmd.Subject, key)
+	if err != nil {
+		j.fail(err)
+		return schemas.Record{}, false
+	}
+	if found && slices.Contains(want, target.Status) {
+		return target, true
+	}
+	st := "no record for entity " + fmt.Sprintf("%q", cmd.Subject)
+	if found {
+		st = "status " + string(target.Status)
+	}
+	names := make([]string, len(want))
+	for i, w := range want {
+		names[i] = string(w)
+	}
+	j.reject(cmd, schemas.CodeNotUnresolved, fmt.Sprintf("key %q cannot be %s: %s (only %v records can)", key, verb, st, names), true)
+	return schemas.Record{}, false
+}
+
+// decision parses an operator decision's data.
+func (j *job) decision(cmd schemas.Command) (schemas.Decision, bool) {
+	var req schemas.Decision
+	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" || req.Reason == "" {
+		j.reject(cmd, schemas.CodeInvalidCommand, cmd.Type+" needs data {\"key\",\"reason\",\"by\"} (resolve also \"as\")", true)
+		return req, false
+	}
+	return req, true
+}
+
+// uniqueHolder returns the key of another record of the entity's action
+// that holds tuple uk (SPEC §6: in_progress, succeeded within
+// dedupe_retention, unresolved or held), or "". Candidates come from the
+// staged records and Pebble's index; each is checked as this job sees it.
+func (j *job) uniqueHolder(entity, action, uk, self string) (string, error) {
+	cands := j.p.pendingUnique(entity, action, uk)
+	stored, err := j.e.store.UniqueHolders(entity, action, uk)
+	if err != nil {
+		return "", fmt.Errorf("unique_by index of entity %q: %w", entity, err)
+	}
+	cands = append(cands, stored...)
+	slices.Sort(cands)
+	for _, k := range slices.Compact(cands) {
+		if k == self {
+			continue
+		}
+		rec, found, err := j.lookup(entity, k)
+		if err != nil {
+			return "", err
+		}
+		if !found || rec.Action != action || rec.UniqueKey != uk || !dedupe.HoldsUnique(&rec) {
+			continue
+		}
+		if rec.Status == schemas.StatusSucceeded && rec.FinishedAt != nil && j.e.retention.keep > 0 &&
+			time.Since(*rec.FinishedAt) > j.e.retention.keep {
+			continue
+		}
+		return k, nil
+	}
+	return "", nil
+}
+
+// duplicate answers a command whose unique_by tuple is held by first:
+// rejected duplicate_business_key, or with on_duplicate: hold, a held
+// record that keeps the command's data for `onceflight approve`.
+func (j *job) duplicate(cmd schemas.Command, a *action, uk, first string) {
+	msg := fmt.Sprintf("entity %q already has execution %q of %s with the same %v", cmd.Subject, first, cmd.Type, a.cfg.UniqueBy)
+	if a.cfg.OnDuplicate != config.OnDuplicateHold {
+		j.reject(cmd, schemas.CodeDuplicateBusinessKey, msg, true)
+		return
+	}
+	rec := j.base(cmd)
+	rec.Status = schemas.StatusHeld
+	rec.Data = cmd.Data
+	rec.UniqueKey = uk
+	rec.Error = &schemas.Error{Code: schemas.CodeDuplicateBusinessKey, Message: msg + "; held for an operator: onceflight approve or onceflight resolve --as rejected"}
+	if !j.e.fits(&rec) {
+		j.e.m.tooLarge.Inc()
+		j.reject(cmd, schemas.CodeTooLarge, tooLargeMessage("the held command's record", len(cmd.Data)+recordOverhead, j.e.cfg.MaxMessageBytes), true)
+		return
+	}
+	j.e.log.Warn("suspected duplicate held for an operator", "entity", cmd.Subject, "key", cmd.IdempotencyKey,
+		"action", cmd.Type, "duplicate_of", first, "unique_by", a.cfg.UniqueBy)
+	j.add(emit{journal: &rec, outcome: &rec, causation: cmd.ID})
+}
+
+// approve executes a held record once (onceflight approve). The execution
+// is the original command's, so its outcome is the command's second one
+// (SPEC §3 settlement); the approval is recorded in its resolution.
+func (j *job) approve(ctx context.Context, cmd schemas.Command, version *int64) {
+	req, ok := j.decision(cmd)
+	if !ok {
+		return
+	}
+	target, ok := j.target(cmd, req.Key, "approved", schemas.StatusHeld)
+	if !ok {
+		return
+	}
+	a := j.e.actions[target.Action]
+	if a == nil {
+		j.reject(cmd, schemas.CodeUnknownAction, fmt.Sprintf("held key %q: action %q is no longer configured", req.Key, target.Action), true)
+		return
+	}
+	rec, now := j.decided(target, req, "approved")
+	rec.Error = nil
+	rec.StartedAt = &now
+	rec.EntityVersion = *version
+	// The held command's own deadline is not the approval's: it may well
+	// have passed while the command waited for an operator.
+	j.deadline = nil
+	j.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
+		return connectors.Perform(ctx, a.conn, r, a.policy, opt)
+	})
+	if j.err != nil {
+		return
+	}
+	var st schemas.Status
+	for i := len(j.emits) - 1; i >= 0; i-- {
+		if r := j.emits[i].journal; r != nil && r.IdempotencyKey == req.Key && r.Entity == cmd.Subject {
+			st = r.Status
+			break
+		}
+	}
+	j.answerDecision(cmd, map[string]string{"approved": req.Key, "status": string(st)})
+}
+
+// release frees a final key of the entity (SPEC §3 Release): the record
+// stays, marked released, and the next command with the key is new work.
+// Unresolved records are settled by resolve first: releasing one would
+// let the effect happen twice without anyone having looked.
+func (j *job) release(cmd schemas.Command) {
+	req, ok := j.decision(cmd)
+	if !ok {
+		return
+	}
+	target, ok := j.target(cmd, req.Key, "released", schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected)
+	if !ok {
+		return
+	}
+	now := time.Now().UTC()
+	rel := target
+	rel.Executor = j.e.cfg.ExecutorID
+	rel.Release = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: target.Status}
+	j.add(emit{journal: &rel})
+	j.answerDecision(cmd, map[string]string{"released": req.Key, "status": string(target.Status)})
+}
+
+// decided is target as an operator decision (resolve, approve) leaves it:
+// written by this executor, with the decision in its resolution.
+func (j *job) decided(target schemas.Record, req schemas.Decision, as schemas.Status) (schemas.Record, time.Time) {
+	now := time.Now().UTC()
+	rec := target
+	rec.Executor = j.e.cfg.ExecutorID
+	rec.Resolution = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: as}
+	return rec, now
+}
+
+// answerDecision records and publishes the decision command's own outcome.
+func (j *job) answerDecision(cmd schemas.Command, result map[string]string) {
+	now := time.Now().UTC()
+	ctl := j.base(cmd)
+	ctl.Status = schemas.StatusSucceeded
+	ctl.Attempts = 1
+	ctl.FinishedAt = &now
+	ctl.Result, _ = json.Marshal(result)
+	j.add(emit{journal: &ctl, outcome: &ctl, causation: cmd.ID})
+}
+
+// refreshHeld counts the owned partitions' held records.
+func (e *Executor) refreshHeld() {
+	recs, err := e.store.ByStatus(schemas.StatusHeld, 0)
+	if err != nil {
+		return
+	}
+	owned := map[int32]bool{}
+	for _, p := range e.Owned() {
+		owned[p] = true
+	}
+	n := 0
+	for _, r := range recs {
+		if owned[r.Command.Partition] {
+			n++
+		}
+	}
+	e.m.gov.held.Set(float64(n))
+}

@@ -1,0 +1,113 @@
+package dedupe
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// TestKeyScopedToEntity: one key for two entities is two records, each
+// with its own index entries; LookupKey lists both.
+func TestKeyScopedToEntity(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	a := rec("refund-1", "order-a", schemas.StatusSucceeded, 0)
+	b := rec("refund-1", "order-b", schemas.StatusUnresolved, 1)
+	// An entity that is a prefix of another, and one with the separator
+	// byte in it, must not see the other's keys.
+	c := rec("refund-1", "order-a\x00x", schemas.StatusFailed, 2)
+	put(t, s, a, b, c)
+	for _, want := range []schemas.Record{a, b, c} {
+		got, ok, err := s.Lookup(want.Entity, want.IdempotencyKey)
+		if err != nil || !ok || got.Status != want.Status {
+			t.Fatalf("Lookup(%q, %q) = %s, %v, %v; want %s", want.Entity, want.IdempotencyKey, got.Status, ok, err, want.Status)
+		}
+	}
+	if _, ok, _ := s.Lookup("order-c", "refund-1"); ok {
+		t.Fatal("key found for an entity that never used it")
+	}
+	all, err := s.LookupKey("refund-1")
+	if err != nil || len(all) != 3 {
+		t.Fatalf("LookupKey = %d records, %v; want 3", len(all), err)
+	}
+	un, err := s.Unresolved([]int32{1}, 0)
+	if err != nil || len(un) != 1 || un[0].Entity != "order-b" {
+		t.Fatalf("Unresolved = %+v, %v", un, err)
+	}
+	checkIndexes(t, s)
+}
+
+// TestUniqueHolders: a record holds its unique_by tuple while in_progress,
+// succeeded, unresolved or held and not released; the entry goes with the
+// status.
+func TestUniqueHolders(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	r := rec("k1", "order-1", schemas.StatusInProgress, 0)
+	r.UniqueKey = "sha256:t"
+	put(t, s, r)
+	holders := func() []string {
+		t.Helper()
+		h, err := s.UniqueHolders("order-1", r.Action, "sha256:t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := holders(); len(h) != 1 || h[0] != "k1" {
+		t.Fatalf("holders = %q, want [k1]", h)
+	}
+	if h, _ := s.UniqueHolders("order-2", r.Action, "sha256:t"); len(h) != 0 {
+		t.Fatalf("other entity holds the tuple: %q", h)
+	}
+	r.Status = schemas.StatusFailed
+	put(t, s, r)
+	if h := holders(); len(h) != 0 {
+		t.Fatalf("failed record still holds the tuple: %q", h)
+	}
+	r.Status = schemas.StatusSucceeded
+	put(t, s, r)
+	if h := holders(); len(h) != 1 {
+		t.Fatalf("succeeded record does not hold the tuple: %q", h)
+	}
+	r.Release = &schemas.Resolution{By: "op", Reason: "redo", As: schemas.StatusSucceeded}
+	put(t, s, r)
+	if h := holders(); len(h) != 0 {
+		t.Fatalf("released record still holds the tuple: %q", h)
+	}
+}
+
+// TestOldLayoutEmptied: a store without the format marker is emptied on
+// open, Progress included, so restore replays the journal from its start.
+func TestOldLayoutEmptied(t *testing.T) {
+	dir := t.TempDir()
+	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"r/refund-1", "s/succeeded/refund-1", "p/0000000000"} {
+		if err := db.Set([]byte(k), []byte(`{"journal_offset":42}`), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, dir)
+	p, err := s.Progress(0)
+	if err != nil || p.JournalOffset != 0 {
+		t.Fatalf("Progress after layout change = %+v, %v; want offset 0", p, err)
+	}
+	for _, k := range allKeys(t, s, "") {
+		if k != keyFormat && k != keyPruneMeta {
+			t.Fatalf("key %q of the old layout kept", k)
+		}
+	}
+	put(t, s, rec("refund-1", "order-1", schemas.StatusSucceeded, 0))
+	s.Close()
+	s2 := openTest(t, dir)
+	if _, ok, err := s2.Lookup("order-1", "refund-1"); err != nil || !ok {
+		t.Fatalf("record written in the new layout lost on reopen: %v, %v", ok, err)
+	}
+}
