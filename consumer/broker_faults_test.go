@@ -63,10 +63,12 @@ func TestFaultBrokerErrors(t *testing.T) {
 		{"TxnOffsetCommit/ILLEGAL_GENERATION", kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.IllegalGeneration, Count: 2}, true},
 		{"TxnOffsetCommit/UNKNOWN_MEMBER_ID", kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownMemberID, Count: 2}, true},
 		{"AddOffsetsToTxn/UNKNOWN_SERVER_ERROR", kfake.Fault{Keys: []kmsg.Key{kmsg.AddOffsetsToTxn}, TopLevel: true, Err: kerr.UnknownServerError, Count: 2}, false},
-		// One refusal: two in a row can refuse the epoch marker's EndTxn of
-		// a restore, which then waits behind its own open transaction for
-		// RestoreTimeout (see the report of issue 12).
 		{"EndTxn/UNKNOWN_SERVER_ERROR", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.UnknownServerError, Count: 1}, false},
+		// Twice: the second refusal can hit an epoch marker while the
+		// recreated client's restores run; the restores still waiting for
+		// that client's pipeline must give up (it is over) instead of
+		// holding Close until RestoreTimeout (45s).
+		{"EndTxn/UNKNOWN_SERVER_ERROR/twice", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.UnknownServerError, Count: 2}, false},
 		{"EndTxn/CONCURRENT_TRANSACTIONS", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.ConcurrentTransactions, Count: 3}, false},
 		{"Produce/outcomes/NOT_LEADER_OR_FOLLOWER", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "onceflight.outcomes", Err: kerr.NotLeaderForPartition, Count: 1}, false},
 		{"Produce/outcomes/REQUEST_TIMED_OUT", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "onceflight.outcomes", Err: kerr.RequestTimedOut, Count: 2}, false},
