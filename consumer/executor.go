@@ -229,6 +229,9 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.SessionTimeout(e.cfg.SessionTimeout),
+		// kgo heartbeats every 3s by default: a session below that would
+		// expire between heartbeats and the member would never stay.
+		kgo.HeartbeatInterval(min(3*time.Second, e.cfg.SessionTimeout/3)),
 		kgo.ProducerLinger(0),
 		// Uncompressed: franz-go defaults to snappy, which common clients
 		// (kafkajs without a codec plugin) cannot read.

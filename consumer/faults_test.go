@@ -187,3 +187,18 @@ func oneOutcomeEach(t *testing.T, seen map[string][]schemas.Outcome, ids []strin
 		}
 	}
 }
+
+// A session timeout below kgo's default 3s heartbeat interval still holds a
+// membership: the executor heartbeats often enough for its session.
+func TestFaultShortSessionHoldsMembership(t *testing.T) {
+	h := newHarness(t)
+	n := h.startNode("test", t.TempDir(), nodeOpts{tune: func(c *consumer.Config) { c.SessionTimeout = 1500 * time.Millisecond }})
+	waitFor(t, 20*time.Second, "a ready executor with a 1.5s session", func() bool { return n.owns(3) })
+	h.submit("c1", "order-1", "k1", `{}`)
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(1, seen, nil)
+	time.Sleep(3 * time.Second) // two default heartbeat intervals: a session would have expired
+	if !n.owns(3) {
+		t.Fatalf("membership lost with a 1.5s session: ready %v, owns %v", n.ex.Ready(), n.ex.Owned())
+	}
+}
