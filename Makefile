@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help build image test test-race lint fuzz bench bench-e2e chaos chaos-race demo kafkajs clean
+.PHONY: help build image test test-race lint fuzz bench bench-e2e chaos chaos-race soak demo kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -68,6 +68,9 @@ chaos: ## failure tests on the built binary (kill -9, SIGSTOP, restarts), long
 
 chaos-race: ## the chaos tests with the executor processes built with -race
 	ONCEFLIGHT_CHAOS=1 ONCEFLIGHT_E2E_RACE=1 $(GO) test -count=1 -timeout 40m -v ./internal/e2e/
+
+soak: ## mixed load with a fault every 20s for SOAK_DURATION (default 10m), then audit (not in test)
+	ONCEFLIGHT_SOAK=1 SOAK_DURATION=$(or $(SOAK_DURATION),10m) $(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./consumer
 
 demo: build ## run the demo: embedded broker, executor, demo service, a table of outcomes
 	./$(BIN) demo

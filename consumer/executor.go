@@ -73,6 +73,10 @@ type Executor struct {
 	held map[int32]error
 	sem  chan struct{}
 	pipe atomic.Pointer[pipeline]
+	// closing is the client Run is closing: its pipeline is over, so its
+	// restores still waiting for one give up (waitPipeline) instead of
+	// holding Close until RestoreTimeout.
+	closing atomic.Pointer[kgo.Client]
 }
 
 // Option configures an Executor.
@@ -208,6 +212,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		e.restoreFailed.Store(false) // a new session restores afresh
 		err = e.consume(ctx, cl)
 		e.ready.Store(false)
+		e.closing.Store(cl)
 		// Close leaves the group (its revoke callback flushes nothing
 		// more: the pipeline is stopped), so a successor gets the
 		// partitions now rather than after the session timeout.

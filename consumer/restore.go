@@ -104,6 +104,9 @@ func (e *Executor) waitPipeline(ctx context.Context, cl *kgo.Client) (*pipeline,
 		if p := e.pipe.Load(); p != nil && p.cl == cl {
 			return p, nil
 		}
+		if e.closing.Load() == cl {
+			return nil, errFenced
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -24,18 +24,6 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// waitFor polls cond until it holds or the (generous) limit passes.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // gauge reads one series of a gauge vector (labels name=value pairs), and
 // whether it exists.
 func gauge(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {

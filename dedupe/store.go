@@ -53,6 +53,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -150,6 +151,7 @@ type Store struct {
 type config struct {
 	cacheSize int64
 	logger    *slog.Logger
+	fs        vfs.FS // nil: the OS file system (options_fs.go)
 }
 
 // Option configures Open.
@@ -193,6 +195,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		// The directory is a rebuildable cache, never read by an older
 		// binary, so use the newest stable format (columnar blocks).
 		FormatMajorVersion: pebble.FormatNewest,
+		FS:                 cfg.fs,
 	}
 	// L0 defaults to no filter; set every level explicitly so L0 rejects
 	// misses too, and L6 (where almost all keys live) has a filter to use.

@@ -1,0 +1,102 @@
+package consumer_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// brokerFaultWorkload submits new keys on several entities and a repeat of
+// one of them after it was answered, and checks that each command has one
+// outcome, each key took effect once (the noop connector's effects file),
+// and the audit passes.
+func brokerFaultWorkload(t *testing.T, h *harness) {
+	t.Helper()
+	var ids []string
+	for i := range 8 {
+		id := fmt.Sprintf("c%d", i)
+		ids = append(ids, id)
+		h.submit(id, fmt.Sprintf("order-%d", i%4), fmt.Sprintf("k%d", i), `{}`)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(len(ids), seen, nil)
+	h.submit("again", "order-0", "k0", `{}`) // a repeat: answered from the record
+	ids = append(ids, "again")
+	h.outcomes(len(ids), seen, nil)
+	h.stop()
+	all := h.allOutcomes()
+	oneOutcomeEach(t, all, ids)
+	for _, id := range ids {
+		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
+			t.Errorf("%s: %s %+v", id, s, all[id][0].Record.Error)
+		}
+	}
+	if !all["again"][0].Replayed {
+		t.Errorf("the repeat of k0 was not answered from its record")
+	}
+	n := h.effectCount()
+	for i := range 8 {
+		if k := fmt.Sprintf("k%d", i); n[k] != 1 {
+			t.Errorf("%s took effect %d times, want 1", k, n[k])
+		}
+	}
+	h.audit()
+}
+
+// TestFaultBrokerErrors injects errors (kfake faults, answered by the broker
+// over TCP to the real client) into the requests of the executor's
+// transactions while it works: each transaction that meets one aborts, its
+// work is kept and retried (or the client is recreated and the commands
+// consumed again), and nothing is lost or done twice.
+func TestFaultBrokerErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		fault  kfake.Fault
+		fenced bool // counted as a refused offset commit
+	}{
+		{"TxnOffsetCommit/ILLEGAL_GENERATION", kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.IllegalGeneration, Count: 2}, true},
+		{"TxnOffsetCommit/UNKNOWN_MEMBER_ID", kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownMemberID, Count: 2}, true},
+		{"AddOffsetsToTxn/UNKNOWN_SERVER_ERROR", kfake.Fault{Keys: []kmsg.Key{kmsg.AddOffsetsToTxn}, TopLevel: true, Err: kerr.UnknownServerError, Count: 2}, false},
+		{"EndTxn/UNKNOWN_SERVER_ERROR", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.UnknownServerError, Count: 1}, false},
+		// Twice: the second refusal can hit an epoch marker while the
+		// recreated client's restores run; the restores still waiting for
+		// that client's pipeline must give up (it is over) instead of
+		// holding Close until RestoreTimeout (45s).
+		{"EndTxn/UNKNOWN_SERVER_ERROR/twice", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.UnknownServerError, Count: 2}, false},
+		{"EndTxn/CONCURRENT_TRANSACTIONS", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.ConcurrentTransactions, Count: 3}, false},
+		{"Produce/outcomes/NOT_LEADER_OR_FOLLOWER", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "onceflight.outcomes", Err: kerr.NotLeaderForPartition, Count: 1}, false},
+		{"Produce/outcomes/REQUEST_TIMED_OUT", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "onceflight.outcomes", Err: kerr.RequestTimedOut, Count: 2}, false},
+		{"Produce/journal/UNKNOWN_SERVER_ERROR", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "onceflight.journal", Err: kerr.UnknownServerError, Count: 1}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			h := newHarnessOn(t, c.ListenAddrs())
+			n := h.startNode("test", t.TempDir(), nodeOpts{})
+			h.stop = func() {
+				if err := n.stop(); err != nil {
+					t.Errorf("run: %v", err)
+				}
+			}
+			waitFor(t, 20*time.Second, "the executor to be ready", n.ex.Ready)
+			f := c.Fault(tc.fault)
+			brokerFaultWorkload(t, h)
+			if f.Hits() == 0 {
+				t.Fatalf("the fault was never hit: the test proves nothing")
+			}
+			if got := n.counter("onceflight_fenced_writes_total", map[string]string{"stage": "commit"}); tc.fenced && got < 1 {
+				t.Errorf("fenced_writes_total{stage=commit} = %v after a refused offset commit", got)
+			}
+		})
+	}
+}

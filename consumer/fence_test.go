@@ -1,0 +1,237 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// readAll reads every committed record of topic partition p, up to its
+// end offset at the time of the call.
+func (h *harness) readAll(topic string, p int32) []*kgo.Record {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(h.cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, p)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	next := int64(-1)
+	for next < end.Offset-1 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			h.t.Fatalf("reading %s/%d: reached %d of %d", topic, p, next, end.Offset)
+		}
+		for _, r := range fs.Records() {
+			next = r.Offset
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// allOutcomes reads every committed outcome event, by causation id.
+func (h *harness) allOutcomes() map[string][]schemas.Outcome {
+	h.t.Helper()
+	seen := map[string][]schemas.Outcome{}
+	for p := range int32(3) {
+		for _, r := range h.readAll("onceflight.outcomes", p) {
+			o, err := schemas.DecodeOutcome(r)
+			if err != nil {
+				h.t.Fatalf("undecodable outcome: %v", err)
+			}
+			seen[o.CausationID] = append(seen[o.CausationID], o)
+		}
+	}
+	return seen
+}
+
+// TestFenceRefusesZombieWithStaleGeneration is the KIP-447 fence, seen
+// from the broker's side. Executor A reads its membership (generation G)
+// and starts the transaction with a command's answer; its Produce is held
+// by the broker while A's heartbeats are answered "ok" without reaching the
+// group, so A never learns that its session expired. B joins, restores,
+// inherits the command and answers it. Then A's held transaction goes on:
+// A passed every client-side ownership check, so only the broker's refusal
+// of its TxnOffsetCommit (stale generation, unknown member) stands between
+// its late write and the journal. The transaction must abort and nothing
+// A staged may be visible to read_committed readers.
+func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	h := newHarnessOn(t, c.ListenAddrs())
+
+	var (
+		aMember     atomic.Pointer[string]
+		fakeHB      atomic.Bool // A's heartbeats answered without reaching the group
+		holdProduce atomic.Bool // hold A's next transactional Produce
+		release     = make(chan struct{})
+		released    atomic.Bool
+		held        = make(chan struct{}, 1)
+		ended       = make(chan bool, 1) // A's EndTxn after the release: commit?
+	)
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.HeartbeatRequest)
+		if m := aMember.Load(); fakeHB.Load() && m != nil && r.MemberID == *m {
+			return r.ResponseKind(), nil, true // error code 0: "still a member"
+		}
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.ProduceRequest)
+		if r.TransactionID != nil && *r.TransactionID == "onceflight-A" && holdProduce.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.EndTxnRequest)
+		if r.TransactionalID == "onceflight-A" && released.Load() {
+			select {
+			case ended <- r.Commit:
+			default:
+			}
+		}
+		return nil, nil, false
+	})
+
+	var (
+		mu    sync.Mutex
+		posts int
+	)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Method == http.MethodPost {
+			posts++
+			if posts == 1 {
+				// A's intent is committed (it precedes the attempt):
+				// from now on A is a zombie that does not know it.
+				fakeHB.Store(true)
+				holdProduce.Store(true)
+			}
+			fmt.Fprint(w, `{"done":true}`)
+			return
+		}
+		if posts > 0 {
+			fmt.Fprint(w, `{"done":true}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer svc.Close()
+	h.useConfig(fmt.Sprintf(`actions:
+  pay.call:
+    connector: http
+    url: %[1]s/pay
+    confirm_url: %[1]s/pay/{key}
+    timeout: 1s
+`, svc.URL))
+	tune := func(cfg *consumer.Config) {
+		cfg.SessionTimeout = 2 * time.Second
+		// Long enough that the broker never times A's transaction out
+		// itself: the fence under test must be the one that stops it.
+		cfg.TransactionTimeout = time.Minute
+		cfg.RevokeTimeout = 200 * time.Millisecond
+	}
+	a := h.startNode("A", t.TempDir(), nodeOpts{tune: tune, exOpts: shortHeartbeats})
+	waitFor(t, 20*time.Second, "A owning every partition", func() bool { return a.owns(3) })
+	ms := h.groupMembers()
+	if len(ms) != 1 {
+		t.Fatalf("group members %v, want A alone", ms)
+	}
+	aMember.Store(&ms[0])
+
+	h.submitAction("c1", "pay.call", "order-1", "k1", `{"amount":1}`)
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("A's answer transaction never reached the broker")
+	}
+	waitFor(t, 20*time.Second, "A's session to expire", func() bool { return len(h.groupMembers()) == 0 })
+
+	b := h.startNode("B", t.TempDir(), nodeOpts{tune: tune, exOpts: shortHeartbeats})
+	waitFor(t, 30*time.Second, "B to answer k1", func() bool {
+		rec, ok, err := b.store.Lookup("order-1", "k1")
+		return err == nil && ok && rec.Status.Final()
+	})
+	if !a.ex.Ready() || len(a.ex.Owned()) != 3 {
+		t.Fatalf("A learned of its loss before writing (ready %v, owns %v): the test would not reach the broker's fence", a.ex.Ready(), a.ex.Owned())
+	}
+
+	// The zombie's transaction goes on: produce, offsets, end.
+	released.Store(true)
+	close(release)
+	var commit bool
+	select {
+	case commit = <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's held transaction never ended")
+	}
+	fakeHB.Store(false)
+	if commit {
+		t.Errorf("the zombie's transaction was committed: the broker accepted its TxnOffsetCommit")
+	} else {
+		waitFor(t, 20*time.Second, "A to count the refused commit", func() bool {
+			return a.counter("onceflight_fenced_writes_total", map[string]string{"stage": "commit"}) >= 1
+		})
+	}
+	if err := a.stop(); err != nil {
+		t.Errorf("A: %v", err)
+	}
+	if err := b.stop(); err != nil {
+		t.Errorf("B: %v", err)
+	}
+
+	for _, rec := range h.journalAll() {
+		if rec.IdempotencyKey == "k1" && rec.Executor == "A" && rec.Status != schemas.StatusInProgress {
+			t.Errorf("the zombie's %s record of k1 is visible in the journal", rec.Status)
+		}
+	}
+	seen := h.allOutcomes()
+	oneOutcomeEach(t, seen, []string{"c1"})
+	for _, o := range seen["c1"] {
+		if o.Record.Executor == "A" {
+			t.Errorf("the zombie's outcome of c1 (%s) is visible", o.Record.Status)
+		}
+		if o.Record.Status != schemas.StatusSucceeded {
+			t.Errorf("c1: %s", o.Record.Status)
+		}
+	}
+	mu.Lock()
+	if posts != 1 {
+		t.Errorf("k1 posted %d times, want 1", posts)
+	}
+	mu.Unlock()
+	h.audit()
+}
