@@ -23,7 +23,7 @@ var ErrBadPartition = errors.New("no such partition")
 // type, so one value configures both. Empty fields take the defaults.
 type Topics = client.Topics
 
-// DefaultTopics returns the executor's default topic names (SPEC §1).
+// DefaultTopics returns the executor's default topic names (docs/README.md).
 func DefaultTopics() Topics { return client.DefaultTopics() }
 
 // Options configure Run. The zero value audits the default topics of group
@@ -39,7 +39,7 @@ type Options struct {
 	Brokers []string
 	Kafka   []kgo.Opt
 
-	// Topics: empty fields take the defaults (SPEC §1).
+	// Topics: empty fields take the defaults (docs/README.md).
 	Topics Topics
 	// Group is the executors' consumer group, whose committed offsets
 	// separate commands that must be answered from those that may still
@@ -151,7 +151,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	}
 	rep := a.finish()
 	if nj := len(ends[tp.Journal]); nj != nCmd {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%s has %d partitions but %s has %d; they must be equal (SPEC §1)",
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s has %d partitions but %s has %d; they must be equal (docs/README.md)",
 			tp.Commands, nCmd, tp.Journal, nj))
 	}
 	return rep, nil

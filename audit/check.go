@@ -23,7 +23,7 @@ import (
 // TestTypeReconcileMatchesConsumer keeps the two equal.
 const TypeReconcile = "onceflight.reconcile"
 
-// DefaultKeyMemory is the executors' default key_memory (SPEC §3).
+// DefaultKeyMemory is the executors' default key_memory (docs/events.md#execution-records).
 const DefaultKeyMemory = 90 * 24 * time.Hour
 
 // Input is everything Check needs: the records as read, and the few facts
@@ -33,7 +33,7 @@ const DefaultKeyMemory = 90 * 24 * time.Hour
 type Input struct {
 	Topics Topics
 	// CommandPartitions is the commands topic's partition count: the
-	// canonical entity -> partition mapping depends on it (SPEC §4).
+	// canonical entity -> partition mapping depends on it (docs/guarantees.md).
 	CommandPartitions int
 	// Partitions restricts the command and journal checks to these
 	// partitions; empty means all. Outcomes and deadletters are matched
@@ -55,7 +55,7 @@ type Input struct {
 	// decode, the audit must not expect an outcome for. 0: the default.
 	MaxDataBytes int
 	// KeyMemory is the executor's key_memory: a key executed again this
-	// long after its final record was forgotten, by design (SPEC §3), so
+	// long after its final record was forgotten, by design (docs/events.md#execution-records), so
 	// it is noted rather than counted against G2. 0: DefaultKeyMemory.
 	KeyMemory time.Duration
 	// MaxViolations bounds the violations listed per check (all are
@@ -405,7 +405,7 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 		v.Message = fmt.Sprintf("%s record written under epoch %d after the epoch %d marker: a replaced owner's write is visible", rec.Status, rec.Epoch, cs.epoch)
 		a.violate(CheckSingleFlight, v)
 	}
-	// A key is scoped to its entity (SPEC §3): one key of two entities is
+	// A key is scoped to its entity (docs/events.md#execution-records): one key of two entities is
 	// two histories.
 	a.onceKey(pk{r.Partition, rec.Entity + "\x00" + rec.IdempotencyKey}, r.Offset, &rec, v)
 	a.singleFlight(pk{r.Partition, rec.Entity}, r.Offset, &rec, v)
@@ -436,7 +436,7 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 	}
 	ks.latest = rec.Status
 	if rec.Release != nil {
-		// An operator released the key (SPEC §3 Release): its next
+		// An operator released the key (docs/events.md#execution-records Release): its next
 		// execution is new work, not a repeat.
 		ks.final, ks.attempts = nil, 0
 		return
@@ -527,7 +527,7 @@ func (a *auditor) singleFlight(id pk, off int64, rec *schemas.Record, v Violatio
 }
 
 // outcome checks one outcome event: its id stands for exactly one
-// (causation, status, key) and is the deterministic id of them (SPEC §3);
+// (causation, status, key) and is the deterministic id of them (docs/events.md#execution-records);
 // the same id again is a republication (allowed, consumers drop it). It
 // records the causation id as answered, for the G4 check of the commands.
 func (a *auditor) outcome(r *kgo.Record) {

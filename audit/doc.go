@@ -1,4 +1,4 @@
-// Package audit checks Onceflight's guarantees (SPEC §4 G1–G5) from the
+// Package audit checks Onceflight's guarantees (docs/guarantees.md#g1-single-flight–G5) from the
 // records alone: it reads the commands, journal, outcomes and deadletter
 // topics from their start to the end offsets taken when the audit starts,
 // and reports, check by check, whether each guarantee held and where it did

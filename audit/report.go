@@ -18,7 +18,7 @@ const (
 	CheckSingleFlight = "single_flight"
 )
 
-// guarantees says which SPEC §4 guarantee each check evidences, so a failed
+// guarantees says which docs/guarantees.md guarantee each check evidences, so a failed
 // line in the report points at the promise that was broken.
 var guarantees = map[string]string{
 	CheckHashChain:    "G5",

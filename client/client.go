@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultSource is the CloudEvents source of commands whose Command.Source
-// is empty (SPEC §2: with the id it makes the default idempotency key).
+// is empty (docs/events.md#command-events: with the id it makes the default idempotency key).
 const DefaultSource = "onceflight-client"
 
 // ErrClosed is returned by calls on a Client after Close, and by Wait when
@@ -75,7 +75,7 @@ func WithBrokers(addrs ...string) Option {
 }
 
 // WithKafkaConfig adds the connection settings of a kafkaconf.Config: TLS,
-// SASL and client.id, as parsed from Java/librdkafka properties (SPEC §6),
+// SASL and client.id, as parsed from Java/librdkafka properties (docs/configuration.md),
 // the same settings `onceflight --kafka-config` takes.
 func WithKafkaConfig(kc *kafkaconf.Config) Option {
 	return func(c *config) {
@@ -98,7 +98,7 @@ func WithKafkaOpts(opts ...kgo.Opt) Option {
 // consumer (the outcomes reader is a separate client derived from cl's
 // options) and must keep franz-go's default partitioner, which hashes the
 // key (the entity) with Kafka's murmur2 like every Kafka client and the
-// executor (SPEC §4). Brokers and Kafka options are ignored.
+// executor (docs/guarantees.md). Brokers and Kafka options are ignored.
 func WithClient(cl *kgo.Client) Option {
 	return func(c *config) { c.cl = cl }
 }

@@ -27,7 +27,7 @@ import (
 //
 // The partitions are those the outcomes topic had when the reader started:
 // a partition added later is read only by a new Client. Growing a topic
-// under a running deployment moves entities anyway (SPEC §3).
+// under a running deployment moves entities anyway (docs/events.md#execution-records).
 type dispatcher struct {
 	topic string
 	r     *kgo.Client

@@ -1,6 +1,6 @@
 // Package client is the Go API of an Onceflight deployment: submit a
 // command and await its outcome, subscribe to outcomes, look up an
-// execution record. It speaks the wire protocol of SPEC §2 and §3 over
+// execution record. It speaks the wire protocol of docs/events.md (commands and outcomes) over
 // Kafka, so a service needs no other Onceflight code than this package,
 // and the executor needs nothing from the service.
 //
@@ -32,7 +32,7 @@
 //
 //   - The Kafka key is the entity and the partitioner is Kafka's murmur2,
 //     so a command lands on its entity's partition, where the executor
-//     keeps the entity's records (SPEC §4). A command on another
+//     keeps the entity's records (docs/guarantees.md). A command on another
 //     partition would be forwarded, at the cost of a hop.
 //   - Reads are read_committed: the executor writes outcomes in
 //     transactions, and an aborted write (a fenced zombie's) is never

@@ -21,7 +21,7 @@ var ErrNoRecord = errors.New("no execution record")
 
 // ErrAmbiguous is returned (wrapped) by Status when no entity is given and
 // the key has records for several entities: keys are scoped to their
-// entity (SPEC §3), so the caller must say which.
+// entity (docs/events.md#execution-records), so the caller must say which.
 var ErrAmbiguous = errors.New("key has records for several entities")
 
 // Status returns the current execution record of idempotency key key of

@@ -20,7 +20,7 @@ import (
 // called again; Status tells what the journal holds.
 var ErrNoOutcome = errors.New("no outcome yet")
 
-// Command is a command to execute (SPEC §2). Action and Entity are
+// Command is a command to execute (docs/events.md#command-events). Action and Entity are
 // required; everything else has a default.
 type Command struct {
 	// Action is the action name, e.g. "payments.refund" (CloudEvents
@@ -72,7 +72,7 @@ type Pending struct {
 	w *waiter
 }
 
-// Outcome is the answer to a command: the decoded outcome event (SPEC §3).
+// Outcome is the answer to a command: the decoded outcome event (docs/events.md#execution-records).
 type Outcome struct {
 	// ID is the outcome event's id, deterministic in (key, status,
 	// command id): a republication after a crash repeats it, so a
@@ -85,7 +85,7 @@ type Outcome struct {
 	Action    string
 	Status    schemas.Status
 	// ErrorCode and ErrorMessage say why, for statuses other than
-	// succeeded; codes are stable (SPEC §3: version_conflict,
+	// succeeded; codes are stable (docs/events.md#execution-records: version_conflict,
 	// connector_rejected, ...).
 	ErrorCode, ErrorMessage string
 	// Result is what the connector returned, e.g. an http connector's
@@ -261,7 +261,7 @@ func (c *Client) command(cmd Command) (schemas.Command, error) {
 
 // produce writes sc to the commands topic, keyed by the entity: the
 // partitioner hashes the key with murmur2, the executor's entity mapping,
-// so the command lands where the entity's records are (SPEC §4).
+// so the command lands where the entity's records are (docs/guarantees.md).
 func (c *Client) produce(ctx context.Context, sc schemas.Command) (Sent, error) {
 	if c.keys != nil {
 		if err := c.keys.SignControl(&sc); err != nil {

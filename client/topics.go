@@ -2,7 +2,7 @@ package client
 
 import "github.com/onceflight/onceflight/internal/topics"
 
-// Topics names the four topics of one deployment (SPEC §1). The executor's
+// Topics names the four topics of one deployment (docs/README.md). The executor's
 // defaults are in DefaultTopics; an empty field means its default, so a
 // deployment that renamed one topic sets only that field.
 type Topics struct {

@@ -1,5 +1,5 @@
 // Package connectors performs an action's effect on an external system and,
-// where the system allows it, confirms an earlier attempt (SPEC §5, G3).
+// where the system allows it, confirms an earlier attempt (docs/connectors.md, G3).
 //
 // A connector only reports what it saw; Perform is the one place that turns
 // those observations into a decision: retry, confirm, execute again, or give
@@ -70,7 +70,7 @@ type Result struct {
 // Executor performs the effect once. It must honour req.Deadline: no request
 // may leave the process after it (checked right before writing, not only at
 // the start), because a new owner relies on that deadline to know the old
-// one has stopped (SPEC §4, G1 across paused instances).
+// one has stopped (docs/guarantees.md#g1-single-flight across paused instances).
 type Executor interface {
 	Execute(ctx context.Context, req Request) Result
 }

@@ -25,7 +25,7 @@ const (
 )
 
 // Error codes carried by a Decision. The first four are the record codes of
-// SPEC §3; CodeNotStarted and CodeInterrupted are for the executor only and
+// docs/events.md#execution-records; CodeNotStarted and CodeInterrupted are for the executor only and
 // never reach a record as such (see Decision).
 const (
 	CodeRejected            = schemas.CodeConnectorRejected
@@ -45,7 +45,7 @@ const (
 	CodeInterrupted = "interrupted"
 )
 
-// Policy is an action's retry and confirmation policy (SPEC §6).
+// Policy is an action's retry and confirmation policy (docs/configuration.md).
 type Policy struct {
 	Timeout         time.Duration // per attempt (Execute and each Confirm); default 2s
 	MaxAttempts     int           // total executions for the key, across calls; default 5
@@ -149,7 +149,7 @@ func ConfirmerOf(conn Executor) (Confirmer, bool) {
 }
 
 // Perform executes req (attempt numbering from req.Attempt, 1 if unset) and
-// drives it to a decision by the rules of SPEC §5 and G3:
+// drives it to a decision by the rules of docs/connectors.md and G3:
 //
 //   - Succeeded: succeeded. Rejected: failed connector_rejected, no retry.
 //   - Unavailable: retried with backoff until MaxAttempts executions, then

@@ -28,7 +28,7 @@ type action struct {
 	effectless bool
 }
 
-// retention is how long results and keys are remembered (SPEC §3).
+// retention is how long results and keys are remembered (docs/events.md#execution-records).
 type retention struct {
 	keep, memory time.Duration
 }

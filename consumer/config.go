@@ -50,10 +50,10 @@ type Config struct {
 	// MaxDataBytes bounds command data. Default 512 KiB.
 	MaxDataBytes int
 	// ClockDrift is the margin a new owner waits past an inherited
-	// execution's deadline before confirming it (SPEC §4). Default 1s.
+	// execution's deadline before confirming it (docs/guarantees.md). Default 1s.
 	ClockDrift time.Duration
 	// TransactionTimeout bounds how long a paused zombie's open transaction
-	// can stall the new owner (MEASURED: kgo's 40s default stalls it that
+	// can stall the new owner (measured on these machines: kgo's 40s default stalls it that
 	// long). Default 10s.
 	TransactionTimeout time.Duration
 	// MaxBuffered bounds commands consumed but not yet answered in the
@@ -79,7 +79,7 @@ type Config struct {
 	// partition is held, with an ERROR naming it.
 	AcceptJournalGap bool
 	// ControlKeys verify operator decisions (resolve, approve, release:
-	// SPEC §4). Nil: every decision is refused not_allowed.
+	// docs/guarantees.md). Nil: every decision is refused not_allowed.
 	ControlKeys *schemas.ControlKeys
 	// PartitionCheckInterval is how often the topics' partition counts are
 	// checked; a change halts new work. Default 10s; negative disables.

@@ -171,7 +171,7 @@ func headerValue(r *kgo.Record, key string) string {
 }
 
 // oneOutcomeEach checks that each command id in ids has outcomes of exactly
-// one outcome id (republications of the same id are allowed, SPEC §3).
+// one outcome id (republications of the same id are allowed, docs/events.md#execution-records).
 func oneOutcomeEach(t *testing.T, seen map[string][]schemas.Outcome, ids []string) {
 	t.Helper()
 	for _, id := range ids {

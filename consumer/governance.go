@@ -16,9 +16,8 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// Governance (issue 9): unique_by with on_duplicate (SPEC §6), operator
-// decisions that must be signed and act on their own entity only (SPEC
-// §4), approve and release (SPEC §3, §7).
+// Governance (issue 9): unique_by with on_duplicate (docs/configuration.md), operator
+// decisions that must be signed and act on their own entity only (docs/guarantees.md#control-commands), approve and release (docs/events.md#execution-records, docs/cli.md).
 
 // govMetrics are the governance metrics.
 type govMetrics struct {
@@ -47,7 +46,7 @@ const noKeyHint = "create a key with `onceflight keygen --out FILE` and give it 
 
 // authorized checks an operator decision's signature. A refused one is
 // answered rejected not_allowed, logged and counted; nothing else
-// happens. Without a key configured every decision is refused (SPEC §4):
+// happens. Without a key configured every decision is refused (docs/guarantees.md):
 // accepting unsigned ones would let anyone who can write the commands
 // topic settle records.
 func (j *job) authorized(cmd schemas.Command) bool {
@@ -109,7 +108,7 @@ func (j *job) decision(cmd schemas.Command) (schemas.Decision, bool) {
 }
 
 // uniqueHolder returns the key of another record of the entity's action
-// that holds tuple uk (SPEC §6: in_progress, succeeded within
+// that holds tuple uk (docs/configuration.md: in_progress, succeeded within
 // dedupe_retention, unresolved or held), or "". Candidates come from the
 // staged records and Pebble's index; each is checked as this job sees it.
 func (j *job) uniqueHolder(entity, action, uk, self string) (string, error) {
@@ -166,7 +165,7 @@ func (j *job) duplicate(cmd schemas.Command, a *action, uk, first string) {
 
 // approve executes a held record once (onceflight approve). The execution
 // is the original command's, so its outcome is the command's second one
-// (SPEC §3 settlement); the approval is recorded in its resolution.
+// (docs/events.md#execution-records settlement); the approval is recorded in its resolution.
 func (j *job) approve(ctx context.Context, cmd schemas.Command, version *int64) {
 	req, ok := j.decision(cmd)
 	if !ok {
@@ -204,7 +203,7 @@ func (j *job) approve(ctx context.Context, cmd schemas.Command, version *int64) 
 	j.answerDecision(cmd, map[string]string{"approved": req.Key, "status": string(st)})
 }
 
-// release frees a final key of the entity (SPEC §3 Release): the record
+// release frees a final key of the entity (docs/events.md#execution-records Release): the record
 // stays, marked released, and the next command with the key is new work.
 // Unresolved records are settled by resolve first: releasing one would
 // let the effect happen twice without anyone having looked.

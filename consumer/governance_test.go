@@ -92,7 +92,7 @@ func code(o schemas.Outcome) string {
 	return o.Record.Error.Code
 }
 
-// TestKeyScopedToEntity (SPEC §3): one key for entities on one partition
+// TestKeyScopedToEntity (docs/events.md#execution-records): one key for entities on one partition
 // and on another is an execution each; within an entity a reuse with other
 // data is still rejected.
 func TestKeyScopedToEntity(t *testing.T) {
@@ -140,7 +140,7 @@ const governanceYAML = `actions:
     on_duplicate: hold
 `
 
-// TestUniqueByRejectAndHold (SPEC §6): two commands with one tuple in flight
+// TestUniqueByRejectAndHold (docs/configuration.md): two commands with one tuple in flight
 // together → one executes; the other is rejected duplicate_business_key
 // naming the first key, or held, then approved (executed once, second
 // outcome) or resolved rejected. Decisions need a valid signature.
@@ -243,7 +243,7 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 }
 
 // TestDecisionsRefusedWithoutKey: an executor without a control key
-// refuses every decision (SPEC §4).
+// refuses every decision (docs/guarantees.md).
 func TestDecisionsRefusedWithoutKey(t *testing.T) {
 	h := newHarness(t)
 	h.start(t.TempDir())
@@ -256,7 +256,7 @@ func TestDecisionsRefusedWithoutKey(t *testing.T) {
 	}
 }
 
-// TestReleaseMakesKeyNewWork (SPEC §3 Release): after a release the same
+// TestReleaseMakesKeyNewWork (docs/events.md#execution-records Release): after a release the same
 // key executes again; before it, a repeat is a replay.
 func TestReleaseMakesKeyNewWork(t *testing.T) {
 	h := newHarness(t)

@@ -16,7 +16,7 @@ import (
 // Control command types: operator and reconciler requests travel through
 // the commands topic, so they are ordered with the entity's commands and
 // applied by the entity's owner under the same fence as everything else.
-// They act only on records of their own subject (SPEC §4): every lookup
+// They act only on records of their own subject (docs/guarantees.md): every lookup
 // here is scoped to the command's entity.
 const (
 	TypeResolve   = schemas.TypeResolve
@@ -429,7 +429,7 @@ func (j *job) tooLargeToForward(r *kgo.Record, cmd schemas.Command, err error) {
 }
 
 // undecodable sends r to the deadletter topic and, when an entity can be
-// read from it, answers it with a rejected outcome too (SPEC §3).
+// read from it, answers it with a rejected outcome too (docs/events.md#execution-records).
 func (j *job) undecodable(r *kgo.Record, err error) {
 	j.e.m.deadletters.Inc()
 	var de *schemas.DecodeError
@@ -457,7 +457,7 @@ func (j *job) undecodable(r *kgo.Record, err error) {
 }
 
 // lookup is the record of (entity, key) as this job sees it: its own
-// records, then the staged ones, then Pebble. A released record (SPEC §3
+// records, then the staged ones, then Pebble. A released record (docs/events.md#execution-records
 // Release) or one past key_memory is no record: the key is new work.
 func (j *job) lookup(entity, key string) (schemas.Record, bool, error) {
 	rec, ok, err := j.lookupAny(entity, key)
@@ -482,7 +482,7 @@ func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 	if err != nil {
 		return rec, false, fmt.Errorf("dedupe lookup %q of entity %q: %w", key, entity, err)
 	}
-	// Past key_memory a key is forgotten (SPEC §3): a command with it is
+	// Past key_memory a key is forgotten (docs/events.md#execution-records): a command with it is
 	// new work.
 	if ok && rec.Status.Final() && rec.FinishedAt != nil && j.e.retention.memory > 0 &&
 		time.Since(*rec.FinishedAt) > j.e.retention.memory {

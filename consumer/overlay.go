@@ -17,7 +17,7 @@ import (
 type overlay struct {
 	pending map[scopedKey]pendingRec
 	// unique lists, per unique_by tuple, the staged records that carry it
-	// (SPEC §6): a tuple's check must see a staged execution before
+	// (docs/configuration.md): a tuple's check must see a staged execution before
 	// Pebble's b/ index does.
 	unique map[uniqueRef][]scopedKey
 	// versions holds an entity only while some of its journal records are
@@ -29,7 +29,7 @@ type overlay struct {
 	reconciled map[scopedKey]time.Time
 }
 
-// scopedKey is an idempotency key in its scope, the entity (SPEC §3): the
+// scopedKey is an idempotency key in its scope, the entity (docs/events.md#execution-records): the
 // same key for two entities is two executions.
 type scopedKey struct{ entity, key string }
 

@@ -96,7 +96,7 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		return
 	}
 	if want := partitioner.ForEntity(cmd.Subject, e.nPart); want != r.Partition {
-		// Never executed where it landed (SPEC §4): the entity's owner is
+		// Never executed where it landed (docs/guarantees.md): the entity's owner is
 		// whoever owns partition want.
 		j := &job{p: p, e: e}
 		if _, err := e.obTopics.ForwardCopy(r, cmd.Subject, want); err != nil {

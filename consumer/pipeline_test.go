@@ -12,7 +12,7 @@ import (
 
 // A slow entity delays only itself: commands of other entities — in the
 // same partitions, consumed after the slow one — are answered while the
-// slow execution is still running (SPEC §4 G1: different entities run
+// slow execution is still running (docs/guarantees.md#g1-single-flight: different entities run
 // concurrently; one entity runs in order).
 func TestSlowEntityDoesNotBlockOthers(t *testing.T) {
 	h := newHarness(t)

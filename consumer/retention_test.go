@@ -8,7 +8,7 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// SPEC §3: past dedupe_retention a repeat is rejected key_expired (the
+// docs/events.md#execution-records: past dedupe_retention a repeat is rejected key_expired (the
 // result is no longer kept, and executing again silently would be wrong);
 // past key_memory the key is forgotten and a command with it is new work.
 func TestRetentionAndKeyMemory(t *testing.T) {

@@ -31,7 +31,7 @@ func fillForBench(b *testing.B, s *Store) {
 	if err := s.db.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	// Compact panics on a nil context (MEASURED).
+	// Compact panics on a nil context (measured on these machines).
 	if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
 		b.Fatal(err)
 	}

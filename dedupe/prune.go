@@ -15,7 +15,7 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// Pruning (SPEC §3, issue 7). A final record lives in three stages:
+// Pruning (docs/events.md#execution-records, issue 7). A final record lives in three stages:
 //
 //  1. full, for dedupe_retention after its FinishedAt: a repeat is answered
 //     from it (replayed outcome with the result);

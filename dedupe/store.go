@@ -2,7 +2,7 @@
 // that answers "have I seen this idempotency key?" for the partitions this
 // instance owns.
 //
-// The index is a cache. The journal topic is the source of truth (SPEC §3,
+// The index is a cache. The journal topic is the source of truth (docs/events.md#execution-records,
 // G5): every record written here was first, or is in the same step, appended
 // to the journal, and a lost or deleted data directory is rebuilt by replaying
 // the journal from the offset stored in Progress. That is why nothing here is
@@ -19,11 +19,11 @@
 //	k/<finished_at, 19 digits>/<scope>  prune index: a stub (key only), empty value
 //	x/<key>\x00<entity'>                records of a key, whatever the entity, empty value
 //	b/<entity'>\x00<action'>\x00<unique key>\x00<key>
-//	                                    unique_by index (SPEC §6), empty value
+//	                                    unique_by index (docs/configuration.md), empty value
 //	m/prune                             prune index state (upgrade backfill), JSON
 //	m/format                            key layout version (formatVersion)
 //
-// An idempotency key is scoped to its entity (SPEC §3), so a record is
+// An idempotency key is scoped to its entity (docs/events.md#execution-records), so a record is
 // stored under its scope: <entity'>\x00<key>, where entity' is the entity
 // with 0x01 written as 0x01 0x02 and 0x00 as 0x01 0x01 (escapeName). An
 // escaped name has no 0x00, and a key is printable UTF-8 (no 0x00, checked
@@ -62,7 +62,7 @@ import (
 var ErrClosed = errors.New("dedupe: store closed")
 
 // DefaultCacheSize is the block cache size when WithCacheSize is not given.
-// MEASURED: with Pebble's 8 MB default, point reads are pread-bound; the hot
+// Measured on these machines: with Pebble's 8 MB default, point reads are pread-bound; the hot
 // part of a partition's index should fit in memory.
 const DefaultCacheSize = 64 << 20
 
@@ -267,7 +267,7 @@ func (s *Store) Close() error {
 // It is one point lookup. It uses an iterator with UseL6Filters and
 // SeekPrefixGE rather than db.Get because db.Get does not consult the bloom
 // filter of the bottom level, where nearly all keys live: for a miss (every
-// new key) it reads an index and a data block, ~3.7x slower (MEASURED).
+// new key) it reads an index and a data block, ~3.7x slower (measured on these machines).
 func (s *Store) Lookup(entity, key string) (schemas.Record, bool, error) {
 	return s.lookupIn(s.db, scope(entity, key))
 }
@@ -305,7 +305,7 @@ func (s *Store) LookupKey(key string) ([]schemas.Record, error) {
 }
 
 // UniqueHolders returns the idempotency keys of the entity's records of
-// action indexed under uniqueKey (SPEC §6 unique_by): records that were
+// action indexed under uniqueKey (docs/configuration.md unique_by): records that were
 // in_progress, succeeded, unresolved or held when written. The caller
 // checks each record's current status and age; an index entry only says
 // where to look.

@@ -2,7 +2,7 @@
 // librdkafka users already know (security.protocol, sasl.*, ssl.*,
 // client.id) into franz-go options, so that one set of names configures
 // every Kafka client of Onceflight: serve, the CLI commands and the kafka
-// connector (SPEC §6 "Kafka connections").
+// connector (docs/configuration.md "Kafka connections").
 //
 // Properties come from a properties file (ParseProperties, the
 // `--kafka-config FILE` flag), from `-X key=value` arguments (ParseFlag),
@@ -11,7 +11,7 @@
 // earlier ones, and returns a Config whose Opts are appended to a client's
 // options.
 //
-// Only the properties listed in SPEC §6 are accepted. Anything else, even a
+// Only the properties listed in docs/configuration.md are accepted. Anything else, even a
 // real librdkafka property such as linger.ms, is an error naming the
 // property: silently ignoring a setting the user believes is in force (a
 // truststore, a Kerberos principal) is how a client ends up talking
@@ -50,7 +50,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// Property names accepted by New (SPEC §6).
+// Property names accepted by New (docs/configuration.md).
 const (
 	SecurityProtocol       = "security.protocol"
 	SASLMechanism          = "sasl.mechanism"

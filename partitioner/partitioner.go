@@ -1,7 +1,7 @@
 // Package partitioner maps entity IDs to Kafka partitions the way Kafka's
 // default (Java) producer partitioner does for keyed records.
 //
-// SPEC §4 requires a command to run on the partition of its entity; a command
+// docs/guarantees.md requires a command to run on the partition of its entity; a command
 // that arrives elsewhere (its producer used another partitioner) is forwarded
 // there rather than executed out of place. That only works if every part of
 // Onceflight — the executor, the forwarder, `onceflight submit`, the audit —
@@ -63,12 +63,12 @@ func Murmur2(b []byte) int32 {
 //
 // A nil key is hashed like an empty one. Kafka instead spreads keyless records
 // over partitions; Onceflight never relies on that because every command is
-// keyed by its entity (SPEC §2), so callers must decide keyless placement
+// keyed by its entity (docs/events.md#command-events), so callers must decide keyless placement
 // themselves.
 //
 // ForKey panics if numPartitions < 1: a topic always has at least one
 // partition, so a non-positive count is a programming error, and silently
-// returning some partition would break single-flight (SPEC §4 G1).
+// returning some partition would break single-flight (docs/guarantees.md#g1-single-flight).
 func ForKey(key []byte, numPartitions int) int32 {
 	if numPartitions < 1 {
 		panic(fmt.Sprintf("partitioner: numPartitions must be >= 1, got %d", numPartitions))

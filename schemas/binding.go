@@ -19,7 +19,7 @@ import (
 
 // This file adapts franz-go records to sdk-go's binding package following the
 // CloudEvents Kafka protocol binding. sdk-go ships no franz-go binding that the
-// module proxy serves (MEASURED.md), so we carry this small one ourselves.
+// module proxy serves (measured on these machines), so we carry this small one ourselves.
 
 // Kafka protocol binding header names.
 const (

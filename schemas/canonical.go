@@ -39,7 +39,7 @@ func canonical(raw []byte, strict bool) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
-// Fingerprint is the command fingerprint of SPEC §2: "sha256:" + hex of
+// Fingerprint is the command fingerprint of docs/events.md#command-events: "sha256:" + hex of
 // SHA-256 over type, subject and the canonical JSON of data. Each part is
 // length-prefixed (8-byte big-endian) after a domain tag, so no two different
 // (type, subject, data) triples frame to the same bytes. Absent data (nil or

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Command is a decoded command event (SPEC §2). Decoding fills every field or
+// Command is a decoded command event (docs/events.md#command-events). Decoding fills every field or
 // returns a *DecodeError; an executor never sees a half-valid Command.
 type Command struct {
 	ID              string
@@ -18,7 +18,7 @@ type Command struct {
 	TraceParent     string
 	Data            json.RawMessage // a JSON object, or nil when absent
 	Fingerprint     string          // "sha256:<hex>" over type, subject, canonical data
-	// ControlKeyID and ControlSig sign an operator decision (SPEC §4):
+	// ControlKeyID and ControlSig sign an operator decision (docs/guarantees.md):
 	// the id of the key in the control key file and the HMAC-SHA256 of
 	// the command's canonical content (SignControl). Empty on others.
 	ControlKeyID string

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Control command types (SPEC §4): operator decisions and reconcile
+// Control command types (docs/guarantees.md): operator decisions and reconcile
 // requests travel on the commands topic, keyed and ordered with their
 // entity, and act only on records of their own subject.
 const (

@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Deadletter header names (SPEC §3).
+// Deadletter header names (docs/events.md#execution-records).
 const (
 	HeaderDeadletterReason = "onceflight-deadletter-reason"
 	HeaderSourceTopic      = "onceflight-source-topic"

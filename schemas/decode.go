@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// DefaultMaxDataBytes is the data size limit when none is configured (SPEC §2).
+// DefaultMaxDataBytes is the data size limit when none is configured (docs/events.md#command-events).
 const DefaultMaxDataBytes = 512 << 10
 
-// Extension attribute names (SPEC §2, §3). CloudEvents extension names are
+// Extension attribute names (docs/events.md#command-events, docs/events.md#execution-records). CloudEvents extension names are
 // lowercase alphanumeric, hence no separators.
 const (
 	ExtIdempotencyKey  = "idempotencykey"
@@ -27,19 +27,19 @@ const (
 	ExtDeadline        = "deadline"
 	ExtTraceParent     = "traceparent"
 	// ExtControlKeyID and ExtControlSig carry an operator decision's
-	// signature (SPEC §4, control.go).
+	// signature (docs/guarantees.md, control.go).
 	ExtControlKeyID = "onceflightkeyid"
 	ExtControlSig   = "onceflightsig"
 	ExtCausationID  = "causationid"
 	ExtReplayed     = "replayed"
 )
 
-// MaxIdempotencyKeyBytes bounds an idempotency key (SPEC §2).
+// MaxIdempotencyKeyBytes bounds an idempotency key (docs/events.md#command-events).
 const MaxIdempotencyKeyBytes = 256
 
 // DecodeError says why a record is not a valid command. The executor
 // deadletters the record with Reason and, when Entity is known, publishes a
-// rejected outcome for that entity (SPEC §3).
+// rejected outcome for that entity (docs/events.md#execution-records).
 type DecodeError struct {
 	Reason string // what is wrong, for humans and the deadletter header
 	Entity string // subject, else the record key; empty when neither is known
@@ -52,7 +52,7 @@ func (e *DecodeError) Error() string {
 	return "invalid command: " + e.Reason
 }
 
-// DecodeCommand decodes and validates a command record (SPEC §2). It never
+// DecodeCommand decodes and validates a command record (docs/events.md#command-events). It never
 // panics; on failure the error is a *DecodeError. maxDataBytes <= 0 means
 // DefaultMaxDataBytes.
 func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
@@ -203,7 +203,7 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 	return cmd, nil
 }
 
-// unprintable says why key is not printable UTF-8 in the sense of SPEC §2,
+// unprintable says why key is not printable UTF-8 in the sense of docs/events.md#command-events,
 // or "" if it is. Printable means valid UTF-8 without control characters:
 // Unicode category Cc, U+0000–U+001F and U+007F–U+009F. That set is fixed by
 // Unicode's stability policy, so two builds with different Unicode tables

@@ -30,7 +30,7 @@ func UnmarshalRecord(b []byte) (Record, error) {
 }
 
 // HashRecord computes the hash rec has in its partition's chain when its
-// predecessor's hash is prevHash (SPEC §3): "sha256:" + hex SHA-256 of the
+// predecessor's hash is prevHash (docs/events.md#execution-records): "sha256:" + hex SHA-256 of the
 // RFC 8785 canonical JSON of rec with prev_hash = prevHash and without its
 // hash member. SealRecord computes the same while encoding; RecordHash
 // computes it from a record's bytes.

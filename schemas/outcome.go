@@ -14,7 +14,7 @@ import (
 // OutcomeSource is the CloudEvents source of every outcome event.
 const OutcomeSource = "onceflight"
 
-// OutcomeTypePrefix + status is an outcome event's type (SPEC §3).
+// OutcomeTypePrefix + status is an outcome event's type (docs/events.md#execution-records).
 const OutcomeTypePrefix = "onceflight.execution."
 
 // Outcome is a decoded outcome event.
@@ -26,7 +26,7 @@ type Outcome struct {
 
 // OutcomeID is the deterministic id of the outcome for (idempotency key,
 // status, command id): a republication after a crash carries the same id so
-// consumers can drop it (SPEC §3). It is SHA-256 over the three parts, each
+// consumers can drop it (docs/events.md#execution-records). It is SHA-256 over the three parts, each
 // length-prefixed, formatted as an RFC 9562 version 8 (custom) UUID.
 func OutcomeID(key string, status Status, commandID string) string {
 	h := sha256.New()

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Status is an execution record's state (SPEC §3).
+// Status is an execution record's state (docs/events.md#execution-records).
 type Status string
 
 // Record statuses. Only InProgress and Held are not final; Unresolved is final
@@ -36,7 +36,7 @@ func (s Status) Final() bool {
 	return false
 }
 
-// Stable error codes (SPEC §3). Consumers switch on these; never rename one.
+// Stable error codes (docs/events.md#execution-records). Consumers switch on these; never rename one.
 const (
 	CodeInvalidCommand       = "invalid_command"
 	CodeUnknownAction        = "unknown_action"
@@ -76,7 +76,7 @@ type Resolution struct {
 	As     Status    `json:"as"`
 }
 
-// Record is the execution record of one idempotency key (SPEC §3). The journal
+// Record is the execution record of one idempotency key (docs/events.md#execution-records). The journal
 // holds every state change of it; outcome events carry it as data.
 //
 // Data, Deadline, FencingToken and TraceParent are what a later owner needs to
@@ -102,11 +102,11 @@ type Record struct {
 	TraceParent    string          `json:"traceparent,omitempty"`
 	Data           json.RawMessage `json:"data,omitempty"`
 	Resolution     *Resolution     `json:"resolution,omitempty"`
-	// Release, set on a final record by an operator's release (SPEC §3),
+	// Release, set on a final record by an operator's release (docs/events.md#execution-records),
 	// frees the key: the next command with it is new work. The record
 	// stays, so the journal says why the key executed again.
 	Release *Resolution `json:"release,omitempty"`
-	// UniqueKey is the hash of the action's unique_by tuple (SPEC §6),
+	// UniqueKey is the hash of the action's unique_by tuple (docs/configuration.md),
 	// "" when the action has none. It travels in the journal so a
 	// restored index knows the tuple without the configuration.
 	UniqueKey string `json:"unique_key,omitempty"`

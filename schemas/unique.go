@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// UniqueKey is the identity of a command's unique_by tuple (SPEC §6):
+// UniqueKey is the identity of a command's unique_by tuple (docs/configuration.md):
 // "sha256:" + hex SHA-256 over the RFC 8785 canonical JSON of each path's
 // value, each framed, in the order of paths. Paths are dotted ("order.id"
 // is data.order.id). Values compare as canonical JSON, so {"a":1,"b":2}

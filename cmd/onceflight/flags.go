@@ -106,8 +106,8 @@ func (lf *logFlags) logger(w io.Writer) *slog.Logger {
 }
 
 // kafkaFlags are the flags of every command that talks to Kafka: where the
-// brokers are, how to connect to them (TLS, SASL: SPEC §6 "Kafka
-// connections") and which topics to use (SPEC §1, §7).
+// brokers are, how to connect to them (TLS, SASL: docs/configuration.md "Kafka
+// connections") and which topics to use (docs/README.md, docs/cli.md).
 type kafkaFlags struct {
 	Brokers []string
 	Topics  topics.Topics

@@ -39,7 +39,7 @@ func newOutcomesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "outcomes [--partition P] [--offset N|beginning|end] [--since T] [--until T]",
 		Short: "Print outcome events, live or replayed",
-		Long: `Print outcome events (SPEC §3): as JSON lines, each the record value as
+		Long: `Print outcome events (docs/events.md#execution-records): as JSON lines, each the record value as
 published (-o json, the default), or as a table (-o table).
 
 Where to start, in each partition read:

@@ -217,7 +217,7 @@ func pastTense(verb string) string {
 }
 
 // journalRecords returns the latest record of key for every entity that
-// used it (SPEC §3: a key is scoped to its entity), in entity order. It
+// used it (docs/events.md#execution-records: a key is scoped to its entity), in entity order. It
 // reads the whole journal, as status does.
 func journalRecords(ctx context.Context, cl *kgo.Client, journal, key string) ([]schemas.Record, error) {
 	return journalLatest(ctx, cl, journal, func(k []byte) bool { return string(k) == key })

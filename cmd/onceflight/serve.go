@@ -151,7 +151,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			return usageError{err}
 		}
 	}
-	// Operator decisions must be signed (SPEC §4): without keys the
+	// Operator decisions must be signed (docs/guarantees.md): without keys the
 	// executor refuses them all, and says so once, here.
 	var controlKeys *schemas.ControlKeys
 	if o.controlKeyFile != "" {

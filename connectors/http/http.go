@@ -1,4 +1,4 @@
-// Package httpconn is the http connector of SPEC §5: Execute is a POST,
+// Package httpconn is the http connector of docs/connectors.md: Execute is a POST,
 // Confirm a GET of confirm_url.
 //
 // Two things about net/http matter for "no blind retry" (G3) and are handled
@@ -42,7 +42,7 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 )
 
-// Config configures the connector (SPEC §6 keys url, confirm_url, timeout).
+// Config configures the connector (docs/configuration.md keys url, confirm_url, timeout).
 type Config struct {
 	URL        string
 	ConfirmURL string        // with "{key}"; empty: the connector cannot confirm
@@ -217,7 +217,7 @@ func (s *sendState) sent() bool {
 }
 
 // Execute POSTs req.Data to the configured URL and classifies the answer by
-// SPEC §5.
+// docs/connectors.md.
 func (c *Connector) Execute(ctx context.Context, req connectors.Request) connectors.Result {
 	if !req.Deadline.IsZero() && !time.Now().Before(req.Deadline) {
 		return unavailable(ErrDeadlinePassed.Error())

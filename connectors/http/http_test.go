@@ -315,7 +315,7 @@ func TestConformance(t *testing.T) {
 }
 
 // After a timeout the connection is not used again: the next request
-// arrives on a new connection (SPEC §5; a half-read response must never be
+// arrives on a new connection (docs/connectors.md; a half-read response must never be
 // taken as the next request's answer).
 func TestTimedOutConnectionNotReused(t *testing.T) {
 	var conns atomic.Int32

@@ -1,4 +1,4 @@
-// Package kafkaconn is the kafka connector of SPEC §5: it produces the
+// Package kafkaconn is the kafka connector of docs/connectors.md: it produces the
 // command's data to a configured topic, keyed by entity, and counts the
 // broker's acknowledgement as the effect's confirmation.
 //
@@ -28,7 +28,7 @@
 // times out), and past the bound the same question comes back, while
 // counting keeps the answer "unknown" exactly as long as it is. The count
 // covers the produces of this process only; for those of an earlier process
-// the bound is the executor's deadline rule (SPEC §4: Confirm's "not found"
+// the bound is the executor's deadline rule (docs/guarantees.md: Confirm's "not found"
 // is trusted only after the old attempt's deadline) together with
 // kgo.RecordDeliveryTimeout on the client, no longer than the action's
 // timeout, which keeps records that were never sent from leaving late.
@@ -97,7 +97,7 @@ type Connector struct {
 	partitions  int               // pinned count for PartitionFor; 0 until known
 }
 
-// produceID scopes outstanding produces like keys are scoped (SPEC §3).
+// produceID scopes outstanding produces like keys are scoped (docs/events.md#execution-records).
 type produceID struct{ entity, key string }
 
 // New validates cfg. With PartitionFor it also creates the connector's

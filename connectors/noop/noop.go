@@ -1,5 +1,5 @@
 // Package noop is the connector that succeeds at once without touching
-// anything (SPEC §5), for tests, demos and benchmarks. With an effects file
+// anything (docs/connectors.md), for tests, demos and benchmarks. With an effects file
 // it also leaves a durable trace of every execution, so crash tests can count
 // effects across process restarts and Confirm has something true to say.
 package noop
@@ -46,7 +46,7 @@ func New(opts ...Option) *Connector {
 
 type effect struct {
 	Key string `json:"key"`
-	// Entity scopes Key (SPEC §3): Confirm must not take another
+	// Entity scopes Key (docs/events.md#execution-records): Confirm must not take another
 	// entity's effect with the same key for this one.
 	Entity  string `json:"entity,omitempty"`
 	Attempt int    `json:"attempt"`

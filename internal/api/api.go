@@ -1,4 +1,4 @@
-// Package api serves the executor's HTTP endpoints (SPEC §7): health,
+// Package api serves the executor's HTTP endpoints (docs/cli.md): health,
 // readiness, Prometheus metrics and read-only views of execution records.
 package api
 
@@ -37,7 +37,7 @@ func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer) http.
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
-	// A key is scoped to its entity (SPEC §3): the records of every entity
+	// A key is scoped to its entity (docs/events.md#execution-records): the records of every entity
 	// that used key (normally one), or with ?entity= that entity's only.
 	mux.HandleFunc("GET /v1/executions/{key...}", func(w http.ResponseWriter, r *http.Request) {
 		key := r.PathValue("key")

@@ -22,14 +22,14 @@ import (
 // New returns a client for brokers with the settings every Onceflight CLI
 // command wants; opts are applied after them and so may override them.
 //
-//   - ProducerLinger(0): franz-go lingers 10ms by default (MEASURED.md),
+//   - ProducerLinger(0): franz-go lingers 10ms by default (measured on these machines),
 //     which a CLI that produces one record and waits would pay on every call.
 //   - read_committed: the executor writes outcomes and journal records in
 //     transactions; an aborted write (a fenced zombie's) must never be shown
 //     to a user as a result.
 //
 // Keyed records use franz-go's default partitioner, which hashes keys with
-// Kafka's murmur2, the canonical entity mapping (SPEC §4,
+// Kafka's murmur2, the canonical entity mapping (docs/guarantees.md,
 // partitioner.ForEntity). A client from New must not be a group consumer:
 // WaitOutcome and ScanJournal derive direct readers from its options.
 func New(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {

@@ -200,7 +200,7 @@ func TestReadBounds(t *testing.T) {
 }
 
 // TestKeyedPartitioning pins the claim in New's doc: a keyed record from a
-// client of New lands where partitioner.ForEntity says (SPEC §4).
+// client of New lands where partitioner.ForEntity says (docs/guarantees.md).
 func TestKeyedPartitioning(t *testing.T) {
 	const topic, n = "parts", 7
 	ctx, cl := setup(t, map[string]int32{topic: n})

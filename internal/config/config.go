@@ -99,7 +99,7 @@ type Action struct {
 	// It is compiled at load; see ValidateData.
 	Schema string
 	// UniqueBy lists data fields (dotted paths) that, with the entity and
-	// the action, identify a business change (SPEC §6): at most one
+	// the action, identify a business change (docs/configuration.md): at most one
 	// execution in_progress, succeeded (within dedupe_retention),
 	// unresolved or held per tuple of their canonical values.
 	UniqueBy []string

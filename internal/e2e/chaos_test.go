@@ -1,6 +1,6 @@
 package e2e
 
-// Chaos tests on the built binary (SPEC §3, §4, §5): several `onceflight
+// Chaos tests on the built binary (docs/events.md#execution-records, docs/connectors.md): several `onceflight
 // serve` processes in one group, a standalone `onceflight broker`, and a
 // non-idempotent HTTP service that applies an effect per POST, flags
 // overlapping executions per entity, counts effects per idempotency key and

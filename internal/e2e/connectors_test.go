@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Actions of the http connector tests (SPEC §5, §6). All point at one
+// Actions of the http connector tests (docs/connectors.md, docs/configuration.md). All point at one
 // in-test service except svcRefused, whose url is a closed port.
 const (
 	svcHTTP       = "svc.http"       // url + confirm_url
@@ -366,7 +366,7 @@ func waitExecOutcomes(t *testing.T, kcat, brokers string, ids []string, accept f
 	}
 }
 
-// tableCase is one row of the SPEC §5 tables driven end to end.
+// tableCase is one row of the docs/connectors.md tables driven end to end.
 type tableCase struct {
 	name     string // subtest name
 	action   string
@@ -408,7 +408,7 @@ func confirmBody(key string) map[string]any {
 	return map[string]any{"confirmed": true, "key": key, "effect_id": "e-" + key}
 }
 
-// TestHTTPConnectorTables drives every row of both SPEC §5 tables of the
+// TestHTTPConnectorTables drives every row of both docs/connectors.md tables of the
 // http connector through the built binary: commands produced with kcat,
 // outcomes read back with kcat, a non-idempotent HTTP service counting
 // effects per key.
@@ -573,7 +573,7 @@ func TestHTTPConnectorTables(t *testing.T) {
 	}
 }
 
-// checkPostHeaders checks the SPEC §5 headers of the attempt-th POST.
+// checkPostHeaders checks the docs/connectors.md headers of the attempt-th POST.
 func checkPostHeaders(t *testing.T, p seenPost, attempt int, key, entity, action, traceparent string) {
 	t.Helper()
 	h := p.header

@@ -26,7 +26,7 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// Topic names (SPEC §1 defaults).
+// Topic names (docs/README.md defaults).
 const (
 	topicCommands   = "onceflight.commands"
 	topicOutcomes   = "onceflight.outcomes"

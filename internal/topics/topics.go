@@ -1,4 +1,4 @@
-// Package topics names Onceflight's Kafka topics (SPEC §1), shared by the
+// Package topics names Onceflight's Kafka topics (docs/README.md), shared by the
 // executor and the CLI's client commands so both default to the same names.
 package topics
 
