@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/audit"
+	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -37,7 +37,7 @@ func (h *harness) audit() {
 		h.t.Fatal(err)
 	}
 	defer cl.Close()
-	rep, err := audit.Run(ctx, cl, audit.Options{})
+	rep, err := audit.Run(ctx, audit.Options{Client: cl})
 	if err != nil {
 		h.t.Fatalf("audit: %v", err)
 	}
