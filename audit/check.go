@@ -3,7 +3,6 @@ package audit
 import (
 	"cmp"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -411,19 +410,8 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	a.singleFlight(pk{r.Partition, rec.Entity}, r.Offset, &rec, v)
 }
 
-// markerEpoch reads an epoch marker's epoch: the JSON value, else the
-// header, as restore does.
-func markerEpoch(r *kgo.Record) int64 {
-	var m struct {
-		Epoch int64 `json:"epoch"`
-	}
-	if err := json.Unmarshal(r.Value, &m); err == nil && m.Epoch > 0 {
-		return m.Epoch
-	}
-	h, _ := header(r, outbox.HeaderEpoch)
-	e, _ := strconv.ParseInt(h, 10, 64)
-	return e
-}
+// markerEpoch reads an epoch marker's epoch as restore does.
+func markerEpoch(r *kgo.Record) int64 { return schemas.DecodeEpochMarker(r).Epoch }
 
 // onceKey checks G2 for one record of a key: no in_progress after a final
 // succeeded, failed or rejected record (unresolved may be reconciled, which

@@ -2,17 +2,14 @@ package consumer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -276,21 +273,9 @@ func (e *Executor) gapAcceptable(p int32, r *kgo.Record) error {
 // survives retention deleting the markers — and the token floor the
 // highest fencing token read.
 func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Progress) {
-	kind, epochHdr := "", int64(-1)
-	for _, h := range r.Headers {
-		switch h.Key {
-		case outbox.HeaderKind:
-			kind = string(h.Value)
-		case outbox.HeaderEpoch:
-			epochHdr, _ = strconv.ParseInt(string(h.Value), 10, 64)
-		}
-	}
-	switch kind {
-	case outbox.KindEpoch:
-		m, err := parseMarker(r.Value)
-		if err != nil {
-			m.Epoch = epochHdr
-		}
+	switch schemas.JournalKind(r) {
+	case schemas.KindEpoch:
+		m := schemas.DecodeEpochMarker(r)
 		if m.Partitions > 0 && m.Partitions != e.nPart {
 			e.halt(fmt.Errorf("journal %s partition %d: epoch marker at offset %d was written with %d partitions, the topics now have %d: entities moved away from their records; new work stopped. Restore the partition count or move to new topics (see README, \"Partition counts are fixed\")",
 				e.cfg.Topics.Journal, r.Partition, r.Offset, m.Partitions, e.nPart))
@@ -298,7 +283,7 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 		if m.Epoch > prog.Epoch {
 			prog.Epoch = m.Epoch
 		}
-	case outbox.KindRecord:
+	case schemas.KindRecord:
 		rec, err := schemas.UnmarshalRecord(r.Value)
 		if err != nil {
 			e.log.Error("journal: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
@@ -318,15 +303,3 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 	}
 }
 
-// marker is an epoch marker's content.
-type marker struct {
-	Epoch      int64  `json:"epoch"`
-	Executor   string `json:"executor"`
-	Partitions int    `json:"partitions,omitempty"`
-}
-
-func parseMarker(b []byte) (marker, error) {
-	var m marker
-	err := json.Unmarshal(b, &m)
-	return m, err
-}

@@ -35,10 +35,10 @@ const (
 // Header names on journal records. Readers skip anything whose kind they do
 // not know, so new marker kinds can be added without breaking restore.
 const (
-	HeaderKind  = "onceflight-kind"
-	KindRecord  = "record"
-	KindEpoch   = "epoch"
-	HeaderEpoch = "onceflight-epoch"
+	HeaderKind  = schemas.HeaderKind
+	KindRecord  = schemas.KindRecord
+	KindEpoch   = schemas.KindEpoch
+	HeaderEpoch = schemas.HeaderEpoch
 
 	// A forwarded command carries where it first landed.
 	HeaderForwardedFromPartition = "onceflight-forwarded-from-partition"
@@ -133,7 +133,7 @@ func (b *Batch) Epoch(p int32, epoch int64, executor string, partitions int) {
 		Topic:     b.topics.Journal,
 		Partition: p,
 		Key:       []byte("onceflight.epoch"),
-		Value:     fmt.Appendf(nil, `{"epoch":%d,"executor":%q,"partitions":%d}`, epoch, executor, partitions),
+		Value:     schemas.EncodeEpochMarker(schemas.EpochMarker{Epoch: epoch, Executor: executor, Partitions: partitions}),
 		Headers: []kgo.RecordHeader{
 			{Key: HeaderKind, Value: []byte(KindEpoch)},
 			{Key: HeaderEpoch, Value: []byte(strconv.FormatInt(epoch, 10))},

@@ -12,8 +12,8 @@ import (
 // Journal record headers. The journal carries execution records and, beside
 // them, the executor's own markers (epochs); only the former are records.
 const (
-	KindHeader = "onceflight-kind"
-	KindRecord = "record"
+	KindHeader = schemas.HeaderKind
+	KindRecord = schemas.KindRecord
 )
 
 // ScanJournal returns the latest record of the idempotency key key in
