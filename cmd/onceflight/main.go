@@ -105,6 +105,7 @@ docs/ in the source repository.`,
 		newAuditCmd(),
 		newVersionCmd(),
 		newConfigCmd(),
+		newActionsCmd(),
 	)
 	// --version prints what `onceflight version` prints.
 	root.Version = readBuildInfo().String()

@@ -23,6 +23,7 @@ import (
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/dirlock"
+	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/kafkaconf"
 )
 
@@ -215,7 +216,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			return err
 		}
 	}
-	srv := &http.Server{Handler: api.Handler(ex, store, reg), ReadHeaderTimeout: 5 * time.Second}
+	acts, err := inspect.Describe(cfg, o.maxDataBytes)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: api.Handler(ex, store, reg, api.WithActions(acts)), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)
