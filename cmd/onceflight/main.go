@@ -106,6 +106,7 @@ docs/ in the source repository.`,
 		newVersionCmd(),
 		newConfigCmd(),
 		newActionsCmd(),
+		newExplainCmd(),
 	)
 	// --version prints what `onceflight version` prints.
 	root.Version = readBuildInfo().String()
