@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/api"
@@ -50,6 +51,7 @@ type serveOptions struct {
 	maxBufEntity   int
 	acceptGap      bool
 	embeddedAddr   string
+	ingress        ingressOptions
 	// started, if set, is called with the broker address and the HTTP
 	// address once the executor runs.
 	started func(brokers []string, httpAddr string)
@@ -101,6 +103,9 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", 64<<20, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", 200, "commands queued for one entity (its partition's fetching pauses past it)")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
+	fs.StringVar(&o.ingress.addr, "ingress", "", "address of the HTTP ingress (POST /v1/commands/{action}, docs/http.md#ingress), off when empty")
+	fs.StringVar(&o.ingress.tokenFile, "ingress-token-file", "", "file holding the bearer token ingress requests must carry; required unless --ingress is a loopback address")
+	fs.DurationVar(&o.ingress.maxWait, "ingress-max-wait", 30*time.Second, "longest wait for an outcome an ingress request may ask for (Prefer: wait=N)")
 	o.embeddedAddr = defaultBrokers
 	return cmd
 }
@@ -220,12 +225,26 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: api.Handler(ex, store, reg, api.WithActions(acts)), ReadHeaderTimeout: 5 * time.Second}
+	handler := api.Handler(ex, store, reg, api.WithActions(acts))
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)
 		}
 	}()
+	if o.ingress.addr != "" {
+		oc, err := client.New(client.WithBrokers(brokers...), client.WithKafkaOpts(conn...), client.WithTopics(client.Topics(o.kf.Topics)),
+			client.WithSource("onceflight-ingress"), client.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("ingress client: %w", err)
+		}
+		defer oc.Close()
+		addr, err := startIngress(ctx, o.ingress, oc, cfg, o.maxDataBytes, handler, log)
+		if err != nil {
+			return err
+		}
+		log.Info("ingress listening", "addr", addr, "token", o.ingress.tokenFile != "")
+	}
 	log.Info("executor starting", "brokers", brokers, "kafka", o.kf.conf.String(), "group", o.group, "http", ln.Addr().String(), "actions", len(cfg.Actions))
 	if o.started != nil {
 		o.started(brokers, ln.Addr().String())
