@@ -40,6 +40,20 @@ func steps(a Action) map[string]string {
 	return m
 }
 
+// httpTable is the http answer table with ambiguous answers (a timeout
+// after sending, 500/502/504) leading to step ambiguous; the other answers
+// lead to the same steps whatever the configuration.
+func httpTable(ambiguous string) map[string]string {
+	return map[string]string{
+		"timeout (request sent, no response)": "ambiguous→" + ambiguous,
+		"HTTP 5xx (500, 502, 504)":            "ambiguous→" + ambiguous,
+		"HTTP 503":                            "unavailable→retry",
+		"HTTP 4xx (not 408, 425, 429)":        "rejected→failed",
+		"HTTP 429 (and 408, 425)":             "unavailable→retry",
+		"connection refused (not sent)":       "unavailable→retry",
+	}
+}
+
 func holds(a Action) string {
 	var s []string
 	for _, g := range a.Guarantees {
@@ -58,54 +72,26 @@ func TestDescribeHTTP(t *testing.T) {
 		holds      string
 		warnings   []string
 	}{{
-		name: "no confirm, not idempotent",
-		yaml: "actions:\n  payments.refund:\n    connector: http\n    url: http://x/refund\n",
-		want: map[string]string{
-			"timeout (request sent, no response)": "ambiguous→unresolved",
-			"HTTP 5xx (500, 502, 504)":            "ambiguous→unresolved",
-			"HTTP 503":                            "unavailable→retry",
-			"HTTP 4xx (not 408, 425, 429)":        "rejected→failed",
-			"HTTP 429 (and 408, 425)":             "unavailable→retry",
-			"connection refused (not sent)":       "unavailable→retry",
-		},
+		name:     "no confirm, not idempotent",
+		yaml:     "actions:\n  payments.refund:\n    connector: http\n    url: http://x/refund\n",
+		want:     httpTable("unresolved"),
 		holds:    "G1=relies on the external system G2=fully G3=fully",
 		warnings: []string{"no confirm_url and not idempotent_by_key", "max_attempts 5 with no confirmation: only answers", "suggests money (refund)"},
 	}, {
-		name: "confirm url and unique_by",
-		yaml: "actions:\n  payments.refund:\n    connector: http\n    url: http://x/refund\n    confirm_url: http://x/refund/{key}\n    unique_by: [refund_id]\n",
-		want: map[string]string{
-			"timeout (request sent, no response)": "ambiguous→confirm",
-			"HTTP 5xx (500, 502, 504)":            "ambiguous→confirm",
-			"HTTP 503":                            "unavailable→retry",
-			"HTTP 4xx (not 408, 425, 429)":        "rejected→failed",
-			"HTTP 429 (and 408, 425)":             "unavailable→retry",
-			"connection refused (not sent)":       "unavailable→retry",
-		},
+		name:  "confirm url and unique_by",
+		yaml:  "actions:\n  payments.refund:\n    connector: http\n    url: http://x/refund\n    confirm_url: http://x/refund/{key}\n    unique_by: [refund_id]\n",
+		want:  httpTable("confirm"),
 		holds: "G1=relies on the external system G2=relies on the external system G3=relies on the external system",
 	}, {
-		name: "idempotent by key, no confirm",
-		yaml: "actions:\n  mail.send:\n    connector: http\n    url: http://x/mail\n    idempotent_by_key: true\n    max_attempts: 3\n",
-		want: map[string]string{
-			"timeout (request sent, no response)": "ambiguous→re-execute",
-			"HTTP 5xx (500, 502, 504)":            "ambiguous→re-execute",
-			"HTTP 503":                            "unavailable→retry",
-			"HTTP 4xx (not 408, 425, 429)":        "rejected→failed",
-			"HTTP 429 (and 408, 425)":             "unavailable→retry",
-			"connection refused (not sent)":       "unavailable→retry",
-		},
+		name:     "idempotent by key, no confirm",
+		yaml:     "actions:\n  mail.send:\n    connector: http\n    url: http://x/mail\n    idempotent_by_key: true\n    max_attempts: 3\n",
+		want:     httpTable("re-execute"),
 		holds:    "G1=relies on the external system G2=relies on the external system G3=relies on the external system",
 		warnings: []string{"max_attempts 3 with no confirmation: after a timeout the same key is sent again up to 3 times"},
 	}, {
-		name: "one attempt, no confirm",
-		yaml: "actions:\n  ship.label:\n    connector: http\n    url: http://x/label\n    max_attempts: 1\n",
-		want: map[string]string{
-			"timeout (request sent, no response)": "ambiguous→unresolved",
-			"HTTP 5xx (500, 502, 504)":            "ambiguous→unresolved",
-			"HTTP 503":                            "unavailable→retry",
-			"HTTP 4xx (not 408, 425, 429)":        "rejected→failed",
-			"HTTP 429 (and 408, 425)":             "unavailable→retry",
-			"connection refused (not sent)":       "unavailable→retry",
-		},
+		name:     "one attempt, no confirm",
+		yaml:     "actions:\n  ship.label:\n    connector: http\n    url: http://x/label\n    max_attempts: 1\n",
+		want:     httpTable("unresolved"),
 		holds:    "G1=relies on the external system G2=fully G3=fully",
 		warnings: []string{"no confirm_url and not idempotent_by_key"},
 	}}
