@@ -5,6 +5,7 @@ package executortest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -65,7 +66,9 @@ func Start(t testing.TB, yaml string) (*client.Client, *config.Config) {
 		}
 		store.Close()
 	})
-	waitTopics(t, c.ListenAddrs(), client.DefaultTopics())
+	if err := WaitTopics(context.Background(), c.ListenAddrs(), client.DefaultTopics()); err != nil {
+		t.Fatal(err)
+	}
 	oc, err := client.New(client.WithBrokers(c.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
@@ -74,25 +77,27 @@ func Start(t testing.TB, yaml string) (*client.Client, *config.Config) {
 	return oc, cfg
 }
 
-// waitTopics waits until the executor has created every topic of tp.
-func waitTopics(t testing.TB, brokers []string, tp client.Topics) {
-	t.Helper()
+// WaitTopics waits until every topic of tp exists on brokers: the executor
+// creates its topics as it starts, and a client needs them. It returns an
+// error rather than failing a test so that examples, which have no
+// testing.TB, can use it too.
+func WaitTopics(ctx context.Context, brokers []string, tp client.Topics) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(cl)
 	for {
 		td, err := adm.ListTopics(ctx, tp.Commands, tp.Outcomes, tp.Journal, tp.Deadletter)
 		if err == nil && len(td) == 4 && td.Error() == nil {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("executor topics: %v (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("executor topics: %w (last: %v)", ctx.Err(), err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
