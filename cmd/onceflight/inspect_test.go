@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceflight/onceflight/internal/config"
 )
@@ -71,5 +75,62 @@ func TestIngressRefusesOpenAddress(t *testing.T) {
 		if loopback(addr) != want {
 			t.Errorf("loopback(%q) = %v", addr, !want)
 		}
+	}
+}
+
+// TestServeIngress runs serve with --ingress and a token on kfake: a POST
+// with the token executes and answers the outcome, one without is refused,
+// the ingress listener also serves GET /v1/actions, and explain tells the
+// key's story.
+func TestServeIngress(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ing := freeAddr(t)
+	serveSecured(t, addr, "actions:\n  noop.ping:\n    connector: noop\n", []string{"--ingress", ing, "--ingress-token-file", tokenFile})
+
+	do := func(method, path, token string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://"+ing+path, strings.NewReader(`{"n":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Idempotency-Key", "ing-1")
+		req.Header.Set("Prefer", "wait=30")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := do(http.MethodPost, "/v1/commands/noop.ping?entity=dev-1", ""); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d %s", code, body)
+	}
+	if code, body := do(http.MethodPost, "/v1/commands/noop.ping?entity=dev-1", "t0ken"); code != http.StatusOK || !strings.Contains(body, `"status":"succeeded"`) {
+		t.Fatalf("with token: %d %s", code, body)
+	}
+	if code, body := do(http.MethodGet, "/v1/actions/noop.ping", ""); code != http.StatusOK || !strings.Contains(body, `"connector":"noop"`) {
+		t.Errorf("GET /v1/actions/noop.ping on the ingress listener: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code, out, errOut := execCLI(ctx, "explain", "ing-1", "--brokers", addr)
+	if code != exitOK || !strings.Contains(out, "key ing-1, entity dev-1") || !strings.Contains(out, "outcome succeeded published") {
+		t.Errorf("explain: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, _ := execCLI(ctx, "explain", "nope", "--brokers", addr); code != exitError {
+		t.Errorf("explain of an unknown key: exit %d", code)
 	}
 }
