@@ -127,6 +127,7 @@ func TestIngress(t *testing.T) {
 		code2            string
 	}{
 		{"unknown action", "/v1/commands/nope?entity=e", `{}`, h("Idempotency-Key", "x"), http.StatusNotFound, schemas.CodeUnknownAction},
+		{"control command", "/v1/commands/onceflight.resolve?entity=e", `{"key":"k1","as":"failed","reason":"x","by":"y"}`, h("Idempotency-Key", "x"), http.StatusNotFound, schemas.CodeUnknownAction},
 		{"missing key", "/v1/commands/noop.ping?entity=e", `{}`, h(), http.StatusBadRequest, schemas.CodeInvalidCommand},
 		{"missing entity", "/v1/commands/noop.ping", `{}`, h("Idempotency-Key", "x"), http.StatusBadRequest, schemas.CodeInvalidCommand},
 		{"malformed body", "/v1/commands/noop.ping?entity=e", `{"n":`, h("Idempotency-Key", "x"), http.StatusBadRequest, schemas.CodeInvalidCommand},
