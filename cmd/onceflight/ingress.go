@@ -21,6 +21,8 @@ type ingressOptions struct {
 	addr      string
 	tokenFile string
 	maxWait   time.Duration
+	rate      float64
+	burst     int
 }
 
 // startIngress serves the HTTP ingress on o.addr beside api (the read-only
@@ -48,7 +50,7 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/commands/{action}", ingress.Handler(ingress.Config{
-		Client: oc, Token: token, MaxDataBytes: maxData, MaxWait: o.maxWait,
+		Client: oc, Token: token, MaxDataBytes: maxData, MaxWait: o.maxWait, Rate: o.rate, Burst: o.burst,
 		Known: func(a string) bool { _, ok := cfg.Action(a); return ok },
 	}))
 	mux.Handle("/", api)

@@ -106,6 +106,8 @@ processes with the same --group share the partitions.`,
 	fs.StringVar(&o.ingress.addr, "ingress", "", "address of the HTTP ingress (POST /v1/commands/{action}, docs/http.md#ingress), off when empty")
 	fs.StringVar(&o.ingress.tokenFile, "ingress-token-file", "", "file holding the bearer token ingress requests must carry; required unless --ingress is a loopback address")
 	fs.DurationVar(&o.ingress.maxWait, "ingress-max-wait", 30*time.Second, "longest wait for an outcome an ingress request may ask for (Prefer: wait=N)")
+	fs.Float64Var(&o.ingress.rate, "ingress-rate", 0, "ingress requests accepted per second, over all clients (0: no limit)")
+	fs.IntVar(&o.ingress.burst, "ingress-burst", 0, "ingress requests accepted at once above --ingress-rate (0: the rate, at least 1)")
 	o.embeddedAddr = defaultBrokers
 	return cmd
 }

@@ -63,6 +63,11 @@ type Config struct {
 	// waiter); past it requests get 429 with Retry-After. Default
 	// DefaultMaxInflight.
 	MaxInflight int
+	// Rate, if > 0, bounds accepted requests per second over the whole
+	// ingress, with bursts of up to Burst (default: Rate, at least 1);
+	// past it requests get 429 with Retry-After.
+	Rate  float64
+	Burst int
 	// Source is the CloudEvents source of the commands. Default
 	// DefaultSource.
 	Source string
@@ -92,6 +97,9 @@ func (c *Config) withDefaults() {
 func Handler(cfg Config) http.Handler {
 	cfg.withDefaults()
 	h := &handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxInflight)}
+	if cfg.Rate > 0 {
+		h.rate = newBucket(cfg.Rate, cfg.Burst)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/commands/{action}", h.post)
 	return mux
@@ -100,6 +108,7 @@ func Handler(cfg Config) http.Handler {
 type handler struct {
 	cfg   Config
 	slots chan struct{}
+	rate  *bucket // nil: no rate limit
 }
 
 // Problem is an RFC 9457 problem document, with Code, the stable error
@@ -307,6 +316,11 @@ type Answer struct {
 }
 
 func (h *handler) post(w http.ResponseWriter, r *http.Request) {
+	if h.rate != nil && !h.rate.take(time.Now()) {
+		w.Header().Set("Retry-After", "1")
+		problem(http.StatusTooManyRequests, "too_many_requests", "more than %g requests a second", h.cfg.Rate).write(w)
+		return
+	}
 	select {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()

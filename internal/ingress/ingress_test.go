@@ -178,3 +178,32 @@ func TestWaitCapped(t *testing.T) {
 		t.Errorf("wait = %s, %+v; want capped at 5s", req.Wait, p)
 	}
 }
+
+func TestRateLimit(t *testing.T) {
+	// A rate so low that no token comes back during the test: the second
+	// request finds the bucket empty whatever the machine's speed.
+	srv := httptest.NewServer(Handler(Config{Rate: 0.0001, Burst: 1}))
+	defer srv.Close()
+	first := post(t, srv.URL, "/v1/commands/a?entity=e", `{}`, map[string]string{})
+	if first.code != http.StatusBadRequest { // let through, refused for the missing key
+		t.Errorf("first: %d %+v", first.code, first.problem)
+	}
+	second := post(t, srv.URL, "/v1/commands/a?entity=e", `{}`, map[string]string{})
+	if second.code != http.StatusTooManyRequests || second.problem.Code != "too_many_requests" || second.header.Get("Retry-After") == "" {
+		t.Errorf("second: %d %+v", second.code, second.problem)
+	}
+}
+
+func TestBucketRefills(t *testing.T) {
+	b := newBucket(2, 2)
+	now := time.Unix(1000, 0)
+	if !b.take(now) || !b.take(now) || b.take(now) {
+		t.Fatal("burst of 2 not enforced")
+	}
+	if !b.take(now.Add(500*time.Millisecond)) || b.take(now.Add(500*time.Millisecond)) {
+		t.Error("half a second at 2/s should give back exactly one token")
+	}
+	if !b.take(now.Add(time.Hour)) || !b.take(now.Add(time.Hour)) || b.take(now.Add(time.Hour)) {
+		t.Error("refill must stop at the burst")
+	}
+}
