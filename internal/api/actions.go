@@ -31,8 +31,3 @@ func WithActions(acts []inspect.Action) Option {
 		})
 	}
 }
-
-// WithHandler serves h at pattern (net/http.ServeMux syntax).
-func WithHandler(pattern string, h http.Handler) Option {
-	return func(mux *http.ServeMux) { mux.Handle(pattern, h) }
-}

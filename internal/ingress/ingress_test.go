@@ -197,13 +197,20 @@ func TestRateLimit(t *testing.T) {
 func TestBucketRefills(t *testing.T) {
 	b := newBucket(2, 2)
 	now := time.Unix(1000, 0)
-	if !b.take(now) || !b.take(now) || b.take(now) {
-		t.Fatal("burst of 2 not enforced")
+	takes := func(at time.Time, n int) []bool {
+		var got []bool
+		for range n {
+			got = append(got, b.take(at))
+		}
+		return got
 	}
-	if !b.take(now.Add(500*time.Millisecond)) || b.take(now.Add(500*time.Millisecond)) {
-		t.Error("half a second at 2/s should give back exactly one token")
+	if got := takes(now, 3); !got[0] || !got[1] || got[2] {
+		t.Fatalf("burst of 2: %v", got)
 	}
-	if !b.take(now.Add(time.Hour)) || !b.take(now.Add(time.Hour)) || b.take(now.Add(time.Hour)) {
-		t.Error("refill must stop at the burst")
+	if got := takes(now.Add(500*time.Millisecond), 2); !got[0] || got[1] {
+		t.Errorf("half a second at 2/s should give back exactly one token: %v", got)
+	}
+	if got := takes(now.Add(time.Hour), 3); !got[0] || !got[1] || got[2] {
+		t.Errorf("refill must stop at the burst: %v", got)
 	}
 }
