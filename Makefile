@@ -47,7 +47,7 @@ lint: ## gofmt, go vet, staticcheck
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
 
-fuzz: ## longer fuzz runs of every decoder (FUZZTIME=10m by default here)
+fuzz: ## longer fuzz runs of every decoder and of the HTTP ingress's request parsing (FUZZTIME=10m by default here)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeCommand$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(or $(LONGFUZZ),10m)
@@ -55,6 +55,7 @@ fuzz: ## longer fuzz runs of every decoder (FUZZTIME=10m by default here)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeRecordFast$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./internal/ingress -run '^$$' -fuzz '^FuzzIngressRequest$$' -fuzztime $(or $(LONGFUZZ),10m)
 
 bench: ## benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./dedupe ./partitioner | tee bench.txt

@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/executortest"
 )
 
 // startExecutor starts kfake and a real executor with a noop action
@@ -81,25 +80,7 @@ func startExecutor() (brokers []string, stop func(), err error) {
 
 // waitTopics waits until every topic of t exists.
 func waitTopics(ctx context.Context, brokers []string, t client.Topics) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(cl)
-	for {
-		td, err := adm.ListTopics(ctx, t.Commands, t.Outcomes, t.Journal, t.Deadletter)
-		if err == nil && len(td) == 4 && td.Error() == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("executor topics: %w (last: %v)", ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return executortest.WaitTopics(ctx, brokers, t)
 }
 
 // exampleClient is the set-up the examples after the first share: an

@@ -273,33 +273,31 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		executed = attempt
 		last = res.Message
 
-		switch res.Kind {
-		case Succeeded:
+		switch NextStep(res.Kind, r.canConfirm, r.p.IdempotentByKey, mayHaveHappened) {
+		case StepSucceed:
 			return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: executed}
-		case Rejected:
-			if mayHaveHappened {
-				return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
-					Message: "rejected after an earlier attempt may have taken effect: " + res.Message, Attempts: executed}
-			}
+		case StepFail:
 			return Decision{Outcome: OutcomeFailed, Code: CodeRejected, Message: res.Message, Attempts: executed}
-		case Unavailable:
-			// Not done; retry below.
-		default: // Ambiguous, or a connector answering NotFound to Execute (treated as ambiguous: safe side)
-			if r.canConfirm {
-				cres, d, done := r.confirm(ctx, req)
-				if done {
-					return d
-				}
-				if cres.Kind == Succeeded {
-					return Decision{Outcome: OutcomeSucceeded, Result: cres.Result, Attempts: executed}
-				}
-				mayHaveHappened = false // NotFound: this attempt did not take effect
-				last = "confirmed not found after: " + res.Message
-			} else if r.p.IdempotentByKey {
-				mayHaveHappened = true
-			} else {
-				return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: res.Message, Attempts: executed}
+		case StepUnresolved:
+			msg := res.Message
+			if res.Kind == Rejected {
+				msg = "rejected after an earlier attempt may have taken effect: " + res.Message
 			}
+			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: msg, Attempts: executed}
+		case StepRetry:
+			// Not done; retry below.
+		case StepConfirm:
+			cres, d, done := r.confirm(ctx, req)
+			if done {
+				return d
+			}
+			if cres.Kind == Succeeded {
+				return Decision{Outcome: OutcomeSucceeded, Result: cres.Result, Attempts: executed}
+			}
+			mayHaveHappened = false // NotFound: this attempt did not take effect
+			last = "confirmed not found after: " + res.Message
+		case StepReexecute:
+			mayHaveHappened = true
 		}
 		if attempt >= r.p.MaxAttempts {
 			return r.exhausted(executed, mayHaveHappened, last)
@@ -309,6 +307,77 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		}
 		attempt++
 	}
+}
+
+// Step is what Perform does next with one Execute answer. It is exported so
+// that a description of an action (`onceflight actions`) is derived from
+// the rule the executor follows rather than written a second time.
+type Step int
+
+// The steps NextStep chooses from.
+const (
+	// StepSucceed: record succeeded with the answer's result.
+	StepSucceed Step = iota + 1
+	// StepFail: record failed connector_rejected; no retry.
+	StepFail
+	// StepRetry: the effect did not happen; retry with backoff while
+	// attempts remain, then failed connector_unavailable (or unresolved if
+	// an earlier attempt may have taken effect).
+	StepRetry
+	// StepConfirm: ask the Confirmer; succeeded on Succeeded, a new attempt
+	// on NotFound, unresolved confirmation_timeout when it never answers.
+	StepConfirm
+	// StepReexecute: execute again without confirming, because the external
+	// system deduplicates the key (IdempotentByKey).
+	StepReexecute
+	// StepUnresolved: record unresolved ambiguous_no_confirm at once.
+	StepUnresolved
+)
+
+func (s Step) String() string {
+	switch s {
+	case StepSucceed:
+		return "succeeded"
+	case StepFail:
+		return "failed"
+	case StepRetry:
+		return "retry"
+	case StepConfirm:
+		return "confirm"
+	case StepReexecute:
+		return "re-execute"
+	case StepUnresolved:
+		return "unresolved"
+	}
+	return "unknown"
+}
+
+// NextStep is Perform's rule for one Execute answer of kind k: canConfirm
+// says the connector has a Confirmer that can answer (ConfirmerOf),
+// idempotentByKey is the policy's IdempotentByKey, and mayHaveHappened says
+// an earlier attempt of the call may have taken effect unconfirmed. A
+// Rejected answer after such an attempt cannot promise "did not happen", so
+// it is unresolved, not failed; an answer of any other kind (NotFound, an
+// unknown one) is treated as Ambiguous, the safe side.
+func NextStep(k Kind, canConfirm, idempotentByKey, mayHaveHappened bool) Step {
+	switch k {
+	case Succeeded:
+		return StepSucceed
+	case Rejected:
+		if mayHaveHappened {
+			return StepUnresolved
+		}
+		return StepFail
+	case Unavailable:
+		return StepRetry
+	}
+	switch {
+	case canConfirm:
+		return StepConfirm
+	case idempotentByKey:
+		return StepReexecute
+	}
+	return StepUnresolved
 }
 
 func (r *runner) exhausted(executed int, mayHaveHappened bool, last string) Decision {

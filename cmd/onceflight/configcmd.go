@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/inspect"
 )
 
 // newConfigCmd is `onceflight config`, a group for working with the
@@ -34,8 +35,21 @@ error, each naming the line, the action and the field, when it is not.`,
 				// so a CI step can run validate as a pre-check.
 				return exitErr{exitUsage, err}
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: valid, %d actions\n", a[0], len(cfg.Actions))
-			return err
+			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: valid, %d actions\n", a[0], len(cfg.Actions)); err != nil {
+				return err
+			}
+			// Warnings do not fail validation: a risky action can be
+			// what the team chose (see 'onceflight actions').
+			ws, err := inspect.Warnings(cfg)
+			if err != nil {
+				return err
+			}
+			for _, w := range ws {
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "warning: %s\n", w); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	})
 	return cmd

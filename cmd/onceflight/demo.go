@@ -223,6 +223,9 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 	fmt.Fprintf(out, "\neffects at the refunds service: refund-1042=%d refund-2001=%d msg-9=%d refund-o77-b=%d (one each: never executed twice; the held duplicate only after its approval)\n",
 		svc.Effects("refund-1042"), svc.Effects("refund-2001"), svc.Effects("msg-9"), svc.Effects("refund-o77-b"))
 	fmt.Fprintf(out, "the malformed record is on topic %s with its reason in headers\n", kf.Topics.Deadletter)
+	if err := demoInspect(ctx, out, kf.Brokers, cfg, 512<<10, "msg-9"); err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
 	if len(failed) > 0 {
 		return errors.New("demo outcomes differ from the expected ones:\n  " + strings.Join(failed, "\n  "))
 	}

@@ -21,7 +21,8 @@ func TestDemo(t *testing.T) {
 	if err := runDemo(ctx, &out, false); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"same key again", "idempotency_key_reused", "unknown_action", "invalid_command", "timeout, then confirmed", "operator resolves it", "duplicate_business_key", "operator approves it"} {
+	for _, want := range []string{"same key again", "idempotency_key_reused", "unknown_action", "invalid_command", "timeout, then confirmed", "operator resolves it", "duplicate_business_key", "operator approves it",
+		"$ onceflight actions", "messages.send (http)", "WARNING", "$ onceflight explain msg-9", "resolved as succeeded by demo-operator"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}

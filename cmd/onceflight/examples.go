@@ -44,6 +44,10 @@ var examples = map[string]string{
   onceflight audit --partitions 0,3,5-7 --format json --group onceflight`,
 	"onceflight version": `  onceflight version
   onceflight --version`,
+	"onceflight actions": `  onceflight actions --config onceflight.yaml
+  onceflight actions payments.refund -o json`,
+	"onceflight explain": `  onceflight explain refund-1042
+  onceflight explain refund-1042 --entity order-1042 -o json`,
 	"onceflight config":          `  onceflight config validate onceflight.yaml`,
 	"onceflight config validate": `  onceflight config validate deploy/onceflight.yaml && echo ok`,
 }

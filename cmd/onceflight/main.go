@@ -108,6 +108,8 @@ docs/ in the source repository.`,
 		newAuditCmd(),
 		newVersionCmd(),
 		newConfigCmd(),
+		newActionsCmd(),
+		newExplainCmd(),
 	)
 	// --version prints what `onceflight version` prints.
 	root.Version = readBuildInfo().String()

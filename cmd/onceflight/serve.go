@@ -17,12 +17,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/api"
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/dirlock"
+	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -51,6 +53,7 @@ type serveOptions struct {
 	acceptGap      bool
 	controlKeyFile string
 	embeddedAddr   string
+	ingress        ingressOptions
 	// started, if set, is called with the broker address and the HTTP
 	// address once the executor runs.
 	started func(brokers []string, httpAddr string)
@@ -103,6 +106,11 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", 200, "commands queued for one entity (its partition's fetching pauses past it)")
 	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
+	fs.StringVar(&o.ingress.addr, "ingress", "", "address of the HTTP ingress (POST /v1/commands/{action}, docs/http.md#ingress), off when empty")
+	fs.StringVar(&o.ingress.tokenFile, "ingress-token-file", "", "file holding the bearer token ingress requests must carry; required unless --ingress is a loopback address")
+	fs.DurationVar(&o.ingress.maxWait, "ingress-max-wait", 30*time.Second, "longest wait for an outcome an ingress request may ask for (Prefer: wait=N)")
+	fs.Float64Var(&o.ingress.rate, "ingress-rate", 0, "ingress requests accepted per second, over all clients (0: no limit)")
+	fs.IntVar(&o.ingress.burst, "ingress-burst", 0, "ingress requests accepted at once above --ingress-rate (0: the rate, at least 1)")
 	o.embeddedAddr = defaultBrokers
 	return cmd
 }
@@ -230,12 +238,30 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			return err
 		}
 	}
-	srv := &http.Server{Handler: api.Handler(ex, store, reg), ReadHeaderTimeout: 5 * time.Second}
+	acts, err := inspect.Describe(cfg, o.maxDataBytes)
+	if err != nil {
+		return err
+	}
+	handler := api.Handler(ex, store, reg, api.WithActions(acts))
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)
 		}
 	}()
+	if o.ingress.addr != "" {
+		oc, err := client.New(client.WithBrokers(brokers...), client.WithKafkaOpts(conn...), client.WithTopics(client.Topics(o.kf.Topics)),
+			client.WithSource("onceflight-ingress"), client.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("ingress client: %w", err)
+		}
+		defer oc.Close()
+		addr, err := startIngress(ctx, o.ingress, oc, cfg, o.maxDataBytes, handler, log)
+		if err != nil {
+			return err
+		}
+		log.Info("ingress listening", "addr", addr, "token", o.ingress.tokenFile != "")
+	}
 	log.Info("executor starting", "brokers", brokers, "kafka", o.kf.conf.String(), "group", o.group, "http", ln.Addr().String(), "actions", len(cfg.Actions))
 	if o.started != nil {
 		o.started(brokers, ln.Addr().String())

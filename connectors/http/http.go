@@ -254,31 +254,56 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) connect
 	resp, err := c.client.Do(hr)
 	if err != nil {
 		c.dropConnections()
-		if !st.sent() {
-			if errors.Is(err, ErrDeadlinePassed) {
-				return unavailable(ErrDeadlinePassed.Error())
-			}
-			return unavailable(fmt.Sprintf("not sent: %v", err))
+		k := ClassifyTransportError(st.sent())
+		switch {
+		case k == connectors.Ambiguous:
+			return connectors.Result{Kind: k, Message: fmt.Sprintf("sent, no response: %v", err)}
+		case errors.Is(err, ErrDeadlinePassed):
+			return connectors.Result{Kind: k, Message: ErrDeadlinePassed.Error()}
 		}
-		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("sent, no response: %v", err)}
+		return connectors.Result{Kind: k, Message: fmt.Sprintf("not sent: %v", err)}
 	}
 	defer resp.Body.Close()
 	raw, truncated, rerr := c.readBody(resp.Body)
 	code := resp.StatusCode
+	switch k := ClassifyStatus(code); k {
+	case connectors.Succeeded:
+		// The status says it happened; a broken body does not change that.
+		return connectors.Result{Kind: k, Result: c.result(code, raw, truncated || rerr != nil)}
+	case connectors.Ambiguous:
+		c.dropConnections()
+		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+	default:
+		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+	}
+}
+
+// ClassifyStatus is what Execute makes of an HTTP status: 2xx succeeded;
+// 408, 425, 429, 503 unavailable (not done, retry); other 4xx rejected;
+// anything else ambiguous (500, 502, 504 per SPEC, and statuses the SPEC
+// does not list, such as an unfollowed 3xx or 501, on the safe side).
+// Exported so that `onceflight actions` describes what Execute does.
+func ClassifyStatus(code int) connectors.Kind {
 	switch {
 	case code >= 200 && code < 300:
-		// The status says it happened; a broken body does not change that.
-		return connectors.Result{Kind: connectors.Succeeded, Result: c.result(code, raw, truncated || rerr != nil)}
+		return connectors.Succeeded
 	case code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
-		return unavailable(fmt.Sprintf("HTTP %d: %s", code, message(raw)))
+		return connectors.Unavailable
 	case code >= 400 && code < 500:
-		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
-	default:
-		// 500, 502, 504 per SPEC; any other status (3xx not followed, 501,
-		// 507...) is not listed, so it is treated on the safe side.
-		c.dropConnections()
-		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+		return connectors.Rejected
 	}
+	return connectors.Ambiguous
+}
+
+// ClassifyTransportError is what Execute makes of a request that got no
+// response: unavailable if no byte of it was written (connection refused,
+// DNS failure, deadline passed before sending), ambiguous once it was sent
+// (a timeout or reset while waiting for the answer).
+func ClassifyTransportError(sent bool) connectors.Kind {
+	if sent {
+		return connectors.Ambiguous
+	}
+	return connectors.Unavailable
 }
 
 // CanConfirm reports whether a confirm_url is configured.

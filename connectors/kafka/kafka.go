@@ -271,13 +271,21 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) connect
 	if err == nil {
 		return connectors.Result{Kind: connectors.Succeeded, Result: location{rec.Topic, rec.Partition, rec.Offset}.json()}
 	}
+	return connectors.Result{Kind: ClassifyProduceError(err), Message: fmt.Sprintf("produce: %v", err)}
+}
+
+// ClassifyProduceError is what Execute makes of a failed produce: rejected
+// when the broker refused the record itself with a non-retriable error (too
+// large, not authorised, invalid), which means it was not written and will
+// not be; ambiguous for anything else, including the attempt's timeout,
+// since the record may have been written. Exported so that `onceflight
+// actions` describes what Execute does.
+func ClassifyProduceError(err error) connectors.Kind {
 	var ke *kerr.Error
 	if errors.As(err, &ke) && !ke.Retriable {
-		// The broker refused the record itself (too large, not
-		// authorised, invalid): it was not written and will not be.
-		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("produce: %v", err)}
+		return connectors.Rejected
 	}
-	return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("produce: %v", err)}
+	return connectors.Ambiguous
 }
 
 // CanConfirm reports true: a topic can always be read back.

@@ -19,9 +19,12 @@ type Executor interface {
 	Ready() bool
 }
 
-// Handler returns the HTTP handler.
-func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer) http.Handler {
+// Handler returns the HTTP handler, with the endpoints opts add.
+func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer, opts ...Option) http.Handler {
 	mux := http.NewServeMux()
+	for _, o := range opts {
+		o(mux)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/ingress"
+)
+
+// ingressOptions are serve's --ingress flags.
+type ingressOptions struct {
+	addr      string
+	tokenFile string
+	maxWait   time.Duration
+	rate      float64
+	burst     int
+}
+
+// startIngress serves the HTTP ingress on o.addr beside api (the read-only
+// endpoints, so the Location it answers with resolves on the same
+// listener), publishing through oc. Without a token file it listens only
+// on a loopback address: an open ingress would let anyone on the network
+// trigger refunds. It returns the listener's address; the server stops when
+// ctx ends.
+func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg *config.Config, maxData int, api http.Handler, log *slog.Logger) (string, error) {
+	var token []byte
+	if o.tokenFile != "" {
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--ingress-token-file: %w", err)
+		}
+		if token = bytes.TrimSpace(b); len(token) == 0 {
+			return "", fmt.Errorf("--ingress-token-file %s is empty", o.tokenFile)
+		}
+	} else if !loopback(o.addr) {
+		return "", usageErrorf("--ingress %s is not a loopback address: give --ingress-token-file, or listen on 127.0.0.1", o.addr)
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return "", fmt.Errorf("--ingress %s: %w", o.addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/commands/{action}", ingress.Handler(ingress.Config{
+		Client: oc, Token: token, MaxDataBytes: maxData, MaxWait: o.maxWait, Rate: o.rate, Burst: o.burst,
+		Known: func(a string) bool { _, ok := cfg.Action(a); return ok },
+	}))
+	mux.Handle("/", api)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("ingress server", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return ln.Addr().String(), nil
+}
+
+// loopback reports whether addr (host:port) listens only on a loopback
+// interface; an empty host listens on every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

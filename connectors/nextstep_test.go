@@ -1,0 +1,68 @@
+package connectors_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/onceflight/onceflight/connectors"
+)
+
+// scripted answers Execute with first, then Succeeded; Confirm (when
+// confirmable) says Succeeded with a result of its own.
+type scripted struct {
+	first       connectors.Kind
+	calls       int
+	confirmable bool
+}
+
+func (s *scripted) Execute(context.Context, connectors.Request) connectors.Result {
+	s.calls++
+	if s.calls == 1 {
+		return connectors.Result{Kind: s.first, Message: "first"}
+	}
+	return connectors.Result{Kind: connectors.Succeeded, Result: json.RawMessage(`"executed"`)}
+}
+
+func (s *scripted) Confirm(context.Context, connectors.Request) connectors.Result {
+	return connectors.Result{Kind: connectors.Succeeded, Result: json.RawMessage(`"confirmed"`)}
+}
+
+func (s *scripted) CanConfirm() bool { return s.confirmable }
+
+// TestNextStepIsPerformsRule: for every answer kind and capability,
+// Perform does what NextStep says it does, so a description built on
+// NextStep (`onceflight actions`) cannot drift from the executor.
+func TestNextStepIsPerformsRule(t *testing.T) {
+	kinds := []connectors.Kind{connectors.Succeeded, connectors.Rejected, connectors.Unavailable, connectors.Ambiguous, connectors.NotFound}
+	for _, k := range kinds {
+		for _, confirm := range []bool{false, true} {
+			for _, idem := range []bool{false, true} {
+				conn := &scripted{first: k, confirmable: confirm}
+				p := fastPolicy()
+				p.IdempotentByKey = idem
+				d := connectors.Perform(context.Background(), conn, req("k"), p)
+				step := connectors.NextStep(k, confirm, idem, false)
+				var ok bool
+				switch step {
+				case connectors.StepSucceed:
+					ok = d.Outcome == connectors.OutcomeSucceeded && conn.calls == 1
+				case connectors.StepFail:
+					ok = d.Outcome == connectors.OutcomeFailed && d.Code == connectors.CodeRejected && conn.calls == 1
+				case connectors.StepRetry, connectors.StepReexecute:
+					ok = d.Outcome == connectors.OutcomeSucceeded && string(d.Result) == `"executed"` && conn.calls == 2
+				case connectors.StepConfirm:
+					ok = d.Outcome == connectors.OutcomeSucceeded && string(d.Result) == `"confirmed"` && conn.calls == 1
+				case connectors.StepUnresolved:
+					ok = d.Outcome == connectors.OutcomeUnresolved && d.Code == connectors.CodeAmbiguousNoConfirm && conn.calls == 1
+				}
+				if !ok {
+					t.Errorf("%s confirm=%v idempotent=%v: NextStep says %s, Perform gave %+v after %d executions", k, confirm, idem, step, d, conn.calls)
+				}
+			}
+		}
+	}
+	if s := connectors.NextStep(connectors.Rejected, true, true, true); s != connectors.StepUnresolved {
+		t.Errorf("rejected after a possible effect: %s, want unresolved", s)
+	}
+}

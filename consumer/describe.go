@@ -1,0 +1,44 @@
+package consumer
+
+import (
+	"fmt"
+
+	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/config"
+)
+
+// Protection is how the executor will perform one configured action: the
+// policy and connector capabilities buildActions derives from the file. It
+// exists so that `onceflight actions` and `config validate` describe what
+// the executor does from the executor's own construction, not from a second
+// reading of the file that could drift from it.
+type Protection struct {
+	// Policy is the retry and confirmation policy Perform is given (with
+	// buildActions' adjustments, e.g. noop without an effects file is
+	// idempotent by key).
+	Policy connectors.Policy
+	// CanConfirm: the connector can confirm an earlier attempt
+	// (connectors.ConfirmerOf).
+	CanConfirm bool
+	// Effectless: the connector leaves nothing outside the process.
+	Effectless bool
+}
+
+// Protections builds every action of c exactly as an executor would, reads
+// off what Perform will be given, and releases the connectors again. It
+// opens no connection: connectors dial on first use, and none is used.
+func Protections(c *config.Config) (map[string]Protection, error) {
+	acts, err := buildActions(c, Config{Brokers: []string{"127.0.0.1:9092"}, MaxInflight: 1}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build actions: %w", err)
+	}
+	out := make(map[string]Protection, len(acts))
+	for name, a := range acts {
+		_, canConfirm := connectors.ConfirmerOf(a.conn)
+		out[name] = Protection{Policy: a.policy, CanConfirm: canConfirm, Effectless: a.effectless}
+		if a.close != nil {
+			a.close()
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,33 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/onceflight/onceflight/internal/inspect"
+)
+
+// Option adds endpoints that only some executors serve, so Handler's
+// signature stays the same for the ones that do not.
+type Option func(*http.ServeMux)
+
+// WithActions serves GET /v1/actions and GET /v1/actions/{action}: the
+// description of the configured actions (internal/inspect), computed once at
+// start, since the actions file does not change while serve runs.
+func WithActions(acts []inspect.Action) Option {
+	return func(mux *http.ServeMux) {
+		mux.HandleFunc("GET /v1/actions", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]any{"actions": acts})
+		})
+		mux.HandleFunc("GET /v1/actions/{action}", func(w http.ResponseWriter, r *http.Request) {
+			name := r.PathValue("action")
+			for _, a := range acts {
+				if a.Name == name {
+					writeJSON(w, http.StatusOK, a)
+					return
+				}
+			}
+			writeError(w, http.StatusNotFound, "no action "+strconv.Quote(name)+" is configured")
+		})
+	}
+}

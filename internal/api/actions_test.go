@@ -1,0 +1,63 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/inspect"
+)
+
+func TestActions(t *testing.T) {
+	cfg, err := config.Parse("t.yaml", []byte("actions:\n  payments.refund:\n    connector: http\n    url: http://x/r\n  noop.ping:\n    connector: noop\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts, err := inspect.Describe(cfg, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := dedupe.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ready := readiness(true)
+	srv := httptest.NewServer(Handler(&ready, store, prometheus.NewRegistry(), WithActions(acts)))
+	defer srv.Close()
+
+	get := func(path string, code int, v any) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != code {
+			t.Fatalf("GET %s: %d, want %d", path, resp.StatusCode, code)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+	}
+	var all struct{ Actions []inspect.Action }
+	get("/v1/actions", http.StatusOK, &all)
+	if len(all.Actions) != 2 || all.Actions[0].Name != "noop.ping" {
+		t.Errorf("actions = %+v", all.Actions)
+	}
+	var one inspect.Action
+	get("/v1/actions/payments.refund", http.StatusOK, &one)
+	if one.Connector != "http" || len(one.Warnings) == 0 || one.Limits.MaxDataBytes != 4096 {
+		t.Errorf("payments.refund = %+v", one)
+	}
+	var e map[string]string
+	get("/v1/actions/nope", http.StatusNotFound, &e)
+	if e["error"] == "" {
+		t.Errorf("unknown action: %v", e)
+	}
+}

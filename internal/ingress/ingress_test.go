@@ -1,0 +1,216 @@
+package ingress
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+type response struct {
+	code    int
+	header  http.Header
+	answer  Answer
+	problem Problem
+}
+
+func post(t *testing.T, base, path, body string, hdr map[string]string) response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := response{code: resp.StatusCode, header: resp.Header}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		err = json.Unmarshal(raw, &r.problem)
+	} else {
+		err = json.Unmarshal(raw, &r.answer)
+	}
+	if err != nil {
+		t.Fatalf("POST %s: %d %q: %v", path, resp.StatusCode, raw, err)
+	}
+	return r
+}
+
+func TestIngress(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		fmt.Fprint(w, `{"done":true}`)
+	}))
+	defer slow.Close()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	oc, cfg := executortest.Start(t, fmt.Sprintf(`actions:
+  noop.ping:
+    connector: noop
+  slow.thing:
+    connector: http
+    url: %s/thing
+    timeout: 60s
+`, slow.URL))
+	known := func(a string) bool { _, ok := cfg.Action(a); return ok }
+	srv := httptest.NewServer(Handler(Config{Client: oc, Known: known, MaxDataBytes: 64, Token: []byte("s3cret")}))
+	defer srv.Close()
+	auth := "Bearer s3cret"
+	h := func(kv ...string) map[string]string {
+		m := map[string]string{"Authorization": auth}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+
+	first := post(t, srv.URL, "/v1/commands/noop.ping?entity=dev-1", `{"n":1}`, h("Idempotency-Key", "k1", "Prefer", "wait=10"))
+	if first.code != http.StatusOK || first.answer.Status != "succeeded" || first.answer.Replayed || first.answer.Record == nil {
+		t.Fatalf("first: %+v", first)
+	}
+	if first.header.Get("Preference-Applied") != "wait=10" {
+		t.Errorf("Preference-Applied = %q", first.header.Get("Preference-Applied"))
+	}
+	again := post(t, srv.URL, "/v1/commands/noop.ping", `{"n":1}`, h("Idempotency-Key", `"k1"`, "Onceflight-Entity", "dev-1", "Prefer", "respond-async, wait=10"))
+	if again.code != http.StatusOK || !again.answer.Replayed || string(again.answer.Result) != string(first.answer.Result) || again.answer.CommandID == first.answer.CommandID {
+		t.Errorf("repeat: %+v, first %+v", again.answer, first.answer)
+	}
+	reused := post(t, srv.URL, "/v1/commands/noop.ping?entity=dev-1&wait=10s", `{"n":2}`, h("Idempotency-Key", "k1"))
+	if reused.code != http.StatusConflict || reused.answer.Error == nil || reused.answer.Error.Code != schemas.CodeKeyReused {
+		t.Errorf("reused key: %+v", reused)
+	}
+
+	accepted := post(t, srv.URL, "/v1/commands/noop.ping?entity=dev-2", ``, h("Idempotency-Key", "k2"))
+	if accepted.code != http.StatusAccepted || accepted.answer.Status != "accepted" || accepted.answer.CommandID == "" ||
+		accepted.header.Get("Location") != "/v1/executions/k2?entity=dev-2" {
+		t.Errorf("no wait: %+v %v", accepted.answer, accepted.header)
+	}
+
+	pending := post(t, srv.URL, "/v1/commands/slow.thing?entity=dev-3", `{}`, h("Idempotency-Key", "k3", "Prefer", "wait=1"))
+	if pending.code != http.StatusAccepted || pending.answer.Status != "pending" || pending.header.Get("Location") == "" {
+		t.Errorf("no outcome in time: %+v", pending)
+	}
+	close(release)
+	released = true
+	done := post(t, srv.URL, "/v1/commands/slow.thing?entity=dev-3", `{}`, h("Idempotency-Key", "k3", "Prefer", "wait=30"))
+	if done.code != http.StatusOK || done.answer.Status != "succeeded" {
+		t.Errorf("after release: %+v", done)
+	}
+
+	bad := []struct {
+		name, path, body string
+		hdr              map[string]string
+		code             int
+		code2            string
+	}{
+		{"unknown action", "/v1/commands/nope?entity=e", `{}`, h("Idempotency-Key", "x"), http.StatusNotFound, schemas.CodeUnknownAction},
+		{"control command", "/v1/commands/onceflight.resolve?entity=e", `{"key":"k1","as":"failed","reason":"x","by":"y"}`, h("Idempotency-Key", "x"), http.StatusNotFound, schemas.CodeUnknownAction},
+		{"missing key", "/v1/commands/noop.ping?entity=e", `{}`, h(), http.StatusBadRequest, schemas.CodeInvalidCommand},
+		{"missing entity", "/v1/commands/noop.ping", `{}`, h("Idempotency-Key", "x"), http.StatusBadRequest, schemas.CodeInvalidCommand},
+		{"malformed body", "/v1/commands/noop.ping?entity=e", `{"n":`, h("Idempotency-Key", "x"), http.StatusBadRequest, schemas.CodeInvalidCommand},
+		{"not an object", "/v1/commands/noop.ping?entity=e", `[1]`, h("Idempotency-Key", "x"), http.StatusBadRequest, schemas.CodeInvalidCommand},
+		{"oversized body", "/v1/commands/noop.ping?entity=e", `{"s":"` + strings.Repeat("x", 100) + `"}`, h("Idempotency-Key", "x"), http.StatusRequestEntityTooLarge, schemas.CodeTooLarge},
+		{"bad version", "/v1/commands/noop.ping?entity=e", `{}`, h("Idempotency-Key", "x", "Onceflight-Expected-Version", "two"), http.StatusBadRequest, schemas.CodeInvalidCommand},
+		{"bad deadline", "/v1/commands/noop.ping?entity=e", `{}`, h("Idempotency-Key", "x", "Onceflight-Deadline", "tomorrow"), http.StatusBadRequest, schemas.CodeInvalidCommand},
+		{"bad wait", "/v1/commands/noop.ping?entity=e", `{}`, h("Idempotency-Key", "x", "Prefer", "wait=soon"), http.StatusBadRequest, schemas.CodeInvalidCommand},
+		{"wrong content type", "/v1/commands/noop.ping?entity=e", `{}`, h("Idempotency-Key", "x", "Content-Type", "text/plain"), http.StatusUnsupportedMediaType, schemas.CodeInvalidCommand},
+		{"no token", "/v1/commands/noop.ping?entity=e", `{}`, map[string]string{"Idempotency-Key": "x"}, http.StatusUnauthorized, "unauthorized"},
+		{"wrong token", "/v1/commands/noop.ping?entity=e", `{}`, map[string]string{"Idempotency-Key": "x", "Authorization": "Bearer s3cre7"}, http.StatusUnauthorized, "unauthorized"},
+	}
+	for _, b := range bad {
+		r := post(t, srv.URL, b.path, b.body, b.hdr)
+		if r.code != b.code || r.problem.Code != b.code2 || r.problem.Status != b.code || r.problem.Detail == "" {
+			t.Errorf("%s: %d %+v, want %d %s", b.name, r.code, r.problem, b.code, b.code2)
+		}
+	}
+}
+
+func TestStatusCode(t *testing.T) {
+	for _, c := range []struct {
+		status schemas.Status
+		code   string
+		want   int
+	}{
+		{schemas.StatusSucceeded, "", 200},
+		{schemas.StatusRejected, schemas.CodeKeyReused, 409},
+		{schemas.StatusRejected, schemas.CodeVersionConflict, 422},
+		{schemas.StatusFailed, schemas.CodeConnectorRejected, 422},
+		{schemas.StatusUnresolved, schemas.CodeAmbiguous, 202},
+		{schemas.StatusHeld, schemas.CodeDuplicateBusinessKey, 202},
+	} {
+		o := outcome(c.status, c.code)
+		if got := StatusCode(o); got != c.want {
+			t.Errorf("%s %s: %d, want %d", c.status, c.code, got, c.want)
+		}
+	}
+}
+
+func TestWaitCapped(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/v1/commands/a?entity=e", nil)
+	r.SetPathValue("action", "a")
+	r.Header.Set("Idempotency-Key", "k")
+	r.Header.Set("Prefer", "wait=3600")
+	req, p := ParseRequest(r, 10, 5*time.Second, func(string) bool { return true })
+	if p != nil || req.Wait != 5*time.Second {
+		t.Errorf("wait = %s, %+v; want capped at 5s", req.Wait, p)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	// A rate so low that no token comes back during the test: the second
+	// request finds the bucket empty whatever the machine's speed.
+	srv := httptest.NewServer(Handler(Config{Rate: 0.0001, Burst: 1}))
+	defer srv.Close()
+	first := post(t, srv.URL, "/v1/commands/a?entity=e", `{}`, map[string]string{})
+	if first.code != http.StatusBadRequest { // let through, refused for the missing key
+		t.Errorf("first: %d %+v", first.code, first.problem)
+	}
+	second := post(t, srv.URL, "/v1/commands/a?entity=e", `{}`, map[string]string{})
+	if second.code != http.StatusTooManyRequests || second.problem.Code != "too_many_requests" || second.header.Get("Retry-After") == "" {
+		t.Errorf("second: %d %+v", second.code, second.problem)
+	}
+}
+
+func TestBucketRefills(t *testing.T) {
+	b := newBucket(2, 2)
+	now := time.Unix(1000, 0)
+	takes := func(at time.Time, n int) []bool {
+		var got []bool
+		for range n {
+			got = append(got, b.take(at))
+		}
+		return got
+	}
+	if got := takes(now, 3); !got[0] || !got[1] || got[2] {
+		t.Fatalf("burst of 2: %v", got)
+	}
+	if got := takes(now.Add(500*time.Millisecond), 2); !got[0] || got[1] {
+		t.Errorf("half a second at 2/s should give back exactly one token: %v", got)
+	}
+	if got := takes(now.Add(time.Hour), 3); !got[0] || !got[1] || got[2] {
+		t.Errorf("refill must stop at the burst: %v", got)
+	}
+}
