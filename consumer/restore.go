@@ -302,4 +302,3 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 		prog.LastHash = rec.Hash
 	}
 }
-
