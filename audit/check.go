@@ -16,11 +16,8 @@ import (
 )
 
 // TypeReconcile is the CloudEvents type of the reconciler's internal
-// requests, which by design get no outcome. It is wire protocol owned by
-// the consumer package (consumer.TypeReconcile); it is repeated here so
-// that the audit, which an outsider runs, does not link the executor.
-// TestTypeReconcileMatchesConsumer keeps the two equal.
-const TypeReconcile = "onceflight.reconcile"
+// requests, which by design get no outcome (wire protocol, schemas).
+const TypeReconcile = schemas.TypeReconcile
 
 // DefaultKeyMemory is the executors' default key_memory (docs/events.md#execution-records).
 const DefaultKeyMemory = 90 * 24 * time.Hour
