@@ -223,3 +223,22 @@ func TestDecodeRecordFastTakesOwnEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordHashGolden pins the hash scheme: a change of the encoder, the
+// canonical form or the chaining changes these values, and every journal
+// already written would fail its audit. Recompute only with a migration.
+func TestRecordHashGolden(t *testing.T) {
+	rec := testRecord()
+	for _, c := range []struct{ prev, want string }{
+		{"", "sha256:3c52fc2385ffc44ad3b919cbceb6efa2661c5550b3157c4f7081b4d7166a420a"},
+		{"sha256:prev", "sha256:1b1c8c0217e30b088a37ba33b829288a1b5291e70ab0e4261834c8856ae4afd7"},
+	} {
+		h, err := HashRecord(c.prev, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h != c.want {
+			t.Errorf("HashRecord(%q, testRecord()) = %s, golden %s", c.prev, h, c.want)
+		}
+	}
+}
