@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // ErrBadPartition is returned (wrapped) when Options.Partitions names a
@@ -51,6 +52,10 @@ type Options struct {
 	MaxDataBytes  int
 	KeyMemory     time.Duration
 	MaxViolations int
+	// ControlKeys, if set, are the control keys the executors verify
+	// decisions with (`--control-key-file`): accepted decisions must carry
+	// a valid signature of one of them.
+	ControlKeys *schemas.ControlKeys
 }
 
 // Run reads the four topics (read_committed, bounded by the end offsets
@@ -130,6 +135,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		MaxDataBytes:      opts.MaxDataBytes,
 		KeyMemory:         opts.KeyMemory,
 		MaxViolations:     opts.MaxViolations,
+		ControlKeys:       opts.ControlKeys,
 	})
 	// Two passes, because a command is judged by the answers to it:
 	// first the journal, outcomes and deadletters, then the commands.

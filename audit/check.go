@@ -54,6 +54,9 @@ type Input struct {
 	// long after its final record was forgotten, by design (docs/events.md#execution-records), so
 	// it is noted rather than counted against G2. 0: DefaultKeyMemory.
 	KeyMemory time.Duration
+	// ControlKeys, if set, verify the signatures of accepted operator
+	// decisions (CheckDecisionsSigned).
+	ControlKeys *schemas.ControlKeys
 	// MaxViolations bounds the violations listed per check (all are
 	// counted). 0 lists none.
 	MaxViolations int
@@ -167,6 +170,7 @@ const (
 	noteRetention
 	noteKeyMemory
 	notePending
+	noteDecisions
 	nNoteKinds
 )
 
@@ -186,14 +190,14 @@ type auditor struct {
 	keys   map[pk]*keyState
 	ents   map[pk]*entityState
 
-	causes    map[digest]struct{} // causation ids answered by an outcome
-	ids       map[digest]idSeen   // outcome id -> its first use
-	dead      map[src]struct{}    // commands copied to the deadletter topic
-	fwd       map[src]struct{}    // commands forwarded to their partition
+	causes    map[digest]uint8  // causation ids answered by an outcome: causeAnswered | causeSucceeded
+	ids       map[digest]idSeen // outcome id -> its first use
+	dead      map[src]struct{}  // commands copied to the deadletter topic
+	fwd       map[src]struct{}  // commands forwarded to their partition
 	misrouted []misrouted
 }
 
-var checkOrder = []string{CheckHashChain, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight}
+var checkOrder = []string{CheckHashChain, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned}
 
 func newAuditor(in Input) *auditor {
 	if in.KeyMemory <= 0 {
@@ -206,7 +210,7 @@ func newAuditor(in Input) *auditor {
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
 		chains: map[int32]*chainState{}, keys: map[pk]*keyState{}, ents: map[pk]*entityState{},
-		causes: map[digest]struct{}{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
+		causes: map[digest]uint8{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 	}
 	if len(in.Partitions) > 0 {
 		a.checked = map[int32]bool{}
@@ -258,6 +262,9 @@ func (a *auditor) finish() Report {
 		rep.Notes = append(rep.Notes, ns...)
 	}
 	for _, name := range checkOrder {
+		if name == CheckDecisionsSigned && a.in.ControlKeys == nil {
+			continue // not checked without keys (a note says so)
+		}
 		rep.Checks = append(rep.Checks, *a.results[name])
 	}
 	return rep
@@ -524,7 +531,11 @@ func (a *auditor) outcome(r *kgo.Record) {
 		a.violate(check, v)
 		return
 	}
-	a.causes[digestOf(o.CausationID)] = struct{}{}
+	c := a.causes[digestOf(o.CausationID)] | causeAnswered
+	if o.Record.Status == schemas.StatusSucceeded {
+		c |= causeSucceeded
+	}
+	a.causes[digestOf(o.CausationID)] = c
 	if !a.isChecked(o.Record.Command.Partition) {
 		return
 	}
@@ -590,12 +601,44 @@ func (a *auditor) command(r *kgo.Record) {
 				cmd.Subject, partitioner.ForEntity(cmd.Subject, n))})
 	case cmd.Type == TypeReconcile:
 		// The reconciler's internal request: no outcome by design.
+	case schemas.IsDecision(cmd.Type):
+		a.decision(r, &cmd)
+		fallthrough
 	default:
 		if _, ok := a.causes[digestOf(cmd.ID)]; ok {
 			return
 		}
 		a.unanswered(here, string(r.Key), fmt.Sprintf("command %q (key %q) has no outcome with causationid %q", cmd.ID, cmd.IdempotencyKey, cmd.ID))
 	}
+}
+
+const (
+	causeAnswered  uint8 = 1 << iota // an outcome names it as causation
+	causeSucceeded                   // one of them is succeeded
+)
+
+// decision checks an operator decision's signature. One the executor
+// refused (not_allowed) broke nothing and is counted; one it accepted
+// without a valid signature of a known key is a violation: someone able
+// to write the commands topic decided for an operator.
+func (a *auditor) decision(r *kgo.Record, cmd *schemas.Command) {
+	a.counts.Decisions++
+	if a.in.ControlKeys == nil {
+		if a.counts.Decisions == 1 {
+			a.notef(noteDecisions, "operator decisions' signatures were not checked: give the control key file (--control-key-file) to check them")
+		}
+		return
+	}
+	err := a.in.ControlKeys.VerifyControl(cmd)
+	if err == nil {
+		return
+	}
+	if a.causes[digestOf(cmd.ID)]&causeSucceeded == 0 {
+		a.counts.RefusedDecisions++
+		return
+	}
+	a.violate(CheckDecisionsSigned, Violation{Topic: a.in.Topics.Commands, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key),
+		Message: fmt.Sprintf("%s %q (key %q, entity %q) was accepted, but its signature does not verify: %v", cmd.Type, cmd.ID, cmd.IdempotencyKey, cmd.Subject, err)})
 }
 
 // unanswered reports the command at s (Kafka key key), lacking want, as a

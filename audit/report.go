@@ -16,16 +16,22 @@ const (
 	CheckOutcomeIDs   = "outcome_ids"
 	CheckOncePerKey   = "once_per_key"
 	CheckSingleFlight = "single_flight"
+	// CheckDecisionsSigned: every operator decision the executor accepted
+	// (resolve, approve, release with a succeeded outcome) carries a valid
+	// signature of a key in Options.ControlKeys. Checked only when keys
+	// are given.
+	CheckDecisionsSigned = "decisions_signed"
 )
 
 // guarantees says which docs/guarantees.md guarantee each check evidences, so a failed
 // line in the report points at the promise that was broken.
 var guarantees = map[string]string{
-	CheckHashChain:    "G5",
-	CheckAnswered:     "G4",
-	CheckOutcomeIDs:   "G4",
-	CheckOncePerKey:   "G2",
-	CheckSingleFlight: "G1",
+	CheckHashChain:       "G5",
+	CheckAnswered:        "G4",
+	CheckOutcomeIDs:      "G4",
+	CheckOncePerKey:      "G2",
+	CheckSingleFlight:    "G1",
+	CheckDecisionsSigned: "control commands",
 }
 
 // Violation is one record that breaks a check, named by where it is so an
@@ -71,6 +77,11 @@ type Counts struct {
 	Forwarded      int `json:"forwarded"`
 	// LegacyHashes counts records hashed the round-1 way (before RFC 8785).
 	LegacyHashes int `json:"legacy_hashes,omitempty"`
+	// Decisions counts operator decisions (resolve, approve, release) on
+	// the commands topic; RefusedDecisions those that failed the signature
+	// check and were refused by the executor (not a violation).
+	Decisions        int `json:"decisions,omitempty"`
+	RefusedDecisions int `json:"refused_decisions,omitempty"`
 }
 
 // Report is the result of an audit.
@@ -123,6 +134,9 @@ func (r Report) WriteText(w io.Writer) error {
 	n := r.Counts
 	fmt.Fprintf(&b, "commands %d, outcomes %d, journal records %d, keys %d, unresolved keys %d, republications %d, pending %d, deadlettered %d, forwarded %d\n",
 		n.Commands, n.Outcomes, n.JournalRecords, n.Keys, n.UnresolvedKeys, n.Republications, n.Pending, n.Deadlettered, n.Forwarded)
+	if n.RefusedDecisions > 0 {
+		fmt.Fprintf(&b, "note: %d of %d operator decisions did not verify and were refused by the executor\n", n.RefusedDecisions, n.Decisions)
+	}
 	if n.LegacyHashes > 0 {
 		fmt.Fprintf(&b, "note: %d journal records carry the round-1 hash (before RFC 8785); they were checked with it\n", n.LegacyHashes)
 	}

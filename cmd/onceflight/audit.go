@@ -26,6 +26,7 @@ func newAuditCmd() *cobra.Command {
 		maxViolations int
 		maxDataBytes  int
 		keyMemory     time.Duration
+		keyFile       string
 		format        = newEnum("text", "text", "json")
 		kf            *kafkaFlags // set below, before RunE can run
 	)
@@ -71,12 +72,18 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 			if keyMemory <= 0 {
 				return usageErrorf("--key-memory must be positive")
 			}
+			var keys *schemas.ControlKeys
+			if keyFile != "" {
+				if keys, err = schemas.LoadControlKeys(keyFile); err != nil {
+					return usageErrorf("--control-key-file: %w", err)
+				}
+			}
 			cl, err := kf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			rep, err := audit.Run(cmd.Context(), audit.Options{Client: cl,
+			rep, err := audit.Run(cmd.Context(), audit.Options{Client: cl, ControlKeys: keys,
 				Topics: audit.Topics(kf.Topics), Group: group, Partitions: ps,
 				MaxDataBytes: maxDataBytes, KeyMemory: keyMemory, MaxViolations: maxViolations,
 			})
@@ -104,6 +111,7 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 	fs := cmd.Flags()
 	fs.StringVar(&partitions, "partitions", "", "command/journal partitions to check, e.g. 0,3,5-7 (default all)")
 	fs.Var(format, "format", "report format: text or json")
+	fs.StringVar(&keyFile, "control-key-file", "", "the executors' control key file: accepted operator decisions must carry a valid signature of one of its keys (check decisions_signed)")
 	fs.IntVar(&maxViolations, "max-violations", 20, "violations listed per check (all are counted)")
 	fs.StringVar(&group, "group", "onceflight", "consumer group of the executors (its committed offsets mark what must be answered)")
 	fs.IntVar(&maxDataBytes, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes: larger commands are expected on the deadletter topic")
