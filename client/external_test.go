@@ -12,8 +12,9 @@ import (
 // that imports client and audit: a module in a temp dir with a replace
 // directive pointing at this repository. It proves the packages are
 // importable from outside (nothing they need is internal to callers) and
-// work: the program's test submits and awaits through client against kfake,
-// with a stand-in executor, subscribes, and audits with audit.Run.
+// work: the program's test runs a real executor with a connector of its
+// own against kfake, submits and awaits through client, subscribes, and
+// audits with audit.Run.
 //
 // It needs no network: GOPROXY=off and GOFLAGS=-mod=mod resolve every
 // module from the module cache that building this repository filled. A
@@ -68,34 +69,90 @@ func TestExternalModule(t *testing.T) {
 	}
 }
 
-// externalTest is the other module's test: only public packages.
+// externalTest is the other module's test: only public packages. It runs
+// a real executor with a connector kind of its own (consumer.WithConnector,
+// configured from the actions file), submits and awaits through client,
+// reads the record, subscribes, and audits with audit.Run.
 const externalTest = `package user
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )
 
+// greeter is this module's own connector: it greets the entity.
+type greeter struct{ greeting string }
+
+func (g greeter) Execute(ctx context.Context, req connectors.Request) connectors.Result {
+	res, _ := json.Marshal(map[string]string{"said": g.greeting + ", " + req.Entity})
+	return connectors.Result{Kind: connectors.Succeeded, Result: res}
+}
+
 func TestUseFromAnotherModule(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tp := client.DefaultTopics()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, tp.Commands, tp.Outcomes, tp.Journal, tp.Deadletter))
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cluster.Close()
 	brokers := cluster.ListenAddrs()
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "onceflight.yaml")
+	if err := os.WriteFile(path, []byte("actions:\n  greet.say:\n    connector: greeter\n    settings: {greeting: hello}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	actions, err := consumer.LoadActions(path, "greeter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := dedupe.Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ex, err := consumer.New(consumer.Config{Brokers: brokers, Partitions: 3, SessionTimeout: 6 * time.Second, ExecutorID: "user",
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))},
+		actions, store, consumer.WithRegisterer(prometheus.NewRegistry()),
+		consumer.WithConnector("greeter", func(a *consumer.Action) (connectors.Executor, error) {
+			return greeter{a.Settings["greeting"]}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ex.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("executor: %v", err)
+		}
+	}()
+	for !ex.Ready() {
+		if ctx.Err() != nil {
+			t.Fatal("executor not ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
 	conf, err := kafkaconf.FromMap(map[string]string{"client.id": "user"})
 	if err != nil {
 		t.Fatal(err)
@@ -105,44 +162,20 @@ func TestUseFromAnotherModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	// A stand-in executor: answer each command with a succeeded outcome.
-	go func() {
-		in, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(tp.Commands), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer in.Close()
-		for {
-			fs := in.PollFetches(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				cmd, err := schemas.DecodeCommand(r, 0)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				o, _ := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: cmd.IdempotencyKey, Entity: cmd.Subject,
-					Action: cmd.Type, Status: schemas.StatusSucceeded, Command: schemas.CommandRef{ID: cmd.ID}}, cmd.ID, false)
-				o.Topic = tp.Outcomes
-				in.Produce(ctx, o, nil)
-			})
-		}
-	}()
-
-	p, err := c.Submit(ctx, client.Command{Action: "noop.ping", Entity: "order-1", Key: "k-1"})
+	p, err := c.Submit(ctx, client.Command{Action: "greet.say", Entity: "order-1", Key: "k-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o, err := p.Wait(ctx)
-	if err != nil || o.Status != schemas.StatusSucceeded || o.Key != "k-1" {
+	if err != nil || o.Status != schemas.StatusSucceeded || o.Key != "k-1" || string(o.Result) != ` + "`" + `{"said":"hello, order-1"}` + "`" + ` {
 		t.Fatalf("Wait = %+v, %v", o, err)
+	}
+	again, err := c.Submit(ctx, client.Command{Action: "greet.say", Entity: "order-1", Key: "k-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := again.Wait(ctx); err != nil || !o.Replayed {
+		t.Fatalf("repeat = %+v, %v", o, err)
 	}
 	n := 0
 	for o, err := range c.ReadOutcomes(ctx, client.Range{Start: client.FromBeginning()}) {
@@ -156,17 +189,15 @@ func TestUseFromAnotherModule(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("replay found %d outcomes of the command", n)
 	}
-	if _, err := c.Status(ctx, "k-1", "order-1"); !errors.Is(err, client.ErrNoRecord) {
-		t.Fatalf("Status without a journal = %v, want ErrNoRecord", err)
+	rec, err := c.Status(ctx, "k-1", "order-1")
+	if err != nil || rec.Status != schemas.StatusSucceeded {
+		t.Fatalf("Status = %+v, %v", rec, err)
 	}
-
-	// The stand-in writes no journal and commits no offsets: the audit
-	// finds the command answered, nothing broken.
 	rep, err := audit.Run(ctx, audit.Options{Brokers: brokers, Kafka: conf.Opts(), MaxViolations: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK() || rep.Counts.Commands != 1 || rep.Counts.Outcomes != 1 {
+	if !rep.OK() || rep.Counts.Commands != 2 || rep.Counts.Outcomes != 2 || rep.Counts.JournalRecords == 0 {
 		t.Fatalf("audit: %+v", rep)
 	}
 }
