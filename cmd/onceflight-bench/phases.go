@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -63,6 +64,16 @@ func (b *bench) startServe(name, dataDir string, inflight int) (*child, string, 
 		"--executor-id", b.prefix + name,
 		"--session-timeout", "10s",
 	}
+	// A control key as a deployment has one: without it serve warns (every
+	// operator decision would be refused), which the run counts as a
+	// problem.
+	keyFile := filepath.Join(b.dir, "control-keys.json")
+	if _, err := os.Stat(keyFile); err != nil {
+		if out, err := exec.Command(b.bin, "keygen", "--out", keyFile).CombinedOutput(); err != nil {
+			return nil, "", fmt.Errorf("keygen: %w: %s", err, out)
+		}
+	}
+	args = append(args, "--control-key-file", keyFile)
 	args = append(args, b.kafkaArgs()...)
 	args = append(args, b.serveArgs...)
 	c, err := startChild(b.dir, "serve-"+name, b.bin, args...)
