@@ -95,7 +95,7 @@ func (c *Client) Records(ctx context.Context, statuses ...schemas.Status) ([]sch
 // state of its key, and answering with an older one would be a lie.
 func (c *Client) scanJournal(ctx context.Context, want func([]byte) bool, fn func(key string, r *schemas.Record)) error {
 	err := internal.Read(ctx, c.cl, c.topics.Journal, true, false, func(rec *kgo.Record) error {
-		if !want(rec.Key) || journalKind(rec) != internal.KindRecord {
+		if !want(rec.Key) || schemas.JournalKind(rec) != schemas.KindRecord {
 			return nil
 		}
 		if rec.Value == nil {
@@ -113,13 +113,4 @@ func (c *Client) scanJournal(ctx context.Context, want func([]byte) bool, fn fun
 		return fmt.Errorf("scan journal %s: %w", c.topics.Journal, err)
 	}
 	return nil
-}
-
-func journalKind(r *kgo.Record) string {
-	for _, h := range r.Headers {
-		if h.Key == internal.KindHeader {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

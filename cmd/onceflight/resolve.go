@@ -230,7 +230,7 @@ func journalLatest(ctx context.Context, cl *kgo.Client, journal string, want fun
 	type scoped struct{ entity, key string }
 	latest := map[scoped]schemas.Record{}
 	err := client.Read(ctx, cl, journal, true, false, func(r *kgo.Record) error {
-		if r.Attrs.IsControl() || !want(r.Key) || r.Value == nil || journalKind(r) != client.KindRecord {
+		if r.Attrs.IsControl() || !want(r.Key) || r.Value == nil || schemas.JournalKind(r) != schemas.KindRecord {
 			return nil
 		}
 		rec, err := schemas.UnmarshalRecord(r.Value)
@@ -256,15 +256,6 @@ func journalLatest(ctx context.Context, cl *kgo.Client, journal string, want fun
 		return strings.Compare(a.Entity, b.Entity)
 	})
 	return out, nil
-}
-
-func journalKind(r *kgo.Record) string {
-	for _, h := range r.Headers {
-		if h.Key == client.KindHeader {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 // defaultBy is the OS user running the command: the account an operator

@@ -131,41 +131,6 @@ func TestWaitOutcome(t *testing.T) {
 	}
 }
 
-func TestScanJournalLastWins(t *testing.T) {
-	const topic = "journal"
-	ctx, cl := setup(t, map[string]int32{topic: 2})
-	seeds := cl.OptValues(kgo.SeedBrokers)[0].([]string)
-
-	marker := &kgo.Record{Topic: topic, Partition: 0, Key: []byte("k1"), Value: []byte("epoch 3"),
-		Headers: []kgo.RecordHeader{{Key: KindHeader, Value: []byte("epoch")}}}
-	txn(ctx, t, seeds, true,
-		journalRec(t, topic, "k1", 0, schemas.StatusInProgress),
-		journalRec(t, topic, "k2", 1, schemas.StatusUnresolved),
-	)
-	txn(ctx, t, seeds, true, journalRec(t, topic, "k1", 0, schemas.StatusSucceeded), marker)
-	// Aborted after the commit: neither visible nor able to stall the
-	// scan (the partition ends in an abort marker).
-	txn(ctx, t, seeds, false, journalRec(t, topic, "k1", 0, schemas.StatusFailed))
-
-	rec, ok, err := ScanJournal(ctx, cl, topic, "k1")
-	if err != nil || !ok {
-		t.Fatalf("ScanJournal(k1) = %v, %v", ok, err)
-	}
-	if rec.Status != schemas.StatusSucceeded {
-		t.Fatalf("k1 status = %s, want succeeded (last committed write)", rec.Status)
-	}
-	if _, ok, err := ScanJournal(ctx, cl, topic, "absent"); ok || err != nil {
-		t.Fatalf("ScanJournal(absent) = %v, %v", ok, err)
-	}
-	all, err := JournalLatest(ctx, cl, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != 2 || all["k2"].Status != schemas.StatusUnresolved {
-		t.Fatalf("JournalLatest = %+v", all)
-	}
-}
-
 func TestReadBounds(t *testing.T) {
 	const topic = "bounds"
 	ctx, cl := setup(t, map[string]int32{topic: 2})
