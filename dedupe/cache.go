@@ -51,6 +51,10 @@ func newGenCache[V any](max int) *genCache[V] {
 func (c *genCache[V]) get(k string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.getLocked(k)
+}
+
+func (c *genCache[V]) getLocked(k string) (V, bool) {
 	if v, ok := c.cur[k]; ok {
 		return v, true
 	}
@@ -69,11 +73,16 @@ func (c *genCache[V]) put(k string, v V) {
 	c.mu.Unlock()
 }
 
-// version is the write count, taken before reading Pebble for putIfQuiet.
-func (c *genCache[V]) version() uint64 {
+// lookup is get, and on a miss the write count to give putIfQuiet after
+// reading Pebble: one lock per read on the hot path.
+func (c *genCache[V]) lookup(k string) (V, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.writes
+	if v, ok := c.getLocked(k); ok {
+		return v, true, 0
+	}
+	var zero V
+	return zero, false, c.writes
 }
 
 // putIfQuiet adds a value read from Pebble unless a write happened since

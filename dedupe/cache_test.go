@@ -10,14 +10,14 @@ import (
 // A value read before a write must not be cached over the write.
 func TestGenCacheReadOvertakenByWrite(t *testing.T) {
 	c := newGenCache[int](4)
-	v := c.version()
+	_, _, v := c.lookup("k")
 	c.put("k", 2)           // a commit lands while a reader reads Pebble
 	c.putIfQuiet("k", 1, v) // the reader's older value
 	if got, _ := c.get("k"); got != 2 {
 		t.Fatalf("cached %d, want the committed 2", got)
 	}
 	c.del("k")
-	v = c.version()
+	_, _, v = c.lookup("k")
 	c.putIfQuiet("k", 3, v)
 	if got, ok := c.get("k"); !ok || got != 3 {
 		t.Fatalf("quiet read not cached: %d %v", got, ok)

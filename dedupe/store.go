@@ -350,10 +350,10 @@ func (s *Store) Entity(entity string) (EntityState, bool, error) {
 	if s.closed.Load() {
 		return EntityState{}, false, ErrClosed
 	}
-	if en, ok := s.entities.get(entity); ok {
+	en, ok, v := s.entities.lookup(entity)
+	if ok {
 		return en.es, en.found, nil
 	}
-	v := s.entities.version()
 	var es EntityState
 	ek := entityKey(entity)
 	found, err := s.getRaw(s.db, ek, func(val []byte) error {
