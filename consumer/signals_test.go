@@ -120,21 +120,7 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 	waitFor(t, 30*time.Second, "ready", h.ex.Ready)
 
 	// A command on the wrong partition is forwarded in a transaction.
-	manual, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer manual.Close()
-	r, err := schemas.EncodeCommand(schemas.Command{ID: "fwd", Source: "test", Type: "noop.ping", Subject: "moved", IdempotencyKey: "k-fwd"}, schemas.Binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Topic, r.Partition = "onceflight.commands", (partitioner.ForEntity("moved", 3)+1)%3
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := manual.ProduceSync(ctx, r).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceMisrouted(t, h, "fwd", "moved", "k-fwd")
 	for i := range 5 {
 		h.submit(fmt.Sprintf("c%d", i), fmt.Sprintf("e%d", i), fmt.Sprintf("k%d", i), `{}`)
 	}
@@ -165,6 +151,28 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 		v, _ := gauge(t, h.reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
 		return v == 7
 	})
+}
+
+// produceMisrouted writes a noop.ping command for entity to a partition
+// that is not the entity's (of 3), as a producer with another partitioner
+// would: the executor forwards it in a transaction.
+func produceMisrouted(t *testing.T, h *harness, id, entity, key string) {
+	t.Helper()
+	manual, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer manual.Close()
+	r, err := schemas.EncodeCommand(schemas.Command{ID: id, Source: "test", Type: "noop.ping", Subject: entity, IdempotencyKey: key}, schemas.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic, r.Partition = "onceflight.commands", (partitioner.ForEntity(entity, 3)+1)%3
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := manual.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // syncBuffer is a log destination safe for the executor's goroutines.
@@ -211,21 +219,7 @@ func TestNotableAnswersAreLogged(t *testing.T) {
 	h.submitAction("u1", "pay.out", "acct-1", "pay-1", `{}`)
 	h.submitAction("n1", "only.ops", "acct-2", "ops-1", `{}`)
 	h.produce(&kgo.Record{Topic: "onceflight.commands", Key: []byte("acct-3"), Value: []byte("not a cloudevent")})
-	manual, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer manual.Close()
-	r, err := schemas.EncodeCommand(schemas.Command{ID: "f1", Source: "test", Type: "noop.ping", Subject: "moved", IdempotencyKey: "k-f1"}, schemas.Binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Topic, r.Partition = "onceflight.commands", (partitioner.ForEntity("moved", 3)+1)%3
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := manual.ProduceSync(ctx, r).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceMisrouted(t, h, "f1", "moved", "k-f1")
 	for _, want := range []string{
 		`msg="execution unresolved: an operator must confirm or resolve it" key=pay-1 entity=acct-1 action=pay.out`,
 		`msg="command rejected: source not allowed" key=ops-1 entity=acct-2 action=only.ops`,
@@ -240,4 +234,45 @@ func TestNotableAnswersAreLogged(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// Issue 8: the intent before an attempt is skipped only for an effectless
+// connector (noop without an effects file); a noop with an effects file —
+// the chaos tests' stand-in for a real effect — still journals its intent
+// first. Both answer a repeat from the record (G2).
+func TestIntentSkippedOnlyWhenEffectless(t *testing.T) {
+	h := newHarness(t)
+	h.useConfig(fmt.Sprintf("actions:\n  noop.pure:\n    connector: noop\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.effects))
+	h.start(t.TempDir())
+	h.submitAction("p1", "noop.pure", "ent-pure", "k-pure", `{}`)
+	h.submitAction("e1", "noop.ping", "ent-fx", "k-fx", `{}`)
+	h.submitAction("p2", "noop.pure", "ent-pure", "k-pure", `{}`)
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(3, seen, nil)
+	if o := seen["p2"]; len(o) != 1 || !o[0].Replayed || o[0].Record.Status != schemas.StatusSucceeded {
+		t.Fatalf("repeat of the effectless key: %+v", o)
+	}
+	states := func(entity, key string) []schemas.Status {
+		var out []schemas.Status
+		for _, r := range h.journal(partitioner.ForEntity(entity, 3)) {
+			if schemas.JournalKind(r) != schemas.KindRecord {
+				continue
+			}
+			rec, err := schemas.UnmarshalRecord(r.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Entity == entity && rec.IdempotencyKey == key {
+				out = append(out, rec.Status)
+			}
+		}
+		return out
+	}
+	if got := states("ent-pure", "k-pure"); len(got) != 1 || got[0] != schemas.StatusSucceeded {
+		t.Errorf("effectless noop journaled %v, want only [succeeded]", got)
+	}
+	if got := states("ent-fx", "k-fx"); len(got) != 2 || got[0] != schemas.StatusInProgress || got[1] != schemas.StatusSucceeded {
+		t.Errorf("noop with an effects file journaled %v, want [in_progress succeeded]", got)
+	}
+	h.audit()
 }
