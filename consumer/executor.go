@@ -57,7 +57,7 @@ type Executor struct {
 	parts map[int32]*partState // owned and restored partitions
 
 	ready     atomic.Bool
-	factories map[string]ConnectorFactory // WithConnector
+	factories map[string]ConnectorFactory // WithConnector: written by options in New, read-only after
 	// lagMu guards lagParts, the partitions with a lag series.
 	lagMu    sync.Mutex
 	lagParts map[int32]bool
@@ -65,6 +65,8 @@ type Executor struct {
 	// got an answer (Unix ns): readiness requires one within the session
 	// timeout, so a lost broker turns /readyz 503 (liveness.go).
 	lastContact   atomic.Int64
+	// restoreFailed is set by onAssigned when a partition could not be
+	// restored; cleared by Run for each new client.
 	restoreFailed atomic.Bool
 	// halted is why new work stopped for good (partition counts changed).
 	halted atomic.Pointer[error]
