@@ -64,7 +64,7 @@ type Executor struct {
 	// lastContact is when a fetch or heartbeat of the group client last
 	// got an answer (Unix ns): readiness requires one within the session
 	// timeout, so a lost broker turns /readyz 503 (liveness.go).
-	lastContact   atomic.Int64
+	lastContact atomic.Int64
 	// restoreFailed is set by onAssigned when a partition could not be
 	// restored; cleared by Run for each new client.
 	restoreFailed atomic.Bool
