@@ -147,26 +147,10 @@ func (p *canonParser) object(depth int) error {
 		return nil
 	}
 	for {
-		p.skipSpace()
-		if p.i >= len(p.src) {
-			return errUnexpectedEnd
-		}
-		if p.src[p.i] != '"' {
-			return p.errAt("looking for beginning of object key string")
-		}
-		key, err := p.str()
+		key, err := p.memberKey()
 		if err != nil {
 			return err
 		}
-		p.skipSpace()
-		if p.i >= len(p.src) {
-			return errUnexpectedEnd
-		}
-		if p.src[p.i] != ':' {
-			return p.errAt("after object key")
-		}
-		p.i++
-		p.skipSpace()
 		if depth == 0 && p.mode.dropHash && string(key) == "hash" {
 			mark := len(p.out)
 			if err := p.value(depth + 1); err != nil {
@@ -188,20 +172,13 @@ func (p *canonParser) object(depth int) error {
 			}
 			ms = append(ms, canonMember{key: key, start: s, end: len(p.out)})
 		}
-		p.skipSpace()
-		if p.i >= len(p.src) {
-			return errUnexpectedEnd
+		more, err := p.memberEnd()
+		if err != nil {
+			return err
 		}
-		switch p.src[p.i] {
-		case ',':
-			p.i++
-			continue
-		case '}':
-			p.i++
-		default:
-			return p.errAt("after object key:value pair")
+		if !more {
+			break
 		}
-		break
 	}
 	if !sorted {
 		if err := p.reorder(start, ms); err != nil {
@@ -210,6 +187,50 @@ func (p *canonParser) object(depth int) error {
 	}
 	p.out = append(p.out, '}')
 	return nil
+}
+
+// memberKey reads an object member's key and its colon (spaces around
+// them skipped), leaving p.i at the value.
+func (p *canonParser) memberKey() ([]byte, error) {
+	p.skipSpace()
+	if p.i >= len(p.src) {
+		return nil, errUnexpectedEnd
+	}
+	if p.src[p.i] != '"' {
+		return nil, p.errAt("looking for beginning of object key string")
+	}
+	key, err := p.str()
+	if err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.i >= len(p.src) {
+		return nil, errUnexpectedEnd
+	}
+	if p.src[p.i] != ':' {
+		return nil, p.errAt("after object key")
+	}
+	p.i++
+	p.skipSpace()
+	return key, nil
+}
+
+// memberEnd reads what follows a member's value: a ',' (more is true: a
+// member follows) or the object's '}'.
+func (p *canonParser) memberEnd() (more bool, err error) {
+	p.skipSpace()
+	if p.i >= len(p.src) {
+		return false, errUnexpectedEnd
+	}
+	switch p.src[p.i] {
+	case ',':
+		p.i++
+		return true, nil
+	case '}':
+		p.i++
+		return false, nil
+	}
+	return false, p.errAt("after object key:value pair")
 }
 
 // reorder rewrites the members written after out[start] ('{') in key

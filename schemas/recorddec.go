@@ -46,38 +46,22 @@ func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
 		return true
 	}
 	for {
-		p.skipSpace()
-		if p.i >= len(p.src) || p.src[p.i] != '"' {
-			return false
-		}
-		key, err := p.str()
+		key, err := p.memberKey()
 		if err != nil {
 			return false
 		}
-		p.skipSpace()
-		if p.i >= len(p.src) || p.src[p.i] != ':' {
-			return false
-		}
-		p.i++
-		p.skipSpace()
 		idx, ok := member(key)
 		if !ok || seen&(1<<idx) != 0 {
 			return false
 		}
 		seen |= 1 << idx
-		p.skipSpace()
-		if p.i >= len(p.src) {
+		more, err := p.memberEnd()
+		if err != nil {
 			return false
 		}
-		switch p.src[p.i] {
-		case ',':
-			p.i++
-			continue
-		case '}':
-			p.i++
+		if !more {
 			return true
 		}
-		return false
 	}
 }
 
