@@ -638,6 +638,9 @@ func (c *committer) logNotable(it *stagedItem, em *emit) {
 		log.Info("command forwarded to its entity's partition", "entity", em.entity, "partition", it.st.p, "offset", em.forward.Offset, "to", em.to)
 	case em.outcome != nil && !em.replayed:
 		o := em.outcome
+		if o.Status != schemas.StatusUnresolved && o.Status != schemas.StatusHeld && o.Status != schemas.StatusRejected {
+			return // the common case: nothing to say, nothing to build
+		}
 		attrs := []any{"key", o.IdempotencyKey, "entity", o.Entity, "action", o.Action, "partition", o.Command.Partition, "offset", o.Command.Offset}
 		switch {
 		case o.Status == schemas.StatusUnresolved:
