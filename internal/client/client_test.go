@@ -73,16 +73,6 @@ func outcome(t *testing.T, topic, key, entity, causation string, st schemas.Stat
 	return r
 }
 
-func journalRec(t *testing.T, topic, key string, partition int32, st schemas.Status) *kgo.Record {
-	t.Helper()
-	v, err := schemas.MarshalRecord(schemas.Record{IdempotencyKey: key, Entity: "e-" + key, Status: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &kgo.Record{Topic: topic, Partition: partition, Key: []byte(key), Value: v,
-		Headers: []kgo.RecordHeader{{Key: KindHeader, Value: []byte(KindRecord)}}}
-}
-
 func TestWaitOutcome(t *testing.T) {
 	const topic = "outcomes"
 	ctx, cl := setup(t, map[string]int32{topic: 3})
