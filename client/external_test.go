@@ -131,7 +131,7 @@ func TestUseFromAnotherModule(t *testing.T) {
 	ex, err := consumer.New(consumer.Config{Brokers: brokers, Partitions: 3, SessionTimeout: 6 * time.Second, ExecutorID: "user",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))},
 		actions, store, consumer.WithRegisterer(prometheus.NewRegistry()),
-		consumer.WithConnector("greeter", func(a *consumer.Action) (connectors.Executor, error) {
+		consumer.WithConnector("greeter", func(a *consumer.Action) (connectors.Connector, error) {
 			return greeter{a.Settings["greeting"]}, nil
 		}))
 	if err != nil {

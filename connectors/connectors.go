@@ -67,11 +67,11 @@ type Result struct {
 	Message string          // why, for Rejected/Unavailable/Ambiguous
 }
 
-// Executor performs the effect once. It must honour req.Deadline: no request
+// Connector performs the effect once. It must honour req.Deadline: no request
 // may leave the process after it (checked right before writing, not only at
 // the start), because a new owner relies on that deadline to know the old
 // one has stopped (docs/guarantees.md#g1-single-flight across paused instances).
-type Executor interface {
+type Connector interface {
 	Execute(ctx context.Context, req Request) Result
 }
 

@@ -137,7 +137,7 @@ type CanConfirmer interface {
 }
 
 // ConfirmerOf returns conn's Confirmer if it has one that can answer.
-func ConfirmerOf(conn Executor) (Confirmer, bool) {
+func ConfirmerOf(conn Connector) (Confirmer, bool) {
 	c, ok := conn.(Confirmer)
 	if !ok {
 		return nil, false
@@ -168,7 +168,7 @@ func ConfirmerOf(conn Executor) (Confirmer, bool) {
 // Each attempt gets its own deadline, now + Timeout, in req.Deadline and in
 // its context. ctx cancellation ends the call with OutcomeUnresolved and
 // CodeInterrupted.
-func Perform(ctx context.Context, conn Executor, req Request, p Policy, opts ...PerformOption) Decision {
+func Perform(ctx context.Context, conn Connector, req Request, p Policy, opts ...PerformOption) Decision {
 	r := newRunner(conn, p, opts)
 	if req.Attempt < 1 {
 		req.Attempt = 1
@@ -182,7 +182,7 @@ func Perform(ctx context.Context, conn Executor, req Request, p Policy, opts ...
 // executes again as attempt req.Attempt+1 under the rules of Perform. Without
 // a Confirmer it re-executes only if IdempotentByKey, else it returns
 // unresolved ambiguous_no_confirm at once.
-func Reconcile(ctx context.Context, conn Executor, req Request, p Policy, opts ...PerformOption) Decision {
+func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts ...PerformOption) Decision {
 	r := newRunner(conn, p, opts)
 	p = r.p
 	if req.Attempt < 0 {
@@ -210,7 +210,7 @@ func Reconcile(ctx context.Context, conn Executor, req Request, p Policy, opts .
 	return r.loop(ctx, req, false)
 }
 
-func newRunner(conn Executor, p Policy, opts []PerformOption) runner {
+func newRunner(conn Connector, p Policy, opts []PerformOption) runner {
 	r := runner{conn: conn, p: p.withDefaults()}
 	for _, o := range opts {
 		o(&r.o)
@@ -220,7 +220,7 @@ func newRunner(conn Executor, p Policy, opts []PerformOption) runner {
 }
 
 type runner struct {
-	conn       Executor
+	conn       Connector
 	confirmer  Confirmer
 	canConfirm bool
 	p          Policy

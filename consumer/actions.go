@@ -20,7 +20,7 @@ import (
 // action is a configured action with its connector and policy.
 type action struct {
 	cfg    *config.Action
-	conn   connectors.Executor
+	conn   connectors.Connector
 	policy connectors.Policy
 	close  func() // releases the connector's resources, if any
 	// effectless: no intent is recorded before an attempt (the connector
@@ -45,7 +45,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 			ConfirmTimeout:  a.ConfirmTimeout,
 			IdempotentByKey: a.IdempotentByKey,
 		}
-		var conn connectors.Executor
+		var conn connectors.Connector
 		switch a.Connector {
 		case config.ConnectorNoop:
 			var opts []noop.Option

@@ -23,7 +23,7 @@ type Action = config.Action
 // asked to confirm ambiguous results, one that does not makes them
 // unresolved — exactly as for the built-in connectors. Check a connector
 // with the connectortest suite before you trust it with an effect.
-type ConnectorFactory func(a *Action) (connectors.Executor, error)
+type ConnectorFactory func(a *Action) (connectors.Connector, error)
 
 // WithConnector makes kind usable as an action's `connector:` in the
 // actions file, built by f. The built-in kinds (http, kafka, noop) cannot

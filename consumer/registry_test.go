@@ -30,7 +30,7 @@ func TestRegisteredConnector(t *testing.T) {
 	var l *ledger.Ledger
 	h := newHarness(t)
 	h.cfgFile = actions
-	h.opts = []consumer.Option{consumer.WithConnector("ledger", func(a *consumer.Action) (connectors.Executor, error) {
+	h.opts = []consumer.Option{consumer.WithConnector("ledger", func(a *consumer.Action) (connectors.Connector, error) {
 		l = ledger.New(a.Settings["currency"])
 		return l, nil
 	})}

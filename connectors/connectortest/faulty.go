@@ -91,7 +91,7 @@ func (f *Faulty) Confirms() int {
 	return f.confirms
 }
 
-// Execute implements connectors.Executor.
+// Execute implements connectors.Connector.
 func (f *Faulty) Execute(ctx context.Context, req connectors.Request) connectors.Result {
 	if !req.Deadline.IsZero() && !time.Now().Before(req.Deadline) {
 		return connectors.Result{Kind: connectors.Unavailable, Message: "deadline passed before the request was sent"}

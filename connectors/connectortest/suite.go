@@ -1,6 +1,6 @@
 // Package connectortest is a conformance suite every connector must pass, in
 // the spirit of watermill's pubsub/tests: one set of cases about the contract
-// of connectors.Executor and connectors.Confirmer (deadlines honoured, nothing
+// of connectors.Connector and connectors.Confirmer (deadlines honoured, nothing
 // sent when cancelled, results are JSON, Confirm tells found from not found),
 // run against each connector with a harness that can count the effects the
 // external system saw. It also holds Faulty, a scriptable connector.
@@ -27,7 +27,7 @@ type Features struct {
 
 // Harness is one connector under test and its view of the external system.
 type Harness struct {
-	Conn connectors.Executor
+	Conn connectors.Connector
 	// Effects counts how often key's effect was applied by the external system.
 	Effects func(key string) int
 	// ApplyThenAmbiguous, if set, makes the next execution of key apply its

@@ -68,7 +68,7 @@ const maxMessageBytes = 512
 // once the attempt's deadline has passed.
 var ErrDeadlinePassed = errors.New("deadline passed before the request was sent")
 
-// Connector is the http connector. It implements connectors.Executor,
+// Connector is the http connector. It implements connectors.Connector,
 // connectors.Confirmer and connectors.CanConfirmer (true iff ConfirmURL is
 // set). It is safe for concurrent use.
 type Connector struct {

@@ -54,7 +54,7 @@ func run(brokers, cfgPath, dataDir string) error {
 		Brokers:    strings.Split(brokers, ","),
 		ExecutorID: "ledger-example",
 		Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
-	}, actions, store, consumer.WithConnector("ledger", func(a *consumer.Action) (connectors.Executor, error) {
+	}, actions, store, consumer.WithConnector("ledger", func(a *consumer.Action) (connectors.Connector, error) {
 		return ledger.New(a.Settings["currency"]), nil
 	}))
 	if err != nil {

@@ -2,7 +2,7 @@
 // that credits an account once per idempotency key, refuses writes with a
 // fencing token older than the account's last one, and can say whether a
 // key was applied (Confirm). A real connector would call a service; the
-// contract is the same (connectors.Executor, connectors.Confirmer), and the
+// contract is the same (connectors.Connector, connectors.Confirmer), and the
 // connectortest suite checks it (ledger_test.go).
 package ledger
 
