@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,37 @@ func TestFaultBrokerErrors(t *testing.T) {
 			if got := n.counter("onceflight_fenced_writes_total", map[string]string{"stage": "commit"}); tc.fenced && got < 1 {
 				t.Errorf("fenced_writes_total{stage=commit} = %v after a refused offset commit", got)
 			}
+		})
+	}
+}
+
+// TestFaultInitProducerIDRefusedAtStart: the broker refuses the
+// executor's transactional id for good (not authorized; a transaction
+// timeout above the broker's maximum). Run must end with an error that
+// names the transactional id and the broker's answer — a clean exit for
+// serve — instead of retrying a client that can never commit.
+func TestFaultInitProducerIDRefusedAtStart(t *testing.T) {
+	for _, e := range []*kerr.Error{kerr.TransactionalIDAuthorizationFailed, kerr.InvalidTransactionTimeout} {
+		t.Run(e.Message, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			f := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, TopLevel: true, Err: e, Count: -1})
+			h := newHarnessOn(t, c.ListenAddrs())
+			n := h.startNode("test", t.TempDir(), nodeOpts{})
+			var runErr error
+			select {
+			case runErr = <-n.done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("Run still going 30s after the broker refused its transactional id (%d refusals)", f.Hits())
+			}
+			if runErr == nil || !strings.Contains(runErr.Error(), "onceflight-test") || !strings.Contains(runErr.Error(), e.Message) {
+				t.Fatalf("Run returned %v, want an error naming the transactional id and %s", runErr, e.Message)
+			}
+			t.Logf("Run: %v", runErr)
+			n.done <- runErr // for the cleanup's stop
 		})
 	}
 }

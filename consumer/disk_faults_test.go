@@ -1,115 +1,56 @@
 package consumer_test
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// Environment of the disk-fault child process (TestFaultDiskChild).
-const (
-	envDiskChild   = "ONCEFLIGHT_DISK_CHILD"    // the error to inject: EIO or ENOSPC
-	envDiskBrokers = "ONCEFLIGHT_DISK_BROKERS"  // kfake's address
-	envDiskConfig  = "ONCEFLIGHT_DISK_CONFIG"   // the actions file
-	envDiskDir     = "ONCEFLIGHT_DISK_DATA_DIR" // Pebble's directory
-	envDiskTrigger = "ONCEFLIGHT_DISK_TRIGGER"  // writes fail once this file exists
-)
-
-// TestFaultDiskChild is not a test on its own: TestFaultDisk runs it in a
-// child process (a Pebble write error is fatal to the process, so it needs
-// one of its own). It runs an executor whose Pebble writes and syncs fail
-// once the trigger file exists.
-func TestFaultDiskChild(t *testing.T) {
-	kind := os.Getenv(envDiskChild)
-	if kind == "" {
-		t.Skip("run by TestFaultDisk")
-	}
-	inject := error(errorfs.ErrInjected)
-	if kind == "ENOSPC" {
-		inject = syscall.ENOSPC
-	}
-	trigger := os.Getenv(envDiskTrigger)
-	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
-			return nil
-		}
-		if _, err := os.Stat(trigger); err == nil {
-			return inject
-		}
-		return nil
-	}))
-	store, err := dedupe.Open(os.Getenv(envDiskDir), dedupe.WithFS(fs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	acts, err := config.Load(os.Getenv(envDiskConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex, err := consumer.New(consumer.Config{
-		Brokers: strings.Split(os.Getenv(envDiskBrokers), ","), Partitions: 3, SessionTimeout: 2 * time.Second,
-		ClockDrift: 100 * time.Millisecond, ExecutorID: "test",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, acts, store, append([]consumer.Option{consumer.WithRegisterer(prometheus.NewRegistry())}, shortHeartbeats...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err = ex.Run(ctx)
-	t.Fatalf("Run returned %v without the disk fault stopping the process", err)
-}
-
 // TestFaultDisk: Pebble's disk starts failing every write and sync (an I/O
-// error; out of space) under a running executor. The executor must fail
-// loudly — the process stops with the error, instead of answering from an
-// index it could not update — and never publish an outcome whose record is
-// not in the journal; a restart on a healthy disk rebuilds from the
-// journal and answers every command once, with no effect done twice.
+// error; out of space) under a running executor A. A must stop taking work
+// for good — not answer from an index it could not update — and say so in
+// /readyz (NotReady), onceflight_store_failed and the log, and leave its
+// group so B takes the partitions over and answers what A could not. A
+// restarted on the same data dir, on a healthy disk, restores from the
+// journal: every command answered once, no effect done twice, audit passes.
 func TestFaultDisk(t *testing.T) {
-	if os.Getenv(envDiskChild) != "" {
-		t.Skip("in the child")
-	}
 	for _, kind := range []string{"EIO", "ENOSPC"} {
 		t.Run(kind, func(t *testing.T) {
+			inject := error(errorfs.ErrInjected)
+			if kind == "ENOSPC" {
+				inject = syscall.ENOSPC
+			}
 			h := newHarness(t)
-			dir := t.TempDir()
-			cfgPath := filepath.Join(dir, "actions.yaml")
-			yaml := fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.effects)
-			if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
-				t.Fatal(err)
+			h.useConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.effects))
+			var failing atomic.Bool
+			fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+					return inject
+				}
+				return nil
+			}))
+			var logs syncBuffer
+			tune := func(c *consumer.Config) {
+				c.SessionTimeout = 2 * time.Second
+				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn})).With("executor", "A")
 			}
-			trigger := filepath.Join(dir, "fail-now")
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFaultDiskChild$", "-test.count=1", "-test.v")
-			child.Env = append(os.Environ(), envDiskChild+"="+kind, envDiskBrokers+"="+strings.Join(h.brokers, ","),
-				envDiskConfig+"="+cfgPath, envDiskDir+"="+filepath.Join(dir, "pebble"), envDiskTrigger+"="+trigger)
-			var out bytes.Buffer
-			child.Stdout, child.Stderr = &out, &out
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- child.Wait() }()
+			dirA := t.TempDir()
+			a := h.startNode("A", dirA, nodeOpts{tune: tune, storeOpts: []dedupe.Option{dedupe.WithFS(fs)}, exOpts: shortHeartbeats})
+			waitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.owns(3) })
 
 			var ids []string
 			submit := func(tag string, k int) {
@@ -122,30 +63,51 @@ func TestFaultDisk(t *testing.T) {
 			submit("ok", 3)
 			seen := map[string][]schemas.Outcome{}
 			h.outcomes(len(ids), seen, nil)
-			if err := os.WriteFile(trigger, nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			submit("bad", 3)
-			var err error
-			select {
-			case err = <-exited:
-			case <-ctx.Done():
-				t.Fatalf("the executor kept running on a failing disk:\n%s", out.String())
-			}
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(out.String(), "pebble") {
-				t.Fatalf("child ended with %v, want a failure naming pebble:\n%s", err, out.String())
-			}
-			t.Logf("the executor stopped on the disk fault: %s", firstLine(out.String(), "panic:"))
-			// Whatever was published before it died has its record in the
-			// journal (the audit below checks every outcome against it).
-			before := h.allOutcomes()
 
-			m := h.startNode("test", t.TempDir(), nodeOpts{})
-			h.outcomes(len(ids), seen, nil)
-			if err := m.stop(); err != nil {
-				t.Errorf("restart: %v", err)
+			failing.Store(true)
+			submit("bad", 3)
+			waitFor(t, 20*time.Second, "A reports its failed index", func() bool {
+				v, _ := gauge(t, a.reg, "onceflight_store_failed")
+				return v == 1
+			})
+			if a.ex.Ready() {
+				t.Error("A is ready on a failed index")
 			}
+			if r := a.ex.NotReady(); !strings.Contains(r, "dedupe index failed") || !strings.Contains(r, "restart on a healthy disk") {
+				t.Errorf("A's readyz reason %q does not say its index failed", r)
+			}
+			if v, _ := gauge(t, a.reg, "onceflight_ready"); v != 0 {
+				t.Errorf("onceflight_ready = %v on a failed index", v)
+			}
+			if l := logs.String(); !strings.Contains(l, "dedupe index failed") {
+				t.Errorf("no ERROR line names the failed index:\n%s", l)
+			}
+			waitFor(t, 20*time.Second, "A leaves the group", func() bool { return len(a.ex.Owned()) == 0 })
+			t.Logf("A stopped: %s", a.ex.NotReady())
+
+			// B answers what A could not.
+			b := h.startNode("B", t.TempDir(), nodeOpts{exOpts: shortHeartbeats})
+			h.outcomes(len(ids), seen, nil)
+			if err := b.stop(); err != nil {
+				t.Errorf("B: %v", err)
+			}
+			if err := a.stop(); err != nil {
+				t.Errorf("A's Run on a failed index returned %v, want nil once stopped", err)
+			}
+
+			// A again, same data dir, healthy disk: restores from the
+			// journal, then answers new commands and repeats.
+			failing.Store(false)
+			a2 := h.startNode("A", dirA, nodeOpts{})
+			submit("after", 3)
+			for _, id := range []string{"ok0", "bad0"} {
+				h.submit("again-"+id, "order-0", "k-"+id, `{}`)
+			}
+			h.outcomes(len(ids)+2, seen, nil)
+			if err := a2.stop(); err != nil {
+				t.Errorf("A restarted: %v", err)
+			}
+
 			all := h.allOutcomes()
 			oneOutcomeEach(t, all, ids)
 			effects := h.effectCount()
@@ -157,17 +119,67 @@ func TestFaultDisk(t *testing.T) {
 					t.Errorf("k-%s took effect %d times, want 1", id, effects["k-"+id])
 				}
 			}
-			t.Logf("answered before the fault stopped it: %d of %d", len(before), len(ids))
+			for _, id := range []string{"again-ok0", "again-bad0"} {
+				if len(all[id]) != 1 || !all[id][0].Replayed {
+					t.Errorf("%s: %+v, want one replayed outcome", id, all[id])
+				}
+			}
 			h.audit()
 		})
 	}
 }
 
-func firstLine(s, prefix string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if strings.HasPrefix(l, prefix) {
-			return l
+// TestFaultCorruptDataDir: A answers, stops, and its index's MANIFEST is
+// destroyed. Restarted (as serve opens it, WithRebuildOnCorruption) it
+// moves the directory aside with a WARN, restores from the journal, and
+// answers the old keys from their records: nothing executed twice.
+func TestFaultCorruptDataDir(t *testing.T) {
+	h := newHarness(t)
+	h.useConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.effects))
+	dir := filepath.Join(t.TempDir(), "state")
+	a := h.startNode("A", dir, nodeOpts{})
+	var ids []string
+	for i := range 6 {
+		id := fmt.Sprintf("c%d", i)
+		ids = append(ids, id)
+		h.submit(id, fmt.Sprintf("order-%d", i%3), "k-"+id, `{}`)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(len(ids), seen, nil)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	manifests, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
+	if len(manifests) == 0 {
+		t.Fatal("no MANIFEST to damage")
+	}
+	for _, m := range manifests {
+		if err := os.Truncate(m, 0); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return ""
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a = h.startNode("A", dir, nodeOpts{storeOpts: []dedupe.Option{dedupe.WithRebuildOnCorruption(), dedupe.WithLogger(log)}})
+	for _, id := range ids {
+		h.submit("again-"+id, seen[id][0].Record.Entity, "k-"+id, `{}`)
+	}
+	h.outcomes(2*len(ids), seen, nil)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "moved_to=") || !strings.Contains(l, "malformed manifest") {
+		t.Errorf("no WARN naming the damage and where it went:\n%s", l)
+	}
+	all := h.allOutcomes()
+	effects := h.effectCount()
+	for _, id := range ids {
+		if o := all["again-"+id]; len(o) != 1 || !o[0].Replayed || o[0].Record.Status != schemas.StatusSucceeded {
+			t.Errorf("again-%s: %+v, want one replayed success", id, o)
+		}
+		if effects["k-"+id] != 1 {
+			t.Errorf("k-%s took effect %d times, want 1", id, effects["k-"+id])
+		}
+	}
+	h.audit()
 }

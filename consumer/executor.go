@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/dedupe"
@@ -132,7 +133,7 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 // was assigned and is consuming: not when it halted or holds a partition it
 // cannot process.
 func (e *Executor) Ready() bool {
-	if !e.ready.Load() || e.halted.Load() != nil || !e.inContact() {
+	if !e.ready.Load() || e.halted.Load() != nil || e.store.Failed() != nil || !e.inContact() {
 		return false
 	}
 	e.mu.Lock()
@@ -142,6 +143,9 @@ func (e *Executor) Ready() bool {
 
 // NotReady says why Ready is false ("" when it is not).
 func (e *Executor) NotReady() string {
+	if err := e.store.Failed(); err != nil {
+		return "dedupe index failed, no work taken: " + err.Error() + "; restart on a healthy disk (the journal rebuilds the index)"
+	}
 	if err := e.Halted(); err != nil {
 		return "halted: " + err.Error()
 	}
@@ -211,6 +215,13 @@ func (e *Executor) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := e.initProducer(ctx, cl); err != nil {
+			// The client joins the group as it is created: restores
+			// that its assignment started must not wait for a pipeline.
+			e.closing.Store(cl)
+			cl.Close()
+			return err
+		}
 		e.restoreFailed.Store(false) // a new session restores afresh
 		err = e.consume(ctx, cl)
 		e.ready.Store(false)
@@ -223,6 +234,12 @@ func (e *Executor) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if ferr := e.store.Failed(); ferr != nil {
+			stopReconciler()
+			e.storeFailed(ferr)
+			<-ctx.Done()
+			return nil
+		}
 		// EndTransaction failed or a partition could not be restored:
 		// the producer or our view is in an unknown state. Start over
 		// with a new client, which rejoins and restores.
@@ -233,6 +250,41 @@ func (e *Executor) Run(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// storeFailed is the end of an executor whose dedupe index can no longer
+// write: records that committed in the journal may be missing from the
+// index, so nothing may be answered from it. Run has left the group (the
+// partitions go to other instances, which restore them from the journal)
+// and stays up only to say why, in /readyz, the log and
+// onceflight_store_failed, until it is stopped.
+func (e *Executor) storeFailed(err error) {
+	e.m.storeFailed.Set(1)
+	e.log.Error("dedupe index failed: this executor stopped taking work and left its group; other instances take its partitions. Restart it on a healthy disk: the journal rebuilds the index", "err", err)
+}
+
+// initProducer loads the client's producer id before it joins the group,
+// so that a broker refusing the transactional id for good (no ACL for it,
+// a transaction timeout above transaction.max.timeout.ms) ends Run with
+// that answer instead of a loop of clients that can never commit. A
+// retriable error or an unreachable broker is left to the session, which
+// tries again.
+func (e *Executor) initProducer(ctx context.Context, cl *kgo.Client) error {
+	ictx, cancel := context.WithTimeout(ctx, e.cfg.RestoreTimeout)
+	defer cancel()
+	_, _, err := cl.ProducerID(ictx)
+	var ke *kerr.Error
+	if err == nil || !errors.As(err, &ke) || ke.Retriable {
+		return nil
+	}
+	hint := ""
+	switch ke {
+	case kerr.TransactionalIDAuthorizationFailed, kerr.ClusterAuthorizationFailed:
+		hint = " (the principal needs WRITE and DESCRIBE on the transactional id: ACLs)"
+	case kerr.InvalidTransactionTimeout:
+		hint = fmt.Sprintf(" (the transaction timeout, %s, must not exceed the brokers' transaction.max.timeout.ms)", e.cfg.TransactionTimeout)
+	}
+	return fmt.Errorf("consumer: the brokers refused transactional id %q: %w%s", e.txnID(), err, hint)
 }
 
 func (e *Executor) txnID() string { return "onceflight-" + e.cfg.ExecutorID }
@@ -498,6 +550,8 @@ func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 		select {
 		case err := <-p.broken:
 			stopPoll(err)
+		case <-e.store.Failure():
+			stopPoll(e.store.Failed())
 		case <-pollCtx.Done():
 		}
 	}()

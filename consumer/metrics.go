@@ -23,6 +23,7 @@ type metrics struct {
 	deadletters   prometheus.Counter
 	forwarded     prometheus.Counter
 	halted        prometheus.Gauge
+	storeFailed   prometheus.Gauge
 	heldParts     prometheus.Gauge
 	paused        prometheus.Gauge
 	tooLarge      prometheus.Counter
@@ -68,6 +69,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		halted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "onceflight_halted", Help: "1 when the executor stopped taking new work (a topic's partition count changed).",
 		}),
+		storeFailed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "onceflight_store_failed", Help: "1 when a write to the dedupe index failed for good (I/O error, disk full): the executor stopped taking work and left its group. Restart it on a healthy disk; the journal rebuilds the index.",
+		}),
 		heldParts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "onceflight_held_partitions", Help: "Assigned partitions not processed because their journal lost records this executor never read.",
 		}),
@@ -85,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.txns.WithLabelValues(r)
 	}
 	m.ready = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "onceflight_ready", Help: "1 while /readyz would answer 200: a group member in contact with the brokers, assigned partitions restored, none held, not halted.",
+		Name: "onceflight_ready", Help: "1 while /readyz would answer 200: a group member in contact with the brokers, assigned partitions restored, none held, not halted, the dedupe index writable.",
 	})
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "onceflight_build_info", Help: "Always 1; the labels say which build runs.",
@@ -93,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	build.WithLabelValues(buildInfo()).Set(1)
 	m.gov = newGovMetrics(reg)
 	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
-		m.halted, m.heldParts, m.paused, m.tooLarge, m.ready, build)
+		m.halted, m.storeFailed, m.heldParts, m.paused, m.tooLarge, m.ready, build)
 	return m
 }
 

@@ -194,8 +194,8 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 	if len(b.records) == 0 && len(b.entities) == 0 && len(b.progress) == 0 {
 		return nil
 	}
-	if b.s.closed.Load() {
-		return ErrClosed
+	if err := b.s.usable(); err != nil {
+		return err
 	}
 	pb := b.s.db.NewBatch()
 	defer pb.Close()
@@ -242,7 +242,7 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 	for _, k := range pruneKeys {
 		b.s.prune.lowerCursor(phaseFull, k)
 	}
-	if err := pb.Commit(sync); err != nil {
+	if err := b.s.guard(func() error { return pb.Commit(sync) }); err != nil {
 		return fmt.Errorf("dedupe: commit: %w", err)
 	}
 	for key, p := range b.records {
@@ -349,8 +349,8 @@ func (b *Batch) Close() {
 // another (see Batch).
 func (b *Batch) iter() (*pebble.Iterator, error) {
 	if b.it == nil {
-		if b.s.closed.Load() {
-			return nil, ErrClosed
+		if err := b.s.usable(); err != nil {
+			return nil, err
 		}
 		it, err := b.s.db.NewIter(&pointIterOptions)
 		if err != nil {

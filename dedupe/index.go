@@ -31,8 +31,8 @@ func (s *Store) ByStatus(status schemas.Status, limit int) ([]schemas.Record, er
 // and records are read from one snapshot, so a batch committed meanwhile is
 // either wholly seen or not at all.
 func (s *Store) listIndex(prefixes []string, status schemas.Status, limit int) ([]schemas.Record, error) {
-	if s.closed.Load() {
-		return nil, ErrClosed
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
@@ -92,8 +92,8 @@ func prefixEnd(prefix []byte) []byte {
 // CountUnresolved counts the unresolved records of the given partitions
 // from the "u/" index alone: a gauge needs the number, not the records.
 func (s *Store) CountUnresolved(partitions []int32) (int, error) {
-	if s.closed.Load() {
-		return 0, ErrClosed
+	if err := s.usable(); err != nil {
+		return 0, err
 	}
 	n := 0
 	for _, p := range partitions {

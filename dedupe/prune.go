@@ -128,8 +128,8 @@ func (s *Store) Prune(ctx context.Context, now time.Time, keep, memory time.Dura
 	if keep > 0 && memory > 0 && memory < keep {
 		return st, fmt.Errorf("dedupe: prune: memory %s is shorter than keep %s", memory, keep)
 	}
-	if s.closed.Load() {
-		return st, ErrClosed
+	if err := s.usable(); err != nil {
+		return st, err
 	}
 	s.pruneMu.Lock()
 	defer s.pruneMu.Unlock()
@@ -166,8 +166,8 @@ func (s *Store) Prune(ctx context.Context, now time.Time, keep, memory time.Dura
 // rewrites every table: call it rarely (after a large backlog was pruned),
 // not after every Prune.
 func (s *Store) Compact(ctx context.Context) error {
-	if s.closed.Load() {
-		return ErrClosed
+	if err := s.usable(); err != nil {
+		return err
 	}
 	if ctx == nil {
 		ctx = context.Background() // Pebble's Compact panics on nil.
@@ -268,7 +268,7 @@ func (s *Store) loadPruneState() error {
 	}
 	s.prune.indexed = true
 	val, _ := json.Marshal(pruneMeta{Indexed: true})
-	if err := s.db.Set([]byte(keyPruneMeta), val, pebble.Sync); err != nil {
+	if err := s.guard(func() error { return s.db.Set([]byte(keyPruneMeta), val, pebble.Sync) }); err != nil {
 		return fmt.Errorf("dedupe: write prune state: %w", err)
 	}
 	return nil
@@ -422,8 +422,8 @@ type pointReader struct {
 }
 
 func (s *Store) newPointReader() (*pointReader, error) {
-	if s.closed.Load() {
-		return nil, ErrClosed
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	it, err := s.db.NewIter(&pointIterOptions)
 	if err != nil {
@@ -575,8 +575,8 @@ func (p *pruner) locked(fn func(*pointReader, *pebble.Batch) error) error {
 	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return ErrClosed
+	if err := s.usable(); err != nil {
+		return err
 	}
 	pr, err := s.newPointReader()
 	if err != nil {
@@ -649,7 +649,7 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 		s.prune.lowerCursor(phaseStub, k)
 	}
 	if !pb.Empty() {
-		if err := pb.Commit(pebble.NoSync); err != nil {
+		if err := s.guard(func() error { return pb.Commit(pebble.NoSync) }); err != nil {
 			return fmt.Errorf("dedupe: prune commit: %w", err)
 		}
 	}
@@ -788,7 +788,7 @@ func (p *pruner) backfillLocked(pr *pointReader, pb *pebble.Batch, cands []candi
 	if err := pb.Set([]byte(keyPruneMeta), val, nil); err != nil {
 		return fmt.Errorf("dedupe: batch: %w", err)
 	}
-	if err := pb.Commit(pebble.NoSync); err != nil {
+	if err := s.guard(func() error { return pb.Commit(pebble.NoSync) }); err != nil {
 		return fmt.Errorf("dedupe: backfill commit: %w", err)
 	}
 	for _, k := range added {

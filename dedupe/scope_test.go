@@ -82,7 +82,7 @@ func TestUniqueHolders(t *testing.T) {
 // open, Progress included, so restore replays the journal from its start.
 func TestOldLayoutEmptied(t *testing.T) {
 	dir := t.TempDir()
-	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: pebbleLogger{slog.New(slog.DiscardHandler), newFailure()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,6 +130,8 @@ type Store struct {
 	db     *pebble.DB
 	log    *slog.Logger
 	closed atomic.Bool
+	// fail is set when a write failed for good (failure.go).
+	fail *failure
 
 	// mu orders Prune's check-and-write against Batch.Commit: Prune re-reads
 	// a record and writes its stub or deletion while holding mu, and Commit
@@ -152,6 +154,7 @@ type config struct {
 	cacheSize int64
 	logger    *slog.Logger
 	fs        vfs.FS // nil: the OS file system (options_fs.go)
+	rebuild   bool   // WithRebuildOnCorruption
 }
 
 // Option configures Open.
@@ -184,18 +187,42 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.fs == nil {
+		cfg.fs = vfs.Default
+	}
+	s, err := open(dir, &cfg)
+	if err == nil || !corrupted(err) {
+		return s, err
+	}
+	if !cfg.rebuild {
+		if !errors.Is(err, ErrCorrupt) {
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return nil, err
+	}
+	if err := moveAside(dir, &cfg, err); err != nil {
+		return nil, err
+	}
+	return open(dir, &cfg)
+}
 
+func open(dir string, cfg *config) (*Store, error) {
+	if err := checkCorruptMarker(cfg.fs, dir); err != nil {
+		return nil, err
+	}
+	fail := newFailure()
 	po := &pebble.Options{
 		// DefaultComparer.Split returns len(key): prefix == whole key. Lookup
 		// depends on that; a custom comparer must keep it.
 		Comparer:  pebble.DefaultComparer,
 		CacheSize: cfg.cacheSize,
 		// Without a Logger Pebble prints WAL replay lines to stderr on open.
-		Logger: pebbleLogger{cfg.logger},
+		Logger: pebbleLogger{cfg.logger, fail},
 		// The directory is a rebuildable cache, never read by an older
 		// binary, so use the newest stable format (columnar blocks).
 		FormatMajorVersion: pebble.FormatNewest,
 		FS:                 cfg.fs,
+		EventListener:      corruptionListener(cfg, dir, fail),
 	}
 	// L0 defaults to no filter; set every level explicitly so L0 rejects
 	// misses too, and L6 (where almost all keys live) has a filter to use.
@@ -206,7 +233,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: cfg.logger, entities: newGenCache[entityEntry](cacheEntries), metas: newGenCache[recMeta](cacheEntries)}
+	s := &Store{db: db, log: cfg.logger, fail: fail, entities: newGenCache[entityEntry](cacheEntries), metas: newGenCache[recMeta](cacheEntries)}
 	if err := s.checkFormat(); err != nil {
 		db.Close()
 		return nil, err
@@ -240,11 +267,11 @@ func (s *Store) checkFormat() error {
 	}
 	if !empty {
 		s.log.Warn("dedupe: store written with another key layout; emptied, restore rebuilds it from the journal", "found", have, "want", formatVersion)
-		if err := s.db.DeleteRange([]byte{}, []byte{0xff}, pebble.Sync); err != nil {
+		if err := s.guard(func() error { return s.db.DeleteRange([]byte{}, []byte{0xff}, pebble.Sync) }); err != nil {
 			return fmt.Errorf("dedupe: empty old layout: %w", err)
 		}
 	}
-	if err := s.db.Set([]byte(keyFormat), []byte(formatVersion), pebble.Sync); err != nil {
+	if err := s.guard(func() error { return s.db.Set([]byte(keyFormat), []byte(formatVersion), pebble.Sync) }); err != nil {
 		return fmt.Errorf("dedupe: write format: %w", err)
 	}
 	return nil
@@ -276,8 +303,8 @@ func (s *Store) Lookup(entity, key string) (schemas.Record, bool, error) {
 // (normally one), in entity order, from the x/ index. Operators ask for a
 // key without knowing its entity (GET /v1/executions/{key}).
 func (s *Store) LookupKey(key string) ([]schemas.Record, error) {
-	if s.closed.Load() {
-		return nil, ErrClosed
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
@@ -310,8 +337,8 @@ func (s *Store) LookupKey(key string) ([]schemas.Record, error) {
 // checks each record's current status and age; an index entry only says
 // where to look.
 func (s *Store) UniqueHolders(entity, action, uniqueKey string) ([]string, error) {
-	if s.closed.Load() {
-		return nil, ErrClosed
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	lower := []byte(uniquePrefix(entity, action, uniqueKey))
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
@@ -347,8 +374,8 @@ func (s *Store) lookupIn(src iterSource, sc string) (schemas.Record, bool, error
 
 // Entity returns the state of an entity, if any record was written for it.
 func (s *Store) Entity(entity string) (EntityState, bool, error) {
-	if s.closed.Load() {
-		return EntityState{}, false, ErrClosed
+	if err := s.usable(); err != nil {
+		return EntityState{}, false, err
 	}
 	en, ok, v := s.entities.lookup(entity)
 	if ok {
@@ -386,8 +413,8 @@ func (s *Store) Progress(partition int32) (Progress, error) {
 // overwritten by that restore. Stale records are never trusted without
 // replaying the journal up to its end first, which is the restorer's job.
 func (s *Store) DropPartition(partition int32) error {
-	if s.closed.Load() {
-		return ErrClosed
+	if err := s.usable(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -416,8 +443,8 @@ func (s *Store) get(src iterSource, key []byte, v any) (bool, error) {
 // getRaw reads one key with a prefix seek and hands its value to use, which
 // must not keep the slice (it is the iterator's buffer).
 func (s *Store) getRaw(src iterSource, key []byte, use func(val []byte) error) (bool, error) {
-	if s.closed.Load() {
-		return false, ErrClosed
+	if err := s.usable(); err != nil {
+		return false, err
 	}
 	it, err := src.NewIter(&pointIterOptions)
 	if err != nil {
@@ -503,7 +530,10 @@ func partitionString(p int32) string {
 }
 
 // pebbleLogger adapts slog to pebble.Logger.
-type pebbleLogger struct{ l *slog.Logger }
+type pebbleLogger struct {
+	l    *slog.Logger
+	fail *failure
+}
 
 func (p pebbleLogger) Infof(format string, args ...any) {
 	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
@@ -513,11 +543,12 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 }
 
-// Fatalf panics instead of exiting like Pebble's default: Pebble calls it on
-// broken invariants, and a panic still stops the process but lets tests and
-// deferred cleanups see it.
+// Fatalf marks the store failed and panics instead of exiting like
+// Pebble's default: on a write the panic is recovered by Store.guard and
+// becomes the caller's error (failure.go).
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	p.l.Error(msg, "component", "pebble", "fatal", true)
-	panic("dedupe: pebble fatal: " + msg)
+	p.fail.set(msg)
+	panic(fatalPanic{"dedupe: pebble fatal: " + msg})
 }

@@ -196,7 +196,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err := checkKafka(ctx, brokers, conn, cfg); err != nil {
 		return err
 	}
-	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log))
+	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log), dedupe.WithRebuildOnCorruption())
 	if err != nil {
 		return err
 	}

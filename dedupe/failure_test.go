@@ -1,0 +1,86 @@
+package dedupe
+
+import (
+	"errors"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// TestWriteFailureFailsTheStore: once the disk refuses a write under a
+// commit, the commit returns ErrFailed (the process goes on), and every
+// later call — reads included, even ones its caches could answer — is
+// refused, because the journal may hold records the index lost. Reopened
+// on a healthy disk, the index has what committed before the fault.
+func TestWriteFailureFailsTheStore(t *testing.T) {
+	for name, inject := range map[string]error{"EIO": errorfs.ErrInjected, "ENOSPC": syscall.ENOSPC} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			var failing atomic.Bool
+			fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+					return inject
+				}
+				return nil
+			}))
+			s, err := Open(dir, WithFS(fs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			put(t, s, rec("k1", "e1", schemas.StatusSucceeded, 0))
+			if _, _, err := s.Entity("e1"); err != nil { // fills the entity cache
+				t.Fatal(err)
+			}
+			if s.Failed() != nil {
+				t.Fatalf("healthy store reports %v", s.Failed())
+			}
+
+			failing.Store(true)
+			b := s.NewBatch()
+			b.PutRecord(rec("k2", "e1", schemas.StatusSucceeded, 0))
+			err = b.Commit()
+			if !errors.Is(err, ErrFailed) {
+				t.Fatalf("commit on a failing disk: %v, want ErrFailed", err)
+			}
+			if !errors.Is(s.Failed(), ErrFailed) {
+				t.Fatalf("Failed() = %v", s.Failed())
+			}
+			select {
+			case <-s.Failure():
+			default:
+				t.Error("Failure() not closed after the failure")
+			}
+			t.Logf("commit: %v", err)
+			if _, _, err := s.Lookup("e1", "k1"); !errors.Is(err, ErrFailed) {
+				t.Errorf("Lookup after the failure: %v, want ErrFailed", err)
+			}
+			if _, _, err := s.Entity("e1"); !errors.Is(err, ErrFailed) {
+				t.Errorf("Entity (cached) after the failure: %v, want ErrFailed", err)
+			}
+			if _, err := s.Progress(0); !errors.Is(err, ErrFailed) {
+				t.Errorf("Progress after the failure: %v, want ErrFailed", err)
+			}
+			b = s.NewBatch()
+			b.PutRecord(rec("k3", "e1", schemas.StatusSucceeded, 0))
+			if err := b.Commit(); !errors.Is(err, ErrFailed) {
+				t.Errorf("a second commit: %v, want ErrFailed", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Logf("close of the failed store: %v", err)
+			}
+
+			s2 := openTest(t, dir)
+			if _, ok := mustLookup(t, s2, "k1"); !ok {
+				t.Error("k1, committed before the fault, is missing after reopening")
+			}
+			if _, ok := mustLookup(t, s2, "k2"); ok {
+				t.Error("k2, whose commit failed, is in the index")
+			}
+		})
+	}
+}
