@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -79,7 +78,7 @@ func (b *Batch) Entity(entity string) (EntityState, bool, error) {
 // PutRecord stores rec under its idempotency key, moves its status index
 // entries, and updates its entity's state:
 //   - succeeded: Version = max(Version, rec.EntityVersion);
-//   - in_progress: InFlightKey/InFlightDeadline = this key and its deadline;
+//   - in_progress: InFlightKey = this key;
 //   - final (Status.Final, unresolved included) for the in-flight key: cleared;
 //   - always: LastKey = rec's key, Partition = rec.Command.Partition.
 //
@@ -145,13 +144,8 @@ func applyToEntity(es *EntityState, rec *schemas.Record) {
 		// The caller guarantees G1 (no second in-flight key); if it does not,
 		// the newest intent is the one a successor must wait for.
 		es.InFlightKey = rec.IdempotencyKey
-		es.InFlightDeadline = time.Time{}
-		if rec.Deadline != nil {
-			es.InFlightDeadline = *rec.Deadline
-		}
 	case rec.Status.Final() && es.InFlightKey == rec.IdempotencyKey:
 		es.InFlightKey = ""
-		es.InFlightDeadline = time.Time{}
 	}
 	if rec.Status == schemas.StatusSucceeded && rec.EntityVersion > es.Version {
 		es.Version = rec.EntityVersion

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // EntityState is stored in a small binary layout (one is read and written
@@ -22,12 +21,7 @@ func encodeEntity(es *EntityState) []byte {
 	b = binary.AppendUvarint(b, uint64(len(es.LastKey)))
 	b = append(b, es.LastKey...)
 	b = binary.AppendUvarint(b, uint64(len(es.InFlightKey)))
-	b = append(b, es.InFlightKey...)
-	var dl int64
-	if !es.InFlightDeadline.IsZero() {
-		dl = es.InFlightDeadline.UnixNano()
-	}
-	return binary.AppendVarint(b, dl)
+	return append(b, es.InFlightKey...)
 }
 
 var errEntityFormat = errors.New("malformed entity state")
@@ -57,22 +51,24 @@ func decodeEntity(val []byte, es *EntityState) error {
 		r = r[n+int(l):]
 		return s, true
 	}
-	var ok [5]bool
-	var part, dl int64
+	var ok [4]bool
+	var part int64
 	es.Version, ok[0] = varint()
 	part, ok[1] = varint()
 	es.Partition = int32(part)
 	es.LastKey, ok[2] = str()
 	es.InFlightKey, ok[3] = str()
-	dl, ok[4] = varint()
 	for _, o := range ok {
 		if !o {
 			return errEntityFormat
 		}
 	}
-	es.InFlightDeadline = time.Time{}
-	if dl != 0 {
-		es.InFlightDeadline = time.Unix(0, dl).UTC()
+	// States written before 2026-12-01 end with the in-flight deadline,
+	// which is no longer kept (the record has it).
+	if len(r) > 0 {
+		if _, ok := varint(); !ok || len(r) > 0 {
+			return errEntityFormat
+		}
 	}
 	return nil
 }

@@ -49,7 +49,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -103,11 +102,10 @@ type EntityState struct {
 	// entity, whatever its status.
 	LastKey string `json:"last_key"`
 	// InFlightKey is the key of an in_progress execution, "" if none. A new
-	// owner must not start other work on the entity before InFlightDeadline.
+	// owner settles it before other work on the entity, waiting for the
+	// deadline in its record (the record, not a copy here, is what the
+	// journal restores and what the wait must follow).
 	InFlightKey string `json:"in_flight_key,omitempty"`
-	// InFlightDeadline is the deadline of InFlightKey's execution; zero if
-	// none or if the record carried no deadline.
-	InFlightDeadline time.Time `json:"in_flight_deadline,omitzero"`
 }
 
 // Progress is how far the index has consumed the journal of one partition.

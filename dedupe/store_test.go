@@ -268,11 +268,7 @@ func TestEntityState(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	want := EntityState{Version: 3, Partition: 4, LastKey: "k2", InFlightKey: "k2", InFlightDeadline: deadline}
-	if !es.InFlightDeadline.Equal(deadline) {
-		t.Fatalf("deadline = %v", es.InFlightDeadline)
-	}
-	es.InFlightDeadline = deadline
+	want := EntityState{Version: 3, Partition: 4, LastKey: "k2", InFlightKey: "k2"}
 	if es != want {
 		t.Fatalf("in flight: %+v, want %+v", es, want)
 	}
@@ -289,7 +285,7 @@ func TestEntityState(t *testing.T) {
 	r2.EntityVersion = 2
 	put(t, s, r2)
 	es, _, _ = s.Entity("order-1")
-	if es.InFlightKey != "" || !es.InFlightDeadline.IsZero() || es.Version != 3 || es.LastKey != "k2" {
+	if es.InFlightKey != "" || es.Version != 3 || es.LastKey != "k2" {
 		t.Fatalf("after success: %+v", es)
 	}
 
