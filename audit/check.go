@@ -542,11 +542,19 @@ func (a *auditor) outcome(r *kgo.Record) {
 	a.counts.Outcomes++
 	key, status, causation := o.Record.IdempotencyKey, o.Record.Status, o.CausationID
 	v.Key = key
-	if want := schemas.OutcomeID(key, status, causation); o.ID != want {
-		v.Message = fmt.Sprintf("id %s is not the deterministic id %s of (key, status %s, causation %q)", o.ID, want, status, causation)
+	decision := ""
+	if r := o.Record.Resolution; r != nil && r.DecisionID != "" && causation == o.Record.Command.ID {
+		decision = r.DecisionID // a settlement (schemas.OutcomeIDOf)
+	}
+	if want := schemas.OutcomeIDOf(&o.Record, causation); o.ID != want {
+		basis := fmt.Sprintf("causation %q", causation)
+		if decision != "" {
+			basis = fmt.Sprintf("decision %q", decision)
+		}
+		v.Message = fmt.Sprintf("id %s is not the deterministic id %s of (key, status %s, %s)", o.ID, want, status, basis)
 		a.violate(check, v)
 	}
-	id, tuple := digestOf(o.ID), digestOf(causation, string(status), key)
+	id, tuple := digestOf(o.ID), digestOf(causation, string(status), key, decision)
 	prev, dup := a.ids[id]
 	switch {
 	case !dup:

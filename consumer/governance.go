@@ -180,7 +180,7 @@ func (j *job) approve(ctx context.Context, cmd schemas.Command, version *int64) 
 		j.reject(cmd, schemas.CodeUnknownAction, fmt.Sprintf("held key %q: action %q is no longer configured", req.Key, target.Action), true)
 		return
 	}
-	rec, now := j.decided(target, req, "approved")
+	rec, now := j.decided(target, cmd, req, "approved")
 	rec.Error = nil
 	rec.StartedAt = &now
 	rec.EntityVersion = *version
@@ -226,11 +226,11 @@ func (j *job) release(cmd schemas.Command) {
 
 // decided is target as an operator decision (resolve, approve) leaves it:
 // written by this executor, with the decision in its resolution.
-func (j *job) decided(target schemas.Record, req schemas.Decision, as schemas.Status) (schemas.Record, time.Time) {
+func (j *job) decided(target schemas.Record, cmd schemas.Command, req schemas.Decision, as schemas.Status) (schemas.Record, time.Time) {
 	now := time.Now().UTC()
 	rec := target
 	rec.Executor = j.e.cfg.ExecutorID
-	rec.Resolution = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: as}
+	rec.Resolution = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: as, DecisionID: cmd.ID}
 	return rec, now
 }
 

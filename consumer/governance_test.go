@@ -218,6 +218,17 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 	if got := seen["h3"]; len(got) != 2 || got[1].Record.Status != schemas.StatusRejected {
 		t.Fatalf("h3 outcomes after resolve --as rejected: %+v", got)
 	}
+	// A settlement's outcome id is (key, status, decision id), the
+	// decision recorded in the record (docs/events.md#settlement).
+	for id, decision := range map[string]string{"h2": "ok-approve", "h3": "ok-reject"} {
+		o := seen[id][1]
+		if r := o.Record.Resolution; r == nil || r.DecisionID != decision {
+			t.Errorf("%s's settlement records decision %+v, want id %q", id, r, decision)
+		}
+		if want := schemas.OutcomeID(o.Record.IdempotencyKey, o.Record.Status, decision); o.ID != want {
+			t.Errorf("%s's settlement outcome id %s, want %s (from the decision)", id, o.ID, want)
+		}
+	}
 	if o := seen["again"][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeNotUnresolved {
 		t.Fatalf("second approve: %s %s", o.Record.Status, code(o))
 	}

@@ -359,7 +359,7 @@ func (j *job) resolve(cmd schemas.Command) {
 	if !ok {
 		return
 	}
-	res, now := j.decided(target, req, as)
+	res, now := j.decided(target, cmd, req, as)
 	res.Status = as
 	res.FinishedAt = &now
 	if as == schemas.StatusSucceeded {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/gowebpki/jcs"
 )
@@ -187,7 +188,10 @@ func TestEncodeOutcomeDataDecodes(t *testing.T) {
 // FuzzDecodeRecordFast: where the reflection-free decoder answers, it
 // answers exactly what encoding/json does.
 func FuzzDecodeRecordFast(f *testing.F) {
-	for _, rec := range []Record{testRecord(), htmlRecord(), {}} {
+	settled := testRecord()
+	settled.Resolution = &Resolution{By: "ann", At: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), Reason: "checked", As: StatusSucceeded, DecisionID: "ctl-1"}
+	settled.Release = &Resolution{By: "bob", At: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Reason: "again", As: StatusSucceeded}
+	for _, rec := range []Record{testRecord(), htmlRecord(), settled, {}} {
 		b, _ := AppendRecord(nil, &rec)
 		f.Add(b)
 		j, _ := json.Marshal(rec)

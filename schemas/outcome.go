@@ -51,6 +51,20 @@ func OutcomeID(key string, status Status, commandID string) string {
 	return string(b[:])
 }
 
+// OutcomeIDOf is the id of rec's outcome event answering causationID.
+// A settlement — the original command's outcome after an operator's
+// decision (resolve, approve) — takes its id from (key, status, decision
+// id), so each decision's outcome has an id of its own even when two
+// decisions leave the same status, and a republication of it the same id.
+// Every other outcome takes (key, status, causation id); a repeat under
+// another command id is answered under that id.
+func OutcomeIDOf(rec *Record, causationID string) string {
+	if r := rec.Resolution; r != nil && r.DecisionID != "" && causationID == rec.Command.ID {
+		return OutcomeID(rec.IdempotencyKey, rec.Status, r.DecisionID)
+	}
+	return OutcomeID(rec.IdempotencyKey, rec.Status, causationID)
+}
+
 // EncodeOutcome encodes rec as its outcome event in structured mode (value =
 // the whole CloudEvent JSON, data = the record inline). Kafka key and subject
 // are rec.Entity; time is rec.FinishedAt, or now for records without one.

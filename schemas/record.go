@@ -74,6 +74,10 @@ type Resolution struct {
 	At     time.Time `json:"at"`
 	Reason string    `json:"reason"`
 	As     Status    `json:"as"`
+	// DecisionID is the id of the control command that carried the
+	// decision; the settlement's outcome id derives from it (OutcomeIDOf).
+	// Empty in records written before 2026-12-01.
+	DecisionID string `json:"decision_id,omitempty"`
 }
 
 // Record is the execution record of one idempotency key (docs/events.md#execution-records). The journal

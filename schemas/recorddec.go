@@ -272,6 +272,8 @@ func (d *recDecoder) resolution(dst **Resolution) bool {
 			return 2, d.str(&r.Reason)
 		case "as":
 			return 3, d.status(&r.As)
+		case "decision_id":
+			return 4, d.str(&r.DecisionID)
 		}
 		return 0, false
 	})

@@ -171,6 +171,10 @@ func appendResolution(b []byte, head string, r *Resolution) ([]byte, error) {
 	}
 	b = append(b, `,"by":`...)
 	b = appendJCSString(b, r.By)
+	if r.DecisionID != "" {
+		b = append(b, `,"decision_id":`...)
+		b = appendJCSString(b, r.DecisionID)
+	}
 	b = append(b, `,"reason":`...)
 	b = appendJCSString(b, r.Reason)
 	return append(b, '}'), nil
@@ -209,7 +213,7 @@ func EncodeOutcomeData(rec *Record, data []byte, causationID string, replayed bo
 	}
 	v := make([]byte, 0, len(data)+384+len(rec.IdempotencyKey)+len(causationID)+len(rec.Entity))
 	v = append(v, `{"specversion":"1.0","id":`...)
-	v = appendJCSString(v, OutcomeID(rec.IdempotencyKey, rec.Status, causationID))
+	v = appendJCSString(v, OutcomeIDOf(rec, causationID))
 	v = append(v, `,"source":`...)
 	v = appendJCSString(v, OutcomeSource)
 	v = append(v, `,"type":`...)
