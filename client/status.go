@@ -33,29 +33,49 @@ var ErrAmbiguous = errors.New("key has records for several entities")
 // reconciliation jobs, not for a request path, where Wait already
 // returns the record.
 func (c *Client) Status(ctx context.Context, key, entity string) (schemas.Record, error) {
+	recs, err := c.KeyRecords(ctx, key)
+	if err != nil {
+		return schemas.Record{}, err
+	}
+	if entity != "" {
+		recs = slices.DeleteFunc(recs, func(r schemas.Record) bool { return r.Entity != entity })
+	}
+	switch {
+	case len(recs) == 0 && entity != "":
+		return schemas.Record{}, fmt.Errorf("key %q of entity %q: %w", key, entity, ErrNoRecord)
+	case len(recs) == 0:
+		return schemas.Record{}, fmt.Errorf("key %q: %w", key, ErrNoRecord)
+	case len(recs) > 1:
+		ents := make([]string, len(recs))
+		for i, r := range recs {
+			ents[i] = r.Entity
+		}
+		return schemas.Record{}, fmt.Errorf("key %q: %w (%s); name the entity", key, ErrAmbiguous, strings.Join(ents, ", "))
+	}
+	return recs[0], nil
+}
+
+// KeyRecords returns the current record of idempotency key key for every
+// entity that used it (normally one; a key is scoped to its entity), in
+// entity order, and none if the journal has no record of it. It reads the
+// journal like Status.
+func (c *Client) KeyRecords(ctx context.Context, key string) ([]schemas.Record, error) {
 	latest := map[string]schemas.Record{} // entity -> latest record of key
 	err := c.scanJournal(ctx, func(k []byte) bool { return string(k) == key }, func(jk string, r *schemas.Record) {
 		if r == nil { // a tombstone forgets the key, as compaction would
 			clear(latest)
 			return
 		}
-		if entity == "" || r.Entity == entity {
-			latest[r.Entity] = *r
-		}
+		latest[r.Entity] = *r
 	})
 	if err != nil {
-		return schemas.Record{}, err
+		return nil, err
 	}
-	switch {
-	case len(latest) == 0 && entity != "":
-		return schemas.Record{}, fmt.Errorf("key %q of entity %q: %w", key, entity, ErrNoRecord)
-	case len(latest) == 0:
-		return schemas.Record{}, fmt.Errorf("key %q: %w", key, ErrNoRecord)
-	case len(latest) > 1:
-		ents := slices.Sorted(maps.Keys(latest))
-		return schemas.Record{}, fmt.Errorf("key %q: %w (%s); name the entity", key, ErrAmbiguous, strings.Join(ents, ", "))
+	out := make([]schemas.Record, 0, len(latest))
+	for _, e := range slices.Sorted(maps.Keys(latest)) {
+		out = append(out, latest[e])
 	}
-	return slices.Collect(maps.Values(latest))[0], nil
+	return out, nil
 }
 
 // Records returns the current record of every (entity, key) whose status is

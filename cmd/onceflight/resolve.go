@@ -13,10 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	pubclient "github.com/onceflight/onceflight/client"
-	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -120,12 +118,12 @@ decision was applied.`,
 			if err != nil {
 				return err
 			}
-			cl, err := kf.client(cmd.Context())
+			oc, closeFn, err := kf.onceflightClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			rec, err := decisionTarget(cmd.Context(), cl, kf.Topics.Journal, key, entity, spec)
-			cl.Close()
+			rec, err := decisionTarget(cmd.Context(), oc, key, entity, spec)
+			closeFn()
 			if err != nil {
 				return err
 			}
@@ -172,8 +170,8 @@ decision was applied.`,
 // decisionTarget finds the record a decision is about: the record of key
 // for entity, or with no entity the only record of key in a status the
 // decision applies to.
-func decisionTarget(ctx context.Context, cl *kgo.Client, journal, key, entity string, spec decisionSpec) (schemas.Record, error) {
-	recs, err := journalRecords(ctx, cl, journal, key)
+func decisionTarget(ctx context.Context, oc *pubclient.Client, key, entity string, spec decisionSpec) (schemas.Record, error) {
+	recs, err := oc.KeyRecords(ctx, key)
 	if err != nil {
 		return schemas.Record{}, err
 	}
@@ -214,48 +212,6 @@ func pastTense(verb string) string {
 		return verb + "d"
 	}
 	return verb + "ed"
-}
-
-// journalRecords returns the latest record of key for every entity that
-// used it (docs/events.md#execution-records: a key is scoped to its entity), in entity order. It
-// reads the whole journal, as status does.
-func journalRecords(ctx context.Context, cl *kgo.Client, journal, key string) ([]schemas.Record, error) {
-	return journalLatest(ctx, cl, journal, func(k []byte) bool { return string(k) == key })
-}
-
-// journalLatest returns the latest record of every (entity, key) whose key
-// want accepts, sorted by key then entity. The journal appends every state
-// change of a record, so the last one read is the current state.
-func journalLatest(ctx context.Context, cl *kgo.Client, journal string, want func(key []byte) bool) ([]schemas.Record, error) {
-	type scoped struct{ entity, key string }
-	latest := map[scoped]schemas.Record{}
-	err := client.Read(ctx, cl, journal, true, false, func(r *kgo.Record) error {
-		if r.Attrs.IsControl() || !want(r.Key) || r.Value == nil || schemas.JournalKind(r) != schemas.KindRecord {
-			return nil
-		}
-		rec, err := schemas.UnmarshalRecord(r.Value)
-		if err != nil {
-			// A record we cannot read could be the latest state of its
-			// key; answering with an older one would be a lie.
-			return fmt.Errorf("journal partition %d offset %d: %w", r.Partition, r.Offset, err)
-		}
-		latest[scoped{rec.Entity, rec.IdempotencyKey}] = rec
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("scan journal: %w", err)
-	}
-	out := make([]schemas.Record, 0, len(latest))
-	for _, r := range latest {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b schemas.Record) int {
-		if c := strings.Compare(a.IdempotencyKey, b.IdempotencyKey); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Entity, b.Entity)
-	})
-	return out, nil
 }
 
 // defaultBy is the OS user running the command: the account an operator

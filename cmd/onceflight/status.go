@@ -35,29 +35,34 @@ proportional to the journal's size.`,
 			return cobra.ExactArgs(1)(cmd, a)
 		}),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			cl, err := kf.client(cmd.Context())
+			oc, closeFn, err := kf.onceflightClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer cl.Close()
+			defer closeFn()
 			out := bufio.NewWriter(cmd.OutOrStdout())
 			defer out.Flush()
 			enc := json.NewEncoder(out)
 
-			want := func([]byte) bool { return true }
+			var all []schemas.Record
 			if len(a) == 1 {
-				want = func(k []byte) bool { return string(k) == a[0] }
+				all, err = oc.KeyRecords(cmd.Context(), a[0])
+			} else {
+				var st []schemas.Status
+				if unresolved {
+					st = append(st, schemas.StatusUnresolved)
+				}
+				if held {
+					st = append(st, schemas.StatusHeld)
+				}
+				all, err = oc.Records(cmd.Context(), st...)
 			}
-			all, err := journalLatest(cmd.Context(), cl, kf.Topics.Journal, want)
 			if err != nil {
 				return err
 			}
 			n := 0
 			for _, r := range all {
-				switch {
-				case entity != "" && r.Entity != entity:
-					continue
-				case len(a) == 0 && !((unresolved && r.Status == schemas.StatusUnresolved) || (held && r.Status == schemas.StatusHeld)):
+				if entity != "" && r.Entity != entity {
 					continue
 				}
 				if err := enc.Encode(r); err != nil {
