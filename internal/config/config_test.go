@@ -451,3 +451,69 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestAliasNamesPrecedingAnchor checks YAML's rule that an alias refers to
+// the most recent anchor of its name before it, not to the last one in the
+// file, and that an alias inside its own anchor names nothing.
+func TestAliasNamesPrecedingAnchor(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseWith("c.yaml", []byte("actions:\n  x:\n    connector: ledger\n    settings: {a: &v 1, b: *v, c: &v 2, d: *v}\n"), []string{"ledger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Actions["x"].Settings; s["b"] != "1" || s["d"] != "2" {
+		t.Errorf("settings = %v, want b=1 d=2", s)
+	}
+	cfg, err = Parse("c.yaml", []byte("x-a: &a {connector: http}\nactions:\n  first: *a\n  x-redefined: &a {connector: noop}\n  second: *a\n"))
+	if err == nil {
+		t.Fatalf("Parse accepted an http action without url: %+v", cfg)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `action "first": field "url": required`) || strings.Contains(msg, `action "second"`) {
+		t.Errorf("error = %v, want only first (http) to miss its url", err)
+	}
+	if _, err := Parse("c.yaml", []byte("x-a: &a [*a]\nactions:\n  x: {connector: noop, unique_by: *a}\n")); err == nil ||
+		!strings.Contains(err.Error(), `field "unique_by": items must be strings`) {
+		t.Errorf("self-referencing anchor: %v", err)
+	}
+}
+
+// TestEveryErrorReported checks that a problem does not hide the next,
+// whatever its kind: unknown keys at every level and ill-typed values.
+func TestEveryErrorReported(t *testing.T) {
+	t.Parallel()
+	_, err := Parse("c.yaml", []byte(`actions:
+  x:
+    connector: kafka
+    topic: t
+    max_attempts: 1.5
+    timeout: [1s]
+    idempotent_by_key: "true"
+    kafka: {brokers: a:1, extra: 1}
+  y:
+    connector: noop
+    urll: x
+reconcile: {every: 1d, each: 1m, for: 1}
+dedupe_retention: {a: 1}
+`))
+	if err == nil {
+		t.Fatal("Parse succeeded")
+	}
+	for _, w := range []string{
+		`c.yaml:5:19: action "x": field "max_attempts": must be an integer`,
+		`c.yaml:6:14: action "x": field "timeout": must be a duration such as "30s"`,
+		`c.yaml:7:24: action "x": field "idempotent_by_key": must be true or false`,
+		`c.yaml:8:22: action "x": field "kafka.brokers": must be a list of strings`,
+		`c.yaml:8:27: action "x": unknown field "kafka.extra"`,
+		`c.yaml:11:5: action "y": unknown field "urll"`,
+		`c.yaml:12:24: unknown field "reconcile.each"`,
+		`c.yaml:12:39: field "reconcile.for": invalid duration "1": a unit is required`,
+		`c.yaml:13:19: field "dedupe_retention": must be a duration`,
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
+		}
+	}
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 9 {
+		t.Errorf("%d errors, want 9:\n%v", n, err)
+	}
+}
