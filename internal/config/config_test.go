@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-yaml"
 )
 
 // minimal is a valid action body used by tests that vary one thing.
@@ -430,6 +433,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("x-a: &a {connector: noop}\nactions:\n  x:\n    <<: [*a, *a]\n    unique_by: *a\n"))
 	f.Add([]byte("actions: {a: {connector: kafka, topic: t}}\nreconcile: {every: 1d1h, for: 99999999999999d}\n"))
 	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("x-a: &a {connector: http}\nactions:\n  a: *a\n  x-b: &a {connector: noop}\n  b: {<<: *a, max_attempts: 2}\n"))
 	dir := f.TempDir() // relative schema paths resolve to nothing real
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(filepath.Join(dir, "c.yaml"), data)
@@ -515,5 +519,29 @@ dedupe_retention: {a: 1}
 	}
 	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 9 {
 		t.Errorf("%d errors, want 9:\n%v", n, err)
+	}
+}
+
+// TestTagsMatchStrictDecoder checks that the struct tags are goccy's own:
+// on a valid file, goccy's strict decoder fills the same fileDoc as ours.
+func TestTagsMatchStrictDecoder(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"example.yaml", "../../../deploy/onceflight.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var theirs fileDoc
+		if err := yaml.UnmarshalWithOptions(data, &theirs, yaml.Strict(), yaml.AllowFieldPrefixes("x-")); err != nil {
+			t.Fatalf("%s: goccy strict: %v", name, err)
+		}
+		p := &loader{decoder: decoder{index: map[loc]written{}, bad: map[loc]bool{}}}
+		body, _ := p.document(data)
+		p.aliases = linkAliases(body)
+		var ours fileDoc
+		p.decode(body, reflect.ValueOf(&ours).Elem(), nil)
+		if len(p.errs) > 0 || !reflect.DeepEqual(ours, theirs) {
+			t.Errorf("%s: ours %+v (%v)\ngoccy %+v", name, ours, p.errs, theirs)
+		}
 	}
 }

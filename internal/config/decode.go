@@ -10,7 +10,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 )
 
-// decoder fills the tagged structs of schema.go from a parsed file.
+// decoder fills the tagged structs of parse.go (fileDoc) from a parsed file.
 //
 // It does the job of goccy/go-yaml's strict decoder (yaml.Strict) but goes
 // on after a problem: that decoder stops at the first unknown key (chosen in
@@ -26,7 +26,7 @@ type decoder struct {
 	file    string
 	aliases map[*ast.AliasNode]ast.Node // see linkAliases
 	index   map[loc]written
-	bad     map[loc]bool // written, but the value did not decode
+	bad     map[loc]bool // places with an error, not to be checked further
 	budget  int          // mapping entries left; see maxMergeEntries
 	errs    []error
 }
@@ -93,6 +93,7 @@ func (l *aliasLinker) Visit(n ast.Node) ast.Visitor {
 }
 
 func (d *decoder) errAt(n ast.Node, l loc, format string, args ...any) {
+	d.bad[l] = true
 	e := &Error{File: d.file, Action: l.action, Field: l.field, Msg: fmt.Sprintf(format, args...)}
 	if n != nil {
 		if tk := n.GetToken(); tk != nil && tk.Position != nil {
@@ -134,10 +135,11 @@ type entry struct {
 
 // entries returns the keys of a mapping with merge keys (<<) expanded;
 // explicit keys win over merged ones, as YAML specifies. A null value is
-// an empty mapping; anything else is reported (msg) and ok is false.
-func (d *decoder) entries(n ast.Node, l loc, msg string) (out []entry, ok bool) {
+// an empty mapping; anything else is reported (msg).
+func (d *decoder) entries(n ast.Node, l loc, msg string) []entry {
 	d.budget = maxMergeEntries
-	return d.mergeEntries(n, l, msg, 0)
+	es, _ := d.mergeEntries(n, l, msg, 0)
+	return es
 }
 
 func (d *decoder) mergeEntries(n ast.Node, l loc, msg string, depth int) ([]entry, bool) {
@@ -161,7 +163,7 @@ func (d *decoder) mergeEntries(n ast.Node, l loc, msg string, depth int) ([]entr
 			continue
 		}
 		if d.budget--; d.budget < 0 {
-			d.errAt(mv.Key, l, "aliases and merge keys expand to more than %d entries", maxMergeEntries)
+			d.errAt(mv.Key, l, "merge keys expand to more than %d entries", maxMergeEntries)
 			return nil, false
 		}
 		if mv.Key.IsMergeKey() {
@@ -224,10 +226,7 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
 	if v.Kind() != reflect.Struct && v.Kind() != reflect.Map {
 		n = d.resolve(n)
 	}
-	fail := func(format string, args ...any) {
-		d.bad[l] = true
-		d.errAt(n, l, format, args...)
-	}
+	fail := func(format string, args ...any) { d.errAt(n, l, format, args...) }
 	if u, ok := v.Addr().Interface().(yaml.NodeUnmarshaler); ok {
 		if err := u.UnmarshalYAML(n); err != nil {
 			fail("%v", err)
@@ -240,11 +239,7 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
 		if len(path) == 0 {
 			msg = `the file must be a mapping with an "actions" key`
 		}
-		es, ok := d.entries(n, l, msg)
-		if !ok {
-			d.bad[l] = true
-		}
-		for _, e := range es {
+		for _, e := range d.entries(n, l, msg) {
 			f, ok := fieldByTag(v, e.key)
 			if !ok {
 				// x- keys are free for anchors shared by several
@@ -257,10 +252,7 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
 			d.field(e, f, path)
 		}
 	case reflect.Map:
-		es, ok := d.entries(n, l, "must be a mapping")
-		if !ok {
-			d.bad[l] = true
-		}
+		es := d.entries(n, l, "must be a mapping")
 		v.Set(reflect.MakeMapWithSize(v.Type(), len(es)))
 		for _, e := range es {
 			elem := reflect.New(v.Type().Elem()).Elem()
@@ -278,7 +270,6 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
 			for _, item := range s.Values {
 				text, ok := scalarText(d.resolve(item))
 				if !ok {
-					d.bad[l] = true
 					d.errAt(item, l, "items must be strings")
 					continue
 				}
