@@ -219,8 +219,9 @@ func scalarText(n ast.Node) (string, bool) {
 
 // decode stores node n, found at path, in v. The shape comes from v's type:
 // a struct is a mapping whose keys are its fields' yaml tags, a map a
-// mapping of any keys, a slice a sequence; leaves are strings, booleans,
-// ints and types with their own UnmarshalYAML (Duration, Days).
+// mapping of any keys, a slice a sequence of strings; other leaves are
+// strings, booleans, ints and types with their own UnmarshalYAML
+// (Duration, Days).
 func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
 	l := locOf(path)
 	if v.Kind() != reflect.Struct && v.Kind() != reflect.Map {
@@ -259,9 +260,6 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
 			d.field(e, elem, path)
 			v.SetMapIndex(reflect.ValueOf(e.key), elem)
 		}
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		d.decode(n, v.Elem(), path)
 	case reflect.Slice:
 		switch s := n.(type) {
 		case nil, *ast.NullNode:

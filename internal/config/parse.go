@@ -27,7 +27,7 @@ import (
 // would otherwise silently disable a safeguard. Top-level keys starting
 // with "x-" are the exception, free to hold anchors shared by actions.
 type fileDoc struct {
-	Actions   map[string]*actionDoc `yaml:"actions"`
+	Actions   map[string]actionDoc `yaml:"actions"`
 	Reconcile struct {
 		Every Days `yaml:"every"`
 		For   Days `yaml:"for"`
@@ -113,8 +113,8 @@ func durationNode(n ast.Node, days bool) (time.Duration, error) {
 	default:
 		return 0, errors.New(`must be a duration such as "30s"`)
 	}
-	d, err := parseDuration(text, days)
-	if err != nil {
+	d, ok := parseDuration(text, days)
+	if !ok {
 		return 0, fmt.Errorf("invalid duration %q", text)
 	}
 	if d <= 0 {
@@ -125,24 +125,24 @@ func durationNode(n ast.Node, days bool) (time.Duration, error) {
 
 var dayPrefix = regexp.MustCompile(`^([0-9]+)d(.*)$`)
 
-func parseDuration(s string, days bool) (time.Duration, error) {
+// parseDuration is time.ParseDuration accepting, with days, a leading
+// whole-day count.
+func parseDuration(s string, days bool) (time.Duration, bool) {
 	m := dayPrefix.FindStringSubmatch(s)
 	if !days || m == nil {
-		return time.ParseDuration(s)
+		d, err := time.ParseDuration(s)
+		return d, err == nil
 	}
 	n, err := strconv.ParseInt(m[1], 10, 64)
 	if err != nil || n > int64(math.MaxInt64/(24*time.Hour)) {
-		return 0, fmt.Errorf("invalid day count %q", m[1])
+		return 0, false
 	}
 	d := time.Duration(n) * 24 * time.Hour
 	if m[2] == "" {
-		return d, nil
+		return d, true
 	}
 	rest, err := time.ParseDuration(m[2])
-	if err != nil || rest < 0 || rest > math.MaxInt64-d {
-		return 0, fmt.Errorf("invalid duration %q", s)
-	}
-	return d + rest, nil
+	return d + rest, err == nil && rest >= 0 && rest <= math.MaxInt64-d
 }
 
 // formatDays prints whole days as "7d" and anything else as Go does, to
@@ -270,7 +270,7 @@ func (p *loader) validate(doc *fileDoc) *Config {
 var kafkaTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 // action checks one action and builds it.
-func (p *loader) action(name string, d *actionDoc) *Action {
+func (p *loader) action(name string, d actionDoc) *Action {
 	a := &Action{
 		Name: name, Connector: d.Connector, Settings: d.Settings,
 		URL: d.URL, ConfirmURL: d.ConfirmURL, Topic: d.Topic, Brokers: d.Kafka.Brokers,
@@ -332,12 +332,12 @@ func (p *loader) action(name string, d *actionDoc) *Action {
 	}
 	// A field written for a connector that ignores it, such as a
 	// confirm_url on a kafka action, is a misunderstanding worth stopping on.
-	for field, connector := range map[string]string{
-		"url": ConnectorHTTP, "confirm_url": ConnectorHTTP, "topic": ConnectorKafka,
-		"kafka": ConnectorKafka, "effects_file": ConnectorNoop,
+	for _, only := range []struct{ field, connector string }{
+		{"url", ConnectorHTTP}, {"confirm_url", ConnectorHTTP}, {"topic", ConnectorKafka},
+		{"kafka", ConnectorKafka}, {"effects_file", ConnectorNoop},
 	} {
-		if n, ok := given(field); ok && a.Connector != "" && a.Connector != connector {
-			fail(n, field, "only valid for connector %s", connector)
+		if n, ok := given(only.field); ok && a.Connector != "" && a.Connector != only.connector {
+			fail(n, only.field, "only valid for connector %s", only.connector)
 		}
 	}
 
