@@ -545,3 +545,35 @@ func TestTagsMatchStrictDecoder(t *testing.T) {
 		}
 	}
 }
+
+// TestAliasBombs checks the other shapes of exponential aliases: nested
+// merges are cut off by depth, and an alias to nested lists is refused
+// item by item without being expanded.
+func TestAliasBombs(t *testing.T) {
+	t.Parallel()
+	var deep strings.Builder
+	deep.WriteString("x-0: &m0 {connector: noop}\n")
+	for i := 1; i <= 12; i++ {
+		fmt.Fprintf(&deep, "x-%d: &m%d {<<: *m%d}\n", i, i, i-1)
+	}
+	deep.WriteString("actions:\n  x: *m12\n")
+	var lists strings.Builder
+	lists.WriteString("x-0: &l0 [a, a, a, a, a, a, a, a, a, a]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&lists, "x-%d: &l%d [*l%d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d]\n", i, i, i-1)
+	}
+	lists.WriteString("actions:\n  x: {connector: noop, unique_by: *l8, allowed_sources: *l8}\n")
+	for _, c := range []struct{ name, yaml, want string }{
+		{"deep merges", deep.String(), "merge keys nested too deeply"},
+		{"nested lists", lists.String(), `field "unique_by": items must be strings`},
+	} {
+		start := time.Now()
+		_, err := Parse("c.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Parse = %v", c.name, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: Parse took %v", c.name, d)
+		}
+	}
+}
