@@ -2,12 +2,13 @@ package config
 
 import (
 	"fmt"
-	"math"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/token"
 )
 
 // decoder fills the tagged structs of parse.go (fileDoc) from a parsed file.
@@ -94,13 +95,19 @@ func (l *aliasLinker) Visit(n ast.Node) ast.Visitor {
 
 func (d *decoder) errAt(n ast.Node, l loc, format string, args ...any) {
 	d.bad[l] = true
-	e := &Error{File: d.file, Action: l.action, Field: l.field, Msg: fmt.Sprintf(format, args...)}
+	var tk *token.Token
 	if n != nil {
-		if tk := n.GetToken(); tk != nil && tk.Position != nil {
-			e.Line, e.Column = tk.Position.Line, tk.Position.Column
-		}
+		tk = n.GetToken()
 	}
-	d.errs = append(d.errs, e)
+	d.errs = append(d.errs, d.errorAt(tk, l, fmt.Sprintf(format, args...)))
+}
+
+func (d *decoder) errorAt(tk *token.Token, l loc, msg string) *Error {
+	e := &Error{File: d.file, Action: l.action, Field: l.field, Msg: msg}
+	if tk != nil && tk.Position != nil {
+		e.Line, e.Column = tk.Position.Line, tk.Position.Column
+	}
+	return e
 }
 
 // resolve strips anchors and tags and follows aliases, so callers see the
@@ -295,19 +302,14 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
 			fail("must be an integer")
 			return
 		}
-		switch x := i.Value.(type) {
-		case int64:
-			if x >= math.MinInt32 && x <= math.MaxInt32 {
-				v.SetInt(x)
-				return
-			}
-		case uint64:
-			if x <= math.MaxInt32 {
-				v.SetInt(int64(x))
-				return
-			}
+		// i.Value is an int64 or, past its range, a uint64; no count in
+		// the file needs more than 32 bits.
+		x, err := strconv.ParseInt(fmt.Sprint(i.Value), 10, 32)
+		if err != nil {
+			fail("%s is out of range", i.Token.Value)
+			return
 		}
-		fail("%s is out of range", i.Token.Value)
+		v.SetInt(x)
 	default:
 		panic(fmt.Sprintf("config: no decoding for %s", v.Type()))
 	}

@@ -97,11 +97,6 @@ func (d *Days) UnmarshalYAML(n ast.Node) error {
 	return err
 }
 
-var (
-	_ yaml.NodeUnmarshaler = (*Duration)(nil)
-	_ yaml.NodeUnmarshaler = (*Days)(nil)
-)
-
 func durationNode(n ast.Node, days bool) (time.Duration, error) {
 	var text string
 	switch v := n.(type) {
@@ -205,13 +200,9 @@ type loader struct {
 func (p *loader) document(data []byte) (body ast.Node, ok bool) {
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		e := &Error{File: p.file, Msg: err.Error()}
-		var ye yaml.Error
-		if errors.As(err, &ye) {
-			e.Msg = ye.GetMessage()
-			if tk := ye.GetToken(); tk != nil && tk.Position != nil {
-				e.Line, e.Column = tk.Position.Line, tk.Position.Column
-			}
+		e := p.errorAt(nil, loc{}, err.Error())
+		if ye, ok := errors.AsType[yaml.Error](err); ok {
+			e = p.errorAt(ye.GetToken(), loc{}, ye.GetMessage())
 		}
 		p.errs = append(p.errs, e)
 		return nil, false
