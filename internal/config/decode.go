@@ -13,13 +13,14 @@ import (
 
 // decoder fills the tagged structs of parse.go (fileDoc) from a parsed file.
 //
-// It does the job of goccy/go-yaml's strict decoder (yaml.Strict) but goes
-// on after a problem: that decoder stops at the first unknown key (chosen in
-// map order, so not even deterministically) and at the first ill-typed
-// value, where an operator wants every mistake of the file at once, each
-// with its line and column. It also decodes scalars strictly where goccy
-// converts (1.5 into an int as 1, "5" as 5, null as ""), since a lenient
-// reading of a safeguard is a silently different safeguard.
+// It does the job of goccy/go-yaml's strict decoder (yaml.Strict, which
+// reads the same tags: TestTagsMatchStrictDecoder) but goes on after a
+// problem: that decoder returns one error per run, an ill-typed value
+// hiding even the unknown keys, where an operator wants every mistake of
+// the file at once, each with its line and column. It also decodes scalars
+// strictly where goccy converts (1.5 into an int as 1, "5" as 5, null as
+// ""), since a lenient reading of a safeguard is a silently different
+// safeguard.
 //
 // Every key it meets is recorded in index with its key and value nodes, so
 // that the validation rules can point at what they reject.
