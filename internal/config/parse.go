@@ -207,12 +207,7 @@ func (p *loader) document(data []byte) (body ast.Node, ok bool) {
 		p.errs = append(p.errs, e)
 		return nil, false
 	}
-	var docs []*ast.DocumentNode
-	for _, d := range f.Docs {
-		if d != nil && d.Body != nil {
-			docs = append(docs, d)
-		}
-	}
+	docs := slices.DeleteFunc(f.Docs, func(d *ast.DocumentNode) bool { return d == nil || d.Body == nil })
 	switch len(docs) {
 	case 0:
 		return nil, true
