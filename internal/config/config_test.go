@@ -441,6 +441,16 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse returned cfg=%v err=%v", cfg, err)
 		}
 		if err != nil {
+			// Every problem is an *Error, and the same file gives the
+			// same report: no map order leaks into it.
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				if _, ok := e.(*Error); !ok {
+					t.Fatalf("error %T is not an *Error: %v", e, e)
+				}
+			}
+			if _, again := Parse(filepath.Join(dir, "c.yaml"), data); again.Error() != err.Error() {
+				t.Fatalf("two reports of one file:\n%v\n%v", err, again)
+			}
 			return
 		}
 		for name, a := range cfg.Actions {
