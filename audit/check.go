@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -20,7 +21,7 @@ import (
 const TypeReconcile = schemas.TypeReconcile
 
 // DefaultKeyMemory is the executors' default key_memory (docs/events.md#execution-records).
-const DefaultKeyMemory = 90 * 24 * time.Hour
+const DefaultKeyMemory = config.DefaultKeyMemory
 
 // Input is everything Check needs: the records as read, and the few facts
 // about the cluster that the records do not carry themselves. Tests build

@@ -45,32 +45,45 @@ const (
 	CodeInterrupted = "interrupted"
 )
 
+// Defaults of a Policy's zero fields. The actions file's defaults are
+// these (internal/config), so an action and a Policy built in code agree.
+const (
+	DefaultTimeout        = 2 * time.Second
+	DefaultMaxAttempts    = 5
+	DefaultConfirmTimeout = 30 * time.Second
+	// DefaultBackoffInitial and DefaultBackoffMax bound the default
+	// backoff: exponential with jitter, doubling from the first to the second.
+	DefaultBackoffInitial = 100 * time.Millisecond
+	DefaultBackoffMax     = 5 * time.Second
+)
+
 // Policy is an action's retry and confirmation policy (docs/configuration.md).
 type Policy struct {
-	Timeout         time.Duration // per attempt (Execute and each Confirm); default 2s
-	MaxAttempts     int           // total executions for the key, across calls; default 5
-	ConfirmTimeout  time.Duration // how long to keep asking Confirm; default 30s
+	Timeout         time.Duration // per attempt (Execute and each Confirm); default DefaultTimeout
+	MaxAttempts     int           // total executions for the key, across calls; default DefaultMaxAttempts
+	ConfirmTimeout  time.Duration // how long to keep asking Confirm; default DefaultConfirmTimeout
 	IdempotentByKey bool          // the external system deduplicates the key itself
 	// Backoff builds a fresh schedule for one retry loop. Default:
-	// exponential with jitter, 100ms doubling to 5s.
+	// exponential with jitter, DefaultBackoffInitial doubling to
+	// DefaultBackoffMax.
 	Backoff func() backoff.BackOff
 }
 
 func (p Policy) withDefaults() Policy {
 	if p.Timeout <= 0 {
-		p.Timeout = 2 * time.Second
+		p.Timeout = DefaultTimeout
 	}
 	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = 5
+		p.MaxAttempts = DefaultMaxAttempts
 	}
 	if p.ConfirmTimeout <= 0 {
-		p.ConfirmTimeout = 30 * time.Second
+		p.ConfirmTimeout = DefaultConfirmTimeout
 	}
 	if p.Backoff == nil {
 		p.Backoff = func() backoff.BackOff {
 			b := backoff.NewExponentialBackOff()
-			b.InitialInterval = 100 * time.Millisecond
-			b.MaxInterval = 5 * time.Second
+			b.InitialInterval = DefaultBackoffInitial
+			b.MaxInterval = DefaultBackoffMax
 			return b
 		}
 	}

@@ -21,6 +21,26 @@ import (
 // services allow per topic.
 const DefaultMaxMessageBytes = outbox.DefaultMaxMessageBytes
 
+// Defaults of Config fields left zero, exported so that serve's flags
+// (cmd/onceflight) show and apply the same values.
+const (
+	DefaultGroup                        = "onceflight"
+	DefaultPartitions                   = 12
+	DefaultSessionTimeout               = 45 * time.Second
+	DefaultMaxInflight                  = 64
+	DefaultMaxPollRecords               = 500
+	DefaultMaxDataBytes                 = schemas.DefaultMaxDataBytes
+	DefaultClockDrift                   = time.Second
+	DefaultTransactionTimeout           = 10 * time.Second
+	DefaultMaxBuffered                  = 10000
+	DefaultMaxBufferedPerPartition      = 2000
+	DefaultMaxBufferedBytesPerPartition = 64 << 20
+	DefaultMaxBufferedPerEntity         = 200
+	DefaultPartitionCheckInterval       = 10 * time.Second
+	DefaultRestoreTimeout               = 45 * time.Second
+	DefaultRevokeTimeout                = 10 * time.Second
+)
+
 // Config is what one executor process needs. Zero values take the defaults
 // documented on each field (setDefaults).
 type Config struct {
@@ -100,7 +120,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Group == "" {
-		c.Group = "onceflight"
+		c.Group = DefaultGroup
 	}
 	d := topics.Default()
 	if c.Topics.Commands == "" {
@@ -116,52 +136,52 @@ func (c *Config) setDefaults() {
 		c.Topics.Deadletter = d.Deadletter
 	}
 	if c.Partitions == 0 {
-		c.Partitions = 12
+		c.Partitions = DefaultPartitions
 	}
 	if c.SessionTimeout == 0 {
-		c.SessionTimeout = 45 * time.Second
+		c.SessionTimeout = DefaultSessionTimeout
 	}
 	if c.MaxInflight == 0 {
-		c.MaxInflight = 64
+		c.MaxInflight = DefaultMaxInflight
 	}
 	if c.MaxInflightPerPartition == 0 {
 		c.MaxInflightPerPartition = c.MaxInflight
 	}
 	if c.MaxPollRecords == 0 {
-		c.MaxPollRecords = 500
+		c.MaxPollRecords = DefaultMaxPollRecords
 	}
 	if c.MaxBuffered == 0 {
-		c.MaxBuffered = 10000
+		c.MaxBuffered = DefaultMaxBuffered
 	}
 	if c.MaxBufferedPerPartition == 0 {
-		c.MaxBufferedPerPartition = min(2000, c.MaxBuffered)
+		c.MaxBufferedPerPartition = min(DefaultMaxBufferedPerPartition, c.MaxBuffered)
 	}
 	if c.MaxBufferedBytesPerPartition == 0 {
-		c.MaxBufferedBytesPerPartition = 64 << 20
+		c.MaxBufferedBytesPerPartition = DefaultMaxBufferedBytesPerPartition
 	}
 	if c.MaxBufferedPerEntity == 0 {
-		c.MaxBufferedPerEntity = min(200, c.MaxBufferedPerPartition)
+		c.MaxBufferedPerEntity = min(DefaultMaxBufferedPerEntity, c.MaxBufferedPerPartition)
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.PartitionCheckInterval == 0 {
-		c.PartitionCheckInterval = 10 * time.Second
+		c.PartitionCheckInterval = DefaultPartitionCheckInterval
 	}
 	if c.RestoreTimeout == 0 {
-		c.RestoreTimeout = 45 * time.Second
+		c.RestoreTimeout = DefaultRestoreTimeout
 	}
 	if c.RevokeTimeout == 0 {
-		c.RevokeTimeout = 10 * time.Second
+		c.RevokeTimeout = DefaultRevokeTimeout
 	}
 	if c.MaxDataBytes == 0 {
-		c.MaxDataBytes = 512 << 10
+		c.MaxDataBytes = DefaultMaxDataBytes
 	}
 	if c.ClockDrift == 0 {
-		c.ClockDrift = time.Second
+		c.ClockDrift = DefaultClockDrift
 	}
 	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = 10 * time.Second
+		c.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if c.ExecutorID == "" {
 		h, _ := os.Hostname()

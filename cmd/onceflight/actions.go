@@ -7,6 +7,7 @@ import (
 
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/inspect"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // newActionsCmd is `onceflight actions`: what protects each configured
@@ -51,8 +52,8 @@ on the external system, and warnings for risky combinations.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&configPath, "config", "onceflight.yaml", "actions file (docs/configuration.md)")
-	fs.IntVar(&maxDataBytes, "max-data-bytes", 512<<10, "the executor's --max-data-bytes, shown as the data limit")
+	fs.StringVar(&configPath, "config", config.DefaultPath, "actions file (docs/configuration.md)")
+	fs.IntVar(&maxDataBytes, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executor's --max-data-bytes, shown as the data limit")
 	fs.VarP(format, "output", "o", "output format: table or json")
 	return cmd
 }

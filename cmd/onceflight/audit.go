@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/onceflight/onceflight/audit"
+	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -113,7 +114,7 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 	fs.Var(format, "format", "report format: text or json")
 	fs.StringVar(&keyFile, "control-key-file", "", "the executors' control key file: accepted operator decisions must carry a valid signature of one of its keys (check decisions_signed)")
 	fs.IntVar(&maxViolations, "max-violations", 20, "violations listed per check (all are counted)")
-	fs.StringVar(&group, "group", "onceflight", "consumer group of the executors (its committed offsets mark what must be answered)")
+	fs.StringVar(&group, "group", consumer.DefaultGroup, "consumer group of the executors (its committed offsets mark what must be answered)")
 	fs.IntVar(&maxDataBytes, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes: larger commands are expected on the deadletter topic")
 	fs.DurationVar(&keyMemory, "key-memory", 90*24*time.Hour, "the executors' key_memory: a key executed again after this long was forgotten by design and is only noted")
 	return cmd

@@ -156,7 +156,7 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 		serveDone <- runServe(runCtx, &serveOptions{
 			kf: kf, cfg: cfg, group: "onceflight-demo", httpAddr: "127.0.0.1:0", dataDir: filepath.Join(dir, "executor"),
 			executorID: "demo", controlKeyFile: keyFile, sessionTimeout: 6 * time.Second, clockDrift: 200 * time.Millisecond,
-			maxInflight: 16, partitions: 3, maxDataBytes: 512 << 10,
+			maxInflight: 16, partitions: 3, maxDataBytes: schemas.DefaultMaxDataBytes,
 			started: func(_ []string, addr string) { httpAddr <- addr },
 		})
 	}()
@@ -223,7 +223,7 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 	fmt.Fprintf(out, "\neffects at the refunds service: refund-1042=%d refund-2001=%d msg-9=%d refund-o77-b=%d (one each: never executed twice; the held duplicate only after its approval)\n",
 		svc.Effects("refund-1042"), svc.Effects("refund-2001"), svc.Effects("msg-9"), svc.Effects("refund-o77-b"))
 	fmt.Fprintf(out, "the malformed record is on topic %s with its reason in headers\n", kf.Topics.Deadletter)
-	if err := demoInspect(ctx, out, kf.Brokers, cfg, 512<<10, "msg-9"); err != nil {
+	if err := demoInspect(ctx, out, kf.Brokers, cfg, schemas.DefaultMaxDataBytes, "msg-9"); err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
 	if len(failed) > 0 {

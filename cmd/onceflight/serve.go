@@ -24,6 +24,7 @@ import (
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/dirlock"
+	"github.com/onceflight/onceflight/internal/ingress"
 	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
@@ -87,28 +88,28 @@ processes with the same --group share the partitions.`,
 	}
 	o.kf = addKafkaFlagsDefault(cmd, nil, "Kafka brokers, host:port,...; none: start the embedded broker on 127.0.0.1:9092")
 	fs := cmd.Flags()
-	fs.StringVar(&o.configPath, "config", "onceflight.yaml", "actions file (docs/configuration.md)")
-	fs.StringVar(&o.group, "group", "onceflight", "consumer group shared by the executors of one deployment")
+	fs.StringVar(&o.configPath, "config", config.DefaultPath, "actions file (docs/configuration.md)")
+	fs.StringVar(&o.group, "group", consumer.DefaultGroup, "consumer group shared by the executors of one deployment")
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints (health, metrics, records)")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "address of Go's profiling endpoints (/debug/pprof/), off when empty")
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory of the local state (a cache of the journal) and of the embedded broker")
 	fs.StringVar(&o.executorID, "executor-id", "", "name of this executor in records and its transactional id (default hostname-pid)")
-	fs.DurationVar(&o.sessionTimeout, "session-timeout", 45*time.Second, "consumer group session timeout")
-	fs.DurationVar(&o.clockDrift, "clock-drift", time.Second, "margin a new owner waits past an inherited execution's deadline")
-	fs.IntVar(&o.maxInflight, "max-inflight", 64, "concurrent connector executions per process")
+	fs.DurationVar(&o.sessionTimeout, "session-timeout", consumer.DefaultSessionTimeout, "consumer group session timeout")
+	fs.DurationVar(&o.clockDrift, "clock-drift", consumer.DefaultClockDrift, "margin a new owner waits past an inherited execution's deadline")
+	fs.IntVar(&o.maxInflight, "max-inflight", consumer.DefaultMaxInflight, "concurrent connector executions per process")
 	fs.IntVar(&o.maxPerPart, "max-inflight-per-partition", 0, "concurrent connector executions per partition (0: --max-inflight)")
-	fs.IntVar(&o.partitions, "partitions", 12, "partition count of the topics serve creates")
-	fs.IntVar(&o.maxDataBytes, "max-data-bytes", 512<<10, "largest command data accepted")
+	fs.IntVar(&o.partitions, "partitions", consumer.DefaultPartitions, "partition count of the topics serve creates")
+	fs.IntVar(&o.maxDataBytes, "max-data-bytes", consumer.DefaultMaxDataBytes, "largest command data accepted")
 	fs.IntVar(&o.maxMsgBytes, "max-message-bytes", consumer.DefaultMaxMessageBytes, "max.message.bytes of the topics serve creates, and the producer's record limit (existing topics must allow at least this)")
-	fs.IntVar(&o.maxBuffered, "max-buffered", 10000, "commands consumed and not yet answered, per process (the poll loop waits past it)")
-	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", 2000, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
-	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", 64<<20, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
-	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", 200, "commands queued for one entity (its partition's fetching pauses past it)")
+	fs.IntVar(&o.maxBuffered, "max-buffered", consumer.DefaultMaxBuffered, "commands consumed and not yet answered, per process (the poll loop waits past it)")
+	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", consumer.DefaultMaxBufferedPerPartition, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", consumer.DefaultMaxBufferedBytesPerPartition, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", consumer.DefaultMaxBufferedPerEntity, "commands queued for one entity (its partition's fetching pauses past it)")
 	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
 	fs.StringVar(&o.ingress.addr, "ingress", "", "address of the HTTP ingress (POST /v1/commands/{action}, docs/http.md#ingress), off when empty")
 	fs.StringVar(&o.ingress.tokenFile, "ingress-token-file", "", "file holding the bearer token ingress requests must carry; required unless --ingress is a loopback address")
-	fs.DurationVar(&o.ingress.maxWait, "ingress-max-wait", 30*time.Second, "longest wait for an outcome an ingress request may ask for (Prefer: wait=N)")
+	fs.DurationVar(&o.ingress.maxWait, "ingress-max-wait", ingress.DefaultMaxWait, "longest wait for an outcome an ingress request may ask for (Prefer: wait=N)")
 	fs.Float64Var(&o.ingress.rate, "ingress-rate", 0, "ingress requests accepted per second, over all clients (0: no limit)")
 	fs.IntVar(&o.ingress.burst, "ingress-burst", 0, "ingress requests accepted at once above --ingress-rate (0: the rate, at least 1)")
 	o.embeddedAddr = defaultBrokers
@@ -251,7 +252,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}()
 	if o.ingress.addr != "" {
 		oc, err := client.New(client.WithBrokers(brokers...), client.WithKafkaOpts(conn...), client.WithTopics(client.Topics(o.kf.Topics)),
-			client.WithSource("onceflight-ingress"), client.WithLogger(log))
+			client.WithSource(ingress.DefaultSource), client.WithLogger(log))
 		if err != nil {
 			return fmt.Errorf("ingress client: %w", err)
 		}

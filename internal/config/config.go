@@ -19,6 +19,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/kafkaconf"
 )
 
@@ -36,16 +37,21 @@ const (
 )
 
 // Defaults applied by setDefaults to fields the file leaves out. They are
-// exported so that flags, docs and tests can refer to the same values.
+// exported so that flags, docs and tests can refer to the same values. The
+// policy defaults are those of connectors.Policy, which applies them to
+// policies built in code too.
 const (
-	DefaultTimeout         = 2 * time.Second
-	DefaultMaxAttempts     = 5
-	DefaultConfirmTimeout  = 30 * time.Second
+	DefaultTimeout         = connectors.DefaultTimeout
+	DefaultMaxAttempts     = connectors.DefaultMaxAttempts
+	DefaultConfirmTimeout  = connectors.DefaultConfirmTimeout
 	DefaultReconcileEvery  = 5 * time.Minute
 	DefaultReconcileFor    = 24 * time.Hour
 	DefaultDedupeRetention = 7 * 24 * time.Hour
 	DefaultKeyMemory       = 90 * 24 * time.Hour
 )
+
+// DefaultPath is the actions file the commands read without --config.
+const DefaultPath = "onceflight.yaml"
 
 // KeyPlaceholder is replaced in ConfirmURL by the URL-escaped idempotency
 // key (docs/connectors.md#http). A confirm URL without it could not identify the attempt it

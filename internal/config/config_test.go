@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-yaml"
 )
 
 // minimal is a valid action body used by tests that vary one thing.
@@ -430,6 +433,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("x-a: &a {connector: noop}\nactions:\n  x:\n    <<: [*a, *a]\n    unique_by: *a\n"))
 	f.Add([]byte("actions: {a: {connector: kafka, topic: t}}\nreconcile: {every: 1d1h, for: 99999999999999d}\n"))
 	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("x-a: &a {connector: http}\nactions:\n  a: *a\n  x-b: &a {connector: noop}\n  b: {<<: *a, max_attempts: 2}\n"))
 	dir := f.TempDir() // relative schema paths resolve to nothing real
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(filepath.Join(dir, "c.yaml"), data)
@@ -437,6 +441,16 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse returned cfg=%v err=%v", cfg, err)
 		}
 		if err != nil {
+			// Every problem is an *Error, and the same file gives the
+			// same report: no map order leaks into it.
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				if _, ok := e.(*Error); !ok {
+					t.Fatalf("error %T is not an *Error: %v", e, e)
+				}
+			}
+			if _, again := Parse(filepath.Join(dir, "c.yaml"), data); again.Error() != err.Error() {
+				t.Fatalf("two reports of one file:\n%v\n%v", err, again)
+			}
 			return
 		}
 		for name, a := range cfg.Actions {
@@ -450,4 +464,126 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("invalid config accepted: %+v", cfg)
 		}
 	})
+}
+
+// TestAliasNamesPrecedingAnchor checks YAML's rule that an alias refers to
+// the most recent anchor of its name before it, not to the last one in the
+// file, and that an alias inside its own anchor names nothing.
+func TestAliasNamesPrecedingAnchor(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseWith("c.yaml", []byte("actions:\n  x:\n    connector: ledger\n    settings: {a: &v 1, b: *v, c: &v 2, d: *v}\n"), []string{"ledger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Actions["x"].Settings; s["b"] != "1" || s["d"] != "2" {
+		t.Errorf("settings = %v, want b=1 d=2", s)
+	}
+	cfg, err = Parse("c.yaml", []byte("x-a: &a {connector: http}\nactions:\n  first: *a\n  x-redefined: &a {connector: noop}\n  second: *a\n"))
+	if err == nil {
+		t.Fatalf("Parse accepted an http action without url: %+v", cfg)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `action "first": field "url": required`) || strings.Contains(msg, `action "second"`) {
+		t.Errorf("error = %v, want only first (http) to miss its url", err)
+	}
+	if _, err := Parse("c.yaml", []byte("x-a: &a [*a]\nactions:\n  x: {connector: noop, unique_by: *a}\n")); err == nil ||
+		!strings.Contains(err.Error(), `field "unique_by": items must be strings`) {
+		t.Errorf("self-referencing anchor: %v", err)
+	}
+}
+
+// TestEveryErrorReported checks that a problem does not hide the next,
+// whatever its kind: unknown keys at every level and ill-typed values.
+func TestEveryErrorReported(t *testing.T) {
+	t.Parallel()
+	_, err := Parse("c.yaml", []byte(`actions:
+  x:
+    connector: kafka
+    topic: t
+    max_attempts: 1.5
+    timeout: [1s]
+    idempotent_by_key: "true"
+    kafka: {brokers: a:1, extra: 1}
+  y:
+    connector: noop
+    urll: x
+reconcile: {every: 1d, each: 1m, for: 1}
+dedupe_retention: {a: 1}
+`))
+	if err == nil {
+		t.Fatal("Parse succeeded")
+	}
+	for _, w := range []string{
+		`c.yaml:5:19: action "x": field "max_attempts": must be an integer`,
+		`c.yaml:6:14: action "x": field "timeout": must be a duration such as "30s"`,
+		`c.yaml:7:24: action "x": field "idempotent_by_key": must be true or false`,
+		`c.yaml:8:22: action "x": field "kafka.brokers": must be a list of strings`,
+		`c.yaml:8:27: action "x": unknown field "kafka.extra"`,
+		`c.yaml:11:5: action "y": unknown field "urll"`,
+		`c.yaml:12:24: unknown field "reconcile.each"`,
+		`c.yaml:12:39: field "reconcile.for": invalid duration "1": a unit is required`,
+		`c.yaml:13:19: field "dedupe_retention": must be a duration`,
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
+		}
+	}
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 9 {
+		t.Errorf("%d errors, want 9:\n%v", n, err)
+	}
+}
+
+// TestTagsMatchStrictDecoder checks that the struct tags are goccy's own:
+// on a valid file, goccy's strict decoder fills the same fileDoc as ours.
+func TestTagsMatchStrictDecoder(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"example.yaml", "../../../deploy/onceflight.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var theirs fileDoc
+		if err := yaml.UnmarshalWithOptions(data, &theirs, yaml.Strict(), yaml.AllowFieldPrefixes("x-")); err != nil {
+			t.Fatalf("%s: goccy strict: %v", name, err)
+		}
+		p := &loader{decoder: decoder{index: map[loc]written{}, bad: map[loc]bool{}}}
+		body, _ := p.document(data)
+		p.aliases = linkAliases(body)
+		var ours fileDoc
+		p.decode(body, reflect.ValueOf(&ours).Elem(), nil)
+		if len(p.errs) > 0 || !reflect.DeepEqual(ours, theirs) {
+			t.Errorf("%s: ours %+v (%v)\ngoccy %+v", name, ours, p.errs, theirs)
+		}
+	}
+}
+
+// TestAliasBombs checks the other shapes of exponential aliases: nested
+// merges are cut off by depth, and an alias to nested lists is refused
+// item by item without being expanded.
+func TestAliasBombs(t *testing.T) {
+	t.Parallel()
+	var deep strings.Builder
+	deep.WriteString("x-0: &m0 {connector: noop}\n")
+	for i := 1; i <= 12; i++ {
+		fmt.Fprintf(&deep, "x-%d: &m%d {<<: *m%d}\n", i, i, i-1)
+	}
+	deep.WriteString("actions:\n  x: *m12\n")
+	var lists strings.Builder
+	lists.WriteString("x-0: &l0 [a, a, a, a, a, a, a, a, a, a]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&lists, "x-%d: &l%d [*l%d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d, *l%[3]d]\n", i, i, i-1)
+	}
+	lists.WriteString("actions:\n  x: {connector: noop, unique_by: *l8, allowed_sources: *l8}\n")
+	for _, c := range []struct{ name, yaml, want string }{
+		{"deep merges", deep.String(), "merge keys nested too deeply"},
+		{"nested lists", lists.String(), `field "unique_by": items must be strings`},
+	} {
+		start := time.Now()
+		_, err := Parse("c.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Parse = %v", c.name, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: Parse took %v", c.name, d)
+		}
+	}
 }

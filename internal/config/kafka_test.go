@@ -26,7 +26,7 @@ func TestKafkaConnectionErrors(t *testing.T) {
 		{"unreadable CA relative to the file", kafkaAction + "    kafka:\n      properties: {security.protocol: SSL, ssl.ca.location: nope.pem}\n",
 			[]string{`property "ssl.ca.location": read CA file`, filepath.Join("conf", "nope.pem")}},
 		{"property not a string", kafkaAction + "    kafka:\n      properties:\n        client.id: [a]\n",
-			[]string{`7:20: action "x": field "kafka.properties": property "client.id": must be a string`}},
+			[]string{`7:20: action "x": field "kafka.properties.client.id": must be a string`}},
 		{"unknown field", kafkaAction + "    kafka:\n      bootstrap: [a:1]\n",
 			[]string{`6:7: action "x": unknown field "kafka.bootstrap"`}},
 		{"empty brokers", kafkaAction + "    kafka:\n      brokers: []\n",

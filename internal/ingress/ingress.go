@@ -29,7 +29,7 @@ import (
 
 // Defaults of Config fields left zero.
 const (
-	DefaultMaxDataBytes = 512 << 10
+	DefaultMaxDataBytes = schemas.DefaultMaxDataBytes
 	DefaultMaxWait      = 30 * time.Second
 	DefaultMaxInflight  = 256
 	// DefaultSource is the CloudEvents source of ingress commands: with the
