@@ -1,7 +1,9 @@
 package dedupe
 
 import (
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/onceflight/onceflight/schemas"
@@ -49,5 +51,105 @@ func TestEntityNegativeCacheSeesCommit(t *testing.T) {
 	es, found, err := s.Entity("e1")
 	if !found || err != nil || es.Version != 1 || es.LastKey != "k1" {
 		t.Fatalf("after commit: %+v %v %v", es, found, err)
+	}
+}
+
+// TestEntityReadOvertakenByCommit: a reader has read "no such entity"
+// from Pebble and, before it caches that, the entity's first record
+// commits on another goroutine. The reader's answer is its own, but it
+// must not be cached: the next read sees the commit.
+func TestEntityReadOvertakenByCommit(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	read, resume := make(chan struct{}), make(chan struct{})
+	s.entityReadHook = func(string) {
+		close(read)
+		<-resume
+	}
+	done := make(chan bool)
+	go func() {
+		_, found, err := s.Entity("e1")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- found
+	}()
+	<-read
+	s.entityReadHook = nil // the reads below are not paused
+	b := s.NewBatch()
+	b.PutRecord(schemas.Record{IdempotencyKey: "k1", Entity: "e1", Status: schemas.StatusSucceeded, EntityVersion: 1})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	close(resume)
+	if <-done {
+		t.Fatal("the paused read saw the commit; the test did not pause it before")
+	}
+	if es, found, err := s.Entity("e1"); err != nil || !found || es.Version != 1 {
+		t.Fatalf("after the commit: %+v found=%v err=%v: the overtaken read's \"not found\" was cached", es, found, err)
+	}
+}
+
+// TestEntityCacheConcurrentReadersAndCommits: readers race commits of the
+// same entities, most of them reading "no such entity" just as the
+// entity's first record commits. Whatever they cached, a read that starts
+// after a commit returned must see that commit: a negative (or older)
+// entry inserted by a reader the commit overtook would answer a later
+// command with a state Pebble no longer has.
+func TestEntityCacheConcurrentReadersAndCommits(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const entities, readers = 300, 4
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := r; ; i = (i + 7) % entities {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, _, err := s.Entity(fmt.Sprint("e", i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for round := int64(1); round <= 3; round++ {
+		for i := range entities {
+			ent := fmt.Sprint("e", i)
+			b := s.NewBatch()
+			b.PutRecord(schemas.Record{IdempotencyKey: fmt.Sprint("k", round), Entity: ent, Status: schemas.StatusSucceeded, EntityVersion: round})
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			// This entity just now, and the one before (readers have
+			// had a commit's time to cache over it).
+			for _, e := range []string{ent, fmt.Sprint("e", max(i-1, 0))} {
+				es, found, err := s.Entity(e)
+				if err != nil || !found || es.Version != round {
+					close(stop)
+					wg.Wait()
+					t.Fatalf("round %d %s after its commit: %+v found=%v err=%v", round, e, es, found, err)
+				}
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for i := range entities {
+		if es, found, err := s.Entity(fmt.Sprint("e", i)); err != nil || !found || es.Version != 3 {
+			t.Fatalf("e%d at the end: %+v found=%v err=%v", i, es, found, err)
+		}
 	}
 }

@@ -146,6 +146,9 @@ type Store struct {
 	// pruneHook, if set (tests), runs in Prune after a chunk was scanned
 	// and before it is checked and written under mu.
 	pruneHook func()
+	// entityReadHook, if set (tests), runs in Entity between its Pebble
+	// read and caching what it read.
+	entityReadHook func(entity string)
 }
 
 type config struct {
@@ -389,6 +392,9 @@ func (s *Store) Entity(entity string) (EntityState, bool, error) {
 	})
 	if err != nil {
 		return EntityState{}, false, err
+	}
+	if s.entityReadHook != nil {
+		s.entityReadHook(entity)
 	}
 	s.entities.putIfQuiet(entity, entityEntry{es: es, found: found}, v)
 	return es, found, nil
