@@ -84,3 +84,48 @@ func TestWriteFailureFailsTheStore(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsyncedProgressLostInACrash: the executor commits transactions
+// that write no record (repeats, forwards) with CommitNoSync. A crash
+// (power loss: what was not synced is gone) may lose that Progress but
+// nothing synced before it: the index comes back at an older journal
+// offset with every record it had there, and restore replays the rest.
+func TestUnsyncedProgressLostInACrash(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	s, err := Open("db", WithFS(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBatch()
+	b.PutRecord(rec("k1", "e1", schemas.StatusSucceeded, 0))
+	b.SetProgress(0, Progress{JournalOffset: 10, Epoch: 1, LastHash: "sha256:h-k1"})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b = s.NewBatch()
+	b.SetProgress(0, Progress{JournalOffset: 15, Epoch: 1, LastHash: "sha256:h-k1"})
+	if err := b.CommitNoSync(); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.Progress(0); p.JournalOffset != 15 {
+		t.Fatalf("progress before the crash: %+v", p)
+	}
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	s.Close()
+
+	s2, err := Open("db", WithFS(crashed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	p, err := s2.Progress(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.JournalOffset != 10 {
+		t.Errorf("progress after the crash: %+v, want the synced offset 10 (restore replays from there)", p)
+	}
+	if _, ok := mustLookup(t, s2, "k1"); !ok {
+		t.Error("k1, committed with a sync, is gone after the crash")
+	}
+}
