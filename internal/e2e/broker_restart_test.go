@@ -19,28 +19,23 @@ func TestBrokerRestart(t *testing.T) {
 	addr := freePort(t)
 	dir := t.TempDir()
 	broker := startBrokerAt(t, addr, dir)
-	cfg, effects := writeConfig(t)
-	opts := serveOpts{brokers: addr, config: cfg, dataDir: t.TempDir(), executorID: "ex-brk"}
-	serve := startServe(t, opts, true)
+	cfg, effects := noopConfig(t)
+	serve := startServe(t, serveOpts{brokers: addr, config: cfg, executorID: "ex-brk"})
 
 	const total = 400
 	cmds := planStream("br", total, 40)
-	prod := startProducer(t, addr, cmds, 150)
-	prod.wait(t, 150)
+	prod := startProducer(t, addr, fromList(cmds), gatedPace, 150)
+	prod.wait(150)
 	t.Logf("restarting the broker (SIGTERM) after %d commands produced", prod.sent.Load())
 	broker.stop(10 * time.Second)
 	time.Sleep(time.Second)
 	startBrokerAt(t, addr, dir)
 	t.Logf("broker restarted")
-	prod.finish(t, total)
+	prod.finish(false)
 
-	ids := make([]string, len(cmds))
-	for i, c := range cmds {
-		ids[i] = c.id
-	}
-	outs := waitOutcomes(t, addr, ids, 120*time.Second)
+	outs := waitOutcomes(t, fromKafka(addr), commandIDs(cmds), nil, 120*time.Second)
 	checkStream(t, cmds, outs, effects, true)
-	audit(t, addr, "e2e")
+	audit(t, addr, defaultGroup)
 	if serve.exited() {
 		t.Errorf("serve exited: %v\n%s", serve.err, serve.tail(30))
 	}
