@@ -159,6 +159,15 @@ func (c *chaosCluster) startProducer(prefix string, entities int, seed uint64) *
 	return startProducer(c.t, c.brokers, chaosStream(prefix, entities, seed), chaosRate, noLimit)
 }
 
+// finish ends prod's stream, checks the scenario (checkChaos) and logs the
+// executors' metrics.
+func (c *chaosCluster) finish(prod *producer, refusalsAllowed bool, statuses ...string) chaosReport {
+	c.t.Helper()
+	rep := checkChaos(c.t, c, prod.finish(true), refusalsAllowed, statuses...)
+	c.logMetrics()
+	return rep
+}
+
 // ---------------------------------------------------------------------------
 // Checks.
 
@@ -374,9 +383,7 @@ func TestChaosQuick(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	c.start(victim)
 	time.Sleep(5 * time.Second)
-	cmds := prod.finish(true)
-	checkChaos(t, c, cmds, false)
-	c.logMetrics()
+	c.finish(prod, false)
 }
 
 // TestSigstopPastSession is the short TestChaosSigstop that always runs:
@@ -430,10 +437,8 @@ func TestSigstopPastSession(t *testing.T) {
 		survivor.id, len(zparts), zombie.id, zombie.id, time.Since(paused).Round(time.Millisecond), prod.sent.Load())
 	c.resume(zombie, &st)
 	waitFor(t, fmt.Sprintf("%s fenced after SIGCONT", zombie.id), 60*time.Second, func() bool { return c.fenced(zombie, st) })
-	cmds := prod.finish(true)
-	checkChaos(t, c, cmds, true, "succeeded")
+	c.finish(prod, true, "succeeded")
 	c.reportZombie(zombie, st)
-	c.logMetrics()
 }
 
 // TestChaosKill9: three executors; kill -9 one while calls are in flight,
@@ -450,9 +455,7 @@ func TestChaosKill9(t *testing.T) {
 	c.start(victim)
 	t.Logf("%s restarted after %d commands produced", victim.id, prod.sent.Load())
 	time.Sleep(12 * time.Second)
-	cmds := prod.finish(true)
-	checkChaos(t, c, cmds, false)
-	c.logMetrics()
+	c.finish(prod, false)
 }
 
 // TestChaosSigstop: three executors; SIGSTOP one mid-call for 8 s (past the
@@ -472,10 +475,8 @@ func TestChaosSigstop(t *testing.T) {
 	c.resume(zombie, &st)
 	t.Logf("SIGCONT %s after %d commands produced", zombie.id, prod.sent.Load())
 	time.Sleep(14 * time.Second)
-	cmds := prod.finish(true)
-	checkChaos(t, c, cmds, true)
+	c.finish(prod, true)
 	c.reportZombie(zombie, st)
-	c.logMetrics()
 }
 
 // TestChaosRollingRestart: three executors restarted one after the other
@@ -492,7 +493,5 @@ func TestChaosRollingRestart(t *testing.T) {
 		time.Sleep(3 * time.Second)
 	}
 	time.Sleep(4 * time.Second)
-	cmds := prod.finish(true)
-	checkChaos(t, c, cmds, false)
-	c.logMetrics()
+	c.finish(prod, false)
 }

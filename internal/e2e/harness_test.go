@@ -7,7 +7,7 @@
 // commandRecord, kcatProduce, producer), outcomes (outcome, readOutcomes,
 // kcatOutcomes, waitOutcomes, checkOutcomes), effects (countEffects, the
 // service in service_test.go), metrics and the audit. A new fault scenario
-// is a cluster (cluster_test.go), a producer, the fault, and checkChaos.
+// is a chaosCluster (chaos_test.go), a producer, the fault, and checkChaos.
 package e2e
 
 import (
@@ -1107,6 +1107,61 @@ func checkStream(t *testing.T, cmds []command, outs []outcome, effectsPath strin
 	unresolved := checkEffects(t, ck, countEffects(t, effectsPath), nil)
 	t.Logf("checked %d commands (%d repeats) over %d keys, %d outcome records, %d unresolved keys",
 		len(cmds), ck.repeats, len(ck.first), len(outs), unresolved)
+}
+
+// noopRun is one executor running the noop action, with a planned stream
+// produced into it at gatedPace, at most limit commands until allowed more.
+type noopRun struct {
+	t                *testing.T
+	brokers, effects string
+	opts             serveOpts // to start the executor again
+	serve            *proc
+	cmds             []command
+	prod             *producer
+}
+
+// gatedPace is the pace of the planned streams, whose faults land at given
+// counts.
+const gatedPace = 15 * time.Millisecond
+
+// startNoopRun starts executor id on brokers, waits until it is ready, and
+// starts producing planStream(prefix, total, entities).
+func startNoopRun(t *testing.T, brokers, id, prefix string, total, entities int, limit int64) *noopRun {
+	t.Helper()
+	r := &noopRun{t: t, brokers: brokers}
+	var cfg string
+	cfg, r.effects = noopConfig(t)
+	r.opts = serveOpts{brokers: brokers, config: cfg, dataDir: t.TempDir(), executorID: id}
+	r.serve = startServe(t, r.opts)
+	r.cmds = planStream(prefix, total, entities)
+	r.prod = startProducer(t, brokers, fromList(r.cmds), gatedPace, limit)
+	return r
+}
+
+// restart starts the executor again (same data dir), waiting for /readyz
+// unless noWait.
+func (r *noopRun) restart(noWait bool) {
+	r.t.Helper()
+	o := r.opts
+	o.noWait = noWait
+	r.serve = startServe(r.t, o)
+}
+
+// finish produces the rest of the stream, waits for every outcome, and
+// checks outcomes, effects (checkStream) and the records (audit).
+func (r *noopRun) finish(timeout time.Duration, republished bool) {
+	t := r.t
+	t.Helper()
+	r.prod.finish(false)
+	t.Logf("all %d commands produced", len(r.cmds))
+	start := time.Now()
+	outs := waitOutcomes(t, fromKafka(r.brokers), commandIDs(r.cmds), nil, timeout)
+	t.Logf("all outcomes present %s after the last command", time.Since(start).Round(time.Millisecond))
+	checkStream(t, r.cmds, outs, r.effects, republished)
+	audit(t, r.brokers, defaultGroup)
+	if r.serve.exited() {
+		t.Errorf("serve exited: %v\n%s", r.serve.err, r.serve.tail(30))
+	}
 }
 
 // audit runs `onceflight audit` against the brokers and fails the test
