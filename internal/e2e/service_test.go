@@ -420,9 +420,22 @@ func (s *service) effectCounts() map[string]int {
 }
 
 func (s *service) inflightOf(ex string) int {
+	n, _ := s.inflightSince(ex)
+	return n
+}
+
+// inflightSince returns ex's calls in flight and when the oldest arrived.
+func (s *service) inflightSince(ex string) (n int, oldest time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.inflightBy[ex]
+	for _, list := range s.inflight {
+		for _, e := range list {
+			if e.executor == ex && (oldest.IsZero() || e.arrived.Before(oldest)) {
+				oldest = e.arrived
+			}
+		}
+	}
+	return s.inflightBy[ex], oldest
 }
 
 // eventsWhere returns copies of the events for which keep holds, in
