@@ -64,6 +64,8 @@ bench-e2e: build ## end-to-end benchmark: raw Kafka+Pebble pipeline vs. serve, o
 	$(GO) build -o bin/onceflight-bench ./cmd/onceflight-bench
 	./bin/onceflight-bench -bin $(BIN) $(BENCH_ARGS)
 
+# Without ONCEFLIGHT_CHAOS (so in `make test`) the short ones still run:
+# TestChaosQuick (kill -9) and TestSigstopPastSession (SIGSTOP past a 6 s session).
 chaos: ## failure tests on the built binary (kill -9, SIGSTOP, restarts), long
 	ONCEFLIGHT_CHAOS=1 $(GO) test -count=1 -timeout 30m -v ./internal/e2e/
 

@@ -1,19 +1,14 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -33,344 +28,26 @@ const (
 	testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 )
 
-// seenPost is one Execute request as the service received it.
-type seenPost struct {
-	at     time.Time
-	header http.Header
-	body   []byte
-}
-
-// fakeService is a real HTTP service on loopback that is NOT idempotent: each
-// applied POST is an effect, counted per Idempotency-Key. What it does with a
-// request depends on the key's behaviour, the part of the key before the
-// first ".":
-//
-//	ok          apply, 201 {"effect_id":...}
-//	text        apply, 200 text/plain
-//	reject      422, not applied
-//	busy408 busy425 busy429 busy503
-//	            first POST answers that status (not applied), then apply, 201
-//	busymix     429, 503, then apply, 201
-//	down        503 forever
-//	amb500 amb502 amb504
-//	            apply, then answer that status
-//	slow        apply, then answer nothing until the client gives up
-//	reset       apply, then reset the connection
-//	lost500     first POST 500 without applying, then apply, 201
-//	cfail       apply, 500; confirm answers 500
-//	chang       apply, 504; confirm never answers
-//	nc          apply, 500 (the action has no confirm_url)
-//	idem        first POST apply + 500; later POSTs dedupe by key: 200 with
-//	            the existing effect, no new one
-//
-// Confirm (GET /confirm/{key}) answers 200 {"confirmed":true,...} when the
-// key was applied and 404 when not, except for cfail and chang.
-type fakeService struct {
-	srv *httptest.Server
-
-	mu       sync.Mutex
-	posts    map[string][]seenPost
-	effects  map[string]int
-	confirms map[string]int
-}
-
-func newFakeService(t *testing.T) *fakeService {
-	t.Helper()
-	s := &fakeService{posts: map[string][]seenPost{}, effects: map[string]int{}, confirms: map[string]int{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /exec", s.execute)
-	mux.HandleFunc("GET /confirm/{key}", s.confirm)
-	s.srv = httptest.NewServer(mux)
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func behaviour(key string) string {
-	b, _, _ := strings.Cut(key, ".")
-	return b
-}
-
-// waitGone blocks until the client hangs up, or at most d.
-func waitGone(r *http.Request, d time.Duration) {
-	select {
-	case <-r.Context().Done():
-	case <-time.After(d):
-	}
-}
-
-func (s *fakeService) execute(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	key := r.Header.Get("Idempotency-Key")
-	s.mu.Lock()
-	s.posts[key] = append(s.posts[key], seenPost{at: time.Now(), header: r.Header.Clone(), body: body})
-	n := len(s.posts[key])
-	s.mu.Unlock()
-	apply := func() {
-		s.mu.Lock()
-		s.effects[key]++
-		s.mu.Unlock()
-	}
-	created := func() {
-		apply()
-		writeJSONBody(w, http.StatusCreated, map[string]string{"effect_id": "e-" + key})
-	}
-	b := behaviour(key)
-	switch b {
-	case "ok":
-		created()
-	case "text":
-		apply()
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusOK)
-		fmt.Fprintf(w, "applied %s", key)
-	case "reject":
-		writeJSONBody(w, http.StatusUnprocessableEntity, map[string]string{"message": "amount must be positive"})
-	case "busy408", "busy425", "busy429", "busy503":
-		if n == 1 {
-			code, _ := strconv.Atoi(strings.TrimPrefix(b, "busy"))
-			writeJSONBody(w, code, map[string]string{"message": "not now"})
-			return
-		}
-		created()
-	case "busymix":
-		switch n {
-		case 1:
-			writeJSONBody(w, http.StatusTooManyRequests, map[string]string{"message": "slow down"})
-		case 2:
-			writeJSONBody(w, http.StatusServiceUnavailable, map[string]string{"message": "maintenance"})
-		default:
-			created()
-		}
-	case "down":
-		writeJSONBody(w, http.StatusServiceUnavailable, map[string]string{"message": "maintenance"})
-	case "amb500", "amb502", "amb504":
-		if n > 1 { // a second POST is a bug of the executor: count it
-			created()
-			return
-		}
-		apply()
-		code, _ := strconv.Atoi(strings.TrimPrefix(b, "amb"))
-		writeJSONBody(w, code, map[string]string{"message": "upstream trouble"})
-	case "slow":
-		apply()
-		waitGone(r, 5*time.Second)
-		writeJSONBody(w, http.StatusCreated, map[string]string{"effect_id": "e-" + key})
-	case "reset":
-		apply()
-		hj, ok := w.(http.Hijacker)
-		if !ok {
-			panic("no hijacker")
-		}
-		conn, _, err := hj.Hijack()
-		if err != nil {
-			panic(err)
-		}
-		if tc, ok := conn.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // RST rather than FIN
-		}
-		conn.Close()
-	case "lost500":
-		if n == 1 {
-			writeJSONBody(w, http.StatusInternalServerError, map[string]string{"message": "crashed before applying"})
-			return
-		}
-		created()
-	case "cfail", "nc":
-		apply()
-		writeJSONBody(w, http.StatusInternalServerError, map[string]string{"message": "crashed after applying"})
-	case "chang":
-		apply()
-		writeJSONBody(w, http.StatusGatewayTimeout, map[string]string{"message": "gateway timeout"})
-	case "idem":
-		if n == 1 {
-			apply()
-			writeJSONBody(w, http.StatusInternalServerError, map[string]string{"message": "crashed after applying"})
-			return
-		}
-		s.mu.Lock()
-		done := s.effects[key] > 0
-		s.mu.Unlock()
-		if done {
-			writeJSONBody(w, http.StatusOK, map[string]string{"effect_id": "e-" + key, "deduplicated": "true"})
-			return
-		}
-		created()
-	default:
-		writeJSONBody(w, http.StatusBadRequest, map[string]string{"message": "unknown test behaviour " + b})
-	}
-}
-
-func (s *fakeService) confirm(w http.ResponseWriter, r *http.Request) {
-	key := r.PathValue("key")
-	s.mu.Lock()
-	s.confirms[key]++
-	applied := s.effects[key] > 0
-	s.mu.Unlock()
-	switch behaviour(key) {
-	case "cfail":
-		writeJSONBody(w, http.StatusInternalServerError, map[string]string{"message": "ledger unavailable"})
-	case "chang":
-		waitGone(r, 5*time.Second)
-		writeJSONBody(w, http.StatusGatewayTimeout, map[string]string{"message": "too late"})
-	default:
-		if !applied {
-			writeJSONBody(w, http.StatusNotFound, map[string]string{"message": "no such effect"})
-			return
-		}
-		writeJSONBody(w, http.StatusOK, map[string]any{"confirmed": true, "key": key, "effect_id": "e-" + key})
-	}
-}
-
-func writeJSONBody(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// counts returns the POSTs, effects and confirms seen for key, and a copy of
-// the POSTs.
-func (s *fakeService) counts(key string) (posts []seenPost, effects, confirms int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]seenPost(nil), s.posts[key]...), s.effects[key], s.confirms[key]
-}
-
-// writeHTTPConfig writes the actions file for svc (reconciler slowed down so
-// that it does not touch unresolved records during the test).
-func writeHTTPConfig(t *testing.T, svc *fakeService) string {
+// httpConfig writes the actions file for svc as executor ex (reconciler
+// slowed down so that it does not touch unresolved records during the test).
+func httpConfig(t *testing.T, svc *service, ex string) string {
 	t.Helper()
 	closed := freePort(t)
-	common := fmt.Sprintf("    timeout: %s\n    max_attempts: %d\n    confirm_timeout: %s\n", svcTimeout, svcMaxAttempts, svcConfirmTimeout)
-	yaml := "reconcile:\n  every: 1h\nactions:\n" +
-		"  " + svcHTTP + ":\n    connector: http\n    url: " + svc.srv.URL + "/exec\n    confirm_url: " + svc.srv.URL + "/confirm/{key}\n" + common +
-		"  " + svcNoConfirm + ":\n    connector: http\n    url: " + svc.srv.URL + "/exec\n" + common +
-		"  " + svcIdempotent + ":\n    connector: http\n    url: " + svc.srv.URL + "/exec\n    idempotent_by_key: true\n" + common +
-		"  " + svcRefused + ":\n    connector: http\n    url: http://" + closed + "/exec\n    confirm_url: http://" + closed + "/confirm/{key}\n" + common
-	path := filepath.Join(t.TempDir(), "onceflight.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
+	refused := action{name: svcRefused, connector: "http", url: "http://" + closed + "/exec", confirmURL: "http://" + closed + "/confirm/{key}"}
+	idem := svc.httpAction(svcIdempotent, ex, false)
+	idem.idempotentByKey = true
+	actions := []action{svc.httpAction(svcHTTP, ex, true), svc.httpAction(svcNoConfirm, ex, false), idem, refused}
+	for i := range actions {
+		actions[i].timeout, actions[i].maxAttempts, actions[i].confirmTimeout = svcTimeout, svcMaxAttempts, svcConfirmTimeout
 	}
-	return path
-}
-
-// startServeAt starts `onceflight serve` with its HTTP server on httpAddr
-// and waits for /readyz.
-func startServeAt(t *testing.T, brokers, config, httpAddr, executorID string, extra ...string) *proc {
-	t.Helper()
-	p := startProc(t, "serve-"+executorID, append([]string{
-		"serve", "--brokers", brokers, "--config", config, "--data-dir", t.TempDir(),
-		"--http", httpAddr, "--group", "e2e", "--partitions", fmt.Sprint(numPartitions),
-		"--session-timeout", "6s", "--executor-id", executorID}, extra...)...)
-	waitReady(t, p, httpAddr, 90*time.Second)
-	return p
-}
-
-// httpCommand is one command produced with kcat in binary mode.
-type httpCommand struct {
-	id, key, entity, action, data, traceparent string
-}
-
-func kcatProduceCommand(t *testing.T, kcat, brokers string, c httpCommand) {
-	t.Helper()
-	args := []string{"-P", "-b", brokers, "-t", topicCommands, "-k", c.entity, "-X", "partitioner=murmur2_random",
-		"-H", "ce_specversion=1.0", "-H", "ce_id=" + c.id, "-H", "ce_source=kcat", "-H", "ce_type=" + c.action,
-		"-H", "ce_subject=" + c.entity, "-H", "ce_idempotencykey=" + c.key, "-H", "content-type=application/json"}
-	if c.traceparent != "" {
-		args = append(args, "-H", "ce_traceparent="+c.traceparent)
-	}
-	runKcat(t, kcat, c.data+"\n", args...)
-}
-
-// execOutcome is an outcome event with the record fields these tests check.
-type execOutcome struct {
-	ID             string `json:"id"`
-	Type           string `json:"type"`
-	Subject        string `json:"subject"`
-	IdempotencyKey string `json:"idempotencykey"`
-	CausationID    string `json:"causationid"`
-	Replayed       bool   `json:"replayed"`
-	Data           struct {
-		IdempotencyKey string          `json:"idempotency_key"`
-		Entity         string          `json:"entity"`
-		Action         string          `json:"action"`
-		Status         string          `json:"status"`
-		Attempts       int             `json:"attempts"`
-		Result         json.RawMessage `json:"result"`
-		Error          *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-		Command struct {
-			ID string `json:"id"`
-		} `json:"command"`
-		FencingToken int64 `json:"fencing_token"`
-		Resolution   *struct {
-			By     string    `json:"by"`
-			At     time.Time `json:"at"`
-			Reason string    `json:"reason"`
-			As     string    `json:"as"`
-		} `json:"resolution"`
-	} `json:"data"`
-}
-
-func (o execOutcome) errCode() string {
-	if o.Data.Error == nil {
-		return ""
-	}
-	return o.Data.Error.Code
-}
-
-// kcatExecOutcomes reads every committed outcome with kcat, by command id.
-func kcatExecOutcomes(t *testing.T, kcat, brokers string) map[string][]execOutcome {
-	t.Helper()
-	by := map[string][]execOutcome{}
-	for _, r := range kcatConsume(t, kcat, brokers, topicOutcomes) {
-		if r.Payload == nil {
-			t.Fatalf("outcome %d/%d without value", r.Partition, r.Offset)
-		}
-		var o execOutcome
-		if err := json.Unmarshal([]byte(*r.Payload), &o); err != nil {
-			t.Fatalf("outcome %d/%d: %v: %q", r.Partition, r.Offset, err, *r.Payload)
-		}
-		by[o.CausationID] = append(by[o.CausationID], o)
-	}
-	return by
-}
-
-// waitExecOutcomes polls with kcat until every id has an outcome for which
-// accept (nil: any) holds.
-func waitExecOutcomes(t *testing.T, kcat, brokers string, ids []string, accept func(execOutcome) bool, timeout time.Duration) map[string][]execOutcome {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		by := kcatExecOutcomes(t, kcat, brokers)
-		var missing []string
-		for _, id := range ids {
-			ok := false
-			for _, o := range by[id] {
-				if accept == nil || accept(o) {
-					ok = true
-				}
-			}
-			if !ok {
-				missing = append(missing, id)
-			}
-		}
-		if len(missing) == 0 {
-			return by
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no outcome after %s for commands %v", timeout, missing)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	return writeConfig(t, "1h", actions...)
 }
 
 // tableCase is one row of the docs/connectors.md tables driven end to end.
 type tableCase struct {
 	name     string // subtest name
 	action   string
-	key      string // behaviour "." suffix (see fakeService)
+	key      string // behaviour "." suffix (see service)
 	status   string
 	code     string // error code; "" for none
 	attempts int
@@ -414,10 +91,9 @@ func confirmBody(key string) map[string]any {
 // effects per key.
 func TestHTTPConnectorTables(t *testing.T) {
 	kcat := kcatPath(t)
-	svc := newFakeService(t)
+	svc := newService(t, numPartitions, nil)
 	brokers := startBroker(t)
-	cfg := writeHTTPConfig(t, svc)
-	startServeAt(t, brokers, cfg, freePort(t), "ex-http")
+	startServe(t, serveOpts{brokers: brokers, config: httpConfig(t, svc, "ex-http"), executorID: "ex-http"})
 
 	created := func(key string) func(*testing.T, json.RawMessage) {
 		return resultIs(201, map[string]string{"effect_id": "e-" + key})
@@ -452,7 +128,7 @@ func TestHTTPConnectorTables(t *testing.T) {
 	// Three successive commands of one entity, for the fencing token; the
 	// second carries a traceparent.
 	const fenceEntity = "tab-fence"
-	fence := []httpCommand{
+	fence := []command{
 		{id: "cmd-fence-1", key: "ok.fence1", entity: fenceEntity, action: svcHTTP},
 		{id: "cmd-fence-2", key: "ok.fence2", entity: fenceEntity, action: svcHTTP, traceparent: testTraceparent},
 		{id: "cmd-fence-3", key: "ok.fence3", entity: fenceEntity, action: svcHTTP},
@@ -464,17 +140,17 @@ func TestHTTPConnectorTables(t *testing.T) {
 	for _, c := range cases {
 		data := fmt.Sprintf(`{"case":%q,"amount":25}`, c.name)
 		dataOf[c.key] = data
-		kcatProduceCommand(t, kcat, brokers, httpCommand{id: c.id(), key: c.key, entity: c.entity(), action: c.action, data: data})
+		kcatProduce(t, kcat, brokers, command{id: c.id(), key: c.key, entity: c.entity(), action: c.action, data: data})
 		ids = append(ids, c.id())
 	}
 	for _, f := range fence {
 		f.data = fmt.Sprintf(`{"case":%q,"amount":1}`, f.key)
 		dataOf[f.key] = f.data
-		kcatProduceCommand(t, kcat, brokers, f)
+		kcatProduce(t, kcat, brokers, f)
 		ids = append(ids, f.id)
 	}
 	t.Logf("produced %d commands with kcat in %s", len(ids), time.Since(start).Round(time.Millisecond))
-	outs := waitExecOutcomes(t, kcat, brokers, ids, nil, 60*time.Second)
+	outs := byCommand(waitOutcomes(t, fromKcat(kcat, brokers), ids, nil, 60*time.Second))
 	t.Logf("all outcomes after %s", time.Since(start).Round(time.Millisecond))
 
 	for _, c := range cases {
@@ -562,7 +238,7 @@ func TestHTTPConnectorTables(t *testing.T) {
 	// Nothing arrived late: still exactly one outcome per command, and no
 	// request after the outcomes (a blind retry would show here).
 	time.Sleep(500 * time.Millisecond)
-	final := kcatExecOutcomes(t, kcat, brokers)
+	final := byCommand(kcatOutcomes(t, kcat, brokers))
 	for _, c := range cases {
 		if n := len(final[c.id()]); n != 1 {
 			t.Errorf("%s: %d outcomes at the end, want 1", c.name, n)
@@ -574,7 +250,7 @@ func TestHTTPConnectorTables(t *testing.T) {
 }
 
 // checkPostHeaders checks the docs/connectors.md headers of the attempt-th POST.
-func checkPostHeaders(t *testing.T, p seenPost, attempt int, key, entity, action, traceparent string) {
+func checkPostHeaders(t *testing.T, p svcEvent, attempt int, key, entity, action, traceparent string) {
 	t.Helper()
 	h := p.header
 	want := map[string]string{
@@ -593,7 +269,7 @@ func checkPostHeaders(t *testing.T, p seenPost, attempt int, key, entity, action
 	dl, err := time.Parse(time.RFC3339, h.Get("Onceflight-Deadline"))
 	if err != nil {
 		t.Errorf("POST %d: Onceflight-Deadline %q is not RFC 3339: %v", attempt, h.Get("Onceflight-Deadline"), err)
-	} else if left := dl.Sub(p.at); left < -100*time.Millisecond || left > svcTimeout+100*time.Millisecond {
+	} else if left := dl.Sub(p.arrived); left < -100*time.Millisecond || left > svcTimeout+100*time.Millisecond {
 		t.Errorf("POST %d: Onceflight-Deadline %s is %s from its arrival, want within the %s attempt timeout", attempt, dl.Format(time.RFC3339Nano), left, svcTimeout)
 	}
 	tok := h.Get("Onceflight-Fencing-Token")
@@ -611,34 +287,24 @@ func jsonEqual(a, b []byte) bool {
 }
 
 // unresolvedGauge reads onceflight_unresolved_executions from /metrics.
-func unresolvedGauge(t *testing.T, httpAddr string) float64 {
+func unresolvedGauge(t *testing.T, p *proc) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	v, found, err := p.metric("onceflight_unresolved_executions", "")
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "onceflight_unresolved_executions "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("metrics line %q: %v", sc.Text(), err)
-			}
-			return f
-		}
+	if !found {
+		t.Fatalf("GET /metrics: no onceflight_unresolved_executions sample")
 	}
-	t.Fatalf("GET /metrics: no onceflight_unresolved_executions sample (status %d)", resp.StatusCode)
-	return 0
+	return v
 }
 
 // waitGauge polls the unresolved gauge until ok holds.
-func waitGauge(t *testing.T, httpAddr string, what string, ok func(float64) bool) float64 {
+func waitGauge(t *testing.T, p *proc, what string, ok func(float64) bool) float64 {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		v := unresolvedGauge(t, httpAddr)
+		v := unresolvedGauge(t, p)
 		if ok(v) {
 			return v
 		}
@@ -721,25 +387,25 @@ func contains(keys []string, k string) bool {
 // replay of an unresolved record without calling the service, and resolve.
 func TestUnresolvedTools(t *testing.T) {
 	kcat := kcatPath(t)
-	svc := newFakeService(t)
+	svc := newService(t, numPartitions, nil)
 	brokers := startBroker(t)
-	cfg := writeHTTPConfig(t, svc)
-	httpAddr := freePort(t)
 	// Operator decisions are signed (docs/guarantees.md#control-commands).
 	keyFile := filepath.Join(t.TempDir(), "control.key")
 	if out, errOut, code := runCLI(t, "keygen", "--out", keyFile); code != 0 {
 		t.Fatalf("keygen: exit %d\n%s%s", code, out, errOut)
 	}
-	startServeAt(t, brokers, cfg, httpAddr, "ex-unres", "--control-key-file", keyFile)
+	serve := startServe(t, serveOpts{brokers: brokers, config: httpConfig(t, svc, "ex-unres"), executorID: "ex-unres",
+		extra: []string{"--control-key-file", keyFile}})
+	httpAddr := serve.httpAddr
 
-	if v := unresolvedGauge(t, httpAddr); v != 0 {
+	if v := unresolvedGauge(t, serve); v != 0 {
 		t.Errorf("onceflight_unresolved_executions = %v before any command, want 0", v)
 	}
-	unres := httpCommand{id: "cmd-unres-1", key: "cfail.u1", entity: "unres-ent-1", action: svcHTTP, data: `{"amount":40}`}
-	okc := httpCommand{id: "cmd-ok-1", key: "ok.u2", entity: "unres-ent-2", action: svcHTTP, data: `{"amount":41}`}
-	kcatProduceCommand(t, kcat, brokers, unres)
-	kcatProduceCommand(t, kcat, brokers, okc)
-	outs := waitExecOutcomes(t, kcat, brokers, []string{unres.id, okc.id}, nil, 60*time.Second)
+	unres := command{id: "cmd-unres-1", key: "cfail.u1", entity: "unres-ent-1", action: svcHTTP, data: `{"amount":40}`}
+	okc := command{id: "cmd-ok-1", key: "ok.u2", entity: "unres-ent-2", action: svcHTTP, data: `{"amount":41}`}
+	kcatProduce(t, kcat, brokers, unres)
+	kcatProduce(t, kcat, brokers, okc)
+	outs := byCommand(waitOutcomes(t, fromKcat(kcat, brokers), []string{unres.id, okc.id}, nil, 60*time.Second))
 	if o := outs[unres.id][0]; o.Data.Status != "unresolved" || o.errCode() != "confirmation_timeout" {
 		t.Fatalf("command %s: status %s error %+v, want unresolved confirmation_timeout", unres.id, o.Data.Status, o.Data.Error)
 	}
@@ -758,14 +424,14 @@ func TestUnresolvedTools(t *testing.T) {
 	if keys := unresolvedViaAPI(t, httpAddr); !contains(keys, unres.key) || contains(keys, okc.key) {
 		t.Errorf("GET /v1/executions?status=unresolved lists %v, want %s and not %s", keys, unres.key, okc.key)
 	}
-	waitGauge(t, httpAddr, ">= 1", func(v float64) bool { return v >= 1 })
+	waitGauge(t, serve, ">= 1", func(v float64) bool { return v >= 1 })
 
 	// The same command again: the unresolved record is replayed, the
 	// service is not called (neither Execute nor Confirm).
 	again := unres
 	again.id = "cmd-unres-1-again"
-	kcatProduceCommand(t, kcat, brokers, again)
-	outs = waitExecOutcomes(t, kcat, brokers, []string{again.id}, nil, 30*time.Second)
+	kcatProduce(t, kcat, brokers, again)
+	outs = byCommand(waitOutcomes(t, fromKcat(kcat, brokers), []string{again.id}, nil, 30*time.Second))
 	if o := outs[again.id][0]; o.Data.Status != "unresolved" || !o.Replayed || o.errCode() != "confirmation_timeout" || o.Data.Command.ID != unres.id {
 		t.Errorf("repeat %s: status %s replayed %v error %+v command %s, want the unresolved record of %s replayed",
 			again.id, o.Data.Status, o.Replayed, o.Data.Error, o.Data.Command.ID, unres.id)
@@ -790,8 +456,8 @@ func TestUnresolvedTools(t *testing.T) {
 		t.Fatalf("resolve %s: exit %d\nstdout: %s\nstderr: %s", unres.key, code, out, errOut)
 	}
 	t.Logf("resolve printed: %s", strings.TrimSpace(out))
-	outs = waitExecOutcomes(t, kcat, brokers, []string{unres.id}, func(o execOutcome) bool { return o.Data.Status == "succeeded" }, 30*time.Second)
-	var resolved *execOutcome
+	outs = byCommand(waitOutcomes(t, fromKcat(kcat, brokers), []string{unres.id}, func(o outcome) bool { return o.Data.Status == "succeeded" }, 30*time.Second))
+	var resolved *outcome
 	for _, o := range outs[unres.id] {
 		if o.Data.Status == "succeeded" {
 			resolved = &o
@@ -826,7 +492,7 @@ func TestUnresolvedTools(t *testing.T) {
 	} else if rec.Status != "succeeded" || rec.Resolution == nil || rec.Resolution.Reason != reason {
 		t.Errorf("status %s: %s, want succeeded with the resolution", unres.key, out)
 	}
-	waitGauge(t, httpAddr, "0 after resolve", func(v float64) bool { return v == 0 })
+	waitGauge(t, serve, "0 after resolve", func(v float64) bool { return v == 0 })
 	if keys := unresolvedViaAPI(t, httpAddr); len(keys) != 0 {
 		t.Errorf("GET /v1/executions?status=unresolved after resolve: %v, want none", keys)
 	}

@@ -2,43 +2,15 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/onceflight/onceflight/partitioner"
 )
-
-// kcatPath returns kcat's path or skips the test.
-func kcatPath(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Skip("kcat not installed: apt-get install -y kcat")
-	}
-	return p
-}
-
-// runKcat runs kcat with stdin and returns its stdout.
-func runKcat(t *testing.T, kcat, stdin string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kcat, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kcat %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String()
-}
 
 // kcatRecord is one line of `kcat -C -J`.
 type kcatRecord struct {
@@ -114,80 +86,36 @@ func misroutedEntity(prefix string, skip int) string {
 	}
 }
 
-// kcatCommand is a command produced with kcat.
-type kcatCommand struct {
-	id, key, entity string
-	structured      bool
-	murmur2         bool // -X partitioner=murmur2_random, else kcat's default
-	replay          bool // repeats the key of an earlier command
-}
-
 // TestKcatBlackBox talks to the executor with kcat only: commands in both
 // CloudEvents modes and with both partitioners, outcomes and deadletters read
 // back with kcat.
 func TestKcatBlackBox(t *testing.T) {
 	kcat := kcatPath(t)
 	brokers := startBroker(t)
-	cfg, effects := writeConfig(t)
-	startServe(t, serveOpts{brokers: brokers, config: cfg, dataDir: t.TempDir(), executorID: "ex-kcat"}, true)
+	cfg, effects := noopConfig(t)
+	startServe(t, serveOpts{brokers: brokers, config: cfg, executorID: "ex-kcat"})
 
 	misS, misB := misroutedEntity("kcat-s", 0), misroutedEntity("kcat-b", 0)
-	cmds := []kcatCommand{
-		{id: "kc-struct-crc", key: "kk-struct-crc", entity: misS, structured: true},
-		{id: "kc-bin-crc", key: "kk-bin-crc", entity: misB},
-		{id: "kc-struct-m2", key: "kk-struct-m2", entity: "kcat-m-1", structured: true, murmur2: true},
-		{id: "kc-bin-m2", key: "kk-bin-m2", entity: "kcat-m-2", murmur2: true},
+	cmds := []command{
+		{id: "kc-struct-crc", key: "kk-struct-crc", entity: misS, structured: true, kcatCRC: true},
+		{id: "kc-bin-crc", key: "kk-bin-crc", entity: misB, kcatCRC: true},
+		{id: "kc-struct-m2", key: "kk-struct-m2", entity: "kcat-m-1", structured: true},
+		{id: "kc-bin-m2", key: "kk-bin-m2", entity: "kcat-m-2"},
 		// Repeats: the same key and data again, once per mode and
 		// partitioner.
-		{id: "kc-struct-crc-again", key: "kk-struct-crc", entity: misS, structured: true, replay: true},
-		{id: "kc-bin-m2-again", key: "kk-bin-m2", entity: "kcat-m-2", murmur2: true, replay: true},
+		{id: "kc-struct-crc-again", key: "kk-struct-crc", entity: misS, structured: true, kcatCRC: true, repeat: true},
+		{id: "kc-bin-m2-again", key: "kk-bin-m2", entity: "kcat-m-2", repeat: true},
 	}
 	for _, c := range cmds {
-		data := fmt.Sprintf(`{"key":%q,"n":1}`, c.key)
-		args := []string{"-P", "-b", brokers, "-t", topicCommands, "-k", c.entity}
-		var value string
-		if c.structured {
-			args = append(args, "-H", "content-type=application/cloudevents+json")
-			value = fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"kcat","type":%q,"subject":%q,"idempotencykey":%q,"data":%s}`,
-				c.id, testAction, c.entity, c.key, data)
-		} else {
-			args = append(args, "-H", "ce_specversion=1.0", "-H", "ce_id="+c.id, "-H", "ce_source=kcat",
-				"-H", "ce_type="+testAction, "-H", "ce_subject="+c.entity, "-H", "ce_idempotencykey="+c.key,
-				"-H", "content-type=application/json")
-			value = data
-		}
-		if c.murmur2 {
-			args = append(args, "-X", "partitioner=murmur2_random")
-		}
-		runKcat(t, kcat, value+"\n", args...)
+		c.data = fmt.Sprintf(`{"key":%q,"n":1}`, c.key)
+		kcatProduce(t, kcat, brokers, c)
 	}
 	const malformed = `{"specversion":"1.0","id":"kc-bad" this is not JSON`
 	runKcat(t, kcat, malformed+"\n", "-P", "-b", brokers, "-t", topicCommands, "-k", "kcat-bad",
 		"-H", "content-type=application/cloudevents+json")
 
 	// Wait until every command has an outcome, reading with kcat.
-	deadline := time.Now().Add(60 * time.Second)
-	var outs []outcome
-	for {
-		outs = kcatOutcomes(t, kcat, brokers)
-		got := map[string]bool{}
-		for _, o := range outs {
-			got[o.CausationID] = true
-		}
-		missing := 0
-		for _, c := range cmds {
-			if !got[c.id] {
-				missing++
-			}
-		}
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d kcat commands have no outcome after 60s; outcomes: %d", missing, len(cmds), len(outs))
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	outs := waitOutcomes(t, fromKcat(kcat, brokers), commandIDs(cmds), nil, 60*time.Second)
 
 	// The default partitioner really did put commands on a partition
 	// that is not their entity's, so forwarding was exercised. Forwarded
@@ -217,10 +145,10 @@ func TestKcatBlackBox(t *testing.T) {
 			continue
 		}
 		want := partitioner.ForEntity(c.entity, numPartitions)
-		if c.murmur2 && r.Partition != want {
+		if !c.kcatCRC && r.Partition != want {
 			t.Errorf("command %s produced with murmur2_random on partition %d, want %d", c.id, r.Partition, want)
 		}
-		if !c.murmur2 && r.Partition == want {
+		if c.kcatCRC && r.Partition == want {
 			t.Errorf("command %s produced with kcat's default partitioner on its canonical partition %d: test does not exercise forwarding", c.id, r.Partition)
 		}
 		if p, ok := forwarded[c.id]; ok != (r.Partition != want) || (ok && p != want) {
@@ -228,11 +156,11 @@ func TestKcatBlackBox(t *testing.T) {
 		}
 	}
 
-	checkKcatOutcomes(t, cmds, outs)
+	ck := checkKcatOutcomes(t, cmds, outs)
 
 	// The malformed record went to the deadletter topic unchanged, with
 	// its reason.
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var found *kcatRecord
 		for _, r := range kcatConsume(t, kcat, brokers, topicDeadletter) {
@@ -262,38 +190,21 @@ func TestKcatBlackBox(t *testing.T) {
 	}
 
 	// Each key executed once, repeats included.
-	counts := countEffects(t, effects)
-	for _, c := range cmds {
-		if counts[c.key] != 1 {
-			t.Errorf("key %s executed %d times, want 1", c.key, counts[c.key])
-		}
-	}
+	checkEffects(t, ck, countEffects(t, effects), nil)
 
 	// Nothing more arrived meanwhile: still exactly one outcome each.
 	checkKcatOutcomes(t, cmds, kcatOutcomes(t, kcat, brokers))
 }
 
-func checkKcatOutcomes(t *testing.T, cmds []kcatCommand, outs []outcome) {
+// checkKcatOutcomes checks that every command has exactly one outcome,
+// succeeded, replayed exactly when it repeats a key.
+func checkKcatOutcomes(t *testing.T, cmds []command, outs []outcome) checked {
 	t.Helper()
-	byCmd := map[string][]outcome{}
-	for _, o := range outs {
-		byCmd[o.CausationID] = append(byCmd[o.CausationID], o)
-	}
+	ck := checkOutcomes(t, cmds, outs, checkOpts{statuses: []string{"succeeded"}})
 	for _, c := range cmds {
-		got := byCmd[c.id]
-		if len(got) != 1 {
-			t.Errorf("command %s: %d outcomes, want exactly 1", c.id, len(got))
-			continue
-		}
-		o := got[0]
-		if o.Data.Status != "succeeded" || o.Type != "onceflight.execution.succeeded" {
-			t.Errorf("command %s: type %s status %s error %+v, want succeeded", c.id, o.Type, o.Data.Status, o.Data.Error)
-		}
-		if o.Replayed != c.replay {
-			t.Errorf("command %s: replayed = %v, want %v", c.id, o.Replayed, c.replay)
-		}
-		if o.Subject != c.entity || o.IdempotencyKey != c.key || o.Data.IdempotencyKey != c.key {
-			t.Errorf("command %s: outcome subject %q key %q/%q, want %q %q", c.id, o.Subject, o.IdempotencyKey, o.Data.IdempotencyKey, c.entity, c.key)
+		if got := ck.byCmd[c.id]; len(got) == 1 && got[0].Replayed != c.repeat {
+			t.Errorf("command %s: replayed = %v, want %v", c.id, got[0].Replayed, c.repeat)
 		}
 	}
+	return ck
 }

@@ -1,37 +1,11 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 )
-
-// runCLI runs the onceflight binary and returns stdout, stderr and the exit
-// code.
-func runCLI(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			t.Fatalf("onceflight %s: %v", strings.Join(args, " "), err)
-		}
-		code = ee.ExitCode()
-	}
-	return stdout.String(), stderr.String(), code
-}
 
 // TestSubmitWaitReplay submits the same key twice with `onceflight submit
 // --wait` (binary, then structured mode): the first outcome is succeeded and
@@ -39,8 +13,8 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 // prints that record.
 func TestSubmitWaitReplay(t *testing.T) {
 	brokers := startBroker(t)
-	cfg, effects := writeConfig(t)
-	startServe(t, serveOpts{brokers: brokers, config: cfg, dataDir: t.TempDir(), executorID: "ex-submit"}, true)
+	cfg, effects := noopConfig(t)
+	startServe(t, serveOpts{brokers: brokers, config: cfg, executorID: "ex-submit"})
 
 	submit := func(mode string) (outcome, map[string]any) {
 		t.Helper()
