@@ -56,7 +56,17 @@ func TestSubmitWaitReplay(t *testing.T) {
 		t.Errorf("replayed record differs from the original:\nfirst:  %v\nsecond: %v", rec1, rec2)
 	}
 
-	stdout, stderr, code := runCLI(t, "status", "--brokers", brokers, "refund-1042")
+	// The key again with other data: refused key_reused, not a repeat,
+	// and the record stays the first command's (G2).
+	stdout, stderr, code := runCLI(t, "submit", "--brokers", brokers, "--action", testAction,
+		"--entity", "order-1042", "--key", "refund-1042", "--data", `{"amount":500,"currency":"EUR"}`,
+		"--wait", "--timeout", "30s")
+	reused, err := parseOutcome([]byte(strings.TrimSpace(stdout)))
+	if code == 0 || err != nil || reused.Data.Status != "rejected" || reused.errCode() != "idempotency_key_reused" || reused.Replayed {
+		t.Errorf("the key reused with other data: exit %d, status %s (%v), stderr %s; want rejected idempotency_key_reused", code, reused.Data.Status, err, stderr)
+	}
+
+	stdout, stderr, code = runCLI(t, "status", "--brokers", brokers, "refund-1042")
 	if code != 0 {
 		t.Fatalf("status: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
@@ -75,4 +85,5 @@ func TestSubmitWaitReplay(t *testing.T) {
 	if _, _, code := runCLI(t, "status", "--brokers", brokers, "no-such-key"); code == 0 {
 		t.Errorf("status of an unknown key exited 0")
 	}
+	audit(t, brokers, defaultGroup)
 }
