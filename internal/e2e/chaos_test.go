@@ -174,7 +174,7 @@ func (c *chaosCluster) finish(prod *producer, refusalsAllowed bool, statuses ...
 type chaosReport struct {
 	commands, outcomes, republished, unresolved int
 	overlaps, refused, tokenErrs, requests      int
-	confirms, afterDeadline, staleEpoch         int
+	confirms, afterDeadline                     int
 }
 
 // checkChaos checks the outcomes and the service after a scenario. With
@@ -235,7 +235,7 @@ func checkChaos(t *testing.T, c *chaosCluster, cmds []command, refusalsAllowed b
 	if len(confirmed) > 0 {
 		t.Logf("confirms (executor key xN), %d keys: %s", len(confirmed), strings.Join(confirmed[:min(len(confirmed), 20)], ", "))
 	}
-	var afterDeadline, staleEpoch []svcEvent
+	var afterDeadline []svcEvent
 	var maxLate time.Duration
 	for _, e := range s.eventsWhere(func(e svcEvent) bool { return e.verdict != "bad-token" }) {
 		if e.deadline.IsZero() {
@@ -245,9 +245,6 @@ func checkChaos(t *testing.T, c *chaosCluster, cmds []command, refusalsAllowed b
 		if late := e.arrived.Sub(e.deadline); late > 0 {
 			afterDeadline = append(afterDeadline, e)
 			maxLate = max(maxLate, late)
-		}
-		if e.staleEpoch {
-			staleEpoch = append(staleEpoch, e)
 		}
 	}
 	// The executor refuses to send past the attempt's deadline, and a new
@@ -262,10 +259,7 @@ func checkChaos(t *testing.T, c *chaosCluster, cmds []command, refusalsAllowed b
 			t.Logf("call arrived %s after its deadline: %s", late.Round(time.Millisecond), e)
 		}
 	}
-	for _, e := range staleEpoch {
-		t.Logf("call with an epoch below one already used on its partition (a previous owner's, before its deadline): %s", e)
-	}
-	rep.afterDeadline, rep.staleEpoch = len(afterDeadline), len(staleEpoch)
+	rep.afterDeadline = len(afterDeadline)
 	rep.unresolved = checkEffects(t, ck, s.effectCounts(), func(key string) string { return s.eventsFor(ck.entity[key]) })
 	rep.overlaps, rep.tokenErrs, rep.refused = len(overlaps), len(tokenErrs), len(refused)
 	for _, o := range overlaps {
@@ -281,9 +275,9 @@ func checkChaos(t *testing.T, c *chaosCluster, cmds []command, refusalsAllowed b
 			t.Errorf("write with a stale fencing token reached the service (no paused process in this scenario): %s", r)
 		}
 	}
-	t.Logf("REPORT commands=%d outcome_records=%d republished_same_id=%d unresolved_keys=%d overlaps=%d refused_stale_writes=%d token_violations=%d service_posts=%d service_confirms=%d keys=%d posts_after_deadline=%d (max %s late) posts_with_superseded_epoch=%d",
+	t.Logf("REPORT commands=%d outcome_records=%d republished_same_id=%d unresolved_keys=%d overlaps=%d refused_stale_writes=%d token_violations=%d service_posts=%d service_confirms=%d keys=%d posts_after_deadline=%d (max %s late)",
 		rep.commands, rep.outcomes, rep.republished, rep.unresolved, rep.overlaps, rep.refused, rep.tokenErrs, rep.requests, rep.confirms, len(ck.statuses),
-		rep.afterDeadline, maxLate.Round(time.Millisecond), rep.staleEpoch)
+		rep.afterDeadline, maxLate.Round(time.Millisecond))
 	audit(t, c.brokers, chaosGroup)
 	if t.Failed() {
 		all := map[string]bool{}
@@ -346,7 +340,7 @@ func (c *chaosCluster) reportZombie(zombie *chaosExec, st sigstop) {
 		}
 		t.Logf("zombie log: %s", l)
 	}
-	var late, lateRefused, lateStale int
+	var late, lateRefused int
 	for _, e := range c.svc.eventsWhere(func(e svcEvent) bool {
 		return e.executor == zombie.id && e.arrived.After(st.resumed) && e.arrived.Before(st.resumed.Add(2*time.Second))
 	}) {
@@ -354,15 +348,12 @@ func (c *chaosCluster) reportZombie(zombie *chaosExec, st sigstop) {
 		if e.verdict == "refused" {
 			lateRefused++
 		}
-		if e.staleEpoch {
-			lateStale++
-		}
-		if late <= 5 || e.staleEpoch || e.verdict == "refused" {
+		if late <= 5 || e.verdict == "refused" {
 			t.Logf("zombie call after SIGCONT (+%s): %s", e.arrived.Sub(st.resumed).Round(time.Millisecond), e)
 		}
 	}
-	t.Logf("zombie %s: %d calls reached the service within 2s of SIGCONT: %d refused for a stale token, %d with a superseded epoch",
-		zombie.id, late, lateRefused, lateStale)
+	t.Logf("zombie %s: %d calls reached the service within 2s of SIGCONT: %d refused for a stale token",
+		zombie.id, late, lateRefused)
 	if fencedAfter <= st.fencedBefore && len(lines) == 0 {
 		t.Errorf("zombie %s: no fenced write in its metrics (%v -> %v) and no fenced/aborted cycle in its log after the pause",
 			zombie.id, st.fencedBefore, fencedAfter)

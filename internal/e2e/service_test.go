@@ -29,14 +29,11 @@ type svcEvent struct {
 	header           http.Header
 	body             []byte
 	verdict          string // "applied", "refused" (stale token), "bad-token", "not-applied"
-	// staleEpoch: the token's epoch (token>>32) was below an epoch
-	// another call had already used on the same partition.
-	staleEpoch bool
 }
 
 func (e svcEvent) String() string {
-	return fmt.Sprintf("#%d %s %s p%d key=%s token=%d(epoch %d) attempt=%s %s [%s..%s] deadline %s",
-		e.seq, e.executor, e.entity, e.partition, e.key, e.token, e.token>>32, e.attempt, e.verdict,
+	return fmt.Sprintf("#%d %s %s p%d key=%s token=%d attempt=%s %s [%s..%s] deadline %s",
+		e.seq, e.executor, e.entity, e.partition, e.key, e.token, e.attempt, e.verdict,
 		e.arrived.Format("15:04:05.000"), e.ended.Format("15:04:05.000"), e.deadline.Format("15:04:05.000"))
 }
 
@@ -87,7 +84,6 @@ type service struct {
 	confirmsBy map[string]int         // "executor key" -> confirms
 	maxTok     map[string]int64       // entity -> highest token seen
 	maxTokKey  map[string]string      // entity -> the key that carried it
-	maxEpoch   map[int32]int64        // partition -> highest token epoch seen
 	overlaps   []string
 	tokenErrs  []string // a new key without a higher token, or no token
 	refused    []*svcEvent
@@ -135,7 +131,7 @@ func newService(t *testing.T, partitions int, delay func() time.Duration) *servi
 		partitions: partitions, delay: delay,
 		byKey: map[string][]*svcEvent{}, inflight: map[string][]*svcEvent{}, inflightBy: map[string]int{},
 		effects: map[string]int{}, confirms: map[string]int{}, confirmsBy: map[string]int{},
-		maxTok: map[string]int64{}, maxTokKey: map[string]string{}, maxEpoch: map[int32]int64{},
+		maxTok: map[string]int64{}, maxTokKey: map[string]string{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /ex/{ex}/effects", s.execute)
@@ -196,13 +192,6 @@ func (s *service) admit(w http.ResponseWriter, r *http.Request, body []byte) (*s
 	ev.seq = len(s.events)
 	s.byKey[ev.key] = append(s.byKey[ev.key], ev)
 	n := len(s.byKey[ev.key])
-	if err == nil {
-		if ep := tok >> 32; ep < s.maxEpoch[ev.partition] {
-			ev.staleEpoch = true
-		} else {
-			s.maxEpoch[ev.partition] = ep
-		}
-	}
 	switch {
 	case err != nil || ev.key == "" || ev.entity == "":
 		ev.verdict = "bad-token"
