@@ -1,9 +1,9 @@
 package consumer_test
 
 // Until the merge: the old names of the in-process harness for
-// network_faults_test.go and soak_test.go (being changed on another branch),
-// each a thin forward to package executortest. Delete this file once those
-// files use executortest's names.
+// network_faults_test.go, soak_test.go and effects_net_test.go (being
+// changed on another branch), each a thin forward to package executortest.
+// Delete this file once those files use executortest's names.
 
 import (
 	"testing"
@@ -50,8 +50,15 @@ func (h *harness) startNode(id, dataDir string, o nodeOpts) *node {
 func (n *node) stop() error     { return n.Stop() }
 func (n *node) owns(k int) bool { return n.Owns(k) }
 
+// counter and gauge are for effects_net_test.go, which arrives with the
+// merge; until then nothing here calls them.
+func (n *node) counter(name string, labels map[string]string) float64 { return n.Counter(name, labels) }
+
+var _, _ = (*node).counter, gauge
+
 var (
 	waitFor         = executortest.WaitFor
 	oneOutcomeEach  = executortest.OneOutcomeEach
 	shortHeartbeats = executortest.ShortHeartbeats
+	gauge           = executortest.Gauge
 )
