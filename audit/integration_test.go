@@ -4,50 +4,40 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/audit"
-	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/client"
-	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// The harness follows consumer/executor_test.go: one real executor against
-// kfake over TCP, with a noop action.
+// One real executor against kfake over TCP (package executortest), with a
+// noop action; commands are produced with a manual partitioner, so that
+// tests choose partitions (a misrouted command is one on another's).
 
-const nParts = 3
+const nParts = executortest.Partitions
 
 type harness struct {
-	t       *testing.T
-	brokers []string
-	cl      *kgo.Client // producer with a manual partitioner: tests choose partitions
-	stop    func()
+	*executortest.Harness
+	t  *testing.T
+	cl *kgo.Client // producer with a manual partitioner
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	h := &harness{t: t, brokers: c.ListenAddrs()}
-	h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ProducerLinger(0),
+	h := &harness{Harness: executortest.New(t), t: t}
+	h.UseConfig("actions:\n  noop.ping:\n    connector: noop\n    timeout: 500ms\n")
+	var err error
+	h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -56,46 +46,11 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
+// start runs the executor on an empty data dir: after a restart, what it
+// knows comes from the journal.
 func (h *harness) start() {
 	h.t.Helper()
-	dir := h.t.TempDir()
-	yaml := "actions:\n  noop.ping:\n    connector: noop\n    timeout: 500ms\n"
-	path := filepath.Join(dir, "onceflight.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		h.t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	store, err := dedupe.Open(filepath.Join(dir, "state"))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ex, err := consumer.New(consumer.Config{
-		Brokers: h.brokers, Partitions: nParts, SessionTimeout: 6 * time.Second,
-		ClockDrift: 100 * time.Millisecond, ExecutorID: "test",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, cfg, store, consumer.WithRegisterer(prometheus.NewRegistry()))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	stopped := false
-	h.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			h.t.Errorf("run: %v", err)
-		}
-		store.Close()
-	}
-	h.t.Cleanup(h.stop)
+	h.Start(h.t.TempDir())
 }
 
 // produce writes r to partition p of its topic (default: the entity's).
@@ -155,7 +110,7 @@ func TestAuditAgainstExecutor(t *testing.T) {
 	h.produce(&kgo.Record{Topic: "onceflight.commands", Partition: 0, Value: []byte("not a cloudevent")})
 	h.produce(&kgo.Record{Topic: "onceflight.commands", Partition: home("order-2"), Key: []byte("order-2"), Value: []byte("garbage")})
 
-	cl, err := client.New(h.brokers)
+	cl, err := client.New(h.Brokers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +131,7 @@ func TestAuditAgainstExecutor(t *testing.T) {
 	// A restart writes new epoch markers and hands out tokens of a new
 	// epoch; repeats after it are answered from the journal. None of it
 	// may look like a violation.
-	h.stop()
+	h.Stop()
 	h.start()
 	h.submit("c7", "order-1", "k7", `{}`, home("order-1"))
 	h.submit("c8", "order-1", "k1", `{"amount":5}`, home("order-1"))
@@ -184,7 +139,7 @@ func TestAuditAgainstExecutor(t *testing.T) {
 	if text.Reset(); rep.WriteText(&text) == nil && !rep.OK() {
 		t.Fatalf("audit after a restart failed:\n%s", text.String())
 	}
-	h.stop()
+	h.Stop()
 
 	// Tamper: append a copy of a real final record with a changed result
 	// to its own journal partition. k7's is of the current epoch, so only
@@ -265,7 +220,7 @@ func TestRunRejectsUnknownPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cl, err := client.New(h.brokers)
+	cl, err := client.New(h.Brokers)
 	if err != nil {
 		t.Fatal(err)
 	}

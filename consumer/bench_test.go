@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -19,12 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -120,26 +115,13 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop, re
 	n := b.N
 	srv := newSlowServer(b)
 
-	dir := b.TempDir()
 	yaml := fmt.Sprintf("actions:\n  bench.post:\n    connector: http\n    url: %s/effects\n    timeout: 2s\n", srv.URL)
 	if noop {
 		yaml = "actions:\n  bench.post:\n    connector: noop\n"
 	}
-	path := filepath.Join(dir, "onceflight.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	actions, err := config.Load(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
+	h := executortest.New(b)
+	h.UseConfig(yaml)
+	brokers := h.Brokers
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -206,29 +188,15 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop, re
 	}
 	defer out.Close()
 
-	store, err := dedupe.Open(filepath.Join(dir, "state"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
-	ex, err := consumer.New(consumer.Config{
-		Brokers: brokers, Partitions: benchPartitions, SessionTimeout: 6 * time.Second,
-		MaxInflight: inflight, MaxPollRecords: poll, ExecutorID: "bench",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, actions, store, consumer.WithRegisterer(reg))
-	if err != nil {
-		b.Fatal(err)
+	h.Reg = reg
+	h.Tune = func(c *consumer.Config) {
+		c.Partitions, c.MaxInflight, c.MaxPollRecords, c.ExecutorID = benchPartitions, inflight, poll, "bench"
+		c.ClockDrift = 0 // the executor's default, as the benchmark has always run
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			b.Errorf("run: %v", err)
-		}
-		store.Close()
-	}()
+	h.Start(b.TempDir())
+	defer h.Stop()
+	ex := h.Ex
 
 	// The clock starts once the group is joined and every partition restored.
 	for !ex.Ready() || len(ex.Owned()) < benchPartitions {

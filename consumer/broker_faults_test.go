@@ -10,29 +10,30 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
 // brokerFaultWorkload submits new keys on several entities and a repeat of
 // one of them after it was answered, and checks that each command has one
 // outcome, each key took effect once (the noop connector's effects file),
-// and the audit passes.
-func brokerFaultWorkload(t *testing.T, h *harness) {
+// and the audit passes. stop stops the executor before the checks.
+func brokerFaultWorkload(t *testing.T, h *executortest.Harness, stop func()) {
 	t.Helper()
 	var ids []string
 	for i := range 8 {
 		id := fmt.Sprintf("c%d", i)
 		ids = append(ids, id)
-		h.submit(id, fmt.Sprintf("order-%d", i%4), fmt.Sprintf("k%d", i), `{}`)
+		h.Submit(id, fmt.Sprintf("order-%d", i%4), fmt.Sprintf("k%d", i), `{}`)
 	}
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(len(ids), seen, nil)
-	h.submit("again", "order-0", "k0", `{}`) // a repeat: answered from the record
+	h.Outcomes(len(ids), seen, nil)
+	h.Submit("again", "order-0", "k0", `{}`) // a repeat: answered from the record
 	ids = append(ids, "again")
-	h.outcomes(len(ids), seen, nil)
-	h.stop()
-	all := h.allOutcomes()
-	oneOutcomeEach(t, all, ids)
+	h.Outcomes(len(ids), seen, nil)
+	stop()
+	all := h.AllOutcomes()
+	executortest.OneOutcomeEach(t, all, ids)
 	for _, id := range ids {
 		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
 			t.Errorf("%s: %s %+v", id, s, all[id][0].Record.Error)
@@ -41,13 +42,13 @@ func brokerFaultWorkload(t *testing.T, h *harness) {
 	if !all["again"][0].Replayed {
 		t.Errorf("the repeat of k0 was not answered from its record")
 	}
-	n := h.effectCount()
+	n := h.EffectCount()
 	for i := range 8 {
 		if k := fmt.Sprintf("k%d", i); n[k] != 1 {
 			t.Errorf("%s took effect %d times, want 1", k, n[k])
 		}
 	}
-	h.audit()
+	h.Audit()
 }
 
 // TestFaultBrokerErrors injects errors (kfake faults, answered by the broker
@@ -82,20 +83,20 @@ func TestFaultBrokerErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.Close)
-			h := newHarnessOn(t, c.ListenAddrs())
-			n := h.startNode("test", t.TempDir(), nodeOpts{})
-			h.stop = func() {
-				if err := n.stop(); err != nil {
+			h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+			n := h.StartNode("test", t.TempDir(), executortest.NodeOptions{})
+			stop := func() {
+				if err := n.Stop(); err != nil {
 					t.Errorf("run: %v", err)
 				}
 			}
-			waitFor(t, 20*time.Second, "the executor to be ready", n.ex.Ready)
+			executortest.WaitFor(t, 20*time.Second, "the executor to be ready", n.Ex.Ready)
 			f := c.Fault(tc.fault)
-			brokerFaultWorkload(t, h)
+			brokerFaultWorkload(t, h, stop)
 			if f.Hits() == 0 {
 				t.Fatalf("the fault was never hit: the test proves nothing")
 			}
-			if got := n.counter("onceflight_fenced_writes_total", map[string]string{"stage": "commit"}); tc.fenced && got < 1 {
+			if got := n.Counter("onceflight_fenced_writes_total", map[string]string{"stage": "commit"}); tc.fenced && got < 1 {
 				t.Errorf("fenced_writes_total{stage=commit} = %v after a refused offset commit", got)
 			}
 		})
@@ -116,11 +117,11 @@ func TestFaultInitProducerIDRefusedAtStart(t *testing.T) {
 			}
 			t.Cleanup(c.Close)
 			f := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, TopLevel: true, Err: e, Count: -1})
-			h := newHarnessOn(t, c.ListenAddrs())
-			n := h.startNode("test", t.TempDir(), nodeOpts{})
+			h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+			n := h.StartNode("test", t.TempDir(), executortest.NodeOptions{})
 			var runErr error
 			select {
-			case runErr = <-n.done:
+			case runErr = <-n.Done:
 			case <-time.After(30 * time.Second):
 				t.Fatalf("Run still going 30s after the broker refused its transactional id (%d refusals)", f.Hits())
 			}
@@ -128,7 +129,7 @@ func TestFaultInitProducerIDRefusedAtStart(t *testing.T) {
 				t.Fatalf("Run returned %v, want an error naming the transactional id and %s", runErr, e.Message)
 			}
 			t.Logf("Run: %v", runErr)
-			n.done <- runErr // for the cleanup's stop
+			n.Done <- runErr // for the cleanup's stop
 		})
 	}
 }

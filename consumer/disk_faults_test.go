@@ -17,6 +17,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -34,8 +35,8 @@ func TestFaultDisk(t *testing.T) {
 			if kind == "ENOSPC" {
 				inject = syscall.ENOSPC
 			}
-			h := newHarness(t)
-			h.useConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.effects))
+			h := executortest.New(t)
+			h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
 			var failing atomic.Bool
 			fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
 				if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
@@ -49,68 +50,68 @@ func TestFaultDisk(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn})).With("executor", "A")
 			}
 			dirA := t.TempDir()
-			a := h.startNode("A", dirA, nodeOpts{tune: tune, storeOpts: []dedupe.Option{dedupe.WithFS(fs)}, exOpts: shortHeartbeats})
-			waitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.owns(3) })
+			a := h.StartNode("A", dirA, executortest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(fs)}, ExecutorOpts: executortest.ShortHeartbeats})
+			executortest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 
 			var ids []string
 			submit := func(tag string, k int) {
 				for i := range k {
 					id := fmt.Sprintf("%s%d", tag, i)
 					ids = append(ids, id)
-					h.submit(id, fmt.Sprintf("order-%d", i%3), "k-"+id, `{}`)
+					h.Submit(id, fmt.Sprintf("order-%d", i%3), "k-"+id, `{}`)
 				}
 			}
 			submit("ok", 3)
 			seen := map[string][]schemas.Outcome{}
-			h.outcomes(len(ids), seen, nil)
+			h.Outcomes(len(ids), seen, nil)
 
 			failing.Store(true)
 			submit("bad", 3)
-			waitFor(t, 20*time.Second, "A reports its failed index", func() bool {
-				v, _ := gauge(t, a.reg, "onceflight_store_failed")
+			executortest.WaitFor(t, 20*time.Second, "A reports its failed index", func() bool {
+				v, _ := executortest.Gauge(t, a.Reg, "onceflight_store_failed")
 				return v == 1
 			})
-			if a.ex.Ready() {
+			if a.Ex.Ready() {
 				t.Error("A is ready on a failed index")
 			}
-			if r := a.ex.NotReady(); !strings.Contains(r, "dedupe index failed") || !strings.Contains(r, "restart on a healthy disk") {
+			if r := a.Ex.NotReady(); !strings.Contains(r, "dedupe index failed") || !strings.Contains(r, "restart on a healthy disk") {
 				t.Errorf("A's readyz reason %q does not say its index failed", r)
 			}
-			if v, _ := gauge(t, a.reg, "onceflight_ready"); v != 0 {
+			if v, _ := executortest.Gauge(t, a.Reg, "onceflight_ready"); v != 0 {
 				t.Errorf("onceflight_ready = %v on a failed index", v)
 			}
 			if l := logs.String(); !strings.Contains(l, "dedupe index failed") {
 				t.Errorf("no ERROR line names the failed index:\n%s", l)
 			}
-			waitFor(t, 20*time.Second, "A leaves the group", func() bool { return len(a.ex.Owned()) == 0 })
-			t.Logf("A stopped: %s", a.ex.NotReady())
+			executortest.WaitFor(t, 20*time.Second, "A leaves the group", func() bool { return len(a.Ex.Owned()) == 0 })
+			t.Logf("A stopped: %s", a.Ex.NotReady())
 
 			// B answers what A could not.
-			b := h.startNode("B", t.TempDir(), nodeOpts{exOpts: shortHeartbeats})
-			h.outcomes(len(ids), seen, nil)
-			if err := b.stop(); err != nil {
+			b := h.StartNode("B", t.TempDir(), executortest.NodeOptions{ExecutorOpts: executortest.ShortHeartbeats})
+			h.Outcomes(len(ids), seen, nil)
+			if err := b.Stop(); err != nil {
 				t.Errorf("B: %v", err)
 			}
-			if err := a.stop(); err != nil {
+			if err := a.Stop(); err != nil {
 				t.Errorf("A's Run on a failed index returned %v, want nil once stopped", err)
 			}
 
 			// A again, same data dir, healthy disk: restores from the
 			// journal, then answers new commands and repeats.
 			failing.Store(false)
-			a2 := h.startNode("A", dirA, nodeOpts{})
+			a2 := h.StartNode("A", dirA, executortest.NodeOptions{})
 			submit("after", 3)
 			for _, id := range []string{"ok0", "bad0"} {
-				h.submit("again-"+id, "order-0", "k-"+id, `{}`)
+				h.Submit("again-"+id, "order-0", "k-"+id, `{}`)
 			}
-			h.outcomes(len(ids)+2, seen, nil)
-			if err := a2.stop(); err != nil {
+			h.Outcomes(len(ids)+2, seen, nil)
+			if err := a2.Stop(); err != nil {
 				t.Errorf("A restarted: %v", err)
 			}
 
-			all := h.allOutcomes()
-			oneOutcomeEach(t, all, ids)
-			effects := h.effectCount()
+			all := h.AllOutcomes()
+			executortest.OneOutcomeEach(t, all, ids)
+			effects := h.EffectCount()
 			for _, id := range ids {
 				if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
 					t.Errorf("%s: %s", id, s)
@@ -124,7 +125,7 @@ func TestFaultDisk(t *testing.T) {
 					t.Errorf("%s: %+v, want one replayed outcome", id, all[id])
 				}
 			}
-			h.audit()
+			h.Audit()
 		})
 	}
 }
@@ -134,19 +135,19 @@ func TestFaultDisk(t *testing.T) {
 // moves the directory aside with a WARN, restores from the journal, and
 // answers the old keys from their records: nothing executed twice.
 func TestFaultCorruptDataDir(t *testing.T) {
-	h := newHarness(t)
-	h.useConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.effects))
+	h := executortest.New(t)
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
 	dir := filepath.Join(t.TempDir(), "state")
-	a := h.startNode("A", dir, nodeOpts{})
+	a := h.StartNode("A", dir, executortest.NodeOptions{})
 	var ids []string
 	for i := range 6 {
 		id := fmt.Sprintf("c%d", i)
 		ids = append(ids, id)
-		h.submit(id, fmt.Sprintf("order-%d", i%3), "k-"+id, `{}`)
+		h.Submit(id, fmt.Sprintf("order-%d", i%3), "k-"+id, `{}`)
 	}
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(len(ids), seen, nil)
-	if err := a.stop(); err != nil {
+	h.Outcomes(len(ids), seen, nil)
+	if err := a.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	manifests, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
@@ -160,19 +161,19 @@ func TestFaultCorruptDataDir(t *testing.T) {
 	}
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a = h.startNode("A", dir, nodeOpts{storeOpts: []dedupe.Option{dedupe.WithRebuildOnCorruption(), dedupe.WithLogger(log)}})
+	a = h.StartNode("A", dir, executortest.NodeOptions{StoreOpts: []dedupe.Option{dedupe.WithRebuildOnCorruption(), dedupe.WithLogger(log)}})
 	for _, id := range ids {
-		h.submit("again-"+id, seen[id][0].Record.Entity, "k-"+id, `{}`)
+		h.Submit("again-"+id, seen[id][0].Record.Entity, "k-"+id, `{}`)
 	}
-	h.outcomes(2*len(ids), seen, nil)
-	if err := a.stop(); err != nil {
+	h.Outcomes(2*len(ids), seen, nil)
+	if err := a.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "moved_to=") || !strings.Contains(l, "malformed manifest") {
 		t.Errorf("no WARN naming the damage and where it went:\n%s", l)
 	}
-	all := h.allOutcomes()
-	effects := h.effectCount()
+	all := h.AllOutcomes()
+	effects := h.EffectCount()
 	for _, id := range ids {
 		if o := all["again-"+id]; len(o) != 1 || !o[0].Replayed || o[0].Record.Status != schemas.StatusSucceeded {
 			t.Errorf("again-%s: %+v, want one replayed success", id, o)
@@ -181,5 +182,5 @@ func TestFaultCorruptDataDir(t *testing.T) {
 			t.Errorf("k-%s took effect %d times, want 1", id, effects["k-"+id])
 		}
 	}
-	h.audit()
+	h.Audit()
 }

@@ -19,76 +19,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// audit runs onceflight audit on the harness's topics and fails the test
-// on any violation.
-func (h *harness) audit() {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer cl.Close()
-	rep, err := audit.Run(ctx, audit.Options{Client: cl})
-	if err != nil {
-		h.t.Fatalf("audit: %v", err)
-	}
-	if !rep.OK() {
-		var b strings.Builder
-		_ = rep.WriteText(&b)
-		h.t.Fatalf("audit failed:\n%s", b.String())
-	}
-}
-
-// journal reads every committed record of journal partition p.
-func (h *harness) journal(p int32) []*kgo.Record {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(h.cl)
-	ends, err := adm.ListEndOffsets(ctx, "onceflight.journal")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	end, _ := ends.Lookup("onceflight.journal", p)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"onceflight.journal": {p: kgo.NewOffset().AtStart()}}))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	next := int64(-1)
-	for next < end.Offset-1 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			h.t.Fatalf("reading journal %d: reached %d of %d", p, next, end.Offset)
-		}
-		for _, r := range fs.Records() {
-			next = r.Offset
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
-}
-
-func deleteJournal(t *testing.T, h *harness, p int32, before int64) {
+func deleteJournal(t *testing.T, h *executortest.Harness, p int32, before int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	os := kadm.Offsets{}
 	os.Add(kadm.Offset{Topic: "onceflight.journal", Partition: p, At: before})
-	resp, err := kadm.NewClient(h.cl).DeleteRecords(ctx, os)
+	resp, err := kadm.NewClient(h.Client()).DeleteRecords(ctx, os)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,16 +46,16 @@ func deleteJournal(t *testing.T, h *harness, p int32, before int64) {
 // executor read them (DeleteRecords standing in for retention) hold the
 // partition instead of letting a remembered key execute again.
 func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
-	h := newHarness(t)
-	h.start(t.TempDir())
+	h := executortest.New(t)
+	h.Start(t.TempDir())
 	seen := map[string][]schemas.Outcome{}
-	h.submit("c1", "order-1", "k1", `{}`)
-	h.submit("c2", "order-1", "k2", `{}`)
-	h.outcomes(2, seen, nil)
-	h.stop()
+	h.Submit("c1", "order-1", "k1", `{}`)
+	h.Submit("c2", "order-1", "k2", `{}`)
+	h.Outcomes(2, seen, nil)
+	h.Stop()
 
 	ctx := context.Background()
-	rcs, err := kadm.NewClient(h.cl).DescribeTopicConfigs(ctx, "onceflight.journal")
+	rcs, err := kadm.NewClient(h.Client()).DescribeTopicConfigs(ctx, "onceflight.journal")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +75,7 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 	// Delete k1's records, keep k2's: a fresh executor must not trust it.
 	p := partitioner.ForEntity("order-1", 3)
 	var k2 int64 = -1
-	for _, r := range h.journal(p) {
+	for _, r := range h.Journal(p) {
 		if string(r.Key) == "k2" {
 			k2 = r.Offset
 			break
@@ -141,27 +85,27 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 		t.Fatal("k2 not in the journal")
 	}
 	deleteJournal(t, h, p, k2)
-	h.start(t.TempDir())
-	h.submit("c3", "order-1", "k1", `{}`)
+	h.Start(t.TempDir())
+	h.Submit("c3", "order-1", "k1", `{}`)
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(h.ex.NotReady(), "held") {
+	for !strings.Contains(h.Ex.NotReady(), "held") {
 		if time.Now().After(deadline) {
-			t.Fatalf("partition %d not held after its journal lost records; not ready: %q", p, h.ex.NotReady())
+			t.Fatalf("partition %d not held after its journal lost records; not ready: %q", p, h.Ex.NotReady())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second)
-	if n := h.effectCount()["k1"]; n != 1 {
+	if n := h.EffectCount()["k1"]; n != 1 {
 		t.Fatalf("k1 executed %d times after its journal records were deleted, want 1", n)
 	}
-	h.stop()
+	h.Stop()
 
 	// An existing journal with too short a retention is refused at start.
 	short := "3600000"
-	if _, err := kadm.NewClient(h.cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &short}}, "onceflight.journal"); err != nil {
+	if _, err := kadm.NewClient(h.Client()).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &short}}, "onceflight.journal"); err != nil {
 		t.Fatal(err)
 	}
-	ex, err := consumer.New(consumer.Config{Brokers: h.brokers}, h.cfgFile, nil, consumer.WithRegisterer(prometheus.NewRegistry()))
+	ex, err := consumer.New(consumer.Config{Brokers: h.Brokers}, h.Config, nil, consumer.WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,22 +121,22 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 // markers go too. A fresh owner must still pick an epoch (and fencing
 // tokens) above every earlier one, and an empty partition must restore.
 func TestEpochAndTokensNeverGoBackAfterRetention(t *testing.T) {
-	h := newHarness(t)
-	h.start(t.TempDir())
+	h := executortest.New(t)
+	h.Start(t.TempDir())
 	seen := map[string][]schemas.Outcome{}
 	for i := range 6 {
-		h.submit(fmt.Sprintf("a%d", i), "order-7", fmt.Sprintf("a-%d", i), `{}`)
+		h.Submit(fmt.Sprintf("a%d", i), "order-7", fmt.Sprintf("a-%d", i), `{}`)
 	}
-	h.outcomes(6, seen, nil)
+	h.Outcomes(6, seen, nil)
 	before := seen["a5"][0].Record
-	h.stop()
+	h.Stop()
 	p := partitioner.ForEntity("order-7", 3)
-	end := h.journal(p)
+	end := h.Journal(p)
 	deleteJournal(t, h, p, end[len(end)-1].Offset+2) // everything, commit marker included
 
-	h.start(t.TempDir())
-	h.submit("b1", "order-7", "b-1", `{}`)
-	h.outcomes(7, seen, nil)
+	h.Start(t.TempDir())
+	h.Submit("b1", "order-7", "b-1", `{}`)
+	h.Outcomes(7, seen, nil)
 	after := seen["b1"][0].Record
 	if after.Status != schemas.StatusSucceeded {
 		t.Fatalf("after retention: %+v", after)
@@ -237,16 +181,16 @@ func TestMarkersFencedAndAbortsRetriedInSilence(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	h := newHarnessOn(t, c.ListenAddrs())
-	h.start(t.TempDir())
-	h.submit("c1", "order-1", "k1", `{}`)
+	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+	h.Start(t.TempDir())
+	h.Submit("c1", "order-1", "k1", `{}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(1, seen, nil) // no further traffic: the retry must come by itself
+	h.Outcomes(1, seen, nil) // no further traffic: the retry must come by itself
 	if seen["c1"][0].Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("c1: %+v", seen["c1"][0].Record)
 	}
 	for p := range int32(3) {
-		for _, r := range h.journal(p) {
+		for _, r := range h.Journal(p) {
 			for _, hd := range r.Headers {
 				if hd.Key == "onceflight-kind" && string(hd.Value) == "epoch" && !r.Attrs.IsTransactional() {
 					t.Fatalf("epoch marker at %d/%d written outside a fenced transaction", p, r.Offset)
@@ -254,56 +198,56 @@ func TestMarkersFencedAndAbortsRetriedInSilence(t *testing.T) {
 			}
 		}
 	}
-	h.stop()
-	h.audit()
+	h.Stop()
+	h.Audit()
 }
 
 // Issue 7.4: a partition count that changes while the executor runs stops
 // new work loudly (not ready, halted), instead of failing restores forever
 // or letting entities move; a restart on grown topics is refused too.
 func TestPartitionGrowthHalts(t *testing.T) {
-	h := newHarness(t)
-	h.tune = func(c *consumer.Config) { c.PartitionCheckInterval = 100 * time.Millisecond }
-	h.start(t.TempDir())
+	h := executortest.New(t)
+	h.Tune = func(c *consumer.Config) { c.PartitionCheckInterval = 100 * time.Millisecond }
+	h.Start(t.TempDir())
 	seen := map[string][]schemas.Outcome{}
-	h.submit("c1", "order-1", "k1", `{}`)
-	h.outcomes(1, seen, nil)
+	h.Submit("c1", "order-1", "k1", `{}`)
+	h.Outcomes(1, seen, nil)
 	ctx := context.Background()
-	adm := kadm.NewClient(h.cl)
+	adm := kadm.NewClient(h.Client())
 	if _, err := adm.CreatePartitions(ctx, 1, "onceflight.commands"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for h.ex.Halted() == nil {
+	for h.Ex.Halted() == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("executor did not halt after the commands topic grew")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if h.ex.Ready() || !strings.Contains(h.ex.NotReady(), "onceflight.commands now has 4 partitions") {
-		t.Fatalf("ready %v, reason %q", h.ex.Ready(), h.ex.NotReady())
+	if h.Ex.Ready() || !strings.Contains(h.Ex.NotReady(), "onceflight.commands now has 4 partitions") {
+		t.Fatalf("ready %v, reason %q", h.Ex.Ready(), h.Ex.NotReady())
 	}
-	h.submit("c2", "order-1", "k2", `{}`)
+	h.Submit("c2", "order-1", "k2", `{}`)
 	time.Sleep(time.Second)
-	if n := h.effectCount()["k2"]; n != 0 {
+	if n := h.EffectCount()["k2"]; n != 0 {
 		t.Fatalf("k2 executed %d times by a halted executor", n)
 	}
-	h.stop()
+	h.Stop()
 
 	// Grow the journal to match: a restart sees markers of 3 partitions.
 	if _, err := adm.CreatePartitions(ctx, 1, "onceflight.journal", "onceflight.outcomes"); err != nil {
 		t.Fatal(err)
 	}
-	h.tune = nil
-	h.start(t.TempDir())
+	h.Tune = nil
+	h.Start(t.TempDir())
 	deadline = time.Now().Add(20 * time.Second)
-	for h.ex.Halted() == nil {
+	for h.Ex.Halted() == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("restart on grown topics did not halt")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := h.effectCount()["k2"]; n != 0 {
+	if n := h.EffectCount()["k2"]; n != 0 {
 		t.Fatalf("k2 executed %d times after the topics grew", n)
 	}
 }
@@ -311,15 +255,15 @@ func TestPartitionGrowthHalts(t *testing.T) {
 // Issue 7.7: 200 KB of HTML-heavy data is a 200 KB record, not 1.2 MB, and
 // other entities' commands are answered around it.
 func TestLargeHTMLCommandDoesNotStopOthers(t *testing.T) {
-	h := newHarness(t)
-	h.start(t.TempDir())
+	h := executortest.New(t)
+	h.Start(t.TempDir())
 	html := strings.Repeat(`<p class="x">&amp; <b>hi</b></p>`, 200_000/32)
-	h.submit("big", "order-1", "big-1", fmt.Sprintf(`{"body":%q}`, html))
+	h.Submit("big", "order-1", "big-1", fmt.Sprintf(`{"body":%q}`, html))
 	for i := range 5 {
-		h.submit(fmt.Sprintf("s%d", i), fmt.Sprintf("other-%d", i), fmt.Sprintf("s-%d", i), `{}`)
+		h.Submit(fmt.Sprintf("s%d", i), fmt.Sprintf("other-%d", i), fmt.Sprintf("s-%d", i), `{}`)
 	}
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(6, seen, nil)
+	h.Outcomes(6, seen, nil)
 	if o := seen["big"][0].Record; o.Status != schemas.StatusSucceeded {
 		t.Fatalf("big: %s %+v", o.Status, o.Error)
 	}
@@ -329,19 +273,19 @@ func TestLargeHTMLCommandDoesNotStopOthers(t *testing.T) {
 		}
 	}
 	p := partitioner.ForEntity("order-1", 3)
-	for _, r := range h.journal(p) {
+	for _, r := range h.Journal(p) {
 		if len(r.Value) > 300_000 {
 			t.Fatalf("journal record of %d bytes for %d bytes of data", len(r.Value), len(html))
 		}
 	}
-	h.stop()
-	h.audit()
+	h.Stop()
+	h.Audit()
 }
 
 // Issue 7.9: one entity with a backlog pauses its own partition only;
 // commands of other partitions are answered while it waits.
 func TestHotEntityDoesNotStarveOthers(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	release := make(chan struct{})
 	var posts atomic.Int32
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -353,16 +297,16 @@ func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 	}))
 	defer svc.Close()
 	defer close(release)
-	h.useConfig(fmt.Sprintf("actions:\n  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 60s\n", svc.URL))
-	h.tune = func(c *consumer.Config) {
+	h.UseConfig(fmt.Sprintf("actions:\n  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 60s\n", svc.URL))
+	h.Tune = func(c *consumer.Config) {
 		c.MaxBuffered = 20
 		c.MaxBufferedPerEntity = 5
 		c.MaxPollRecords = 5 // the bounds are soft by one poll
 	}
-	h.start(t.TempDir())
+	h.Start(t.TempDir())
 	hot := partitioner.ForEntity("hot", 3)
 	for i := range 40 {
-		h.submitAction(fmt.Sprintf("h%d", i), "slow.call", "hot", fmt.Sprintf("h-%d", i), `{}`)
+		h.SubmitAction(fmt.Sprintf("h%d", i), "slow.call", "hot", fmt.Sprintf("h-%d", i), `{}`)
 	}
 	for posts.Load() == 0 {
 		time.Sleep(10 * time.Millisecond)
@@ -375,10 +319,10 @@ func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 		}
 		id := "o" + strconv.Itoa(i)
 		others = append(others, id)
-		h.submitAction(id, "slow.call", ent, "k-"+ent, `{}`)
+		h.SubmitAction(id, "slow.call", ent, "k-"+ent, `{}`)
 	}
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(5, seen, nil)
+	h.Outcomes(5, seen, nil)
 	for _, id := range others {
 		if len(seen[id]) != 1 || seen[id][0].Record.Status != schemas.StatusSucceeded {
 			t.Fatalf("%s: %+v (answered: %d)", id, seen[id], len(seen))
@@ -390,7 +334,7 @@ func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 // attempt before it, so a late write of attempt 1 is refusable after
 // attempt 2.
 func TestFencingTokenGrowsPerAttempt(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	var mu sync.Mutex
 	var tokens []int64
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -406,11 +350,11 @@ func TestFencingTokenGrowsPerAttempt(t *testing.T) {
 		fmt.Fprint(w, `{}`)
 	}))
 	defer svc.Close()
-	h.useConfig(fmt.Sprintf("actions:\n  flaky.call:\n    connector: http\n    url: %s/x\n    timeout: 1s\n", svc.URL))
-	h.start(t.TempDir())
-	h.submitAction("c1", "flaky.call", "order-1", "k1", `{}`)
+	h.UseConfig(fmt.Sprintf("actions:\n  flaky.call:\n    connector: http\n    url: %s/x\n    timeout: 1s\n", svc.URL))
+	h.Start(t.TempDir())
+	h.SubmitAction("c1", "flaky.call", "order-1", "k1", `{}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(1, seen, nil)
+	h.Outcomes(1, seen, nil)
 	rec := seen["c1"][0].Record
 	mu.Lock()
 	defer mu.Unlock()
@@ -425,8 +369,8 @@ func TestFencingTokenGrowsPerAttempt(t *testing.T) {
 	if rec.FencingToken != tokens[2] {
 		t.Fatalf("record token %d, last attempt's %d", rec.FencingToken, tokens[2])
 	}
-	h.stop()
-	h.audit()
+	h.Stop()
+	h.Audit()
 }
 
 // Issue 7.6: an execution left in progress by an interrupted reconcile
@@ -434,7 +378,7 @@ func TestFencingTokenGrowsPerAttempt(t *testing.T) {
 // waits for its deadline and confirms — and the entity's next command does
 // not run before that deadline (G1). The key does not stay in progress.
 func TestInterruptedReconcileAttemptIsInherited(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	var (
 		mu       sync.Mutex
 		phase    = 1 // 1: confirm unavailable, 2: confirm not found
@@ -480,7 +424,7 @@ func TestInterruptedReconcileAttemptIsInherited(t *testing.T) {
 		}
 	}))
 	defer svc.Close()
-	h.useConfig(fmt.Sprintf(`reconcile:
+	h.UseConfig(fmt.Sprintf(`reconcile:
   every: 200ms
 actions:
   payments.refund:
@@ -490,12 +434,12 @@ actions:
     timeout: 10s
     confirm_timeout: 300ms
 `, svc.URL))
-	h.tune = func(c *consumer.Config) { c.RevokeTimeout = 100 * time.Millisecond }
+	h.Tune = func(c *consumer.Config) { c.RevokeTimeout = 100 * time.Millisecond }
 	dir := t.TempDir()
-	h.start(dir)
-	h.submitAction("c1", "payments.refund", "order-1", "k1", `{"amount":1}`)
+	h.Start(dir)
+	h.SubmitAction("c1", "payments.refund", "order-1", "k1", `{"amount":1}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(1, seen, nil)
+	h.Outcomes(1, seen, nil)
 	if s := seen["c1"][0].Record.Status; s != schemas.StatusUnresolved {
 		t.Fatalf("c1: %s", s)
 	}
@@ -507,12 +451,12 @@ actions:
 	case <-time.After(20 * time.Second):
 		t.Fatal("no reconcile attempt")
 	}
-	h.stop() // interrupts attempt 2: its intent stays in progress in the journal
+	h.Stop() // interrupts attempt 2: its intent stays in progress in the journal
 
-	h.start(dir)
-	h.submitAction("c2", "payments.refund", "order-1", "k2", `{"amount":2}`)
+	h.Start(dir)
+	h.SubmitAction("c2", "payments.refund", "order-1", "k2", `{"amount":2}`)
 	for total := 2; len(seen["c2"]) == 0; total++ {
-		h.outcomes(total, seen, nil)
+		h.Outcomes(total, seen, nil)
 	}
 	var settled bool
 	for _, o := range seen["c1"] {
@@ -529,7 +473,7 @@ actions:
 	if k1Posts != 2 {
 		t.Fatalf("k1 posted %d times, want 2", k1Posts)
 	}
-	st, _, err := h.ex.Store().Lookup("order-1", "k1")
+	st, _, err := h.Ex.Store().Lookup("order-1", "k1")
 	if err != nil || st.Status != schemas.StatusSucceeded {
 		t.Fatalf("k1 record: %s %v", st.Status, err)
 	}
@@ -539,9 +483,9 @@ actions:
 // commands topic is not executed out of place and does not hold up other
 // work: it is deadlettered by reference and answered too_large.
 func TestForwardTooLargeIsAnsweredNotStuck(t *testing.T) {
-	h := newHarness(t)
-	h.tune = func(c *consumer.Config) { c.MaxMessageBytes, c.MaxDataBytes = 64<<10, 32<<10 }
-	h.start(t.TempDir())
+	h := executortest.New(t)
+	h.Tune = func(c *consumer.Config) { c.MaxMessageBytes, c.MaxDataBytes = 64<<10, 32<<10 }
+	h.Start(t.TempDir())
 	c := schemas.Command{ID: "big", Source: "test", Type: "noop.ping", Subject: "order-1", IdempotencyKey: "k1", Data: []byte(`{}`)}
 	r, err := schemas.EncodeCommand(c, schemas.Binary)
 	if err != nil {
@@ -558,7 +502,7 @@ func TestForwardTooLargeIsAnsweredNotStuck(t *testing.T) {
 	// A producer with another partitioner: the entity's records land on
 	// the wrong partition.
 	r.Partition = (partitioner.ForEntity("order-1", 3) + 1) % 3
-	manual, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	manual, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,10 +510,10 @@ func TestForwardTooLargeIsAnsweredNotStuck(t *testing.T) {
 	if err := manual.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	h.submit("small", "order-2", "k2", `{}`)
+	h.Submit("small", "order-2", "k2", `{}`)
 	seen := map[string][]schemas.Outcome{}
 	var dead []*kgo.Record
-	h.outcomes(2, seen, &dead)
+	h.Outcomes(2, seen, &dead)
 	o := seen["big"]
 	if len(o) != 1 || o[0].Record.Status != schemas.StatusRejected || o[0].Record.Error == nil || o[0].Record.Error.Code != schemas.CodeTooLarge {
 		t.Fatalf("big: %+v (all: %+v)", o, seen)
@@ -577,13 +521,13 @@ func TestForwardTooLargeIsAnsweredNotStuck(t *testing.T) {
 	if seen["small"][0].Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("small: %+v", seen["small"])
 	}
-	if n := h.effectCount()["k1"]; n != 0 {
+	if n := h.EffectCount()["k1"]; n != 0 {
 		t.Fatalf("k1 executed %d times", n)
 	}
 	for len(dead) == 0 {
-		h.outcomes(0, seen, &dead)
+		h.Outcomes(0, seen, &dead)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		for _, d := range h.cl.PollFetches(ctx).Records() {
+		for _, d := range h.Client().PollFetches(ctx).Records() {
 			if d.Topic == "onceflight.deadletter" {
 				dead = append(dead, d)
 			}
@@ -599,6 +543,6 @@ func TestForwardTooLargeIsAnsweredNotStuck(t *testing.T) {
 	if dead[0].Value != nil || !strings.Contains(omitted, "value") {
 		t.Fatalf("deadletter not by reference: %d bytes, omitted %q", len(dead[0].Value), omitted)
 	}
-	h.stop()
-	h.audit()
+	h.Stop()
+	h.Audit()
 }

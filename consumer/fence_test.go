@@ -1,7 +1,6 @@
 package consumer_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,64 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
-
-// readAll reads every committed record of topic partition p, up to its
-// end offset at the time of the call.
-func (h *harness) readAll(topic string, p int32) []*kgo.Record {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	ends, err := kadm.NewClient(h.cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	end, _ := ends.Lookup(topic, p)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	next := int64(-1)
-	for next < end.Offset-1 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			h.t.Fatalf("reading %s/%d: reached %d of %d", topic, p, next, end.Offset)
-		}
-		for _, r := range fs.Records() {
-			next = r.Offset
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
-}
-
-// allOutcomes reads every committed outcome event, by causation id.
-func (h *harness) allOutcomes() map[string][]schemas.Outcome {
-	h.t.Helper()
-	seen := map[string][]schemas.Outcome{}
-	for p := range int32(3) {
-		for _, r := range h.readAll("onceflight.outcomes", p) {
-			o, err := schemas.DecodeOutcome(r)
-			if err != nil {
-				h.t.Fatalf("undecodable outcome: %v", err)
-			}
-			seen[o.CausationID] = append(seen[o.CausationID], o)
-		}
-	}
-	return seen
-}
 
 // TestFenceRefusesZombieWithStaleGeneration is the KIP-447 fence, seen
 // from the broker's side. Executor A reads its membership (generation G)
@@ -85,7 +33,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	h := newHarnessOn(t, c.ListenAddrs())
+	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
 
 	var (
 		aMember     atomic.Pointer[string]
@@ -150,7 +98,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		http.NotFound(w, r)
 	}))
 	defer svc.Close()
-	h.useConfig(fmt.Sprintf(`actions:
+	h.UseConfig(fmt.Sprintf(`actions:
   pay.call:
     connector: http
     url: %[1]s/pay
@@ -164,29 +112,29 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		cfg.TransactionTimeout = time.Minute
 		cfg.RevokeTimeout = 200 * time.Millisecond
 	}
-	a := h.startNode("A", t.TempDir(), nodeOpts{tune: tune, exOpts: shortHeartbeats})
-	waitFor(t, 20*time.Second, "A owning every partition", func() bool { return a.owns(3) })
-	ms := h.groupMembers()
+	a := h.StartNode("A", t.TempDir(), executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats})
+	executortest.WaitFor(t, 20*time.Second, "A owning every partition", func() bool { return a.Owns(3) })
+	ms := h.GroupMembers()
 	if len(ms) != 1 {
 		t.Fatalf("group members %v, want A alone", ms)
 	}
 	aMember.Store(&ms[0])
 
-	h.submitAction("c1", "pay.call", "order-1", "k1", `{"amount":1}`)
+	h.SubmitAction("c1", "pay.call", "order-1", "k1", `{"amount":1}`)
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
 		t.Fatal("A's answer transaction never reached the broker")
 	}
-	waitFor(t, 20*time.Second, "A's session to expire", func() bool { return len(h.groupMembers()) == 0 })
+	executortest.WaitFor(t, 20*time.Second, "A's session to expire", func() bool { return len(h.GroupMembers()) == 0 })
 
-	b := h.startNode("B", t.TempDir(), nodeOpts{tune: tune, exOpts: shortHeartbeats})
-	waitFor(t, 30*time.Second, "B to answer k1", func() bool {
-		rec, ok, err := b.store.Lookup("order-1", "k1")
+	b := h.StartNode("B", t.TempDir(), executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats})
+	executortest.WaitFor(t, 30*time.Second, "B to answer k1", func() bool {
+		rec, ok, err := b.Store.Lookup("order-1", "k1")
 		return err == nil && ok && rec.Status.Final()
 	})
-	if !a.ex.Ready() || len(a.ex.Owned()) != 3 {
-		t.Fatalf("A learned of its loss before writing (ready %v, owns %v): the test would not reach the broker's fence", a.ex.Ready(), a.ex.Owned())
+	if !a.Ex.Ready() || len(a.Ex.Owned()) != 3 {
+		t.Fatalf("A learned of its loss before writing (ready %v, owns %v): the test would not reach the broker's fence", a.Ex.Ready(), a.Ex.Owned())
 	}
 
 	// The zombie's transaction goes on: produce, offsets, end.
@@ -202,24 +150,24 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 	if commit {
 		t.Errorf("the zombie's transaction was committed: the broker accepted its TxnOffsetCommit")
 	} else {
-		waitFor(t, 20*time.Second, "A to count the refused commit", func() bool {
-			return a.counter("onceflight_fenced_writes_total", map[string]string{"stage": "commit"}) >= 1
+		executortest.WaitFor(t, 20*time.Second, "A to count the refused commit", func() bool {
+			return a.Counter("onceflight_fenced_writes_total", map[string]string{"stage": "commit"}) >= 1
 		})
 	}
-	if err := a.stop(); err != nil {
+	if err := a.Stop(); err != nil {
 		t.Errorf("A: %v", err)
 	}
-	if err := b.stop(); err != nil {
+	if err := b.Stop(); err != nil {
 		t.Errorf("B: %v", err)
 	}
 
-	for _, rec := range h.journalAll() {
+	for _, rec := range h.JournalAll() {
 		if rec.IdempotencyKey == "k1" && rec.Executor == "A" && rec.Status != schemas.StatusInProgress {
 			t.Errorf("the zombie's %s record of k1 is visible in the journal", rec.Status)
 		}
 	}
-	seen := h.allOutcomes()
-	oneOutcomeEach(t, seen, []string{"c1"})
+	seen := h.AllOutcomes()
+	executortest.OneOutcomeEach(t, seen, []string{"c1"})
 	for _, o := range seen["c1"] {
 		if o.Record.Executor == "A" {
 			t.Errorf("the zombie's outcome of c1 (%s) is visible", o.Record.Status)
@@ -233,5 +181,5 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		t.Errorf("k1 posted %d times, want 1", posts)
 	}
 	mu.Unlock()
-	h.audit()
+	h.Audit()
 }

@@ -1,17 +1,15 @@
 package consumer_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -32,57 +30,17 @@ func entitiesOn(p int32, n int) (same []string, other string) {
 	return same, other
 }
 
-// effectsOf counts the noop effects of (entity, key).
-func (h *harness) effectsOf(entity, key string) int {
-	h.t.Helper()
-	f, err := os.Open(h.effects)
-	if os.IsNotExist(err) {
-		return 0
-	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var e struct{ Key, Entity string }
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Key == key && e.Entity == entity {
-			n++
-		}
-	}
-	return n
-}
-
 // withKeys configures the executor with a fresh control key and returns
 // it for signing.
-func withKeys(t *testing.T, h *harness) *schemas.ControlKeys {
+func withKeys(t *testing.T, h *executortest.Harness) *schemas.ControlKeys {
 	t.Helper()
 	k, err := schemas.NewControlKey("ops-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ks := &schemas.ControlKeys{Keys: []schemas.ControlKey{k}}
-	h.tune = func(c *consumer.Config) { c.ControlKeys = ks }
+	h.Tune = func(c *consumer.Config) { c.ControlKeys = ks }
 	return ks
-}
-
-// decide publishes an operator decision; ks nil leaves it unsigned.
-func (h *harness) decide(ks *schemas.ControlKeys, id, typ, entity string, d schemas.Decision) {
-	h.t.Helper()
-	data, _ := json.Marshal(d)
-	c := schemas.Command{ID: id, Source: "test-operator", Type: typ, Subject: entity, IdempotencyKey: typ + "/" + id, Data: data}
-	if ks != nil {
-		if err := ks.SignControl(&c); err != nil {
-			h.t.Fatal(err)
-		}
-	}
-	r, err := schemas.EncodeCommand(c, schemas.Binary)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	r.Topic = "onceflight.commands"
-	h.produce(r)
 }
 
 func code(o schemas.Outcome) string {
@@ -96,34 +54,34 @@ func code(o schemas.Outcome) string {
 // and on another is an execution each; within an entity a reuse with other
 // data is still rejected.
 func TestKeyScopedToEntity(t *testing.T) {
-	h := newHarness(t)
-	h.start(t.TempDir())
+	h := executortest.New(t)
+	h.Start(t.TempDir())
 	same, other := entitiesOn(0, 2)
 	ents := append(same, other)
 	// The first entity's execution is final before the others start, so
 	// the others are not mistaken for repeats of it (by the executor or
 	// by audit) however their records interleave.
 	seen := map[string][]schemas.Outcome{}
-	h.submit("c0", ents[0], "k1", `{"amount":5}`)
-	h.outcomes(1, seen, nil)
+	h.Submit("c0", ents[0], "k1", `{"amount":5}`)
+	h.Outcomes(1, seen, nil)
 	for i, e := range ents[1:] {
-		h.submit(fmt.Sprintf("c%d", i+1), e, "k1", `{"amount":5}`)
+		h.Submit(fmt.Sprintf("c%d", i+1), e, "k1", `{"amount":5}`)
 	}
-	h.submit("reuse", same[0], "k1", `{"amount":6}`)
-	h.outcomes(len(ents)+1, seen, nil)
+	h.Submit("reuse", same[0], "k1", `{"amount":6}`)
+	h.Outcomes(len(ents)+1, seen, nil)
 	for i, e := range ents {
 		o := seen[fmt.Sprintf("c%d", i)][0]
 		if o.Record.Status != schemas.StatusSucceeded || o.Replayed || o.Record.Entity != e {
 			t.Errorf("%s: %s replayed=%v %s, want a new succeeded execution", e, o.Record.Status, o.Replayed, code(o))
 		}
-		if n := h.effectsOf(e, "k1"); n != 1 {
+		if n := h.EffectsOf(e, "k1"); n != 1 {
 			t.Errorf("%s: k1 executed %d times, want 1", e, n)
 		}
 	}
 	if o := seen["reuse"][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeKeyReused {
 		t.Errorf("reuse within the entity: %s %s, want rejected %s", o.Record.Status, code(o), schemas.CodeKeyReused)
 	}
-	h.audit()
+	h.Audit()
 }
 
 const governanceYAML = `actions:
@@ -145,20 +103,20 @@ const governanceYAML = `actions:
 // naming the first key, or held, then approved (executed once, second
 // outcome) or resolved rejected. Decisions need a valid signature.
 func TestUniqueByRejectAndHold(t *testing.T) {
-	h := newHarness(t)
-	h.useConfig(fmt.Sprintf(governanceYAML, h.effects))
+	h := executortest.New(t)
+	h.UseConfig(fmt.Sprintf(governanceYAML, h.Effects))
 	ks := withKeys(t, h)
-	h.start(t.TempDir())
+	h.Start(t.TempDir())
 
-	h.submitAction("r1", "pay.reject", "order-1", "a1", `{"order_id":"o-1","line":{"sku":"x"},"amount":5}`)
-	h.submitAction("r2", "pay.reject", "order-1", "a2", `{"amount":7,"order_id":"o-1","line":{"sku":"x"}}`)
-	h.submitAction("r3", "pay.reject", "order-1", "a3", `{"order_id":"o-1","line":{"sku":"y"}}`) // other tuple
-	h.submitAction("r4", "pay.reject", "order-2", "a4", `{"order_id":"o-1","line":{"sku":"x"}}`) // other entity
-	h.submitAction("h1", "pay.hold", "order-1", "b1", `{"order_id":"o-9"}`)
-	h.submitAction("h2", "pay.hold", "order-1", "b2", `{"order_id":"o-9","note":"again"}`)
-	h.submitAction("h3", "pay.hold", "order-1", "b3", `{"order_id":"o-9","note":"thrice"}`)
+	h.SubmitAction("r1", "pay.reject", "order-1", "a1", `{"order_id":"o-1","line":{"sku":"x"},"amount":5}`)
+	h.SubmitAction("r2", "pay.reject", "order-1", "a2", `{"amount":7,"order_id":"o-1","line":{"sku":"x"}}`)
+	h.SubmitAction("r3", "pay.reject", "order-1", "a3", `{"order_id":"o-1","line":{"sku":"y"}}`) // other tuple
+	h.SubmitAction("r4", "pay.reject", "order-2", "a4", `{"order_id":"o-1","line":{"sku":"x"}}`) // other entity
+	h.SubmitAction("h1", "pay.hold", "order-1", "b1", `{"order_id":"o-9"}`)
+	h.SubmitAction("h2", "pay.hold", "order-1", "b2", `{"order_id":"o-9","note":"again"}`)
+	h.SubmitAction("h3", "pay.hold", "order-1", "b3", `{"order_id":"o-9","note":"thrice"}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(7, seen, nil)
+	h.Outcomes(7, seen, nil)
 
 	if o := seen["r2"][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeDuplicateBusinessKey || !strings.Contains(o.Record.Error.Message, `"a1"`) {
 		t.Fatalf("r2: %s %+v, want rejected duplicate_business_key naming a1", o.Record.Status, o.Record.Error)
@@ -173,21 +131,21 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 			t.Fatalf("%s: %s %s, want held", c, o.Record.Status, code(o))
 		}
 	}
-	if n := h.effectsOf("order-1", "a2") + h.effectsOf("order-1", "b2") + h.effectsOf("order-1", "b3"); n != 0 {
+	if n := h.EffectsOf("order-1", "a2") + h.EffectsOf("order-1", "b2") + h.EffectsOf("order-1", "b3"); n != 0 {
 		t.Fatalf("duplicates executed %d times", n)
 	}
 
 	// Forged approvals change nothing: unsigned, and signed with another
 	// key under the same id.
-	h.decide(nil, "forged-1", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
+	h.Decide(nil, "forged-1", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
 	bad, _ := schemas.NewControlKey("ops-1")
-	h.decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{bad}}, "forged-2", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
+	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{bad}}, "forged-2", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
 	// A valid signature for another entity does not reach order-1's record.
-	h.decide(ks, "cross", consumer.TypeApprove, "order-2", schemas.Decision{Key: "b2", Reason: "r", By: "ann"})
+	h.Decide(ks, "cross", consumer.TypeApprove, "order-2", schemas.Decision{Key: "b2", Reason: "r", By: "ann"})
 	// The same for resolve.
-	h.decide(nil, "forged-3", consumer.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "mallory"})
-	h.decide(ks, "cross-resolve", consumer.TypeResolve, "order-2", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "ann"})
-	h.outcomes(12, seen, nil)
+	h.Decide(nil, "forged-3", consumer.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "mallory"})
+	h.Decide(ks, "cross-resolve", consumer.TypeResolve, "order-2", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "ann"})
+	h.Outcomes(12, seen, nil)
 	if o := seen["cross-resolve"][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeNotUnresolved {
 		t.Fatalf("cross-entity resolve: %s %s, want rejected", o.Record.Status, code(o))
 	}
@@ -199,16 +157,16 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 	if o := seen["cross"][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeNotUnresolved {
 		t.Fatalf("cross-entity approve: %s %s, want rejected", o.Record.Status, code(o))
 	}
-	if n := h.effectsOf("order-1", "b2"); n != 0 {
+	if n := h.EffectsOf("order-1", "b2"); n != 0 {
 		t.Fatalf("b2 executed %d times by forged or foreign approvals", n)
 	}
 
-	h.decide(ks, "ok-approve", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
-	h.decide(ks, "ok-reject", consumer.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "rejected", Reason: "duplicate", By: "ann"})
+	h.Decide(ks, "ok-approve", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
+	h.Decide(ks, "ok-reject", consumer.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "rejected", Reason: "duplicate", By: "ann"})
 	// Approving again is refused: b2 is no longer held.
-	h.decide(ks, "again", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
+	h.Decide(ks, "again", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
 	// approve: its own outcome + b2's second; resolve: its own + b3's; again.
-	h.outcomes(17, seen, nil)
+	h.Outcomes(17, seen, nil)
 	if o := seen["ok-approve"][0]; o.Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("approve: %s %s", o.Record.Status, code(o))
 	}
@@ -232,19 +190,19 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 	if o := seen["again"][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeNotUnresolved {
 		t.Fatalf("second approve: %s %s", o.Record.Status, code(o))
 	}
-	if n, m := h.effectsOf("order-1", "b2"), h.effectsOf("order-1", "b3"); n != 1 || m != 0 {
+	if n, m := h.EffectsOf("order-1", "b2"), h.EffectsOf("order-1", "b3"); n != 1 || m != 0 {
 		t.Fatalf("b2 executed %d times (want 1), b3 %d (want 0)", n, m)
 	}
-	h.audit()
+	h.Audit()
 
 	// The unique_by index is a cache of the journal too: an executor with
 	// an empty data dir still knows a1 holds the tuple, and that b3's
 	// rejection freed nothing b2 holds.
-	h.stop()
-	h.start(t.TempDir())
-	h.submitAction("r5", "pay.reject", "order-1", "a5", `{"order_id":"o-1","line":{"sku":"x"}}`)
-	h.submitAction("h4", "pay.hold", "order-1", "b4", `{"order_id":"o-9"}`)
-	h.outcomes(19, seen, nil)
+	h.Stop()
+	h.Start(t.TempDir())
+	h.SubmitAction("r5", "pay.reject", "order-1", "a5", `{"order_id":"o-1","line":{"sku":"x"}}`)
+	h.SubmitAction("h4", "pay.hold", "order-1", "b4", `{"order_id":"o-9"}`)
+	h.Outcomes(19, seen, nil)
 	if o := seen["r5"][0]; code(o) != schemas.CodeDuplicateBusinessKey || !strings.Contains(o.Record.Error.Message, `"a1"`) {
 		t.Fatalf("r5 after data-dir loss: %s %+v", o.Record.Status, o.Record.Error)
 	}
@@ -256,12 +214,12 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 // TestDecisionsRefusedWithoutKey: an executor without a control key
 // refuses every decision (docs/guarantees.md).
 func TestDecisionsRefusedWithoutKey(t *testing.T) {
-	h := newHarness(t)
-	h.start(t.TempDir())
+	h := executortest.New(t)
+	h.Start(t.TempDir())
 	k, _ := schemas.NewControlKey("ops-1")
-	h.decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{k}}, "d1", consumer.TypeResolve, "order-1", schemas.Decision{Key: "k1", As: "failed", Reason: "r", By: "ann"})
+	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{k}}, "d1", consumer.TypeResolve, "order-1", schemas.Decision{Key: "k1", As: "failed", Reason: "r", By: "ann"})
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(1, seen, nil)
+	h.Outcomes(1, seen, nil)
 	if o := seen["d1"][0]; code(o) != schemas.CodeNotAllowed || !strings.Contains(o.Record.Error.Message, "keygen") {
 		t.Fatalf("decision without a configured key: %s %+v", o.Record.Status, o.Record.Error)
 	}
@@ -270,21 +228,21 @@ func TestDecisionsRefusedWithoutKey(t *testing.T) {
 // TestReleaseMakesKeyNewWork (docs/events.md#execution-records Release): after a release the same
 // key executes again; before it, a repeat is a replay.
 func TestReleaseMakesKeyNewWork(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	ks := withKeys(t, h)
-	h.start(t.TempDir())
-	h.submit("c1", "order-1", "k1", `{"amount":5}`)
-	h.submit("c2", "order-1", "k1", `{"amount":5}`)
+	h.Start(t.TempDir())
+	h.Submit("c1", "order-1", "k1", `{"amount":5}`)
+	h.Submit("c2", "order-1", "k1", `{"amount":5}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(2, seen, nil)
+	h.Outcomes(2, seen, nil)
 	if !seen["c2"][0].Replayed {
 		t.Fatalf("repeat before release not replayed: %+v", seen["c2"][0])
 	}
-	h.decide(nil, "unsigned", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "redo", By: "mallory"})
-	h.decide(ks, "rel", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "refund must be redone", By: "ann"})
-	h.submit("c3", "order-1", "k1", `{"amount":7}`)
-	h.submit("c4", "order-1", "k1", `{"amount":7}`)
-	h.outcomes(6, seen, nil)
+	h.Decide(nil, "unsigned", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "redo", By: "mallory"})
+	h.Decide(ks, "rel", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "refund must be redone", By: "ann"})
+	h.Submit("c3", "order-1", "k1", `{"amount":7}`)
+	h.Submit("c4", "order-1", "k1", `{"amount":7}`)
+	h.Outcomes(6, seen, nil)
 	if o := seen["unsigned"][0]; code(o) != schemas.CodeNotAllowed {
 		t.Fatalf("unsigned release: %s %s", o.Record.Status, code(o))
 	}
@@ -297,10 +255,10 @@ func TestReleaseMakesKeyNewWork(t *testing.T) {
 	if o := seen["c4"][0]; !o.Replayed {
 		t.Fatalf("repeat after the new execution not replayed: %+v", o)
 	}
-	if n := h.effectsOf("order-1", "k1"); n != 2 {
+	if n := h.EffectsOf("order-1", "k1"); n != 2 {
 		t.Fatalf("k1 executed %d times, want 2 (once before, once after the release)", n)
 	}
-	h.audit()
+	h.Audit()
 }
 
 // TestUniqueByWhileFirstInFlight: the second command with a tuple is
@@ -308,7 +266,7 @@ func TestReleaseMakesKeyNewWork(t *testing.T) {
 // execute (the check and the execution are one step of the entity's single
 // flight).
 func TestUniqueByWhileFirstInFlight(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	started, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	posts := map[string]int{}
@@ -326,14 +284,14 @@ func TestUniqueByWhileFirstInFlight(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer svc.Close()
-	h.useConfig(fmt.Sprintf("actions:\n  pay.once:\n    connector: http\n    url: %s/pay\n    timeout: 10s\n    unique_by: [order_id]\n", svc.URL))
-	h.start(t.TempDir())
-	h.submitAction("c1", "pay.once", "order-1", "a1", `{"order_id":"o-1"}`)
+	h.UseConfig(fmt.Sprintf("actions:\n  pay.once:\n    connector: http\n    url: %s/pay\n    timeout: 10s\n    unique_by: [order_id]\n", svc.URL))
+	h.Start(t.TempDir())
+	h.SubmitAction("c1", "pay.once", "order-1", "a1", `{"order_id":"o-1"}`)
 	<-started
-	h.submitAction("c2", "pay.once", "order-1", "a2", `{"order_id":"o-1"}`)
+	h.SubmitAction("c2", "pay.once", "order-1", "a2", `{"order_id":"o-1"}`)
 	close(release)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(2, seen, nil)
+	h.Outcomes(2, seen, nil)
 	if o := seen["c1"][0]; o.Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("first: %s %s", o.Record.Status, code(o))
 	}
@@ -345,5 +303,5 @@ func TestUniqueByWhileFirstInFlight(t *testing.T) {
 	if posts["a2"] != 0 || posts["a1"] != 1 {
 		t.Fatalf("posts: %v, want a1 once and a2 never", posts)
 	}
-	h.audit()
+	h.Audit()
 }

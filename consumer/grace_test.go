@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -91,27 +92,27 @@ func (g *graceService) requests() []graceReq {
 // k1's recorded deadline plus the clock drift, and that k1 took effect once.
 func inheritGrace(t *testing.T, actions func(url string) string) {
 	const drift = 500 * time.Millisecond
-	h := newHarness(t)
+	h := executortest.New(t)
 	g := newGraceService(drift)
 	svc := httptest.NewServer(g)
 	defer svc.Close()
 	defer close(g.quit)
-	h.useConfig(actions(svc.URL))
-	h.tune = func(c *consumer.Config) {
+	h.UseConfig(actions(svc.URL))
+	h.Tune = func(c *consumer.Config) {
 		c.ClockDrift = drift
 		c.RevokeTimeout = 100 * time.Millisecond
 	}
-	h.start(t.TempDir())
-	h.submitAction("c1", "pay.call", "order-1", "k1", `{"amount":1}`)
+	h.Start(t.TempDir())
+	h.SubmitAction("c1", "pay.call", "order-1", "k1", `{"amount":1}`)
 	select {
 	case <-g.hung:
 	case <-time.After(20 * time.Second):
 		t.Fatal("k1's first attempt never arrived")
 	}
-	h.stop()
+	h.Stop()
 
 	var deadline time.Time
-	for _, r := range h.journal(partitioner.ForEntity("order-1", 3)) {
+	for _, r := range h.Journal(partitioner.ForEntity("order-1", 3)) {
 		if string(r.Key) != "k1" {
 			continue
 		}
@@ -128,13 +129,13 @@ func inheritGrace(t *testing.T, actions func(url string) string) {
 	}
 	firstCount := len(g.requests())
 
-	h.start(t.TempDir())
-	h.submitAction("c2", "pay.call", "order-1", "k2", `{"amount":2}`)
+	h.Start(t.TempDir())
+	h.SubmitAction("c2", "pay.call", "order-1", "k2", `{"amount":2}`)
 	seen := map[string][]schemas.Outcome{}
 	for n := 1; len(seen["c1"]) == 0 || len(seen["c2"]) == 0; n++ {
-		h.outcomes(n, seen, nil)
+		h.Outcomes(n, seen, nil)
 	}
-	h.stop()
+	h.Stop()
 
 	grace := deadline.Add(drift)
 	k1Posts := 0
@@ -157,11 +158,11 @@ func inheritGrace(t *testing.T, actions func(url string) string) {
 	if got := seen["c2"][0].Record.Status; got != schemas.StatusSucceeded {
 		t.Errorf("c2: %s", got)
 	}
-	oneOutcomeEach(t, seen, []string{"c1", "c2"})
+	executortest.OneOutcomeEach(t, seen, []string{"c1", "c2"})
 	if want := k1PostsWant(actions(svc.URL)); k1Posts != want {
 		t.Errorf("k1 posted %d times, want %d", k1Posts, want)
 	}
-	h.audit()
+	h.Audit()
 }
 
 // k1PostsWant: with a confirmation the late effect is found and k1 is not

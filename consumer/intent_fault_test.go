@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -43,7 +44,7 @@ func TestFaultIntentBeforeEffect(t *testing.T) {
 		resp.ErrorCode = kerr.UnknownServerError.Code
 		return resp, nil, true
 	})
-	h := newHarnessOn(t, c.ListenAddrs())
+	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
 	type post struct{ key, attempt, token string }
 	var (
 		mu    sync.Mutex
@@ -56,14 +57,14 @@ func TestFaultIntentBeforeEffect(t *testing.T) {
 		fmt.Fprint(w, `{}`)
 	}))
 	defer svc.Close()
-	h.useConfig(fmt.Sprintf("actions:\n  pay.call:\n    connector: http\n    url: %s/pay\n    timeout: 2s\n", svc.URL))
-	h.start(t.TempDir())
-	waitFor(t, 20*time.Second, "the executor to be ready", h.ex.Ready)
+	h.UseConfig(fmt.Sprintf("actions:\n  pay.call:\n    connector: http\n    url: %s/pay\n    timeout: 2s\n", svc.URL))
+	h.Start(t.TempDir())
+	executortest.WaitFor(t, 20*time.Second, "the executor to be ready", h.Ex.Ready)
 	armed.Store(true)
-	h.submitAction("c1", "pay.call", "order-1", "k1", `{"amount":1}`)
+	h.SubmitAction("c1", "pay.call", "order-1", "k1", `{"amount":1}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(1, seen, nil)
-	h.stop()
+	h.Outcomes(1, seen, nil)
+	h.Stop()
 	if refused.Load() != 1 {
 		t.Fatalf("EndTxn refused %d times, want 1", refused.Load())
 	}
@@ -71,7 +72,7 @@ func TestFaultIntentBeforeEffect(t *testing.T) {
 		t.Fatalf("c1: %s", s)
 	}
 	intents := map[post]bool{}
-	for _, rec := range h.journalAll() {
+	for _, rec := range h.JournalAll() {
 		if rec.Status == schemas.StatusInProgress {
 			intents[post{rec.IdempotencyKey, strconv.Itoa(rec.Attempts), strconv.FormatInt(rec.FencingToken, 10)}] = true
 		}
@@ -86,5 +87,5 @@ func TestFaultIntentBeforeEffect(t *testing.T) {
 			t.Errorf("request %+v sent without a committed intent (committed intents: %v)", p, intents)
 		}
 	}
-	h.audit()
+	h.Audit()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -16,18 +17,18 @@ import (
 // effect is one record on the target topic, keyed by entity, carrying the
 // idempotency key and fencing token; a repeat is answered from the record.
 func TestKafkaAction(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := kadm.NewClient(h.cl).CreateTopic(ctx, 3, 1, nil, "shipping.replacements"); err != nil {
+	if _, err := kadm.NewClient(h.Client()).CreateTopic(ctx, 3, 1, nil, "shipping.replacements"); err != nil {
 		t.Fatal(err)
 	}
-	h.useConfig("actions:\n  shipping.replace:\n    connector: kafka\n    topic: shipping.replacements\n    timeout: 2s\n")
-	h.start(t.TempDir())
-	h.submitAction("k1", "shipping.replace", "order-5", "replace-5", `{"sku":"A-1"}`)
-	h.submitAction("k2", "shipping.replace", "order-5", "replace-5", `{"sku":"A-1"}`)
+	h.UseConfig("actions:\n  shipping.replace:\n    connector: kafka\n    topic: shipping.replacements\n    timeout: 2s\n")
+	h.Start(t.TempDir())
+	h.SubmitAction("k1", "shipping.replace", "order-5", "replace-5", `{"sku":"A-1"}`)
+	h.SubmitAction("k2", "shipping.replace", "order-5", "replace-5", `{"sku":"A-1"}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(2, seen, nil)
+	h.Outcomes(2, seen, nil)
 	if o := seen["k1"][0]; o.Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("first: %+v", o.Record)
 	}
@@ -35,7 +36,7 @@ func TestKafkaAction(t *testing.T) {
 		t.Fatalf("repeat not replayed: %+v", o)
 	}
 
-	rd, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ConsumeTopics("shipping.replacements"),
+	rd, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.ConsumeTopics("shipping.replacements"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

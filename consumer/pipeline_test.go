@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -15,7 +16,7 @@ import (
 // slow execution is still running (docs/guarantees.md#g1-single-flight: different entities run
 // concurrently; one entity runs in order).
 func TestSlowEntityDoesNotBlockOthers(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	release := make(chan struct{})
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.Header.Get("Onceflight-Entity"), "slow") {
@@ -26,16 +27,16 @@ func TestSlowEntityDoesNotBlockOthers(t *testing.T) {
 	}))
 	defer svc.Close()
 	defer close(release)
-	h.useConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s/do\n    timeout: 30s\n", svc.URL))
-	h.start(t.TempDir())
+	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s/do\n    timeout: 30s\n", svc.URL))
+	h.Start(t.TempDir())
 
-	h.submitAction("s1", "work.do", "slow-1", "slow-key-1", `{}`)
-	h.submitAction("s2", "work.do", "slow-1", "slow-key-2", `{}`) // queued behind s1: same entity
+	h.SubmitAction("s1", "work.do", "slow-1", "slow-key-1", `{}`)
+	h.SubmitAction("s2", "work.do", "slow-1", "slow-key-2", `{}`) // queued behind s1: same entity
 	for i := range 30 {
-		h.submitAction(fmt.Sprintf("f%d", i), "work.do", fmt.Sprintf("fast-%d", i), fmt.Sprintf("fast-key-%d", i), `{}`)
+		h.SubmitAction(fmt.Sprintf("f%d", i), "work.do", fmt.Sprintf("fast-%d", i), fmt.Sprintf("fast-key-%d", i), `{}`)
 	}
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(30, seen, nil)
+	h.Outcomes(30, seen, nil)
 	if len(seen["s1"])+len(seen["s2"]) != 0 {
 		t.Fatalf("the slow entity answered before it was released: %+v", seen)
 	}
@@ -46,7 +47,7 @@ func TestSlowEntityDoesNotBlockOthers(t *testing.T) {
 	}
 	release <- struct{}{} // s1
 	release <- struct{}{} // s2, only after s1
-	h.outcomes(32, seen, nil)
+	h.Outcomes(32, seen, nil)
 	if seen["s1"][0].Record.Status != schemas.StatusSucceeded || seen["s2"][0].Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("slow entity: %+v %+v", seen["s1"], seen["s2"])
 	}

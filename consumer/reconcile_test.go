@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -16,7 +17,7 @@ import (
 // heals, the reconciler turns it succeeded and publishes the new outcome —
 // with the one effect the service applied, never a second POST.
 func TestUnresolvedThenReconciled(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	var (
 		mu       sync.Mutex
 		effects  = map[string]int{}
@@ -41,7 +42,7 @@ func TestUnresolvedThenReconciled(t *testing.T) {
 		}
 	}))
 	defer svc.Close()
-	h.useConfig(fmt.Sprintf(`reconcile:
+	h.UseConfig(fmt.Sprintf(`reconcile:
   every: 300ms
 actions:
   payments.refund:
@@ -51,22 +52,22 @@ actions:
     timeout: 300ms
     confirm_timeout: 600ms
 `, svc.URL))
-	h.start(t.TempDir())
-	h.submitAction("c1", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
+	h.Start(t.TempDir())
+	h.SubmitAction("c1", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(1, seen, nil)
+	h.Outcomes(1, seen, nil)
 	first := seen["c1"][0].Record
 	if first.Status != schemas.StatusUnresolved || first.Error == nil || first.Error.Code != schemas.CodeConfirmationTimeout {
 		t.Fatalf("want unresolved confirmation_timeout, got %s %+v", first.Status, first.Error)
 	}
 	// A repeat is answered from the unresolved record, not executed.
-	h.submitAction("c2", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
-	h.outcomes(2, seen, nil)
+	h.SubmitAction("c2", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
+	h.Outcomes(2, seen, nil)
 	if o := seen["c2"][0]; !o.Replayed || o.Record.Status != schemas.StatusUnresolved {
 		t.Fatalf("repeat of unresolved: %+v", o)
 	}
 	healthy.Store(true)
-	h.outcomes(3, seen, nil)
+	h.Outcomes(3, seen, nil)
 	var settled *schemas.Outcome
 	for _, o := range seen["c1"] {
 		if o.Record.Status == schemas.StatusSucceeded {

@@ -8,6 +8,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/modules/redpanda"
 
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -30,16 +31,16 @@ func TestAgainstRedpanda(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarnessOn(t, []string{seed})
-	h.start(t.TempDir())
-	h.submit("r1", "order-1", "k1", `{"a":1}`)
-	h.submit("r2", "order-1", "k1", `{"a":1}`)
+	h := executortest.New(t, executortest.OnBrokers([]string{seed}))
+	h.Start(t.TempDir())
+	h.Submit("r1", "order-1", "k1", `{"a":1}`)
+	h.Submit("r2", "order-1", "k1", `{"a":1}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(2, seen, nil)
+	h.Outcomes(2, seen, nil)
 	if seen["r1"][0].Record.Status != schemas.StatusSucceeded || !seen["r2"][0].Replayed {
 		t.Fatalf("outcomes: %+v", seen)
 	}
-	if n := h.effectCount()["k1"]; n != 1 {
+	if n := h.EffectCount()["k1"]; n != 1 {
 		t.Fatalf("k1 executed %d times", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/examples/connector/ledger"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -28,19 +29,19 @@ func TestRegisteredConnector(t *testing.T) {
 		t.Fatal(err)
 	}
 	var l *ledger.Ledger
-	h := newHarness(t)
-	h.cfgFile = actions
-	h.opts = []consumer.Option{consumer.WithConnector("ledger", func(a *consumer.Action) (connectors.Connector, error) {
+	h := executortest.New(t)
+	h.Config = actions
+	h.Opts = []consumer.Option{consumer.WithConnector("ledger", func(a *consumer.Action) (connectors.Connector, error) {
 		l = ledger.New(a.Settings["currency"])
 		return l, nil
 	})}
-	h.start(t.TempDir())
+	h.Start(t.TempDir())
 	l.AmbiguousOnce("c-2")
-	h.submitAction("1", "accounts.credit", "acct-1", "c-1", `{"amount":5}`)
-	h.submitAction("2", "accounts.credit", "acct-1", "c-2", `{"amount":7}`)
-	h.submitAction("3", "accounts.credit", "acct-1", "c-1", `{"amount":5}`)
+	h.SubmitAction("1", "accounts.credit", "acct-1", "c-1", `{"amount":5}`)
+	h.SubmitAction("2", "accounts.credit", "acct-1", "c-2", `{"amount":7}`)
+	h.SubmitAction("3", "accounts.credit", "acct-1", "c-1", `{"amount":5}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(3, seen, nil)
+	h.Outcomes(3, seen, nil)
 	for id, want := range map[string]string{"1": `{"balance":5,"currency":"EUR"}`, "2": `{"balance":12,"currency":"EUR"}`, "3": `{"balance":5,"currency":"EUR"}`} {
 		o := seen[id]
 		if len(o) != 1 || o[0].Record.Status != schemas.StatusSucceeded || string(o[0].Record.Result) != want {
@@ -50,5 +51,5 @@ func TestRegisteredConnector(t *testing.T) {
 	if !seen["3"][0].Replayed || l.Effects("c-1") != 1 || l.Effects("c-2") != 1 {
 		t.Errorf("replayed %v, effects c-1 %d c-2 %d", seen["3"][0].Replayed, l.Effects("c-1"), l.Effects("c-2"))
 	}
-	h.audit()
+	h.Audit()
 }

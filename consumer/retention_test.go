@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -12,36 +13,36 @@ import (
 // result is no longer kept, and executing again silently would be wrong);
 // past key_memory the key is forgotten and a command with it is new work.
 func TestRetentionAndKeyMemory(t *testing.T) {
-	h := newHarness(t)
-	h.useConfig(fmt.Sprintf("dedupe_retention: 1s\nkey_memory: 3s\nactions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.effects))
-	h.start(t.TempDir())
+	h := executortest.New(t)
+	h.UseConfig(fmt.Sprintf("dedupe_retention: 1s\nkey_memory: 3s\nactions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.Effects))
+	h.Start(t.TempDir())
 	seen := map[string][]schemas.Outcome{}
 
-	h.submit("r1", "order-1", "k1", `{}`)
-	h.outcomes(1, seen, nil)
+	h.Submit("r1", "order-1", "k1", `{}`)
+	h.Outcomes(1, seen, nil)
 	if seen["r1"][0].Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("first: %+v", seen["r1"][0].Record)
 	}
-	h.submit("r2", "order-1", "k1", `{}`)
-	h.outcomes(2, seen, nil)
+	h.Submit("r2", "order-1", "k1", `{}`)
+	h.Outcomes(2, seen, nil)
 	if !seen["r2"][0].Replayed {
 		t.Fatalf("repeat within retention: %+v", seen["r2"][0])
 	}
 
 	time.Sleep(1500 * time.Millisecond)
-	h.submit("r3", "order-1", "k1", `{}`)
-	h.outcomes(3, seen, nil)
+	h.Submit("r3", "order-1", "k1", `{}`)
+	h.Outcomes(3, seen, nil)
 	if e := seen["r3"][0].Record.Error; seen["r3"][0].Record.Status != schemas.StatusRejected || e == nil || e.Code != schemas.CodeKeyExpired {
 		t.Fatalf("repeat past retention: %+v", seen["r3"][0].Record)
 	}
 
 	time.Sleep(2 * time.Second)
-	h.submit("r4", "order-1", "k1", `{}`)
-	h.outcomes(4, seen, nil)
+	h.Submit("r4", "order-1", "k1", `{}`)
+	h.Outcomes(4, seen, nil)
 	if o := seen["r4"][0]; o.Replayed || o.Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("past key_memory: %+v", o)
 	}
-	if n := h.effectCount()["k1"]; n != 2 {
+	if n := h.EffectCount()["k1"]; n != 2 {
 		t.Fatalf("k1 executed %d times, want 2 (once, then again after key_memory)", n)
 	}
 }

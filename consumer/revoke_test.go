@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -26,7 +27,7 @@ import (
 // owner therefore finds final records — no in_progress key to inherit, so
 // no confirmation and no second effect.
 func TestRevocationDrainsAndCommits(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	var (
 		mu       sync.Mutex
 		effects  = map[string]int{}
@@ -47,8 +48,8 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	defer svc.Close()
-	h.useConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %[1]s/do\n    confirm_url: %[1]s/do/{key}\n    timeout: 10s\n", svc.URL))
-	h.start(t.TempDir())
+	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %[1]s/do\n    confirm_url: %[1]s/do/{key}\n    timeout: 10s\n", svc.URL))
+	h.Start(t.TempDir())
 
 	// One slow command on every partition, so whichever partition moves
 	// has an execution in flight.
@@ -59,7 +60,7 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 			ent := fmt.Sprintf("ent-%d", i)
 			if partitioner.ForEntity(ent, parts) == p {
 				id := fmt.Sprintf("c-%d", p)
-				h.submitAction(id, "work.do", ent, "key-"+id, `{}`)
+				h.SubmitAction(id, "work.do", ent, "key-"+id, `{}`)
 				ids = append(ids, id)
 				break
 			}
@@ -72,9 +73,9 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	second, err := consumer.New(consumer.Config{
-		Brokers: h.brokers, Partitions: parts, SessionTimeout: 6 * time.Second, ExecutorID: "second",
+		Brokers: h.Brokers, Partitions: parts, SessionTimeout: 6 * time.Second, ExecutorID: "second",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, h.cfgFile, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	}, h.Config, store, consumer.WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 		owned <- time.Since(t0)
 	}()
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(parts, seen, nil)
+	h.Outcomes(parts, seen, nil)
 	// A moment for a wrong second answer to appear.
 	time.Sleep(2 * time.Second)
 	for _, id := range ids {

@@ -20,43 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
-
-// gauge reads one series of a gauge vector (labels name=value pairs), and
-// whether it exists.
-func gauge(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				ok := false
-				for _, l := range m.GetLabel() {
-					if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
-						ok = true
-					}
-				}
-				if !ok {
-					continue metrics
-				}
-			}
-			if g := m.GetGauge(); g != nil {
-				return g.GetValue(), true
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
-}
 
 // Issue 11: ready only while the brokers answer. Every request is refused
 // (connection closed) for a while: readiness turns false within the
@@ -67,14 +34,14 @@ func TestReadyFollowsBrokerContact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	h := newHarnessOn(t, c.ListenAddrs())
-	h.reg = prometheus.NewRegistry()
-	h.tune = func(cfg *consumer.Config) { cfg.SessionTimeout = 2 * time.Second }
-	h.start(t.TempDir())
-	waitFor(t, 30*time.Second, "ready", h.ex.Ready)
+	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+	h.Reg = prometheus.NewRegistry()
+	h.Tune = func(cfg *consumer.Config) { cfg.SessionTimeout = 2 * time.Second }
+	h.Start(t.TempDir())
+	executortest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
 	seen := map[string][]schemas.Outcome{}
-	h.submit("c1", "e1", "k1", `{}`)
-	h.outcomes(1, seen, nil)
+	h.Submit("c1", "e1", "k1", `{}`)
+	h.Outcomes(1, seen, nil)
 
 	var down atomic.Bool
 	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -85,16 +52,16 @@ func TestReadyFollowsBrokerContact(t *testing.T) {
 		return nil, errors.New("broker down (test)"), true
 	})
 	down.Store(true)
-	waitFor(t, 20*time.Second, "not ready while the brokers do not answer", func() bool { return !h.ex.Ready() })
-	if r := h.ex.NotReady(); !strings.Contains(r, "no answer from the brokers") {
+	executortest.WaitFor(t, 20*time.Second, "not ready while the brokers do not answer", func() bool { return !h.Ex.Ready() })
+	if r := h.Ex.NotReady(); !strings.Contains(r, "no answer from the brokers") {
 		t.Errorf("NotReady() = %q", r)
 	}
-	waitFor(t, 5*time.Second, "onceflight_ready 0", func() bool { v, _ := gauge(t, h.reg, "onceflight_ready"); return v == 0 })
+	executortest.WaitFor(t, 5*time.Second, "onceflight_ready 0", func() bool { v, _ := executortest.Gauge(t, h.Reg, "onceflight_ready"); return v == 0 })
 
 	down.Store(false)
-	waitFor(t, 60*time.Second, "ready again once the brokers answer", h.ex.Ready)
-	h.submit("c2", "e1", "k2", `{}`)
-	h.outcomes(2, seen, nil)
+	executortest.WaitFor(t, 60*time.Second, "ready again once the brokers answer", h.Ex.Ready)
+	h.Submit("c2", "e1", "k2", `{}`)
+	h.Outcomes(2, seen, nil)
 	if o := seen["c2"]; len(o) != 1 || o[0].Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("after recovery: %+v", o)
 	}
@@ -104,8 +71,8 @@ func TestReadyFollowsBrokerContact(t *testing.T) {
 // markers included (a forwarded command leaves one in the commands topic),
 // and it counts commands that are consumed but stuck.
 func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
-	h := newHarness(t)
-	h.reg = prometheus.NewRegistry()
+	h := executortest.New(t)
+	h.Reg = prometheus.NewRegistry()
 	release := make(chan struct{})
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Onceflight-Entity") == "stuck" {
@@ -115,40 +82,40 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 	}))
 	defer svc.Close()
 	defer close(release)
-	h.useConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 60s\n", svc.URL))
-	h.start(t.TempDir())
-	waitFor(t, 30*time.Second, "ready", h.ex.Ready)
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 60s\n", svc.URL))
+	h.Start(t.TempDir())
+	executortest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
 
 	// A command on the wrong partition is forwarded in a transaction.
 	produceMisrouted(t, h, "fwd", "moved", "k-fwd")
 	for i := range 5 {
-		h.submit(fmt.Sprintf("c%d", i), fmt.Sprintf("e%d", i), fmt.Sprintf("k%d", i), `{}`)
+		h.Submit(fmt.Sprintf("c%d", i), fmt.Sprintf("e%d", i), fmt.Sprintf("k%d", i), `{}`)
 	}
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(6, seen, nil)
+	h.Outcomes(6, seen, nil)
 	allZero := func() bool {
 		for p := range 3 {
-			if v, ok := gauge(t, h.reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p)); !ok || v != 0 {
+			if v, ok := executortest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p)); !ok || v != 0 {
 				return false
 			}
 		}
 		return true
 	}
-	waitFor(t, 15*time.Second, "lag 0 on every partition after forwards and transactions", allZero)
+	executortest.WaitFor(t, 15*time.Second, "lag 0 on every partition after forwards and transactions", allZero)
 
 	stuck := partitioner.ForEntity("stuck", 3)
 	for i := range 4 {
-		h.submitAction(fmt.Sprintf("s%d", i), "slow.call", "stuck", fmt.Sprintf("s-%d", i), `{}`)
+		h.SubmitAction(fmt.Sprintf("s%d", i), "slow.call", "stuck", fmt.Sprintf("s-%d", i), `{}`)
 	}
-	waitFor(t, 15*time.Second, "lag 4 while the entity's first command does not finish", func() bool {
-		v, _ := gauge(t, h.reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
+	executortest.WaitFor(t, 15*time.Second, "lag 4 while the entity's first command does not finish", func() bool {
+		v, _ := executortest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
 		return v == 4
 	})
 	for i := range 3 {
-		h.submitAction(fmt.Sprintf("t%d", i), "slow.call", "stuck", fmt.Sprintf("t-%d", i), `{}`)
+		h.SubmitAction(fmt.Sprintf("t%d", i), "slow.call", "stuck", fmt.Sprintf("t-%d", i), `{}`)
 	}
-	waitFor(t, 15*time.Second, "lag growing to 7", func() bool {
-		v, _ := gauge(t, h.reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
+	executortest.WaitFor(t, 15*time.Second, "lag growing to 7", func() bool {
+		v, _ := executortest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
 		return v == 7
 	})
 }
@@ -156,9 +123,9 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 // produceMisrouted writes a noop.ping command for entity to a partition
 // that is not the entity's (of 3), as a producer with another partitioner
 // would: the executor forwards it in a transaction.
-func produceMisrouted(t *testing.T, h *harness, id, entity, key string) {
+func produceMisrouted(t *testing.T, h *executortest.Harness, id, entity, key string) {
 	t.Helper()
-	manual, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	manual, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,12 +163,12 @@ func (s *syncBuffer) String() string {
 // Issue 11: one log line per answer a person may need: unresolved,
 // not allowed, deadlettered, forwarded — with key, entity and offset.
 func TestNotableAnswersAreLogged(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(time.Second) // past the timeout: ambiguous, and nothing can confirm
 	}))
 	defer svc.Close()
-	h.useConfig(fmt.Sprintf(`actions:
+	h.UseConfig(fmt.Sprintf(`actions:
   noop.ping:
     connector: noop
   only.ops:
@@ -214,11 +181,11 @@ func TestNotableAnswersAreLogged(t *testing.T) {
     max_attempts: 1
 `, svc.URL))
 	logs := &syncBuffer{}
-	h.tune = func(c *consumer.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) }
-	h.start(t.TempDir())
-	h.submitAction("u1", "pay.out", "acct-1", "pay-1", `{}`)
-	h.submitAction("n1", "only.ops", "acct-2", "ops-1", `{}`)
-	h.produce(&kgo.Record{Topic: "onceflight.commands", Key: []byte("acct-3"), Value: []byte("not a cloudevent")})
+	h.Tune = func(c *consumer.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) }
+	h.Start(t.TempDir())
+	h.SubmitAction("u1", "pay.out", "acct-1", "pay-1", `{}`)
+	h.SubmitAction("n1", "only.ops", "acct-2", "ops-1", `{}`)
+	h.Produce(&kgo.Record{Topic: "onceflight.commands", Key: []byte("acct-3"), Value: []byte("not a cloudevent")})
 	produceMisrouted(t, h, "f1", "moved", "k-f1")
 	for _, want := range []string{
 		`msg="execution unresolved: an operator must confirm or resolve it" key=pay-1 entity=acct-1 action=pay.out`,
@@ -241,20 +208,20 @@ func TestNotableAnswersAreLogged(t *testing.T) {
 // the chaos tests' stand-in for a real effect — still journals its intent
 // first. Both answer a repeat from the record (G2).
 func TestIntentSkippedOnlyWhenEffectless(t *testing.T) {
-	h := newHarness(t)
-	h.useConfig(fmt.Sprintf("actions:\n  noop.pure:\n    connector: noop\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.effects))
-	h.start(t.TempDir())
-	h.submitAction("p1", "noop.pure", "ent-pure", "k-pure", `{}`)
-	h.submitAction("e1", "noop.ping", "ent-fx", "k-fx", `{}`)
-	h.submitAction("p2", "noop.pure", "ent-pure", "k-pure", `{}`)
+	h := executortest.New(t)
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.pure:\n    connector: noop\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.Effects))
+	h.Start(t.TempDir())
+	h.SubmitAction("p1", "noop.pure", "ent-pure", "k-pure", `{}`)
+	h.SubmitAction("e1", "noop.ping", "ent-fx", "k-fx", `{}`)
+	h.SubmitAction("p2", "noop.pure", "ent-pure", "k-pure", `{}`)
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(3, seen, nil)
+	h.Outcomes(3, seen, nil)
 	if o := seen["p2"]; len(o) != 1 || !o[0].Replayed || o[0].Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("repeat of the effectless key: %+v", o)
 	}
 	states := func(entity, key string) []schemas.Status {
 		var out []schemas.Status
-		for _, r := range h.journal(partitioner.ForEntity(entity, 3)) {
+		for _, r := range h.Journal(partitioner.ForEntity(entity, 3)) {
 			if schemas.JournalKind(r) != schemas.KindRecord {
 				continue
 			}
@@ -274,5 +241,5 @@ func TestIntentSkippedOnlyWhenEffectless(t *testing.T) {
 	if got := states("ent-fx", "k-fx"); len(got) != 2 || got[0] != schemas.StatusInProgress || got[1] != schemas.StatusSucceeded {
 		t.Errorf("noop with an effects file journaled %v, want [in_progress succeeded]", got)
 	}
-	h.audit()
+	h.Audit()
 }

@@ -1,6 +1,15 @@
-// Package executortest runs a real executor on kfake for the tests of the
-// packages built on top of it (inspect, ingress), so that they test against
-// the executor's behaviour rather than a stand-in, and share one set-up.
+// Package executortest is the in-process executor harness: real executors
+// (package consumer, Pebble under a temporary directory) against a real
+// Kafka protocol broker over TCP — kfake, or any brokers with OnBrokers —
+// for the tests of the executor itself, of the audit, and of the packages
+// built on top of it (client, inspect, ingress). They test against the
+// executor's behaviour rather than a stand-in, and share one set-up, so a
+// change to how an executor starts is made once.
+//
+// New returns a Harness; Start runs its single executor, StartNode one of
+// several (a Node); Submit, Outcomes, AllOutcomes, Journal, EffectCount and
+// Audit drive and observe them. Start (the function) is the shortcut for
+// tests that only need a public client of one executor.
 package executortest
 
 import (
@@ -12,42 +21,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// Start starts kfake and an executor of the actions file yaml (written to a
-// temporary directory, so relative paths resolve there), waits for its
-// topics, and returns a client of it with the loaded configuration. Both
-// stop at the end of the test.
+// Start starts kfake and an executor "test-executor" of the actions file
+// yaml (written to a temporary directory, so relative paths resolve
+// there), waits for its topics, and returns a client of it with the loaded
+// configuration. Both stop at the end of the test. It is a Harness for the
+// tests that only need the public client.
 func Start(t testing.TB, yaml string) (*client.Client, *config.Config) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "onceflight.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := dedupe.Open(filepath.Join(dir, "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := New(t)
+	h.UseConfig(yaml)
 	// Operator decisions must be signed: the executor verifies with this
 	// key, and the returned client signs what it sends with it.
 	key, err := schemas.NewControlKey("test")
@@ -55,35 +46,20 @@ func Start(t testing.TB, yaml string) (*client.Client, *config.Config) {
 		t.Fatal(err)
 	}
 	keys := &schemas.ControlKeys{Keys: []schemas.ControlKey{key}}
-	ex, err := consumer.New(consumer.Config{
-		ControlKeys: keys,
-		Brokers:     c.ListenAddrs(), Partitions: 3, SessionTimeout: 6 * time.Second,
-		ClockDrift: 100 * time.Millisecond, ExecutorID: "test-executor",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	}, cfg, store, consumer.WithRegisterer(prometheus.NewRegistry()))
-	if err != nil {
-		store.Close()
+	h.Tune = func(c *consumer.Config) {
+		c.ControlKeys, c.ExecutorID = keys, "test-executor"
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	h.Start(filepath.Join(t.TempDir(), "state"))
+	if err := WaitTopics(context.Background(), h.Brokers, client.DefaultTopics()); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("executor: %v", err)
-		}
-		store.Close()
-	})
-	if err := WaitTopics(context.Background(), c.ListenAddrs(), client.DefaultTopics()); err != nil {
-		t.Fatal(err)
-	}
-	oc, err := client.New(client.WithBrokers(c.ListenAddrs()...), client.WithControlKeys(keys))
+	oc, err := client.New(client.WithBrokers(h.Brokers...), client.WithControlKeys(keys))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(oc.Close)
-	return oc, cfg
+	return oc, h.Config
 }
 
 // WaitTopics waits until every topic of tp exists on brokers: the executor

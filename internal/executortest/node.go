@@ -1,0 +1,177 @@
+package executortest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/dedupe"
+)
+
+// Node is one in-process executor of a multi-executor test: its own
+// executor id (transactional id), Pebble directory and metrics registry,
+// so that tests can fence, restart and inspect each one on its own.
+type Node struct {
+	t testing.TB
+	// ID is the executor id.
+	ID string
+	// Ex is the running executor.
+	Ex *consumer.Executor
+	// Reg is the registry of the executor's metrics.
+	Reg *prometheus.Registry
+	// Store is the executor's Pebble.
+	Store *dedupe.Store
+	// Done receives what Run returned. A test that takes it must send it
+	// back, for Stop (and the cleanup) to return.
+	Done chan error
+	stop func() error
+}
+
+// NodeOptions adjust one node.
+type NodeOptions struct {
+	// Tune adjusts the executor config before start.
+	Tune func(*consumer.Config)
+	// StoreOpts open the node's Pebble.
+	StoreOpts []dedupe.Option
+	// ExecutorOpts are more executor options.
+	ExecutorOpts []consumer.Option
+}
+
+// ShortHeartbeats lets a session timeout below kgo's 3s default heartbeat
+// interval hold: without it a 2s session expires between heartbeats.
+var ShortHeartbeats = []consumer.Option{consumer.WithKgoOpts(kgo.HeartbeatInterval(300 * time.Millisecond))}
+
+// StartNode runs an executor named id on the harness's brokers and
+// Config, with its Pebble under dataDir and its logs tagged with id. The
+// node's Stop is also a cleanup; what Run returned is Stop's to report.
+func (h *Harness) StartNode(id, dataDir string, o NodeOptions) *Node {
+	h.t.Helper()
+	store, err := dedupe.Open(dataDir, o.StoreOpts...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cfg := h.config(id)
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: LogLevel()})).With("executor", id)
+	if o.Tune != nil {
+		o.Tune(&cfg)
+	}
+	n := &Node{t: h.t, ID: id, Reg: prometheus.NewRegistry(), Store: store, Done: make(chan error, 1)}
+	ex, err := consumer.New(cfg, h.Config, store, append([]consumer.Option{consumer.WithRegisterer(n.Reg)}, o.ExecutorOpts...)...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n.Ex = ex
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { n.Done <- ex.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	n.stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-n.Done
+			store.Close()
+		})
+		return runErr
+	}
+	h.t.Cleanup(func() { _ = n.stop() })
+	return n
+}
+
+// Stop cancels the node's executor, closes its Pebble and returns what Run
+// returned; later calls return the same.
+func (n *Node) Stop() error { return n.stop() }
+
+// Owns reports whether n owns exactly k partitions and is ready.
+func (n *Node) Owns(k int) bool { return n.Ex.Ready() && len(n.Ex.Owned()) == k }
+
+// Counter is the sum of counter name's series whose labels include labels,
+// on the node's registry (0 when absent).
+func (n *Node) Counter(name string, labels map[string]string) float64 {
+	n.t.Helper()
+	mfs, err := n.Reg.Gather()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			ok := true
+			for k, v := range labels {
+				ok = ok && have[k] == v
+			}
+			if ok {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// Gauge is Gauge on the node's registry.
+func (n *Node) Gauge(name string, labels ...string) (float64, bool) {
+	n.t.Helper()
+	return Gauge(n.t, n.Reg, name, labels...)
+}
+
+// Gauge reads the first series of metric name on reg whose labels include
+// labels (name=value pairs) — a gauge's value, else a counter's — and
+// whether there is one.
+func Gauge(t testing.TB, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				ok := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+						ok = true
+					}
+				}
+				if !ok {
+					continue metrics
+				}
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue(), true
+			}
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// WaitFor polls cond every 20ms until it holds, failing the test after
+// timeout with what: executors get ready, rebalance and answer on their
+// own time, and a test must wait for a state rather than sleep.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

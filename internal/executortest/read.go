@@ -1,0 +1,166 @@
+package executortest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/audit"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// Audit runs onceflight audit on the harness's topics and fails the test
+// on any violation: the audit is the outside check that what the
+// executors published keeps the once-only guarantees.
+func (h *Harness) Audit() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	rep, err := audit.Run(ctx, audit.Options{Client: cl})
+	if err != nil {
+		h.t.Fatalf("audit: %v", err)
+	}
+	if !rep.OK() {
+		var b strings.Builder
+		_ = rep.WriteText(&b)
+		h.t.Fatalf("audit failed:\n%s", b.String())
+	}
+}
+
+// ReadAll reads every committed record of topic partition p, up to its
+// end offset at the time of the call (control records skipped).
+func (h *Harness) ReadAll(topic string, p int32) []*kgo.Record {
+	h.t.Helper()
+	return h.readAll(topic, p, 15*time.Second)
+}
+
+// Journal reads every committed record of journal partition p, up to its
+// end offset at the time of the call (control records skipped).
+func (h *Harness) Journal(p int32) []*kgo.Record {
+	h.t.Helper()
+	return h.readAll("onceflight.journal", p, 10*time.Second)
+}
+
+func (h *Harness) readAll(topic string, p int32, timeout time.Duration) []*kgo.Record {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ends, err := kadm.NewClient(h.Client()).ListEndOffsets(ctx, topic)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, p)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	next := int64(-1)
+	for next < end.Offset-1 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			h.t.Fatalf("reading %s/%d: reached %d of %d", topic, p, next, end.Offset)
+		}
+		for _, r := range fs.Records() {
+			next = r.Offset
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// JournalAll reads every committed journal record of the harness's
+// partitions, decoded (epoch markers and other kinds skipped).
+func (h *Harness) JournalAll() []schemas.Record {
+	h.t.Helper()
+	var out []schemas.Record
+	for p := range int32(Partitions) {
+		for _, r := range h.Journal(p) {
+			if k := HeaderValue(r, "onceflight-kind"); k != "" && k != "record" {
+				continue
+			}
+			rec, err := schemas.UnmarshalRecord(r.Value)
+			if err != nil {
+				h.t.Fatalf("journal %d/%d: %v", p, r.Offset, err)
+			}
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// AllOutcomes reads every committed outcome event, by causation id.
+func (h *Harness) AllOutcomes() map[string][]schemas.Outcome {
+	h.t.Helper()
+	seen := map[string][]schemas.Outcome{}
+	for p := range int32(Partitions) {
+		for _, r := range h.ReadAll("onceflight.outcomes", p) {
+			o, err := schemas.DecodeOutcome(r)
+			if err != nil {
+				h.t.Fatalf("undecodable outcome: %v", err)
+			}
+			seen[o.CausationID] = append(seen[o.CausationID], o)
+		}
+	}
+	return seen
+}
+
+// GroupMembers lists the member ids of the executors' consumer group.
+func (h *Harness) GroupMembers() []string {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	dg, err := kadm.NewClient(h.Client()).DescribeGroups(ctx, "onceflight")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var ids []string
+	for _, g := range dg {
+		for _, m := range g.Members {
+			ids = append(ids, m.MemberID)
+		}
+	}
+	return ids
+}
+
+// HeaderValue is the value of r's header key ("" when absent).
+func HeaderValue(r *kgo.Record, key string) string {
+	for _, hd := range r.Headers {
+		if hd.Key == key {
+			return string(hd.Value)
+		}
+	}
+	return ""
+}
+
+// OneOutcomeEach checks that each command id in ids has outcomes of
+// exactly one outcome id: republications of the same id are allowed
+// (docs/events.md#execution-records), a second answer is not.
+func OneOutcomeEach(t testing.TB, seen map[string][]schemas.Outcome, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		os := seen[id]
+		if len(os) == 0 {
+			t.Fatalf("command %s: no outcome", id)
+		}
+		for _, o := range os[1:] {
+			if o.ID != os[0].ID {
+				t.Fatalf("command %s answered twice: %s %s (by %s) and %s %s (by %s)", id,
+					os[0].ID, os[0].Record.Status, os[0].Record.Executor, o.ID, o.Record.Status, o.Record.Executor)
+			}
+		}
+	}
+}
