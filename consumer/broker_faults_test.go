@@ -65,6 +65,12 @@ func TestFaultBrokerErrors(t *testing.T) {
 		{"TxnOffsetCommit/ILLEGAL_GENERATION", kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.IllegalGeneration, Count: 2}, true},
 		{"TxnOffsetCommit/UNKNOWN_MEMBER_ID", kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownMemberID, Count: 2}, true},
 		{"AddOffsetsToTxn/UNKNOWN_SERVER_ERROR", kfake.Fault{Keys: []kmsg.Key{kmsg.AddOffsetsToTxn}, TopLevel: true, Err: kerr.UnknownServerError, Count: 2}, false},
+		// With KIP-890 (kfake, and franz-go against it) a partition joins
+		// the transaction with its first Produce: no AddPartitionsToTxn is
+		// sent, and the broker refusing that implicit add answers the
+		// Produce with TRANSACTION_ABORTABLE or INVALID_TXN_STATE.
+		{"Produce/journal/TRANSACTION_ABORTABLE", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "onceflight.journal", Err: kerr.TransactionAbortable, Count: 1}, false},
+		{"Produce/outcomes/INVALID_TXN_STATE", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "onceflight.outcomes", Err: kerr.InvalidTxnState, Count: 1}, false},
 		{"EndTxn/UNKNOWN_SERVER_ERROR", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.UnknownServerError, Count: 1}, false},
 		// Twice: the second refusal can hit an epoch marker while the
 		// recreated client's restores run; the restores still waiting for
