@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -241,5 +242,66 @@ func TestIntentSkippedOnlyWhenEffectless(t *testing.T) {
 	if got := states("ent-fx", "k-fx"); len(got) != 2 || got[0] != schemas.StatusInProgress || got[1] != schemas.StatusSucceeded {
 		t.Errorf("noop with an effects file journaled %v, want [in_progress succeeded]", got)
 	}
+	h.Audit()
+}
+
+// TestLagPassesAbortedProducerTransactions: a producer writes commands in
+// transactions and aborts some. Read committed, their records never reach
+// the executor, but they and the transaction markers hold offsets between
+// the commands it does answer; the watermark must pass them, or the lag
+// never reaches 0 and a restart consumes answered commands again.
+func TestLagPassesAbortedProducerTransactions(t *testing.T) {
+	h := executortest.New(t)
+	h.Reg = prometheus.NewRegistry()
+	h.Start(t.TempDir())
+	executortest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
+	txp, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.TransactionalID("test-producer"), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txp.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	inTxn := func(commit bool, ids ...string) {
+		t.Helper()
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			r, err := schemas.EncodeCommand(schemas.Command{ID: id, Source: "test", Type: "noop.ping", Subject: "e1", IdempotencyKey: "k-" + id, Data: json.RawMessage(`{}`)}, schemas.Binary)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Topic = "onceflight.commands"
+			if err := txp.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txp.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var answered []string
+	for round := range 3 {
+		inTxn(false, fmt.Sprintf("aborted%d-a", round), fmt.Sprintf("aborted%d-b", round))
+		plain := fmt.Sprintf("plain%d", round)
+		h.Submit(plain, "e1", "k-"+plain, `{}`)
+		committed := fmt.Sprintf("committed%d", round)
+		inTxn(true, committed)
+		answered = append(answered, plain, committed)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.Outcomes(len(answered), seen, nil)
+	executortest.OneOutcomeEach(t, seen, answered)
+	for id := range seen {
+		if strings.HasPrefix(id, "aborted") {
+			t.Errorf("a command of an aborted transaction was answered: %s", id)
+		}
+	}
+	p := partitioner.ForEntity("e1", 3)
+	executortest.WaitFor(t, 15*time.Second, "lag 0 past aborted records and markers", func() bool {
+		v, ok := executortest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p))
+		return ok && v == 0
+	})
 	h.Audit()
 }
