@@ -260,6 +260,7 @@ func (e *Executor) Run(ctx context.Context) error {
 // onceflight_store_failed, until it is stopped.
 func (e *Executor) storeFailed(err error) {
 	e.m.storeFailed.Set(1)
+	e.m.ready.Set(0) // refreshGauges has stopped with the reconciler
 	e.log.Error("dedupe index failed: this executor stopped taking work and left its group; other instances take its partitions. Restart it on a healthy disk: the journal rebuilds the index", "err", err)
 }
 
