@@ -2,9 +2,11 @@ package consumer_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
@@ -77,4 +79,122 @@ func TestFaultNetworkCutAndStall(t *testing.T) {
 		}
 	}
 	h.audit()
+}
+
+// netTune is the executors' config in the network tests: a 2s session so a
+// fault past it is short, and transactions that time out soon after.
+func netTune(c *consumer.Config) {
+	c.SessionTimeout = 2 * time.Second
+	c.RevokeTimeout = 200 * time.Millisecond
+	c.TransactionTimeout = 3 * time.Second
+}
+
+// TestFaultNetworkOneWayBlackhole loses one direction of A's traffic for
+// longer than the session timeout while the other flows. Out: A's requests
+// (heartbeats, fetches, its transactions' offsets and EndTxn) vanish while
+// what the broker already owed A still arrives. In: the broker receives and
+// acts on everything A sends (heartbeats reach the group, a transaction A
+// ends is committed) and A never hears an answer. Either way A's session
+// expires, B takes every partition and answers the commands A held, and
+// when the network heals A's broken connections are reset, its old
+// membership is gone and it is fenced and rejoins. Commands of a few
+// entities are in flight at the moment of the fault against a
+// non-idempotent service: each takes effect once, no entity ever has two
+// requests in flight, and the audit passes.
+func TestFaultNetworkOneWayBlackhole(t *testing.T) {
+	for _, dir := range []faultnet.Direction{faultnet.Out, faultnet.In} {
+		t.Run(dir.String(), func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			h := newHarnessOn(t, c.ListenAddrs())
+			svc := newEffectService(t, 20*time.Millisecond, nil)
+			h.useConfig(svc.yaml("1s"))
+			fn := faultnet.New()
+			a := h.startNode("A", t.TempDir(), nodeOpts{tune: netTune,
+				exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)})
+			b := h.startNode("B", t.TempDir(), nodeOpts{tune: netTune, exOpts: shortHeartbeats})
+			waitFor(t, 30*time.Second, "A and B to share the partitions", func() bool {
+				return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
+			})
+			before := h.groupMembers()
+			var ids []string
+			want := map[string]int{}
+			seen := map[string][]schemas.Outcome{}
+			batch := func(tag string, n int) {
+				for i := range n {
+					id := fmt.Sprintf("%s%d", tag, i)
+					ids = append(ids, id)
+					want["k-"+id] = 1
+					h.submitAction(id, "pay.call", fmt.Sprintf("order-%d", i%6), "k-"+id, `{"amount":1}`)
+				}
+			}
+			batch("before", 6)
+			h.outcomes(len(ids), seen, nil)
+
+			batch("edge", 12) // some of A's are in flight when the fault starts
+			fn.Blackhole(dir)
+			batch("during", 6)
+			waitFor(t, 30*time.Second, "B to take every partition", func() bool { return b.owns(3) })
+			h.outcomes(len(ids), seen, nil)
+			if fn.Swallowed(dir) == 0 {
+				t.Fatalf("the %s blackhole swallowed nothing: the test did not test it", dir)
+			}
+			fn.Resume()
+			waitFor(t, 30*time.Second, "A ready again after the blackhole", func() bool {
+				return a.ex.Ready() && len(a.ex.Owned()) > 0
+			})
+			// A's session ended at the broker: the membership it held before
+			// is gone (it rejoined under a new member id), B's stays.
+			after := h.groupMembers()
+			kept := 0
+			for _, m := range after {
+				if slices.Contains(before, m) {
+					kept++
+				}
+			}
+			if len(after) != 2 || kept != 1 {
+				t.Errorf("members before the blackhole %v, after the heal %v: want B's kept and A's replaced", before, after)
+			}
+			batch("after", 6)
+			h.outcomes(len(ids), seen, nil)
+
+			if err := a.stop(); err != nil {
+				t.Errorf("A: %v", err)
+			}
+			if err := b.stop(); err != nil {
+				t.Errorf("B: %v", err)
+			}
+			all := h.allOutcomes()
+			oneOutcomeEach(t, all, ids)
+			for _, id := range ids {
+				if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
+					t.Errorf("%s: %s %s", id, s, code(all[id][0]))
+				}
+			}
+			svc.check(t, want)
+			t.Logf("%s: swallowed %d bytes, A fenced writes %v, keys A began and B finished %d", dir, fn.Swallowed(dir),
+				a.counter("onceflight_fenced_writes_total", nil), inherited(h.journalAll(), "A", "B"))
+			h.audit()
+		})
+	}
+}
+
+// inherited counts the keys with an in_progress record by from and a final
+// record by to in the journal: executions that changed hands mid-flight.
+func inherited(recs []schemas.Record, from, to string) int {
+	began, n := map[string]bool{}, 0
+	for _, r := range recs {
+		k := r.Entity + "/" + r.IdempotencyKey
+		switch {
+		case r.Executor == from && r.Status == schemas.StatusInProgress:
+			began[k] = true
+		case r.Executor == to && r.Status.Final() && began[k]:
+			n++
+			delete(began, k)
+		}
+	}
+	return n
 }
