@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,4 +198,174 @@ func inherited(recs []schemas.Record, from, to string) int {
 		}
 	}
 	return n
+}
+
+// assignment is what the group looks like from the outside: its member ids
+// and each node's owned partitions.
+func assignment(h *harness, nodes ...*node) string {
+	ms := h.groupMembers()
+	slices.Sort(ms)
+	s := fmt.Sprint(ms)
+	for _, n := range nodes {
+		o := n.ex.Owned()
+		slices.Sort(o)
+		s += fmt.Sprintf(" %s:%v", n.id, o)
+	}
+	return s
+}
+
+// TestFaultNetworkShortFaultsNoRebalance hits A's network with faults well
+// under its 3s session — stalls, cuts, one-way blackholes of 300ms — while
+// commands flow. None of them may cost a rebalance: the group receives no
+// JoinGroup, its members and the assignment are what they were, and every
+// command is answered once with one effect.
+func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	joins := groupJoins(c)
+	h := newHarnessOn(t, c.ListenAddrs())
+	tune := func(c *consumer.Config) {
+		netTune(c)
+		c.SessionTimeout = 3 * time.Second
+	}
+	fn := faultnet.New()
+	a := h.startNode("A", t.TempDir(), nodeOpts{tune: tune,
+		exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)})
+	b := h.startNode("B", t.TempDir(), nodeOpts{tune: tune, exOpts: shortHeartbeats})
+	waitFor(t, 30*time.Second, "A and B to share the partitions", func() bool {
+		return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
+	})
+	var ids []string
+	seen := map[string][]schemas.Outcome{}
+	batch := func(tag string, n int) {
+		for i := range n {
+			id := fmt.Sprintf("%s%d", tag, i)
+			ids = append(ids, id)
+			h.submit(id, fmt.Sprintf("order-%d", i%6), "k-"+id, `{}`)
+		}
+	}
+	batch("warm", 6)
+	h.outcomes(len(ids), seen, nil)
+	// Settled: B's join may have started a second, cooperative round.
+	waitFor(t, 30*time.Second, "the group to settle", func() bool {
+		j := joins()
+		time.Sleep(500 * time.Millisecond)
+		return joins() == j
+	})
+	j0, a0 := joins(), assignment(h, a, b)
+
+	faults := []struct {
+		name string
+		on   func()
+	}{
+		{"stall", fn.Stall},
+		{"cut", fn.Cut},
+		{"blackhole out", func() { fn.Blackhole(faultnet.Out) }},
+		{"blackhole in", func() { fn.Blackhole(faultnet.In) }},
+	}
+	for _, f := range faults {
+		f.on()
+		batch(strings.ReplaceAll(f.name, " ", "-"), 6)
+		time.Sleep(300 * time.Millisecond) // a tenth of the session
+		fn.Resume()
+		h.outcomes(len(ids), seen, nil)
+		if j, as := joins(), assignment(h, a, b); j != j0 || as != a0 {
+			t.Fatalf("after a short %s: %d JoinGroups since the start (want none), assignment %s, was %s", f.name, j-j0, as, a0)
+		}
+	}
+	if err := a.stop(); err != nil {
+		t.Errorf("A: %v", err)
+	}
+	if err := b.stop(); err != nil {
+		t.Errorf("B: %v", err)
+	}
+	all := h.allOutcomes()
+	oneOutcomeEach(t, all, ids)
+	n := h.effectCount()
+	for _, id := range ids {
+		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
+			t.Errorf("%s: %s", id, s)
+		}
+		if n["k-"+id] != 1 {
+			t.Errorf("k-%s took effect %d times, want 1", id, n["k-"+id])
+		}
+	}
+	h.audit()
+}
+
+// TestFaultNetworkLatency runs both executors with 150ms added to every
+// write (a round trip 150ms longer, 75ms each way) from the start, under
+// a stream of commands: every command is answered once with one effect,
+// and the latency costs no rebalance once the group has formed.
+func TestFaultNetworkLatency(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	joins := groupJoins(c)
+	h := newHarnessOn(t, c.ListenAddrs())
+	// An attempt's deadline is set when its intent is staged and the
+	// attempt waits for the intent's commit, several round trips: the
+	// harness's 500ms timeout would pass before every attempt.
+	h.useConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 5s\n", h.effects))
+	start := time.Now()
+	var nodes []*node
+	for _, id := range []string{"A", "B"} {
+		fn := faultnet.New()
+		fn.SetLatency(150 * time.Millisecond)
+		nodes = append(nodes, h.startNode(id, t.TempDir(), nodeOpts{tune: netTune,
+			exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)}))
+	}
+	a, b := nodes[0], nodes[1]
+	waitFor(t, 60*time.Second, "A and B to share the partitions", func() bool {
+		return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
+	})
+	waitFor(t, 30*time.Second, "the group to settle", func() bool {
+		j := joins()
+		time.Sleep(500 * time.Millisecond)
+		return joins() == j
+	})
+	j0, a0 := joins(), assignment(h, a, b)
+	t.Logf("%s: group formed and settled under latency", time.Since(start).Round(time.Millisecond))
+	var ids []string
+	for i := range 30 {
+		id := fmt.Sprintf("c%d", i)
+		ids = append(ids, id)
+		h.submit(id, fmt.Sprintf("order-%d", i%10), "k-"+id, `{}`)
+		if i%10 == 9 { // a repeat, answered from the record
+			rid := fmt.Sprintf("r%d", i)
+			ids = append(ids, rid)
+			h.submit(rid, fmt.Sprintf("order-%d", i%10), "k-"+id, `{}`)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s: submitted", time.Since(start).Round(time.Millisecond))
+	seen := map[string][]schemas.Outcome{}
+	h.outcomes(len(ids), seen, nil)
+	t.Logf("%s: answered", time.Since(start).Round(time.Millisecond))
+	if j, as := joins(), assignment(h, a, b); j != j0 || as != a0 {
+		t.Errorf("under latency: %d JoinGroups (want none), assignment %s, was %s", j-j0, as, a0)
+	}
+	for _, n := range nodes {
+		if err := n.stop(); err != nil {
+			t.Errorf("%s: %v", n.id, err)
+		}
+	}
+	t.Logf("%s: stopped", time.Since(start).Round(time.Millisecond))
+	all := h.allOutcomes()
+	oneOutcomeEach(t, all, ids)
+	effects := h.effectCount()
+	for _, id := range ids {
+		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
+			t.Errorf("%s: %s", id, s)
+		}
+		if id[0] == 'c' && effects["k-"+id] != 1 {
+			t.Errorf("k-%s took effect %d times, want 1", id, effects["k-"+id])
+		}
+	}
+	h.audit()
 }

@@ -11,14 +11,33 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
-// ErrCut is what dials and I/O return while the network is cut, and what a
-// connection that lost bytes to a blackhole returns once it is reset.
+// ErrCut is what a dial fails with while the network is cut, wrapped in a
+// *net.OpError (Op "dial") as a real refused dial is: clients tell network
+// errors, which they retry, from others by that type (kgo drops a group
+// session on a dial error that is not one). I/O on a cut or reset
+// connection fails with ECONNRESET, also as a *net.OpError.
 var ErrCut = errors.New("faultnet: connection cut")
+
+func dialErr(network, addr string, err error) error {
+	return &net.OpError{Op: "dial", Net: network, Addr: strAddr(addr), Err: err}
+}
+
+type strAddr string
+
+func (a strAddr) Network() string { return "tcp" }
+func (a strAddr) String() string  { return string(a) }
+
+// resetErr is what a read or write on a cut connection returns.
+func resetErr(op string) error {
+	return &net.OpError{Op: op, Net: "tcp", Err: os.NewSyscallError(op, syscall.ECONNRESET)}
+}
 
 // Direction is one way of a connection, seen from the client that dialed.
 type Direction int
@@ -65,7 +84,10 @@ func New() *Net {
 // ways) and fails while it is cut.
 func (n *Net) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	if err := n.waitOpen(ctx.Done()); err != nil {
-		return nil, err
+		if ctx.Err() != nil { // a handshake that never completed: a dial timeout
+			err = ctx.Err()
+		}
+		return nil, dialErr(network, addr, err)
 	}
 	c, err := n.dialer.DialContext(ctx, network, addr)
 	if err != nil {
@@ -75,7 +97,7 @@ func (n *Net) Dial(ctx context.Context, network, addr string) (net.Conn, error) 
 	defer n.mu.Unlock()
 	if n.cut {
 		c.Close()
-		return nil, ErrCut
+		return nil, dialErr(network, addr, ErrCut)
 	}
 	n.dials++
 	fc := &conn{Conn: c, n: n, closed: make(chan struct{})}
@@ -243,12 +265,12 @@ type chunk struct {
 func (c *conn) Read(b []byte) (int, error) {
 	for {
 		if err := c.n.wait(c.closed); err != nil {
-			return 0, err
+			return 0, resetErr("read")
 		}
 		k, err := c.Conn.Read(b)
 		// Data that arrived during a stall is held until it ends.
 		if werr := c.n.wait(c.closed); werr != nil {
-			return 0, werr
+			return 0, resetErr("read")
 		}
 		if hole, _ := c.n.state(In); hole && k > 0 {
 			c.lost.Store(true)
@@ -264,7 +286,7 @@ func (c *conn) Read(b []byte) (int, error) {
 
 func (c *conn) Write(b []byte) (int, error) {
 	if err := c.n.wait(c.closed); err != nil {
-		return 0, err
+		return 0, resetErr("write")
 	}
 	hole, delay := c.n.state(Out)
 	if hole {

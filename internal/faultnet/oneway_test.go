@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -179,5 +180,34 @@ func TestLatencyDelaysEveryWriteInOrder(t *testing.T) {
 	c.Close()
 	if _, err := c.Write([]byte("?")); err == nil {
 		t.Fatal("write after close succeeded")
+	}
+}
+
+// Clients retry network errors by their type: a cut must fail like a real
+// network does (a *net.OpError dial error; ECONNRESET on a connection),
+// or a client takes it for a hard failure.
+func TestErrorsLookLikeTheNetwork(t *testing.T) {
+	addr, acc := server(t)
+	n := New()
+	c, _ := dialPair(t, n, addr, acc)
+	n.Cut()
+	_, err := n.Dial(context.Background(), "tcp", addr)
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "dial" || !errors.Is(err, ErrCut) {
+		t.Fatalf("dial while cut: %#v, want a *net.OpError dial error wrapping ErrCut", err)
+	}
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read on a cut connection: %v, want ECONNRESET", err)
+	}
+	if _, err := c.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("write on a cut connection: %v, want ECONNRESET", err)
+	}
+	n.Resume()
+	n.Blackhole(Out)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = n.Dial(ctx, "tcp", addr)
+	if !errors.As(err, &oe) || oe.Op != "dial" || !oe.Timeout() {
+		t.Fatalf("dial through a blackhole: %#v, want a dial timeout", err)
 	}
 }
