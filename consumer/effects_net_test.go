@@ -152,3 +152,14 @@ func groupJoins(c *kfake.Cluster) func() int {
 		return n
 	}
 }
+
+// totalPosts counts every POST received.
+func (s *effectService) totalPosts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, p := range s.posts {
+		n += p
+	}
+	return n
+}
