@@ -144,7 +144,7 @@ func TestSoak(t *testing.T) {
 	c := startBroker()
 	t.Cleanup(func() { c.Close() })
 	h := newHarnessOn(t, c.ListenAddrs())
-	svc := newEffectService(t, 0, func(key string, n int) answer {
+	svc := newEffectService(t, 5*time.Millisecond, func(key string, n int) answer {
 		if n > 1 {
 			return answerOK
 		}
