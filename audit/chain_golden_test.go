@@ -17,32 +17,36 @@ import (
 // previous hash (the field right, the hash not covering it) or is empty.
 func unchainedJournal(t *testing.T, p int32, linked bool, ents ...jent) []*kgo.Record {
 	t.Helper()
-	var out []*kgo.Record
+	out := journal(t, p, ents...)
 	prev := ""
-	for i, e := range ents {
-		r := &kgo.Record{Topic: tops.Journal, Partition: p, Offset: int64(i)}
-		if e.rec == nil {
-			out = append(out, journal(t, p, e)[0])
-			out[len(out)-1].Offset = int64(i)
+	for _, r := range out {
+		if string(headerOf(r, outbox.HeaderKind)) != outbox.KindRecord {
 			continue
 		}
-		rc := *e.rec
-		rc.Command.Partition = p
-		h, err := schemas.HashRecord("", rc) // the previous hash ignored
+		rc, err := schemas.UnmarshalRecord(r.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rc.Hash = h
+		rc.PrevHash = ""
+		if rc.Hash, err = schemas.HashRecord("", rc); err != nil { // the previous hash ignored
+			t.Fatal(err)
+		}
 		if linked {
 			rc.PrevHash = prev
 		}
-		prev = h
-		r.Key = []byte(rc.IdempotencyKey)
+		prev = rc.Hash
 		r.Value = mustMarshal(t, rc)
-		r.Headers = []kgo.RecordHeader{{Key: outbox.HeaderKind, Value: []byte(outbox.KindRecord)}}
-		out = append(out, r)
 	}
 	return out
+}
+
+func headerOf(r *kgo.Record, key string) []byte {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return nil
 }
 
 // TestCheckChainIgnoringPrevHash: audit must refuse a journal whose hashes

@@ -62,24 +62,7 @@ func TestFaultNetworkCutAndStall(t *testing.T) {
 	batch("after", 6)
 	h.outcomes(len(ids), seen, nil)
 
-	if err := a.stop(); err != nil {
-		t.Errorf("A: %v", err)
-	}
-	if err := b.stop(); err != nil {
-		t.Errorf("B: %v", err)
-	}
-	all := h.allOutcomes()
-	oneOutcomeEach(t, all, ids)
-	n := h.effectCount()
-	for _, id := range ids {
-		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
-			t.Errorf("%s: %s", id, s)
-		}
-		if n["k-"+id] != 1 {
-			t.Errorf("k-%s took effect %d times, want 1", id, n["k-"+id])
-		}
-	}
-	h.audit()
+	h.stopAndCheck([]*node{a, b}, ids, func(id string) string { return "k-" + id })
 }
 
 // netTune is the executors' config in the network tests: a 2s session so a
@@ -293,24 +276,7 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 			t.Fatalf("after a short %s: %d JoinGroups since the start (want none), assignment %s, was %s", f.name, j-j0, as, a0)
 		}
 	}
-	if err := a.stop(); err != nil {
-		t.Errorf("A: %v", err)
-	}
-	if err := b.stop(); err != nil {
-		t.Errorf("B: %v", err)
-	}
-	all := h.allOutcomes()
-	oneOutcomeEach(t, all, ids)
-	n := h.effectCount()
-	for _, id := range ids {
-		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
-			t.Errorf("%s: %s", id, s)
-		}
-		if n["k-"+id] != 1 {
-			t.Errorf("k-%s took effect %d times, want 1", id, n["k-"+id])
-		}
-	}
-	h.audit()
+	h.stopAndCheck([]*node{a, b}, ids, func(id string) string { return "k-" + id })
 }
 
 // TestFaultNetworkLatency runs both executors with 150ms added to every
@@ -367,21 +333,35 @@ func TestFaultNetworkLatency(t *testing.T) {
 	if j, as := joins(), assignment(h, a, b); j != j0 || as != a0 {
 		t.Errorf("under latency: %d JoinGroups (want none), assignment %s, was %s", j-j0, as, a0)
 	}
+	h.stopAndCheck(nodes, ids, func(id string) string {
+		if id[0] == 'c' { // not the repeats: their keys are the originals'
+			return "k-" + id
+		}
+		return ""
+	})
+	t.Logf("%s: stopped and checked", time.Since(start).Round(time.Millisecond))
+}
+
+// stopAndCheck stops nodes, then checks that every command in ids has one
+// outcome id and succeeded, that the noop key of each (key(id), "" for
+// none) took effect exactly once, and that the audit passes.
+func (h *harness) stopAndCheck(nodes []*node, ids []string, key func(string) string) {
+	t := h.t
+	t.Helper()
 	for _, n := range nodes {
 		if err := n.stop(); err != nil {
 			t.Errorf("%s: %v", n.id, err)
 		}
 	}
-	t.Logf("%s: stopped", time.Since(start).Round(time.Millisecond))
 	all := h.allOutcomes()
 	oneOutcomeEach(t, all, ids)
 	effects := h.effectCount()
 	for _, id := range ids {
 		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
-			t.Errorf("%s: %s", id, s)
+			t.Errorf("%s: %s %s", id, s, code(all[id][0]))
 		}
-		if id[0] == 'c' && effects["k-"+id] != 1 {
-			t.Errorf("k-%s took effect %d times, want 1", id, effects["k-"+id])
+		if k := key(id); k != "" && effects[k] != 1 {
+			t.Errorf("%s took effect %d times, want 1", k, effects[k])
 		}
 	}
 	h.audit()
