@@ -204,7 +204,7 @@ func (n *Net) wait(done <-chan struct{}) error {
 	n.mu.Lock()
 	r, cut := n.resume, n.cut
 	n.mu.Unlock()
-	if cut {
+	if cut || isClosed(done) { // a closed connection fails even when not stalled
 		return ErrCut
 	}
 	select {
@@ -218,6 +218,15 @@ func (n *Net) wait(done <-chan struct{}) error {
 		return ErrCut
 	}
 	return nil
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitOpen is wait, also blocking while a blackhole is in effect.
@@ -309,6 +318,9 @@ func (c *conn) Write(b []byte) (int, error) {
 	}
 	// Once delayed, every later write queues too, so none overtakes.
 	ch := chunk{b: append([]byte(nil), b...), due: time.Now().Add(delay)}
+	if isClosed(c.closed) {
+		return 0, net.ErrClosed
+	}
 	select {
 	case line <- ch:
 		return len(b), nil
