@@ -24,17 +24,7 @@ import (
 func TestFaultNetworkCutAndStall(t *testing.T) {
 	h := newHarness(t)
 	fn := faultnet.New()
-	tune := func(c *consumer.Config) {
-		c.SessionTimeout = 2 * time.Second
-		c.RevokeTimeout = 200 * time.Millisecond
-		c.TransactionTimeout = 3 * time.Second
-	}
-	a := h.startNode("A", t.TempDir(), nodeOpts{tune: tune,
-		exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)})
-	b := h.startNode("B", t.TempDir(), nodeOpts{tune: tune, exOpts: shortHeartbeats})
-	waitFor(t, 30*time.Second, "A and B to share the partitions", func() bool {
-		return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
-	})
+	a, b := h.startPair(fn, netTune)
 	var ids []string
 	seen := map[string][]schemas.Outcome{}
 	batch := func(tag string, n int) {
@@ -97,12 +87,7 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 			svc := newEffectService(t, 20*time.Millisecond, nil)
 			h.useConfig(svc.yaml("1s"))
 			fn := faultnet.New()
-			a := h.startNode("A", t.TempDir(), nodeOpts{tune: netTune,
-				exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)})
-			b := h.startNode("B", t.TempDir(), nodeOpts{tune: netTune, exOpts: shortHeartbeats})
-			waitFor(t, 30*time.Second, "A and B to share the partitions", func() bool {
-				return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
-			})
+			a, b := h.startPair(fn, netTune)
 			before := h.groupMembers()
 			var ids []string
 			want := map[string]int{}
@@ -224,12 +209,7 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 		c.SessionTimeout = 3 * time.Second
 	}
 	fn := faultnet.New()
-	a := h.startNode("A", t.TempDir(), nodeOpts{tune: tune,
-		exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)})
-	b := h.startNode("B", t.TempDir(), nodeOpts{tune: tune, exOpts: shortHeartbeats})
-	waitFor(t, 30*time.Second, "A and B to share the partitions", func() bool {
-		return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
-	})
+	a, b := h.startPair(fn, tune)
 	var ids []string
 	seen := map[string][]schemas.Outcome{}
 	batch := func(tag string, n int) {
@@ -304,9 +284,7 @@ func TestFaultNetworkLatency(t *testing.T) {
 			exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)}))
 	}
 	a, b := nodes[0], nodes[1]
-	waitFor(t, 60*time.Second, "A and B to share the partitions", func() bool {
-		return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
-	})
+	waitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
 	waitFor(t, 30*time.Second, "the group to settle", func() bool {
 		j := joins()
 		time.Sleep(500 * time.Millisecond)
@@ -365,4 +343,21 @@ func (h *harness) stopAndCheck(nodes []*node, ids []string, key func(string) str
 		}
 	}
 	h.audit()
+}
+
+// startPair runs executor A, its connections through fn, and B, both
+// tuned by tune, and waits until they share the partitions.
+func (h *harness) startPair(fn *faultnet.Net, tune func(*consumer.Config)) (a, b *node) {
+	h.t.Helper()
+	a = h.startNode("A", h.t.TempDir(), nodeOpts{tune: tune,
+		exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)})
+	b = h.startNode("B", h.t.TempDir(), nodeOpts{tune: tune, exOpts: shortHeartbeats})
+	waitFor(h.t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
+	return a, b
+}
+
+// shared reports whether a and b are ready and own the three partitions
+// between them, a at least one.
+func shared(a, b *node) bool {
+	return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
 }
