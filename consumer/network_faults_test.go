@@ -27,13 +27,7 @@ func TestFaultNetworkCutAndStall(t *testing.T) {
 	a, b := h.startPair(fn, netTune)
 	var ids []string
 	seen := map[string][]schemas.Outcome{}
-	batch := func(tag string, n int) {
-		for i := range n {
-			id := fmt.Sprintf("%s%d", tag, i)
-			ids = append(ids, id)
-			h.submit(id, fmt.Sprintf("order-%d", i%6), "k-"+id, `{}`)
-		}
-	}
+	batch := func(tag string, n int) { ids = h.batch(ids, tag, n) }
 	batch("before", 6)
 	h.outcomes(len(ids), seen, nil)
 
@@ -78,12 +72,7 @@ func netTune(c *consumer.Config) {
 func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 	for _, dir := range []faultnet.Direction{faultnet.Out, faultnet.In} {
 		t.Run(dir.String(), func(t *testing.T) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
-			h := newHarnessOn(t, c.ListenAddrs())
+			h, _ := newClusterHarness(t)
 			svc := newEffectService(t, 20*time.Millisecond, nil)
 			h.useConfig(svc.yaml("1s"))
 			fn := faultnet.New()
@@ -197,13 +186,8 @@ func assignment(h *harness, nodes ...*node) string {
 // ready again with every partition owned, and no lost command. Every
 // command is answered once with one effect.
 func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	h, c := newClusterHarness(t)
 	joins := groupJoins(c)
-	h := newHarnessOn(t, c.ListenAddrs())
 	tune := func(c *consumer.Config) {
 		netTune(c)
 		c.SessionTimeout = 3 * time.Second
@@ -212,13 +196,7 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 	a, b := h.startPair(fn, tune)
 	var ids []string
 	seen := map[string][]schemas.Outcome{}
-	batch := func(tag string, n int) {
-		for i := range n {
-			id := fmt.Sprintf("%s%d", tag, i)
-			ids = append(ids, id)
-			h.submit(id, fmt.Sprintf("order-%d", i%6), "k-"+id, `{}`)
-		}
-	}
+	batch := func(tag string, n int) { ids = h.batch(ids, tag, n) }
 	batch("warm", 6)
 	h.outcomes(len(ids), seen, nil)
 	// Settled: B's join may have started a second, cooperative round.
@@ -264,13 +242,8 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 // a stream of commands: every command is answered once with one effect,
 // and the latency costs no rebalance once the group has formed.
 func TestFaultNetworkLatency(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	h, c := newClusterHarness(t)
 	joins := groupJoins(c)
-	h := newHarnessOn(t, c.ListenAddrs())
 	// An attempt's deadline is set when its intent is staged and the
 	// attempt waits for the intent's commit, several round trips: the
 	// harness's 500ms timeout would pass before every attempt.
@@ -360,4 +333,27 @@ func (h *harness) startPair(fn *faultnet.Net, tune func(*consumer.Config)) (a, b
 // between them, a at least one.
 func shared(a, b *node) bool {
 	return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
+}
+
+// batch submits n noop commands tagged tag over six entities (ids tag0..,
+// keys k-<id>) and returns ids with theirs appended.
+func (h *harness) batch(ids []string, tag string, n int) []string {
+	h.t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("%s%d", tag, i)
+		ids = append(ids, id)
+		h.submit(id, fmt.Sprintf("order-%d", i%6), "k-"+id, `{}`)
+	}
+	return ids
+}
+
+// newClusterHarness is newHarness with the broker at hand (for controls).
+func newClusterHarness(t *testing.T) (*harness, *kfake.Cluster) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return newHarnessOn(t, c.ListenAddrs()), c
 }
