@@ -72,8 +72,8 @@ chaos: ## failure tests on the built binary (kill -9, SIGSTOP, restarts), long
 chaos-race: ## the chaos tests with the executor processes built with -race
 	ONCEFLIGHT_CHAOS=1 ONCEFLIGHT_E2E_RACE=1 $(GO) test -count=1 -timeout 40m -v ./internal/e2e/
 
-soak: ## mixed load with a fault every 20s for SOAK_DURATION (default 10m), then audit (not in test)
-	ONCEFLIGHT_SOAK=1 SOAK_DURATION=$(or $(SOAK_DURATION),10m) $(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./consumer
+soak: ## mixed load on three executors with a fault every few minutes and one broker restart for DURATION (or SOAK_DURATION, default 10m), then audit and a leak check (not in test)
+	ONCEFLIGHT_SOAK=1 SOAK_DURATION=$(or $(DURATION),$(SOAK_DURATION),10m) $(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./consumer
 
 demo: build ## run the demo: embedded broker, executor, demo service, a table of outcomes
 	./$(BIN) demo
