@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/faultnet"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -22,31 +23,31 @@ import (
 // ready again). Commands submitted before, during and after the faults
 // each get one outcome and take effect once, and the audit passes.
 func TestFaultNetworkCutAndStall(t *testing.T) {
-	h := newHarness(t)
+	h := executortest.New(t)
 	fn := faultnet.New()
-	a, b := h.startPair(fn, netTune)
+	a, b := startPair(t, h, fn, netTune)
 	var ids []string
 	seen := map[string][]schemas.Outcome{}
-	batch := func(tag string, n int) { ids = h.batch(ids, tag, n) }
+	batch := func(tag string, n int) { ids = batch(t, h, ids, tag, n) }
 	batch("before", 6)
-	h.outcomes(len(ids), seen, nil)
+	h.Outcomes(len(ids), seen, nil)
 
 	fn.Stall()
 	batch("stall", 6)
 	time.Sleep(500 * time.Millisecond) // a stall well within the session
 	fn.Resume()
-	h.outcomes(len(ids), seen, nil)
+	h.Outcomes(len(ids), seen, nil)
 
 	fn.Cut()
 	batch("cut", 6)
-	waitFor(t, 30*time.Second, "B to take every partition", func() bool { return b.owns(3) })
-	h.outcomes(len(ids), seen, nil)
+	executortest.WaitFor(t, 30*time.Second, "B to take every partition", func() bool { return b.Owns(3) })
+	h.Outcomes(len(ids), seen, nil)
 	fn.Resume()
-	waitFor(t, 30*time.Second, "A ready again after the cut", a.ex.Ready)
+	executortest.WaitFor(t, 30*time.Second, "A ready again after the cut", a.Ex.Ready)
 	batch("after", 6)
-	h.outcomes(len(ids), seen, nil)
+	h.Outcomes(len(ids), seen, nil)
 
-	h.stopAndCheck([]*node{a, b}, ids, func(id string) string { return "k-" + id })
+	stopAndCheck(t, h, []*executortest.Node{a, b}, ids, func(id string) string { return "k-" + id })
 }
 
 // netTune is the executors' config in the network tests: a 2s session so a
@@ -74,10 +75,10 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 		t.Run(dir.String(), func(t *testing.T) {
 			h, _ := newClusterHarness(t)
 			svc := newEffectService(t, 20*time.Millisecond, nil)
-			h.useConfig(svc.yaml("1s"))
+			h.UseConfig(svc.yaml("1s"))
 			fn := faultnet.New()
-			a, b := h.startPair(fn, netTune)
-			before := h.groupMembers()
+			a, b := startPair(t, h, fn, netTune)
+			before := h.GroupMembers()
 			var ids []string
 			want := map[string]int{}
 			seen := map[string][]schemas.Outcome{}
@@ -86,48 +87,48 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 					id := fmt.Sprintf("%s%d", tag, i)
 					ids = append(ids, id)
 					want["k-"+id] = 1
-					h.submitAction(id, "pay.call", fmt.Sprintf("order-%d", i%6), "k-"+id, `{"amount":1}`)
+					h.SubmitAction(id, "pay.call", fmt.Sprintf("order-%d", i%6), "k-"+id, `{"amount":1}`)
 				}
 			}
 			batch("before", 6)
-			h.outcomes(len(ids), seen, nil)
+			h.Outcomes(len(ids), seen, nil)
 
 			batch("edge", 12) // some of A's are in flight when the fault starts
 			fn.Blackhole(dir)
 			batch("during", 6)
-			waitFor(t, 30*time.Second, "B to take every partition", func() bool { return b.owns(3) })
+			executortest.WaitFor(t, 30*time.Second, "B to take every partition", func() bool { return b.Owns(3) })
 			// The broker ended A's session: the group is B alone (A's
 			// membership from before is the one that went).
 			var aOld []string
-			waitFor(t, 30*time.Second, "the group to be B alone", func() bool {
-				ms := h.groupMembers()
+			executortest.WaitFor(t, 30*time.Second, "the group to be B alone", func() bool {
+				ms := h.GroupMembers()
 				aOld = slices.DeleteFunc(slices.Clone(before), func(m string) bool { return slices.Contains(ms, m) })
 				return len(ms) == 1
 			})
-			h.outcomes(len(ids), seen, nil)
+			h.Outcomes(len(ids), seen, nil)
 			if fn.Swallowed(dir) == 0 {
 				t.Fatalf("the %s blackhole swallowed nothing: the test did not test it", dir)
 			}
 			fn.Resume()
-			waitFor(t, 30*time.Second, "A ready again after the blackhole", func() bool {
-				return a.ex.Ready() && len(a.ex.Owned()) > 0
+			executortest.WaitFor(t, 30*time.Second, "A ready again after the blackhole", func() bool {
+				return a.Ex.Ready() && len(a.Ex.Owned()) > 0
 			})
 			// A came back under a new membership: the old one stays gone.
-			after := h.groupMembers()
+			after := h.GroupMembers()
 			if len(after) != 2 || slices.ContainsFunc(after, func(m string) bool { return slices.Contains(aOld, m) }) {
 				t.Errorf("members before the blackhole %v, A's old %v, after the heal %v: want two members, none of A's old", before, aOld, after)
 			}
 			batch("after", 6)
-			h.outcomes(len(ids), seen, nil)
+			h.Outcomes(len(ids), seen, nil)
 
-			if err := a.stop(); err != nil {
+			if err := a.Stop(); err != nil {
 				t.Errorf("A: %v", err)
 			}
-			if err := b.stop(); err != nil {
+			if err := b.Stop(); err != nil {
 				t.Errorf("B: %v", err)
 			}
-			all := h.allOutcomes()
-			oneOutcomeEach(t, all, ids)
+			all := h.AllOutcomes()
+			executortest.OneOutcomeEach(t, all, ids)
 			for _, id := range ids {
 				if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
 					t.Errorf("%s: %s %s", id, s, code(all[id][0]))
@@ -135,8 +136,8 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 			}
 			svc.check(t, want)
 			t.Logf("%s: swallowed %d bytes, A fenced writes %v, keys A began and B finished %d", dir, fn.Swallowed(dir),
-				a.counter("onceflight_fenced_writes_total", nil), inherited(h.journalAll(), "A", "B"))
-			h.audit()
+				a.Counter("onceflight_fenced_writes_total", nil), inherited(h.JournalAll(), "A", "B"))
+			h.Audit()
 		})
 	}
 }
@@ -160,14 +161,14 @@ func inherited(recs []schemas.Record, from, to string) int {
 
 // assignment is what the group looks like from the outside: its member ids
 // and each node's owned partitions.
-func assignment(h *harness, nodes ...*node) string {
-	ms := h.groupMembers()
+func assignment(h *executortest.Harness, nodes ...*executortest.Node) string {
+	ms := h.GroupMembers()
 	slices.Sort(ms)
 	s := fmt.Sprint(ms)
 	for _, n := range nodes {
-		o := n.ex.Owned()
+		o := n.Ex.Owned()
 		slices.Sort(o)
-		s += fmt.Sprintf(" %s:%v", n.id, o)
+		s += fmt.Sprintf(" %s:%v", n.ID, o)
 	}
 	return s
 }
@@ -193,14 +194,14 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 		c.SessionTimeout = 3 * time.Second
 	}
 	fn := faultnet.New()
-	a, b := h.startPair(fn, tune)
+	a, b := startPair(t, h, fn, tune)
 	var ids []string
 	seen := map[string][]schemas.Outcome{}
-	batch := func(tag string, n int) { ids = h.batch(ids, tag, n) }
+	batch := func(tag string, n int) { ids = batch(t, h, ids, tag, n) }
 	batch("warm", 6)
-	h.outcomes(len(ids), seen, nil)
+	h.Outcomes(len(ids), seen, nil)
 	// Settled: B's join may have started a second, cooperative round.
-	waitFor(t, 30*time.Second, "the group to settle", func() bool {
+	executortest.WaitFor(t, 30*time.Second, "the group to settle", func() bool {
 		j := joins()
 		time.Sleep(500 * time.Millisecond)
 		return joins() == j
@@ -222,10 +223,10 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 		batch(strings.ReplaceAll(f.name, " ", "-"), 6)
 		time.Sleep(300 * time.Millisecond) // a tenth of the session
 		fn.Resume()
-		h.outcomes(len(ids), seen, nil)
+		h.Outcomes(len(ids), seen, nil)
 		if f.reset {
-			waitFor(t, 30*time.Second, "A and B ready with every partition after the "+f.name, func() bool {
-				return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3
+			executortest.WaitFor(t, 30*time.Second, "A and B ready with every partition after the "+f.name, func() bool {
+				return a.Ex.Ready() && b.Ex.Ready() && len(a.Ex.Owned())+len(b.Ex.Owned()) == 3
 			})
 			t.Logf("a short %s: %d JoinGroups, assignment %s (was %s)", f.name, joins()-j0, assignment(h, a, b), a0)
 			continue
@@ -234,7 +235,7 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 			t.Fatalf("after a short %s: %d JoinGroups since the start (want none), assignment %s, was %s", f.name, j-j0, as, a0)
 		}
 	}
-	h.stopAndCheck([]*node{a, b}, ids, func(id string) string { return "k-" + id })
+	stopAndCheck(t, h, []*executortest.Node{a, b}, ids, func(id string) string { return "k-" + id })
 }
 
 // TestFaultNetworkLatency runs both executors with 150ms added to every
@@ -247,18 +248,18 @@ func TestFaultNetworkLatency(t *testing.T) {
 	// An attempt's deadline is set when its intent is staged and the
 	// attempt waits for the intent's commit, several round trips: the
 	// harness's 500ms timeout would pass before every attempt.
-	h.useConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 5s\n", h.effects))
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 5s\n", h.Effects))
 	start := time.Now()
-	var nodes []*node
+	var nodes []*executortest.Node
 	for _, id := range []string{"A", "B"} {
 		fn := faultnet.New()
 		fn.SetLatency(150 * time.Millisecond)
-		nodes = append(nodes, h.startNode(id, t.TempDir(), nodeOpts{tune: netTune,
-			exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)}))
+		nodes = append(nodes, h.StartNode(id, t.TempDir(), executortest.NodeOptions{Tune: netTune,
+			ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, executortest.ShortHeartbeats...)}))
 	}
 	a, b := nodes[0], nodes[1]
-	waitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
-	waitFor(t, 30*time.Second, "the group to settle", func() bool {
+	executortest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
+	executortest.WaitFor(t, 30*time.Second, "the group to settle", func() bool {
 		j := joins()
 		time.Sleep(500 * time.Millisecond)
 		return joins() == j
@@ -269,22 +270,22 @@ func TestFaultNetworkLatency(t *testing.T) {
 	for i := range 30 {
 		id := fmt.Sprintf("c%d", i)
 		ids = append(ids, id)
-		h.submit(id, fmt.Sprintf("order-%d", i%10), "k-"+id, `{}`)
+		h.Submit(id, fmt.Sprintf("order-%d", i%10), "k-"+id, `{}`)
 		if i%10 == 9 { // a repeat, answered from the record
 			rid := fmt.Sprintf("r%d", i)
 			ids = append(ids, rid)
-			h.submit(rid, fmt.Sprintf("order-%d", i%10), "k-"+id, `{}`)
+			h.Submit(rid, fmt.Sprintf("order-%d", i%10), "k-"+id, `{}`)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("%s: submitted", time.Since(start).Round(time.Millisecond))
 	seen := map[string][]schemas.Outcome{}
-	h.outcomes(len(ids), seen, nil)
+	h.Outcomes(len(ids), seen, nil)
 	t.Logf("%s: answered", time.Since(start).Round(time.Millisecond))
 	if j, as := joins(), assignment(h, a, b); j != j0 || as != a0 {
 		t.Errorf("under latency: %d JoinGroups (want none), assignment %s, was %s", j-j0, as, a0)
 	}
-	h.stopAndCheck(nodes, ids, func(id string) string {
+	stopAndCheck(t, h, nodes, ids, func(id string) string {
 		if id[0] == 'c' { // not the repeats: their keys are the originals'
 			return "k-" + id
 		}
@@ -296,17 +297,16 @@ func TestFaultNetworkLatency(t *testing.T) {
 // stopAndCheck stops nodes, then checks that every command in ids has one
 // outcome id and succeeded, that the noop key of each (key(id), "" for
 // none) took effect exactly once, and that the audit passes.
-func (h *harness) stopAndCheck(nodes []*node, ids []string, key func(string) string) {
-	t := h.t
+func stopAndCheck(t testing.TB, h *executortest.Harness, nodes []*executortest.Node, ids []string, key func(string) string) {
 	t.Helper()
 	for _, n := range nodes {
-		if err := n.stop(); err != nil {
-			t.Errorf("%s: %v", n.id, err)
+		if err := n.Stop(); err != nil {
+			t.Errorf("%s: %v", n.ID, err)
 		}
 	}
-	all := h.allOutcomes()
-	oneOutcomeEach(t, all, ids)
-	effects := h.effectCount()
+	all := h.AllOutcomes()
+	executortest.OneOutcomeEach(t, all, ids)
+	effects := h.EffectCount()
 	for _, id := range ids {
 		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
 			t.Errorf("%s: %s %s", id, s, code(all[id][0]))
@@ -315,45 +315,45 @@ func (h *harness) stopAndCheck(nodes []*node, ids []string, key func(string) str
 			t.Errorf("%s took effect %d times, want 1", k, effects[k])
 		}
 	}
-	h.audit()
+	h.Audit()
 }
 
 // startPair runs executor A, its connections through fn, and B, both
 // tuned by tune, and waits until they share the partitions.
-func (h *harness) startPair(fn *faultnet.Net, tune func(*consumer.Config)) (a, b *node) {
-	h.t.Helper()
-	a = h.startNode("A", h.t.TempDir(), nodeOpts{tune: tune,
-		exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)})
-	b = h.startNode("B", h.t.TempDir(), nodeOpts{tune: tune, exOpts: shortHeartbeats})
-	waitFor(h.t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
+func startPair(t testing.TB, h *executortest.Harness, fn *faultnet.Net, tune func(*consumer.Config)) (a, b *executortest.Node) {
+	t.Helper()
+	a = h.StartNode("A", t.TempDir(), executortest.NodeOptions{Tune: tune,
+		ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, executortest.ShortHeartbeats...)})
+	b = h.StartNode("B", t.TempDir(), executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats})
+	executortest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
 	return a, b
 }
 
 // shared reports whether a and b are ready and own the three partitions
 // between them, a at least one.
-func shared(a, b *node) bool {
-	return a.ex.Ready() && b.ex.Ready() && len(a.ex.Owned())+len(b.ex.Owned()) == 3 && len(a.ex.Owned()) > 0
+func shared(a, b *executortest.Node) bool {
+	return a.Ex.Ready() && b.Ex.Ready() && len(a.Ex.Owned())+len(b.Ex.Owned()) == 3 && len(a.Ex.Owned()) > 0
 }
 
 // batch submits n noop commands tagged tag over six entities (ids tag0..,
 // keys k-<id>) and returns ids with theirs appended.
-func (h *harness) batch(ids []string, tag string, n int) []string {
-	h.t.Helper()
+func batch(t testing.TB, h *executortest.Harness, ids []string, tag string, n int) []string {
+	t.Helper()
 	for i := range n {
 		id := fmt.Sprintf("%s%d", tag, i)
 		ids = append(ids, id)
-		h.submit(id, fmt.Sprintf("order-%d", i%6), "k-"+id, `{}`)
+		h.Submit(id, fmt.Sprintf("order-%d", i%6), "k-"+id, `{}`)
 	}
 	return ids
 }
 
 // newClusterHarness is newHarness with the broker at hand (for controls).
-func newClusterHarness(t *testing.T) (*harness, *kfake.Cluster) {
+func newClusterHarness(t *testing.T) (*executortest.Harness, *kfake.Cluster) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return newHarnessOn(t, c.ListenAddrs()), c
+	return executortest.New(t, executortest.OnBrokers(c.ListenAddrs())), c
 }

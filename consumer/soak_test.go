@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/faultnet"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -143,7 +144,7 @@ func TestSoak(t *testing.T) {
 	}
 	c := startBroker()
 	t.Cleanup(func() { c.Close() })
-	h := newHarnessOn(t, c.ListenAddrs())
+	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
 	svc := newEffectService(t, 5*time.Millisecond, func(key string, n int) answer {
 		if n > 1 {
 			return answerOK
@@ -159,7 +160,7 @@ func TestSoak(t *testing.T) {
 		}
 		return answerOK
 	})
-	h.useConfig(svc.yaml("1s") + fmt.Sprintf(`  noop.ping:
+	h.UseConfig(svc.yaml("1s") + fmt.Sprintf(`  noop.ping:
     connector: noop
     effects_file: %[1]s
     timeout: 3s
@@ -168,7 +169,7 @@ func TestSoak(t *testing.T) {
     effects_file: %[1]s
     timeout: 3s
     unique_by: [order_id]
-`, h.effects))
+`, h.Effects))
 
 	tune := func(c *consumer.Config) {
 		c.SessionTimeout = 3 * time.Second
@@ -176,13 +177,13 @@ func TestSoak(t *testing.T) {
 		c.TransactionTimeout = 5 * time.Second
 	}
 	fn := faultnet.New()
-	aOpts := nodeOpts{tune: tune, exOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, shortHeartbeats...)}
-	plain := nodeOpts{tune: tune, exOpts: shortHeartbeats}
+	aOpts := executortest.NodeOptions{Tune: tune, ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, executortest.ShortHeartbeats...)}
+	plain := executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats}
 	cDir := t.TempDir()
-	nodes := map[string]*node{
-		"A": h.startNode("A", t.TempDir(), aOpts),
-		"B": h.startNode("B", t.TempDir(), plain),
-		"C": h.startNode("C", cDir, plain),
+	nodes := map[string]*executortest.Node{
+		"A": h.StartNode("A", t.TempDir(), aOpts),
+		"B": h.StartNode("B", t.TempDir(), plain),
+		"C": h.StartNode("C", cDir, plain),
 	}
 	faults := []struct {
 		name string
@@ -190,8 +191,8 @@ func TestSoak(t *testing.T) {
 	}{
 		{"stall A 1s", func() { fn.Stall(); time.Sleep(time.Second); fn.Resume() }},
 		{"restart B on an empty data dir", func() {
-			_ = nodes["B"].stop()
-			nodes["B"] = h.startNode("B", t.TempDir(), plain)
+			_ = nodes["B"].Stop()
+			nodes["B"] = h.StartNode("B", t.TempDir(), plain)
 		}},
 		{"cut A 5s", func() { fn.Cut(); time.Sleep(5 * time.Second); fn.Resume() }},
 		{"TxnOffsetCommit ILLEGAL_GENERATION x3", func() {
@@ -199,8 +200,8 @@ func TestSoak(t *testing.T) {
 		}},
 		{"pause A 5s (past its session)", func() { fn.Stall(); time.Sleep(5 * time.Second); fn.Resume() }},
 		{"restart C on its data dir", func() {
-			_ = nodes["C"].stop()
-			nodes["C"] = h.startNode("C", cDir, plain)
+			_ = nodes["C"].Stop()
+			nodes["C"] = h.StartNode("C", cDir, plain)
 		}},
 		{"blackhole A out 5s", func() { fn.Blackhole(faultnet.Out); time.Sleep(5 * time.Second); fn.Resume() }},
 		{"EndTxn UNKNOWN_SERVER_ERROR x1", func() {
@@ -221,7 +222,7 @@ func TestSoak(t *testing.T) {
 	submit := func(id, action, entity, key, data string, e expect) {
 		ids = append(ids, id)
 		want[id] = e
-		h.submitAction(id, action, entity, key, data)
+		h.SubmitAction(id, action, entity, key, data)
 	}
 	start := time.Now()
 	var samples []soakSample
@@ -290,7 +291,7 @@ func TestSoak(t *testing.T) {
 	seen := map[string][]schemas.Outcome{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	for answered := 0; answered < len(ids); {
-		fs := h.cl.PollFetches(ctx)
+		fs := h.Client().PollFetches(ctx)
 		if ctx.Err() != nil {
 			cancel()
 			var missing []string
@@ -320,13 +321,13 @@ func TestSoak(t *testing.T) {
 	cancel()
 	report()
 	for _, name := range []string{"A", "B", "C"} {
-		if err := nodes[name].stop(); err != nil {
+		if err := nodes[name].Stop(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 
-	all := h.allOutcomes()
-	oneOutcomeEach(t, all, ids)
+	all := h.AllOutcomes()
+	executortest.OneOutcomeEach(t, all, ids)
 	bad := 0
 	for _, id := range ids {
 		e, o := want[id], all[id][0]
@@ -340,7 +341,7 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}
-	got := h.effectCount()
+	got := h.EffectCount()
 	for k, n := range effects {
 		if got[k] != n {
 			if bad++; bad <= 20 {
@@ -350,7 +351,7 @@ func TestSoak(t *testing.T) {
 	}
 	svc.check(t, httpKeys)
 	t.Logf("%d commands, %d faults, %d http keys (%d POSTs); audit:", len(ids), fi, len(httpKeys), svc.totalPosts())
-	h.audit()
+	h.Audit()
 	for _, l := range soakLeaks(samples, warm) {
 		t.Error(l)
 	}
