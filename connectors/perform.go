@@ -258,6 +258,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		req.Deadline = time.Now().Add(r.p.Timeout)
 		if r.o.beforeAttempt != nil {
 			for try := 0; ; try++ {
+				began := time.Now()
 				err := r.o.beforeAttempt(ctx, &req)
 				var stop *StopError
 				switch {
@@ -276,7 +277,16 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 				if try >= 2 || time.Until(req.Deadline) >= r.p.Timeout/2 {
 					break
 				}
-				req.Deadline = time.Now().Add(r.p.Timeout)
+				// The hook (the executor's intent, committed in a
+				// transaction) took most of the attempt's time: the next
+				// try's deadline leaves room for it as well, or a commit
+				// slower than the timeout would let no attempt be sent.
+				req.Deadline = time.Now().Add(r.p.Timeout + time.Since(began))
+			}
+			// A Timeout from now at most, and never past the deadline
+			// the hook recorded.
+			if d := time.Now().Add(r.p.Timeout); d.Before(req.Deadline) {
+				req.Deadline = d
 			}
 		}
 		deadline := req.Deadline

@@ -245,10 +245,10 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 func TestFaultNetworkLatency(t *testing.T) {
 	h, c := newClusterHarness(t)
 	joins := groupJoins(c)
-	// An attempt's deadline is set when its intent is staged and the
-	// attempt waits for the intent's commit, several round trips: the
-	// harness's 500ms timeout would pass before every attempt.
-	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 5s\n", h.Effects))
+	// An intent's commit takes several round trips, longer than the
+	// 500ms timeout here: the attempt's next try leaves room for the
+	// commit (connectors.Perform), or no attempt would ever be sent.
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
 	start := time.Now()
 	var nodes []*executortest.Node
 	for _, id := range []string{"A", "B"} {
