@@ -157,6 +157,36 @@ func rewrite(t *testing.T, in *Input, off int64, f func(*schemas.Record)) {
 	t.Fatalf("no journal offset %d", off)
 }
 
+// forwardK3 adds cmd-k3 consumed on a partition not its entity's and its
+// forwarded copy on the right one (offset 2), both committed.
+func forwardK3(t *testing.T, in *Input) {
+	t.Helper()
+	wrong := otherPartition(pe)
+	in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))
+	in.Committed[wrong] = 1
+	fw := command(t, "cmd-k3", ent, "k3", pe, 2)
+	fw.Headers = append(fw.Headers,
+		kgo.RecordHeader{Key: outbox.HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
+		kgo.RecordHeader{Key: outbox.HeaderForwardedFromOffset, Value: []byte("0")})
+	in.Commands = append(in.Commands, fw)
+	in.Committed[pe] = 3
+}
+
+// deadletterMisroutedK3 adds cmd-k3 consumed on a partition not its
+// entity's, too large to forward, so deadlettered; it returns that
+// partition.
+func deadletterMisroutedK3(t *testing.T, in *Input) int32 {
+	t.Helper()
+	wrong := otherPartition(pe)
+	big := command(t, "cmd-k3", ent, "k3", wrong, 0)
+	in.Commands = append(in.Commands, big)
+	in.Committed[wrong] = 1
+	dl := schemas.DeadletterReference(big, "too_large", func(*kgo.Record) bool { return true })
+	dl.Topic = tops.Deadletter
+	in.Deadletter = []*kgo.Record{dl}
+	return wrong
+}
+
 func TestCheck(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -293,15 +323,7 @@ func TestCheck(t *testing.T) {
 			in.Committed[wrong] = 1
 		}, fail: map[string]int64{CheckAnswered: 0}},
 		{name: "misrouted and forwarded", mutate: func(t *testing.T, in *Input) {
-			wrong := otherPartition(pe)
-			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))
-			in.Committed[wrong] = 1
-			fw := command(t, "cmd-k3", ent, "k3", pe, 2)
-			fw.Headers = append(fw.Headers,
-				kgo.RecordHeader{Key: outbox.HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
-				kgo.RecordHeader{Key: outbox.HeaderForwardedFromOffset, Value: []byte("0")})
-			in.Commands = append(in.Commands, fw)
-			in.Committed[pe] = 3
+			forwardK3(t, in)
 			in.Outcomes = append(in.Outcomes, outcome(t, "k3", ent, "cmd-k3", schemas.StatusSucceeded, pe, 2))
 		}, want: func(t *testing.T, r Report) {
 			if r.Counts.Forwarded != 1 || r.Counts.Commands != 4 {
@@ -309,13 +331,7 @@ func TestCheck(t *testing.T) {
 			}
 		}},
 		{name: "misrouted, too large to forward: deadlettered and answered", mutate: func(t *testing.T, in *Input) {
-			wrong := otherPartition(pe)
-			big := command(t, "cmd-k3", ent, "k3", wrong, 0)
-			in.Commands = append(in.Commands, big)
-			in.Committed[wrong] = 1
-			dl := schemas.DeadletterReference(big, "too_large", func(*kgo.Record) bool { return true })
-			dl.Topic = tops.Deadletter
-			in.Deadletter = []*kgo.Record{dl}
+			wrong := deadletterMisroutedK3(t, in)
 			in.Outcomes = append(in.Outcomes, outcome(t, "k3", ent, "cmd-k3", schemas.StatusRejected, wrong, 0))
 		}, want: func(t *testing.T, r Report) {
 			if r.Counts.Deadlettered != 1 || r.Counts.Forwarded != 0 {
@@ -323,24 +339,10 @@ func TestCheck(t *testing.T) {
 			}
 		}},
 		{name: "misrouted, deadlettered without an outcome", mutate: func(t *testing.T, in *Input) {
-			wrong := otherPartition(pe)
-			big := command(t, "cmd-k3", ent, "k3", wrong, 0)
-			in.Commands = append(in.Commands, big)
-			in.Committed[wrong] = 1
-			dl := schemas.DeadletterReference(big, "too_large", func(*kgo.Record) bool { return true })
-			dl.Topic = tops.Deadletter
-			in.Deadletter = []*kgo.Record{dl}
+			deadletterMisroutedK3(t, in)
 		}, fail: map[string]int64{CheckAnswered: 0}},
 		{name: "forwarded copy without an outcome", mutate: func(t *testing.T, in *Input) {
-			wrong := otherPartition(pe)
-			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))
-			in.Committed[wrong] = 1
-			fw := command(t, "cmd-k3", ent, "k3", pe, 2)
-			fw.Headers = append(fw.Headers,
-				kgo.RecordHeader{Key: outbox.HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
-				kgo.RecordHeader{Key: outbox.HeaderForwardedFromOffset, Value: []byte("0")})
-			in.Commands = append(in.Commands, fw)
-			in.Committed[pe] = 3
+			forwardK3(t, in)
 		}, fail: map[string]int64{CheckAnswered: 2}},
 		{name: "undecodable and deadlettered", mutate: func(t *testing.T, in *Input) {
 			bad := &kgo.Record{Topic: tops.Commands, Partition: pe, Offset: 2, Value: []byte("not a cloudevent")}
