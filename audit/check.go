@@ -543,10 +543,7 @@ func (a *auditor) outcome(r *kgo.Record) {
 	a.counts.Outcomes++
 	key, status, causation := o.Record.IdempotencyKey, o.Record.Status, o.CausationID
 	v.Key = key
-	decision := ""
-	if r := o.Record.Resolution; r != nil && r.DecisionID != "" && causation == o.Record.Command.ID {
-		decision = r.DecisionID // a settlement (schemas.OutcomeIDOf)
-	}
+	decision := schemas.SettlementDecision(&o.Record, causation)
 	if want := schemas.OutcomeIDOf(&o.Record, causation); o.ID != want {
 		basis := fmt.Sprintf("causation %q", causation)
 		if decision != "" {

@@ -59,10 +59,20 @@ func OutcomeID(key string, status Status, commandID string) string {
 // Every other outcome takes (key, status, causation id); a repeat under
 // another command id is answered under that id.
 func OutcomeIDOf(rec *Record, causationID string) string {
-	if r := rec.Resolution; r != nil && r.DecisionID != "" && causationID == rec.Command.ID {
-		return OutcomeID(rec.IdempotencyKey, rec.Status, r.DecisionID)
+	if d := SettlementDecision(rec, causationID); d != "" {
+		return OutcomeID(rec.IdempotencyKey, rec.Status, d)
 	}
 	return OutcomeID(rec.IdempotencyKey, rec.Status, causationID)
+}
+
+// SettlementDecision is the decision id an outcome of rec answering
+// causationID takes its id from (OutcomeIDOf), or "" when it is not a
+// settlement.
+func SettlementDecision(rec *Record, causationID string) string {
+	if r := rec.Resolution; r != nil && causationID == rec.Command.ID {
+		return r.DecisionID
+	}
+	return ""
 }
 
 // EncodeOutcome encodes rec as its outcome event in structured mode (value =
