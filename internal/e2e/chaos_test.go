@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onceflight/onceflight/internal/executortest"
 )
 
 const (
@@ -400,11 +402,11 @@ func TestSigstopPastSession(t *testing.T) {
 	}
 	// The zombie works on several partitions, then the service holds its
 	// next calls in flight and it is paused with them.
-	waitFor(t, zombie.id+" calling for entities of 3 partitions", 60*time.Second, func() bool { return len(served(time.Now())) >= 3 })
+	executortest.WaitFor(t, 60*time.Second, zombie.id+" calling for entities of 3 partitions", func() bool { return len(served(time.Now())) >= 3 })
 	g := c.svc.hold(t, zombie.id)
 	// Three calls, or fewer held for 150ms: well within their 500ms
 	// attempt timeout, so that no attempt times out while held.
-	waitFor(t, zombie.id+" with calls held in flight", 30*time.Second, func() bool {
+	executortest.WaitFor(t, 30*time.Second, zombie.id+" with calls held in flight", func() bool {
 		n, oldest := c.svc.inflightSince(zombie.id)
 		return n >= 3 || n > 0 && time.Since(oldest) > 150*time.Millisecond
 	})
@@ -415,7 +417,7 @@ func TestSigstopPastSession(t *testing.T) {
 	t.Logf("SIGSTOP %s with %d calls in flight at the service (released now), after %d commands produced", zombie.id, held, prod.sent.Load())
 
 	zparts := served(paused)
-	waitFor(t, fmt.Sprintf("%s taking over the partitions %s had called for (%d)", survivor.id, zombie.id, len(zparts)), 90*time.Second, func() bool {
+	executortest.WaitFor(t, 90*time.Second, fmt.Sprintf("%s taking over the partitions %s had called for (%d)", survivor.id, zombie.id, len(zparts)), func() bool {
 		taken := map[int32]bool{}
 		for _, e := range c.svc.eventsWhere(func(e svcEvent) bool {
 			return e.executor == survivor.id && e.verdict == "applied" && e.arrived.After(paused) && zparts[e.partition]
@@ -432,7 +434,7 @@ func TestSigstopPastSession(t *testing.T) {
 	t.Logf("%s took over the %d partitions %s had called for; SIGCONT %s after %s paused, %d commands produced",
 		survivor.id, len(zparts), zombie.id, zombie.id, time.Since(paused).Round(time.Millisecond), prod.sent.Load())
 	c.resume(zombie, &st)
-	waitFor(t, fmt.Sprintf("%s fenced after SIGCONT", zombie.id), 60*time.Second, func() bool { return c.fenced(zombie, st) })
+	executortest.WaitFor(t, 60*time.Second, fmt.Sprintf("%s fenced after SIGCONT", zombie.id), func() bool { return c.fenced(zombie, st) })
 	c.finish(prod, true, "succeeded")
 	c.reportZombie(zombie, st)
 }

@@ -89,18 +89,6 @@ func freePort(t *testing.T) string {
 	return addr
 }
 
-// waitFor polls cond until it holds and fails the test after timeout.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // ---------------------------------------------------------------------------
 // Processes.
 
