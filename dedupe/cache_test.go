@@ -35,11 +35,7 @@ func TestGenCacheReadOvertakenByWrite(t *testing.T) {
 
 // "No such entity" is remembered, and forgotten by the first write.
 func TestEntityNegativeCacheSeesCommit(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t, filepath.Join(t.TempDir(), "db"))
 	if _, found, err := s.Entity("e1"); found || err != nil {
 		t.Fatalf("found %v, %v", found, err)
 	}
@@ -59,11 +55,7 @@ func TestEntityNegativeCacheSeesCommit(t *testing.T) {
 // commits on another goroutine. The reader's answer is its own, but it
 // must not be cached: the next read sees the commit.
 func TestEntityReadOvertakenByCommit(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t, filepath.Join(t.TempDir(), "db"))
 	read, resume := make(chan struct{}), make(chan struct{})
 	s.entityReadHook = func(string) {
 		close(read)
@@ -100,11 +92,7 @@ func TestEntityReadOvertakenByCommit(t *testing.T) {
 // entry inserted by a reader the commit overtook would answer a later
 // command with a state Pebble no longer has.
 func TestEntityCacheConcurrentReadersAndCommits(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t, filepath.Join(t.TempDir(), "db"))
 	const entities, readers = 300, 4
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -12,11 +12,10 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// damagedIndex writes an index with tables and a WAL, closes it and
-// damages its files as mode says.
-func damagedIndex(t *testing.T, mode string) string {
+// tabledIndex writes an index in dir whose records k0..k1999 are in
+// tables (flushed), then walOnly, left in the WAL, and closes it.
+func tabledIndex(t *testing.T, dir string, walOnly ...schemas.Record) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "state")
 	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -27,10 +26,19 @@ func damagedIndex(t *testing.T, mode string) string {
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	put(t, s, rec("k-wal", "e", schemas.StatusSucceeded, 0))
+	if len(walOnly) > 0 {
+		put(t, s, walOnly...)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// damagedIndex writes a tabledIndex and damages its files as mode says.
+func damagedIndex(t *testing.T, mode string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	tabledIndex(t, dir, rec("k-wal", "e", schemas.StatusSucceeded, 0))
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -128,19 +136,7 @@ func TestHealthyIndexNotMovedAside(t *testing.T) {
 // open it again.
 func TestDamageFoundWhileRunningRebuildsAtNextStart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2000 {
-		put(t, s, rec(fmt.Sprint("k", i), "e", schemas.StatusSucceeded, 0))
-	}
-	if err := s.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	tabledIndex(t, dir)
 	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
 	for _, p := range ssts {
 		fi, _ := os.Stat(p)
@@ -153,7 +149,7 @@ func TestDamageFoundWhileRunningRebuildsAtNextStart(t *testing.T) {
 		}
 		f.Close()
 	}
-	s, err = Open(dir, WithRebuildOnCorruption())
+	s, err := Open(dir, WithRebuildOnCorruption())
 	if err != nil {
 		t.Fatalf("Pebble found the damage at open (%v): this test needs damage found later", err)
 	}
