@@ -128,7 +128,9 @@ type Store struct {
 	db     *pebble.DB
 	log    *slog.Logger
 	closed atomic.Bool
-	// fail is set when a write failed for good (failure.go).
+	// fail is set once, by Pebble's Fatalf or its DataCorruption event on
+	// whichever goroutine met the failure, and read (atomically) by every
+	// call (failure.go). The pointer itself is fixed by Open.
 	fail *failure
 
 	// mu orders Prune's check-and-write against Batch.Commit: Prune re-reads
@@ -146,8 +148,8 @@ type Store struct {
 	// pruneHook, if set (tests), runs in Prune after a chunk was scanned
 	// and before it is checked and written under mu.
 	pruneHook func()
-	// entityReadHook, if set (tests), runs in Entity between its Pebble
-	// read and caching what it read.
+	// entityReadHook, if set (tests, before the reads it pauses begin),
+	// runs in Entity between its Pebble read and caching what it read.
 	entityReadHook func(entity string)
 }
 
