@@ -48,7 +48,6 @@ type config struct {
 	advertise  string
 	syncWrites bool
 	partitions int
-	seeds      map[string]int32
 }
 
 // WithLogger routes the broker's own logs (warnings and errors only; kfake's
@@ -77,17 +76,6 @@ func SyncWrites() Option {
 // default of 10.
 func DefaultPartitions(n int) Option {
 	return func(c *config) { c.partitions = n }
-}
-
-// SeedTopic creates topic with the given partition count when the data
-// directory is new. An existing data directory keeps its topics as they are.
-func SeedTopic(topic string, partitions int32) Option {
-	return func(c *config) {
-		if c.seeds == nil {
-			c.seeds = make(map[string]int32)
-		}
-		c.seeds[topic] = partitions
-	}
 }
 
 // Start starts one broker listening exactly on addr (host:port; port 0 picks
@@ -173,9 +161,6 @@ func Start(ctx context.Context, addr, dataDir string, opts ...Option) (*Broker, 
 	if cfg.partitions > 0 {
 		kopts = append(kopts, kfake.DefaultNumPartitions(cfg.partitions))
 	}
-	for t, p := range cfg.seeds {
-		kopts = append(kopts, kfake.SeedTopics(p, t))
-	}
 	c, err := kfake.NewCluster(kopts...)
 	if err != nil {
 		ln.Close() // kfake closes only listeners it registered.
@@ -190,10 +175,6 @@ func Start(ctx context.Context, addr, dataDir string, opts ...Option) (*Broker, 
 // Addr returns the host:port the broker listens on (with a port 0 request
 // resolved to the real port), or the advertised address if one was set.
 func (b *Broker) Addr() string { return b.addr }
-
-// Cluster returns the underlying kfake cluster, for tests that inject faults
-// with its ControlKey hooks.
-func (b *Broker) Cluster() *kfake.Cluster { return b.cluster }
 
 // Close stops accepting connections and writes the broker's state to its
 // data directory. It is safe to call more than once.

@@ -121,12 +121,6 @@ func (n *Node) Counter(name string, labels map[string]string) float64 {
 	return total
 }
 
-// Gauge is Gauge on the node's registry.
-func (n *Node) Gauge(name string, labels ...string) (float64, bool) {
-	n.t.Helper()
-	return Gauge(n.t, n.Reg, name, labels...)
-}
-
 // Gauge reads the first series of metric name on reg whose labels include
 // labels (name=value pairs) — a gauge's value, else a counter's — and
 // whether there is one.
