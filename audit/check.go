@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -21,7 +20,7 @@ import (
 const TypeReconcile = schemas.TypeReconcile
 
 // DefaultKeyMemory is the executors' default key_memory (docs/events.md#execution-records).
-const DefaultKeyMemory = config.DefaultKeyMemory
+const DefaultKeyMemory = schemas.DefaultKeyMemory
 
 // Input is everything Check needs: the records as read, and the few facts
 // about the cluster that the records do not carry themselves. Tests build

@@ -19,6 +19,17 @@ import (
 // DefaultMaxDataBytes is the data size limit when none is configured (docs/events.md#command-events).
 const DefaultMaxDataBytes = 512 << 10
 
+// DefaultDedupeRetention and DefaultKeyMemory are how long a record's
+// result, and then its key, are kept when the actions file does not say
+// (docs/events.md#execution-records). They live here, beside the records
+// they bound, so that the executor's configuration and the audit (which
+// must not flag a key forgotten after key_memory) share them without the
+// audit importing the YAML parser.
+const (
+	DefaultDedupeRetention = 7 * 24 * time.Hour
+	DefaultKeyMemory       = 90 * 24 * time.Hour
+)
+
 // Extension attribute names (docs/events.md#command-events, docs/events.md#execution-records). CloudEvents extension names are
 // lowercase alphanumeric, hence no separators.
 const (

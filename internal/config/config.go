@@ -21,6 +21,7 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/kafkaconf"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // Connector names accepted in an action's `connector` field (docs/connectors.md).
@@ -46,8 +47,8 @@ const (
 	DefaultConfirmTimeout  = connectors.DefaultConfirmTimeout
 	DefaultReconcileEvery  = 5 * time.Minute
 	DefaultReconcileFor    = 24 * time.Hour
-	DefaultDedupeRetention = 7 * 24 * time.Hour
-	DefaultKeyMemory       = 90 * 24 * time.Hour
+	DefaultDedupeRetention = schemas.DefaultDedupeRetention
+	DefaultKeyMemory       = schemas.DefaultKeyMemory
 )
 
 // DefaultPath is the actions file the commands read without --config.
