@@ -184,3 +184,32 @@ func TestFaultCorruptDataDir(t *testing.T) {
 	}
 	h.Audit()
 }
+
+// TestFaultDiskWhileIdle: the write that fails is not a command's (a
+// prune, here a batch the test commits on A's store) and no command
+// follows. A must still stop at once — not ready, leaving its group —
+// rather than at its next command, which on a quiet partition could be
+// hours away while its index already lacks what the journal has.
+func TestFaultDiskWhileIdle(t *testing.T) {
+	h := executortest.New(t)
+	var failing atomic.Bool
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+	tune := func(c *consumer.Config) { c.SessionTimeout = 2 * time.Second }
+	a := h.StartNode("A", t.TempDir(), executortest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(fs)}, ExecutorOpts: executortest.ShortHeartbeats})
+	executortest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
+	failing.Store(true)
+	b := a.Store.NewBatch()
+	b.PutRecord(schemas.Record{IdempotencyKey: "k", Entity: "e", Status: schemas.StatusSucceeded})
+	if err := b.Commit(); err == nil {
+		t.Fatal("a commit on the failing disk succeeded")
+	}
+	executortest.WaitFor(t, 20*time.Second, "idle A to leave its group", func() bool { return len(a.Ex.Owned()) == 0 && !a.Ex.Ready() })
+	if v, _ := executortest.Gauge(t, a.Reg, "onceflight_store_failed"); v != 1 {
+		t.Errorf("onceflight_store_failed = %v", v)
+	}
+}
