@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/httpauth"
 )
 
 func riskyConfig(t *testing.T) string {
@@ -67,7 +68,8 @@ func TestIngressRefusesOpenAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = startIngress(context.Background(), ingressOptions{addr: "0.0.0.0:0"}, nil, cfg, 1024, http.NotFoundHandler(), slog.Default())
+	_, err = startIngress(context.Background(), ingressOptions{addr: "0.0.0.0:0"}, nil, cfg, 1024, nil,
+		func(*httpauth.Authenticator) http.Handler { return http.NotFoundHandler() }, slog.Default())
 	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--ingress-token-file") {
 		t.Errorf("non-loopback without token: %v", err)
 	}

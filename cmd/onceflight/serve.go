@@ -24,6 +24,7 @@ import (
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/dirlock"
+	"github.com/onceflight/onceflight/internal/httpauth"
 	"github.com/onceflight/onceflight/internal/ingress"
 	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/kafkaconf"
@@ -38,6 +39,7 @@ type serveOptions struct {
 	group          string
 	pprofAddr      string
 	httpAddr       string
+	http           httpAccess
 	dataDir        string
 	executorID     string
 	sessionTimeout time.Duration
@@ -90,7 +92,8 @@ processes with the same --group share the partitions.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.configPath, "config", config.DefaultPath, "actions file (docs/configuration.md)")
 	fs.StringVar(&o.group, "group", consumer.DefaultGroup, "consumer group shared by the executors of one deployment")
-	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints (health, metrics, records)")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints (health, metrics, records); records need --http-token-file or --http-trusted-proxy-header unless it is a loopback address")
+	o.http.addFlags(fs)
 	fs.StringVar(&o.pprofAddr, "pprof", "", "address of Go's profiling endpoints (/debug/pprof/), off when empty")
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory of the local state (a cache of the journal) and of the embedded broker")
 	fs.StringVar(&o.executorID, "executor-id", "", "name of this executor in records and its transactional id (default hostname-pid)")
@@ -159,6 +162,12 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		if cfg, err = config.Load(o.configPath); err != nil {
 			return usageError{err}
 		}
+	}
+	// Who may read the records is settled before anything starts, so a
+	// serve that would publish them to the network stops at once.
+	auth, err := o.http.authenticator(o.httpAddr, log)
+	if err != nil {
+		return err
 	}
 	// Operator decisions must be signed (docs/guarantees.md): without keys the
 	// executor refuses them all, and says so once, here.
@@ -243,13 +252,38 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	handler := api.Handler(ex, store, reg, api.WithActions(acts))
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	redact := func(action string) []string {
+		if a, ok := cfg.Action(action); ok {
+			return a.Redact
+		}
+		return nil
+	}
+	// records is the API with the credentials a listener accepts.
+	records := func(a *httpauth.Authenticator) http.Handler {
+		return api.Handler(ex, store, reg, api.WithActions(acts), api.WithAuth(a), api.WithRedaction(redact))
+	}
+	srv := &http.Server{Handler: records(auth), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)
 		}
 	}()
+	servers := []*http.Server{srv}
+	// On the way out through an error below; after the orderly Shutdown
+	// at the end, Close has nothing left to do.
+	defer func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}()
+	if o.http.metricsAddr != "" {
+		msrv, mAddr, err := serveMetrics(o.http.metricsAddr, api.HealthHandler(ex, reg), log)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, msrv)
+		log.Info("health and metrics listening", "addr", mAddr)
+	}
 	if o.ingress.addr != "" {
 		oc, err := client.New(client.WithBrokers(brokers...), client.WithKafkaOpts(conn...), client.WithTopics(client.Topics(o.kf.Topics)),
 			client.WithSource(ingress.DefaultSource), client.WithLogger(log))
@@ -257,20 +291,23 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			return fmt.Errorf("ingress client: %w", err)
 		}
 		defer oc.Close()
-		addr, err := startIngress(ctx, o.ingress, oc, cfg, o.maxDataBytes, handler, log)
+		addr, err := startIngress(ctx, o.ingress, oc, cfg, o.maxDataBytes, auth, records, log)
 		if err != nil {
 			return err
 		}
 		log.Info("ingress listening", "addr", addr, "token", o.ingress.tokenFile != "")
 	}
-	log.Info("executor starting", "brokers", brokers, "kafka", o.kf.conf.String(), "group", o.group, "http", ln.Addr().String(), "actions", len(cfg.Actions))
+	log.Info("executor starting", "brokers", brokers, "kafka", o.kf.conf.String(), "group", o.group, "http", ln.Addr().String(),
+		"http_auth", auth.Describe(), "actions", len(cfg.Actions))
 	if o.started != nil {
 		o.started(brokers, ln.Addr().String())
 	}
 	runErr := ex.Run(ctx)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	for _, s := range servers {
+		_ = s.Shutdown(sctx)
+	}
 	log.Info("executor stopped")
 	return runErr
 }

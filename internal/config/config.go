@@ -110,6 +110,13 @@ type Action struct {
 	// execution in_progress, succeeded (within dedupe_retention),
 	// unresolved or held per tuple of their canonical values.
 	UniqueBy []string
+	// Redact lists data fields (dotted paths; a step that meets a list
+	// applies to each of its items) that are personal or secret, such as a
+	// customer's name or IBAN: the record API and the console show them as
+	// "[redacted]" (docs/http.md#who-may-read-the-records). The journal and
+	// the connector still get the whole data: redaction is about who reads
+	// records over HTTP, not about what the executor stores.
+	Redact []string
 	// OnDuplicate says what happens to a command that violates UniqueBy:
 	// "reject" (default) or "hold" for an operator.
 	OnDuplicate string

@@ -96,6 +96,12 @@ func TestParseErrors(t *testing.T) {
 			[]string{`field "unique_by": field "a" listed twice`}},
 		{"unique_by empty path step", "actions:\n  x:\n    connector: noop\n    unique_by: [order..id]\n",
 			[]string{`field "unique_by": field "order..id" has an empty path step`}},
+		{"redact empty path step", "actions:\n  x:\n    connector: noop\n    redact: [customer.]\n",
+			[]string{`field "redact": field "customer." has an empty path step`}},
+		{"duplicate redact", "actions:\n  x:\n    connector: noop\n    redact: [iban, iban]\n",
+			[]string{`field "redact": field "iban" listed twice`}},
+		{"redact type", "actions:\n  x:\n    connector: noop\n    redact: iban\n",
+			[]string{`field "redact": must be a list of strings`}},
 		{"empty source pattern", "actions:\n  x:\n    connector: noop\n    allowed_sources: [\"\"]\n",
 			[]string{`field "allowed_sources": patterns must not be empty`}},
 		{"action not a mapping", "actions:\n  x: http\n",
@@ -250,7 +256,7 @@ func TestLoadExample(t *testing.T) {
 		r.ConfirmURL != "http://127.0.0.1:8081/refunds/{key}" || r.Timeout != 2*time.Second ||
 		r.MaxAttempts != 5 || r.ConfirmTimeout != 30*time.Second || r.IdempotentByKey ||
 		r.Schema != "refund.schema.json" || strings.Join(r.UniqueBy, ",") != "order_id" ||
-		r.OnDuplicate != OnDuplicateHold || len(r.AllowedSources) != 2 {
+		r.OnDuplicate != OnDuplicateHold || len(r.AllowedSources) != 2 || strings.Join(r.Redact, ",") != "customer.name,iban" {
 		t.Errorf("payments.refund = %+v", r)
 	}
 	k := cfg.Actions["customers.notify"]

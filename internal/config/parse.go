@@ -49,6 +49,7 @@ type actionDoc struct {
 	IdempotentByKey bool              `yaml:"idempotent_by_key"`
 	Schema          string            `yaml:"schema"`
 	UniqueBy        []string          `yaml:"unique_by"`
+	Redact          []string          `yaml:"redact"`
 	OnDuplicate     string            `yaml:"on_duplicate"`
 	AllowedSources  []string          `yaml:"allowed_sources"`
 	EffectsFile     string            `yaml:"effects_file"`
@@ -261,7 +262,7 @@ func (p *loader) action(name string, d actionDoc) *Action {
 		Name: name, Connector: d.Connector, Settings: d.Settings,
 		URL: d.URL, ConfirmURL: d.ConfirmURL, Topic: d.Topic, Brokers: d.Kafka.Brokers,
 		Timeout: time.Duration(d.Timeout), MaxAttempts: d.MaxAttempts, ConfirmTimeout: time.Duration(d.ConfirmTimeout),
-		IdempotentByKey: d.IdempotentByKey, Schema: d.Schema, UniqueBy: d.UniqueBy, OnDuplicate: d.OnDuplicate,
+		IdempotentByKey: d.IdempotentByKey, Schema: d.Schema, UniqueBy: d.UniqueBy, OnDuplicate: d.OnDuplicate, Redact: d.Redact,
 		AllowedSources: d.AllowedSources, EffectsFile: d.EffectsFile,
 	}
 	// given reports whether field was written, and where its value is;
@@ -333,20 +334,26 @@ func (p *loader) action(name string, d actionDoc) *Action {
 	if n, ok := valid("on_duplicate"); ok && a.OnDuplicate != OnDuplicateReject && a.OnDuplicate != OnDuplicateHold {
 		fail(n, "on_duplicate", "must be reject or hold, got %q", a.OnDuplicate)
 	}
-	n, _ := given("unique_by")
-	seen := map[string]bool{}
-	for _, f := range a.UniqueBy {
-		switch {
-		case strings.TrimSpace(f) == "":
-			fail(n, "unique_by", "field names must not be empty")
-		case seen[f]:
-			fail(n, "unique_by", "field %q listed twice", f)
-		case slices.Contains(strings.Split(f, "."), ""):
-			// A dotted path with an empty step names no field of any data,
-			// so every command would be rejected invalid_command.
-			fail(n, "unique_by", "field %q has an empty path step (dotted paths like order.id)", f)
+	for _, paths := range []struct {
+		field string
+		list  []string
+	}{{"unique_by", a.UniqueBy}, {"redact", a.Redact}} {
+		n, _ := given(paths.field)
+		seen := map[string]bool{}
+		for _, f := range paths.list {
+			switch {
+			case strings.TrimSpace(f) == "":
+				fail(n, paths.field, "field names must not be empty")
+			case seen[f]:
+				fail(n, paths.field, "field %q listed twice", f)
+			case slices.Contains(strings.Split(f, "."), ""):
+				// A dotted path with an empty step names no field of any
+				// data: under unique_by every command would be rejected
+				// invalid_command, under redact nothing would be hidden.
+				fail(n, paths.field, "field %q has an empty path step (dotted paths like order.id)", f)
+			}
+			seen[f] = true
 		}
-		seen[f] = true
 	}
 	if slices.Contains(a.AllowedSources, "") {
 		n, _ := given("allowed_sources")
