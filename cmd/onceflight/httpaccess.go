@@ -20,9 +20,6 @@ type httpAccess struct {
 	tokenFile   string
 	proxyHeader string
 	proxies     []string
-	// loopback tells whether an address is reachable only from this
-	// host; nil means httpauth.Loopback.
-	loopback func(addr string) bool
 }
 
 func (h *httpAccess) addFlags(fs *pflag.FlagSet) {
@@ -63,11 +60,7 @@ func (h *httpAccess) authenticator(httpAddr string, log *slog.Logger) (*httpauth
 	if err != nil {
 		return nil, usageErrorf("--http: %v", err)
 	}
-	loopback := h.loopback
-	if loopback == nil {
-		loopback = httpauth.Loopback
-	}
-	if !a.Enabled() && !loopback(httpAddr) {
+	if !a.Enabled() && !httpauth.Loopback(httpAddr) {
 		return nil, usageErrorf("--http %s is not a loopback address and would serve the execution records (customer data) to anyone who reaches it: "+
 			"give --http-token-file FILE (or --http-trusted-proxy-header with --http-trusted-proxies), or listen on 127.0.0.1 "+
 			"and serve only health and metrics to the network with --metrics-http ADDR", httpAddr)

@@ -54,10 +54,11 @@ func redactData(data json.RawMessage, paths []string) (json.RawMessage, []string
 		return json.RawMessage(`"` + Redacted + `"`), nil
 	}
 	var secrets []string
+	hid := false
 	for _, p := range paths {
-		hide(root, strings.Split(p, "."), &secrets)
+		hid = hide(root, strings.Split(p, "."), &secrets) || hid
 	}
-	if len(secrets) == 0 {
+	if !hid {
 		return data, nil
 	}
 	out, err := json.Marshal(root)
@@ -77,25 +78,29 @@ func decode(raw json.RawMessage) (any, bool) {
 	return v, true
 }
 
-// hide replaces the value at steps below v, collecting its texts.
-func hide(v any, steps []string, secrets *[]string) {
+// hide replaces the value at steps below v, collecting its texts, and
+// reports whether there was one.
+func hide(v any, steps []string, secrets *[]string) bool {
 	switch v := v.(type) {
 	case map[string]any:
 		child, ok := v[steps[0]]
 		if !ok {
-			return
+			return false
 		}
 		if len(steps) == 1 {
 			texts(child, secrets)
 			v[steps[0]] = Redacted
-			return
+			return true
 		}
-		hide(child, steps[1:], secrets)
+		return hide(child, steps[1:], secrets)
 	case []any:
+		hid := false
 		for _, e := range v {
-			hide(e, steps, secrets)
+			hid = hide(e, steps, secrets) || hid
 		}
+		return hid
 	}
+	return false
 }
 
 // texts collects the strings and numbers in v long enough to scrub.
