@@ -101,13 +101,15 @@ func TestServeRecordAccess(t *testing.T) {
 	httpAddr := "0.0.0.0:" + port // every interface; the test reaches it on loopback
 	local := "http://127.0.0.1:" + port
 	metrics := freeAddr(t)
+	ing := freeAddr(t)
+	ingToken := writeSecret(t, "ingress-t0ken\n", 0o600)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan string, 1)
 	go func() {
 		code, _, errOut := execCLI(ctx, "serve", "--brokers", brokers, "--config", cfg, "--data-dir", dir, "--http", httpAddr,
 			"--http-token-file", tokens, "--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "192.0.2.0/24",
-			"--metrics-http", metrics, "--log-level", "debug",
+			"--metrics-http", metrics, "--ingress", ing, "--ingress-token-file", ingToken, "--log-level", "debug",
 			"--group", "access", "--partitions", "1", "--session-timeout", "6s", "--executor-id", "access")
 		done <- fmt.Sprintf("exit %d\n%s", code, errOut)
 	}()
@@ -196,6 +198,23 @@ func TestServeRecordAccess(t *testing.T) {
 	}
 	if h.Get("Cache-Control") != "no-store" || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Content-Security-Policy") == "" {
 		t.Errorf("record answer headers: %v", h)
+	}
+
+	// The ingress's answer carries the record, redacted as well.
+	req, err := http.NewRequest(http.MethodPost, "http://"+ing+"/v1/commands/payments.refund?entity=order-2&wait=30s", strings.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", "refund-2")
+	req.Header.Set("Authorization", "Bearer ingress-t0ken")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"iban":"[redacted]"`) || strings.Contains(string(b), accessIBAN) {
+		t.Errorf("ingress answer: %d %s", resp.StatusCode, b)
 	}
 
 	stop()

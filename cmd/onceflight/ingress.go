@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/internal/api"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/httpauth"
 	"github.com/onceflight/onceflight/internal/ingress"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // ingressOptions are serve's --ingress flags.
@@ -65,6 +67,12 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 	mux.Handle("POST /v1/commands/{action}", ingress.Handler(ingress.Config{
 		Client: oc, Token: token, MaxDataBytes: maxData, MaxWait: o.maxWait, Rate: o.rate, Burst: o.burst,
 		Known: func(a string) bool { _, ok := cfg.Action(a); return ok },
+		Redact: func(rec schemas.Record) schemas.Record {
+			if a, ok := cfg.Action(rec.Action); ok {
+				return api.RedactRecord(rec, a.Redact)
+			}
+			return rec
+		},
 	}))
 	mux.Handle("/", records(auth))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -71,6 +71,9 @@ type Config struct {
 	// Source is the CloudEvents source of the commands. Default
 	// DefaultSource.
 	Source string
+	// Redact, if set, hides the fields of the action's redact list in the
+	// record (and result) an answer carries, as the record API does.
+	Redact func(schemas.Record) schemas.Record
 }
 
 func (c *Config) withDefaults() {
@@ -368,9 +371,13 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		problem(http.StatusServiceUnavailable, schemas.CodeConnectorUnavailable, "wait for the outcome: %v", err).write(w)
 		return
 	}
-	rec := o.Record
+	rec, result := o.Record, o.Result
+	if h.cfg.Redact != nil {
+		rec = h.cfg.Redact(rec)
+		result = rec.Result
+	}
 	a := Answer{CommandID: o.CommandID, Key: o.Key, Entity: o.Entity, Status: string(o.Status), Replayed: o.Replayed,
-		OutcomeID: o.ID, Error: rec.Error, Result: o.Result, Record: &rec}
+		OutcomeID: o.ID, Error: rec.Error, Result: result, Record: &rec}
 	h.answer(w, StatusCode(o), a)
 }
 
