@@ -14,7 +14,7 @@ var examples = map[string]string{
 	"onceflight serve": `  # production: Kafka or Redpanda, a stable id per instance
   onceflight serve --brokers kafka-1:9092,kafka-2:9092 --config onceflight.yaml \
     --executor-id onceflight-0 --data-dir /var/lib/onceflight \
-    --http 0.0.0.0:8080 --http-token-file /etc/onceflight/http-tokens --metrics-http 0.0.0.0:8090
+    --http 0.0.0.0:8080 --http-token-file /etc/onceflight/http-tokens --metrics-http 0.0.0.0:8089
   # development: no --brokers starts the embedded broker on 127.0.0.1:9092
   onceflight serve --config onceflight.yaml --data-dir ./onceflight-data`,
 	"onceflight broker": `  onceflight broker --listen 127.0.0.1:9092 --data-dir ./broker-data
