@@ -223,7 +223,7 @@ func TestServeRecordAccess(t *testing.T) {
 			t.Errorf("the log shows %q:\n%s", secret, serveLog)
 		}
 	}
-	for _, want := range []string{`msg="http: record access" identity=ops by=token`, `reason="unknown bearer token"`, `http_auth="1 bearer tokens, header X-Forwarded-User`} {
+	for _, want := range []string{`msg="http: record access" identity=ops by=token`, `reason="unknown bearer token"`, `http_auth="1 bearer token(s), header X-Forwarded-User`} {
 		if !strings.Contains(serveLog, want) {
 			t.Errorf("the log lacks %q:\n%s", want, serveLog)
 		}

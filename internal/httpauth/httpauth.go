@@ -175,7 +175,7 @@ func (a *Authenticator) Describe() string {
 	}
 	var m []string
 	if len(a.tokens) > 0 {
-		m = append(m, fmt.Sprintf("%d bearer tokens", len(a.tokens)))
+		m = append(m, fmt.Sprintf("%d bearer token(s)", len(a.tokens)))
 	}
 	if a.header != "" {
 		m = append(m, fmt.Sprintf("header %s from %d trusted proxy ranges", a.header, len(a.proxies)))
