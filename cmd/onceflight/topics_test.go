@@ -9,8 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/onceflight/onceflight/internal/client"
-	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/topics"
 )
 
@@ -22,16 +20,7 @@ import (
 func TestTopicsCheckApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	b, err := broker.Start(ctx, "127.0.0.1:0", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := client.New([]string{b.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	addr, cl := testBroker(ctx, t)
 	adm := kadm.NewClient(cl)
 	d := topics.Default()
 	s := func(v string) *string { return &v }
@@ -47,7 +36,7 @@ func TestTopicsCheckApply(t *testing.T) {
 		}
 	}
 	cfg := writeConfig(t)
-	conn := []string{"--brokers", b.Addr(), "--config", cfg}
+	conn := []string{"--brokers", addr, "--config", cfg}
 
 	code, out, errOut := execCLI(ctx, append([]string{"topics", "check"}, conn...)...)
 	if code != exitTopicsNeedWork || !strings.Contains(errOut, "topics apply") {
@@ -63,7 +52,7 @@ func TestTopicsCheckApply(t *testing.T) {
 	}
 
 	// serve refuses them and names the command that fixes them.
-	code, _, errOut = execCLI(ctx, "serve", "--brokers", b.Addr(), "--config", cfg, "--data-dir", t.TempDir(), "--http", freeAddr(t), "--partitions", "2")
+	code, _, errOut = execCLI(ctx, "serve", "--brokers", addr, "--config", cfg, "--data-dir", t.TempDir(), "--http", freeAddr(t), "--partitions", "2")
 	if code == exitOK || !strings.Contains(errOut, "onceflight topics apply") || !strings.Contains(errOut, "retention.ms is 604800000") {
 		t.Fatalf("serve on old topics: exit %d\n%s", code, errOut)
 	}
@@ -91,7 +80,7 @@ func TestTopicsCheckApply(t *testing.T) {
 			t.Errorf("apply changed min.insync.replicas to %v", c.Value)
 		}
 	}
-	serveSecured(t, b.Addr(), "actions:\n  noop.ping:\n    connector: noop\n", nil)
+	serveSecured(t, addr, "actions:\n  noop.ping:\n    connector: noop\n", nil)
 
 	// A compacted journal is reported, never changed.
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: s("compact")}}, d.Journal); err != nil {
