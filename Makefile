@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help build image test test-race lint fuzz bench bench-e2e chaos chaos-race soak demo kafkajs clean
+.PHONY: help build image test test-race actionlint lint fuzz bench bench-e2e chaos chaos-race soak demo kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ test: ## the whole test suite (what CI runs), with short fuzz runs of the decode
 
 test-race: ## the test suite under the race detector
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+actionlint: ## check the GitHub workflows (.github/workflows) with actionlint
+	$(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)

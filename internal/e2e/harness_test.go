@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/brokertest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -269,8 +270,15 @@ func (p *proc) waitLog(re *regexp.Regexp, timeout time.Duration) []string {
 
 // startBroker starts `onceflight broker` on a free port with a fresh data
 // directory and returns its address once it accepts connections.
+//
+// With ONCEFLIGHT_TEST_BROKER set it starts that real broker in a container
+// instead (internal/brokertest; skipped without Docker): the chaos tests
+// then meet Kafka's or Redpanda's own fencing and transactions.
 func startBroker(t *testing.T) string {
 	t.Helper()
+	if os.Getenv(brokertest.EnvImage) != "" {
+		return strings.Join(brokertest.Start(t), ",")
+	}
 	addr := freePort(t)
 	startBrokerAt(t, addr, t.TempDir())
 	return addr
