@@ -49,6 +49,10 @@ var examples = map[string]string{
   onceflight actions payments.refund -o json`,
 	"onceflight explain": `  onceflight explain refund-1042
   onceflight explain refund-1042 --entity order-1042 -o json`,
+	"onceflight topics": `  onceflight topics check --brokers kafka-1:9092 --config onceflight.yaml
+  onceflight topics apply --brokers kafka-1:9092 --config onceflight.yaml`,
+	"onceflight topics check":    `  onceflight topics check --brokers kafka-1:9092 --config onceflight.yaml --max-message-bytes 4194304`,
+	"onceflight topics apply":    `  onceflight topics apply --brokers kafka-1:9092 --config onceflight.yaml`,
 	"onceflight config":          `  onceflight config validate onceflight.yaml`,
 	"onceflight config validate": `  onceflight config validate deploy/onceflight.yaml && echo ok`,
 }

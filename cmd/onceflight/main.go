@@ -110,6 +110,7 @@ docs/ in the source repository.`,
 		newConfigCmd(),
 		newActionsCmd(),
 		newExplainCmd(),
+		newTopicsCmd(),
 	)
 	// --version prints what `onceflight version` prints.
 	root.Version = readBuildInfo().String()

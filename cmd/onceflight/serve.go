@@ -123,9 +123,24 @@ processes with the same --group share the partitions.`,
 // of every kafka action with its own connection, so that a wrong address,
 // protocol or password stops serve at start with the broker's answer; the
 // executor's clients would otherwise retry it quietly forever.
-func checkKafka(ctx context.Context, brokers []string, conn []kgo.Opt, cfg *config.Config) error {
-	if err := kafkaconf.Check(ctx, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, conn...)...); err != nil {
+//
+// It also logs the brokers' transaction protocol (transactions v2, KIP-890,
+// or not): the executor issues its own transactional offset commits, and
+// which broker behaviour they meet is the first question about a support
+// case on a real cluster.
+func checkKafka(ctx context.Context, log *slog.Logger, brokers []string, conn []kgo.Opt, cfg *config.Config) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, conn...)...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	if err := kafkaconf.Ping(ctx, cl); err != nil {
 		return err
+	}
+	if f, err := kafkaconf.BrokerFeatures(ctx, cl); err != nil {
+		log.Warn("brokers' features unknown", "err", err)
+	} else {
+		log.Info("brokers' features", "transactions_v2", f.TransactionsV2(), "features", f.String())
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Actions)) {
 		a := cfg.Actions[name]
@@ -203,7 +218,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		log.Warn("DEVELOPMENT BROKER: no --brokers given, so this executor runs on the embedded single-node broker; it is not for production. Set --brokers (or ONCEFLIGHT_BROKERS) to use Kafka or Redpanda",
 			"addr", b.Addr(), "data_dir", filepath.Join(o.dataDir, "broker"))
 	}
-	if err := checkKafka(ctx, brokers, conn, cfg); err != nil {
+	if err := checkKafka(ctx, log, brokers, conn, cfg); err != nil {
 		return err
 	}
 	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log), dedupe.WithRebuildOnCorruption())
