@@ -92,8 +92,10 @@ type Token struct {
 	Value string
 }
 
-// Authenticator establishes identities. The zero value and nil accept
-// nobody; Enabled reports whether any method is configured.
+// Authenticator establishes identities. A nil one has no method
+// (Enabled is false): Authenticate accepts nobody and Require lets every
+// request through, which the caller allows only where it is safe (serve:
+// on a loopback address). Build one with New.
 type Authenticator struct {
 	// tokens are compared by their SHA-256, every one on every request, so
 	// neither the position of a match nor a token's length shows in the
@@ -320,6 +322,9 @@ func (a *Authenticator) With(opts ...Option) *Authenticator {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.proxyRole == "" {
+		c.proxyRole = RoleReader
 	}
 	return c
 }
