@@ -111,6 +111,7 @@ docs/ in the source repository.`,
 		newActionsCmd(),
 		newExplainCmd(),
 		newTopicsCmd(),
+		newConsoleCmd(),
 	)
 	// --version prints what `onceflight version` prints.
 	root.Version = readBuildInfo().String()

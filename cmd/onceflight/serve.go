@@ -57,6 +57,12 @@ type serveOptions struct {
 	controlKeyFile string
 	embeddedAddr   string
 	ingress        ingressOptions
+	// consoleAddr, if set, runs the operator console in-process
+	// (docs/console.md), its index under dataDir/console.
+	consoleAddr     string
+	consoleReadOnly bool
+	// consoleStarted, if set, is called with the console's address.
+	consoleStarted func(addr string)
 	// started, if set, is called with the broker address and the HTTP
 	// address once the executor runs.
 	started func(brokers []string, httpAddr string)
@@ -115,6 +121,8 @@ processes with the same --group share the partitions.`,
 	fs.DurationVar(&o.ingress.maxWait, "ingress-max-wait", ingress.DefaultMaxWait, "longest wait for an outcome an ingress request may ask for (Prefer: wait=N)")
 	fs.Float64Var(&o.ingress.rate, "ingress-rate", 0, "ingress requests accepted per second, over all clients (0: no limit)")
 	fs.IntVar(&o.ingress.burst, "ingress-burst", 0, "ingress requests accepted at once above --ingress-rate (0: the rate, at least 1)")
+	fs.StringVar(&o.consoleAddr, "console", "", "address of the operator console (docs/console.md), run in this process with the --http authentication; off when empty")
+	fs.BoolVar(&o.consoleReadOnly, "console-read-only", false, "the console hides and refuses every decision")
 	o.embeddedAddr = defaultBrokers
 	return cmd
 }
@@ -311,6 +319,18 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			return err
 		}
 		log.Info("ingress listening", "addr", addr, "token", o.ingress.tokenFile != "")
+	}
+	if o.consoleAddr != "" {
+		addr, stop, err := startConsole(ctx, consoleOptions{addr: o.consoleAddr, dataDir: filepath.Join(o.dataDir, "console"), brokers: brokers, conn: conn,
+			topics: o.kf.Topics, group: o.group, cfg: cfg, maxDataBytes: o.maxDataBytes, auth: auth, controlKeys: controlKeys,
+			readOnly: o.consoleReadOnly, log: log})
+		if err != nil {
+			return err
+		}
+		defer stop()
+		if o.consoleStarted != nil {
+			o.consoleStarted(addr)
+		}
 	}
 	log.Info("executor starting", "brokers", brokers, "kafka", o.kf.conf.String(), "group", o.group, "http", ln.Addr().String(),
 		"http_auth", auth.Describe(), "actions", len(cfg.Actions))
