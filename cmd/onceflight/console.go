@@ -121,11 +121,11 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 func newConsoleCmd() *cobra.Command {
 	var (
 		addr, dataDir, configPath, group, keyFile string
-		tokenFile, proxyHeader, proxyRole        string
-		proxies                                  []string
-		readOnly, secure                         bool
-		maxData                                  int
-		kf                                       *kafkaFlags
+		tokenFile, proxyHeader, proxyRole         string
+		proxies                                   []string
+		readOnly, secure                          bool
+		maxData                                   int
+		kf                                        *kafkaFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "console --http ADDR --data-dir DIR",
