@@ -45,6 +45,7 @@ type Projection struct {
 		subs    map[chan struct{}]struct{}
 		version uint64
 		bad     int // undecodable entries skipped
+		applied int64 // journal and outcome entries applied since open
 	}
 	ready chan struct{} // closed when the reader has started
 }
@@ -243,6 +244,7 @@ func (p *Projection) apply(fs kgo.Fetches) error {
 	b := p.db.NewIndexedBatch()
 	defer b.Close()
 	var bad int
+	var n int64
 	lastW := map[int32]string{}
 	pos := map[string]map[int32]int64{}
 	var err error
@@ -254,6 +256,7 @@ func (p *Projection) apply(fs kgo.Fetches) error {
 			if rec.Attrs.IsControl() {
 				continue
 			}
+			n++
 			var e error
 			switch ft.Topic {
 			case p.topics.Journal:
@@ -297,6 +300,7 @@ func (p *Projection) apply(fs kgo.Fetches) error {
 		maps.Copy(p.mu.pos[t], m)
 	}
 	p.mu.bad += bad
+	p.mu.applied += n
 	p.mu.Unlock()
 	p.notify()
 	return nil
@@ -453,6 +457,15 @@ func (p *Projection) applyOutcome(b *pebble.Batch, rec *kgo.Record) error {
 	e.Action, e.Status, e.Released, e.Attempts, e.CommandID, e.Error = r.Action, r.Status, r.Release != nil, r.Attempts, o.CausationID, r.Error
 	e.UpdatedAt, e.Partition, e.Offset = rec.Timestamp, -1, -1
 	return p.putExec(b, id, e)
+}
+
+// Applied returns how many journal and outcome entries this Projection
+// has applied since it was opened: after a restart, only those it had not
+// indexed before.
+func (p *Projection) Applied() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.applied
 }
 
 // Stats is the live view of the cluster the overview shows.
