@@ -77,7 +77,7 @@ type Execution struct {
 }
 
 // Waiting reports whether a person must act on e.
-func (e *Execution) Waiting() bool {
+func (e Execution) Waiting() bool {
 	return !e.Released && (e.Status == schemas.StatusUnresolved || e.Status == schemas.StatusHeld)
 }
 

@@ -44,7 +44,7 @@ type Projection struct {
 		pos     map[string]map[int32]int64
 		subs    map[chan struct{}]struct{}
 		version uint64
-		bad     int // undecodable entries skipped
+		bad     int   // undecodable entries skipped
 		applied int64 // journal and outcome entries applied since open
 	}
 	ready chan struct{} // closed when the reader has started

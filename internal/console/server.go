@@ -78,6 +78,9 @@ type Server struct {
 	tmpl      map[string]*template.Template
 	sessions  *sessions
 	csrf      *csrf
+	// loginCSRF guards the login form, with its own lifetime: a login
+	// page may be left open longer than a decision form.
+	loginCSRF *csrf
 	mux       *http.ServeMux
 }
 
@@ -115,6 +118,7 @@ func New(c Config) (*Server, error) {
 	}
 	s.sessions = &sessions{ttl: c.SessionTTL, m: map[string]session{}}
 	s.csrf = newCSRF(c.CSRFTTL)
+	s.loginCSRF = newCSRF(12 * time.Hour)
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -238,7 +242,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renderLogin(w http.ResponseWriter, _ *http.Request, code int, msg, next string) {
-	s.render(w, code, "login", map[string]any{"Msg": msg, "Next": safeNext(next), "CSRF": s.csrf.issue("login")})
+	s.render(w, code, "login", map[string]any{"Msg": msg, "Next": safeNext(next), "CSRF": s.loginCSRF.issue("login")})
 }
 
 // safeNext keeps a post-login redirect on this console.
@@ -251,7 +255,7 @@ func safeNext(n string) string {
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	if err := s.csrf.check("login", r.PostFormValue("csrf")); err != nil {
+	if err := s.loginCSRF.check("login", r.PostFormValue("csrf")); err != nil {
 		s.renderLogin(w, r, http.StatusForbidden, "The login form expired or is not from this console; try again.", r.PostFormValue("next"))
 		return
 	}
