@@ -502,8 +502,8 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 			red := api.RedactRecord(*st.Record, s.redact(st.Record.Action))
 			sv.Step.Summary = inspect.JournalStep(current, red, 0, 0, time.Time{}).Summary
 			sv.Rec = &red
-			b, _ := json.MarshalIndent(red, "", "  ")
-			sv.Details = string(b)
+			b, _ := json.Marshal(red)
+			sv.Details = pretty(b)
 			current = &red
 		}
 		steps = append(steps, sv)
@@ -560,15 +560,30 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	s.render(w, http.StatusOK, "execution", d)
 }
 
+// pretty indents JSON for people: as written (numbers kept), and with
+// <, > and & as themselves, since the template escapes them for HTML.
 func pretty(raw json.RawMessage) string {
 	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 		return ""
 	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
 		return string(raw)
 	}
-	return buf.String()
+	return prettyValue(v)
+}
+
+func prettyValue(v any) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
 }
 
 func execURL(entity, key string) string {
