@@ -147,7 +147,7 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Click("#review", chromedp.ByID),
 		chromedp.WaitVisible("#confirm", chromedp.ByID),
 		chromedp.Click("#confirm", chromedp.ByID),
-		chromedp.WaitVisible(".notice", chromedp.ByQuery))
+		chromedp.WaitVisible(".decisions", chromedp.ByQuery))
 	waitText(t, ctx, "#exec-status", "succeeded")
 	waitText(t, ctx, ".decisions .dstate", "applied")
 	run(t, ctx, "read the timeline", chromedp.Text("#timeline", &body, chromedp.ByID))
@@ -168,7 +168,7 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.SendKeys("#reason", "the mail relay's log shows it was delivered", chromedp.ByID),
 		chromedp.Click("#review", chromedp.ByID),
 		chromedp.Click("#confirm", chromedp.ByID),
-		chromedp.WaitVisible(".notice", chromedp.ByQuery))
+		chromedp.WaitVisible(".decisions", chromedp.ByQuery))
 	waitText(t, ctx, "#exec-status", "succeeded")
 	waitText(t, ctx, ".decisions .dstate", "applied")
 

@@ -183,6 +183,11 @@ func (p *Projection) Run(ctx context.Context) error {
 		kgo.ConsumePartitions(start),
 		// Retention may have deleted what the index stopped at.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// A transaction's commit makes its records visible without a
+		// new produce, and a broker may answer a waiting read_committed
+		// fetch only at its max wait: keep that short so the console
+		// shows a commit within a fraction of a second.
+		kgo.FetchMaxWait(250 * time.Millisecond),
 	}, p.kopts...)...)
 	if err != nil {
 		return fmt.Errorf("console: kafka reader: %w", err)

@@ -551,8 +551,13 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	d := s.data(rc, "Execution "+key, map[string]any{
 		"E": v.Exec, "Why": s.why(v.Exec), "Steps": steps, "Current": current, "Data": data, "Result": result,
 		"Redacted": paths, "Decisions": decisions, "Others": orows, "URL": execURL(ent, key),
-		"Live": "x", "JustSent": r.URL.Query().Get("sent"),
+		"Live": "x",
 	})
+	// The notice of a decision just sent stays until the executor has
+	// taken it; the decision's line below says what became of it.
+	if sent := r.URL.Query().Get("sent"); sent != "" && slices.ContainsFunc(decisions, func(d decisionView) bool { return d.ID == sent && d.State == "sent" }) {
+		d["JustSent"] = sent
+	}
 	if s.canDecide(rc) {
 		d["Kinds"] = kindsFor(v.Exec)
 	}
