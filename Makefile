@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help build image test test-race actionlint lint upgrade-test fuzz bench bench-e2e chaos chaos-race soak demo kafkajs clean
+.PHONY: help build image test test-race actionlint lint upgrade-test fuzz bench bench-e2e chaos chaos-race soak demo demo-console kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -90,6 +90,9 @@ upgrade-test: ## upgrade in place from UPGRADE_FROM (a git revision, built here)
 
 demo: build ## run the demo: embedded broker, executor, demo service, a table of outcomes
 	./$(BIN) demo
+
+demo-console: build ## the demo, then keep it running with the operator console on http://127.0.0.1:8090/
+	./$(BIN) demo --console 127.0.0.1:8090
 
 kafkajs: build ## prove a kafkajs client can produce commands and read outcomes (needs npm)
 	./scripts/kafkajs-check.sh ./$(BIN)

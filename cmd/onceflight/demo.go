@@ -236,7 +236,18 @@ func runDemo(ctx context.Context, out io.Writer, keep bool, consoleAddr string, 
 		return errors.New("demo outcomes differ from the expected ones:\n  " + strings.Join(failed, "\n  "))
 	}
 	if stay {
-		fmt.Fprintln(out, "\nthe demo keeps running for the console; Ctrl-C ends it")
+		// Two executions left waiting, so the console has decisions to
+		// offer: an unresolved message and a held duplicate refund.
+		left := []demoStep{
+			{what: "left unresolved", cmd: schemas.Command{Source: "demo", Type: "messages.send", Subject: "customer-10", IdempotencyKey: "msg-10", Data: data(`{"text":"your parcel has shipped"}`)}, want: schemas.StatusUnresolved},
+			{what: "left held", cmd: schemas.Command{Source: "demo", Type: "payments.order_refund", Subject: "customer-77", IdempotencyKey: "refund-o77-c", Data: data(`{"order_id":"o-77","amount":30}`)}, want: schemas.StatusHeld},
+		}
+		for i, st := range left {
+			if _, err := demoRun(ctx, cl, kf.Topics, keys, len(steps)+i, st); err != nil {
+				return fmt.Errorf("step %q: %w", st.what, err)
+			}
+		}
+		fmt.Fprintf(out, "\nleft for you in the console: msg-10 (unresolved) and refund-o77-c (held)\nthe demo keeps running for the console; Ctrl-C ends it\n")
 		<-ctx.Done()
 	}
 	return nil
