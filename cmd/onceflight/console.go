@@ -45,7 +45,7 @@ type consoleOptions struct {
 // both (server first, so no page reads a closing index).
 func startConsole(ctx context.Context, o consoleOptions) (string, func(), error) {
 	if err := console.CheckListen(o.addr, o.auth); err != nil {
-		return "", nil, usageErrorf("--console/--http: %v", err)
+		return "", nil, usageErrorf("%v", err)
 	}
 	acts, err := inspect.Describe(o.cfg, o.maxDataBytes)
 	if err != nil {
@@ -155,6 +155,9 @@ proxy header, as serve does.`,
 			auth, err := consoleAuth(tokenFile, proxyHeader, proxyRole, proxies, log)
 			if err != nil {
 				return err
+			}
+			if err := console.CheckListen(addr, auth); err != nil {
+				return usageErrorf("--http: %v", err)
 			}
 			var keys *schemas.ControlKeys
 			if keyFile != "" {

@@ -23,6 +23,7 @@ import (
 	"github.com/onceflight/onceflight/internal/api"
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/console"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/httpauth"
 	"github.com/onceflight/onceflight/internal/ingress"
@@ -191,6 +192,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	auth, err := o.http.authenticator(o.httpAddr, log)
 	if err != nil {
 		return err
+	}
+	if o.consoleAddr != "" {
+		if err := console.CheckListen(o.consoleAddr, auth); err != nil {
+			return usageErrorf("--console: %v", err)
+		}
 	}
 	// Operator decisions must be signed (docs/guarantees.md): without keys the
 	// executor refuses them all, and says so once, here.
