@@ -216,6 +216,37 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("key shows as %q (want %q), data as %q", key, xssKey, data)
 	}
 
+	// Keyboard: "/" goes to the search field. Times: local, UTC on hover.
+	var focused, title string
+	run(t, ctx, "keyboard and times",
+		chromedp.Navigate(e.url+"/search"),
+		chromedp.WaitVisible("#q-key", chromedp.ByID),
+		chromedp.Evaluate(`document.activeElement && document.activeElement.blur()`, nil),
+		chromedp.KeyEvent("/"),
+		chromedp.Evaluate(`document.activeElement.id`, &focused),
+		chromedp.Navigate(e.url+"/x/customer-9/msg-9"),
+		chromedp.WaitVisible("#timeline", chromedp.ByID),
+		chromedp.AttributeValue("#timeline time", "title", &title, nil, chromedp.ByQuery))
+	if focused != "q-key" {
+		t.Errorf(`"/" focused %q, want the search's key field`, focused)
+	}
+	if !strings.HasSuffix(title, " UTC") {
+		t.Errorf("a time's hover text is %q, want the UTC time", title)
+	}
+
+	// A phone: the execution page fits the screen's width.
+	var overflow bool
+	run(t, ctx, "phone",
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(e.url+"/x/customer-77/refund-b"),
+		chromedp.WaitVisible("#timeline", chromedp.ByID),
+		chromedp.Evaluate(`document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow))
+	if overflow {
+		t.Errorf("the execution page is wider than a 390px phone screen")
+	}
+	screenshot(t, ctx, "console-phone")
+	run(t, ctx, "desktop", chromedp.EmulateViewport(1280, 900))
+
 	// A read-only console (it shares the browser's cookie jar for
 	// 127.0.0.1, so this comes last) offers no decision anywhere.
 	run(t, ctx, "read-only login",
