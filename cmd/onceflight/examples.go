@@ -39,8 +39,15 @@ var examples = map[string]string{
 	"onceflight keygen": `  onceflight keygen --out /etc/onceflight/control-keys.json
   onceflight keygen --out /etc/onceflight/control-keys.json --id ops-2027-01   # rotation: add a key`,
 	"onceflight demo": `  onceflight demo
+  onceflight demo --console 127.0.0.1:8090   # keep running; open http://127.0.0.1:8090/
   onceflight demo --keep
   onceflight demo --service-only --listen 0.0.0.0:8081`,
+	"onceflight console": `  # beside the executors, for people behind a token file
+  onceflight console --brokers kafka-1:9092 --config onceflight.yaml --http 0.0.0.0:8090 \
+    --data-dir /var/lib/onceflight-console --http-token-file /etc/onceflight/http-tokens \
+    --control-key-file /etc/onceflight/control-keys.json
+  # look only
+  onceflight console --brokers kafka-1:9092 --config onceflight.yaml --read-only`,
 	"onceflight audit": `  onceflight audit
   onceflight audit --partitions 0,3,5-7 --format json --group onceflight`,
 	"onceflight version": `  onceflight version
