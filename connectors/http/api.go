@@ -520,14 +520,25 @@ func (c *Connector) succeeded(code int, h http.Header, raw []byte, cut bool) con
 	if s.rejected != nil {
 		bad, err := s.rejected.holds(a)
 		if err != nil {
-			// A 2xx says it may well have happened: confirm.
-			return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("HTTP %d: rejected_when has no answer: %v", code, err)}
+			return connectors.Result{Kind: ClassifyRejectedWhen(false), Message: fmt.Sprintf("HTTP %d: rejected_when has no answer: %v", code, err)}
 		}
 		if bad {
-			return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("HTTP %d, rejected_when holds: %s", code, message(raw))}
+			return connectors.Result{Kind: ClassifyRejectedWhen(true), Message: fmt.Sprintf("HTTP %d, rejected_when holds: %s", code, message(raw))}
 		}
 	}
 	return connectors.Result{Kind: connectors.Succeeded, Result: c.mapped(s.result, a, cut)}
+}
+
+// ClassifyRejectedWhen is what Execute makes of a 2xx answer on which
+// rejected_when holds (evaluated true): rejected; and of one on which it
+// cannot be evaluated (evaluated false): ambiguous, because a 2xx says the
+// effect may well have happened, so it is confirmed. Exported so that
+// `onceflight actions` describes what Execute does.
+func ClassifyRejectedWhen(evaluated bool) connectors.Kind {
+	if evaluated {
+		return connectors.Rejected
+	}
+	return connectors.Ambiguous
 }
 
 // mapped is the result rule's value, or the default result when there is
