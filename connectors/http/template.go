@@ -123,7 +123,7 @@ func (t *Template) expand(req connectors.Request, data any, mode int) (string, e
 		}
 		s, isString := v.(string)
 		if !isString {
-			raw, err := json.Marshal(v)
+			raw, err := marshal(v)
 			if err != nil {
 				return "", fmt.Errorf("template field {%s}: %w", strings.Join(p.field, "."), err)
 			}
@@ -135,12 +135,24 @@ func (t *Template) expand(req connectors.Request, data any, mode int) (string, e
 		case mode == modeURL:
 			s = escapeKey(s)
 		case mode == modeJSON && isString:
-			raw, _ := json.Marshal(s) // a string always marshals
+			raw, _ := marshal(s) // a string always marshals
 			s = string(raw[1 : len(raw)-1])
 		}
 		b.WriteString(s)
 	}
 	return b.String(), nil
+}
+
+// marshal is json.Marshal without HTML escaping: "&" stays "&" in a
+// template's output, as the data had it.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // fieldValue is one placeholder's value: a string, or a JSON value

@@ -66,7 +66,10 @@ var credentialHeader = regexp.MustCompile(`(?i)auth|cookie|key|token|secret|pass
 // CredentialHeader reports whether a header of this name carries a
 // credential, whose value the file must give as a reference and
 // descriptions show only as one.
-func CredentialHeader(name string) bool { return credentialHeader.MatchString(name) }
+// Idempotency-Key is not one: the connector sets it.
+func CredentialHeader(name string) bool {
+	return credentialHeader.MatchString(name) && !strings.EqualFold(name, httpconn.DefaultIdempotencyHeader)
+}
 
 // apiOf checks the block of action name and builds its httpconn.API.
 func (p *loader) apiOf(name string, d actionDoc, a *Action) httpconn.API {

@@ -243,7 +243,11 @@ func (m *Messaging) send(w http.ResponseWriter, r *http.Request) {
 	if !m.authorized(w, r) {
 		return
 	}
-	var in struct{ To, Text, ClientRef string }
+	var in struct {
+		To        string `json:"to"`
+		Text      string `json:"text"`
+		ClientRef string `json:"client_ref"`
+	}
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(&in); err != nil || in.To == "" || in.ClientRef == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": fmt.Sprintf("bad message: %v", err)})
