@@ -18,11 +18,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/connectors/connectortest"
 	httpconn "github.com/onceflight/onceflight/connectors/http"
 )
 
@@ -337,4 +339,66 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 		t.Errorf("refused token: %+v", r)
 	}
 	noSecret(t, "message", r.Message, secret)
+}
+
+// TestConformanceRealAPI runs the connector conformance suite on a
+// connector configured for a real API — bearer credentials, form body, its
+// own idempotency header, and a list lookup judged by CEL — so the new
+// request and confirmation paths keep every property the suite checks
+// (deadline, cancellation, no blind retry, confirmation before a second
+// execution).
+func TestConformanceRealAPI(t *testing.T) {
+	t.Setenv("CONFORMANCE_KEY", "conformance-key-0192837465")
+	connectortest.Run(t, connectortest.Features{Confirm: true}, func(t *testing.T) connectortest.Harness {
+		var mu sync.Mutex
+		effects, ambiguous := map[string]int{}, map[string]bool{}
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /charges", func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer conformance-key-0192837465" || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			key := r.Header.Get("X-Op-Key")
+			mu.Lock()
+			effects[key]++
+			amb := ambiguous[key]
+			delete(ambiguous, key)
+			mu.Unlock()
+			if amb {
+				w.WriteHeader(http.StatusGatewayTimeout)
+				return
+			}
+			_, _ = w.Write([]byte(`{"id":"ch_1"}`))
+		})
+		mux.HandleFunc("GET /charges", func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			n := effects[r.URL.Query().Get("op")]
+			mu.Unlock()
+			data := "[]"
+			if n > 0 {
+				data = `[{"id":"ch_1"}]`
+			}
+			_, _ = w.Write([]byte(`{"data":` + data + `}`))
+		})
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		conn := newConn(t, httpconn.Config{URL: srv.URL + "/charges", API: httpconn.API{
+			Body: httpconn.BodyForm, IdempotencyHeader: "X-Op-Key",
+			Headers: map[string]string{"Authorization": "Bearer ${env:CONFORMANCE_KEY}"},
+			Confirm: &httpconn.Confirm{URL: srv.URL + "/charges?op={key}", Found: "status == 200 && size(body.data) > 0", NotFound: "status == 200 && size(body.data) == 0"},
+		}})
+		return connectortest.Harness{
+			Conn: conn,
+			Effects: func(key string) int {
+				mu.Lock()
+				defer mu.Unlock()
+				return effects[key]
+			},
+			ApplyThenAmbiguous: func(key string) {
+				mu.Lock()
+				defer mu.Unlock()
+				ambiguous[key] = true
+			},
+		}
+	})
 }
