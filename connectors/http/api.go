@@ -516,7 +516,7 @@ func (c *Connector) succeeded(code int, h http.Header, raw []byte, cut bool) con
 	if !s.hasRules {
 		return connectors.Result{Kind: connectors.Succeeded, Result: c.result(code, raw, cut)}
 	}
-	a := answer{status: code, headers: h, body: raw}
+	a := newAnswer(code, h, raw)
 	if s.rejected != nil {
 		bad, err := s.rejected.holds(a)
 		if err != nil {

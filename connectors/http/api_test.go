@@ -402,3 +402,39 @@ func TestConformanceRealAPI(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkExecuteShape compares Execute of Onceflight's own protocol with
+// Execute of a real API's shape (form body from decoded data, a header
+// from a secret, rejected_when and a result mapping in CEL) against the
+// same loopback server: the cost of the shape per request.
+func BenchmarkExecuteShape(b *testing.B) {
+	b.Setenv("BENCH_KEY", "bench-key-0123456789")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"id":"re_1","status":"succeeded","amount":500}`))
+	}))
+	defer srv.Close()
+	data := `{"charge":"ch_1","amount":500,"metadata":{"order_id":"A-1042"}}`
+	for _, c := range []struct {
+		name string
+		api  httpconn.API
+	}{
+		{"own-protocol", httpconn.API{}},
+		{"real-api", httpconn.API{Body: httpconn.BodyForm, Headers: map[string]string{"Authorization": "Bearer ${env:BENCH_KEY}"},
+			RejectedWhen: `body.status == "failed"`, Result: `{"refund_id": body.id, "status": body.status}`}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			conn, err := httpconn.New(httpconn.Config{URL: srv.URL + "/v1/refunds", Timeout: 5 * time.Second, API: c.api})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := req("k", data)
+			b.ReportAllocs()
+			for b.Loop() {
+				if res := conn.Execute(context.Background(), r); res.Kind != connectors.Succeeded {
+					b.Fatal(res)
+				}
+			}
+		})
+	}
+}

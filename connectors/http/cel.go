@@ -92,11 +92,19 @@ func compileRule(expr string, predicate bool) (*Rule, error) {
 	return &Rule{src: expr, prg: prg, bool: predicate}, nil
 }
 
-// answer is an HTTP answer as rules see it.
+// answer is an HTTP answer as rules see it; vars are its CEL variables,
+// built once for all the rules evaluated on it (the body is parsed once).
 type answer struct {
 	status  int
 	headers http.Header
 	body    []byte
+	vars    map[string]any
+}
+
+func newAnswer(status int, headers http.Header, body []byte) answer {
+	a := answer{status: status, headers: headers, body: body}
+	a.vars = a.activation()
+	return a
 }
 
 func (a answer) activation() map[string]any {
@@ -117,7 +125,7 @@ func (a answer) activation() map[string]any {
 
 // holds evaluates a predicate.
 func (r *Rule) holds(a answer) (bool, error) {
-	v, _, err := r.prg.Eval(a.activation())
+	v, _, err := r.prg.Eval(a.vars)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", r.src, err)
 	}
@@ -130,7 +138,7 @@ func (r *Rule) holds(a answer) (bool, error) {
 
 // json evaluates a mapping to JSON.
 func (r *Rule) json(a answer) (json.RawMessage, error) {
-	v, _, err := r.prg.Eval(a.activation())
+	v, _, err := r.prg.Eval(a.vars)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.src, err)
 	}

@@ -54,7 +54,7 @@ func (c *Connector) confirmByLookup(ctx context.Context, req connectors.Request)
 	if rerr != nil {
 		return unknown("HTTP %d: read body: %v", resp.StatusCode, rerr)
 	}
-	a := answer{status: resp.StatusCode, headers: resp.Header, body: raw}
+	a := newAnswer(resp.StatusCode, resp.Header, raw)
 	found, ferr := l.found.holds(a)
 	notFound, nerr := l.notFound.holds(a)
 	switch {
