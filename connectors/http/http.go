@@ -1,5 +1,6 @@
 // Package httpconn is the http connector of docs/connectors.md: Execute is a POST,
-// Confirm a GET of confirm_url.
+// Confirm a GET of confirm_url — or, with Config.API, a real API's own
+// request and lookup, with its credentials (api.go, docs/connectors.md#calling-a-real-api).
 //
 // Two things about net/http matter for "no blind retry" (G3) and are handled
 // here rather than left to defaults:
@@ -231,8 +232,8 @@ func (s *sendState) sent() bool {
 	return s.wroteHeaders // foreign transport: conservative
 }
 
-// Execute POSTs req.Data to the configured URL and classifies the answer by
-// docs/connectors.md.
+// Execute POSTs req.Data to the configured URL (or sends the request
+// Config.API shapes) and classifies the answer by docs/connectors.md.
 func (c *Connector) Execute(ctx context.Context, req connectors.Request) (res connectors.Result) {
 	defer func() { res = c.redact(res) }()
 	if !req.Deadline.IsZero() && !time.Now().Before(req.Deadline) {
@@ -326,11 +327,12 @@ func ClassifyTransportError(sent bool) connectors.Kind {
 	return connectors.Unavailable
 }
 
-// CanConfirm reports whether a confirm_url is configured.
+// CanConfirm reports whether a confirm_url or an API lookup is configured.
 func (c *Connector) CanConfirm() bool { return c.cfg.ConfirmURL != "" || c.shape.lookup != nil }
 
 // Confirm GETs confirm_url for req.Key: 200 Succeeded, 404 NotFound,
-// anything else (or no answer) Ambiguous, meaning still unknown.
+// anything else (or no answer) Ambiguous, meaning still unknown. With an
+// API lookup the API's own rules decide (confirmByLookup).
 func (c *Connector) Confirm(ctx context.Context, req connectors.Request) (res connectors.Result) {
 	defer func() { res = c.redact(res) }()
 	if c.shape.lookup != nil {
