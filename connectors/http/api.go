@@ -403,11 +403,25 @@ func checkPlainURL(s string) error {
 	return nil
 }
 
-// startOAuth prepares the token source; tokens are fetched through rt, so
-// they get the action's TLS settings.
-func (s *shape) startOAuth(rt http.RoundTripper) {
+// startOAuth prepares the token source. Tokens are fetched over a transport
+// of their own with the action's TLS settings, outside the deadline guard:
+// on the guarded one a token request reusing an idle connection still
+// armed with an earlier Execute's deadline would be refused, saved only by
+// net/http resending it on a fresh connection. The oauth2 package's TokenSource takes
+// no context, so a fetch is bounded by its own 10s timeout rather than the
+// attempt's deadline; the request that follows is still refused after the
+// deadline by the guard.
+func (s *shape) startOAuth(base *http.Transport, foreign http.RoundTripper) {
 	if s.oauth == nil {
 		return
+	}
+	rt := foreign
+	if base != nil {
+		t := base.Clone()
+		if s.tls != nil {
+			t.TLSClientConfig = s.tls
+		}
+		rt = t
 	}
 	hc := &http.Client{Transport: rt, Timeout: 10 * time.Second}
 	s.tokens = s.oauth.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, hc))

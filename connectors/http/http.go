@@ -149,7 +149,7 @@ func New(cfg Config) (*Connector, error) {
 		return nil, errors.New("httpconn: tls settings need an *http.Transport, the Client has another RoundTripper")
 	}
 	c.client = client
-	sh.startOAuth(client.Transport)
+	sh.startOAuth(base, client.Transport)
 	return c, nil
 }
 
