@@ -279,7 +279,7 @@ func warnings(a *config.Action, p consumer.Protection) []string {
 	}
 	if !p.Effectless && !p.CanConfirm && p.Policy.MaxAttempts > 1 {
 		if p.Policy.IdempotentByKey {
-			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: after a timeout the same key is sent again up to %d times, safe only if the external system really deduplicates Idempotency-Key", p.Policy.MaxAttempts, p.Policy.MaxAttempts))
+			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: after a timeout the same key is sent again up to %d times, safe only if the external system really deduplicates %s", p.Policy.MaxAttempts, p.Policy.MaxAttempts, dedupedBy(a)))
 		} else {
 			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: only answers that say the effect did not happen (429, 503, connection refused) are retried", p.Policy.MaxAttempts))
 		}

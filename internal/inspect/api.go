@@ -119,16 +119,23 @@ func confirmRule(a *config.Action) string {
 	return s
 }
 
+// dedupedBy names what carries the idempotency key to the external system:
+// the idempotency header and, for a signed delivery, webhook-id.
+func dedupedBy(a *config.Action) string {
+	header := or(a.API.IdempotencyHeader, httpconn.DefaultIdempotencyHeader)
+	if a.API.Signing != nil {
+		header += " and webhook-id"
+	}
+	return header
+}
+
 // apiGuarantees restates G2 and G3 in the API's own terms: which of its
 // features keep an ambiguous attempt from becoming a second effect.
 func apiGuarantees(a *config.Action, p consumer.Protection, gs []Guarantee) []Guarantee {
 	if a.Connector != config.ConnectorHTTP || a.API.IsZero() {
 		return gs
 	}
-	header := or(a.API.IdempotencyHeader, httpconn.DefaultIdempotencyHeader)
-	if a.API.Signing != nil && a.API.Confirm == nil && a.ConfirmURL == "" {
-		header += " and webhook-id"
-	}
+	header := dedupedBy(a)
 	lookup := ""
 	if c := a.API.Confirm; c != nil {
 		lookup = fmt.Sprintf("%s %s (found: %s; not found: %s)", or(strings.ToUpper(c.Method), "GET"), c.URL, or(c.Found, httpconn.DefaultFound), or(c.NotFound, httpconn.DefaultNotFound))
