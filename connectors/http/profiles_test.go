@@ -239,3 +239,17 @@ func TestWebhookSignatureVector(t *testing.T) {
 		t.Errorf("signature %s, want %s", got, want)
 	}
 }
+
+// TestPaymentsMissingKey: an action that sends no key at all gets the
+// API's 401 as failed, not retried.
+func TestPaymentsMissingKey(t *testing.T) {
+	t.Setenv("PAYMENTS_API_KEY", paymentsKey)
+	api := apifake.NewPayments(t, paymentsKey)
+	a := loadProfile(t, "payments", "https://api.payments.example", api.URL())
+	a.API.Headers = nil
+	d := perform(t, profileConnector(t, a), a, "refund-2", refundData)
+	if d.Outcome != connectors.OutcomeFailed || d.Code != connectors.CodeRejected || !strings.Contains(d.Message, "HTTP 401") ||
+		!strings.Contains(d.Message, "You did not provide an API key") || api.Calls() != 1 || api.Effects("refund-2") != 0 {
+		t.Fatalf("decision %+v after %d calls", d, api.Calls())
+	}
+}
