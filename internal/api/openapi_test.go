@@ -1,15 +1,20 @@
 package api_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/onceflight/onceflight/internal/api"
 	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/internal/httpauth"
 	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/internal/openapitest"
 	"github.com/onceflight/onceflight/schemas"
@@ -94,6 +99,30 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 		}
 		openapitest.Check(t, req, resp, body)
 	}
+
+	// With authentication on: the refusals are documented too.
+	auth, err := httpauth.New(httpauth.WithTokens(httpauth.Token{Name: "ops", Role: httpauth.RoleReader, Value: "reader-0123456789abcdef"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asrv := httptest.NewServer(api.Handler(n.Ex, n.Store, n.Reg, api.WithActions(acts), api.WithAuth(auth)))
+	defer asrv.Close()
+	for _, bearer := range []string{"", "wrong-0123456789abcdef"} {
+		req, _ := http.NewRequest(http.MethodGet, asrv.URL+"/v1/executions/k1", nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET /v1/executions/k1 with %q = %d, want 401", bearer, resp.StatusCode)
+		}
+		openapitest.Check(t, req, resp, body)
+	}
 }
 
 // TestOpenAPICatchesDrift: the check is not vacuous — an answer with a
@@ -132,3 +161,39 @@ type fakeT struct {
 func (f *fakeT) Errorf(string, ...any) { f.failed = true }
 func (f *fakeT) Fatalf(string, ...any) { f.failed = true }
 func (f *fakeT) Helper()               {}
+
+// TestOpenAPIRecordIsTheOutcomeSchema: the record in openapi.json is the
+// record of schemas/outcome.schema.json (what producers and consumers
+// validate outcome events with), plus unevaluatedProperties: false — one
+// record shape, written twice only because each document must stand alone.
+func TestOpenAPIRecordIsTheOutcomeSchema(t *testing.T) {
+	var oa struct {
+		Components struct {
+			Schemas map[string]map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(api.OpenAPI(), &oa); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("../../schemas/outcome.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = bytes.ReplaceAll(raw, []byte("#/$defs/time"), []byte("#/components/schemas/Time"))
+	var out struct {
+		Defs map[string]map[string]any `json:"$defs"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	rec := oa.Components.Schemas["Record"]
+	if rec["unevaluatedProperties"] != false {
+		t.Errorf("openapi.json's Record allows properties it does not name")
+	}
+	delete(rec, "unevaluatedProperties")
+	if !reflect.DeepEqual(rec, out.Defs["record"]) {
+		a, _ := json.MarshalIndent(rec, "", " ")
+		b, _ := json.MarshalIndent(out.Defs["record"], "", " ")
+		t.Errorf("openapi.json's Record differs from outcome.schema.json's record:\n%s\nvs\n%s", a, b)
+	}
+}
