@@ -58,7 +58,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 			}
 			conn = noop.New(opts...)
 		case config.ConnectorHTTP:
-			h, err := httpconn.New(httpconn.Config{URL: a.URL, ConfirmURL: a.ConfirmURL, Timeout: a.Timeout, MaxConcurrent: cfg.MaxInflight})
+			h, err := httpconn.New(httpconn.Config{URL: a.URL, ConfirmURL: a.ConfirmURL, Timeout: a.Timeout, MaxConcurrent: cfg.MaxInflight, API: a.API})
 			if err != nil {
 				return nil, fmt.Errorf("action %q: %w", name, err)
 			}

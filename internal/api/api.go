@@ -86,6 +86,7 @@ func healthMux(ex Executor, gather prometheus.Gatherer) *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	return mux
 }
 

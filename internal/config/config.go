@@ -20,6 +20,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/onceflight/onceflight/connectors"
+	httpconn "github.com/onceflight/onceflight/connectors/http"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -129,6 +130,11 @@ type Action struct {
 	// Relative paths are resolved against the config file's directory at
 	// load, so the value is usable as is.
 	EffectsFile string
+	// API is how an http action calls a real API: credentials (as
+	// references, resolved by the connector), request shape, the API's own
+	// lookup (docs/connectors.md#calling-a-real-api). Zero: Onceflight's
+	// own protocol.
+	API httpconn.API
 
 	schema *jsonschema.Schema
 }

@@ -54,6 +54,21 @@ type actionDoc struct {
 	AllowedSources  []string          `yaml:"allowed_sources"`
 	EffectsFile     string            `yaml:"effects_file"`
 	Settings        map[string]string `yaml:"settings"`
+
+	// Calling a real API (http only; http.go, Action.API).
+	Method            string            `yaml:"method"`
+	Body              string            `yaml:"body"`
+	BodyTemplate      string            `yaml:"body_template"`
+	ContentType       string            `yaml:"content_type"`
+	IdempotencyHeader string            `yaml:"idempotency_header"`
+	Headers           map[string]string `yaml:"headers"`
+	BasicAuth         basicAuthDoc      `yaml:"basic_auth"`
+	OAuth2            oauth2Doc         `yaml:"oauth2"`
+	TLS               tlsDoc            `yaml:"tls"`
+	Signing           signingDoc        `yaml:"signing"`
+	Confirm           confirmDoc        `yaml:"confirm"`
+	RejectedWhen      string            `yaml:"rejected_when"`
+	Result            string            `yaml:"result"`
 }
 
 // kafkaDoc is a kafka action's own connection:
@@ -386,6 +401,7 @@ func (p *loader) action(name string, d actionDoc) *Action {
 	if _, ok := valid("kafka.properties"); ok {
 		a.Kafka = p.kafkaProperties(name, d.Kafka.Properties)
 	}
+	a.API = p.apiOf(name, d, a)
 	return a
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/internal/openapitest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -41,6 +42,9 @@ func post(t *testing.T, base, path, body string, hdr map[string]string) response
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every answer of the ingress, success or problem, is one the
+	// OpenAPI document describes.
+	openapitest.Check(t, req, resp, raw)
 	r := response{code: resp.StatusCode, header: resp.Header}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 		err = json.Unmarshal(raw, &r.problem)

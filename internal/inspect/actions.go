@@ -49,6 +49,10 @@ type Endpoints struct {
 	Brokers    []string `json:"brokers,omitempty"`
 	// Confirm names how an ambiguous attempt is confirmed, or "none".
 	Confirm string `json:"confirm"`
+	// Request and ConfirmRule describe a real API's call and lookup
+	// (api.go); absent for Onceflight's own protocol.
+	Request     *Request `json:"request,omitempty"`
+	ConfirmRule string   `json:"confirm_rule,omitempty"`
 }
 
 // Identity is how the operation identity of a command is formed (SPEC §2–§3).
@@ -160,7 +164,8 @@ func describe(a *config.Action, p consumer.Protection, maxDataBytes int) Action 
 		step := connectors.NextStep(r.kind, p.CanConfirm, p.Policy.IdempotentByKey, false)
 		d.Answers = append(d.Answers, Answer{Answer: r.label, Kind: r.kind.String(), Step: step.String(), Then: then(step, p, d.Endpoints.Confirm)})
 	}
-	d.Guarantees = guarantees(a, p)
+	d.Endpoints.Request, d.Endpoints.ConfirmRule = requestOf(a), confirmRule(a)
+	d.Guarantees = apiGuarantees(a, p, guarantees(a, p))
 	d.Warnings = append(d.Warnings, warnings(a, p)...)
 	return d
 }
@@ -176,7 +181,7 @@ type answer struct {
 func answersOf(a *config.Action) []answer {
 	switch a.Connector {
 	case config.ConnectorHTTP:
-		return []answer{
+		as := []answer{
 			{"timeout (request sent, no response)", httpconn.ClassifyTransportError(true)},
 			{"HTTP 5xx (500, 502, 504)", httpconn.ClassifyStatus(500)},
 			{"HTTP 503", httpconn.ClassifyStatus(503)},
@@ -184,6 +189,7 @@ func answersOf(a *config.Action) []answer {
 			{"HTTP 429 (and 408, 425)", httpconn.ClassifyStatus(429)},
 			{"connection refused (not sent)", httpconn.ClassifyTransportError(false)},
 		}
+		return append(as, apiAnswers(a)...)
 	case config.ConnectorKafka:
 		return []answer{
 			{"timeout (no acknowledgement)", kafkaconn.ClassifyProduceError(context.DeadlineExceeded)},
@@ -201,6 +207,8 @@ func confirmHow(a *config.Action, p consumer.Protection) string {
 	switch {
 	case !p.CanConfirm:
 		return "none"
+	case a.Connector == config.ConnectorHTTP && a.API.Confirm != nil:
+		return or(strings.ToUpper(a.API.Confirm.Method), "GET") + " " + a.API.Confirm.URL
 	case a.Connector == config.ConnectorHTTP:
 		return "GET " + a.ConfirmURL
 	case a.Connector == config.ConnectorKafka:
@@ -271,7 +279,7 @@ func warnings(a *config.Action, p consumer.Protection) []string {
 	}
 	if !p.Effectless && !p.CanConfirm && p.Policy.MaxAttempts > 1 {
 		if p.Policy.IdempotentByKey {
-			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: after a timeout the same key is sent again up to %d times, safe only if the external system really deduplicates Idempotency-Key", p.Policy.MaxAttempts, p.Policy.MaxAttempts))
+			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: after a timeout the same key is sent again up to %d times, safe only if the external system really deduplicates %s", p.Policy.MaxAttempts, p.Policy.MaxAttempts, dedupedBy(a)))
 		} else {
 			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: only answers that say the effect did not happen (429, 503, connection refused) are retried", p.Policy.MaxAttempts))
 		}
@@ -317,6 +325,7 @@ func WriteText(w io.Writer, acts []Action) error {
 			}
 		}
 		fmt.Fprintf(tw, "  confirm:\t%s\n", e.Confirm)
+		writeRequest(tw, e)
 		fmt.Fprintf(tw, "  key:\t%s\n  scope:\t%s\n  fingerprint:\t%s\n", a.Identity.Key, a.Identity.Scope, a.Identity.Fingerprint)
 		if len(a.Identity.UniqueBy) > 0 {
 			fmt.Fprintf(tw, "  unique_by:\t%s (on duplicate: %s)\n", strings.Join(a.Identity.UniqueBy, ", "), a.Identity.OnDuplicate)
