@@ -88,7 +88,10 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 					o.log.Error("console projection stopped", "err", err)
 				}
 			}()
-			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
+			// Requests live in reqCtx, cancelled first at stop, so the
+			// live-update streams end and Shutdown need not wait for them.
+			reqCtx, endRequests := context.WithCancel(context.Background())
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx }}
 			go func() {
 				if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					o.log.Error("console server", "err", err)
@@ -98,7 +101,8 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 			stop := func() {
 				sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
 				defer c()
-				_ = hs.Shutdown(sctx) // live-update streams end with the timeout
+				endRequests()
+				_ = hs.Shutdown(sctx)
 				_ = hs.Close()
 				cancel()
 				<-runDone

@@ -217,3 +217,21 @@ func TestConsoleHTTPAccessAndBadInput(t *testing.T) {
 		t.Errorf("read-only console decision: %d, want 403", code)
 	}
 }
+
+func TestSafeNext(t *testing.T) {
+	for in, want := range map[string]string{
+		"/x/e/k?sent=1":      "/x/e/k?sent=1",
+		"/search?key=a%20b":  "/search?key=a%20b",
+		"//evil.example/":    "/",
+		"/\t/evil.example/":  "/",
+		"/\\evil.example/":   "/",
+		"https://evil.test/": "/",
+		"evil":               "/",
+		"/login?next=/":      "/",
+		"":                   "/",
+	} {
+		if got := safeNext(in); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

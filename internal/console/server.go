@@ -247,7 +247,9 @@ func (s *Server) renderLogin(w http.ResponseWriter, _ *http.Request, code int, m
 
 // safeNext keeps a post-login redirect on this console.
 func safeNext(n string) string {
-	if !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.HasPrefix(n, "/\\") || strings.HasPrefix(n, "/login") {
+	u, err := url.Parse(n)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") ||
+		strings.HasPrefix(n, "/login") || strings.ContainsFunc(n, func(r rune) bool { return r < 0x21 || r == 0x7f || r == '\\' }) {
 		return "/"
 	}
 	return n
