@@ -206,6 +206,14 @@ func TestConsoleHTTPAccessAndBadInput(t *testing.T) {
 			t.Errorf("search %s does not find msg-9", q)
 		}
 	}
+	// The Actions page describes what protects each action, as
+	// `onceflight actions` does.
+	code, body = op.do(http.MethodGet, "/actions", nil)
+	for _, w := range []string{"dup.refund", "messages.send", "Unique by", "order_id", "HTTP 5xx"} {
+		if code != http.StatusOK || !strings.Contains(body, w) {
+			t.Errorf("/actions (%d) lacks %q", code, w)
+		}
+	}
 	// The read-only console offers nothing and refuses decisions.
 	ro := login(t, e.roURL, e.operator)
 	_, body = ro.do(http.MethodGet, "/x/customer-7/refund-a", nil)
