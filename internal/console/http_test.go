@@ -112,6 +112,16 @@ func TestConsoleHTTPAccessAndBadInput(t *testing.T) {
 	}
 
 	op := login(t, e.url, e.operator)
+	// Needs a decision lists it, filtered by action and entity, with why.
+	for q, want := range map[string]bool{"": true, "?action=messages.send": true, "?entity=customer-9": true, "?action=dup.refund": false, "?entity=customer-7": false} {
+		_, body := op.do(http.MethodGet, "/decide"+q, nil)
+		if got := strings.Contains(body, `href="/x/customer-9/msg-9"`); got != want {
+			t.Errorf("/decide%s lists msg-9: %v, want %v", q, got, want)
+		}
+		if want && !strings.Contains(body, "ambiguous_no_confirm") {
+			t.Errorf("/decide%s does not say why msg-9 waits", q)
+		}
+	}
 	// Redacted fields never show, nor their text elsewhere.
 	_, body = op.do(http.MethodGet, "/x/customer-7/refund-a", nil)
 	if strings.Contains(body, "DE44500105175407324931") || !strings.Contains(body, "[redacted]") {
