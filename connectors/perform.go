@@ -65,11 +65,11 @@ const (
 
 // Policy is an action's retry and confirmation policy (docs/configuration.md).
 type Policy struct {
-	Timeout         time.Duration // per attempt (Execute and each Confirm); default DefaultTimeout
-	MaxAttempts     int           // executions for the key that may have had an effect, across calls; default DefaultMaxAttempts
+	Timeout     time.Duration // per attempt (Execute and each Confirm); default DefaultTimeout
+	MaxAttempts int           // executions for the key that may have had an effect, across calls; default DefaultMaxAttempts
 	// GiveUpAfter bounds, per call, how long "not done" answers are
 	// retried (and the Gate waited for); default DefaultGiveUpAfter.
-	GiveUpAfter time.Duration
+	GiveUpAfter     time.Duration
 	ConfirmTimeout  time.Duration // how long to keep asking Confirm; default DefaultConfirmTimeout
 	IdempotentByKey bool          // the external system deduplicates the key itself
 	// Backoff builds a fresh schedule for one retry loop. Default:
@@ -292,7 +292,7 @@ type runner struct {
 func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) Decision {
 	retry := r.p.Backoff()
 	attempt := req.Attempt
-	last := ""  // the last connector message, for the final Decision
+	last := ""   // the last connector message, for the final Decision
 	notDone := 0 // answers of this call that said the effect did not happen
 	sent := false
 	var notBefore time.Time // the earliest next attempt: backoff, Retry-After
