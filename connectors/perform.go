@@ -121,6 +121,16 @@ type performOptions struct {
 	notAfter      time.Time
 }
 
+// Options joins several options into one, for a caller that hands a
+// single option on.
+func Options(opts ...PerformOption) PerformOption {
+	return func(o *performOptions) {
+		for _, f := range opts {
+			f(o)
+		}
+	}
+}
+
 // WithGate sends every request of the call (Execute and Confirm) through
 // g: the external system's limits and breaker. The permit is taken before
 // the BeforeAttempt hook, so an attempt's deadline is set only once the
@@ -297,8 +307,6 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 	sent := false
 	var notBefore time.Time // the earliest next attempt: backoff, Retry-After
 	until := r.waitUntil(time.Now())
-	wctx, cancel := context.WithDeadline(ctx, until)
-	defer func() { cancel() }()
 	for {
 		executed := attempt - 1
 		if ctx.Err() != nil {
@@ -307,7 +315,9 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		if attempt-notDone > r.p.MaxAttempts {
 			return r.exhausted(executed, mayHaveHappened, last)
 		}
+		wctx, cancel := context.WithDeadline(ctx, until)
 		done, err := r.admit(wctx, notBefore)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return interrupted(executed, ctx.Err())
@@ -357,9 +367,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 			if !r.boundIsDeadline {
 				// Confirming is not waiting for the system to take
 				// the request: give_up_after does not count it.
-				cancel()
 				until = until.Add(time.Since(asked))
-				wctx, cancel = context.WithDeadline(ctx, until)
 			}
 			if cres.Kind == Succeeded {
 				return Decision{Outcome: OutcomeSucceeded, Result: cres.Result, Attempts: executed}
