@@ -35,8 +35,9 @@ const (
 )
 
 // The adaptive limit (AIMD): it grows by 1/limit per healthy answer while
-// the system is used near it, and shrinks to decrease times itself on a
-// busy or down answer, or when latency doubles, at most once per round of
+// the system is used near it (ten times slower just below the level the
+// system last refused, slower each time it refuses there again), and shrinks to decrease times itself on a busy or
+// down answer, or when latency doubles, at most once per round of
 // requests (see Done). 0.9 is Netflix concurrency-limits' AIMD default: a
 // gentle cut keeps the system near its capacity instead of halving its
 // traffic on every 429.
@@ -50,6 +51,9 @@ const (
 	latencyMinRise = 10 * time.Millisecond
 	// latencySamples healthy answers are needed before latency is judged.
 	latencySamples = 20
+	// minPatience and maxPatience bound how much slower the limit grows
+	// just below the level the system last refused (System.refusedAt).
+	minPatience, maxPatience = 10.0, 80.0
 	// logEvery bounds the log lines about one system's limit.
 	logEvery = 5 * time.Second
 )
@@ -148,6 +152,13 @@ type System struct {
 	loggedLimit int
 	changes     int
 	reason      string // why the limit was last cut
+	// refusedAt is the limit at which the system last refused: the limit
+	// climbs back to it patience times slower than elsewhere, so that a
+	// system at capacity is probed once in many rounds, not every round
+	// (each probe costs a command a Retry-After). Each refusal at the
+	// same level doubles the patience.
+	refusedAt int
+	patience  float64
 }
 
 type waiter struct {
@@ -350,6 +361,11 @@ func (s *System) cut(p *permit, now time.Time, why string) {
 	if !p.sent.After(s.lastCut) {
 		return
 	}
+	if at := s.current(); at == s.refusedAt {
+		s.patience = min(2*s.patience, maxPatience)
+	} else {
+		s.refusedAt, s.patience = at, minPatience
+	}
 	s.limit = max(1, s.limit*decrease)
 	s.lastCut, s.reason = now, why
 }
@@ -371,7 +387,11 @@ func (s *System) healthy(p *permit, now time.Time, took time.Duration) {
 		return
 	}
 	if 2*p.inFlight >= s.current() {
-		s.limit = min(float64(s.cfg.MaxConcurrent), s.limit+1/s.limit)
+		step := 1 / s.limit
+		if r := float64(s.refusedAt); s.limit < r && s.limit+1 >= r {
+			step /= s.patience
+		}
+		s.limit = min(float64(s.cfg.MaxConcurrent), s.limit+step)
 	}
 }
 
