@@ -197,6 +197,14 @@ func (s *System) Name() string { return s.cfg.Name }
 // Config is the system's configuration with defaults applied.
 func (s *System) Config() Config { return s.cfg }
 
+// Burst is the rate limit's burst (0 without a rate).
+func (s *System) Burst() int {
+	if s.rl == nil {
+		return 0
+	}
+	return s.rl.Burst()
+}
+
 // Stats returns the system's state now.
 func (s *System) Stats() Stats {
 	s.mu.Lock()
