@@ -87,7 +87,7 @@ func (f *fakeAPI) utilisation() float64 {
 }
 
 // serve runs h on loopback until the end of the test.
-func serve(t *testing.T, h http.Handler) string {
+func serve(t testing.TB, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -101,7 +101,7 @@ func serve(t *testing.T, h http.Handler) string {
 
 // submitMany produces n commands of action, one entity each, without
 // waiting for each (a backlog arriving at once); ids are prefix+i.
-func submitMany(t *testing.T, h *executortest.Harness, prefix, action string, n int) []string {
+func submitMany(t testing.TB, h *executortest.Harness, prefix, action string, n int) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range n {
@@ -112,7 +112,7 @@ func submitMany(t *testing.T, h *executortest.Harness, prefix, action string, n 
 }
 
 // outcomesOf waits for one outcome of each id and counts their statuses.
-func outcomesOf(t *testing.T, h *executortest.Harness, seen map[string][]schemas.Outcome, ids []string, within time.Duration) map[schemas.Status]int {
+func outcomesOf(t testing.TB, h *executortest.Harness, seen map[string][]schemas.Outcome, ids []string, within time.Duration) map[schemas.Status]int {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
