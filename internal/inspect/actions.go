@@ -253,7 +253,7 @@ func then(s connectors.Step, p consumer.Protection, how string) string {
 	case connectors.StepFail:
 		return "failed (connector_rejected), not retried"
 	case connectors.StepRetry:
-		return fmt.Sprintf("retry with backoff, no sooner than a Retry-After, using up no attempt, until give_up_after (%s) or the command's deadline, then failed (connector_unavailable)", p.Policy.GiveUpAfter)
+		return fmt.Sprintf("retry after backoff or Retry-After, using up no attempt, until give_up_after (%s) or the deadline, then failed (connector_unavailable)", p.Policy.GiveUpAfter)
 	case connectors.StepConfirm:
 		return fmt.Sprintf("confirm (%s) for up to %s: found → succeeded; not found → %s; no answer → unresolved (confirmation_timeout)",
 			how, p.Policy.ConfirmTimeout, strings.TrimSuffix(retry, ", then failed (connector_unavailable)"))
