@@ -155,3 +155,29 @@ func TestGiveUpWhileWaiting(t *testing.T) {
 		t.Fatal("acquired before notBefore")
 	}
 }
+
+// Latency that doubles under load cuts the limit, as a 429 would.
+func TestLatencyRiseCuts(t *testing.T) {
+	s := limit.New(limit.Config{Name: "svc", MaxConcurrent: 4})
+	round := func(took time.Duration) {
+		ps := make([]connectors.Permit, 0, 4)
+		for range s.Stats().Limit {
+			ps = append(ps, acquire(t, s))
+		}
+		for _, p := range ps {
+			p.Done(ok, took)
+		}
+	}
+	for range 10 {
+		round(20 * time.Millisecond)
+	}
+	if l := s.Stats().Limit; l != 4 {
+		t.Fatalf("limit %d with a steady latency, want the ceiling 4", l)
+	}
+	for range 3 {
+		round(200 * time.Millisecond)
+	}
+	if l := s.Stats().Limit; l >= 4 {
+		t.Fatalf("limit %d after latency rose tenfold, want it cut", l)
+	}
+}
