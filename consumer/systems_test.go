@@ -255,6 +255,10 @@ actions:
 		return v == 1
 	})
 	waiting, _ := executortest.Gauge(t, reg, "onceflight_system_waiting_commands", "system", "payments")
+	if !h.Ex.Ready() {
+		// The executor is fine; the system is not (the metrics say so).
+		t.Fatalf("not ready while a system is down: %s", h.Ex.NotReady())
+	}
 	ids = append(ids, submitMany(t, h, "p", "payments.refund", 25)...) // arriving during the outage
 	time.Sleep(time.Until(began.Add(down)))
 	ln, err = net.Listen("tcp", addr)
