@@ -105,3 +105,27 @@ func TestGateWaitEndsAtTheCommandsDeadline(t *testing.T) {
 		t.Fatalf("decision %+v after %d requests", d, len(conn.at))
 	}
 }
+
+// The record after a "not done" answer lets a new owner execute again at
+// once: no confirmation asked (this connector cannot confirm, so without
+// it the key would be unresolved), and the inherited attempts use up
+// none of max_attempts.
+func TestNotDoneHooksAndLastNotDone(t *testing.T) {
+	conn := &busyThenOK{n: 2}
+	var hooked []int
+	p := fastPolicy()
+	d := connectors.Perform(context.Background(), conn, req("k"), p, connectors.WithNotDone(func(_ context.Context, r *connectors.Request, res connectors.Result) {
+		hooked = append(hooked, r.Attempt)
+	}))
+	if d.Outcome != connectors.OutcomeSucceeded || len(hooked) != 2 || hooked[0] != 1 || hooked[1] != 2 {
+		t.Fatalf("decision %+v, not-done hook for attempts %v", d, hooked)
+	}
+	conn = &busyThenOK{}
+	r := req("k")
+	r.Attempt = 7 // seven "not done" answers under the earlier owner
+	p.MaxAttempts = 1
+	d = connectors.Reconcile(context.Background(), conn, r, p, connectors.WithLastNotDone())
+	if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 8 || len(conn.at) != 1 {
+		t.Fatalf("decision %+v after %d requests", d, len(conn.at))
+	}
+}

@@ -116,6 +116,8 @@ type PerformOption func(*performOptions)
 
 type performOptions struct {
 	beforeAttempt func(ctx context.Context, req *Request) error
+	notDone       func(ctx context.Context, req *Request, res Result)
+	lastNotDone   bool
 	gate          Gate
 	slot          func(ctx context.Context) (release func(), err error)
 	notAfter      time.Time
@@ -129,6 +131,26 @@ func Options(opts ...PerformOption) PerformOption {
 			f(o)
 		}
 	}
+}
+
+// WithNotDone registers a hook called after an attempt answered "not
+// done" (Unavailable) while no earlier attempt may have taken effect,
+// before the wait for the next one. The executor records there that
+// nothing is in flight and nothing happened, so that a new owner taking
+// over a command that waits (an outage, a long Retry-After) executes
+// again instead of confirming, or leaving it unresolved when it cannot
+// confirm (WithLastNotDone). A hook that fails leaves the intent as the
+// last record: the new owner confirms, the safe side.
+func WithNotDone(fn func(ctx context.Context, req *Request, res Result)) PerformOption {
+	return func(o *performOptions) { o.notDone = fn }
+}
+
+// WithLastNotDone tells Reconcile that the inherited attempt was answered
+// "not done" with nothing before it in doubt (a record WithNotDone
+// wrote): it executes again at once, without confirming, and the
+// inherited attempts use up none of MaxAttempts.
+func WithLastNotDone() PerformOption {
+	return func(o *performOptions) { o.lastNotDone = true }
 }
 
 // WithGate sends every request of the call (Execute and Confirm) through
@@ -253,6 +275,11 @@ func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts 
 	if ctx.Err() != nil {
 		return interrupted(req.Attempt, ctx.Err())
 	}
+	if r.o.lastNotDone {
+		r.credit = req.Attempt
+		req.Attempt++
+		return r.loop(ctx, req, false)
+	}
 	if !r.canConfirm {
 		if !p.IdempotentByKey {
 			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
@@ -288,8 +315,11 @@ type runner struct {
 	p          Policy
 	o          performOptions
 	// boundIsDeadline: the waits end at the command's deadline, not at
-	// GiveUpAfter (waitContext).
+	// GiveUpAfter (waitUntil).
 	boundIsDeadline bool
+	// credit is the number of earlier attempts known to have been "not
+	// done" (WithLastNotDone): they use up no attempt.
+	credit int
 }
 
 // loop executes from req.Attempt on. mayHaveHappened says an earlier
@@ -303,7 +333,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 	retry := r.p.Backoff()
 	attempt := req.Attempt
 	last := ""   // the last connector message, for the final Decision
-	notDone := 0 // answers of this call that said the effect did not happen
+	notDone := r.credit // answers that said the effect did not happen
 	sent := false
 	var notBefore time.Time // the earliest next attempt: backoff, Retry-After
 	until := r.waitUntil(time.Now())
@@ -355,6 +385,9 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		case StepRetry:
 			// Not done: no attempt used up; wait and try again.
 			notDone++
+			if r.o.notDone != nil && !mayHaveHappened {
+				r.o.notDone(ctx, &req, res)
+			}
 			notBefore = time.Now().Add(retryWait(retry.NextBackOff(), res.RetryAfter))
 			attempt++
 			continue

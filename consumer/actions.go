@@ -17,6 +17,7 @@ import (
 	"github.com/onceflight/onceflight/connectors/noop"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // action is a configured action with its connector and policy.
@@ -64,6 +65,29 @@ func (s *system) slot(p int32) func(ctx context.Context) (func(), error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// notDoneRecord is the in_progress record written after attempt r was
+// answered "not done" (connectors.WithNotDone): the attempt is over and
+// took no effect, and the command waits for the external system. Its error
+// is that answer (code connector_unavailable), which tells a new owner to
+// execute again rather than confirm (lastNotDone) and tells an operator
+// looking at an in_progress record what it waits for.
+func notDoneRecord(rec schemas.Record, r *connectors.Request, res connectors.Result) schemas.Record {
+	in := rec
+	in.Status = schemas.StatusInProgress
+	in.Attempts = r.Attempt
+	d := r.Deadline.UTC()
+	in.Deadline = &d
+	in.Result, in.FinishedAt = nil, nil
+	in.Error = &schemas.Error{Code: schemas.CodeConnectorUnavailable, Message: "waiting for the external system; last answer: " + res.Message}
+	return in
+}
+
+// lastNotDone reports whether an inherited in_progress record says its
+// last attempt was answered "not done" (notDoneRecord).
+func lastNotDone(prev schemas.Record) bool {
+	return prev.Status == schemas.StatusInProgress && prev.Error != nil && prev.Error.Code == schemas.CodeConnectorUnavailable
 }
 
 // buildSystems builds the systems of the file's `systems:` section; an

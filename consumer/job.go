@@ -239,6 +239,9 @@ func (j *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Rec
 		if prev.Deadline != nil {
 			req.Deadline = *prev.Deadline
 		}
+		if lastNotDone(prev) {
+			opt = connectors.Options(opt, connectors.WithLastNotDone())
+		}
 		return connectors.Reconcile(ctx, a.conn, req, a.policy, opt)
 	})
 }
@@ -298,6 +301,14 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	// a Retry-After or a backoff (the job itself, and so the entity's
 	// turn, waits). The command's deadline bounds the waits too.
 	opts := []connectors.PerformOption{hook, connectors.WithGate(a.sys), connectors.WithSlot(a.sys.slot(p))}
+	if !a.effectless {
+		opts = append(opts, connectors.WithNotDone(func(ctx context.Context, r *connectors.Request, res connectors.Result) {
+			if tok, err := j.p.cm.intent(ctx, p, notDoneRecord(rec, r, res)); err == nil {
+				j.intents++
+				r.FencingToken, rec.FencingToken = tok, tok
+			}
+		}))
+	}
 	if j.deadline != nil {
 		opts = append(opts, connectors.WithNotAfter(*j.deadline))
 	}

@@ -385,3 +385,46 @@ func TestNeverEnding429GivesUp(t *testing.T) {
 	h.Stop()
 	h.Audit()
 }
+
+// A command waiting for its system (here a Retry-After of 30 s) when its
+// executor stops is taken over by the next one, which executes it again
+// without confirming: the record written after the "not done" answer says
+// nothing is in flight and nothing happened. The action cannot confirm,
+// so without that record the command would end unresolved.
+func TestWaitingCommandSurvivesRestart(t *testing.T) {
+	var open atomic.Bool
+	api := &fakeAPI{capacity: 1000, applied: map[string]int{}}
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !open.Load() {
+			api.posts.Add(1)
+			w.Header().Set("Retry-After", "30")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+	h := executortest.New(t)
+	h.UseConfig(fmt.Sprintf("actions:\n  payments.refund:\n    connector: http\n    url: %s/refunds\n", url))
+	h.Tune = func(c *consumer.Config) { c.RevokeTimeout = time.Second }
+	dir := t.TempDir()
+	h.Start(dir)
+	ids := submitMany(t, h, "w", "payments.refund", 1)
+	executortest.WaitFor(t, 20*time.Second, "the not-done record", func() bool {
+		rec, ok, err := h.Ex.Store().Lookup("ent-w0", "key-w0")
+		return err == nil && ok && rec.Status == schemas.StatusInProgress && rec.Error != nil
+	})
+	h.Stop()
+	open.Store(true)
+	h.Start(dir)
+	seen := map[string][]schemas.Outcome{}
+	outcomesOf(t, h, seen, ids, 30*time.Second)
+	rec := seen[ids[0]][0].Record
+	if rec.Status != schemas.StatusSucceeded || rec.Attempts != 2 {
+		t.Fatalf("after a restart while waiting: %s after %d attempts %+v", rec.Status, rec.Attempts, rec.Error)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.applied["key-w0"] != 1 {
+		t.Fatalf("applied %d times", api.applied["key-w0"])
+	}
+}
