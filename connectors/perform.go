@@ -332,7 +332,7 @@ type runner struct {
 func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) Decision {
 	retry := r.p.Backoff()
 	attempt := req.Attempt
-	last := ""   // the last connector message, for the final Decision
+	last := ""          // the last connector message, for the final Decision
 	notDone := r.credit // answers that said the effect did not happen
 	sent := false
 	var notBefore time.Time // the earliest next attempt: backoff, Retry-After
