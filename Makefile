@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help build image test test-race actionlint lint upgrade-test fuzz bench bench-e2e chaos chaos-race soak demo demo-console kafkajs clean
+.PHONY: help build image test test-race actionlint lint upgrade-test fuzz bench bench-rate bench-e2e chaos chaos-race soak demo demo-console kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -62,6 +62,9 @@ fuzz: ## longer fuzz runs of every decoder and of the HTTP ingress's request par
 
 bench: ## benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./dedupe ./partitioner | tee bench.txt
+
+bench-rate: ## a system's rate limit (rate: 50) over a drain of 1 000 commands, about 20 s
+	$(GO) test ./consumer -run '^$$' -bench '^BenchmarkSystemRate$$' -benchtime 1x -count 1
 
 bench-e2e: build ## end-to-end benchmark: raw Kafka+Pebble pipeline vs. serve, one table (BENCH_ARGS='-n 5000' for a quick run)
 	$(GO) build -o bin/onceflight-bench ./cmd/onceflight-bench

@@ -74,7 +74,6 @@ type Executor struct {
 	// held are assigned partitions not processed, with the reason
 	// (journal gap); guarded by mu.
 	held map[int32]error
-	sem  chan struct{}
 	pipe atomic.Pointer[pipeline]
 	// closing is the client Run is closing: its pipeline is over, so its
 	// restores still waiting for one give up (waitPipeline) instead of
@@ -125,7 +124,7 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 		names = append(names, n)
 	}
 	e.m.precreate(names)
-	e.sem = make(chan struct{}, cfg.MaxInflight)
+	e.m.watchSystems(e.systemStats)
 	return e, nil
 }
 
@@ -387,7 +386,6 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 				e.restoreFailed.Store(true)
 				return
 			}
-			st.sem = make(chan struct{}, e.cfg.MaxInflightPerPartition)
 			// A pause is kept by the client across assignments: a
 			// partition held or paused under an earlier ownership would
 			// otherwise never be fetched again.

@@ -3,9 +3,11 @@ package consumer
 import (
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/onceflight/onceflight/connectors/limit"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -29,6 +31,7 @@ type metrics struct {
 	tooLarge      prometheus.Counter
 	ready         prometheus.Gauge
 	gov           *govMetrics // governance.go
+	systems       *systemsCollector
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -96,7 +99,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
 	m.gov = newGovMetrics(reg)
-	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
+	m.systems = newSystemsCollector()
+	reg.MustRegister(m.systems, m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
 		m.halted, m.storeFailed, m.heldParts, m.paused, m.tooLarge, m.ready, build)
 	return m
 }
@@ -139,3 +143,59 @@ func actionLabel(a string) string {
 	}
 	return a
 }
+
+// systemsCollector exports each external system's state
+// (docs/connectors.md#protecting-the-external-system) as it is at scrape
+// time: the limits and breaker keep their own counts, so nothing here can
+// drift from them.
+type systemsCollector struct {
+	stats atomic.Pointer[func() []limit.Stats]
+
+	refused, limit, ceiling, inFlight, waiting, breaker, opened *prometheus.Desc
+}
+
+func newSystemsCollector() *systemsCollector {
+	l := []string{"system"}
+	return &systemsCollector{
+		refused: prometheus.NewDesc("onceflight_system_refused_total",
+			"Answers of an external system saying it did not take the request: busy (HTTP 429) or down (HTTP 503, connection refused).", []string{"system", "answer"}, nil),
+		limit: prometheus.NewDesc("onceflight_system_concurrency_limit",
+			"Requests the executor lets be in flight to the system now: adapted to its answers, at most the ceiling.", l, nil),
+		ceiling: prometheus.NewDesc("onceflight_system_concurrency_ceiling",
+			"The system's configured max_concurrent (or --max-inflight).", l, nil),
+		inFlight: prometheus.NewDesc("onceflight_system_in_flight",
+			"Requests sent to the system and not answered yet.", l, nil),
+		waiting: prometheus.NewDesc("onceflight_system_waiting_commands",
+			"Commands waiting for the system: a Retry-After or backoff, a slot under its limit, its rate, or its breaker. They hold no slot.", l, nil),
+		breaker: prometheus.NewDesc("onceflight_system_breaker_state",
+			"The system's breaker: 0 closed, 1 open (nothing sent, commands wait), 2 half open (one probe out).", l, nil),
+		opened: prometheus.NewDesc("onceflight_system_breaker_opened_total",
+			"Times the system's breaker opened.", l, nil),
+	}
+}
+
+func (c *systemsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.refused, c.limit, c.ceiling, c.inFlight, c.waiting, c.breaker, c.opened} {
+		ch <- d
+	}
+}
+
+func (c *systemsCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.stats.Load()
+	if f == nil {
+		return
+	}
+	for _, s := range (*f)() {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Busy), s.Name, "busy")
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Down), s.Name, "down")
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(s.Limit), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.ceiling, prometheus.GaugeValue, float64(s.Ceiling), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.InFlight), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(s.Waiting), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(s.Breaker), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.opened, prometheus.CounterValue, float64(s.Opened), s.Name)
+	}
+}
+
+// watchSystems makes the systems collector report what stats returns.
+func (m *metrics) watchSystems(stats func() []limit.Stats) { m.systems.stats.Store(&stats) }

@@ -282,7 +282,13 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) (res co
 		case errors.Is(err, ErrDeadlinePassed):
 			return connectors.Result{Kind: k, Message: ErrDeadlinePassed.Error()}
 		}
-		return connectors.Result{Kind: k, Message: fmt.Sprintf("not sent: %v", err)}
+		res := connectors.Result{Kind: k, Message: fmt.Sprintf("not sent: %v", err)}
+		if ctx.Err() == nil {
+			// Not sent and not cut short by us: the system is
+			// unreachable (connection refused, no route, DNS).
+			res.Signal = connectors.SignalDown
+		}
+		return res
 	}
 	defer resp.Body.Close()
 	raw, truncated, rerr := c.readBody(resp.Body)
@@ -295,8 +301,43 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) (res co
 		c.dropConnections()
 		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
 	default:
-		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+		res := connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+		switch code {
+		case http.StatusTooManyRequests:
+			res.Signal = connectors.SignalBusy
+		case http.StatusServiceUnavailable:
+			res.Signal = connectors.SignalDown
+		}
+		if res.Signal != connectors.SignalNone {
+			res.RetryAfter = RetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			if res.RetryAfter > 0 {
+				res.Message += fmt.Sprintf(" (Retry-After %s)", res.RetryAfter.Round(time.Millisecond))
+			}
+		}
+		return res
 	}
+}
+
+// RetryAfter reads an HTTP Retry-After value (RFC 9110 §10.2.3): a number
+// of seconds or an HTTP date, relative to now. Anything else, or a time
+// already past, is 0: no wish beyond the usual backoff.
+func RetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		// Beyond a day is a broken header, not a wish; a day is
+		// longer than any give_up_after worth having anyway.
+		return time.Duration(min(secs, 86400)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now), 24*time.Hour)
+	}
+	return 0
 }
 
 // ClassifyStatus is what Execute makes of an HTTP status: 2xx succeeded;

@@ -431,6 +431,7 @@ type action struct {
 	timeout, confirmTimeout      time.Duration
 	maxAttempts                  int
 	idempotentByKey              bool
+	giveUpAfter                  time.Duration
 }
 
 // writeConfig writes the actions file (with reconcile.every when not "")
@@ -454,6 +455,9 @@ func writeConfig(t *testing.T, reconcileEvery string, actions ...action) string 
 		}
 		if a.timeout != 0 {
 			fmt.Fprintf(&b, "    timeout: %s\n", a.timeout)
+		}
+		if a.giveUpAfter != 0 {
+			fmt.Fprintf(&b, "    give_up_after: %s\n", a.giveUpAfter)
 		}
 		if a.maxAttempts != 0 {
 			fmt.Fprintf(&b, "    max_attempts: %d\n", a.maxAttempts)
