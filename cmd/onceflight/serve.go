@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -54,6 +55,7 @@ type serveOptions struct {
 	maxBufTotal    int
 	maxFetchBytes  int
 	cacheSize      int
+	memoryLimit    int64
 	acceptGap      bool
 	controlKeyFile string
 	embeddedAddr   string
@@ -66,6 +68,10 @@ type serveOptions struct {
 // minCacheSize is the smallest --cache-size: the dedupe index's two
 // memtables (4 MiB each) are reserved inside it.
 const minCacheSize = 8 << 20
+
+// minMemoryLimit is the smallest --memory-limit: below the executor's
+// fixed costs the garbage collector would run without pause.
+const minMemoryLimit = 64 << 20
 
 func newServeCmd() *cobra.Command {
 	o := &serveOptions{}
@@ -89,6 +95,9 @@ processes with the same --group share the partitions.`,
 			}
 			if o.cacheSize < minCacheSize {
 				return usageErrorf("--cache-size must be at least %d (8 MiB): the cache also holds the index's memtables, got %d", minCacheSize, o.cacheSize)
+			}
+			if o.memoryLimit < 0 || (o.memoryLimit > 0 && o.memoryLimit < minMemoryLimit) {
+				return usageErrorf("--memory-limit must be 0 (none) or at least %d (64 MiB), got %d", minMemoryLimit, o.memoryLimit)
 			}
 			if o.sessionTimeout < time.Second {
 				return usageErrorf("--session-timeout must be at least 1s, got %s", o.sessionTimeout)
@@ -118,6 +127,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", consumer.DefaultMaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
 	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", consumer.DefaultMaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
 	fs.IntVar(&o.cacheSize, "cache-size", dedupe.DefaultCacheSize, "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
+	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else none (docs/memory.md)")
 	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
 	fs.StringVar(&o.ingress.addr, "ingress", "", "address of the HTTP ingress (POST /v1/commands/{action}, docs/http.md#ingress), off when empty")
@@ -159,6 +169,9 @@ func checkKafka(ctx context.Context, brokers []string, conn []kgo.Opt, cfg *conf
 // server, Pebble, and last the embedded broker everything else talked to.
 func runServe(ctx context.Context, o *serveOptions) error {
 	log := slog.Default()
+	if o.memoryLimit > 0 {
+		debug.SetMemoryLimit(o.memoryLimit)
+	}
 	conn, err := o.kf.conn()
 	if err != nil {
 		return err
