@@ -261,7 +261,7 @@ func (c *committer) loop(ctx context.Context) error {
 		close(c.done)
 		// Workers waiting for staged room see stopped() now.
 		c.p.mu.Lock()
-		c.p.cond.Broadcast()
+		c.p.room.Broadcast()
 		c.p.mu.Unlock()
 	}()
 	aborts := 0

@@ -93,12 +93,12 @@ func (p *pipeline) waitStaged(st *partState, size int) {
 	// safe.
 	stop := context.AfterFunc(st.ctx, func() {
 		p.mu.Lock()
-		p.cond.Broadcast()
+		p.room.Broadcast()
 		p.mu.Unlock()
 	})
 	defer stop()
 	for !p.stagedRoom(st, size) {
-		p.cond.Wait()
+		p.room.Wait()
 	}
 }
 
@@ -123,7 +123,7 @@ func (p *pipeline) settled(items []*stagedItem) {
 	p.mu.Lock()
 	p.staged.n -= n
 	p.staged.bytes -= bytes
-	p.cond.Broadcast()
+	p.room.Broadcast()
 	p.mu.Unlock()
 }
 

@@ -37,6 +37,10 @@ type pipeline struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
+	// room wakes the waits for memory (waitRoom, waitStaged): it is
+	// signalled only when buffered + staged shrinks, not on every staged
+	// answer, so a poll loop held at the bound is not woken per command.
+	room *sync.Cond
 	queues   map[string]*entityQueue // entities with a worker
 	buffered int                     // dispatched, not yet staged or dropped
 	bufBytes int                     // their record bytes
@@ -67,6 +71,7 @@ func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 		broken: make(chan error, 1),
 	}
 	p.cond = sync.NewCond(&p.mu)
+	p.room = sync.NewCond(&p.mu)
 	p.cm = newCommitter(e, cl, p)
 	return p
 }
@@ -152,6 +157,7 @@ func (p *pipeline) wakeOnDone(ctx context.Context) func() bool {
 	return context.AfterFunc(ctx, func() {
 		p.mu.Lock()
 		p.cond.Broadcast()
+		p.room.Broadcast()
 		p.mu.Unlock()
 	})
 }
@@ -171,7 +177,7 @@ func (p *pipeline) waitRoom(ctx context.Context) {
 	defer p.wakeOnDone(ctx)()
 	p.mu.Lock()
 	for p.full() && ctx.Err() == nil {
-		p.cond.Wait()
+		p.room.Wait()
 	}
 	p.mu.Unlock()
 }
@@ -199,6 +205,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			}
 			p.endQueue(entity, q, st)
 			p.cond.Broadcast()
+			p.room.Broadcast()
 			p.mu.Unlock()
 			return
 		}
@@ -281,6 +288,7 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
 		p.endQueue(entity, q, st)
 	}
 	p.cond.Broadcast()
+	p.room.Broadcast()
 }
 
 // endQueue removes an entity's (empty or abandoned) queue (p.mu held).
@@ -439,6 +447,7 @@ func (p *pipeline) stop(ctx context.Context) error {
 	p.mu.Lock()
 	p.stopping = true
 	p.cond.Broadcast()
+	p.room.Broadcast()
 	p.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
