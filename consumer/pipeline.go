@@ -35,12 +35,12 @@ type pipeline struct {
 	cl *kgo.Client
 	cm *committer
 
-	mu       sync.Mutex
-	cond     *sync.Cond
+	mu   sync.Mutex
+	cond *sync.Cond
 	// room wakes the waits for memory (waitRoom, waitStaged): it is
 	// signalled only when buffered + staged shrinks, not on every staged
 	// answer, so a poll loop held at the bound is not woken per command.
-	room *sync.Cond
+	room     *sync.Cond
 	queues   map[string]*entityQueue // entities with a worker
 	buffered int                     // dispatched, not yet staged or dropped
 	bufBytes int                     // their record bytes
