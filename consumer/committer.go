@@ -90,8 +90,11 @@ type markerDone struct {
 }
 
 // Bounds of one transaction: it must end well within the transaction
-// timeout, and a few thousand records are past the point where batching
-// buys anything (measured on these machines: 730 k/s at 1 000 records per transaction).
+// timeout, and about a thousand records is past the point where batching
+// buys anything (measured on these machines: 730 k/s at 1 000 records per
+// transaction). Larger ones cost memory: franz-go's request buffer grows
+// to the largest produce request and stays that size (18 MB after 4 096
+// answers per transaction, docs/memory.md).
 const (
 	maxFlushEntries = 1024
 	maxFlushBytes   = 8 << 20
