@@ -171,6 +171,9 @@ func (j *job) approve(ctx context.Context, cmd schemas.Command, version *int64) 
 	if !ok {
 		return
 	}
+	if j.approvedAlready(ctx, cmd, req.Key, version) {
+		return
+	}
 	target, ok := j.target(cmd, req.Key, "approved", schemas.StatusHeld)
 	if !ok {
 		return
@@ -193,14 +196,45 @@ func (j *job) approve(ctx context.Context, cmd schemas.Command, version *int64) 
 	if j.err != nil {
 		return
 	}
-	var st schemas.Status
+	j.answerApproved(cmd, req.Key, "")
+}
+
+// approvedAlready answers an approval that was applied before it was
+// answered: its execution committed its intent (the record carries the
+// approval's id), then a restart interrupted it, and the approval is
+// consumed again. The held command's execution is inherited if still in
+// progress — not started a second time — and the approval is answered as
+// applied, never rejected not_unresolved for an approval that took effect.
+func (j *job) approvedAlready(ctx context.Context, cmd schemas.Command, key string, version *int64) bool {
+	rec, found, err := j.lookup(cmd.Subject, key)
+	if err != nil {
+		j.fail(err)
+		return true
+	}
+	if !found || rec.Resolution == nil || rec.Resolution.DecisionID != cmd.ID {
+		return false
+	}
+	if rec.Status == schemas.StatusInProgress {
+		orig := schemas.Command{ID: rec.Command.ID, Subject: rec.Entity, IdempotencyKey: key}
+		j.inherit(ctx, orig, rec, version)
+		if j.err != nil {
+			return true
+		}
+	}
+	j.answerApproved(cmd, key, rec.Status)
+	return true
+}
+
+// answerApproved answers an approval with the status its execution left
+// the key in: this job's own record of the key if it wrote one, else st.
+func (j *job) answerApproved(cmd schemas.Command, key string, st schemas.Status) {
 	for i := len(j.emits) - 1; i >= 0; i-- {
-		if r := j.emits[i].journal; r != nil && r.IdempotencyKey == req.Key && r.Entity == cmd.Subject {
+		if r := j.emits[i].journal; r != nil && r.IdempotencyKey == key && r.Entity == cmd.Subject {
 			st = r.Status
 			break
 		}
 	}
-	j.answerDecision(cmd, map[string]string{"approved": req.Key, "status": string(st)})
+	j.answerDecision(cmd, map[string]string{"approved": key, "status": string(st)})
 }
 
 // release frees a final key of the entity (docs/events.md#execution-records Release): the record
@@ -219,7 +253,10 @@ func (j *job) release(cmd schemas.Command) {
 	now := time.Now().UTC()
 	rel := target
 	rel.Executor = j.e.cfg.ExecutorID
-	rel.Release = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: target.Status}
+	// The release takes effect after its own position only: a command
+	// consumed before it and consumed again is answered as before.
+	off := cmd.Offset
+	rel.Release = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: target.Status, DecisionID: cmd.ID, Offset: &off}
 	j.add(emit{journal: &rel})
 	j.answerDecision(cmd, map[string]string{"released": req.Key, "status": string(target.Status)})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/consumer/decide"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -68,11 +69,16 @@ type job struct {
 	deadline *time.Time
 	// intents counts intents this job committed.
 	intents int
+	// at is the command's position: every record is looked up as the
+	// command at this position sees it (decide.Seen), so a command
+	// consumed again after a restart is answered as it was the first time.
+	at decide.Position
 }
 
 func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	cmd := it.cmd
 	ent := cmd.Subject
+	j.at = decide.At(cmd)
 	j.version = *version
 	j.deadline = cmd.Deadline
 	if j.inFlight != "" && j.inFlight != cmd.IdempotencyKey {
@@ -456,15 +462,18 @@ func (j *job) undecodable(r *kgo.Record, err error) {
 	j.add(emit{outcome: &rec, causation: ref})
 }
 
-// lookup is the record of (entity, key) as this job sees it: its own
-// records, then the staged ones, then Pebble. A released record (docs/events.md#execution-records
-// Release) or one past key_memory is no record: the key is new work.
+// lookup is the record of (entity, key) as this job's command sees it at
+// its position (decide.Seen): its own records, then the staged ones, then
+// Pebble. A record released before the command, a rejection of an earlier
+// command that is not final for the key, or one past key_memory is no
+// record: the key is new work.
 func (j *job) lookup(entity, key string) (schemas.Record, bool, error) {
 	rec, ok, err := j.lookupAny(entity, key)
-	if ok && rec.Release != nil {
-		return schemas.Record{}, false, err
+	if err != nil {
+		return rec, false, err
 	}
-	return rec, ok, err
+	rec, ok = decide.Seen(rec, ok, j.at)
+	return rec, ok, nil
 }
 
 func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
@@ -517,6 +526,7 @@ func (j *job) fail(err error) {
 // every time it is consumed. Unresolved, because an attempt may have been
 // sent before the panic; an operator can look and resolve it.
 func (j *job) safeHandle(ctx context.Context, it *item, version *int64) {
+	j.at = decide.At(it.cmd)
 	defer func() {
 		r := recover()
 		if r == nil {
