@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/consumer/decide"
 	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -139,27 +139,22 @@ func (j *job) uniqueHolder(entity, action, uk, self string) (string, error) {
 	return "", nil
 }
 
-// duplicate answers a command whose unique_by tuple is held by first:
-// rejected duplicate_business_key, or with on_duplicate: hold, a held
-// record that keeps the command's data for `onceflight approve`.
-func (j *job) duplicate(cmd schemas.Command, a *action, uk, first string) {
-	msg := fmt.Sprintf("entity %q already has execution %q of %s with the same %v", cmd.Subject, first, cmd.Type, a.cfg.UniqueBy)
-	if a.cfg.OnDuplicate != config.OnDuplicateHold {
-		j.reject(cmd, schemas.CodeDuplicateBusinessKey, msg, true)
-		return
-	}
+// hold records a command whose unique_by tuple another execution holds,
+// with on_duplicate: hold (decide): a held record that keeps the
+// command's data for `onceflight approve`.
+func (j *job) hold(cmd schemas.Command, d decide.Decision) {
 	rec := j.base(cmd)
 	rec.Status = schemas.StatusHeld
 	rec.Data = cmd.Data
-	rec.UniqueKey = uk
-	rec.Error = &schemas.Error{Code: schemas.CodeDuplicateBusinessKey, Message: msg + "; held for an operator: onceflight approve or onceflight resolve --as rejected"}
+	rec.UniqueKey = d.UniqueKey
+	rec.Error = &schemas.Error{Code: d.Code, Message: d.Message}
 	if !j.e.fits(&rec) {
 		j.e.m.tooLarge.Inc()
 		j.reject(cmd, schemas.CodeTooLarge, tooLargeMessage("the held command's record", len(cmd.Data)+recordOverhead, j.e.cfg.MaxMessageBytes), true)
 		return
 	}
 	j.e.log.Warn("suspected duplicate held for an operator", "entity", cmd.Subject, "key", cmd.IdempotencyKey,
-		"action", cmd.Type, "duplicate_of", first, "unique_by", a.cfg.UniqueBy)
+		"action", cmd.Type, "reason", d.Message)
 	j.add(emit{journal: &rec, outcome: &rec, causation: cmd.ID})
 }
 

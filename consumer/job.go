@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/consumer/decide"
+	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -92,85 +93,72 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 		j.fail(err)
 		return
 	}
-	if found && prev.Fingerprint != cmd.Fingerprint {
-		j.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
-			"idempotency key %q is already recorded for another command of entity %q (%s); the original record is unchanged",
-			cmd.IdempotencyKey, prev.Entity, prev.Action), false)
-		return
-	}
-	if !found && !j.claim(ent, cmd.IdempotencyKey, cmd.Fingerprint) {
-		j.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
-			"idempotency key %q is used by another command in flight", cmd.IdempotencyKey), false)
-		return
-	}
+	in := decide.Input{Cmd: cmd, Version: *version, Now: time.Now(), Keep: j.e.retention.keep}
 	if found {
-		switch {
-		case prev.Status.Final() || prev.Status == schemas.StatusHeld:
-			j.replay(cmd, prev)
-		case prev.Status == schemas.StatusInProgress:
-			j.inherit(ctx, cmd, prev, version)
-		}
-		return
-	}
-	switch cmd.Type {
-	case TypeResolve, TypeApprove, TypeRelease:
-		if !j.authorized(cmd) {
-			return
-		}
-		switch cmd.Type {
-		case TypeResolve:
-			j.resolve(cmd)
-		case TypeApprove:
-			j.approve(ctx, cmd, version)
-		default:
-			j.release(cmd)
-		}
-		return
-	case TypeReconcile:
-		j.reconcileKey(ctx, cmd, version)
-		return
-	}
-	if cmd.Deadline != nil && time.Now().After(*cmd.Deadline) {
-		j.reject(cmd, schemas.CodeExpired, fmt.Sprintf("deadline %s passed before the command started", cmd.Deadline.Format(time.RFC3339)), true)
-		return
+		in.Record = &prev
+	} else {
+		in.ClaimedByOther = !j.claim(ent, cmd.IdempotencyKey, cmd.Fingerprint)
 	}
 	a := j.e.actions[cmd.Type]
-	if a == nil {
-		j.reject(cmd, schemas.CodeUnknownAction, fmt.Sprintf("action %q is not configured", cmd.Type), true)
-		return
+	if a != nil {
+		in.Action = policy{a.cfg}
 	}
-	if !a.cfg.SourceAllowed(cmd.Source) {
-		j.reject(cmd, schemas.CodeNotAllowed, fmt.Sprintf("source %q is not allowed for action %q", cmd.Source, cmd.Type), true)
-		return
-	}
-	if err := a.cfg.ValidateData(cmd.Data); err != nil {
-		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("data does not match the schema of %q: %v", cmd.Type, err), true)
-		return
-	}
-	if cmd.ExpectedVersion != nil && *cmd.ExpectedVersion != *version {
-		j.reject(cmd, schemas.CodeVersionConflict, fmt.Sprintf("expected entity version %d, entity %q is at %d", *cmd.ExpectedVersion, cmd.Subject, *version), true)
-		return
-	}
-	uk, err := schemas.UniqueKey(a.cfg.UniqueBy, cmd.Data)
-	if err != nil {
-		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("action %q: %v", cmd.Type, err), true)
-		return
-	}
-	if uk != "" {
-		// Checked here, in the entity's single flight: no other command
-		// of the entity runs until this one is staged, and a staged or
-		// committed holder of the tuple is visible to the check.
-		first, err := j.uniqueHolder(ent, cmd.Type, uk, cmd.IdempotencyKey)
+	d := decide.Command(in)
+	if d.Verdict == decide.LookUpUnique {
+		// Read here, in the entity's single flight: no other command of
+		// the entity runs until this one is staged, and a staged or
+		// committed holder of the tuple is visible to the read.
+		in.Holder, err = j.uniqueHolder(ent, cmd.Type, d.UniqueKey, cmd.IdempotencyKey)
 		if err != nil {
 			j.fail(err)
 			return
 		}
-		if first != "" {
-			j.duplicate(cmd, a, uk, first)
-			return
-		}
+		in.HolderKnown = true
+		d = decide.Command(in)
 	}
-	j.execute(ctx, cmd, a, version, uk)
+	switch d.Verdict {
+	case decide.Reject:
+		j.reject(cmd, d.Code, d.Message, d.Journal)
+	case decide.Replay:
+		j.replay(cmd, prev)
+	case decide.Inherit:
+		j.inherit(ctx, cmd, prev, version)
+	case decide.Hold:
+		j.hold(cmd, d)
+	case decide.Settle:
+		j.control(ctx, cmd, version)
+	case decide.Execute:
+		j.execute(ctx, cmd, a, version, d.UniqueKey)
+	default:
+		j.fail(fmt.Errorf("decision %q (row %s) has no handler", d.Verdict, d.Row))
+	}
+}
+
+// policy is an action's configuration as decide reads it.
+type policy struct{ *config.Action }
+
+func (p policy) Unique() ([]string, bool) {
+	return p.UniqueBy, p.OnDuplicate == config.OnDuplicateHold
+}
+
+// control applies a control command: an operator decision once its
+// signature verifies, or a reconcile request.
+func (j *job) control(ctx context.Context, cmd schemas.Command, version *int64) {
+	if cmd.Type == TypeReconcile {
+		j.reconcileKey(ctx, cmd, version)
+		return
+	}
+	if !j.authorized(cmd) {
+		return
+	}
+	switch cmd.Type {
+	case TypeResolve:
+		j.resolve(cmd)
+	case TypeApprove:
+		j.approve(ctx, cmd, version)
+	default:
+		j.release(cmd)
+	}
 }
 
 // settleInFlight settles another key the entity has in progress — left by
@@ -406,12 +394,6 @@ func (j *job) reject(cmd schemas.Command, code, msg string, journal bool) {
 }
 
 func (j *job) replay(cmd schemas.Command, prev schemas.Record) {
-	ret := j.e.retention
-	if prev.FinishedAt != nil && ret.keep > 0 && time.Since(*prev.FinishedAt) > ret.keep {
-		j.reject(cmd, schemas.CodeKeyExpired, fmt.Sprintf("idempotency key %q finished at %s, beyond dedupe retention; its result was dropped",
-			cmd.IdempotencyKey, prev.FinishedAt.Format(time.RFC3339)), false)
-		return
-	}
 	j.e.m.replays.Inc()
 	// The command that produced the record, consumed again after a
 	// crash between commit and offset, is a republication: same outcome
