@@ -148,16 +148,38 @@ func (j *job) control(ctx context.Context, cmd schemas.Command, version *int64) 
 		j.reconcileKey(ctx, cmd, version)
 		return
 	}
-	if !j.authorized(cmd) {
-		return
+	in := decide.DecisionInput{Cmd: cmd, SignatureErr: j.e.cfg.ControlKeys.VerifyControl(&cmd)}
+	d := decide.Operator(in)
+	if d.Verdict == decide.LookUpTarget {
+		// In the decision's own entity only: a decision never reaches
+		// another entity's record, whatever its data says.
+		t, found, err := j.lookup(cmd.Subject, d.Req.Key)
+		if err != nil {
+			j.fail(err)
+			return
+		}
+		in.TargetKnown = true
+		if found {
+			in.Target, in.ActionConfigured = &t, j.e.actions[t.Action] != nil
+		}
+		d = decide.Operator(in)
 	}
-	switch cmd.Type {
-	case TypeResolve:
-		j.resolve(cmd)
-	case TypeApprove:
-		j.approve(ctx, cmd, version)
+	switch d.Verdict {
+	case decide.Reject:
+		if in.SignatureErr != nil {
+			j.refused(cmd, in.SignatureErr)
+		}
+		j.reject(cmd, d.Code, d.Message, d.Journal)
+	case decide.Resolve:
+		j.resolve(cmd, d.Req, *in.Target)
+	case decide.Approve:
+		j.approve(ctx, cmd, d.Req, *in.Target, version)
+	case decide.Applied:
+		j.applied(ctx, cmd, *in.Target, version)
+	case decide.Release:
+		j.release(cmd, d.Req, *in.Target)
 	default:
-		j.release(cmd)
+		j.fail(fmt.Errorf("operator decision %q (row %s) has no handler", d.Verdict, d.Row))
 	}
 }
 
@@ -339,20 +361,8 @@ func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *in
 
 // resolve applies an operator's decision (onceflight resolve) to an
 // unresolved or held record, and answers the control command itself.
-func (j *job) resolve(cmd schemas.Command) {
-	req, ok := j.decision(cmd)
-	if !ok {
-		return
-	}
+func (j *job) resolve(cmd schemas.Command, req schemas.Decision, target schemas.Record) {
 	as := schemas.Status(req.As)
-	if as != schemas.StatusSucceeded && as != schemas.StatusFailed && as != schemas.StatusRejected {
-		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("resolve: --as %q, want succeeded, failed or rejected", req.As), true)
-		return
-	}
-	target, ok := j.target(cmd, req.Key, "resolved", schemas.StatusUnresolved, schemas.StatusHeld)
-	if !ok {
-		return
-	}
 	res, now := j.decided(target, cmd, req, as)
 	res.Status = as
 	res.FinishedAt = &now

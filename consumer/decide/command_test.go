@@ -72,9 +72,7 @@ func TestCommandRows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.Now = now
 			d := Command(tc.in)
-			if d.Row != tc.row || d.Verdict != tc.verd || d.Code != tc.code {
-				t.Fatalf("got row %s %s %s (%s), want row %s %s %s", d.Row, d.Verdict, d.Code, d.Message, tc.row, tc.verd, tc.code)
-			}
+			wantRow(t, d, tc.row, tc.verd, tc.code)
 			if (d.Verdict == Reject || d.Verdict == Hold) && d.Message == "" {
 				t.Fatal("a rejection without a message")
 			}
@@ -84,7 +82,22 @@ func TestCommandRows(t *testing.T) {
 			hit[d.Row] = true
 		})
 	}
-	for _, r := range Rows {
+	covered(t, Rows, hit)
+}
+
+// wantRow checks that d was decided by row, with verdict v and code.
+func wantRow(t *testing.T, d Decision, row string, v Verdict, code string) {
+	t.Helper()
+	if d.Row != row || d.Verdict != v || d.Code != code {
+		t.Fatalf("got row %s %s %s (%s), want row %s %s %s", d.Row, d.Verdict, d.Code, d.Message, row, v, code)
+	}
+}
+
+// covered checks that every row of a table was hit by a case: a row no
+// case reaches is a row the table tests do not hold.
+func covered(t *testing.T, rows []Row, hit map[string]bool) {
+	t.Helper()
+	for _, r := range rows {
 		if !hit[r.Name] {
 			t.Errorf("row %s is not covered by a case", r.Name)
 		}
