@@ -153,7 +153,7 @@ func (j *job) control(ctx context.Context, cmd schemas.Command, version *int64) 
 	if d.Verdict == decide.LookUpTarget {
 		// In the decision's own entity only: a decision never reaches
 		// another entity's record, whatever its data says.
-		t, found, err := j.lookup(cmd.Subject, d.Req.Key)
+		t, found, err := j.lookupNamed(cmd.Subject, d.Req.Key)
 		if err != nil {
 			j.fail(err)
 			return
@@ -465,6 +465,17 @@ func (j *job) lookup(entity, key string) (schemas.Record, bool, error) {
 		return rec, false, err
 	}
 	rec, ok = decide.Seen(rec, ok, j.at)
+	return rec, ok, nil
+}
+
+// lookupNamed is the record an operator decision names, as the decision
+// sees it at its position (decide.Named).
+func (j *job) lookupNamed(entity, key string) (schemas.Record, bool, error) {
+	rec, ok, err := j.lookupAny(entity, key)
+	if err != nil {
+		return rec, false, err
+	}
+	rec, ok = decide.Named(rec, ok, j.at)
 	return rec, ok, nil
 }
 

@@ -151,4 +151,12 @@ func TestSeen(t *testing.T) {
 	if _, found := Seen(schemas.Record{}, false, Position{}); found {
 		t.Fatal("no record seen as one")
 	}
+	// A decision naming the key (release of a rejected record) sees the
+	// rejection: only later commands with the key see none.
+	if _, found := Named(refused(schemas.CodeUnknownAction), true, Position{1, 4}); !found {
+		t.Fatal("a decision after a rejection does not see the rejected record")
+	}
+	if _, found := Named(released, true, Position{1, 6}); found {
+		t.Fatal("a decision after a release sees the released record")
+	}
 }

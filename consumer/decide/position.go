@@ -33,18 +33,26 @@ func At(cmd schemas.Command) Position {
 //
 // found=false means the key is new work for this command.
 func Seen(rec schemas.Record, found bool, pos Position) (schemas.Record, bool) {
+	rec, found = Named(rec, found, pos)
+	if found && retryable(&rec) && rec.Command.Partition == pos.Partition && pos.Offset > rec.Command.Offset {
+		return schemas.Record{}, false
+	}
+	return rec, found
+}
+
+// Named is the record of a key as an operator decision at pos that names
+// the key sees it: the release rule of Seen only. A rejection that is not
+// final for the key is still the key's record for a decision (it can be
+// released); it is only for a later command with the key that it is none.
+func Named(rec schemas.Record, found bool, pos Position) (schemas.Record, bool) {
 	if !found {
 		return rec, false
 	}
-	samePart := rec.Command.Partition == pos.Partition
 	if rel := rec.Release; rel != nil {
-		if samePart && !rel.After(pos.Offset) {
+		if rec.Command.Partition == pos.Partition && !rel.After(pos.Offset) {
 			rec.Release = nil
 			return rec, true
 		}
-		return schemas.Record{}, false
-	}
-	if retryable(&rec) && samePart && pos.Offset > rec.Command.Offset {
 		return schemas.Record{}, false
 	}
 	return rec, true
