@@ -204,6 +204,9 @@ func (e *Executor) Run(ctx context.Context) error {
 		}
 	}()
 	if err := e.ensureTopics(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: not a failure
+		}
 		return err
 	}
 	// The chores run until Run ends, and Run waits for them: deferred
