@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/config"
@@ -33,7 +34,10 @@ var errFenced = errors.New("consumer: fenced: partition no longer owned by this 
 
 // Executor runs commands. Create it with New and run it with Run.
 type Executor struct {
-	cfg       Config
+	cfg Config
+	// tracer traces commands (tracing.go); nil until WithTracerProvider
+	// or the first use, which sets a no-op one.
+	tracer    trace.Tracer
 	actions   map[string]*action
 	retention retention
 	reconcile struct{ every, window time.Duration }
@@ -114,6 +118,11 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	acts, err := buildActions(actions, cfg, e.factories)
 	if err != nil {
 		return nil, err
+	}
+	if e.tracer != nil {
+		for _, a := range acts {
+			a.conn = traceConnector(a.conn, e.tracer)
+		}
 	}
 	e.actions = acts
 	if e.m == nil {

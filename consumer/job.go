@@ -33,6 +33,9 @@ type item struct {
 	cmd     schemas.Command
 	size    int  // bytes, counted in its partition's buffer
 	counted bool // taken out of the buffer counts (pipeline.mu)
+	// queued is when the poll loop queued it for its entity: where its
+	// trace's wait for the entity's single flight starts.
+	queued time.Time
 }
 
 // emit is one answer to publish, staged in the order answers were decided.
@@ -329,7 +332,9 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		opts = append(opts, connectors.WithNotAfter(*j.deadline))
 	}
 	start := time.Now()
+	ctx, endSpan := j.traceExecution(ctx, rec)
 	dec := perform(ctx, req, connectors.Options(opts...))
+	endSpan(dec)
 	j.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
 	if dec.Code == connectors.CodeNotStarted || dec.Code == connectors.CodeInterrupted {
 		// No decision: the record stays in_progress in the journal with
@@ -533,6 +538,8 @@ func (j *job) fail(err error) {
 // sent before the panic; an operator can look and resolve it.
 func (j *job) safeHandle(ctx context.Context, it *item, version *int64) {
 	j.at = decide.At(it.cmd)
+	ctx, endSpan := j.traceCommand(ctx, it)
+	defer endSpan() // after the recovery below: the span ends with the answer
 	defer func() {
 		r := recover()
 		if r == nil {

@@ -126,7 +126,7 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		q = &entityQueue{}
 		p.queues[cmd.Subject] = q
 	}
-	it := &item{rec: r, cmd: cmd, size: len(r.Value) + len(r.Key)}
+	it := &item{rec: r, cmd: cmd, size: len(r.Value) + len(r.Key), queued: time.Now()}
 	q.items = append(q.items, it)
 	st.buf.n++
 	st.buf.bytes += it.size

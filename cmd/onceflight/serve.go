@@ -270,6 +270,19 @@ func runServe(ctx context.Context, o *serveOptions) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exOpts := []consumer.Option{consumer.WithRegisterer(reg)}
+	traceOpt, stopTracing, err := startTracing(ctx, log, o.executorID, readBuildInfo().Version)
+	if err != nil {
+		return err
+	}
+	if traceOpt != nil {
+		exOpts = append(exOpts, traceOpt)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		stopTracing(sctx)
+	}()
 	ex, err := consumer.New(consumer.Config{
 		Brokers:                      brokers,
 		KafkaOpts:                    conn,
@@ -292,7 +305,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		ClockDrift:                   o.clockDrift,
 		ExecutorID:                   o.executorID,
 		Logger:                       log,
-	}, cfg, store, consumer.WithRegisterer(reg))
+	}, cfg, store, exOpts...)
 	if err != nil {
 		return usageError{err}
 	}

@@ -1,0 +1,159 @@
+package consumer_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// TestTraceOfTimeoutConfirmSucceeded: a refund whose first POST times out
+// after the effect happened, and whose confirmation finds it, is traced as
+// one command span (linked to the producer's trace) with a wait span and
+// an execution span, under which one attempt span (ambiguous) and one
+// confirm span (found) hang; the external system received the attempt's
+// span as traceparent; the attributes name action, key, entity, attempt
+// and status.
+func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
+	var mu sync.Mutex
+	applied := map[string]bool{}
+	var gotParent string
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		switch r.Method {
+		case http.MethodPost:
+			mu.Lock()
+			applied[key] = true
+			gotParent = r.Header.Get("traceparent")
+			mu.Unlock()
+			select { // the effect happened; the answer never comes in time
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		case http.MethodGet:
+			mu.Lock()
+			ok := applied[strings.TrimPrefix(r.URL.Path, "/confirm/")]
+			mu.Unlock()
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			fmt.Fprint(w, `{"found":true}`)
+		}
+	}))
+	defer svc.Close()
+
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	h := executortest.New(t)
+	h.UseConfig(fmt.Sprintf(`actions:
+  payments.refund:
+    connector: http
+    url: %s/refunds
+    confirm_url: %s/confirm/{key}
+    timeout: 300ms
+`, svc.URL, svc.URL))
+	h.Opts = append(h.Opts, consumer.WithTracerProvider(tp))
+	h.Start(t.TempDir())
+
+	const producer = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	c := schemas.Command{ID: "c1", Source: "test", Type: "payments.refund", Subject: "order-1", IdempotencyKey: "refund-1",
+		Data: json.RawMessage(`{"amount":25}`), TraceParent: producer}
+	r, err := schemas.EncodeCommand(c, schemas.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic = "onceflight.commands"
+	h.Produce(r)
+	seen := map[string][]schemas.Outcome{}
+	h.Outcomes(1, seen, nil)
+	if s := seen["c1"][0].Record.Status; s != schemas.StatusSucceeded {
+		t.Fatalf("outcome %s, want succeeded after the confirmation", s)
+	}
+	h.Stop()
+
+	spans := exp.GetSpans()
+	byName := map[string][]tracetest.SpanStub{}
+	for _, s := range spans {
+		name := s.Name
+		if strings.HasPrefix(name, "onceflight.command ") {
+			name = "onceflight.command"
+		}
+		byName[name] = append(byName[name], s)
+	}
+	one := func(name string) tracetest.SpanStub {
+		t.Helper()
+		if len(byName[name]) != 1 {
+			t.Fatalf("%d %s spans, want 1 (all: %v)", len(byName[name]), name, names(spans))
+		}
+		return byName[name][0]
+	}
+	cmd, wait, exec, att, conf := one("onceflight.command"), one("onceflight.wait"), one("onceflight.execute"), one("onceflight.attempt"), one("onceflight.confirm")
+	childOf := func(child, parent tracetest.SpanStub) {
+		t.Helper()
+		if child.Parent.SpanID() != parent.SpanContext.SpanID() || child.SpanContext.TraceID() != parent.SpanContext.TraceID() {
+			t.Errorf("%s is not a child of %s", child.Name, parent.Name)
+		}
+	}
+	childOf(wait, cmd)
+	childOf(exec, cmd)
+	childOf(att, exec)
+	childOf(conf, exec)
+	if len(cmd.Links) != 1 || cmd.Links[0].SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("command span links %v, want the producer's trace", cmd.Links)
+	}
+	if cmd.SpanContext.TraceID().String() == "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("the command span is in the producer's trace; it should be linked, not a child")
+	}
+	attrs := func(s tracetest.SpanStub) map[attribute.Key]string {
+		m := map[attribute.Key]string{}
+		for _, kv := range s.Attributes {
+			m[kv.Key] = kv.Value.Emit()
+		}
+		return m
+	}
+	for k, want := range map[attribute.Key]string{"onceflight.action": "payments.refund", "onceflight.key": "refund-1",
+		"onceflight.entity": "order-1", "onceflight.status": "succeeded", "onceflight.replayed": "false"} {
+		if got := attrs(cmd)[k]; got != want {
+			t.Errorf("command span %s = %q, want %q", k, got, want)
+		}
+	}
+	if a := attrs(att); a["onceflight.attempt"] != "1" || a["onceflight.answer"] != "ambiguous" {
+		t.Errorf("attempt span attributes %v", a)
+	}
+	if a := attrs(conf); a["onceflight.answer"] != "found" {
+		t.Errorf("confirm span attributes %v", a)
+	}
+	if a := attrs(exec); a["onceflight.status"] != "succeeded" || a["onceflight.attempt"] != "1" {
+		t.Errorf("execute span attributes %v", a)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := fmt.Sprintf("00-%s-%s-01", att.SpanContext.TraceID(), att.SpanContext.SpanID())
+	if gotParent != want {
+		t.Errorf("the external system got traceparent %q, want the attempt's %q", gotParent, want)
+	}
+	if !wait.StartTime.Equal(cmd.StartTime) || wait.EndTime.Before(wait.StartTime) {
+		t.Errorf("wait span %v..%v, command span from %v", wait.StartTime, wait.EndTime, cmd.StartTime)
+	}
+}
+
+func names(spans tracetest.SpanStubs) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name)
+	}
+	return out
+}
