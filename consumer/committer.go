@@ -609,6 +609,7 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 		return fmt.Errorf("pebble commit after transaction: %w", err)
 	}
 	c.p.applied(tx.journaled)
+	c.e.cp.committed(tx.ob.Entries())
 	for _, r := range tx.intents {
 		answer(r.done, nil)
 	}

@@ -79,6 +79,8 @@ type Executor struct {
 	// restores still waiting for one give up (waitPipeline) instead of
 	// holding Close until RestoreTimeout.
 	closing atomic.Pointer[kgo.Client]
+	// cp publishes signed checkpoints (WithCheckpoints); nil: none.
+	cp *checkpointer
 }
 
 // Option configures an Executor.
@@ -202,6 +204,12 @@ func (e *Executor) Run(ctx context.Context) error {
 	}()
 	if err := e.ensureTopics(ctx); err != nil {
 		return err
+	}
+	if e.cp != nil {
+		if err := e.cp.start(ctx); err != nil {
+			return err
+		}
+		defer e.cp.stop() // after the loop below: publishes what it wrote
 	}
 	rctx, stopReconciler := context.WithCancel(ctx)
 	defer stopReconciler()

@@ -3,7 +3,9 @@ package trust
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,10 +31,42 @@ func GenerateKey(name string) (skey, vkey string, err error) {
 // file that others than its owner may read or write.
 var ErrKeyFileMode = errors.New("private key file is accessible to group or others")
 
+// Signer is a note signer that also knows its verifier key, so an
+// executor can check its own earlier checkpoints without a trusted-keys
+// file and `keygen` can print the line for one.
+type Signer struct {
+	note.Signer
+	vkey string
+}
+
+// VerifierKey is the public half, "<name>+<hash>+<base64>".
+func (s *Signer) VerifierKey() string { return s.vkey }
+
+// NewSigner parses a private key in the signed-note format (Ed25519 only).
+func NewSigner(skey string) (*Signer, error) {
+	s, err := note.NewSigner(skey)
+	if err != nil {
+		return nil, err
+	}
+	// PRIVATE+KEY+<name>+<hash>+<base64(0x01 || 32-byte seed)>
+	// (the base64 may itself hold '+'; the name may not).
+	parts := strings.SplitN(skey, "+", 5)
+	raw, err := base64.StdEncoding.DecodeString(parts[len(parts)-1])
+	if err != nil || len(raw) != 1+ed25519.SeedSize || raw[0] != 1 {
+		return nil, errors.New("not an Ed25519 signing key")
+	}
+	pub := ed25519.NewKeyFromSeed(raw[1:]).Public().(ed25519.PublicKey)
+	vkey, err := note.NewEd25519VerifierKey(s.Name(), pub)
+	if err != nil {
+		return nil, err
+	}
+	return &Signer{Signer: s, vkey: vkey}, nil
+}
+
 // LoadSigner reads a private key file written by `onceflight keygen`: one
 // line, the note signer key. A file others may read is refused: whoever
 // reads it can sign as the executor or operator it names.
-func LoadSigner(path string) (note.Signer, error) {
+func LoadSigner(path string) (*Signer, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("private key file: %w", err)
@@ -44,7 +78,7 @@ func LoadSigner(path string) (note.Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("private key file: %w", err)
 	}
-	s, err := note.NewSigner(strings.TrimSpace(string(b)))
+	s, err := NewSigner(strings.TrimSpace(string(b)))
 	if err != nil {
 		return nil, fmt.Errorf("private key file %s: not a signing key written by onceflight keygen (%v)", path, err)
 	}

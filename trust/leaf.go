@@ -6,48 +6,106 @@ import (
 
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // leafTag starts every leaf so that leaf data can never be mistaken for
 // another structure signed or hashed by Onceflight.
 const leafTag = "onceflight-journal-leaf/v1"
 
+// Header is a Kafka record header, as a leaf covers it.
+type Header struct{ Key, Value string }
+
 // LeafData is the byte string a journal record contributes to its
-// partition's tree: the tag, then the record's kind header, key and value,
-// each preceded by its length as a 4-byte big-endian integer. The kind and
-// key are covered too: a record whose kind header were changed would be
-// read differently by restore although its value is the same.
-func LeafData(kind string, key, value []byte) []byte {
-	n := 4*4 + len(leafTag) + len(kind) + len(key) + len(value)
+// partition's tree: the tag, the record's key, its value, the number of
+// headers and each header's key and value, every string preceded by its
+// length as a 4-byte big-endian integer (the count is such an integer
+// too). Headers are covered because restore reads them (the kind header
+// tells a record from a marker): a changed header is a changed record.
+func LeafData(key, value []byte, headers []Header) []byte {
+	n := 4*5 + len(leafTag) + len(key) + len(value)
+	for _, h := range headers {
+		n += 8 + len(h.Key) + len(h.Value)
+	}
 	b := make([]byte, 0, n)
-	for _, f := range [][]byte{[]byte(leafTag), []byte(kind), key, value} {
+	field := func(f []byte) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(f)))
 		b = append(b, f...)
+	}
+	field([]byte(leafTag))
+	field(key)
+	field(value)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(headers)))
+	for _, h := range headers {
+		field([]byte(h.Key))
+		field([]byte(h.Value))
 	}
 	return b
 }
 
+// Leaf is a journal record as a tree leaf holds it.
+type Leaf struct {
+	Key     []byte
+	Value   []byte
+	Headers []Header
+}
+
+// Header returns the value of the first header named k ("" if none).
+func (l Leaf) Header(k string) string {
+	for _, h := range l.Headers {
+		if h.Key == k {
+			return h.Value
+		}
+	}
+	return ""
+}
+
 // SplitLeafData is LeafData's inverse, for proofs that carry the leaf.
-func SplitLeafData(b []byte) (kind string, key, value []byte, err error) {
-	var fs [4][]byte
-	for i := range fs {
+func SplitLeafData(b []byte) (Leaf, error) {
+	var l Leaf
+	var err error
+	u32 := func(what string) uint32 {
+		if err != nil {
+			return 0
+		}
 		if len(b) < 4 {
-			return "", nil, nil, fmt.Errorf("leaf data is truncated (field %d of 4)", i+1)
+			err = fmt.Errorf("leaf data is truncated (%s)", what)
+			return 0
 		}
 		n := binary.BigEndian.Uint32(b)
 		b = b[4:]
-		if uint64(len(b)) < uint64(n) {
-			return "", nil, nil, fmt.Errorf("leaf data is truncated (field %d of 4 wants %d bytes, %d left)", i+1, n, len(b))
+		return n
+	}
+	field := func(what string) []byte {
+		n := u32(what)
+		if err != nil {
+			return nil
 		}
-		fs[i], b = b[:n], b[n:]
+		if uint64(len(b)) < uint64(n) {
+			err = fmt.Errorf("leaf data is truncated (%s wants %d bytes, %d left)", what, n, len(b))
+			return nil
+		}
+		f := b[:n:n]
+		b = b[n:]
+		return f
+	}
+	if tag := field("tag"); err == nil && string(tag) != leafTag {
+		return l, fmt.Errorf("leaf data does not start with %q", leafTag)
+	}
+	l.Key = field("key")
+	l.Value = field("value")
+	nh := u32("header count")
+	for i := uint32(0); i < nh && err == nil; i++ {
+		k, v := field("header key"), field("header value")
+		l.Headers = append(l.Headers, Header{string(k), string(v)})
+	}
+	if err != nil {
+		return Leaf{}, err
 	}
 	if len(b) != 0 {
-		return "", nil, nil, fmt.Errorf("leaf data has %d bytes after its 4 fields", len(b))
+		return Leaf{}, fmt.Errorf("leaf data has %d bytes after its last header", len(b))
 	}
-	if string(fs[0]) != leafTag {
-		return "", nil, nil, fmt.Errorf("leaf data does not start with %q", leafTag)
-	}
-	return string(fs[1]), fs[2], fs[3], nil
+	return l, nil
 }
 
 // LeafHash is the RFC 6962 leaf hash: SHA-256(0x00 || data).
@@ -85,11 +143,6 @@ func (t *Tree) Append(leafHash []byte) {
 	}
 }
 
-// AppendLeaf adds one journal record.
-func (t *Tree) AppendLeaf(kind string, key, value []byte) {
-	t.Append(LeafHash(LeafData(kind, key, value)))
-}
-
 // Size is the number of leaves.
 func (t *Tree) Size() uint64 { return t.r.End() }
 
@@ -106,6 +159,15 @@ func (t *Tree) Root() []byte {
 	return h
 }
 
+// Clone is an independent copy.
+func (t *Tree) Clone() *Tree {
+	c, err := ResumeTree(t.Size(), t.Hashes())
+	if err != nil {
+		panic(fmt.Sprintf("trust: clone: %v", err))
+	}
+	return c
+}
+
 // Hashes is the compact range (copy), enough to resume the tree.
 func (t *Tree) Hashes() [][]byte {
 	hs := t.r.Hashes()
@@ -114,4 +176,13 @@ func (t *Tree) Hashes() [][]byte {
 		out[i] = append([]byte(nil), h...)
 	}
 	return out
+}
+
+// RecordLeafData is LeafData of a Kafka record.
+func RecordLeafData(r *kgo.Record) []byte {
+	hs := make([]Header, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = Header{h.Key, string(h.Value)}
+	}
+	return LeafData(r.Key, r.Value, hs)
 }

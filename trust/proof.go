@@ -186,8 +186,8 @@ func CheckProof(b []byte, tk *TrustedKeys) (*Checkpoint, Leaf, error) {
 	if p.Leaf == nil {
 		return nil, Leaf{}, fmt.Errorf("%w: no extra line: the bundle carries no record", ErrProof)
 	}
-	var lf Leaf
-	if lf.Kind, lf.Key, lf.Value, err = SplitLeafData(p.Leaf); err != nil {
+	lf, err := SplitLeafData(p.Leaf)
+	if err != nil {
 		return nil, Leaf{}, fmt.Errorf("%w: %v", ErrProof, err)
 	}
 	hs := make([][]byte, len(p.Hashes))
@@ -201,11 +201,4 @@ func CheckProof(b []byte, tk *TrustedKeys) (*Checkpoint, Leaf, error) {
 		return nil, Leaf{}, fmt.Errorf("%w: the record is not leaf %d of %s size %d: %v", ErrProof, p.Index, cp.Origin, cp.Size, err)
 	}
 	return cp, lf, nil
-}
-
-// Leaf is a journal record as a tree leaf holds it.
-type Leaf struct {
-	Kind  string
-	Key   []byte
-	Value []byte
 }

@@ -36,7 +36,8 @@ func trusted(t *testing.T, lines ...string) *TrustedKeys {
 }
 
 func leafAt(i int) []byte {
-	return LeafData("record", fmt.Appendf(nil, "order-%d", i), fmt.Appendf(nil, `{"idempotency_key":"k%d"}`, i))
+	return LeafData(fmt.Appendf(nil, "order-%d", i), fmt.Appendf(nil, `{"idempotency_key":"k%d"}`, i),
+		[]Header{{"onceflight-kind", "record"}, {"onceflight-epoch", "3"}})
 }
 
 // The compact tree an executor keeps and the full log an auditor builds
@@ -208,6 +209,15 @@ func TestSignerFilePermissions(t *testing.T) {
 	if err != nil || s.Name() != "executor-a" {
 		t.Fatalf("load: %v", err)
 	}
+	// The verifier key it derives is keygen's, whatever the key's base64
+	// holds ('+' included): tried on many keys.
+	for range 200 {
+		skey, vkey, _ := GenerateKey("executor-a")
+		s, err := NewSigner(skey)
+		if err != nil || s.VerifierKey() != vkey {
+			t.Fatalf("signer of %s: %v, verifier %q want %q", skey, err, s.VerifierKey(), vkey)
+		}
+	}
 	if err := os.Chmod(p, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -222,11 +232,14 @@ func TestSignerFilePermissions(t *testing.T) {
 }
 
 func TestLeafDataRoundTrip(t *testing.T) {
-	k, key, v, err := SplitLeafData(leafAt(4))
-	if err != nil || k != "record" || string(key) != "order-4" || !strings.Contains(string(v), "k4") {
-		t.Fatalf("%q %q %q %v", k, key, v, err)
+	l, err := SplitLeafData(leafAt(4))
+	if err != nil || l.Header("onceflight-kind") != "record" || string(l.Key) != "order-4" || !strings.Contains(string(l.Value), "k4") {
+		t.Fatalf("%+v %v", l, err)
 	}
-	if _, _, _, err := SplitLeafData(leafAt(4)[:20]); err == nil {
-		t.Fatal("truncated leaf accepted")
+	full := leafAt(4)
+	for cut := range len(full) {
+		if _, err := SplitLeafData(full[:cut]); err == nil {
+			t.Fatalf("leaf cut at %d of %d accepted", cut, len(full))
+		}
 	}
 }

@@ -231,18 +231,30 @@ func defaultBy() string {
 }
 
 func newKeygenCmd() *cobra.Command {
-	var out, id string
+	var out, id, trusted string
+	kind := newEnum("control", "control", "executor")
 	cmd := &cobra.Command{
-		Use:   "keygen --out FILE [--id ID]",
+		Use:   "keygen --out FILE [--id ID] [--kind control|executor]",
 		Short: "Write a control key file for signing operator decisions",
 		Long: `Create a control key (32 random bytes, id ID) and write it to FILE with mode
 0600 (docs/cli.md#keygen). If FILE exists, the key is added to it: keys are
 rotated by adding a new one (signers use the last key, executors accept
 every key in the file), moving every signer to the new file, then removing
 the old key. Give the file to serve and to resolve, approve and release
-with --control-key-file (or ONCEFLIGHT_CONTROL_KEY_FILE).`,
+with --control-key-file (or ONCEFLIGHT_CONTROL_KEY_FILE).
+
+--kind executor writes an Ed25519 signing key for an executor's checkpoints
+instead (docs/trust.md): FILE (mode 0600, never overwritten) holds the
+private key, named --id; the public key is printed as a trusted-keys line,
+and added to --trusted-keys FILE when given.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kind.v == "executor" {
+				return keygenExecutor(cmd.OutOrStdout(), out, id, trusted)
+			}
+			if trusted != "" {
+				return usageErrorf("--trusted-keys goes with --kind executor")
+			}
 			if id == "" {
 				id = "key-" + time.Now().UTC().Format("20060102-150405")
 			}
@@ -274,7 +286,9 @@ with --control-key-file (or ONCEFLIGHT_CONTROL_KEY_FILE).`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "the key file to create or add to")
-	cmd.Flags().StringVar(&id, "id", "", "the new key's id (default key-<UTC time>)")
+	cmd.Flags().StringVar(&id, "id", "", "the new key's id (default key-<UTC time>; executor keys: executor-<hostname>)")
+	cmd.Flags().Var(kind, "kind", "control: an HMAC control key file; executor: an Ed25519 checkpoint signing key")
+	cmd.Flags().StringVar(&trusted, "trusted-keys", "", "with --kind executor: a trusted-keys file to add the public key to (created if missing)")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }
