@@ -127,6 +127,7 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	}
 	e.m.precreate(names)
 	e.m.watchSystems(e.systemStats)
+	e.m.mem.ex.Store(e)
 	return e, nil
 }
 
@@ -319,6 +320,11 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerBatchMaxBytes(int32(e.cfg.MaxMessageBytes)),
 		kgo.FetchMaxPartitionBytes(int32(max(e.cfg.MaxMessageBytes, 1<<20))),
+		// What franz-go holds ahead of the poll loop (memory.go): at most
+		// this many responses of at most this size (the default is one
+		// 50 MiB response per broker).
+		kgo.FetchMaxBytes(int32(e.cfg.MaxFetchBytes)),
+		kgo.MaxConcurrentFetches(e.cfg.MaxConcurrentFetches),
 		// Every record's partition is chosen by outbox (murmur2 for keys,
 		// the command's partition for the journal).
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),

@@ -32,6 +32,10 @@ type metrics struct {
 	ready         prometheus.Gauge
 	gov           *govMetrics // governance.go
 	systems       *systemsCollector
+	// hw and mem are the memory bounds' high-water marks and gauges
+	// (memory.go); mem reads the executor set by New at scrape time.
+	hw  highWater
+	mem *memCollector
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -100,7 +104,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	build.WithLabelValues(buildInfo()).Set(1)
 	m.gov = newGovMetrics(reg)
 	m.systems = newSystemsCollector()
-	reg.MustRegister(m.systems, m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
+	m.mem = &memCollector{hw: &m.hw}
+	reg.MustRegister(m.systems, m.mem, m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
 		m.halted, m.storeFailed, m.heldParts, m.paused, m.tooLarge, m.ready, build)
 	return m
 }
@@ -199,3 +204,70 @@ func (c *systemsCollector) Collect(ch chan<- prometheus.Metric) {
 
 // watchSystems makes the systems collector report what stats returns.
 func (m *metrics) watchSystems(stats func() []limit.Stats) { m.systems.stats.Store(&stats) }
+
+// memCollector reports, at scrape time, what the memory bounds hold now,
+// the highest it held since the executor started, and the configured
+// limits (docs/memory.md), so that every bound is visible next to its
+// use.
+type memCollector struct {
+	hw *highWater
+	ex atomic.Pointer[Executor]
+}
+
+var (
+	memDescNow = prometheus.NewDesc("onceflight_memory_in_use",
+		"What a memory bound currently holds: buffered_commands/buffered_bytes (consumed, queued or running), staged_commands/staged_bytes (answered, waiting for the transaction to commit; bytes estimated), overlay_entries (staged records, entity versions and claimed keys visible before Pebble), total_commands/total_bytes (buffered + staged, what max-buffered and max-buffered-bytes bound).",
+		[]string{"what"}, nil)
+	memDescPeak = prometheus.NewDesc("onceflight_memory_in_use_peak",
+		"The highest value of onceflight_memory_in_use since the process started (exact: raised where the value changes, not sampled).",
+		[]string{"what"}, nil)
+	memDescLimit = prometheus.NewDesc("onceflight_memory_limit",
+		"A configured memory bound: max_buffered (commands, buffered + staged), max_buffered_bytes (buffered + staged; staged alone too), fetch_bytes (max-fetch-bytes × max-concurrent-fetches, held by the Kafka client), dedupe_cache_bytes, dedupe_memtable_bytes and dedupe_entry_cache_entries (the dedupe index).",
+		[]string{"bound"}, nil)
+)
+
+func (c *memCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- memDescNow
+	ch <- memDescPeak
+	ch <- memDescLimit
+}
+
+func (c *memCollector) Collect(ch chan<- prometheus.Metric) {
+	var now memorySnapshot
+	e := c.ex.Load()
+	if e != nil {
+		if p := e.pipe.Load(); p != nil {
+			now = p.memory()
+		}
+	}
+	g := func(d *prometheus.Desc, v float64, label string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label)
+	}
+	g(memDescNow, float64(now.bufferedN), "buffered_commands")
+	g(memDescNow, float64(now.bufferedBytes), "buffered_bytes")
+	g(memDescNow, float64(now.stagedN), "staged_commands")
+	g(memDescNow, float64(now.stagedBytes), "staged_bytes")
+	g(memDescNow, float64(now.overlay), "overlay_entries")
+	g(memDescNow, float64(now.bufferedN+now.stagedN), "total_commands")
+	g(memDescNow, float64(now.bufferedBytes+now.stagedBytes), "total_bytes")
+	g(memDescPeak, c.hw.buffered.n.get(), "buffered_commands")
+	g(memDescPeak, c.hw.buffered.bytes.get(), "buffered_bytes")
+	g(memDescPeak, c.hw.staged.n.get(), "staged_commands")
+	g(memDescPeak, c.hw.staged.bytes.get(), "staged_bytes")
+	g(memDescPeak, c.hw.overlay.get(), "overlay_entries")
+	g(memDescPeak, c.hw.total.n.get(), "total_commands")
+	g(memDescPeak, c.hw.total.bytes.get(), "total_bytes")
+	if e == nil {
+		return
+	}
+	cfg := &e.cfg
+	g(memDescLimit, float64(cfg.MaxBuffered), "max_buffered")
+	g(memDescLimit, float64(cfg.MaxBufferedBytes), "max_buffered_bytes")
+	g(memDescLimit, float64(cfg.MaxFetchBytes)*float64(cfg.MaxConcurrentFetches), "fetch_bytes")
+	if e.store != nil {
+		l := e.store.Limits()
+		g(memDescLimit, float64(l.CacheBytes), "dedupe_cache_bytes")
+		g(memDescLimit, float64(l.MemTableBytes), "dedupe_memtable_bytes")
+		g(memDescLimit, float64(l.EntryCacheEntries), "dedupe_entry_cache_entries")
+	}
+}

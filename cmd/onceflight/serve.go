@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -54,6 +55,10 @@ type serveOptions struct {
 	maxBufPart     int
 	maxBufBytes    int
 	maxBufEntity   int
+	maxBufTotal    int
+	maxFetchBytes  int
+	cacheSize      int
+	memoryLimit    int64
 	acceptGap      bool
 	controlKeyFile string
 	embeddedAddr   string
@@ -70,6 +75,14 @@ type serveOptions struct {
 	// address once the executor runs.
 	started func(brokers []string, httpAddr string)
 }
+
+// minCacheSize is the smallest --cache-size: the dedupe index's two
+// memtables (4 MiB each) are reserved inside it.
+const minCacheSize = 8 << 20
+
+// minMemoryLimit is the smallest --memory-limit: below the executor's
+// fixed costs the garbage collector would run without pause.
+const minMemoryLimit = 64 << 20
 
 func newServeCmd() *cobra.Command {
 	o := &serveOptions{}
@@ -90,6 +103,12 @@ processes with the same --group share the partitions.`,
 			}
 			if o.partitions < 1 {
 				return usageErrorf("--partitions must be at least 1, got %d", o.partitions)
+			}
+			if o.cacheSize < minCacheSize {
+				return usageErrorf("--cache-size must be at least %d (8 MiB): the cache also holds the index's memtables, got %d", minCacheSize, o.cacheSize)
+			}
+			if o.memoryLimit < 0 || (o.memoryLimit > 0 && o.memoryLimit < minMemoryLimit) {
+				return usageErrorf("--memory-limit must be 0 (none) or at least %d (64 MiB), got %d", minMemoryLimit, o.memoryLimit)
 			}
 			if o.sessionTimeout < time.Second {
 				return usageErrorf("--session-timeout must be at least 1s, got %s", o.sessionTimeout)
@@ -117,6 +136,10 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", consumer.DefaultMaxBufferedPerPartition, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", consumer.DefaultMaxBufferedBytesPerPartition, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", consumer.DefaultMaxBufferedPerEntity, "commands queued for one entity (its partition's fetching pauses past it)")
+	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", consumer.DefaultMaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
+	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", consumer.DefaultMaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
+	fs.IntVar(&o.cacheSize, "cache-size", dedupe.DefaultCacheSize, "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
+	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else none (docs/memory.md)")
 	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
 	fs.StringVar(&o.ingress.addr, "ingress", "", "address of the HTTP ingress (POST /v1/commands/{action}, docs/http.md#ingress), off when empty")
@@ -176,6 +199,9 @@ func checkKafka(ctx context.Context, log *slog.Logger, brokers []string, conn []
 // server, Pebble, and last the embedded broker everything else talked to.
 func runServe(ctx context.Context, o *serveOptions) error {
 	log := slog.Default()
+	if o.memoryLimit > 0 {
+		debug.SetMemoryLimit(o.memoryLimit)
+	}
 	conn, err := o.kf.conn()
 	if err != nil {
 		return err
@@ -238,7 +264,8 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err := checkKafka(ctx, log, brokers, conn, cfg); err != nil {
 		return err
 	}
-	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log), dedupe.WithRebuildOnCorruption())
+	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log), dedupe.WithRebuildOnCorruption(),
+		dedupe.WithCacheSize(int64(o.cacheSize)))
 	if err != nil {
 		return err
 	}
@@ -265,6 +292,8 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		MaxBufferedPerPartition:      o.maxBufPart,
 		MaxBufferedBytesPerPartition: o.maxBufBytes,
 		MaxBufferedPerEntity:         o.maxBufEntity,
+		MaxBufferedBytes:             o.maxBufTotal,
+		MaxFetchBytes:                o.maxFetchBytes,
 		AcceptJournalGap:             o.acceptGap,
 		ControlKeys:                  controlKeys,
 		ClockDrift:                   o.clockDrift,
