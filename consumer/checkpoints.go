@@ -371,7 +371,7 @@ func (c *checkpointer) publish(ctx context.Context) {
 }
 
 // Checkpoints returns the last checkpoint this executor published for each
-// journal partition, as signed notes (for GET /v1/checkpoints).
+// journal partition, as signed notes (served at GET /checkpoints).
 func (e *Executor) Checkpoints() map[int32][]byte {
 	out := map[int32][]byte{}
 	if e.cp == nil {

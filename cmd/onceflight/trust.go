@@ -110,7 +110,7 @@ must be consistent with each other. A journal whose records were deleted,
 altered, reordered or inserted before a checkpoint, truncated below it or
 recreated, fails.
 
---checkpoints is a file of signed notes (what GET /v1/checkpoints and
+--checkpoints is a file of signed notes (what GET /checkpoints and
 "audit checkpoints" write; the auditor's saved copies), "topic" for the
 executors' checkpoints topic (onceflight.checkpoints) or "topic:NAME";
 repeatable.
@@ -167,7 +167,7 @@ checkpoints file); 1 the check could not run.`,
 	}
 	kf = addKafkaFlags(cmd)
 	fs := cmd.Flags()
-	fs.StringArrayVar(&sources, "checkpoints", nil, "saved checkpoints: a file of signed notes, topic or topic:NAME (repeatable)")
+	fs.StringArrayVar(&sources, "checkpoints", nil, "saved checkpoints: a file of signed notes (audit checkpoints, GET /checkpoints), topic or topic:NAME (repeatable)")
 	fs.StringVar(&trustedF, "trusted-keys", "", "trusted-keys file: the executors' public keys (docs/trust.md)")
 	fs.StringVar(&partitions, "partitions", "", "journal partitions to check, e.g. 0,3,5-7 (default all)")
 	fs.StringVar(&origin, "origin-prefix", "", "checkpoint origin prefix (default onceflight/<journal topic>)")
@@ -358,10 +358,11 @@ saved); 2 usage error; 1 the topic could not be read.`,
 	return cmd
 }
 
-// checkpointsHandler serves GET /v1/checkpoints: the last checkpoint this
+// checkpointsHandler serves GET /checkpoints: the last checkpoint this
 // executor published for each journal partition, signed notes one after
-// another (text/plain). They are signed and public by design, so no
-// credential is asked.
+// another (text/plain). Like /metrics it asks no credential: a checkpoint
+// holds no record, only a count and a hash, and is signed to be handed
+// around.
 func checkpointsHandler(src interface{ Checkpoints() map[int32][]byte }) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -426,10 +427,10 @@ func (c *checkpointOptions) option(journal string) ([]consumer.Option, error) {
 	})}, nil
 }
 
-// withCheckpoints routes GET /v1/checkpoints to ex, the rest to next.
+// withCheckpoints routes /checkpoints to ex, the rest to next.
 func withCheckpoints(ex interface{ Checkpoints() map[int32][]byte }, next http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/checkpoints", checkpointsHandler(ex))
+	mux.Handle("/checkpoints", checkpointsHandler(ex))
 	mux.Handle("/", next)
 	return mux
 }
