@@ -156,7 +156,6 @@ type held struct {
 	headers []kgo.RecordHeader
 }
 
-
 // readTopic reads every record of a checkpoints topic.
 func readTopic(ctx context.Context, cl *kgo.Client, topic string) ([]*kgo.Record, error) {
 	adm := kadm.NewClient(cl)
