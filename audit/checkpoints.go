@@ -39,6 +39,9 @@ type CheckpointOptions struct {
 	Topic string
 	// Partitions restricts the check; empty: every partition.
 	Partitions []int32
+	// RequireSigned (Verify): every journal record must be covered by a
+	// seal signed by a trusted key (docs/trust.md#signed-transactions).
+	RequireSigned bool
 }
 
 func (o *CheckpointOptions) defaults() {
@@ -256,6 +259,10 @@ func Verify(ctx context.Context, o CheckpointOptions) (VerifyReport, error) {
 		}
 		slices.Sort(ps)
 	}
+	unsigned, err := checkSeals(ctx, o, ps, starts, ends)
+	if err != nil {
+		return VerifyReport{}, err
+	}
 	var full, seeded []int32
 	for _, p := range ps {
 		if starts[p] == 0 {
@@ -279,9 +286,65 @@ func Verify(ctx context.Context, o CheckpointOptions) (VerifyReport, error) {
 	maps.Copy(verdicts, vs)
 	rep := VerifyReport{Journal: o.Journal, Refused: refused}
 	for _, p := range ps {
-		rep.Partitions = append(rep.Partitions, *verdicts[p])
+		v := *verdicts[p]
+		if u, ok := unsigned[p]; ok {
+			v.Problems = append(v.Problems, u)
+		}
+		rep.Partitions = append(rep.Partitions, v)
 	}
 	return rep, nil
+}
+
+// checkSeals replays ps (when o.RequireSigned) through a seal gate each
+// and returns, per partition, the first records no trusted seal covers.
+func checkSeals(ctx context.Context, o CheckpointOptions, ps []int32, starts, ends map[int32]int64) (map[int32]string, error) {
+	out := map[int32]string{}
+	if !o.RequireSigned {
+		return out, nil
+	}
+	gates := map[int32]*trust.SealGate{}
+	for _, p := range ps {
+		gates[p] = trust.NewSealGate(trust.Origin(o.OriginPrefix, p), o.Trusted)
+	}
+	fail := func(p int32, err error) {
+		if _, done := out[p]; !done {
+			out[p] = err.Error()
+		}
+	}
+	err := replay(ctx, o.Client, o.Journal, ps, starts, ends, func(r *kgo.Record) {
+		g := gates[r.Partition]
+		if _, done := out[r.Partition]; done {
+			return
+		}
+		h := trust.LeafHash(trust.RecordLeafData(r))
+		if schemas.JournalKind(r) != schemas.KindSeal {
+			g.Add(r.Offset, h, nil)
+			return
+		}
+		if err := g.AddSeal(r.Offset, r.Value, h, nil); err != nil {
+			fail(r.Partition, err)
+			return
+		}
+		if g.Sealed() >= 10_000 {
+			if _, err := g.Release(); err != nil {
+				fail(r.Partition, err)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if _, done := out[p]; done {
+			continue
+		}
+		if _, err := gates[p].Release(); err != nil {
+			fail(p, err)
+		} else if err := gates[p].End(); err != nil {
+			fail(p, err)
+		}
+	}
+	return out, nil
 }
 
 func stamp(cp held) string {

@@ -166,14 +166,14 @@ func (c *checkpointer) stop() {
 // committed adds the journal records of a committed transaction (its
 // outbox entries, in publication order, offsets set) to their trees. It
 // is the committer's only call into the checkpointer.
-func (c *checkpointer) committed(entries []outbox.Entry) {
+func (c *checkpointer) committed(entries []outbox.Entry, ts *txSeals) {
 	if c == nil || c.parts == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	due := false
-	for _, en := range entries {
+	for i, en := range entries {
 		if en.Kind != outbox.KindJournal {
 			continue
 		}
@@ -188,7 +188,13 @@ func (c *checkpointer) committed(entries []outbox.Entry) {
 			p, target := r.Partition, r.Offset
 			c.wg.Go(func() { c.rebuild(p, st, target) })
 		}
-		h := trust.LeafHash(trust.RecordLeafData(r))
+		var h []byte
+		if ts != nil && i < len(ts.leaves) {
+			h = ts.leaves[i] // hashed once, by the sealer
+		}
+		if h == nil {
+			h = trust.LeafHash(trust.RecordLeafData(r))
+		}
 		if st.tree == nil {
 			if st.broken == nil {
 				st.pending = append(st.pending, cpLeaf{r.Offset, h})

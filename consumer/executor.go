@@ -81,6 +81,9 @@ type Executor struct {
 	closing atomic.Pointer[kgo.Client]
 	// cp publishes signed checkpoints (WithCheckpoints); nil: none.
 	cp *checkpointer
+	// seals signs journal transactions and checks restores
+	// (WithSignedJournal); nil: neither.
+	seals *sealer
 }
 
 // Option configures an Executor.
@@ -205,6 +208,11 @@ func (e *Executor) Run(ctx context.Context) error {
 	}()
 	if err := e.ensureTopics(ctx); err != nil {
 		return err
+	}
+	if e.seals != nil {
+		if err := e.seals.validate(); err != nil {
+			return err
+		}
 	}
 	if e.cp != nil {
 		if err := e.cp.start(ctx); err != nil {
@@ -387,7 +395,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			slots <- struct{}{}
 			defer func() { <-slots }()
 			st, err := e.restore(rctx, cl, as, p)
-			if errors.Is(err, errJournalGap) {
+			if errors.Is(err, errJournalGap) || errors.Is(err, errUnsigned) {
 				e.hold(cl, p, err)
 				return
 			}

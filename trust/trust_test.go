@@ -243,3 +243,86 @@ func TestLeafDataRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+type gateRec struct {
+	off  int64
+	seal []byte
+	leaf []byte
+}
+
+// sealed makes the records of one transaction of n leaves at offset off
+// and the seal that follows them.
+func sealed(t *testing.T, s note.Signer, origin string, epoch int64, prev []byte, off int64, n int) ([]gateRec, []byte) {
+	t.Helper()
+	var recs []gateRec
+	var hs [][]byte
+	for i := range n {
+		l := leafAt(int(off) + i)
+		recs = append(recs, gateRec{off: off + int64(i), leaf: l})
+		hs = append(hs, LeafHash(l))
+	}
+	msg, err := Seal{Origin: origin, Epoch: epoch, Prev: prev, Records: n, Digest: DigestLeaves(hs), Time: time.Now()}.Sign(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(recs, gateRec{off: off + int64(n), seal: msg, leaf: msg}), msg
+}
+
+func runGate(g *SealGate, recs []gateRec) (int, error) {
+	for _, r := range recs {
+		if r.seal != nil {
+			if err := g.AddSeal(r.off, r.seal, LeafHash(r.leaf), r.off); err != nil {
+				return 0, err
+			}
+		} else {
+			g.Add(r.off, LeafHash(r.leaf), r.off)
+		}
+	}
+	out, err := g.Release()
+	if err != nil {
+		return len(out), err
+	}
+	return len(out), g.End()
+}
+
+func TestSealGate(t *testing.T) {
+	a, va := newSigner(t, "executor-a")
+	b, vb := newSigner(t, "executor-b")
+	tk := trusted(t, va, vb)
+	const origin = "onceflight/j/0"
+	// Two owners, chained seals within each epoch: all released.
+	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3)
+	t2, _ := sealed(t, a, origin, 1, SealHash(s1), 4, 2)
+	t3, _ := sealed(t, b, origin, 2, nil, 7, 1)
+	good := append(append(append([]gateRec{}, t1...), t2...), t3...)
+	if n, err := runGate(NewSealGate(origin, tk), good); err != nil || n != len(good) {
+		t.Fatalf("signed journal: %d released, %v", n, err)
+	}
+	unsigned := func(recs []gateRec, tk *TrustedKeys, want string) {
+		t.Helper()
+		_, err := runGate(NewSealGate(origin, tk), recs)
+		var ue *UnsignedError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an unsigned error with %q, got %v", want, err)
+		}
+	}
+	// A record appended after the last seal.
+	unsigned(append(append([]gateRec{}, good...), gateRec{off: 9, leaf: leafAt(99)}), tk, "offsets 9..9")
+	// A record inserted between two transactions.
+	ins := append(append(append([]gateRec{}, t1...), gateRec{off: 3, leaf: leafAt(98)}), t2...)
+	unsigned(ins, tk, "offsets 3..3")
+	// A forger's own seal over forged records, signed by an untrusted key.
+	m, _ := newSigner(t, "mallory")
+	f, _ := sealed(t, m, origin, 1, SealHash(s1), 4, 2)
+	unsigned(append(append([]gateRec{}, t1...), f...), tk, "mallory")
+	// A seal copied from another partition.
+	other, _ := sealed(t, a, "onceflight/j/1", 1, nil, 0, 3)
+	unsigned(other, tk, "is for onceflight/j/1")
+	// An altered record under a real seal.
+	alt := append([]gateRec{}, t1...)
+	alt[1].leaf = leafAt(97)
+	unsigned(alt, tk, "does not match")
+	// Revoked and expired keys.
+	unsigned(good, trusted(t, va+" revoked", vb), "revoked")
+	unsigned(good, trusted(t, va, vb+" not_after=2020-01-01T00:00:00Z"), "expired")
+}

@@ -96,6 +96,7 @@ func newAuditVerifyCmd() *cobra.Command {
 		trustedF   string
 		partitions string
 		origin     string
+		signed     bool
 		format     = newEnum("text", "text", "json")
 		kf         *kafkaFlags
 	)
@@ -108,7 +109,9 @@ it was signed, of a known origin (onceflight/<journal>/<partition>), and the
 journal's first SIZE records hash to its root. Checkpoints of one partition
 must be consistent with each other. A journal whose records were deleted,
 altered, reordered or inserted before a checkpoint, truncated below it or
-recreated, fails.
+recreated, fails. With --require-signed, every journal record must also be
+covered by a transaction seal signed by a trusted key: a record appended by
+anyone without an executor key fails, named by its offsets.
 
 --checkpoints is a file of signed notes (what GET /checkpoints and
 "audit checkpoints" write; the auditor's saved copies), "topic" for the
@@ -125,8 +128,8 @@ checkpoints file); 1 the check could not run.`,
 			if err != nil {
 				return err
 			}
-			if len(sources) == 0 {
-				return usageErrorf("--checkpoints is required: a file of saved checkpoints, or topic")
+			if len(sources) == 0 && !signed {
+				return usageErrorf("--checkpoints is required: a file of saved checkpoints, or topic (or --require-signed alone)")
 			}
 			notes, topic, err := checkpointSources(sources)
 			if err != nil {
@@ -142,7 +145,7 @@ checkpoints file); 1 the check could not run.`,
 			}
 			defer cl.Close()
 			rep, err := audit.Verify(cmd.Context(), audit.CheckpointOptions{Client: cl, Journal: kf.Topics.Journal,
-				OriginPrefix: origin, Trusted: tk, Checkpoints: notes, Topic: topic, Partitions: ps})
+				OriginPrefix: origin, Trusted: tk, Checkpoints: notes, Topic: topic, Partitions: ps, RequireSigned: signed})
 			if errors.Is(err, audit.ErrBadPartition) {
 				return usageErrorf("--partitions: %w", err)
 			}
@@ -171,6 +174,7 @@ checkpoints file); 1 the check could not run.`,
 	fs.StringVar(&trustedF, "trusted-keys", "", "trusted-keys file: the executors' public keys (docs/trust.md)")
 	fs.StringVar(&partitions, "partitions", "", "journal partitions to check, e.g. 0,3,5-7 (default all)")
 	fs.StringVar(&origin, "origin-prefix", "", "checkpoint origin prefix (default onceflight/<journal topic>)")
+	fs.BoolVar(&signed, "require-signed", false, "also require every journal record to be covered by a transaction seal of a trusted key (serve --require-signed-journal)")
 	fs.Var(format, "format", "report format: text or json")
 	return cmd
 }
@@ -390,6 +394,7 @@ type checkpointOptions struct {
 	topic       string
 	every       uint64
 	interval    time.Duration
+	require     bool
 }
 
 func (c *checkpointOptions) addFlags(fs *pflag.FlagSet) {
@@ -398,15 +403,22 @@ func (c *checkpointOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.topic, "checkpoints-topic", consumer.DefaultCheckpointsTopic, "topic of the signed checkpoints")
 	fs.Uint64Var(&c.every, "checkpoint-every", 10_000, "journal records per partition between checkpoints")
 	fs.DurationVar(&c.interval, "checkpoint-interval", 10*time.Second, "longest time new journal records wait for a checkpoint")
+	fs.BoolVar(&c.require, "require-signed-journal", false, "restore and takeover accept only journal records a trusted executor signature covers; others hold their partition (needs --checkpoint-key-file and --trusted-keys)")
 }
 
 // option is the executor option the flags ask for (none without a key).
 func (c *checkpointOptions) option(journal string) ([]consumer.Option, error) {
 	if c.keyFile == "" {
+		if c.require {
+			return nil, usageErrorf("--require-signed-journal needs --checkpoint-key-file: an executor that requires signed journal records signs its own (onceflight keygen --kind executor)")
+		}
 		if c.trustedFile != "" {
 			return nil, usageErrorf("--trusted-keys needs --checkpoint-key-file: it is read to go on from other executors' checkpoints")
 		}
 		return nil, nil
+	}
+	if c.require && c.trustedFile == "" {
+		return nil, usageErrorf("--require-signed-journal needs --trusted-keys: the executors' public keys whose signatures are accepted")
 	}
 	if c.every == 0 || c.interval <= 0 {
 		return nil, usageErrorf("--checkpoint-every and --checkpoint-interval must be positive")
@@ -424,6 +436,8 @@ func (c *checkpointOptions) option(journal string) ([]consumer.Option, error) {
 	return []consumer.Option{consumer.WithCheckpoints(consumer.CheckpointConfig{
 		Signer: s, Trusted: tk, Topic: c.topic, Every: c.every, Interval: c.interval,
 		OriginPrefix: "onceflight/" + journal,
+	}), consumer.WithSignedJournal(consumer.SignedJournal{
+		Signer: s, Trusted: tk, Require: c.require, OriginPrefix: "onceflight/" + journal,
 	})}, nil
 }
 
