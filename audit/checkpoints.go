@@ -223,7 +223,7 @@ func fullLogs(ctx context.Context, cl *kgo.Client, journal string, ps []int32, s
 		if each != nil {
 			each(l.Size(), r)
 		}
-		l.Append(trust.LeafHash(trust.RecordLeafData(r)))
+		l.Append(trust.RecordLeafHash(r))
 	})
 	return logs, err
 }
@@ -316,7 +316,7 @@ func checkSeals(ctx context.Context, o CheckpointOptions, ps []int32, starts, en
 		if _, done := out[r.Partition]; done {
 			return
 		}
-		h := trust.LeafHash(trust.RecordLeafData(r))
+		h := trust.RecordLeafHash(r)
 		if schemas.JournalKind(r) != schemas.KindSeal {
 			g.Add(r.Offset, h, nil)
 			return
@@ -438,7 +438,7 @@ func verifySeeded(ctx context.Context, o CheckpointOptions, ps []int32, starts, 
 	}
 	err := replay(ctx, o.Client, o.Journal, run, from, ends, func(r *kgo.Record) {
 		t := trees[r.Partition]
-		t.Append(trust.LeafHash(trust.RecordLeafData(r)))
+		t.Append(trust.RecordLeafHash(r))
 		for q := pending[r.Partition]; len(q) > 0 && q[0].Size == t.Size(); q = pending[r.Partition] {
 			v := out[r.Partition]
 			if bytes.Equal(t.Root(), q[0].Root) {

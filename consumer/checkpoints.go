@@ -193,7 +193,7 @@ func (c *checkpointer) committed(entries []outbox.Entry, ts *txSeals) {
 			h = ts.leaves[i] // hashed once, by the sealer
 		}
 		if h == nil {
-			h = trust.LeafHash(trust.RecordLeafData(r))
+			h = trust.RecordLeafHash(r)
 		}
 		if st.tree == nil {
 			if st.broken == nil {
@@ -284,7 +284,7 @@ func (c *checkpointer) treeAt(ctx context.Context, p int32, target int64) (*trus
 			}
 			at = r.Offset + 1
 			if !r.Attrs.IsControl() {
-				tree.Append(trust.LeafHash(trust.RecordLeafData(r)))
+				tree.Append(trust.RecordLeafHash(r))
 			}
 		}
 	}

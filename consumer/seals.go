@@ -96,7 +96,7 @@ func (s *sealer) seal(ob *outbox.Batch) (*txSeals, error) {
 			continue
 		}
 		r := en.Record
-		h := trust.LeafHash(trust.RecordLeafData(r))
+		h := trust.RecordLeafHash(r)
 		ts.leaves[i] = h
 		pt := parts[r.Partition]
 		if pt == nil {
@@ -130,7 +130,7 @@ func (s *sealer) seal(ob *outbox.Batch) (*txSeals, error) {
 	// The seals are leaves too.
 	all := ob.Entries()
 	for i := len(entries); i < len(all); i++ {
-		ts.leaves = append(ts.leaves, trust.LeafHash(trust.RecordLeafData(all[i].Record)))
+		ts.leaves = append(ts.leaves, trust.RecordLeafHash(all[i].Record))
 	}
 	return ts, nil
 }
@@ -161,7 +161,7 @@ func (s *sealer) gate(p int32) *trust.SealGate {
 // records no trusted seal covers.
 func (e *Executor) gated(g *trust.SealGate, r *kgo.Record, apply func(*kgo.Record), release bool) (int64, error) {
 	if r != nil {
-		h := trust.LeafHash(trust.RecordLeafData(r))
+		h := trust.RecordLeafHash(r)
 		if schemas.JournalKind(r) == schemas.KindSeal {
 			if err := g.AddSeal(r.Offset, r.Value, h, r); err != nil {
 				return -1, fmt.Errorf("%w: %v", errUnsigned, err)

@@ -23,7 +23,7 @@ type execKey struct {
 	line   string // trusted-keys line
 }
 
-func newExecKey(t *testing.T, name string) execKey {
+func newExecKey(t testing.TB, name string) execKey {
 	t.Helper()
 	skey, vkey, err := trust.GenerateKey(name)
 	if err != nil {
@@ -36,7 +36,7 @@ func newExecKey(t *testing.T, name string) execKey {
 	return execKey{s, vkey}
 }
 
-func trustedKeys(t *testing.T, lines ...string) *trust.TrustedKeys {
+func trustedKeys(t testing.TB, lines ...string) *trust.TrustedKeys {
 	t.Helper()
 	tk, err := trust.ParseTrustedKeys("trusted-keys", []byte(strings.Join(lines, "\n")+"\n"))
 	if err != nil {

@@ -1,6 +1,7 @@
 package trust
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 
@@ -185,4 +186,27 @@ func RecordLeafData(r *kgo.Record) []byte {
 		hs[i] = Header{h.Key, string(h.Value)}
 	}
 	return LeafData(r.Key, r.Value, hs)
+}
+
+// RecordLeafHash is LeafHash(RecordLeafData(r)) without building the leaf
+// data: the hot path hashes every journal record once.
+func RecordLeafHash(r *kgo.Record) []byte {
+	h := sha256.New()
+	var n [4]byte
+	field := func(b []byte) {
+		binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	h.Write([]byte{0}) // RFC 6962 leaf prefix
+	field([]byte(leafTag))
+	field(r.Key)
+	field(r.Value)
+	binary.BigEndian.PutUint32(n[:], uint32(len(r.Headers)))
+	h.Write(n[:])
+	for _, hd := range r.Headers {
+		field([]byte(hd.Key))
+		field(hd.Value)
+	}
+	return h.Sum(nil)
 }

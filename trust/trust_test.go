@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -325,4 +326,11 @@ func TestSealGate(t *testing.T) {
 	// Revoked and expired keys.
 	unsigned(good, trusted(t, va+" revoked", vb), "revoked")
 	unsigned(good, trusted(t, va, vb+" not_after=2020-01-01T00:00:00Z"), "expired")
+}
+
+func TestRecordLeafHash(t *testing.T) {
+	r := &kgo.Record{Key: []byte("k"), Value: []byte(`{"a":1}`), Headers: []kgo.RecordHeader{{Key: "onceflight-kind", Value: []byte("record")}}}
+	if !bytes.Equal(RecordLeafHash(r), LeafHash(RecordLeafData(r))) {
+		t.Fatal("streamed leaf hash differs")
+	}
 }
