@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/consumer/decide"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -130,6 +131,12 @@ type finalRef struct {
 	status   schemas.Status
 	off      int64
 	finished *time.Time
+	// freeAfter, when set, is the position in the commands partition
+	// after which the key is new work again: a release's position, or the
+	// position of a command whose rejection is not final for the key
+	// (decide.Seen). -1: a release written before releases had positions.
+	freeAfter *int64
+	releaseAt int64 // journal offset of the release, for messages; -1 none
 }
 
 // keyState is what G2 needs to remember about one key's history.
@@ -191,6 +198,7 @@ type auditor struct {
 	ents   map[pk]*entityState
 
 	causes    map[digest]uint8  // causation ids answered by an outcome: causeAnswered | causeSucceeded
+	answers   map[digest]answer // (causation, entity, key) -> its latest answer
 	ids       map[digest]idSeen // outcome id -> its first use
 	dead      map[src]struct{}  // commands copied to the deadletter topic
 	fwd       map[src]struct{}  // commands forwarded to their partition
@@ -210,7 +218,7 @@ func newAuditor(in Input) *auditor {
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
 		chains: map[int32]*chainState{}, keys: map[pk]*keyState{}, ents: map[pk]*entityState{},
-		causes: map[digest]uint8{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
+		causes: map[digest]uint8{}, answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 	}
 	if len(in.Partitions) > 0 {
 		a.checked = map[int32]bool{}
@@ -427,16 +435,37 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 		a.keys[id] = ks
 	}
 	ks.latest = rec.Status
-	if rec.Release != nil {
-		// An operator released the key (docs/events.md#execution-records Release): its next
-		// execution is new work, not a repeat.
-		ks.final, ks.attempts = nil, 0
+	if rel := rec.Release; rel != nil {
+		// An operator released the key (docs/events.md#release): the
+		// next execution is new work, not a repeat — for a command after
+		// the release only. A command consumed before it and consumed
+		// again must not execute (decide.Seen).
+		free := int64(-1)
+		if rel.Offset != nil {
+			free = *rel.Offset
+		}
+		ks.final = &finalRef{status: rec.Status, off: off, finished: rec.FinishedAt, freeAfter: &free, releaseAt: off}
 		return
 	}
 	switch rec.Status {
 	case schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected:
-		ks.final = &finalRef{status: rec.Status, off: off, finished: rec.FinishedAt}
+		ks.final = &finalRef{status: rec.Status, off: off, finished: rec.FinishedAt, releaseAt: -1}
+		if rec.Status == schemas.StatusRejected && rec.Resolution == nil && rec.Error != nil && !decide.RejectionFinal(rec.Error.Code) {
+			// Never started, and not final for the key: a later
+			// command with it is new work (docs/guarantees.md#decision-table).
+			free := rec.Command.Offset
+			ks.final.freeAfter = &free
+		}
 	case schemas.StatusInProgress:
+		if f := ks.final; f != nil && f.freeAfter != nil && (*f.freeAfter < 0 || rec.Command.Offset > *f.freeAfter) {
+			ks.final, ks.attempts = nil, 0
+		}
+		if f := ks.final; f != nil && f.releaseAt >= 0 {
+			ks.final = nil
+			v.Message = fmt.Sprintf("in_progress for the command at offset %d, which precedes the release at commands offset %d (journal offset %d) that freed the key: a command consumed before the release executed again",
+				rec.Command.Offset, *f.freeAfter, f.releaseAt)
+			a.violate(CheckOncePerKey, v)
+		}
 		if f := ks.final; f != nil {
 			ks.final = nil // one report per re-execution, not per attempt
 			gap, known := reexecutionGap(f.finished, rec.StartedAt)
@@ -551,6 +580,7 @@ func (a *auditor) outcome(r *kgo.Record) {
 		v.Message = fmt.Sprintf("id %s is not the deterministic id %s of (key, status %s, %s)", o.ID, want, status, basis)
 		a.violate(check, v)
 	}
+	a.sameAnswer(&o, v)
 	id, tuple := digestOf(o.ID), digestOf(causation, string(status), key, decision)
 	prev, dup := a.ids[id]
 	switch {
@@ -563,6 +593,35 @@ func (a *auditor) outcome(r *kgo.Record) {
 			o.ID, prev.at.p, prev.at.off, causation, status, key)
 		a.violate(check, v)
 	}
+}
+
+// answer is what the audit remembers of a command's latest answer.
+type answer struct {
+	status schemas.Status
+	code   string
+	at     src
+}
+
+// sameAnswer checks that a command consumed again is answered as it was
+// the first time (docs/guarantees.md#decision-table): a second outcome for
+// the same (causation, entity, key) has the same status and error code,
+// unless the first left the key unresolved or held and this one settles it.
+func (a *auditor) sameAnswer(o *schemas.Outcome, v Violation) {
+	code := ""
+	if o.Record.Error != nil {
+		code = o.Record.Error.Code
+	}
+	d := digestOf(o.CausationID, o.Record.Entity, o.Record.IdempotencyKey)
+	now := answer{status: o.Record.Status, code: code, at: src{v.Partition, v.Offset}}
+	prev, seen := a.answers[d]
+	a.answers[d] = now
+	if !seen || (prev.status == now.status && prev.code == now.code) ||
+		prev.status == schemas.StatusUnresolved || prev.status == schemas.StatusHeld {
+		return
+	}
+	v.Message = fmt.Sprintf("command %q answered %s %s at outcomes partition %d offset %d, then %s %s: a command consumed again must get its first answer",
+		o.CausationID, prev.status, prev.code, prev.at.p, prev.at.off, now.status, now.code)
+	a.violate(CheckOncePerKey, v)
 }
 
 // deadletter notes which command a deadletter copy stands for.

@@ -387,7 +387,7 @@ func TestCheck(t *testing.T) {
 			ev["id"] = schemas.OutcomeID("k1", schemas.StatusSucceeded, "cmd-k1")
 			forged.Value, _ = json.Marshal(ev)
 			in.Outcomes = append(in.Outcomes, forged)
-		}, fail: map[string]int64{CheckOutcomeIDs: 2}},
+		}, fail: map[string]int64{CheckOutcomeIDs: 2, CheckOncePerKey: 2}},
 		{name: "partitions restrict the checks", mutate: func(t *testing.T, in *Input) {
 			in.Partitions = []int32{otherPartition(pe)}
 			in.Outcomes = nil // would fail if pe were checked

@@ -370,6 +370,14 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		done(res, time.Since(began))
 		executed, sent = attempt, true
 		last = res.Message
+		// Stopped (shutdown, partition lost) while the request was out:
+		// an answer that is not definite is our own stop, not the
+		// service's ambiguity. The attempt stays in_progress for the next
+		// owner, which waits for its deadline and confirms; it must not
+		// become unresolved, which needs a person.
+		if ctx.Err() != nil && res.Kind != Succeeded && res.Kind != Rejected {
+			return interrupted(executed, ctx.Err())
+		}
 
 		switch NextStep(res.Kind, r.canConfirm, r.p.IdempotentByKey, mayHaveHappened) {
 		case StepSucceed:

@@ -182,8 +182,10 @@ func (e *Executor) Owned() []int32 {
 
 // Run consumes until ctx is cancelled, then shuts down in order: stop
 // fetching, let running commands finish, commit their answers with the
-// watermarks (one transaction), leave the group, close the clients. Pebble
-// is the caller's to close, after Run returns.
+// watermarks (one transaction), leave the group, stop the chores
+// (reconciler, partition watch, gauges, prune) and wait for them, close
+// the connectors and the clients. When Run returns nothing it started is
+// running: Pebble is the caller's to close, after Run returns.
 func (e *Executor) Run(ctx context.Context) error {
 	var err error
 	e.plain, err = kgo.NewClient(append([]kgo.Opt{
@@ -207,6 +209,9 @@ func (e *Executor) Run(ctx context.Context) error {
 		}
 	}()
 	if err := e.ensureTopics(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: not a failure
+		}
 		return err
 	}
 	if e.seals != nil {
@@ -220,12 +225,18 @@ func (e *Executor) Run(ctx context.Context) error {
 		}
 		defer e.cp.stop() // after the loop below: publishes what it wrote
 	}
-	rctx, stopReconciler := context.WithCancel(ctx)
-	defer stopReconciler()
-	go every(rctx, e.reconcile.every, func() { e.reconcileOnce(rctx) })
-	go e.watchPartitions(rctx, e.cfg.PartitionCheckInterval)
-	go every(rctx, time.Second, e.refreshGauges)
-	go every(rctx, time.Minute, func() { e.prune(rctx) })
+	// The chores run until Run ends, and Run waits for them: deferred
+	// after the actions' close and the plain client's, so they run first
+	// (stop, then wait), and nothing of the executor is left running when
+	// the caller closes the store.
+	rctx, stopChores := context.WithCancel(ctx)
+	var chores sync.WaitGroup
+	defer chores.Wait()
+	defer stopChores()
+	chores.Go(func() { every(rctx, e.reconcile.every, func() { e.reconcileOnce(rctx) }) })
+	chores.Go(func() { e.watchPartitions(rctx, e.cfg.PartitionCheckInterval) })
+	chores.Go(func() { every(rctx, time.Second, e.refreshGauges) })
+	chores.Go(func() { every(rctx, time.Minute, func() { e.prune(rctx) }) })
 	for {
 		cl, err := e.newClient()
 		if err != nil {
@@ -241,6 +252,14 @@ func (e *Executor) Run(ctx context.Context) error {
 		e.restoreFailed.Store(false) // a new session restores afresh
 		err = e.consume(ctx, cl)
 		e.ready.Store(false)
+		ferr := e.store.Failed()
+		if ferr != nil && ctx.Err() == nil {
+			// Say why before letting go of the partitions: whoever
+			// sees this executor own nothing sees the reason with it.
+			stopChores()
+			chores.Wait()
+			e.storeFailed(ferr)
+		}
 		e.closing.Store(cl)
 		// Close leaves the group (its revoke callback flushes nothing
 		// more: the pipeline is stopped), so a successor gets the
@@ -250,9 +269,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if ferr := e.store.Failed(); ferr != nil {
-			stopReconciler()
-			e.storeFailed(ferr)
+		if ferr != nil {
 			<-ctx.Done()
 			return nil
 		}
@@ -277,7 +294,7 @@ func (e *Executor) Run(ctx context.Context) error {
 func (e *Executor) storeFailed(err error) {
 	e.m.storeFailed.Set(1)
 	e.m.ready.Set(0) // refreshGauges has stopped with the reconciler
-	e.log.Error("dedupe index failed: this executor stopped taking work and left its group; other instances take its partitions. Restart it on a healthy disk: the journal rebuilds the index", "err", err)
+	e.log.Error("dedupe index failed: this executor stopped taking work and leaves its group; other instances take its partitions. Restart it on a healthy disk: the journal rebuilds the index", "err", err)
 }
 
 // initProducer loads the client's producer id before it joins the group,
@@ -567,7 +584,13 @@ func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 			stopPoll(cmErr)
 		}
 	}()
+	watchDone := make(chan struct{})
+	defer func() {
+		stopPoll(errStopped) // a no-op if the poll context ended already
+		<-watchDone
+	}()
 	go func() {
+		defer close(watchDone)
 		select {
 		case err := <-p.broken:
 			stopPoll(err)

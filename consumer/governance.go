@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/consumer/decide"
 	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -41,25 +41,15 @@ func newGovMetrics(reg prometheus.Registerer) *govMetrics {
 	return g
 }
 
-// noKeyHint is how an operator gets out of "no control key": one line.
-const noKeyHint = "create a key with `onceflight keygen --out FILE` and give it to serve and the CLI with --control-key-file FILE (or ONCEFLIGHT_CONTROL_KEY_FILE)"
-
-// authorized checks an operator decision's signature. A refused one is
-// answered rejected not_allowed, logged and counted; nothing else
-// happens. Without a key configured every decision is refused (docs/guarantees.md):
-// accepting unsigned ones would let anyone who can write the commands
-// topic settle records.
-func (j *job) authorized(cmd schemas.Command) bool {
-	err := j.e.cfg.ControlKeys.VerifyControl(&cmd)
-	if err == nil {
-		return true
-	}
+// refused logs and counts an operator decision refused for its signature
+// (decide: row refused). Without a key configured every decision is
+// refused (docs/guarantees.md): accepting unsigned ones would let anyone
+// who can write the commands topic settle records.
+func (j *job) refused(cmd schemas.Command, err error) {
 	reason := "bad_signature"
-	msg := fmt.Sprintf("%s refused: %v", cmd.Type, err)
 	switch {
 	case errors.Is(err, schemas.ErrNoControlKeys):
 		reason = "no_key_configured"
-		msg = fmt.Sprintf("%s refused: the executor has no control key, so it accepts no operator decision; %s", cmd.Type, noKeyHint)
 	case errors.Is(err, schemas.ErrNotSigned):
 		reason = "unsigned"
 	case errors.Is(err, schemas.ErrUnknownKey):
@@ -68,43 +58,6 @@ func (j *job) authorized(cmd schemas.Command) bool {
 	j.e.m.gov.controlRefused.WithLabelValues(reason).Inc()
 	j.e.log.Warn("control command refused: not_allowed", "type", cmd.Type, "entity", cmd.Subject, "source", cmd.Source,
 		"id", cmd.ID, "key_id", cmd.ControlKeyID, "reason", reason, "err", err)
-	j.reject(cmd, schemas.CodeNotAllowed, msg, true)
-	return false
-}
-
-// target finds the record an operator decision names, in the decision's
-// own entity (a decision never reaches another entity's record, whatever
-// its data says), and checks its status. A missing or wrong one answers
-// the decision rejected not_unresolved.
-func (j *job) target(cmd schemas.Command, key, verb string, want ...schemas.Status) (schemas.Record, bool) {
-	target, found, err := j.lookup(cmd.Subject, key)
-	if err != nil {
-		j.fail(err)
-		return schemas.Record{}, false
-	}
-	if found && slices.Contains(want, target.Status) {
-		return target, true
-	}
-	st := "no record for entity " + fmt.Sprintf("%q", cmd.Subject)
-	if found {
-		st = "status " + string(target.Status)
-	}
-	names := make([]string, len(want))
-	for i, w := range want {
-		names[i] = string(w)
-	}
-	j.reject(cmd, schemas.CodeNotUnresolved, fmt.Sprintf("key %q cannot be %s: %s (only %v records can)", key, verb, st, names), true)
-	return schemas.Record{}, false
-}
-
-// decision parses an operator decision's data.
-func (j *job) decision(cmd schemas.Command) (schemas.Decision, bool) {
-	var req schemas.Decision
-	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" || req.Reason == "" {
-		j.reject(cmd, schemas.CodeInvalidCommand, cmd.Type+" needs data {\"key\",\"reason\",\"by\"} (resolve also \"as\")", true)
-		return req, false
-	}
-	return req, true
 }
 
 // uniqueHolder returns the key of another record of the entity's action
@@ -139,47 +92,30 @@ func (j *job) uniqueHolder(entity, action, uk, self string) (string, error) {
 	return "", nil
 }
 
-// duplicate answers a command whose unique_by tuple is held by first:
-// rejected duplicate_business_key, or with on_duplicate: hold, a held
-// record that keeps the command's data for `onceflight approve`.
-func (j *job) duplicate(cmd schemas.Command, a *action, uk, first string) {
-	msg := fmt.Sprintf("entity %q already has execution %q of %s with the same %v", cmd.Subject, first, cmd.Type, a.cfg.UniqueBy)
-	if a.cfg.OnDuplicate != config.OnDuplicateHold {
-		j.reject(cmd, schemas.CodeDuplicateBusinessKey, msg, true)
-		return
-	}
+// hold records a command whose unique_by tuple another execution holds,
+// with on_duplicate: hold (decide): a held record that keeps the
+// command's data for `onceflight approve`.
+func (j *job) hold(cmd schemas.Command, d decide.Decision) {
 	rec := j.base(cmd)
 	rec.Status = schemas.StatusHeld
 	rec.Data = cmd.Data
-	rec.UniqueKey = uk
-	rec.Error = &schemas.Error{Code: schemas.CodeDuplicateBusinessKey, Message: msg + "; held for an operator: onceflight approve or onceflight resolve --as rejected"}
+	rec.UniqueKey = d.UniqueKey
+	rec.Error = &schemas.Error{Code: d.Code, Message: d.Message}
 	if !j.e.fits(&rec) {
 		j.e.m.tooLarge.Inc()
 		j.reject(cmd, schemas.CodeTooLarge, tooLargeMessage("the held command's record", len(cmd.Data)+recordOverhead, j.e.cfg.MaxMessageBytes), true)
 		return
 	}
 	j.e.log.Warn("suspected duplicate held for an operator", "entity", cmd.Subject, "key", cmd.IdempotencyKey,
-		"action", cmd.Type, "duplicate_of", first, "unique_by", a.cfg.UniqueBy)
+		"action", cmd.Type, "reason", d.Message)
 	j.add(emit{journal: &rec, outcome: &rec, causation: cmd.ID})
 }
 
 // approve executes a held record once (onceflight approve). The execution
 // is the original command's, so its outcome is the command's second one
 // (docs/events.md#execution-records settlement); the approval is recorded in its resolution.
-func (j *job) approve(ctx context.Context, cmd schemas.Command, version *int64) {
-	req, ok := j.decision(cmd)
-	if !ok {
-		return
-	}
-	target, ok := j.target(cmd, req.Key, "approved", schemas.StatusHeld)
-	if !ok {
-		return
-	}
+func (j *job) approve(ctx context.Context, cmd schemas.Command, req schemas.Decision, target schemas.Record, version *int64) {
 	a := j.e.actions[target.Action]
-	if a == nil {
-		j.reject(cmd, schemas.CodeUnknownAction, fmt.Sprintf("held key %q: action %q is no longer configured", req.Key, target.Action), true)
-		return
-	}
 	rec, now := j.decided(target, cmd, req, "approved")
 	rec.Error = nil
 	rec.StartedAt = &now
@@ -193,33 +129,50 @@ func (j *job) approve(ctx context.Context, cmd schemas.Command, version *int64) 
 	if j.err != nil {
 		return
 	}
-	var st schemas.Status
+	j.answerApproved(cmd, req.Key, "")
+}
+
+// applied answers an approval that was applied before it was answered:
+// its execution committed its intent (the record carries the approval's
+// id), then a restart interrupted it, and the approval is consumed again.
+// The held command's execution is inherited if still in progress — not
+// started a second time — and the approval is answered as applied, never
+// rejected not_unresolved for an approval that took effect.
+func (j *job) applied(ctx context.Context, cmd schemas.Command, rec schemas.Record, version *int64) {
+	if rec.Status == schemas.StatusInProgress {
+		orig := schemas.Command{ID: rec.Command.ID, Subject: rec.Entity, IdempotencyKey: rec.IdempotencyKey}
+		j.inherit(ctx, orig, rec, version)
+		if j.err != nil {
+			return
+		}
+	}
+	j.answerApproved(cmd, rec.IdempotencyKey, rec.Status)
+}
+
+// answerApproved answers an approval with the status its execution left
+// the key in: this job's own record of the key if it wrote one, else st.
+func (j *job) answerApproved(cmd schemas.Command, key string, st schemas.Status) {
 	for i := len(j.emits) - 1; i >= 0; i-- {
-		if r := j.emits[i].journal; r != nil && r.IdempotencyKey == req.Key && r.Entity == cmd.Subject {
+		if r := j.emits[i].journal; r != nil && r.IdempotencyKey == key && r.Entity == cmd.Subject {
 			st = r.Status
 			break
 		}
 	}
-	j.answerDecision(cmd, map[string]string{"approved": req.Key, "status": string(st)})
+	j.answerDecision(cmd, map[string]string{"approved": key, "status": string(st)})
 }
 
 // release frees a final key of the entity (docs/events.md#execution-records Release): the record
-// stays, marked released, and the next command with the key is new work.
-// Unresolved records are settled by resolve first: releasing one would
-// let the effect happen twice without anyone having looked.
-func (j *job) release(cmd schemas.Command) {
-	req, ok := j.decision(cmd)
-	if !ok {
-		return
-	}
-	target, ok := j.target(cmd, req.Key, "released", schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected)
-	if !ok {
-		return
-	}
+// stays, marked released, and the commands after the release with the key
+// are new work. Unresolved records are settled by resolve first: releasing
+// one would let the effect happen twice without anyone having looked.
+func (j *job) release(cmd schemas.Command, req schemas.Decision, target schemas.Record) {
 	now := time.Now().UTC()
 	rel := target
 	rel.Executor = j.e.cfg.ExecutorID
-	rel.Release = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: target.Status}
+	// The release takes effect after its own position only: a command
+	// consumed before it and consumed again is answered as before.
+	off := cmd.Offset
+	rel.Release = &schemas.Resolution{By: req.By, At: now, Reason: req.Reason, As: target.Status, DecisionID: cmd.ID, Offset: &off}
 	j.add(emit{journal: &rel})
 	j.answerDecision(cmd, map[string]string{"released": req.Key, "status": string(target.Status)})
 }

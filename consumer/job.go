@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/consumer/decide"
+	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -68,11 +70,16 @@ type job struct {
 	deadline *time.Time
 	// intents counts intents this job committed.
 	intents int
+	// at is the command's position: every record is looked up as the
+	// command at this position sees it (decide.Seen), so a command
+	// consumed again after a restart is answered as it was the first time.
+	at decide.Position
 }
 
 func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	cmd := it.cmd
 	ent := cmd.Subject
+	j.at = decide.At(cmd)
 	j.version = *version
 	j.deadline = cmd.Deadline
 	if j.inFlight != "" && j.inFlight != cmd.IdempotencyKey {
@@ -86,85 +93,94 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 		j.fail(err)
 		return
 	}
-	if found && prev.Fingerprint != cmd.Fingerprint {
-		j.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
-			"idempotency key %q is already recorded for another command of entity %q (%s); the original record is unchanged",
-			cmd.IdempotencyKey, prev.Entity, prev.Action), false)
-		return
-	}
-	if !found && !j.claim(ent, cmd.IdempotencyKey, cmd.Fingerprint) {
-		j.reject(cmd, schemas.CodeKeyReused, fmt.Sprintf(
-			"idempotency key %q is used by another command in flight", cmd.IdempotencyKey), false)
-		return
-	}
+	in := decide.Input{Cmd: cmd, Version: *version, Now: time.Now(), Keep: j.e.retention.keep}
 	if found {
-		switch {
-		case prev.Status.Final() || prev.Status == schemas.StatusHeld:
-			j.replay(cmd, prev)
-		case prev.Status == schemas.StatusInProgress:
-			j.inherit(ctx, cmd, prev, version)
-		}
-		return
-	}
-	switch cmd.Type {
-	case TypeResolve, TypeApprove, TypeRelease:
-		if !j.authorized(cmd) {
-			return
-		}
-		switch cmd.Type {
-		case TypeResolve:
-			j.resolve(cmd)
-		case TypeApprove:
-			j.approve(ctx, cmd, version)
-		default:
-			j.release(cmd)
-		}
-		return
-	case TypeReconcile:
-		j.reconcileKey(ctx, cmd, version)
-		return
-	}
-	if cmd.Deadline != nil && time.Now().After(*cmd.Deadline) {
-		j.reject(cmd, schemas.CodeExpired, fmt.Sprintf("deadline %s passed before the command started", cmd.Deadline.Format(time.RFC3339)), true)
-		return
+		in.Record = &prev
+	} else {
+		in.ClaimedByOther = !j.claim(ent, cmd.IdempotencyKey, cmd.Fingerprint)
 	}
 	a := j.e.actions[cmd.Type]
-	if a == nil {
-		j.reject(cmd, schemas.CodeUnknownAction, fmt.Sprintf("action %q is not configured", cmd.Type), true)
-		return
+	if a != nil {
+		in.Action = policy{a.cfg}
 	}
-	if !a.cfg.SourceAllowed(cmd.Source) {
-		j.reject(cmd, schemas.CodeNotAllowed, fmt.Sprintf("source %q is not allowed for action %q", cmd.Source, cmd.Type), true)
-		return
-	}
-	if err := a.cfg.ValidateData(cmd.Data); err != nil {
-		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("data does not match the schema of %q: %v", cmd.Type, err), true)
-		return
-	}
-	if cmd.ExpectedVersion != nil && *cmd.ExpectedVersion != *version {
-		j.reject(cmd, schemas.CodeVersionConflict, fmt.Sprintf("expected entity version %d, entity %q is at %d", *cmd.ExpectedVersion, cmd.Subject, *version), true)
-		return
-	}
-	uk, err := schemas.UniqueKey(a.cfg.UniqueBy, cmd.Data)
-	if err != nil {
-		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("action %q: %v", cmd.Type, err), true)
-		return
-	}
-	if uk != "" {
-		// Checked here, in the entity's single flight: no other command
-		// of the entity runs until this one is staged, and a staged or
-		// committed holder of the tuple is visible to the check.
-		first, err := j.uniqueHolder(ent, cmd.Type, uk, cmd.IdempotencyKey)
+	d := decide.Command(in)
+	if d.Verdict == decide.LookUpUnique {
+		// Read here, in the entity's single flight: no other command of
+		// the entity runs until this one is staged, and a staged or
+		// committed holder of the tuple is visible to the read.
+		in.Holder, err = j.uniqueHolder(ent, cmd.Type, d.UniqueKey, cmd.IdempotencyKey)
 		if err != nil {
 			j.fail(err)
 			return
 		}
-		if first != "" {
-			j.duplicate(cmd, a, uk, first)
+		in.HolderKnown = true
+		d = decide.Command(in)
+	}
+	switch d.Verdict {
+	case decide.Reject:
+		j.reject(cmd, d.Code, d.Message, d.Journal)
+	case decide.Replay:
+		j.replay(cmd, prev)
+	case decide.Inherit:
+		j.inherit(ctx, cmd, prev, version)
+	case decide.Hold:
+		j.hold(cmd, d)
+	case decide.Settle:
+		j.control(ctx, cmd, version)
+	case decide.Execute:
+		j.execute(ctx, cmd, a, version, d.UniqueKey)
+	default:
+		j.fail(fmt.Errorf("decision %q (row %s) has no handler", d.Verdict, d.Row))
+	}
+}
+
+// policy is an action's configuration as decide reads it.
+type policy struct{ *config.Action }
+
+func (p policy) Unique() ([]string, bool) {
+	return p.UniqueBy, p.OnDuplicate == config.OnDuplicateHold
+}
+
+// control applies a control command: an operator decision once its
+// signature verifies, or a reconcile request.
+func (j *job) control(ctx context.Context, cmd schemas.Command, version *int64) {
+	if cmd.Type == TypeReconcile {
+		j.reconcileKey(ctx, cmd, version)
+		return
+	}
+	in := decide.DecisionInput{Cmd: cmd, SignatureErr: j.e.cfg.ControlKeys.VerifyControl(&cmd)}
+	d := decide.Operator(in)
+	if d.Verdict == decide.LookUpTarget {
+		// In the decision's own entity only: a decision never reaches
+		// another entity's record, whatever its data says.
+		t, found, err := j.lookupNamed(cmd.Subject, d.Req.Key)
+		if err != nil {
+			j.fail(err)
 			return
 		}
+		in.TargetKnown = true
+		if found {
+			in.Target, in.ActionConfigured = &t, j.e.actions[t.Action] != nil
+		}
+		d = decide.Operator(in)
 	}
-	j.execute(ctx, cmd, a, version, uk)
+	switch d.Verdict {
+	case decide.Reject:
+		if in.SignatureErr != nil {
+			j.refused(cmd, in.SignatureErr)
+		}
+		j.reject(cmd, d.Code, d.Message, d.Journal)
+	case decide.Resolve:
+		j.resolve(cmd, d.Req, *in.Target)
+	case decide.Approve:
+		j.approve(ctx, cmd, d.Req, *in.Target, version)
+	case decide.Applied:
+		j.applied(ctx, cmd, *in.Target, version)
+	case decide.Release:
+		j.release(cmd, d.Req, *in.Target)
+	default:
+		j.fail(fmt.Errorf("operator decision %q (row %s) has no handler", d.Verdict, d.Row))
+	}
 }
 
 // settleInFlight settles another key the entity has in progress — left by
@@ -348,20 +364,8 @@ func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *in
 
 // resolve applies an operator's decision (onceflight resolve) to an
 // unresolved or held record, and answers the control command itself.
-func (j *job) resolve(cmd schemas.Command) {
-	req, ok := j.decision(cmd)
-	if !ok {
-		return
-	}
+func (j *job) resolve(cmd schemas.Command, req schemas.Decision, target schemas.Record) {
 	as := schemas.Status(req.As)
-	if as != schemas.StatusSucceeded && as != schemas.StatusFailed && as != schemas.StatusRejected {
-		j.reject(cmd, schemas.CodeInvalidCommand, fmt.Sprintf("resolve: --as %q, want succeeded, failed or rejected", req.As), true)
-		return
-	}
-	target, ok := j.target(cmd, req.Key, "resolved", schemas.StatusUnresolved, schemas.StatusHeld)
-	if !ok {
-		return
-	}
 	res, now := j.decided(target, cmd, req, as)
 	res.Status = as
 	res.FinishedAt = &now
@@ -403,12 +407,6 @@ func (j *job) reject(cmd schemas.Command, code, msg string, journal bool) {
 }
 
 func (j *job) replay(cmd schemas.Command, prev schemas.Record) {
-	ret := j.e.retention
-	if prev.FinishedAt != nil && ret.keep > 0 && time.Since(*prev.FinishedAt) > ret.keep {
-		j.reject(cmd, schemas.CodeKeyExpired, fmt.Sprintf("idempotency key %q finished at %s, beyond dedupe retention; its result was dropped",
-			cmd.IdempotencyKey, prev.FinishedAt.Format(time.RFC3339)), false)
-		return
-	}
 	j.e.m.replays.Inc()
 	// The command that produced the record, consumed again after a
 	// crash between commit and offset, is a republication: same outcome
@@ -459,15 +457,29 @@ func (j *job) undecodable(r *kgo.Record, err error) {
 	j.add(emit{outcome: &rec, causation: ref})
 }
 
-// lookup is the record of (entity, key) as this job sees it: its own
-// records, then the staged ones, then Pebble. A released record (docs/events.md#execution-records
-// Release) or one past key_memory is no record: the key is new work.
+// lookup is the record of (entity, key) as this job's command sees it at
+// its position (decide.Seen): its own records, then the staged ones, then
+// Pebble. A record released before the command, a rejection of an earlier
+// command that is not final for the key, or one past key_memory is no
+// record: the key is new work.
 func (j *job) lookup(entity, key string) (schemas.Record, bool, error) {
 	rec, ok, err := j.lookupAny(entity, key)
-	if ok && rec.Release != nil {
-		return schemas.Record{}, false, err
+	if err != nil {
+		return rec, false, err
 	}
-	return rec, ok, err
+	rec, ok = decide.Seen(rec, ok, j.at)
+	return rec, ok, nil
+}
+
+// lookupNamed is the record an operator decision names, as the decision
+// sees it at its position (decide.Named).
+func (j *job) lookupNamed(entity, key string) (schemas.Record, bool, error) {
+	rec, ok, err := j.lookupAny(entity, key)
+	if err != nil {
+		return rec, false, err
+	}
+	rec, ok = decide.Named(rec, ok, j.at)
+	return rec, ok, nil
 }
 
 func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
@@ -520,6 +532,7 @@ func (j *job) fail(err error) {
 // every time it is consumed. Unresolved, because an attempt may have been
 // sent before the panic; an operator can look and resolve it.
 func (j *job) safeHandle(ctx context.Context, it *item, version *int64) {
+	j.at = decide.At(it.cmd)
 	defer func() {
 		r := recover()
 		if r == nil {

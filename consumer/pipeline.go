@@ -464,7 +464,10 @@ func (p *pipeline) stop(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
-			return fmt.Errorf("shutdown: workers did not stop: %w", ctx.Err())
+			// Returning now would leave workers running under a store
+			// the caller is about to close: wait, and say what we wait for.
+			p.e.log.Error("shutdown: commands still running 5s after they were interrupted (a connector that ignores its context?); waiting for them")
+			<-done
 		}
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

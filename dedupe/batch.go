@@ -188,6 +188,10 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 	if len(b.records) == 0 && len(b.entities) == 0 && len(b.progress) == 0 {
 		return nil
 	}
+	if err := b.s.enter(); err != nil {
+		return err
+	}
+	defer b.s.leave()
 	if err := b.s.usable(); err != nil {
 		return err
 	}
@@ -332,6 +336,7 @@ func (b *Batch) Close() {
 	if b.it != nil {
 		_ = b.it.Close()
 		b.it = nil
+		b.s.leave() // entered by iter
 	}
 }
 
@@ -343,11 +348,18 @@ func (b *Batch) Close() {
 // another (see Batch).
 func (b *Batch) iter() (*pebble.Iterator, error) {
 	if b.it == nil {
+		// The iterator lives until Close: the batch is inside the store
+		// until then, and the store's Close waits for it.
+		if err := b.s.enter(); err != nil {
+			return nil, err
+		}
 		if err := b.s.usable(); err != nil {
+			b.s.leave()
 			return nil, err
 		}
 		it, err := b.s.db.NewIter(&pointIterOptions)
 		if err != nil {
+			b.s.leave()
 			return nil, fmt.Errorf("dedupe: new iterator: %w", err)
 		}
 		b.it = it

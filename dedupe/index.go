@@ -31,6 +31,10 @@ func (s *Store) ByStatus(status schemas.Status, limit int) ([]schemas.Record, er
 // and records are read from one snapshot, so a batch committed meanwhile is
 // either wholly seen or not at all.
 func (s *Store) listIndex(prefixes []string, status schemas.Status, limit int) ([]schemas.Record, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -92,6 +96,10 @@ func prefixEnd(prefix []byte) []byte {
 // CountUnresolved counts the unresolved records of the given partitions
 // from the "u/" index alone: a gauge needs the number, not the records.
 func (s *Store) CountUnresolved(partitions []int32) (int, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
 	if err := s.usable(); err != nil {
 		return 0, err
 	}

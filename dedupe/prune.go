@@ -128,6 +128,10 @@ func (s *Store) Prune(ctx context.Context, now time.Time, keep, memory time.Dura
 	if keep > 0 && memory > 0 && memory < keep {
 		return st, fmt.Errorf("dedupe: prune: memory %s is shorter than keep %s", memory, keep)
 	}
+	if err := s.enter(); err != nil {
+		return st, err
+	}
+	defer s.leave()
 	if err := s.usable(); err != nil {
 		return st, err
 	}
@@ -166,6 +170,10 @@ func (s *Store) Prune(ctx context.Context, now time.Time, keep, memory time.Dura
 // rewrites every table: call it rarely (after a large backlog was pruned),
 // not after every Prune.
 func (s *Store) Compact(ctx context.Context) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	if err := s.usable(); err != nil {
 		return err
 	}

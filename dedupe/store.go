@@ -49,6 +49,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -128,6 +129,9 @@ type Store struct {
 	db     *pebble.DB
 	log    *slog.Logger
 	closed atomic.Bool
+	// inside counts the calls running in the store, and the batches that
+	// hold an iterator: Close waits for it to reach 0 (enter, leave).
+	inside atomic.Int64
 	// fail is set once, by Pebble's Fatalf or its DataCorruption event on
 	// whichever goroutine met the failure, and read (atomically) by every
 	// call (failure.go). The pointer itself is fixed by Open.
@@ -346,15 +350,44 @@ func (s *Store) checkFormat() error {
 
 // Close closes the database. Batches not committed are lost, which is safe:
 // their journal entries are replayed from Progress on the next start.
+//
+// Calls that begin after Close return ErrClosed; Close waits for the calls
+// already inside the store (and for batches holding an iterator to be
+// closed) before it closes Pebble, which would otherwise panic under them
+// ("pebble: closed"). A caller shuts down in order — stop the executor and
+// its chores, then close the store — so the wait is short; a Prune inside
+// is stopped by its context.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	for s.inside.Load() > 0 {
+		time.Sleep(time.Millisecond)
 	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("dedupe: close: %w", err)
 	}
 	return nil
 }
+
+// enter admits a call into the store, or refuses it (ErrClosed) once Close
+// has begun. A call that enters is waited for by Close until it leaves.
+// Entering again from inside a call is fine. The counter is raised before
+// closed is read, and Close sets closed before it reads the counter, so
+// of a call and a Close that race at least one sees the other (Go's
+// atomics are sequentially consistent): the call backs out, or Close
+// waits for it.
+func (s *Store) enter() error {
+	s.inside.Add(1)
+	if s.closed.Load() {
+		s.inside.Add(-1)
+		return ErrClosed
+	}
+	return nil
+}
+
+// leave ends a call admitted by enter.
+func (s *Store) leave() { s.inside.Add(-1) }
 
 // Lookup returns the record of an idempotency key, if any.
 //
@@ -363,6 +396,10 @@ func (s *Store) Close() error {
 // filter of the bottom level, where nearly all keys live: for a miss (every
 // new key) it reads an index and a data block, ~3.7x slower (measured on these machines).
 func (s *Store) Lookup(entity, key string) (schemas.Record, bool, error) {
+	if err := s.enter(); err != nil {
+		return schemas.Record{}, false, err
+	}
+	defer s.leave()
 	return s.lookupIn(s.db, scope(entity, key))
 }
 
@@ -370,6 +407,10 @@ func (s *Store) Lookup(entity, key string) (schemas.Record, bool, error) {
 // (normally one), in entity order, from the x/ index. Operators ask for a
 // key without knowing its entity (GET /v1/executions/{key}).
 func (s *Store) LookupKey(key string) ([]schemas.Record, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -404,6 +445,10 @@ func (s *Store) LookupKey(key string) ([]schemas.Record, error) {
 // checks each record's current status and age; an index entry only says
 // where to look.
 func (s *Store) UniqueHolders(entity, action, uniqueKey string) ([]string, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -441,6 +486,10 @@ func (s *Store) lookupIn(src iterSource, sc string) (schemas.Record, bool, error
 
 // Entity returns the state of an entity, if any record was written for it.
 func (s *Store) Entity(entity string) (EntityState, bool, error) {
+	if err := s.enter(); err != nil {
+		return EntityState{}, false, err
+	}
+	defer s.leave()
 	if err := s.usable(); err != nil {
 		return EntityState{}, false, err
 	}
@@ -469,6 +518,10 @@ func (s *Store) Entity(entity string) (EntityState, bool, error) {
 // Progress returns the journal position of a partition; the zero Progress
 // (offset 0: replay from the start) if none was stored.
 func (s *Store) Progress(partition int32) (Progress, error) {
+	if err := s.enter(); err != nil {
+		return Progress{}, err
+	}
+	defer s.leave()
 	var p Progress
 	if _, err := s.get(s.db, progressKey(partition), &p); err != nil {
 		return Progress{}, err
@@ -483,6 +536,10 @@ func (s *Store) Progress(partition int32) (Progress, error) {
 // overwritten by that restore. Stale records are never trusted without
 // replaying the journal up to its end first, which is the restorer's job.
 func (s *Store) DropPartition(partition int32) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	if err := s.usable(); err != nil {
 		return err
 	}

@@ -191,7 +191,11 @@ func FuzzDecodeRecordFast(f *testing.F) {
 	settled := testRecord()
 	settled.Resolution = &Resolution{By: "ann", At: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), Reason: "checked", As: StatusSucceeded, DecisionID: "ctl-1"}
 	settled.Release = &Resolution{By: "bob", At: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Reason: "again", As: StatusSucceeded}
-	for _, rec := range []Record{testRecord(), htmlRecord(), settled, {}} {
+	positioned := settled
+	off := int64(1250)
+	positioned.Release = &Resolution{By: "bob", At: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Reason: "again", As: StatusSucceeded, DecisionID: "rel-1", Offset: &off}
+	f.Add([]byte(`{"release":{"offset":null,"by":"x"}}`))
+	for _, rec := range []Record{testRecord(), htmlRecord(), settled, positioned, {}} {
 		b, _ := AppendRecord(nil, &rec)
 		f.Add(b)
 		j, _ := json.Marshal(rec)

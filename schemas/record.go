@@ -78,7 +78,20 @@ type Resolution struct {
 	// decision; the settlement's outcome id derives from it (OutcomeIDOf).
 	// Empty in records written before 2026-12-01.
 	DecisionID string `json:"decision_id,omitempty"`
+	// Offset is the position of the control command that carried the
+	// decision, in the commands partition of the record (the record's
+	// command.partition). A release takes effect only for commands after
+	// it: a command consumed before it and consumed again (a restart
+	// before the committed offset passed it) gets the answer it got the
+	// first time, not a fresh execution. Absent in records written before
+	// 2026-12-02, whose release applies to every later lookup.
+	Offset *int64 `json:"offset,omitempty"`
 }
+
+// After reports whether a command at offset off (in the record's
+// partition) comes after the decision r, so that the decision applies to
+// it. A decision without a recorded position applies to every command.
+func (r *Resolution) After(off int64) bool { return r.Offset == nil || off > *r.Offset }
 
 // Record is the execution record of one idempotency key (docs/events.md#execution-records). The journal
 // holds every state change of it; outcome events carry it as data.

@@ -274,6 +274,13 @@ func (d *recDecoder) resolution(dst **Resolution) bool {
 			return 3, d.status(&r.As)
 		case "decision_id":
 			return 4, d.str(&r.DecisionID)
+		case "offset":
+			if d.isNull() {
+				return 5, true
+			}
+			var off int64
+			r.Offset = &off
+			return 5, d.int64(&off)
 		}
 		return 0, false
 	})

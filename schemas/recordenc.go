@@ -175,6 +175,10 @@ func appendResolution(b []byte, head string, r *Resolution) ([]byte, error) {
 		b = append(b, `,"decision_id":`...)
 		b = appendJCSString(b, r.DecisionID)
 	}
+	if r.Offset != nil {
+		b = append(b, `,"offset":`...)
+		b = appendJCSInt(b, *r.Offset)
+	}
 	b = append(b, `,"reason":`...)
 	b = appendJCSString(b, r.Reason)
 	return append(b, '}'), nil

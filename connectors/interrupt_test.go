@@ -1,0 +1,47 @@
+package connectors_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/connectors"
+	httpconn "github.com/onceflight/onceflight/connectors/http"
+)
+
+// TestPerformStoppedWhileRequestInFlight: a graceful stop cancels the
+// context of a request the service has received but not answered. With
+// no way to confirm, that is not the connector's ambiguity but the
+// executor's own stop: the attempt is interrupted (left in_progress for
+// the next owner, who waits for its deadline and settles it), never
+// committed unresolved ambiguous_no_confirm, which would need a person.
+func TestPerformStoppedWhileRequestInFlight(t *testing.T) {
+	arrived, quit := make(chan struct{}, 1), make(chan struct{})
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-quit:
+		}
+	}))
+	defer svc.Close()
+	defer close(quit)
+	conn, err := httpconn.New(httpconn.Config{URL: svc.URL + "/pay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fastPolicy()
+	p.Timeout = 10 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	d := connectors.Perform(ctx, conn, req("k"), p)
+	if d.Code != connectors.CodeInterrupted || d.Attempts != 1 {
+		t.Fatalf("stopped with the request in flight: %s %s (%s) after %d attempts, want %s after 1",
+			d.Outcome, d.Code, d.Message, d.Attempts, connectors.CodeInterrupted)
+	}
+}

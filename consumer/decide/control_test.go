@@ -1,0 +1,62 @@
+package decide
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// TestOperatorRows: every row of the operator decision table.
+func TestOperatorRows(t *testing.T) {
+	decision := func(typ string, d schemas.Decision) schemas.Command {
+		data, _ := json.Marshal(d)
+		return schemas.Command{ID: "d1", Type: typ, Subject: "order-1", IdempotencyKey: typ + "/d1", Data: data}
+	}
+	ok := schemas.Decision{Key: "k1", Reason: "checked", By: "ann", As: "succeeded"}
+	target := func(st schemas.Status, decidedBy string) *schemas.Record {
+		r := &schemas.Record{IdempotencyKey: "k1", Entity: "order-1", Action: "pay", Status: st}
+		if decidedBy != "" {
+			r.Resolution = &schemas.Resolution{As: "approved", DecisionID: decidedBy}
+		}
+		return r
+	}
+	hit := map[string]bool{}
+	for _, tc := range []struct {
+		name string
+		in   DecisionInput
+		row  string
+		verd Verdict
+		code string
+	}{
+		{"unsigned", DecisionInput{Cmd: decision(schemas.TypeResolve, ok), SignatureErr: schemas.ErrNotSigned}, "refused", Reject, schemas.CodeNotAllowed},
+		{"no key configured", DecisionInput{Cmd: decision(schemas.TypeRelease, ok), SignatureErr: schemas.ErrNoControlKeys}, "refused", Reject, schemas.CodeNotAllowed},
+		{"no reason", DecisionInput{Cmd: decision(schemas.TypeApprove, schemas.Decision{Key: "k1"})}, "malformed", Reject, schemas.CodeInvalidCommand},
+		{"resolve as held", DecisionInput{Cmd: decision(schemas.TypeResolve, schemas.Decision{Key: "k1", Reason: "r", As: "held"})}, "malformed", Reject, schemas.CodeInvalidCommand},
+		{"target not looked up", DecisionInput{Cmd: decision(schemas.TypeResolve, ok)}, "target-lookup", LookUpTarget, ""},
+		{"approve applied, in progress", DecisionInput{Cmd: decision(schemas.TypeApprove, ok), TargetKnown: true, Target: target(schemas.StatusInProgress, "d1")}, "applied", Applied, ""},
+		{"approve applied, settled", DecisionInput{Cmd: decision(schemas.TypeApprove, ok), TargetKnown: true, Target: target(schemas.StatusSucceeded, "d1")}, "applied", Applied, ""},
+		{"approve of a record another approval settled", DecisionInput{Cmd: decision(schemas.TypeApprove, ok), TargetKnown: true, Target: target(schemas.StatusSucceeded, "d0"), ActionConfigured: true}, "not-applicable", Reject, schemas.CodeNotUnresolved},
+		{"no record", DecisionInput{Cmd: decision(schemas.TypeResolve, ok), TargetKnown: true}, "not-applicable", Reject, schemas.CodeNotUnresolved},
+		{"resolve of succeeded", DecisionInput{Cmd: decision(schemas.TypeResolve, ok), TargetKnown: true, Target: target(schemas.StatusSucceeded, "")}, "not-applicable", Reject, schemas.CodeNotUnresolved},
+		{"release of unresolved", DecisionInput{Cmd: decision(schemas.TypeRelease, ok), TargetKnown: true, Target: target(schemas.StatusUnresolved, "")}, "not-applicable", Reject, schemas.CodeNotUnresolved},
+		{"approve, action gone", DecisionInput{Cmd: decision(schemas.TypeApprove, ok), TargetKnown: true, Target: target(schemas.StatusHeld, "")}, "action-gone", Reject, schemas.CodeUnknownAction},
+		{"resolve of unresolved", DecisionInput{Cmd: decision(schemas.TypeResolve, ok), TargetKnown: true, Target: target(schemas.StatusUnresolved, "")}, "resolve", Resolve, ""},
+		{"resolve of held", DecisionInput{Cmd: decision(schemas.TypeResolve, ok), TargetKnown: true, Target: target(schemas.StatusHeld, "")}, "resolve", Resolve, ""},
+		{"approve of held", DecisionInput{Cmd: decision(schemas.TypeApprove, ok), TargetKnown: true, Target: target(schemas.StatusHeld, ""), ActionConfigured: true}, "approve", Approve, ""},
+		{"release of rejected", DecisionInput{Cmd: decision(schemas.TypeRelease, ok), TargetKnown: true, Target: target(schemas.StatusRejected, "")}, "release", Release, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Operator(tc.in)
+			wantRow(t, d.Decision, tc.row, tc.verd, tc.code)
+			if d.Verdict == Reject && (!d.Journal || d.Message == "") {
+				t.Fatalf("a refused decision is answered with a message and journaled: %+v", d)
+			}
+			if d.Verdict != Reject && d.Req.Key != "k1" {
+				t.Fatalf("decision data not parsed: %+v", d.Req)
+			}
+			hit[d.Row] = true
+		})
+	}
+	covered(t, DecisionRows, hit)
+}
