@@ -60,6 +60,7 @@ type checkpointer struct {
 	e      *Executor
 	cfg    CheckpointConfig
 	kick   chan struct{}
+	ctx    context.Context // ends at stop: the loop's and the rebuilds'
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -133,7 +134,7 @@ func (c *checkpointer) start(ctx context.Context) error {
 		return fmt.Errorf("consumer: topic %s has %d partitions, want at least %d (one per journal partition)", c.cfg.Topic, n, c.e.nPart)
 	}
 	lctx, cancel := context.WithCancel(ctx)
-	c.cancel = cancel
+	c.ctx, c.cancel = lctx, cancel
 	c.wg.Go(func() {
 		t := time.NewTicker(c.cfg.Interval)
 		defer t.Stop()
@@ -229,7 +230,7 @@ func headerEpoch(r *kgo.Record) int64 {
 // by an earlier owner whose transactions are over (fenced by our epoch
 // marker), so the journal below target no longer changes.
 func (c *checkpointer) rebuild(p int32, st *cpPart, target int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.e.cfg.TransactionTimeout+time.Minute)
+	ctx, cancel := context.WithTimeout(c.ctx, c.e.cfg.TransactionTimeout+time.Minute)
 	defer cancel()
 	tree, err := c.treeAt(ctx, p, target)
 	c.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
@@ -211,5 +212,25 @@ func TestRequireSignedWithoutKey(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("an executor without its signing key started")
+	}
+}
+
+// With checkpoints and signed transactions on, Run still leaves nothing
+// running: the checkpoint loop, the tree rebuilds and the last publish end
+// before it returns.
+func TestRunLeavesNothingRunningSigned(t *testing.T) {
+	h := executortest.New(t)
+	k := newExecKey(t, "executor-a")
+	tk := trustedKeys(t, k.line)
+	h.Opts = append(signing(k, tk), consumer.WithCheckpoints(consumer.CheckpointConfig{Signer: k.signer, Trusted: tk, Interval: 20 * time.Millisecond}))
+	before := goleak.IgnoreCurrent()
+	dir := t.TempDir()
+	for i := range 3 {
+		h.Start(dir)
+		answerOne(t, h.Brokers, fmt.Sprintf("c%d", i))
+		h.Stop()
+		if err := goleak.Find(append(brokerSide, before)...); err != nil {
+			t.Fatalf("round %d: goroutines left after Run returned:\n%v", i, err)
+		}
 	}
 }
