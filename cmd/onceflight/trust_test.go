@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,5 +129,42 @@ func TestAuditWithAPublicKey(t *testing.T) {
 	code, _, errOut = execCLI(ctx, "serve", "--brokers", addr, "--config", cfg, "--data-dir", t.TempDir(), "--checkpoint-key-file", key)
 	if code != exitUsage || !strings.Contains(errOut, key) || !strings.Contains(errOut, "chmod 600") {
 		t.Errorf("key file 0644: exit %d %s", code, errOut)
+	}
+}
+
+type fixedCheckpoints map[int32][]byte
+
+func (f fixedCheckpoints) Checkpoints() map[int32][]byte { return f }
+
+// GET /checkpoints answers the notes in partition order, one after
+// another, without credentials; other paths go to the records API.
+func TestCheckpointsEndpoint(t *testing.T) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	srv := httptest.NewServer(withCheckpoints(fixedCheckpoints{1: []byte("note-1\n"), 0: []byte("note-0\n")}, next))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/checkpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "note-0\n\nnote-1\n\n" {
+		t.Fatalf("GET /checkpoints: %d %q", resp.StatusCode, body)
+	}
+	resp, err = http.Post(srv.URL+"/checkpoints", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /checkpoints: %d", resp.StatusCode)
+	}
+	resp, err = http.Get(srv.URL + "/v1/executions/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTeapot {
+		t.Fatalf("other paths: %d", resp.StatusCode)
 	}
 }
