@@ -134,6 +134,7 @@ func TestUnsignedJournalRecordRefused(t *testing.T) {
 	if err := nb.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	h.Audit() // the guarantee checks read past the seals
 
 	p := forge(t, h, "order-0")
 	// Takeover by another executor (fresh data dir: restore from the journal).
