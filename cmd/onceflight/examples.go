@@ -43,7 +43,7 @@ var examples = map[string]string{
 	"onceflight audit checkpoints": `  onceflight audit checkpoints --trusted-keys trusted-keys --out saved-checkpoints`,
 	"onceflight audit verify": `  onceflight audit verify --checkpoints saved-checkpoints --trusted-keys trusted-keys
   onceflight audit verify --checkpoints topic --require-signed --trusted-keys trusted-keys --format json`,
-	"onceflight audit prove": `  onceflight audit prove refund-1042 --entity order-1042 --trusted-keys trusted-keys --out proofs/`,
+	"onceflight audit prove":       `  onceflight audit prove refund-1042 --entity order-1042 --trusted-keys trusted-keys --out proofs/`,
 	"onceflight audit check-proof": `  onceflight audit check-proof proofs/*.tlog-proof --trusted-keys trusted-keys`,
 	"onceflight demo": `  onceflight demo
   onceflight demo --console 127.0.0.1:8090   # keep running; open http://127.0.0.1:8090/
