@@ -110,7 +110,9 @@ func newSlowServer(b *testing.B) *slowServer {
 	return s
 }
 
-func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop, repeats bool) {
+// benchThroughput returns the rate and the CPU per command it reported;
+// opts are more executor options (BenchmarkNoopCheckpoints).
+func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop, repeats bool, opts ...consumer.Option) (float64, float64) {
 	b.StopTimer()
 	n := b.N
 	srv := newSlowServer(b)
@@ -194,6 +196,7 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop, re
 		c.Partitions, c.MaxInflight, c.MaxPollRecords, c.ExecutorID = benchPartitions, inflight, poll, "bench"
 		c.ClockDrift = 0 // the executor's default, as the benchmark has always run
 	}
+	h.Opts = opts
 	h.Start(b.TempDir())
 	defer h.Stop()
 	ex := h.Ex
@@ -258,6 +261,7 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop, re
 	if cy := committedCycles(b, reg); cy > 0 {
 		b.ReportMetric(float64(n)/cy, "cmds/txn")
 	}
+	return rate, float64(cpu.Microseconds()) / float64(n)
 }
 
 // processCPU is user+system CPU time of this process so far.

@@ -425,6 +425,12 @@ func (c *committer) flush(ctx context.Context) error {
 		c.putBack(queue)
 		return errIdle
 	}
+	seals, err := e.seals.seal(tx.ob)
+	if err != nil {
+		c.putBack(queue)
+		return err
+	}
+	tx.seals = seals
 	for _, it := range tx.items {
 		it.st.markStaged(it.off)
 	}
@@ -496,6 +502,7 @@ type txn struct {
 	intents   []*intentReq
 	items     []*stagedItem
 	markers   []*markerReq
+	seals     *txSeals // WithSignedJournal: the seals added and every entry's leaf hash
 }
 
 func (c *committer) encode(queue []entry) *txn {
@@ -640,6 +647,8 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 	}
 	c.p.applied(tx.journaled)
 	c.p.settled(tx.items)
+	c.e.seals.committed(tx.seals)
+	c.e.cp.committed(tx.ob.Entries(), tx.seals)
 	for _, r := range tx.intents {
 		answer(r.done, nil)
 	}

@@ -83,6 +83,11 @@ type Executor struct {
 	// restores still waiting for one give up (waitPipeline) instead of
 	// holding Close until RestoreTimeout.
 	closing atomic.Pointer[kgo.Client]
+	// cp publishes signed checkpoints (WithCheckpoints); nil: none.
+	cp *checkpointer
+	// seals signs journal transactions and checks restores
+	// (WithSignedJournal); nil: neither.
+	seals *sealer
 }
 
 // Option configures an Executor.
@@ -217,6 +222,17 @@ func (e *Executor) Run(ctx context.Context) error {
 			return nil // stopped while starting: not a failure
 		}
 		return err
+	}
+	if e.seals != nil {
+		if err := e.seals.validate(); err != nil {
+			return err
+		}
+	}
+	if e.cp != nil {
+		if err := e.cp.start(ctx); err != nil {
+			return err
+		}
+		defer e.cp.stop() // after the loop below: publishes what it wrote
 	}
 	// The chores run until Run ends, and Run waits for them: deferred
 	// after the actions' close and the plain client's, so they run first
@@ -405,7 +421,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			slots <- struct{}{}
 			defer func() { <-slots }()
 			st, err := e.restore(rctx, cl, as, p)
-			if errors.Is(err, errJournalGap) {
+			if errors.Is(err, errJournalGap) || errors.Is(err, errUnsigned) {
 				e.hold(cl, p, err)
 				return
 			}

@@ -219,10 +219,19 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 		n = 0
 		return nil
 	}
-	for prog.JournalOffset < target {
+	// With signed transactions required, records reach the batch only
+	// once a trusted seal covers them, and the progress moves only past
+	// them: a restart never skips a record it held back.
+	gate := e.seals.gate(p)
+	apply := func(r *kgo.Record) {
+		e.applyJournal(b, r, &prog)
+		prog.JournalOffset = r.Offset + 1
+		n++
+	}
+	for read := prog.JournalOffset; read < target; {
 		fetches := rd.PollFetches(wctx)
 		if wctx.Err() != nil {
-			return prog, fmt.Errorf("catch up partition %d: reached offset %d of %d: %w", p, prog.JournalOffset, target, wctx.Err())
+			return prog, fmt.Errorf("catch up partition %d: reached offset %d of %d: %w", p, read, target, wctx.Err())
 		}
 		fetches.EachError(func(_ string, _ int32, err error) {
 			e.log.Warn("catch up: fetch error", "partition", p, "err", err)
@@ -234,19 +243,45 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 					return prog, err
 				}
 			}
-			prog.JournalOffset = r.Offset + 1
-			if r.Attrs.IsControl() {
+			read = r.Offset + 1
+			switch {
+			case r.Attrs.IsControl():
+				if gate == nil || gate.Idle() {
+					prog.JournalOffset = r.Offset + 1
+				}
 				continue
+			case gate == nil:
+				apply(r)
+			default:
+				if _, err := e.gated(gate, r, apply, gate.Sealed() >= 1000); err != nil {
+					return prog, e.unsignedHeld(p, err)
+				}
 			}
-			e.applyJournal(b, r, &prog)
-			if n++; n >= 1000 {
+			if n >= 1000 {
 				if err := flush(); err != nil {
 					return prog, err
 				}
 			}
 		}
 	}
+	if gate != nil {
+		if _, err := e.gated(gate, nil, apply, true); err != nil {
+			return prog, e.unsignedHeld(p, err)
+		}
+		if err := gate.End(); err != nil {
+			if ferr := flush(); ferr != nil {
+				return prog, ferr
+			}
+			return prog, e.unsignedHeld(p, fmt.Errorf("%w: %v", errUnsigned, err))
+		}
+	}
 	return prog, flush()
+}
+
+// unsignedHeld is the reason a partition is held for records no trusted
+// signature covers; what was trusted before them stays applied.
+func (e *Executor) unsignedHeld(p int32, err error) error {
+	return fmt.Errorf("journal %s partition %d: %w. The partition is held and nothing is executed on their account; find who wrote them (docs/trust.md#threat-model) and remove them, e.g. by moving to a new journal", e.cfg.Topics.Journal, p, err)
 }
 
 // gapAcceptable decides whether deleted journal records before r could

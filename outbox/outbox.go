@@ -142,6 +142,22 @@ func (b *Batch) Epoch(p int32, epoch int64, executor string, partitions int) {
 	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r})
 }
 
+// Seal stages a seal (trust.Seal's signed note) on journal partition p,
+// after the records it covers.
+func (b *Batch) Seal(p int32, epoch int64, note []byte) {
+	r := &kgo.Record{
+		Topic:     b.topics.Journal,
+		Partition: p,
+		Key:       []byte("onceflight.seal"),
+		Value:     note,
+		Headers: []kgo.RecordHeader{
+			{Key: HeaderKind, Value: []byte(schemas.KindSeal)},
+			{Key: HeaderEpoch, Value: []byte(strconv.FormatInt(epoch, 10))},
+		},
+	}
+	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r})
+}
+
 // Outcome stages the outcome event answering command causationID with rec.
 // An event over the limit is not staged: the error wraps ErrTooLarge.
 func (b *Batch) Outcome(rec schemas.Record, causationID string, replayed bool) error {

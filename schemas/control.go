@@ -1,6 +1,8 @@
 package schemas
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -39,12 +42,27 @@ type Decision struct {
 	By     string `json:"by"`
 }
 
-// ControlKey is one HMAC key of a control key file.
+// Control key types. An HMAC key is a secret every verifier shares, so
+// every verifier can also sign; an Ed25519 key's verifiers hold only its
+// public half (docs/trust.md#threat-model).
+const (
+	KeyHMAC    = "hmac-sha256"
+	KeyEd25519 = "ed25519"
+)
+
+// ControlKey is one key of a control key file: an HMAC secret (Type ""
+// or KeyHMAC) or an Ed25519 key (KeyEd25519) whose Private half is only in
+// the operators' file.
 type ControlKey struct {
 	ID      string    `json:"id"`
-	Secret  []byte    `json:"secret"` // base64 in the file
+	Type    string    `json:"type,omitempty"`
+	Secret  []byte    `json:"secret,omitempty"`  // HMAC; base64 in the file
+	Public  []byte    `json:"public,omitempty"`  // Ed25519 public key
+	Private []byte    `json:"private,omitempty"` // Ed25519 seed (32 bytes)
 	Created time.Time `json:"created,omitzero"`
 }
+
+func (k ControlKey) isEd25519() bool { return k.Type == KeyEd25519 }
 
 // ControlKeys is a control key file: several keys by id, so a key can be
 // rotated (add a key, move the signers to it, then drop the old one).
@@ -58,8 +76,14 @@ type ControlKeys struct {
 const minControlSecret = 32
 
 // LoadControlKeys reads a control key file (written by `onceflight keygen`).
+// A file holding an Ed25519 private key that its group or others may read
+// is refused: whoever reads it can sign decisions.
 func LoadControlKeys(path string) (*ControlKeys, error) {
 	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("control key file: %w", err)
+	}
+	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("control key file: %w", err)
 	}
@@ -77,12 +101,49 @@ func LoadControlKeys(path string) (*ControlKeys, error) {
 			return nil, fmt.Errorf("control key file %s: a key has no id", path)
 		case seen[k.ID]:
 			return nil, fmt.Errorf("control key file %s: key id %q listed twice", path, k.ID)
-		case len(k.Secret) < minControlSecret:
+		case k.Type != "" && k.Type != KeyHMAC && k.Type != KeyEd25519:
+			return nil, fmt.Errorf("control key file %s: key %q has type %q, want %s or %s", path, k.ID, k.Type, KeyEd25519, KeyHMAC)
+		case !k.isEd25519() && len(k.Secret) < minControlSecret:
 			return nil, fmt.Errorf("control key file %s: key %q is %d bytes, want at least %d", path, k.ID, len(k.Secret), minControlSecret)
+		case k.isEd25519() && len(k.Secret) > 0:
+			return nil, fmt.Errorf("control key file %s: Ed25519 key %q has a secret: an Ed25519 key has public and private, an HMAC key a secret", path, k.ID)
+		case k.isEd25519() && len(k.Public) != ed25519.PublicKeySize:
+			return nil, fmt.Errorf("control key file %s: Ed25519 key %q: public is %d bytes, want %d", path, k.ID, len(k.Public), ed25519.PublicKeySize)
+		case k.isEd25519() && len(k.Private) != 0 && len(k.Private) != ed25519.SeedSize:
+			return nil, fmt.Errorf("control key file %s: Ed25519 key %q: private is %d bytes, want %d", path, k.ID, len(k.Private), ed25519.SeedSize)
+		case k.isEd25519() && len(k.Private) != 0 && !ed25519.NewKeyFromSeed(k.Private).Public().(ed25519.PublicKey).Equal(ed25519.PublicKey(k.Public)):
+			return nil, fmt.Errorf("control key file %s: Ed25519 key %q: private does not belong to public", path, k.ID)
+		case k.isEd25519() && len(k.Private) != 0 && st.Mode().Perm()&0o077 != 0:
+			return nil, fmt.Errorf("control key file %s holds the private key %q and is accessible to group or others (mode %04o); run chmod 600 %s, and give verifiers the public copy (onceflight keygen writes it)", path, k.ID, st.Mode().Perm(), path)
 		}
 		seen[k.ID] = true
 	}
 	return &ks, nil
+}
+
+// NewOperatorKey makes an Ed25519 operator key (private half included).
+func NewOperatorKey(id string) (ControlKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return ControlKey{}, fmt.Errorf("operator key: %w", err)
+	}
+	return ControlKey{ID: id, Type: KeyEd25519, Public: pub, Private: priv.Seed(), Created: time.Now().UTC().Truncate(time.Second)}, nil
+}
+
+// Public is the verifiers' copy of ks: its Ed25519 keys without their
+// private halves. HMAC keys are left out (their secret is their only
+// form); n says how many.
+func (ks *ControlKeys) Public() (pub *ControlKeys, hmacLeftOut int) {
+	pub = &ControlKeys{}
+	for _, k := range ks.Keys {
+		if !k.isEd25519() {
+			hmacLeftOut++
+			continue
+		}
+		k.Private = nil
+		pub.Keys = append(pub.Keys, k)
+	}
+	return pub, hmacLeftOut
 }
 
 // NewControlKey makes a key with a random 32-byte secret.
@@ -121,6 +182,14 @@ func (ks *ControlKeys) SignControl(c *Command) error {
 	}
 	c.Fingerprint = fp
 	k := ks.Keys[len(ks.Keys)-1]
+	if k.isEd25519() {
+		if len(k.Private) == 0 {
+			return fmt.Errorf("sign control command: key %q is public only (a verifier's copy); sign with the operator's key file, which holds its private half", k.ID)
+		}
+		c.ControlKeyID = k.ID
+		c.ControlSig = "ed25519:" + base64.StdEncoding.EncodeToString(ed25519.Sign(ed25519.NewKeyFromSeed(k.Private), controlContent(k, c)))
+		return nil
+	}
 	c.ControlKeyID = k.ID
 	c.ControlSig = controlMAC(k, c)
 	return nil
@@ -150,6 +219,16 @@ func (ks *ControlKeys) VerifyControl(c *Command) error {
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownKey, c.ControlKeyID)
 	}
+	if k.isEd25519() {
+		// Only an Ed25519 signature counts for an Ed25519 key: an HMAC
+		// made with its public half (all a verifier holds) is a forgery.
+		b64, ok := strings.CutPrefix(c.ControlSig, "ed25519:")
+		sig, err := base64.StdEncoding.DecodeString(b64)
+		if !ok || err != nil || !ed25519.Verify(ed25519.PublicKey(k.Public), controlContent(k, c), sig) {
+			return ErrBadSignature
+		}
+		return nil
+	}
 	want := controlMAC(k, c)
 	if !hmac.Equal([]byte(want), []byte(c.ControlSig)) {
 		return ErrBadSignature
@@ -157,14 +236,22 @@ func (ks *ControlKeys) VerifyControl(c *Command) error {
 	return nil
 }
 
-// controlMAC is "hmac-sha256:" + hex of HMAC-SHA256 over the framed
-// canonical content of c.
+// controlContent is what a control signature covers: a domain tag, the
+// key id, and the command's id, source, idempotency key and fingerprint,
+// each framed with its length.
+func controlContent(k ControlKey, c *Command) []byte {
+	var b bytes.Buffer
+	writeFramed(&b, []byte("onceflight/control-sig/v1"))
+	for _, s := range []string{k.ID, c.ID, c.Source, c.IdempotencyKey, c.Fingerprint} {
+		writeFramed(&b, []byte(s))
+	}
+	return b.Bytes()
+}
+
+// controlMAC is "hmac-sha256:" + hex of HMAC-SHA256 over controlContent.
 func controlMAC(k ControlKey, c *Command) string {
 	m := hmac.New(sha256.New, k.Secret)
-	writeFramed(m, []byte("onceflight/control-sig/v1"))
-	for _, s := range []string{k.ID, c.ID, c.Source, c.IdempotencyKey, c.Fingerprint} {
-		writeFramed(m, []byte(s))
-	}
+	m.Write(controlContent(k, c))
 	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -65,5 +66,84 @@ func TestControlSignature(t *testing.T) {
 	var none *ControlKeys
 	if err := none.VerifyControl(&c); !errors.Is(err, ErrNoControlKeys) {
 		t.Errorf("no keys: %v", err)
+	}
+}
+
+// Ed25519 operator keys: operators sign with the private file, verifiers
+// hold the public copy only, and nothing made from the public copy
+// passes — neither a signature (it cannot sign) nor an HMAC keyed with the
+// public key, which is the "valid-looking HMAC" a verifier could make.
+func TestControlEd25519(t *testing.T) {
+	k, err := NewOperatorKey("ops-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := &ControlKeys{Keys: []ControlKey{k}}
+	pub, left := ops.Public()
+	if left != 0 || len(pub.Keys) != 1 || pub.Keys[0].Private != nil {
+		t.Fatalf("public copy %+v", pub)
+	}
+	dir := t.TempDir()
+	opsPath, pubPath := filepath.Join(dir, "ops.json"), filepath.Join(dir, "ops.pub.json")
+	if err := os.WriteFile(opsPath, ops.Encode(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pubPath, pub.Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := LoadControlKeys(opsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := LoadControlKeys(pubPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Command{ID: "1", Source: "cli", Type: TypeRelease, Subject: "order-1", IdempotencyKey: "release/k/1",
+		Data: []byte(`{"key":"k","reason":"redo","by":"ann"}`)}
+	if err := signer.SignControl(&c); err != nil {
+		t.Fatal(err)
+	}
+	if err := verifier.VerifyControl(&c); err != nil {
+		t.Fatalf("verifier refuses the operator's decision: %v", err)
+	}
+	// The verifier's copy cannot sign.
+	v := c
+	if err := verifier.SignControl(&v); err == nil || !strings.Contains(err.Error(), "public only") {
+		t.Fatalf("verifier signed: %v", err)
+	}
+	// A forged release: an HMAC keyed with what the verifier holds.
+	forged := c
+	forged.IdempotencyKey = "release/k/2"
+	forged.ControlSig = controlMAC(ControlKey{ID: "ops-1", Secret: k.Public}, &forged)
+	if err := verifier.VerifyControl(&forged); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("HMAC with the public key: %v", err)
+	}
+	// Another signed command's signature moved onto this one.
+	moved := forged
+	moved.ControlSig = c.ControlSig
+	if err := verifier.VerifyControl(&moved); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("moved signature: %v", err)
+	}
+
+	// Bad files: named, with the problem.
+	if err := os.Chmod(opsPath, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadControlKeys(opsPath); err == nil || !strings.Contains(err.Error(), opsPath) || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("private key file 0644: %v", err)
+	}
+	other, _ := NewOperatorKey("ops-1")
+	for name, bad := range map[string]ControlKey{
+		"wrong private": {ID: "x", Type: KeyEd25519, Public: k.Public, Private: other.Private},
+		"short public":  {ID: "x", Type: KeyEd25519, Public: k.Public[:5]},
+		"with a secret": {ID: "x", Type: KeyEd25519, Public: k.Public, Secret: make([]byte, 32)},
+		"unknown type":  {ID: "x", Type: "rsa", Secret: make([]byte, 32)},
+	} {
+		p := filepath.Join(dir, "bad.json")
+		_ = os.WriteFile(p, (&ControlKeys{Keys: []ControlKey{bad}}).Encode(), 0o600)
+		if _, err := LoadControlKeys(p); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

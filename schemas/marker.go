@@ -11,9 +11,12 @@ import (
 // them, the executor's own markers; readers skip any kind they do not know,
 // so new marker kinds can be added without breaking restore or audit.
 const (
-	HeaderKind  = "onceflight-kind"
-	KindRecord  = "record"
-	KindEpoch   = "epoch"
+	HeaderKind = "onceflight-kind"
+	KindRecord = "record"
+	KindEpoch  = "epoch"
+	// KindSeal is an executor's signature over its transaction's records
+	// on the partition (trust.Seal, docs/trust.md#signed-transactions).
+	KindSeal    = "seal"
 	HeaderEpoch = "onceflight-epoch"
 )
 

@@ -109,6 +109,9 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 		},
 	}
 	kf = addKafkaFlags(cmd)
+	// Checkpoints and proofs (docs/trust.md): what an auditor checks with
+	// a public key and nothing else.
+	cmd.AddCommand(newAuditVerifyCmd(), newAuditProveCmd(), newAuditCheckProofCmd(), newAuditCheckpointsCmd())
 	fs := cmd.Flags()
 	fs.StringVar(&partitions, "partitions", "", "command/journal partitions to check, e.g. 0,3,5-7 (default all)")
 	fs.Var(format, "format", "report format: text or json")

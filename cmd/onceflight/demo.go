@@ -139,9 +139,10 @@ func runDemo(ctx context.Context, out io.Writer, keep bool, consoleAddr string, 
 		return err
 	}
 
-	// The control key, as `onceflight keygen --out FILE` writes it: the
+	// The control key, as `onceflight keygen --out FILE` writes it (Ed25519,
+	// private half included; verifiers could do with its public copy): the
 	// executor verifies operator decisions with it, the operator signs.
-	key, err := schemas.NewControlKey("demo-operator")
+	key, err := schemas.NewOperatorKey("demo-operator")
 	if err != nil {
 		return err
 	}

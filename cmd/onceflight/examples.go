@@ -36,8 +36,15 @@ var examples = map[string]string{
   onceflight approve refund-1042-b --reason "the customer asked for a second refund"`,
 	"onceflight release": `  onceflight release refund-1042 --entity order-1042 --reason "PSP rejected the refund; redo it" \
     --control-key-file /etc/onceflight/control-keys.json`,
-	"onceflight keygen": `  onceflight keygen --out /etc/onceflight/control-keys.json
-  onceflight keygen --out /etc/onceflight/control-keys.json --id ops-2027-01   # rotation: add a key`,
+	"onceflight keygen": `  onceflight keygen --out /etc/onceflight/operator-keys.json          # + operator-keys.pub.json for executors
+  onceflight keygen --out /etc/onceflight/operator-keys.json --id ops-2027-01   # rotation: add a key
+  onceflight keygen --kind executor --id executor-eu-1 --out /etc/onceflight/executor.key \
+    --trusted-keys /etc/onceflight/trusted-keys`,
+	"onceflight audit checkpoints": `  onceflight audit checkpoints --trusted-keys trusted-keys --out saved-checkpoints`,
+	"onceflight audit verify": `  onceflight audit verify --checkpoints saved-checkpoints --trusted-keys trusted-keys
+  onceflight audit verify --checkpoints topic --require-signed --trusted-keys trusted-keys --format json`,
+	"onceflight audit prove":       `  onceflight audit prove refund-1042 --entity order-1042 --trusted-keys trusted-keys --out proofs/`,
+	"onceflight audit check-proof": `  onceflight audit check-proof proofs/*.tlog-proof --trusted-keys trusted-keys`,
 	"onceflight demo": `  onceflight demo
   onceflight demo --console 127.0.0.1:8090   # keep running; open http://127.0.0.1:8090/
   onceflight demo --keep

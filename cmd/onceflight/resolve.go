@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,18 +232,41 @@ func defaultBy() string {
 }
 
 func newKeygenCmd() *cobra.Command {
-	var out, id string
+	var out, id, trusted, publicOut string
+	kind := newEnum("operator", "operator", "hmac", "executor")
 	cmd := &cobra.Command{
-		Use:   "keygen --out FILE [--id ID]",
-		Short: "Write a control key file for signing operator decisions",
-		Long: `Create a control key (32 random bytes, id ID) and write it to FILE with mode
-0600 (docs/cli.md#keygen). If FILE exists, the key is added to it: keys are
-rotated by adding a new one (signers use the last key, executors accept
-every key in the file), moving every signer to the new file, then removing
-the old key. Give the file to serve and to resolve, approve and release
-with --control-key-file (or ONCEFLIGHT_CONTROL_KEY_FILE).`,
+		Use:   "keygen --out FILE [--id ID] [--kind operator|hmac|executor]",
+		Short: "Write a key for signing operator decisions or checkpoints",
+		Long: `Create a key and write it to FILE with mode 0600 (docs/cli.md#keygen).
+
+--kind operator (the default): an Ed25519 key for operator decisions
+(resolve, approve, release), id ID. FILE holds its private half, for the
+operators' CLI and the console; the public copy, written to --public-out
+(default FILE with .pub.json), is what executors and auditors verify with
+(--control-key-file): they can check decisions but not make them.
+
+--kind hmac: a shared HMAC secret (32 random bytes), the scheme of earlier
+releases: every verifier holds the secret and could sign.
+
+For both, if FILE exists the key is added to it: keys are rotated by adding
+a new one (signers use the last key, executors accept every key in the
+file), moving every signer to the new file, then removing the old key.
+
+--kind executor writes an Ed25519 signing key for an executor's checkpoints
+instead (docs/trust.md): FILE (never overwritten) holds the private key,
+named --id; the public key is printed as a trusted-keys line, and added to
+--trusted-keys FILE when given.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kind.v == "executor" {
+				return keygenExecutor(cmd.OutOrStdout(), out, id, trusted)
+			}
+			if trusted != "" {
+				return usageErrorf("--trusted-keys goes with --kind executor")
+			}
+			if publicOut != "" && kind.v != "operator" {
+				return usageErrorf("--public-out goes with --kind operator")
+			}
 			if id == "" {
 				id = "key-" + time.Now().UTC().Format("20060102-150405")
 			}
@@ -257,24 +281,57 @@ with --control-key-file (or ONCEFLIGHT_CONTROL_KEY_FILE).`,
 					return usageErrorf("%s already holds a key with id %q: choose another --id", out, id)
 				}
 			}
-			k, err := schemas.NewControlKey(id)
+			newKey := schemas.NewOperatorKey
+			if kind.v == "hmac" {
+				newKey = schemas.NewControlKey
+			}
+			k, err := newKey(id)
 			if err != nil {
 				return err
 			}
 			ks.Keys = append(ks.Keys, k)
-			tmp := out + ".tmp"
-			if err := os.WriteFile(tmp, ks.Encode(), 0o600); err != nil {
-				return fmt.Errorf("keygen: %w", err)
+			if err := writeKeyFile(out, ks.Encode(), 0o600); err != nil {
+				return err
 			}
-			if err := os.Rename(tmp, out); err != nil {
-				return fmt.Errorf("keygen: %w", err)
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "wrote %s key %q to %s (%d keys)\n", cmp.Or(k.Type, schemas.KeyHMAC), id, out, len(ks.Keys))
+			if kind.v != "operator" {
+				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote control key %q to %s (%d keys)\n", id, out, len(ks.Keys))
+			if publicOut == "" {
+				publicOut = strings.TrimSuffix(out, ".json") + ".pub.json"
+			}
+			pub, hmacKeys := ks.Public()
+			if err := writeKeyFile(publicOut, pub.Encode(), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "wrote its public copy to %s: give that to serve, audit and auditors with --control-key-file\n", publicOut)
+			if hmacKeys > 0 {
+				fmt.Fprintf(w, "%s also holds %d HMAC key(s), left out of the public copy: executors need %s itself until decisions signed with them no longer matter\n", out, hmacKeys, out)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "the key file to create or add to")
-	cmd.Flags().StringVar(&id, "id", "", "the new key's id (default key-<UTC time>)")
+	cmd.Flags().StringVar(&id, "id", "", "the new key's id (default key-<UTC time>; executor keys: executor-<hostname>)")
+	cmd.Flags().Var(kind, "kind", "operator: an Ed25519 decision key (private file + public copy); hmac: a shared HMAC secret; executor: an Ed25519 checkpoint signing key")
+	cmd.Flags().StringVar(&publicOut, "public-out", "", "with --kind operator: where the public copy goes (default FILE with .pub.json)")
+	cmd.Flags().StringVar(&trusted, "trusted-keys", "", "with --kind executor: a trusted-keys file to add the public key to (created if missing)")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// writeKeyFile replaces path with b atomically, with mode perm.
+func writeKeyFile(path string, b []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, perm); err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	if err := os.Chmod(tmp, perm); err != nil { // WriteFile keeps the mode of an old tmp
+		return fmt.Errorf("keygen: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	return nil
 }

@@ -214,6 +214,19 @@ func TestStatusAndResolve(t *testing.T) {
 	if err := keys.VerifyControl(&c); err != nil || c.ControlKeyID != "ops-2" {
 		t.Fatalf("resolve command signature (key %q): %v", c.ControlKeyID, err)
 	}
+	// keygen's public copy (Ed25519 by default) verifies it and cannot sign.
+	pubFile := strings.TrimSuffix(keyFile, ".json") + ".pub.json"
+	pub, err := schemas.LoadControlKeys(pubFile)
+	if err != nil || !strings.HasPrefix(c.ControlSig, "ed25519:") {
+		t.Fatalf("public copy: %v, signature %q", err, c.ControlSig)
+	}
+	if err := pub.VerifyControl(&c); err != nil {
+		t.Fatalf("public copy refuses the decision: %v", err)
+	}
+	code, _, errOut = runCLI("resolve", "stuck", "--as", "failed", "--reason", "x", "--by", "me", "--brokers", addr, "--control-key-file", pubFile)
+	if code != exitError || !strings.Contains(errOut, "public only") {
+		t.Fatalf("resolve signed with the public copy: exit %d, stderr %q", code, errOut)
+	}
 
 	// The same key for two entities: status lists both, --entity narrows,
 	// and release needs --entity.

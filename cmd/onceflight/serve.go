@@ -63,6 +63,8 @@ type serveOptions struct {
 	controlKeyFile string
 	embeddedAddr   string
 	ingress        ingressOptions
+	// checkpoints: signed tree heads of the journal (docs/trust.md).
+	checkpoints checkpointOptions
 	// consoleAddr, if set, runs the operator console in-process
 	// (docs/console.md), its index under dataDir/console.
 	consoleAddr     string
@@ -147,6 +149,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.ingress.burst, "ingress-burst", 0, "ingress requests accepted at once above --ingress-rate (0: the rate, at least 1)")
 	fs.StringVar(&o.consoleAddr, "console", "", "address of the operator console (docs/console.md), run in this process with the --http authentication; off when empty")
 	fs.BoolVar(&o.consoleReadOnly, "console-read-only", false, "the console hides and refuses every decision")
+	o.checkpoints.addFlags(fs)
 	o.embeddedAddr = defaultBrokers
 	return cmd
 }
@@ -283,6 +286,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		defer cancel()
 		stopTracing(sctx)
 	}()
+	cpOpt, err := o.checkpoints.option(o.kf.Topics.Journal)
+	if err != nil {
+		return err
+	}
+	exOpts = append(exOpts, cpOpt...)
 	ex, err := consumer.New(consumer.Config{
 		Brokers:                      brokers,
 		KafkaOpts:                    conn,
@@ -333,7 +341,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	records := func(a *httpauth.Authenticator) http.Handler {
 		return api.Handler(ex, store, reg, api.WithActions(acts), api.WithAuth(a), api.WithRedaction(redact))
 	}
-	srv := &http.Server{Handler: records(auth), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: withCheckpoints(ex, records(auth)), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)

@@ -41,7 +41,7 @@ func Start(t testing.TB, yaml string) (*client.Client, *config.Config) {
 	h.UseConfig(yaml)
 	// Operator decisions must be signed: the executor verifies with this
 	// key, and the returned client signs what it sends with it.
-	key, err := schemas.NewControlKey("test")
+	key, err := schemas.NewOperatorKey("test")
 	if err != nil {
 		t.Fatal(err)
 	}

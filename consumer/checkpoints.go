@@ -1,0 +1,402 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
+)
+
+// DefaultCheckpointsTopic is where executors publish signed checkpoints.
+const DefaultCheckpointsTopic = "onceflight.checkpoints"
+
+// CheckpointConfig configures signed checkpoints (docs/trust.md): per owned
+// journal partition, the root of an RFC 6962 tree over its records, signed
+// with Signer and published to Topic every Every records or Interval,
+// whichever comes first, and at clean shutdown.
+type CheckpointConfig struct {
+	// Signer is the executor's Ed25519 note signer (trust.LoadSigner).
+	Signer note.Signer
+	// Trusted verifies the last checkpoint a new owner resumes from; nil:
+	// only checkpoints by Signer's own key are resumed from, others make
+	// the new owner rebuild the tree from the journal's first record.
+	Trusted *trust.TrustedKeys
+	// Topic; default DefaultCheckpointsTopic.
+	Topic string
+	// OriginPrefix; default "onceflight/" + the journal topic. The origin
+	// of partition p is OriginPrefix + "/" + p.
+	OriginPrefix string
+	// Every is the number of new records that triggers a checkpoint;
+	// default 10 000.
+	Every uint64
+	// Interval is the longest time new records wait for a checkpoint;
+	// default 10s.
+	Interval time.Duration
+}
+
+// WithCheckpoints makes the executor publish signed checkpoints.
+func WithCheckpoints(c CheckpointConfig) Option {
+	return func(e *Executor) { e.cp = &checkpointer{e: e, cfg: c} }
+}
+
+// checkpointer keeps one compact Merkle tree per journal partition this
+// executor writes to and publishes signed tree heads. It sees every
+// committed journal record through committed, called by the committer
+// after each transaction commits, so it signs only what this executor
+// wrote and what the partition held before it (read back from the
+// journal when it takes the partition over).
+type checkpointer struct {
+	e      *Executor
+	cfg    CheckpointConfig
+	kick   chan struct{}
+	ctx    context.Context // ends at stop: the loop's and the rebuilds'
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	parts  map[int32]*cpPart
+	latest map[int32][]byte // last published note per partition
+}
+
+// cpPart is one partition's tree. A new epoch (a new ownership) starts a
+// new cpPart, rebuilt from the last checkpoint and the journal; records
+// committed meanwhile wait in pending.
+type cpPart struct {
+	epoch     int64
+	tree      *trust.Tree // nil while rebuilding or broken
+	next      int64       // journal offset after the tree's last leaf
+	pending   []cpLeaf
+	published uint64
+	broken    error // why no checkpoints are published for it
+}
+
+type cpLeaf struct {
+	off  int64
+	hash []byte
+}
+
+func (c *checkpointer) origin(p int32) string { return trust.Origin(c.cfg.OriginPrefix, p) }
+
+// start creates the topic and starts the publishing loop.
+func (c *checkpointer) start(ctx context.Context) error {
+	if c.cfg.Signer == nil {
+		return errors.New("consumer: checkpoints: no signing key")
+	}
+	if c.cfg.Topic == "" {
+		c.cfg.Topic = DefaultCheckpointsTopic
+	}
+	if c.cfg.OriginPrefix == "" {
+		c.cfg.OriginPrefix = "onceflight/" + c.e.cfg.Topics.Journal
+	}
+	if c.cfg.Every == 0 {
+		c.cfg.Every = 10_000
+	}
+	if c.cfg.Interval <= 0 {
+		c.cfg.Interval = 10 * time.Second
+	}
+	if c.cfg.Trusted == nil {
+		// Resume from our own checkpoints at least.
+		vkey, err := signerVKey(c.cfg.Signer)
+		if err != nil {
+			return err
+		}
+		if c.cfg.Trusted, err = trust.ParseTrustedKeys("(own key)", []byte(vkey)); err != nil {
+			return err
+		}
+	}
+	c.parts, c.latest, c.kick = map[int32]*cpPart{}, map[int32][]byte{}, make(chan struct{}, 1)
+	adm := kadm.NewClient(c.e.plain)
+	// Compacted by origin: the last checkpoint of each partition stays for
+	// the next owner; auditors keep the ones they want to hold us to.
+	resp, err := adm.CreateTopic(ctx, int32(c.e.nPart), -1, map[string]*string{"cleanup.policy": new("compact")}, c.cfg.Topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("consumer: create topic %s: %w", c.cfg.Topic, err)
+	}
+	td, err := adm.ListTopics(ctx, c.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("consumer: describe topic %s: %w", c.cfg.Topic, err)
+	}
+	if n := len(td[c.cfg.Topic].Partitions); n < c.e.nPart {
+		return fmt.Errorf("consumer: topic %s has %d partitions, want at least %d (one per journal partition)", c.cfg.Topic, n, c.e.nPart)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	c.ctx, c.cancel = lctx, cancel
+	c.wg.Go(func() {
+		t := time.NewTicker(c.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-t.C:
+			case <-c.kick:
+			}
+			c.publish(lctx)
+		}
+	})
+	return nil
+}
+
+// stop ends the loop and publishes what is not yet published: a clean
+// shutdown leaves a checkpoint of everything this executor wrote.
+func (c *checkpointer) stop() {
+	if c == nil || c.cancel == nil {
+		return
+	}
+	c.cancel()
+	c.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.publish(ctx)
+}
+
+// committed adds the journal records of a committed transaction (its
+// outbox entries, in publication order, offsets set) to their trees. It
+// is the committer's only call into the checkpointer.
+func (c *checkpointer) committed(entries []outbox.Entry, ts *txSeals) {
+	if c == nil || c.parts == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	due := false
+	for i, en := range entries {
+		if en.Kind != outbox.KindJournal {
+			continue
+		}
+		r := en.Record
+		epoch := headerEpoch(r)
+		st := c.parts[r.Partition]
+		if st == nil || epoch > st.epoch {
+			// A new ownership: the journal may hold records of other
+			// owners since our tree, so it is rebuilt up to this one.
+			st = &cpPart{epoch: epoch}
+			c.parts[r.Partition] = st
+			p, target := r.Partition, r.Offset
+			c.wg.Go(func() { c.rebuild(p, st, target) })
+		}
+		var h []byte
+		if ts != nil && i < len(ts.leaves) {
+			h = ts.leaves[i] // hashed once, by the sealer
+		}
+		if h == nil {
+			h = trust.RecordLeafHash(r)
+		}
+		if st.tree == nil {
+			if st.broken == nil {
+				st.pending = append(st.pending, cpLeaf{r.Offset, h})
+			}
+			continue
+		}
+		st.tree.Append(h)
+		st.next = r.Offset + 1
+		due = due || st.tree.Size()-st.published >= c.cfg.Every
+	}
+	if due {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func headerEpoch(r *kgo.Record) int64 {
+	for _, h := range r.Headers {
+		if h.Key == schemas.HeaderEpoch {
+			n, _ := strconv.ParseInt(string(h.Value), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// rebuild makes st's tree: from the partition's last trusted checkpoint
+// (or the journal's first record) through the record before target, the
+// first record this ownership wrote. Every record below target was written
+// by an earlier owner whose transactions are over (fenced by our epoch
+// marker), so the journal below target no longer changes.
+func (c *checkpointer) rebuild(p int32, st *cpPart, target int64) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.e.cfg.TransactionTimeout+time.Minute)
+	defer cancel()
+	tree, err := c.treeAt(ctx, p, target)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		st.broken, st.pending = err, nil
+		c.e.log.Error("checkpoints: partition publishes none until its next ownership", "partition", p, "err", err)
+		return
+	}
+	for _, l := range st.pending {
+		tree.Append(l.hash)
+		st.next = l.off + 1
+	}
+	st.tree, st.pending = tree, nil
+	st.published = min(st.published, tree.Size())
+}
+
+func (c *checkpointer) treeAt(ctx context.Context, p int32, target int64) (*trust.Tree, error) {
+	tree, from := trust.NewTree(), int64(0)
+	if t, next, err := c.lastCheckpoint(ctx, p); err != nil {
+		c.e.log.Warn("checkpoints: last checkpoint not usable; rebuilding the tree from the journal's start", "partition", p, "err", err)
+	} else if t != nil && next <= target {
+		tree, from = t, next
+	}
+	if from >= target {
+		return tree, nil
+	}
+	adm := kadm.NewClient(c.e.plain)
+	starts, err := adm.ListStartOffsets(ctx, c.e.cfg.Topics.Journal)
+	if err != nil {
+		return nil, fmt.Errorf("journal start offsets: %w", err)
+	}
+	if s, ok := starts.Lookup(c.e.cfg.Topics.Journal, p); !ok || s.Err != nil {
+		return nil, fmt.Errorf("journal start offset of partition %d unknown", p)
+	} else if s.Offset > from {
+		return nil, fmt.Errorf("the journal starts at offset %d but the tree needs its records from %d (deleted by retention, and no checkpoint past them)", s.Offset, from)
+	}
+	rd, err := c.e.journalReader(p, from)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	for at := from; at < target; {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read journal partition %d to offset %d (at %d): %w", p, target, at, err)
+		}
+		for _, r := range fs.Records() {
+			if r.Offset >= target {
+				at = target
+				break
+			}
+			at = r.Offset + 1
+			if !r.Attrs.IsControl() {
+				tree.Append(trust.RecordLeafHash(r))
+			}
+		}
+	}
+	return tree, nil
+}
+
+// lastCheckpoint reads partition p's last checkpoint and returns its tree
+// (checked against the signed root) and the journal offset it ends at;
+// nil when there is none.
+func (c *checkpointer) lastCheckpoint(ctx context.Context, p int32) (*trust.Tree, int64, error) {
+	adm := kadm.NewClient(c.e.plain)
+	ends, err := adm.ListEndOffsets(ctx, c.cfg.Topic)
+	if err != nil {
+		return nil, 0, fmt.Errorf("end offsets of %s: %w", c.cfg.Topic, err)
+	}
+	end, ok := ends.Lookup(c.cfg.Topic, p)
+	if !ok || end.Err != nil || end.Offset == 0 {
+		return nil, 0, nil
+	}
+	rd, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(c.e.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.cfg.Topic: {p: kgo.NewOffset().At(end.Offset - 1)}}),
+	}, c.e.opts...)...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rd.Close()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		fs := rd.PollFetches(rctx)
+		if err := rctx.Err(); err != nil {
+			return nil, 0, fmt.Errorf("read %s partition %d: %w", c.cfg.Topic, p, err)
+		}
+		rs := fs.Records()
+		if len(rs) == 0 {
+			continue
+		}
+		return c.resume(p, rs[len(rs)-1])
+	}
+}
+
+// resume checks a checkpoint record and makes its tree.
+func (c *checkpointer) resume(p int32, r *kgo.Record) (*trust.Tree, int64, error) {
+	want := c.origin(p)
+	cp, err := trust.OpenCheckpoint(r.Value, c.cfg.Trusted, func(o string) bool { return o == want })
+	if err != nil {
+		return nil, 0, err
+	}
+	return trust.ResumeFrom(cp, r.Headers)
+}
+
+// publish signs and publishes the trees that grew since their last
+// checkpoint.
+func (c *checkpointer) publish(ctx context.Context) {
+	type snap struct {
+		p    int32
+		size uint64
+		root []byte
+		tree *trust.Tree
+		next int64
+	}
+	var snaps []snap
+	c.mu.Lock()
+	for p, st := range c.parts {
+		if st.tree != nil && st.tree.Size() > st.published {
+			snaps = append(snaps, snap{p, st.tree.Size(), st.tree.Root(), st.tree.Clone(), st.next})
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range snaps {
+		cp := &trust.Checkpoint{Origin: c.origin(s.p), Size: s.size, Root: s.root, Time: time.Now()}
+		msg, err := cp.Sign(c.cfg.Signer)
+		if err != nil {
+			c.e.log.Error("checkpoints: sign", "partition", s.p, "err", err)
+			continue
+		}
+		r := &kgo.Record{Topic: c.cfg.Topic, Partition: s.p, Key: []byte(cp.Origin), Value: msg, Headers: trust.CheckpointHeaders(s.tree, s.next)}
+		if err := c.e.plain.ProduceSync(ctx, r).FirstErr(); err != nil {
+			c.e.log.Warn("checkpoints: publish", "partition", s.p, "err", err)
+			continue
+		}
+		c.mu.Lock()
+		if st := c.parts[s.p]; st != nil {
+			st.published = max(st.published, s.size)
+		}
+		c.latest[s.p] = msg
+		c.mu.Unlock()
+	}
+}
+
+// Checkpoints returns the last checkpoint this executor published for each
+// journal partition, as signed notes (served at GET /checkpoints).
+func (e *Executor) Checkpoints() map[int32][]byte {
+	out := map[int32][]byte{}
+	if e.cp == nil {
+		return out
+	}
+	e.cp.mu.Lock()
+	defer e.cp.mu.Unlock()
+	for p, n := range e.cp.latest {
+		out[p] = n
+	}
+	return out
+}
+
+// signerVKey is the verifier key of s, which a note.Signer does not tell:
+// trust.Signer (trust.LoadSigner) does.
+func signerVKey(s note.Signer) (string, error) {
+	if k, ok := s.(interface{ VerifierKey() string }); ok {
+		return k.VerifierKey(), nil
+	}
+	return "", errors.New("consumer: checkpoints: the signer does not tell its public key; give CheckpointConfig.Trusted")
+}

@@ -1,0 +1,237 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/onceflight/onceflight/audit"
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
+)
+
+type execKey struct {
+	signer *trust.Signer
+	line   string // trusted-keys line
+}
+
+func newExecKey(t testing.TB, name string) execKey {
+	t.Helper()
+	skey, vkey, err := trust.GenerateKey(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := trust.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return execKey{s, vkey}
+}
+
+func trustedKeys(t testing.TB, lines ...string) *trust.TrustedKeys {
+	t.Helper()
+	tk, err := trust.ParseTrustedKeys("trusted-keys", []byte(strings.Join(lines, "\n")+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+func signing(k execKey, tk *trust.TrustedKeys) []consumer.Option {
+	return []consumer.Option{consumer.WithSignedJournal(consumer.SignedJournal{Signer: k.signer, Trusted: tk, Require: true})}
+}
+
+// forge appends to the journal, outside any executor, a record that
+// chains correctly after the partition's last one: key "forged" of entity
+// e succeeded — a refund that never ran.
+func forge(t *testing.T, h *executortest.Harness, e string) int32 {
+	t.Helper()
+	p := partitioner.ForEntity(e, executortest.Partitions)
+	var last schemas.Record
+	for _, r := range h.Journal(p) {
+		if schemas.JournalKind(r) == schemas.KindRecord {
+			var err error
+			if last, err = schemas.UnmarshalRecord(r.Value); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if last.Hash == "" {
+		t.Fatalf("no record on partition %d to chain after", p)
+	}
+	fp, _ := schemas.Fingerprint("noop.ping", e, []byte(`{}`))
+	now := time.Now().UTC()
+	rec := schemas.Record{IdempotencyKey: "forged", Entity: e, Action: "noop.ping", Status: schemas.StatusSucceeded,
+		Fingerprint: fp, Attempts: 1, Epoch: last.Epoch, Executor: last.Executor, StartedAt: &now, FinishedAt: &now, PrevHash: last.Hash}
+	v, err := schemas.SealRecord(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2, err := schemas.HashRecord(last.Hash, rec); err != nil || h2 != rec.Hash {
+		t.Fatalf("forged record's chain: %v %s %s", err, h2, rec.Hash)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "onceflight.journal", Partition: p, Key: []byte("forged"), Value: v, Headers: []kgo.RecordHeader{
+		{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)},
+		{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
+	}}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func heldOnly(t *testing.T, n *executortest.Node, p int32, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(n.Ex.NotReady(), fmt.Sprintf("partition %d held", p)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("partition %d not held; readiness: %q", p, n.Ex.NotReady())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := n.Ex.NotReady(); !strings.Contains(r, want) {
+		t.Fatalf("held for %q, want %q", r, want)
+	}
+}
+
+// A record appended by a writer without an executor key, with a correct
+// hash chain, is refused by restore (an executor on an empty data dir) and
+// by takeover (another executor): its partition is held, its key is never
+// answered from it; the audit names it. Revoked and expired keys likewise.
+func TestUnsignedJournalRecordRefused(t *testing.T) {
+	h := executortest.New(t)
+	a, b := newExecKey(t, "executor-a"), newExecKey(t, "executor-b")
+	both := trustedKeys(t, a.line, b.line)
+	na := h.StartNode("a", t.TempDir(), executortest.NodeOptions{ExecutorOpts: signing(a, both)})
+	for i := range 9 {
+		h.Submit(fmt.Sprintf("c%d", i), fmt.Sprintf("order-%d", i%3), fmt.Sprintf("k%d", i), `{}`)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.Outcomes(9, seen, nil)
+	// Signed journals restore: a second executor takes over cleanly.
+	if err := na.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	nb := h.StartNode("b", t.TempDir(), executortest.NodeOptions{ExecutorOpts: signing(b, both)})
+	executortest.WaitFor(t, 30*time.Second, "b ready", func() bool { return nb.Owns(executortest.Partitions) })
+	h.Submit("c9", "order-0", "k9", `{}`)
+	h.Outcomes(10, seen, nil)
+	if err := nb.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.Audit() // the guarantee checks read past the seals
+
+	p := forge(t, h, "order-0")
+	// Takeover by another executor (fresh data dir: restore from the journal).
+	nc := h.StartNode("c", t.TempDir(), executortest.NodeOptions{ExecutorOpts: signing(a, both)})
+	heldOnly(t, nc, p, "not covered by a trusted executor signature")
+	// The forged key is not answered from the forged record: its
+	// partition is held, so the command waits; others are answered.
+	h.Submit("forged-cmd", "order-0", "forged", `{}`)
+	other := "order-1"
+	if partitioner.ForEntity(other, executortest.Partitions) == p {
+		other = "order-2"
+	}
+	h.Submit("c10", other, "k10", `{}`)
+	h.Outcomes(11, seen, nil)
+	if _, ok := seen["forged-cmd"]; ok {
+		t.Fatalf("the forged key was answered: %+v", seen["forged-cmd"])
+	}
+	if n := h.EffectsOf("order-0", "forged"); n != 0 {
+		t.Fatalf("forged key executed %d times", n)
+	}
+	if err := nc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The audit names it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rep, err := audit.Verify(ctx, audit.CheckpointOptions{Client: cl, Trusted: both, RequireSigned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	_ = rep.WriteText(&text)
+	if rep.OK() || !strings.Contains(text.String(), fmt.Sprintf("partition %d:", p)) || !strings.Contains(text.String(), "not covered by a trusted executor signature") {
+		t.Fatalf("audit of a forged record:\n%s", text.String())
+	}
+	for _, v := range rep.Partitions {
+		if v.Partition != p && len(v.Problems) > 0 {
+			t.Fatalf("signed partition %d fails:\n%s", v.Partition, text.String())
+		}
+	}
+
+	// Keys revoked or expired: their records are refused the same way.
+	for name, tk := range map[string]*trust.TrustedKeys{
+		"revoked": trustedKeys(t, a.line+" revoked", b.line+" revoked"),
+		"expired": trustedKeys(t, a.line+" not_after=2020-01-01T00:00:00Z", b.line+" not_after=2020-01-01T00:00:00Z"),
+	} {
+		n := h.StartNode("d-"+name, t.TempDir(), executortest.NodeOptions{ExecutorOpts: signing(b, tk)})
+		// Every partition: each holds records signed by a and b only.
+		executortest.WaitFor(t, 30*time.Second, "partitions held for "+name, func() bool {
+			return strings.Contains(n.Ex.NotReady(), name) && len(n.Ex.Owned()) == 0
+		})
+		if err := n.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An executor told to require signed records but given no key refuses to
+// start.
+func TestRequireSignedWithoutKey(t *testing.T) {
+	h := executortest.New(t)
+	n := h.StartNode("x", t.TempDir(), executortest.NodeOptions{ExecutorOpts: []consumer.Option{
+		consumer.WithSignedJournal(consumer.SignedJournal{Require: true, Trusted: trustedKeys(t, newExecKey(t, "a").line)}),
+	}})
+	select {
+	case err := <-n.Done:
+		n.Done <- err
+		if err == nil || !strings.Contains(err.Error(), "no signing key") {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("an executor without its signing key started")
+	}
+}
+
+// With checkpoints and signed transactions on, Run still leaves nothing
+// running: the checkpoint loop, the tree rebuilds and the last publish end
+// before it returns.
+func TestRunLeavesNothingRunningSigned(t *testing.T) {
+	h := executortest.New(t)
+	k := newExecKey(t, "executor-a")
+	tk := trustedKeys(t, k.line)
+	h.Opts = append(signing(k, tk), consumer.WithCheckpoints(consumer.CheckpointConfig{Signer: k.signer, Trusted: tk, Interval: 20 * time.Millisecond}))
+	before := goleak.IgnoreCurrent()
+	dir := t.TempDir()
+	for i := range 3 {
+		h.Start(dir)
+		answerOne(t, h.Brokers, fmt.Sprintf("c%d", i))
+		h.Stop()
+		if err := goleak.Find(append(brokerSide, before)...); err != nil {
+			t.Fatalf("round %d: goroutines left after Run returned:\n%v", i, err)
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package trust
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+)
+
+// GenerateKey makes an Ed25519 key pair named name, in the signed-note
+// key formats: skey is "PRIVATE+KEY+<name>+<hash>+<base64>", vkey
+// "<name>+<hash>+<base64>" (the line a trusted-keys file holds).
+func GenerateKey(name string) (skey, vkey string, err error) {
+	skey, vkey, err = note.GenerateKey(rand.Reader, name)
+	if err != nil {
+		return "", "", fmt.Errorf("generate key %q: %w", name, err)
+	}
+	return skey, vkey, nil
+}
+
+// ErrKeyFileMode is returned (wrapped) by LoadSigner for a private key
+// file that others than its owner may read or write.
+var ErrKeyFileMode = errors.New("private key file is accessible to group or others")
+
+// Signer is a note signer that also knows its verifier key, so an
+// executor can check its own earlier checkpoints without a trusted-keys
+// file and `keygen` can print the line for one.
+type Signer struct {
+	note.Signer
+	vkey string
+}
+
+// VerifierKey is the public half, "<name>+<hash>+<base64>".
+func (s *Signer) VerifierKey() string { return s.vkey }
+
+// NewSigner parses a private key in the signed-note format (Ed25519 only).
+func NewSigner(skey string) (*Signer, error) {
+	s, err := note.NewSigner(skey)
+	if err != nil {
+		return nil, err
+	}
+	// PRIVATE+KEY+<name>+<hash>+<base64(0x01 || 32-byte seed)>
+	// (the base64 may itself hold '+'; the name may not).
+	parts := strings.SplitN(skey, "+", 5)
+	raw, err := base64.StdEncoding.DecodeString(parts[len(parts)-1])
+	if err != nil || len(raw) != 1+ed25519.SeedSize || raw[0] != 1 {
+		return nil, errors.New("not an Ed25519 signing key")
+	}
+	pub := ed25519.NewKeyFromSeed(raw[1:]).Public().(ed25519.PublicKey)
+	vkey, err := note.NewEd25519VerifierKey(s.Name(), pub)
+	if err != nil {
+		return nil, err
+	}
+	return &Signer{Signer: s, vkey: vkey}, nil
+}
+
+// LoadSigner reads a private key file written by `onceflight keygen`: one
+// line, the note signer key. A file others may read is refused: whoever
+// reads it can sign as the executor or operator it names.
+func LoadSigner(path string) (*Signer, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("private key file: %w", err)
+	}
+	if m := st.Mode().Perm(); m&0o077 != 0 {
+		return nil, fmt.Errorf("%s: %w (mode %04o); run chmod 600 %s", path, ErrKeyFileMode, m, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("private key file: %w", err)
+	}
+	s, err := NewSigner(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("private key file %s: not a signing key written by onceflight keygen (%v)", path, err)
+	}
+	return s, nil
+}
+
+// WriteSigner writes skey to path with mode 0600, refusing to replace a
+// file: a lost private key cannot be recovered, an overwritten one
+// silently invalidates every trusted-keys file naming it.
+func WriteSigner(path, skey string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists: a key file is never overwritten; choose another --out", path)
+	}
+	if err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
+	if _, err := f.WriteString(skey + "\n"); err != nil {
+		f.Close()
+		return fmt.Errorf("write key file %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write key file %s: %w", path, err)
+	}
+	return nil
+}
+
+// TrustedKey is one line of a trusted-keys file.
+type TrustedKey struct {
+	Name      string
+	VKey      string
+	NotBefore time.Time // zero: no lower bound
+	NotAfter  time.Time // zero: no upper bound
+	Revoked   bool
+	verifier  note.Verifier
+	line      int
+}
+
+// ValidAt reports why k may not sign at t ("" when it may): revoked keys
+// never may, others within their window.
+func (k *TrustedKey) ValidAt(t time.Time) string {
+	switch {
+	case k.Revoked:
+		return fmt.Sprintf("key %s is revoked", k.Name)
+	case !k.NotBefore.IsZero() && t.Before(k.NotBefore):
+		return fmt.Sprintf("key %s is not valid before %s (signed at %s)", k.Name, k.NotBefore.Format(time.RFC3339), t.Format(time.RFC3339))
+	case !k.NotAfter.IsZero() && t.After(k.NotAfter):
+		return fmt.Sprintf("key %s expired at %s (signed at %s)", k.Name, k.NotAfter.Format(time.RFC3339), t.Format(time.RFC3339))
+	}
+	return ""
+}
+
+// TrustedKeys is a trusted-keys file: the public keys whose signatures
+// are believed, by name.
+type TrustedKeys struct {
+	Path string
+	Keys []*TrustedKey
+}
+
+// ParseTrustedKeys parses a trusted-keys file's content; path only names
+// it in errors. Format, one key per line ('#' starts a comment):
+//
+//	<verifier key> [not_before=<RFC 3339>] [not_after=<RFC 3339>] [revoked]
+//
+// where the verifier key is what `onceflight keygen` printed,
+// "<name>+<hash>+<base64 Ed25519 key>".
+func ParseTrustedKeys(path string, b []byte) (*TrustedKeys, error) {
+	tk := &TrustedKeys{Path: path}
+	names := map[string]int{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("trusted-keys file %s line %d: %s", path, n, fmt.Sprintf(format, args...))
+		}
+		v, err := note.NewVerifier(fields[0])
+		if err != nil {
+			return nil, bad("%q is not a verifier key <name>+<hash>+<base64> as onceflight keygen prints it (%v)", fields[0], err)
+		}
+		k := &TrustedKey{Name: v.Name(), VKey: fields[0], verifier: v, line: n}
+		if first, dup := names[k.Name]; dup {
+			return nil, bad("key name %q is already used on line %d", k.Name, first)
+		}
+		names[k.Name] = n
+		for _, f := range fields[1:] {
+			attr, val, hasVal := strings.Cut(f, "=")
+			switch {
+			case attr == "revoked" && !hasVal:
+				k.Revoked = true
+			case (attr == "not_before" || attr == "not_after") && hasVal:
+				t, err := time.Parse(time.RFC3339, val)
+				if err != nil {
+					return nil, bad("%s=%q is not an RFC 3339 time like 2026-01-02T15:04:05Z", attr, val)
+				}
+				if attr == "not_before" {
+					k.NotBefore = t
+				} else {
+					k.NotAfter = t
+				}
+			default:
+				return nil, bad("unknown attribute %q (want not_before=TIME, not_after=TIME or revoked)", f)
+			}
+		}
+		if !k.NotBefore.IsZero() && !k.NotAfter.IsZero() && !k.NotAfter.After(k.NotBefore) {
+			return nil, bad("not_after %s is not after not_before %s", k.NotAfter.Format(time.RFC3339), k.NotBefore.Format(time.RFC3339))
+		}
+		tk.Keys = append(tk.Keys, k)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("trusted-keys file %s: %w", path, err)
+	}
+	if len(tk.Keys) == 0 {
+		return nil, fmt.Errorf("trusted-keys file %s holds no key", path)
+	}
+	return tk, nil
+}
+
+// LoadTrustedKeys reads and parses a trusted-keys file.
+func LoadTrustedKeys(path string) (*TrustedKeys, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("trusted-keys file: %w", err)
+	}
+	return ParseTrustedKeys(path, b)
+}
+
+// verifiers lists every key, revoked or not: a note is opened first, then
+// the key that signed it is judged, so a revoked key's signature is named
+// as revoked rather than as unknown.
+func (tk *TrustedKeys) verifiers() note.Verifiers {
+	vs := make([]note.Verifier, len(tk.Keys))
+	for i, k := range tk.Keys {
+		vs[i] = k.verifier
+	}
+	return note.VerifierList(vs...)
+}
+
+func (tk *TrustedKeys) byName(name string, hash uint32) *TrustedKey {
+	for _, k := range tk.Keys {
+		if k.Name == name && k.verifier.KeyHash() == hash {
+			return k
+		}
+	}
+	return nil
+}

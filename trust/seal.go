@@ -1,0 +1,297 @@
+package trust
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+)
+
+// A seal is what an executor writes at the end of each journal
+// transaction, per partition it wrote to: a signed note saying "the n
+// records before me in this partition are mine, and my previous seal in
+// this epoch was this one". The records are named by the SHA-256 of their
+// leaf hashes; seals of one epoch chain by the SHA-256 of the previous
+// seal. A record no trusted seal covers was not written by an executor.
+//
+// Body, one field per line (docs/trust.md#signed-transactions):
+//
+//	onceflight-seal/v1
+//	<origin>
+//	epoch <n>
+//	prev <base64 SHA-256 of the previous seal's note, or ->
+//	records <n>
+//	digest <base64 SHA-256 of the records' leaf hashes, concatenated>
+//	head <the chain head after them: the last record's hash, or ->
+//	time <RFC 3339>
+type Seal struct {
+	Origin  string
+	Epoch   int64
+	Prev    []byte
+	Records int
+	Digest  []byte
+	Head    string
+	Time    time.Time
+}
+
+const sealTag = "onceflight-seal/v1"
+
+// DigestLeaves is the digest of a seal over its records' leaf hashes.
+func DigestLeaves(leafHashes [][]byte) []byte {
+	h := sha256.New()
+	for _, l := range leafHashes {
+		h.Write(l)
+	}
+	return h.Sum(nil)
+}
+
+// SealHash is what the next seal's prev names.
+func SealHash(note []byte) []byte {
+	s := sha256.Sum256(note)
+	return s[:]
+}
+
+func b64OrDash(b []byte) string {
+	if len(b) == 0 {
+		return "-"
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// Sign makes the seal's signed note.
+func (s Seal) Sign(signer note.Signer) ([]byte, error) {
+	head := s.Head
+	if head == "" {
+		head = "-"
+	}
+	text := fmt.Sprintf("%s\n%s\nepoch %d\nprev %s\nrecords %d\ndigest %s\nhead %s\ntime %s\n",
+		sealTag, s.Origin, s.Epoch, b64OrDash(s.Prev), s.Records, b64OrDash(s.Digest), head, s.Time.UTC().Format(time.RFC3339Nano))
+	msg, err := note.Sign(&note.Note{Text: text}, signer)
+	if err != nil {
+		return nil, fmt.Errorf("sign seal of %s: %w", s.Origin, err)
+	}
+	return msg, nil
+}
+
+// parseSeal reads a seal's text without checking its signature.
+func parseSeal(msg []byte) (Seal, error) {
+	var s Seal
+	text, _, ok := bytes.Cut(msg, []byte("\n\n"))
+	if !ok {
+		return s, errors.New("not a signed note")
+	}
+	lines := strings.Split(string(text), "\n")
+	if len(lines) != 8 || lines[0] != sealTag {
+		return s, fmt.Errorf("not an %s note", sealTag)
+	}
+	s.Origin = lines[1]
+	field := func(i int, name string) string {
+		v, _ := strings.CutPrefix(lines[i], name+" ")
+		return v
+	}
+	var err error
+	bad := func(what string) error { return fmt.Errorf("seal line %q: bad %s", lines[0], what) }
+	if s.Epoch, err = strconv.ParseInt(field(2, "epoch"), 10, 64); err != nil {
+		return s, bad("epoch")
+	}
+	for _, f := range []struct {
+		i    int
+		name string
+		to   *[]byte
+	}{{3, "prev", &s.Prev}, {5, "digest", &s.Digest}} {
+		v := field(f.i, f.name)
+		if v == "-" {
+			continue
+		}
+		if *f.to, err = base64.StdEncoding.DecodeString(v); err != nil || len(*f.to) != sha256.Size {
+			return s, bad(f.name)
+		}
+	}
+	if s.Records, err = strconv.Atoi(field(4, "records")); err != nil || s.Records < 0 {
+		return s, bad("records")
+	}
+	if s.Head = field(6, "head"); s.Head == "-" {
+		s.Head = ""
+	}
+	if s.Time, err = time.Parse(time.RFC3339Nano, field(7, "time")); err != nil {
+		return s, bad("time")
+	}
+	return s, nil
+}
+
+// verifySeal checks a seal's signature: a trusted key, valid when it
+// signed.
+func verifySeal(msg []byte, s Seal, tk *TrustedKeys) error {
+	n, err := note.Open(msg, tk.verifiers())
+	if err != nil {
+		var unk *note.UnverifiedNoteError
+		if errors.As(err, &unk) {
+			return fmt.Errorf("no signature by a key in %s (signed by %s)", tk.Path, sigNames(unk.Note))
+		}
+		return err
+	}
+	var why []string
+	for _, sig := range n.Sigs {
+		k := tk.byName(sig.Name, sig.Hash)
+		if k == nil {
+			continue
+		}
+		if r := k.ValidAt(s.Time); r != "" {
+			why = append(why, r)
+			continue
+		}
+		return nil
+	}
+	return errors.New(strings.Join(why, "; "))
+}
+
+// UnsignedError names journal records no trusted seal covers.
+type UnsignedError struct {
+	Origin   string
+	From, To int64 // offsets, inclusive
+	Count    int
+	Why      string
+}
+
+func (e *UnsignedError) Error() string {
+	return fmt.Sprintf("%s: %d journal record(s) at offsets %d..%d are not covered by a trusted executor signature: %s",
+		e.Origin, e.Count, e.From, e.To, e.Why)
+}
+
+// SealGate passes on, in order, the records of one journal partition that
+// a trusted seal covers, and refuses the others. Signatures are checked
+// once per chain of seals and per Release, not per seal: a seal's prev
+// names its predecessor, so the last seal's signature vouches for the
+// chain before it (a forged seal in it breaks the chain at the next real
+// one, which is then checked at once).
+type SealGate struct {
+	trusted *TrustedKeys
+	origin  string
+
+	pending  []gated // since the last seal
+	sealed   []gated // covered by the chain up to last; its signature unchecked
+	ready    []any
+	last     []byte // the last seal's note
+	lastSeal Seal
+	lastOff  int64
+	lastOK   bool
+}
+
+type gated struct {
+	off  int64
+	hash []byte
+	v    any
+}
+
+// NewSealGate checks the records of the partition named origin.
+func NewSealGate(origin string, tk *TrustedKeys) *SealGate {
+	return &SealGate{trusted: tk, origin: origin}
+}
+
+// Add passes a record that is not a seal; v is returned by Release once a
+// trusted seal covers it.
+func (g *SealGate) Add(off int64, leafHash []byte, v any) {
+	g.pending = append(g.pending, gated{off, leafHash, v})
+}
+
+func (g *SealGate) unsigned(items []gated, why string) error {
+	return &UnsignedError{Origin: g.origin, From: items[0].off, To: items[len(items)-1].off, Count: len(items), Why: why}
+}
+
+// AddSeal passes a seal record (its value msg); the seal itself is a
+// record and is released with those it covers.
+func (g *SealGate) AddSeal(off int64, msg, leafHash []byte, v any) error {
+	s, err := parseSeal(msg)
+	self := gated{off, leafHash, v}
+	if err != nil {
+		return g.unsigned(append(g.pending, self), fmt.Sprintf("the seal at offset %d is malformed: %v", off, err))
+	}
+	if s.Origin != g.origin {
+		return g.unsigned(append(g.pending, self), fmt.Sprintf("the seal at offset %d is for %s", off, s.Origin))
+	}
+	if s.Records > len(g.pending) {
+		return g.unsigned(append(g.pending, self), fmt.Sprintf("the seal at offset %d covers %d records, %d precede it", off, s.Records, len(g.pending)))
+	}
+	cut := len(g.pending) - s.Records
+	covered := g.pending[cut:]
+	hs := make([][]byte, len(covered))
+	for i, c := range covered {
+		hs[i] = c.hash
+	}
+	if !bytes.Equal(DigestLeaves(hs), s.Digest) {
+		return g.unsigned(append(g.pending, self), fmt.Sprintf("the seal at offset %d does not match the %d records before it", off, s.Records))
+	}
+	if cut > 0 {
+		return g.unsigned(g.pending[:cut], fmt.Sprintf("no seal covers them (the next seal, at offset %d, covers only the %d records after them)", off, s.Records))
+	}
+	switch {
+	case g.last == nil:
+		// The first seal read: nothing to chain to.
+	case s.Prev == nil || !bytes.Equal(s.Prev, SealHash(g.last)):
+		// A new chain (a new owner), or a break: the chain before ends
+		// here, so its last seal is checked now.
+		if err := g.checkLast(); err != nil {
+			return err
+		}
+		if s.Prev != nil {
+			return g.unsigned(append(covered, self), fmt.Sprintf("the seal at offset %d does not follow the seal at offset %d", off, g.lastOff))
+		}
+	}
+	g.sealed = append(append(g.sealed, covered...), self)
+	g.pending = nil
+	g.last, g.lastSeal, g.lastOff, g.lastOK = msg, s, off, false
+	return nil
+}
+
+// checkLast checks the last seal's signature, which makes the chain up to
+// it trusted.
+func (g *SealGate) checkLast() error {
+	if g.last == nil || len(g.sealed) == 0 && g.lastOK {
+		return nil
+	}
+	if !g.lastOK {
+		if err := verifySeal(g.last, g.lastSeal, g.trusted); err != nil {
+			return g.unsigned(g.sealed, fmt.Sprintf("the seal at offset %d covering them is not trusted: %v", g.lastOff, err))
+		}
+		g.lastOK = true
+	}
+	for _, s := range g.sealed {
+		g.ready = append(g.ready, s.v)
+	}
+	g.sealed = nil
+	return nil
+}
+
+// Sealed is the number of records covered by seals whose signature is
+// not yet checked: the caller Releases when it wants them.
+func (g *SealGate) Sealed() int { return len(g.sealed) }
+
+// Release checks the last seal's signature and returns every record
+// covered by trusted seals so far, in order.
+func (g *SealGate) Release() ([]any, error) {
+	if err := g.checkLast(); err != nil {
+		return nil, err
+	}
+	out := g.ready
+	g.ready = nil
+	return out, nil
+}
+
+// End reports the records no seal followed. At the end of what was
+// read, after Release.
+func (g *SealGate) End() error {
+	if len(g.pending) == 0 {
+		return nil
+	}
+	return g.unsigned(g.pending, "no seal follows them")
+}
+
+// Idle reports whether nothing is held back (a caller may then move its
+// position past control records).
+func (g *SealGate) Idle() bool { return len(g.pending) == 0 && len(g.sealed) == 0 && len(g.ready) == 0 }
