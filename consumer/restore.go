@@ -192,13 +192,6 @@ func (e *Executor) journalReader(p int32, from int64) (*kgo.Client, error) {
 	return rd, nil
 }
 
-// restoreBatch is how many journal records one catch-up batch holds: it
-// bounds the batch's memory (each record held decoded and raw, ~1.5 KB
-// for small commands, and partitions restore in parallel) while keeping
-// per-batch costs (a Pebble commit, its lookups' iterator) small per
-// record.
-const restoreBatch = 1000
-
 // catchUp applies journal partition p from prog.JournalOffset (where rd is
 // positioned) through offset target-1 and returns the new progress, which
 // it also stores. It reads committed data only, so it waits for open transactions below target
@@ -216,19 +209,9 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 	b := e.store.NewBatch()
 	defer func() { b.Close() }()
 	n := 0
-	// Batches on the way are committed without an fsync: they hold only
-	// what the journal holds, nothing is answered from them before the
-	// catch-up ends, and a crash that loses some also loses the Progress
-	// committed with them (the WAL keeps their order), so the next
-	// restore reads those records again. The last batch is synced, which
-	// makes every earlier one durable too, before the partition is used.
-	flush := func(last bool) error {
+	flush := func() error {
 		b.SetProgress(p, prog)
-		commit := b.CommitNoSync
-		if last {
-			commit = b.Commit
-		}
-		if err := commit(); err != nil {
+		if err := b.Commit(); err != nil {
 			return fmt.Errorf("catch up partition %d: %w", p, err)
 		}
 		b.Close()
@@ -256,14 +239,14 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 				continue
 			}
 			e.applyJournal(b, r, &prog)
-			if n++; n >= restoreBatch {
-				if err := flush(false); err != nil {
+			if n++; n >= 1000 {
+				if err := flush(); err != nil {
 					return prog, err
 				}
 			}
 		}
 	}
-	return prog, flush(true)
+	return prog, flush()
 }
 
 // gapAcceptable decides whether deleted journal records before r could
