@@ -22,12 +22,16 @@ type scaleRun struct {
 
 func (r scaleRun) rate() float64 { return rate(r.n, r.drain) }
 
+// groupSettle is how long the executors phase waits after the last serve
+// is ready before it produces the backlog.
+const groupSettle = 5 * time.Second
+
 // executors drains a backlog of n noop commands with k serve processes
 // sharing one group (issue 24 item 7: 1, 2 and 3 executors on 12
 // partitions). Each k gets topics and a group of its own, so that every
-// run starts from the same empty state; the backlog is complete before
-// the first serve starts, and the clock starts once all k are ready (the
-// group has settled), so joins and restores are not counted.
+// run starts from the same empty state; the backlog is produced once all
+// k are ready and the group has settled, and the clock runs from the first
+// outcome to the last, so joins and restores are not counted.
 func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error) {
 	r.k, r.n = k, n
 	saved := struct {
@@ -47,9 +51,6 @@ func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error)
 	}
 	defer w.close()
 	spec := cmdSpec{action: "bench.noop", idPrefix: fmt.Sprintf("x%d", k), keyPrefix: fmt.Sprintf("xk%d", k), n: n}
-	if err := b.produceBacklog(ctx, spec, ""); err != nil {
-		return r, err
-	}
 	var kids []*child
 	defer func() {
 		for i, c := range kids {
@@ -86,6 +87,14 @@ func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error)
 			return r, err
 		}
 	}
+	// The last join moves partitions away from the earlier members in a
+	// second (cooperative) rebalance after it is ready: let the group
+	// settle before the backlog exists, so that no executor drains part
+	// of it alone and no revocation falls inside the measurement.
+	time.Sleep(groupSettle)
+	if err := b.produceBacklog(ctx, spec, ""); err != nil {
+		return r, err
+	}
 	var s0 []procSample
 	for _, c := range kids {
 		s, err := sampleProc(c.pid())
@@ -94,7 +103,6 @@ func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error)
 		}
 		s0 = append(s0, s)
 	}
-	t0 := time.Now()
 	res, err := w.await(ctx, spec.ids(), b.stall, func() error {
 		for _, c := range kids {
 			if c.exited() {
@@ -106,10 +114,7 @@ func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error)
 	if err != nil {
 		return r, fmt.Errorf("executors=%d: %w (serve logs in %s)", k, err, b.dir)
 	}
-	if res.first.Before(t0) {
-		t0 = res.first
-	}
-	r.drain = res.last.Sub(t0)
+	r.drain = res.last.Sub(res.first)
 	for i, c := range kids {
 		s, err := sampleProc(c.pid())
 		if err != nil {
