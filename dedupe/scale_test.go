@@ -177,4 +177,3 @@ func procStatus(b *testing.B) (rss, hwm int64) {
 	}
 	return rss, hwm
 }
-
