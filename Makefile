@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help build image test test-race actionlint lint upgrade-test fuzz bench bench-rate bench-e2e chaos chaos-race sim soak demo demo-console kafkajs clean
+.PHONY: help build image test test-race actionlint lint upgrade-test fuzz bench bench-rate bench-e2e bench-scale chaos chaos-race sim soak demo demo-console kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -69,6 +69,11 @@ bench-rate: ## a system's rate limit (rate: 50) over a drain of 1 000 commands, 
 bench-e2e: build ## end-to-end benchmark: raw Kafka+Pebble pipeline vs. serve, one table (BENCH_ARGS='-n 5000' for a quick run)
 	$(GO) build -o bin/onceflight-bench ./cmd/onceflight-bench
 	./bin/onceflight-bench -bin $(BIN) $(BENCH_ARGS)
+
+bench-scale: build ## scale facts, minutes long: a dedupe index of SCALE_KEYS keys (default 10 000 000: RSS, disk/key, lookup p50/p99, build rate), then 1, 2 and 3 executors sharing 12 partitions
+	ONCEFLIGHT_BENCH_SCALE=1 SCALE_KEYS=$(or $(SCALE_KEYS),10000000) $(GO) test ./dedupe -run '^$$' -bench '^BenchmarkIndexScale$$' -benchtime 1x -count 1 -timeout 90m -v
+	$(GO) build -o bin/onceflight-bench ./cmd/onceflight-bench
+	./bin/onceflight-bench -bin $(BIN) -phases executors -max-executors 3 -n $(or $(SCALE_N),50000) $(BENCH_ARGS)
 
 # Without ONCEFLIGHT_CHAOS (so in `make test`) the short ones still run:
 # TestChaosQuick (kill -9) and TestSigstopPastSession (SIGSTOP past a 6 s session).

@@ -172,7 +172,11 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 			}
 			conn = noop.New(opts...)
 		case config.ConnectorHTTP:
-			h, err := httpconn.New(httpconn.Config{URL: a.URL, ConfirmURL: a.ConfirmURL, Timeout: a.Timeout, MaxConcurrent: sys.Config().MaxConcurrent, API: a.API})
+			var tr httpconn.Transport
+			if s := c.Systems[a.System]; s != nil {
+				tr = s.HTTP
+			}
+			h, err := httpconn.New(httpconn.Config{URL: a.URL, ConfirmURL: a.ConfirmURL, Timeout: a.Timeout, MaxConcurrent: sys.Config().MaxConcurrent, Transport: tr, API: a.API})
 			if err != nil {
 				return nil, fmt.Errorf("action %q: %w", name, err)
 			}

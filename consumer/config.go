@@ -36,6 +36,7 @@ const (
 	DefaultMaxBufferedPerPartition      = 2000
 	DefaultMaxBufferedBytesPerPartition = 64 << 20
 	DefaultMaxBufferedPerEntity         = 200
+	DefaultMaxSkippedPerPartition       = 100000
 	DefaultMaxBufferedBytes             = 32 << 20
 	DefaultMaxFetchBytes                = 8 << 20
 	DefaultMaxConcurrentFetches         = 2
@@ -113,10 +114,16 @@ type Config struct {
 	// Defaults 2000 and 64 MiB.
 	MaxBufferedPerPartition      int
 	MaxBufferedBytesPerPartition int
-	// MaxBufferedPerEntity bounds one entity's queue; past it the entity's
-	// partition is paused, so one hot entity cannot fill the process.
-	// Default 200.
+	// MaxBufferedPerEntity bounds the commands one entity holds in memory;
+	// past it the entity's later commands are skipped: only their offsets
+	// are kept, and they are fetched again when their turn comes, so a
+	// hot entity neither fills the process nor stops the other entities of
+	// its partition (skip.go). Default 200.
 	MaxBufferedPerEntity int
+	// MaxSkippedPerPartition bounds the skipped commands (8 bytes of
+	// offset each) one partition remembers; past it the partition's
+	// fetching is paused until it is down to half. Default 100000.
+	MaxSkippedPerPartition int
 	// MaxMessageBytes is max.message.bytes of the topics the executor
 	// creates, the producer's batch limit, and the size every record is
 	// checked against before it is queued. Default 4 MiB.
@@ -190,6 +197,9 @@ func (c *Config) setDefaults() {
 	if c.MaxBufferedPerEntity == 0 {
 		c.MaxBufferedPerEntity = min(DefaultMaxBufferedPerEntity, c.MaxBufferedPerPartition)
 	}
+	if c.MaxSkippedPerPartition == 0 {
+		c.MaxSkippedPerPartition = DefaultMaxSkippedPerPartition
+	}
 	if c.MaxBufferedBytes == 0 {
 		c.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
@@ -251,6 +261,7 @@ func (c *Config) validate() error {
 		v    int
 	}{{"max-buffered", c.MaxBuffered}, {"max-buffered-per-partition", c.MaxBufferedPerPartition},
 		{"max-buffered-bytes-per-partition", c.MaxBufferedBytesPerPartition}, {"max-buffered-per-entity", c.MaxBufferedPerEntity},
+		{"max-skipped-per-partition", c.MaxSkippedPerPartition},
 		{"max-buffered-bytes", c.MaxBufferedBytes}, {"max-concurrent-fetches", c.MaxConcurrentFetches}} {
 		if b.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d, must be at least 1", b.name, b.v))

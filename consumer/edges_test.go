@@ -282,8 +282,10 @@ func TestLargeHTMLCommandDoesNotStopOthers(t *testing.T) {
 	h.Audit()
 }
 
-// Issue 7.9: one entity with a backlog pauses its own partition only;
-// commands of other partitions are answered while it waits.
+// Issue 7.9: one entity with a backlog holds up no other partition:
+// commands of other partitions are answered while it waits (and, since
+// issue 24, no other entity of its own partition either:
+// TestHotEntityDoesNotBlockItsPartition).
 func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 	h := executortest.New(t)
 	release := make(chan struct{})

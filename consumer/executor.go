@@ -79,6 +79,8 @@ type Executor struct {
 	// (journal gap); guarded by mu.
 	held map[int32]error
 	pipe atomic.Pointer[pipeline]
+	// refetchSem lets one read of skipped commands run at a time (skip.go).
+	refetchSem chan struct{}
 	// closing is the client Run is closing: its pipeline is over, so its
 	// restores still waiting for one give up (waitPipeline) instead of
 	// holding Close until RestoreTimeout.
@@ -110,7 +112,7 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("consumer: config: %w", err)
 	}
-	e := &Executor{cfg: cfg, store: store, log: cfg.Logger, parts: map[int32]*partState{}, held: map[int32]error{}}
+	e := &Executor{cfg: cfg, store: store, log: cfg.Logger, parts: map[int32]*partState{}, held: map[int32]error{}, refetchSem: make(chan struct{}, 1)}
 	e.opts = append([]kgo.Opt(nil), cfg.KafkaOpts...) // WithKgoOpts appends to them
 	e.retention = retention{keep: config.DefaultDedupeRetention, memory: config.DefaultKeyMemory}
 	if actions != nil {

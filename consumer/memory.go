@@ -132,12 +132,13 @@ type memorySnapshot struct {
 	bufferedN, bufferedBytes int
 	stagedN, stagedBytes     int
 	overlay                  int
+	skipped                  int
 }
 
 func (p *pipeline) memory() memorySnapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return memorySnapshot{p.buffered, p.bufBytes, p.staged.n, p.staged.bytes, p.ov.entries()}
+	return memorySnapshot{p.buffered, p.bufBytes, p.staged.n, p.staged.bytes, p.ov.entries(), p.skipped}
 }
 
 // highWater keeps the largest values seen since the executor started
@@ -146,6 +147,7 @@ func (p *pipeline) memory() memorySnapshot {
 type highWater struct {
 	buffered, staged, total pairHW // total: buffered + staged, what MaxBuffered* bound
 	overlay                 maxInt
+	skipped                 maxInt // skip.go
 }
 
 type pairHW struct{ n, bytes maxInt }

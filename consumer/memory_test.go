@@ -23,9 +23,22 @@ import (
 // bounds).
 func produceBacklog(t *testing.T, h *executortest.Harness, action string, n, entities int) []string {
 	t.Helper()
+	cmds := make([]schemas.Command, n)
+	for i := range n {
+		cmds[i] = schemas.Command{ID: fmt.Sprintf("c%d", i), Source: "test", Type: action,
+			Subject: fmt.Sprintf("e-%d", i%entities), IdempotencyKey: fmt.Sprintf("k-%d", i),
+			Data: json.RawMessage(`{"pad":"` + fmt.Sprintf("%0200d", i) + `"}`)}
+	}
+	return produceAll(t, h, cmds)
+}
+
+// produceAll writes cmds (binary mode) in batches of 500 and returns
+// their ids.
+func produceAll(t *testing.T, h *executortest.Harness, cmds []schemas.Command) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ids := make([]string, 0, n)
+	ids := make([]string, 0, len(cmds))
 	batch := make([]*kgo.Record, 0, 500)
 	flush := func() {
 		if err := h.Client().ProduceSync(ctx, batch...).FirstErr(); err != nil {
@@ -33,16 +46,13 @@ func produceBacklog(t *testing.T, h *executortest.Harness, action string, n, ent
 		}
 		batch = batch[:0]
 	}
-	for i := range n {
-		id := fmt.Sprintf("c%d", i)
-		r, err := schemas.EncodeCommand(schemas.Command{ID: id, Source: "test", Type: action,
-			Subject: fmt.Sprintf("e-%d", i%entities), IdempotencyKey: fmt.Sprintf("k-%d", i),
-			Data: json.RawMessage(`{"pad":"` + fmt.Sprintf("%0200d", i) + `"}`)}, schemas.Binary)
+	for _, c := range cmds {
+		r, err := schemas.EncodeCommand(c, schemas.Binary)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.Topic = "onceflight.commands"
-		ids = append(ids, id)
+		ids = append(ids, c.ID)
 		if batch = append(batch, r); len(batch) == cap(batch) {
 			flush()
 		}

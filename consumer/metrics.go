@@ -29,6 +29,7 @@ type metrics struct {
 	heldParts     prometheus.Gauge
 	paused        prometheus.Gauge
 	tooLarge      prometheus.Counter
+	skipRefills   prometheus.Counter // skip.go
 	ready         prometheus.Gauge
 	gov           *govMetrics // governance.go
 	systems       *systemsCollector
@@ -88,6 +89,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "onceflight_too_large_total", Help: "Commands answered too_large, or records shrunk, because they would not fit max.message.bytes.",
 		}),
+		skipRefills: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "onceflight_skipped_refills_total", Help: "Reads of a hot entity's skipped commands again from Kafka (each of at most max-buffered-per-entity commands).",
+		}),
 	}
 	for _, s := range []string{"intent", "answer", "commit"} {
 		m.fenced.WithLabelValues(s)
@@ -106,7 +110,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.systems = newSystemsCollector()
 	m.mem = &memCollector{hw: &m.hw}
 	reg.MustRegister(m.systems, m.mem, m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
-		m.halted, m.storeFailed, m.heldParts, m.paused, m.tooLarge, m.ready, build)
+		m.halted, m.storeFailed, m.heldParts, m.paused, m.tooLarge, m.skipRefills, m.ready, build)
 	return m
 }
 
@@ -216,13 +220,13 @@ type memCollector struct {
 
 var (
 	memDescNow = prometheus.NewDesc("onceflight_memory_in_use",
-		"What a memory bound currently holds: buffered_commands/buffered_bytes (consumed, queued or running), staged_commands/staged_bytes (answered, waiting for the transaction to commit; bytes estimated), overlay_entries (staged records, entity versions and claimed keys visible before Pebble), total_commands/total_bytes (buffered + staged, what max-buffered and max-buffered-bytes bound).",
+		"What a memory bound currently holds: buffered_commands/buffered_bytes (consumed, queued or running), staged_commands/staged_bytes (answered, waiting for the transaction to commit; bytes estimated), overlay_entries (staged records, entity versions and claimed keys visible before Pebble), skipped_commands (commands of hot entities read past and remembered by offset, 8 bytes each), total_commands/total_bytes (buffered + staged, what max-buffered and max-buffered-bytes bound).",
 		[]string{"what"}, nil)
 	memDescPeak = prometheus.NewDesc("onceflight_memory_in_use_peak",
 		"The highest value of onceflight_memory_in_use since the process started (exact: raised where the value changes, not sampled).",
 		[]string{"what"}, nil)
 	memDescLimit = prometheus.NewDesc("onceflight_memory_limit",
-		"A configured memory bound: max_buffered (commands, buffered + staged), max_buffered_bytes (buffered + staged; staged alone too), fetch_bytes (max-fetch-bytes × max-concurrent-fetches, held by the Kafka client), dedupe_cache_bytes, dedupe_memtable_bytes and dedupe_entry_cache_entries (the dedupe index).",
+		"A configured memory bound: max_buffered (commands, buffered + staged), max_buffered_bytes (buffered + staged; staged alone too), fetch_bytes (max-fetch-bytes × max-concurrent-fetches, held by the Kafka client), dedupe_cache_bytes, dedupe_memtable_bytes and dedupe_entry_cache_entries (the dedupe index), max_skipped_per_partition (skipped commands remembered per partition).",
 		[]string{"bound"}, nil)
 )
 
@@ -248,6 +252,7 @@ func (c *memCollector) Collect(ch chan<- prometheus.Metric) {
 	g(memDescNow, float64(now.stagedN), "staged_commands")
 	g(memDescNow, float64(now.stagedBytes), "staged_bytes")
 	g(memDescNow, float64(now.overlay), "overlay_entries")
+	g(memDescNow, float64(now.skipped), "skipped_commands")
 	g(memDescNow, float64(now.bufferedN+now.stagedN), "total_commands")
 	g(memDescNow, float64(now.bufferedBytes+now.stagedBytes), "total_bytes")
 	g(memDescPeak, c.hw.buffered.n.get(), "buffered_commands")
@@ -255,6 +260,7 @@ func (c *memCollector) Collect(ch chan<- prometheus.Metric) {
 	g(memDescPeak, c.hw.staged.n.get(), "staged_commands")
 	g(memDescPeak, c.hw.staged.bytes.get(), "staged_bytes")
 	g(memDescPeak, c.hw.overlay.get(), "overlay_entries")
+	g(memDescPeak, c.hw.skipped.get(), "skipped_commands")
 	g(memDescPeak, c.hw.total.n.get(), "total_commands")
 	g(memDescPeak, c.hw.total.bytes.get(), "total_bytes")
 	if e == nil {
@@ -262,6 +268,7 @@ func (c *memCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	cfg := &e.cfg
 	g(memDescLimit, float64(cfg.MaxBuffered), "max_buffered")
+	g(memDescLimit, float64(cfg.MaxSkippedPerPartition), "max_skipped_per_partition")
 	g(memDescLimit, float64(cfg.MaxBufferedBytes), "max_buffered_bytes")
 	g(memDescLimit, float64(cfg.MaxFetchBytes)*float64(cfg.MaxConcurrentFetches), "fetch_bytes")
 	if e.store != nil {

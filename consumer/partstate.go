@@ -58,7 +58,7 @@ type partState struct {
 	// Guarded by pipeline.mu.
 	buf struct {
 		n, bytes int  // commands dispatched, not yet staged or dropped
-		hot      int  // entities of the partition over the per-entity bound
+		skipped  int  // commands read past, remembered by offset (skip.go)
 		paused   bool // fetching paused by the pipeline
 		inflight int  // commands of this partition being handled
 	}

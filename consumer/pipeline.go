@@ -49,6 +49,7 @@ type pipeline struct {
 	// MaxBufferedBytes bound (memory.go).
 	staged   struct{ n, bytes int }
 	ov       overlay // staged records, versions and claims (overlay.go)
+	skipped  int     // commands of hot entities read past (skip.go)
 	workers  sync.WaitGroup
 	stopping bool
 	// broken is set when a command could not be answered while its
@@ -57,10 +58,12 @@ type pipeline struct {
 	broken chan error
 }
 
-// entityQueue is guarded by pipeline.mu.
+// entityQueue is guarded by pipeline.mu. Its commands run in offset
+// order: items first, then skipped (skip.go). Once skipped is not empty
+// every new command of the entity is skipped too, so the order holds.
 type entityQueue struct {
-	items []*item
-	hot   bool // counted in its partition's buf.hot
+	items   []*item
+	skipped []int64 // offsets of commands read past, not held (skip.go)
 }
 
 func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
@@ -120,29 +123,40 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		return
 	}
 	p.mu.Lock()
-	p.buffered++
 	q, running := p.queues[cmd.Subject]
 	if !running {
 		q = &entityQueue{}
 		p.queues[cmd.Subject] = q
 	}
-	it := &item{rec: r, cmd: cmd, size: len(r.Value) + len(r.Key), queued: time.Now()}
-	q.items = append(q.items, it)
-	st.buf.n++
-	st.buf.bytes += it.size
-	p.bufBytes += it.size
-	p.e.m.hw.buffered.raise(p.buffered, p.bufBytes)
-	p.e.m.hw.total.raise(p.buffered+p.staged.n, p.bufBytes+p.staged.bytes)
-	if !q.hot && len(q.items) >= e.cfg.MaxBufferedPerEntity {
-		q.hot = true
-		st.buf.hot++
+	if len(q.skipped) > 0 || len(q.items) >= e.cfg.MaxBufferedPerEntity {
+		// A hot entity: read past its command (skip.go). Its offset stays
+		// tracked and unanswered, so the watermark stays below it.
+		p.skip(st, q, r.Offset)
+		p.mu.Unlock()
+		return
 	}
+	p.buffered++
+	p.enqueue(st, q, &item{rec: r, cmd: cmd, size: len(r.Value) + len(r.Key)})
 	p.checkPause(st)
 	if !running {
 		p.workers.Add(1)
 		go p.runEntity(cmd.Subject, st)
 	}
 	p.mu.Unlock()
+}
+
+// enqueue appends it to q and counts it as buffered, except in
+// p.buffered: the caller counted it there (p.mu held).
+func (p *pipeline) enqueue(st *partState, q *entityQueue, it *item) {
+	if it.queued.IsZero() {
+		it.queued = time.Now()
+	}
+	q.items = append(q.items, it)
+	st.buf.n++
+	st.buf.bytes += it.size
+	p.bufBytes += it.size
+	p.e.m.hw.buffered.raise(p.buffered, p.bufBytes)
+	p.e.m.hw.total.raise(p.buffered+p.staged.n, p.bufBytes+p.staged.bytes)
 }
 
 func (p *pipeline) addBuffered(n int) {
@@ -196,6 +210,15 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 	for {
 		p.mu.Lock()
 		q := p.queues[entity]
+		if len(q.items) == 0 && len(q.skipped) > 0 && !p.stopping && !st.lost.Load() && !st.draining.Load() {
+			p.mu.Unlock()
+			if err := p.refill(ctx, entity, st); err != nil {
+				p.dropRest(entity, st, nil)
+				p.fail(st, entity, err)
+				return
+			}
+			continue
+		}
 		if len(q.items) == 0 || p.stopping || st.lost.Load() || st.draining.Load() {
 			// Commands left in the queue are not staged: their offsets
 			// stay uncommitted and they are consumed again.
@@ -210,12 +233,8 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			return
 		}
 		it := q.items[0]
+		q.items[0] = nil
 		q.items = q.items[1:]
-		if q.hot && len(q.items) <= p.e.cfg.MaxBufferedPerEntity/2 {
-			q.hot = false
-			st.buf.hot--
-			p.checkPause(st)
-		}
 		version, ok := p.ov.version(entity, st)
 		p.mu.Unlock()
 		inFlight := ""
@@ -250,14 +269,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			// command, and the entity's later commands must not run
 			// before it (G1, order): drop them too.
 			p.dropRest(entity, st, it)
-			if !st.lost.Load() && !st.draining.Load() {
-				p.e.log.Error("command could not be answered; restarting consumption from the committed watermark",
-					"entity", entity, "partition", st.p, "offset", it.rec.Offset, "err", j.err)
-				select {
-				case p.broken <- fmt.Errorf("partition %d offset %d: %w", st.p, it.rec.Offset, j.err):
-				default:
-				}
-			}
+			p.fail(st, entity, fmt.Errorf("offset %d: %w", it.rec.Offset, j.err))
 			return
 		}
 		journaled := 0
@@ -275,13 +287,32 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 	}
 }
 
-// dropRest drops cur (not answered) and the entity's queued commands.
+// fail restarts consumption from the committed watermark after a command
+// of a partition still ours could not be answered: no later fetch would
+// bring it back.
+func (p *pipeline) fail(st *partState, entity string, err error) {
+	if st.lost.Load() || st.draining.Load() {
+		return
+	}
+	p.e.log.Error("command could not be answered; restarting consumption from the committed watermark",
+		"entity", entity, "partition", st.p, "err", err)
+	select {
+	case p.broken <- fmt.Errorf("partition %d: %w", st.p, err):
+	default:
+	}
+}
+
+// dropRest drops cur (not answered; nil for none) and the entity's queued
+// and skipped commands.
 func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.unbuffer(st, cur)
+	if cur != nil {
+		p.unbuffer(st, cur)
+		p.buffered--
+	}
 	if q := p.queues[entity]; q != nil {
-		p.buffered -= len(q.items) + 1
+		p.buffered -= len(q.items)
 		for _, it := range q.items {
 			p.unbuffer(st, it)
 		}
@@ -291,13 +322,14 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
 	p.room.Broadcast()
 }
 
-// endQueue removes an entity's (empty or abandoned) queue (p.mu held).
+// endQueue removes an entity's (empty or abandoned) queue, forgetting its
+// skipped commands: their offsets stay uncommitted and they are consumed
+// again (p.mu held).
 func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) {
 	delete(p.queues, entity)
-	if q.hot {
-		q.hot = false
-		st.buf.hot--
-		p.checkPause(st)
+	if len(q.skipped) > 0 {
+		p.unskip(st, len(q.skipped))
+		q.skipped = nil
 	}
 	p.ov.idle(entity)
 }
@@ -316,9 +348,10 @@ func (p *pipeline) unbuffer(st *partState, it *item) {
 }
 
 // checkPause pauses fetching a partition whose buffered commands reached a
-// bound (count, bytes, or an entity over its own bound) and resumes it once
-// it is down to half, so a hot entity or partition waits alone while the
-// rest of the process keeps consuming (p.mu held).
+// bound (count, bytes, or skipped commands remembered) and resumes it once
+// it is down to half, so a full partition waits alone while the rest of
+// the process keeps consuming (p.mu held). A hot entity alone does not
+// pause its partition: its commands past its bound are skipped (skip.go).
 //
 // A partition that is no longer ours is left alone: its next assignment
 // resumes it (onAssigned).
@@ -328,11 +361,11 @@ func (p *pipeline) checkPause(st *partState) {
 		return
 	}
 	switch {
-	case !st.buf.paused && (st.buf.n >= cfg.MaxBufferedPerPartition || st.buf.bytes >= cfg.MaxBufferedBytesPerPartition || st.buf.hot > 0):
+	case !st.buf.paused && (st.buf.n >= cfg.MaxBufferedPerPartition || st.buf.bytes >= cfg.MaxBufferedBytesPerPartition || st.buf.skipped >= cfg.MaxSkippedPerPartition):
 		st.buf.paused = true
 		p.cl.PauseFetchPartitions(map[string][]int32{cfg.Topics.Commands: {st.p}})
-		p.e.log.Debug("partition paused: buffered commands at their bound", "partition", st.p, "buffered", st.buf.n, "bytes", st.buf.bytes, "hot_entities", st.buf.hot)
-	case st.buf.paused && st.buf.n <= cfg.MaxBufferedPerPartition/2 && st.buf.bytes <= cfg.MaxBufferedBytesPerPartition/2 && st.buf.hot == 0:
+		p.e.log.Debug("partition paused: buffered commands at their bound", "partition", st.p, "buffered", st.buf.n, "bytes", st.buf.bytes, "skipped", st.buf.skipped)
+	case st.buf.paused && st.buf.n <= cfg.MaxBufferedPerPartition/2 && st.buf.bytes <= cfg.MaxBufferedBytesPerPartition/2 && st.buf.skipped <= cfg.MaxSkippedPerPartition/2:
 		st.buf.paused = false
 		p.cl.ResumeFetchPartitions(map[string][]int32{cfg.Topics.Commands: {st.p}})
 	}

@@ -41,7 +41,7 @@ import (
 
 // allPhases in the order they run; later phases reuse what earlier ones
 // left (the executor's data dir, its final keys, the journal).
-var allPhases = []string{"raw", "executor", "repeats", "latency", "http", "restore"}
+var allPhases = []string{"raw", "executor", "repeats", "latency", "http", "restore", "executors"}
 
 // bench is one run's configuration and shared clients.
 type bench struct {
@@ -114,6 +114,8 @@ type options struct {
 	stall         time.Duration
 	timeout       time.Duration
 	audit         bool
+	maxExecutors  int
+	executorsN    int
 }
 
 func main() {
@@ -144,6 +146,8 @@ func main() {
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail a phase when no outcome arrives for this long")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.BoolVar(&o.audit, "audit", true, "run onceflight's audit command after every executor phase")
+	fs.IntVar(&o.maxExecutors, "max-executors", 3, "the executors phase (not in the defaults: make bench-scale) drains a backlog with 1, 2, … this many serve processes in one group")
+	fs.IntVar(&o.executorsN, "executors-n", 0, "commands of each executors run (0: -n)")
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -399,6 +403,14 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			r.Note += fmt.Sprintf("; %d partition restores failed and were retried", rr.failures)
 		}
 		b.rep.Rows = append(b.rep.Rows, r)
+	}
+
+	if phases["executors"] {
+		n := o.executorsN
+		if n == 0 {
+			n = o.n
+		}
+		b.rep.Rows = append(b.rep.Rows, b.scaleRows(ctx, o.maxExecutors, n)...)
 	}
 
 	if o.mdPath != "" {

@@ -55,6 +55,7 @@ type serveOptions struct {
 	maxBufPart     int
 	maxBufBytes    int
 	maxBufEntity   int
+	maxSkipped     int
 	maxBufTotal    int
 	maxFetchBytes  int
 	cacheSize      int
@@ -135,7 +136,8 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxBuffered, "max-buffered", consumer.DefaultMaxBuffered, "commands consumed and not yet answered, per process (the poll loop waits past it)")
 	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", consumer.DefaultMaxBufferedPerPartition, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", consumer.DefaultMaxBufferedBytesPerPartition, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
-	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", consumer.DefaultMaxBufferedPerEntity, "commands queued for one entity (its partition's fetching pauses past it)")
+	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", consumer.DefaultMaxBufferedPerEntity, "commands of one entity held in memory; its later commands are read past and read again by offset when their turn comes (docs/memory.md)")
+	fs.IntVar(&o.maxSkipped, "max-skipped-per-partition", consumer.DefaultMaxSkippedPerPartition, "commands of hot entities read past and remembered by offset (8 bytes each), per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", consumer.DefaultMaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
 	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", consumer.DefaultMaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
 	fs.IntVar(&o.cacheSize, "cache-size", dedupe.DefaultCacheSize, "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
@@ -306,6 +308,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		MaxBufferedPerPartition:      o.maxBufPart,
 		MaxBufferedBytesPerPartition: o.maxBufBytes,
 		MaxBufferedPerEntity:         o.maxBufEntity,
+		MaxSkippedPerPartition:       o.maxSkipped,
 		MaxBufferedBytes:             o.maxBufTotal,
 		MaxFetchBytes:                o.maxFetchBytes,
 		AcceptJournalGap:             o.acceptGap,

@@ -55,14 +55,85 @@ type Config struct {
 	Client         *http.Client
 	MaxResultBytes int // cap on the response body kept in a result; default 64 KiB
 	// MaxConcurrent is how many requests may be in flight at once (the
-	// executor's --max-inflight): that many idle connections are kept, so
-	// a busy executor reuses connections instead of opening one per request
-	// (at 1024 in flight with 256 kept, 8 003 connections for 10 000 POSTs).
-	// Default 256.
+	// system's ceiling): that many idle connections are kept unless
+	// Transport says otherwise, so a busy executor reuses connections
+	// instead of opening one per request (at 1024 in flight with 256 kept,
+	// 8 003 connections for 10 000 POSTs). Default 256.
 	MaxConcurrent int
+	// Transport is how connections are made and kept (systems.<name>.http
+	// in the actions file); zero fields take the defaults documented on
+	// Transport. Ignored when Client has a RoundTripper of its own.
+	Transport Transport
 	// API is how to call a real API: credentials, request shape, the API's
 	// own lookup (api.go). The zero API is the protocol described above.
 	API API
+}
+
+// Transport is how the connector connects to its system. net/http's
+// defaults suit a browser (2 idle connections per host, 30 s to dial); an
+// executor has hundreds of requests in flight to one host, and every
+// request that finds no idle connection pays a dial (and a TLS handshake)
+// on top of the request: measured in BENCHMARKS.md.
+type Transport struct {
+	// MaxIdleConns is how many idle connections to the system are kept
+	// for reuse. Default: the system's ceiling (max_concurrent, else
+	// --max-inflight), at least 256.
+	MaxIdleConns int
+	// IdleTimeout closes a connection idle this long. Default 90s; keep
+	// it below the system's (or its load balancer's) own keep-alive
+	// timeout, or a request may go out on a connection the server is
+	// closing — an ambiguous answer.
+	IdleTimeout time.Duration
+	// MaxConns caps the connections to the system, idle or not; a request
+	// past it waits for one. Default 0: no cap beyond the system's
+	// ceiling of requests in flight.
+	MaxConns int
+	// DialTimeout bounds connecting (TCP). Default 10s.
+	DialTimeout time.Duration
+	// TLSHandshakeTimeout bounds the TLS handshake. Default 10s.
+	TLSHandshakeTimeout time.Duration
+	// KeepAlive is the interval of TCP keep-alive probes on open
+	// connections. Default 30s.
+	KeepAlive time.Duration
+}
+
+// Transport defaults (docs/configuration.md#systems).
+const (
+	DefaultIdleTimeout         = 90 * time.Second
+	DefaultDialTimeout         = 10 * time.Second
+	DefaultTLSHandshakeTimeout = 10 * time.Second
+	DefaultKeepAlive           = 30 * time.Second
+	minIdleConns               = 256
+)
+
+// withDefaults fills the zero fields; ceiling is the requests in flight.
+func (t Transport) withDefaults(ceiling int) Transport {
+	if t.MaxIdleConns == 0 {
+		t.MaxIdleConns = max(ceiling, minIdleConns)
+	}
+	if t.IdleTimeout == 0 {
+		t.IdleTimeout = DefaultIdleTimeout
+	}
+	if t.DialTimeout == 0 {
+		t.DialTimeout = DefaultDialTimeout
+	}
+	if t.TLSHandshakeTimeout == 0 {
+		t.TLSHandshakeTimeout = DefaultTLSHandshakeTimeout
+	}
+	if t.KeepAlive == 0 {
+		t.KeepAlive = DefaultKeepAlive
+	}
+	return t
+}
+
+// apply sets t's settings on an http.Transport of the connector's own.
+func (t Transport) apply(ht *http.Transport) {
+	ht.MaxIdleConns = t.MaxIdleConns
+	ht.MaxIdleConnsPerHost = t.MaxIdleConns
+	ht.IdleConnTimeout = t.IdleTimeout
+	ht.MaxConnsPerHost = t.MaxConns
+	ht.TLSHandshakeTimeout = t.TLSHandshakeTimeout
+	ht.DialContext = (&net.Dialer{Timeout: t.DialTimeout, KeepAlive: t.KeepAlive}).DialContext
 }
 
 // maxMessageBytes caps the error message taken from a rejection's body.
@@ -118,6 +189,11 @@ func New(cfg Config) (*Connector, error) {
 	}
 	if base != nil {
 		t := base.Clone()
+		if client.Transport == nil {
+			// Our own transport: the settings are explicit
+			// configuration (Transport), not net/http's defaults.
+			cfg.Transport.withDefaults(cfg.MaxConcurrent).apply(t)
+		}
 		dial := t.DialContext
 		if dial == nil {
 			dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -128,14 +204,6 @@ func New(cfg Config) (*Connector, error) {
 				return nil, err
 			}
 			return &guardConn{Conn: conn}, nil
-		}
-		if client.Transport == nil {
-			// net/http keeps 2 idle connections per host by default, so
-			// with many executions in flight almost every POST would
-			// open a new connection.
-			idle := max(cfg.MaxConcurrent, 256)
-			t.MaxIdleConnsPerHost = idle
-			t.MaxIdleConns = max(t.MaxIdleConns, idle)
 		}
 		if sh.tls != nil {
 			t.TLSClientConfig = sh.tls
@@ -425,23 +493,23 @@ func escapeKey(key string) string {
 	return url.PathEscape(key)
 }
 
+// requestContext bounds a request by the earlier of deadline (zero: none)
+// and now + Timeout. When ctx already ends no later (an attempt's context
+// carries its deadline), no timer of its own is made: one request, one
+// timer at most, rather than one per layer.
 func (c *Connector) requestContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	cancels := []context.CancelFunc{}
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		cancels = append(cancels, cancel)
-	}
 	if c.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
-		cancels = append(cancels, cancel)
-	}
-	return ctx, func() {
-		for _, f := range cancels {
-			f()
+		if t := time.Now().Add(c.cfg.Timeout); deadline.IsZero() || t.Before(deadline) {
+			deadline = t
 		}
 	}
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, deadline)
 }
 
 // dropConnections closes idle connections after a failure, so no request

@@ -206,6 +206,10 @@ type System struct {
 	// ProbeEvery is how often an open breaker lets one request through;
 	// 0: 1s.
 	ProbeEvery time.Duration
+	// HTTP is how the http actions naming the system connect to it
+	// (`http:`: idle connections kept, timeouts); zero fields take
+	// httpconn's defaults.
+	HTTP httpconn.Transport
 }
 
 // setDefaults fills fields the file left out. Parse calls it after

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	httpconn "github.com/onceflight/onceflight/connectors/http"
 )
 
 // minimal is a valid action body used by tests that vary one thing.
@@ -54,6 +56,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{`:3:21: field "systems.pay.max_concurrent": must be at least 1, got 0`, `:4:11: field "systems.pay.rate": must be positive, got -5`,
 				`field "systems.pay.breaker.after": must be at least 1, got 0`, `field "systems.pay.breaker.probe_every": must be positive`,
 				`:6:5: unknown field "systems.pay.limit"`}},
+		{"bad http transport", "systems:\n  pay:\n    http: {max_idle_conns: 0, max_conns: -1, idle_timeout: 0s, dial_timeout: 5, pool: 3}\n" + minimal,
+			[]string{`field "systems.pay.http.max_idle_conns": must be at least 1, got 0`, `field "systems.pay.http.max_conns": must be at least 1, got -1`,
+				`field "systems.pay.http.idle_timeout": must be positive`, `field "systems.pay.http.dial_timeout": invalid duration "5"`,
+				`unknown field "systems.pay.http.pool"`}},
 		{"rate not a number", "systems:\n  pay:\n    rate: 50/s\n" + minimal,
 			[]string{`field "systems.pay.rate": must be a number of requests per second`}},
 		{"burst without rate", "systems:\n  pay:\n    burst: 5\n" + minimal,
@@ -341,6 +347,7 @@ systems:
     rate: 12.5
     burst: 3
     breaker: {after: 2, probe_every: 500ms}
+    http: {max_idle_conns: 64, idle_timeout: 30s, max_conns: 128, dial_timeout: 2s, tls_handshake_timeout: 3s, keep_alive: 15s}
   mail: {}
 actions:
   payments.refund: {connector: noop, system: payments, give_up_after: 10m}
@@ -351,7 +358,9 @@ actions:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := System{Name: "payments", MaxConcurrent: 8, Rate: 12.5, Burst: 3, BreakerAfter: 2, ProbeEvery: 500 * time.Millisecond}
+	want := System{Name: "payments", MaxConcurrent: 8, Rate: 12.5, Burst: 3, BreakerAfter: 2, ProbeEvery: 500 * time.Millisecond,
+		HTTP: httpconn.Transport{MaxIdleConns: 64, IdleTimeout: 30 * time.Second, MaxConns: 128, DialTimeout: 2 * time.Second,
+			TLSHandshakeTimeout: 3 * time.Second, KeepAlive: 15 * time.Second}}
 	if got := cfg.Systems["payments"]; got == nil || *got != want {
 		t.Errorf("payments = %+v", got)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	httpconn "github.com/onceflight/onceflight/connectors/http"
 	"github.com/onceflight/onceflight/kafkaconf"
 )
 
@@ -47,6 +48,14 @@ type systemDoc struct {
 		After      int      `yaml:"after"`
 		ProbeEvery Duration `yaml:"probe_every"`
 	} `yaml:"breaker"`
+	HTTP struct {
+		MaxIdleConns        int      `yaml:"max_idle_conns"`
+		IdleTimeout         Duration `yaml:"idle_timeout"`
+		MaxConns            int      `yaml:"max_conns"`
+		DialTimeout         Duration `yaml:"dial_timeout"`
+		TLSHandshakeTimeout Duration `yaml:"tls_handshake_timeout"`
+		KeepAlive           Duration `yaml:"keep_alive"`
+	} `yaml:"http"`
 }
 
 // Rate is requests per second: an integer or a decimal number, positive.
@@ -107,8 +116,8 @@ type actionDoc struct {
 	Result            string            `yaml:"result"`
 
 	// Per external system limits (docs/connectors.md#protecting-the-external-system).
-	System          string            `yaml:"system"`
-	GiveUpAfter     Duration          `yaml:"give_up_after"`
+	System      string   `yaml:"system"`
+	GiveUpAfter Duration `yaml:"give_up_after"`
 }
 
 // kafkaDoc is a kafka action's own connection:
@@ -478,11 +487,14 @@ func (p *loader) system(name string, d systemDoc) *System {
 		p.errAt(p.index[loc{"", "systems." + name}].key, loc{"", "systems"}, "system name must not be empty")
 	}
 	s := &System{Name: name, MaxConcurrent: d.MaxConcurrent, Rate: float64(d.Rate), Burst: d.Burst,
-		BreakerAfter: d.Breaker.After, ProbeEvery: time.Duration(d.Breaker.ProbeEvery)}
+		BreakerAfter: d.Breaker.After, ProbeEvery: time.Duration(d.Breaker.ProbeEvery),
+		HTTP: httpconn.Transport{MaxIdleConns: d.HTTP.MaxIdleConns, IdleTimeout: time.Duration(d.HTTP.IdleTimeout), MaxConns: d.HTTP.MaxConns,
+			DialTimeout: time.Duration(d.HTTP.DialTimeout), TLSHandshakeTimeout: time.Duration(d.HTTP.TLSHandshakeTimeout), KeepAlive: time.Duration(d.HTTP.KeepAlive)}}
 	for _, f := range []struct {
 		field string
 		v     int
-	}{{"max_concurrent", d.MaxConcurrent}, {"burst", d.Burst}, {"breaker.after", d.Breaker.After}} {
+	}{{"max_concurrent", d.MaxConcurrent}, {"burst", d.Burst}, {"breaker.after", d.Breaker.After},
+		{"http.max_idle_conns", d.HTTP.MaxIdleConns}, {"http.max_conns", d.HTTP.MaxConns}} {
 		if n, ok := valid(f.field); ok && f.v < 1 {
 			p.errAt(n, at(f.field), "must be at least 1, got %d", f.v)
 		}

@@ -1,0 +1,174 @@
+package httpconn_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/connectors"
+	httpconn "github.com/onceflight/onceflight/connectors/http"
+)
+
+// connServer counts the connections it accepted and the most open at once.
+type connServer struct {
+	*httptest.Server
+	accepted, open, peak atomic.Int64
+}
+
+func newConnServer(t *testing.T, h http.HandlerFunc) *connServer {
+	s := &connServer{}
+	s.Server = httptest.NewUnstartedServer(h)
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			s.accepted.Add(1)
+			n := s.open.Add(1)
+			for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+			}
+		case http.StateClosed, http.StateHijacked:
+			s.open.Add(-1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// run sends n requests, conc at a time, and fails on any that did not
+// succeed.
+func run(t *testing.T, c *httpconn.Connector, n, conc int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, conc)
+	var failed atomic.Value
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if res := c.Execute(context.Background(), req(fmt.Sprintf("k%d", i), `{}`)); res.Kind != connectors.Succeeded {
+				failed.Store(res)
+			}
+		})
+	}
+	wg.Wait()
+	if f := failed.Load(); f != nil {
+		t.Fatalf("a request failed: %+v", f)
+	}
+}
+
+// max_conns caps the connections to the system whatever the requests in
+// flight: 32 at once through a cap of 4 never open a fifth.
+func TestTransportMaxConns(t *testing.T) {
+	srv := newConnServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(2 * time.Millisecond)
+		fmt.Fprint(w, `{}`)
+	})
+	c, err := httpconn.New(httpconn.Config{URL: srv.URL + "/x", Timeout: 10 * time.Second, MaxConcurrent: 32,
+		Transport: httpconn.Transport{MaxConns: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c, 200, 32)
+	if p := srv.peak.Load(); p > 4 {
+		t.Errorf("%d connections open at once with max_conns 4", p)
+	}
+}
+
+// By default the idle connections kept match the requests in flight, so
+// rounds of 64 concurrent requests reuse the first round's connections;
+// with net/http's default of 2 idle per host, almost every request of a
+// round opened a connection. With max_idle_conns 1 that happens again:
+// the setting is what makes the difference.
+func TestTransportKeepsIdleConnsForTheCeiling(t *testing.T) {
+	const conc, rounds = 64, 5
+	handler := func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(time.Millisecond)
+		fmt.Fprint(w, `{}`)
+	}
+	accepted := func(tr httpconn.Transport) int64 {
+		srv := newConnServer(t, handler)
+		c, err := httpconn.New(httpconn.Config{URL: srv.URL + "/x", Timeout: 10 * time.Second, MaxConcurrent: conc, Transport: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range rounds {
+			run(t, c, conc, conc)
+		}
+		return srv.accepted.Load()
+	}
+	def, one := accepted(httpconn.Transport{}), accepted(httpconn.Transport{MaxIdleConns: 1})
+	t.Logf("connections for %d rounds of %d: %d by default, %d with max_idle_conns 1", rounds, conc, def, one)
+	// A connection may be handed back a moment after its request
+	// returned, so a later round can open a few more than the first; far
+	// from one per request either way.
+	if def > 2*conc {
+		t.Errorf("%d connections for %d rounds of %d requests: idle connections were not reused", def, rounds, conc)
+	}
+	if one < 3*conc {
+		t.Errorf("only %d connections with max_idle_conns 1: the setting was not applied", one)
+	}
+}
+
+// idle_timeout closes a connection left idle longer, so the next request
+// dials again.
+func TestTransportIdleTimeout(t *testing.T) {
+	srv := newConnServer(t, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{}`) })
+	c, err := httpconn.New(httpconn.Config{URL: srv.URL + "/x", Timeout: 10 * time.Second,
+		Transport: httpconn.Transport{IdleTimeout: 20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c, 1, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.open.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if srv.open.Load() != 0 {
+		t.Fatal("the idle connection was not closed after idle_timeout")
+	}
+	run(t, c, 1, 1)
+	if a := srv.accepted.Load(); a != 2 {
+		t.Errorf("%d connections accepted, want 2 (the first closed when idle)", a)
+	}
+}
+
+// BenchmarkExecuteConcurrent is the connector's share of an http
+// command's CPU at high fan-out: 128 requests in flight to a loopback
+// system, each as Perform sends it (an attempt context with the deadline,
+// the request's deadline, the action's timeout). The server runs in the
+// same process, so ns/op includes it; compare runs with benchstat.
+//
+//	go test ./connectors/http -run '^$' -bench BenchmarkExecuteConcurrent -benchmem -count 6
+func BenchmarkExecuteConcurrent(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	defer srv.Close()
+	c, err := httpconn.New(httpconn.Config{URL: srv.URL + "/x", Timeout: 2 * time.Second, MaxConcurrent: 1024})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	b.SetParallelism(64) // × GOMAXPROCS goroutines
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := req(fmt.Sprintf("k%d", n.Add(1)), `{"amount":500}`)
+			r.Deadline = time.Now().Add(2 * time.Second)
+			ctx, cancel := context.WithDeadline(context.Background(), r.Deadline)
+			if res := c.Execute(ctx, r); res.Kind != connectors.Succeeded {
+				b.Error(res)
+			}
+			cancel()
+		}
+	})
+}

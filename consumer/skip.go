@@ -1,0 +1,155 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// Reading past a hot entity (docs/memory.md, "A hot entity").
+//
+// An entity runs its commands one at a time (single flight), so one entity
+// with a backlog of thousands drains slowly whatever the machine. Holding
+// that backlog would take memory without bound, and pausing the partition
+// (what the pipeline did before) stopped every other entity of the
+// partition behind it. Instead, once an entity holds MaxBufferedPerEntity
+// commands, its later commands are skipped: the poll loop keeps only their
+// offsets (8 bytes each) and goes on with the partition. When the entity's
+// worker has run what it holds, it reads the skipped commands again from
+// Kafka by offset (refill), at most MaxBufferedPerEntity at a time, and
+// runs them in order.
+//
+// What does not change:
+//   - order and single flight: an entity's commands are items then skipped
+//     offsets, in offset order, and once one is skipped every later one is
+//     skipped too, so its worker runs them in partition order;
+//   - the watermark: a skipped command's offset is tracked when it is
+//     first consumed and marked answered only when its answer is staged,
+//     so the partition's committed offset never passes it; a restart or a
+//     new owner consumes it again from there;
+//   - memory: the offsets are bounded by MaxSkippedPerPartition per
+//     partition (past it the partition's fetching pauses), and a refill
+//     holds one fetch of MaxFetchBytes at a time for the whole process
+//     (refetchSem).
+
+// skip remembers a command of a hot entity by its offset (p.mu held).
+func (p *pipeline) skip(st *partState, q *entityQueue, off int64) {
+	q.skipped = append(q.skipped, off)
+	st.buf.skipped++
+	p.skipped++
+	p.e.m.hw.skipped.raise(p.skipped)
+	p.checkPause(st)
+}
+
+// unskip takes n skipped commands out of the counts (p.mu held).
+func (p *pipeline) unskip(st *partState, n int) {
+	st.buf.skipped -= n
+	p.skipped -= n
+	p.checkPause(st)
+}
+
+// refill reads the first skipped commands of entity again and queues them
+// as items. The worker calls it with the queue's items empty; commands
+// dispatched meanwhile are skipped (q.skipped is not empty), so they stay
+// after the refilled ones.
+func (p *pipeline) refill(ctx context.Context, entity string, st *partState) error {
+	p.mu.Lock()
+	q := p.queues[entity]
+	offs := slices.Clone(q.skipped[:min(len(q.skipped), p.e.cfg.MaxBufferedPerEntity)])
+	p.mu.Unlock()
+	recs, err := p.refetch(ctx, st, offs)
+	if err != nil {
+		return err
+	}
+	items := make([]*item, 0, len(recs))
+	for _, r := range recs {
+		cmd, err := schemas.DecodeCommand(r, p.e.cfg.MaxDataBytes)
+		if err != nil {
+			return fmt.Errorf("skipped command at offset %d read again: %w", r.Offset, err)
+		}
+		if cmd.Subject != entity {
+			return fmt.Errorf("skipped command at offset %d read again is of entity %q, not %q", r.Offset, cmd.Subject, entity)
+		}
+		items = append(items, &item{rec: r, cmd: cmd, size: len(r.Value) + len(r.Key)})
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q.skipped = q.skipped[len(offs):]
+	if len(q.skipped) == 0 {
+		q.skipped = nil // let the array go
+	}
+	p.unskip(st, len(offs))
+	for _, it := range items {
+		p.buffered++
+		p.enqueue(st, q, it)
+	}
+	p.checkPause(st)
+	p.e.m.skipRefills.Inc()
+	return nil
+}
+
+// refetch reads the command records at offs (ascending) of partition st.p
+// with a reader of its own, committed data only. The records between them
+// (other entities') are read and dropped. One refetch runs at a time in
+// the process, which bounds what its reader holds to one fetch.
+func (p *pipeline) refetch(ctx context.Context, st *partState, offs []int64) ([]*kgo.Record, error) {
+	select {
+	case p.e.refetchSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.e.refetchSem }()
+	cfg := &p.e.cfg
+	rd, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+			cfg.Topics.Commands: {st.p: kgo.NewOffset().At(offs[0])},
+		}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxPartitionBytes(int32(max(cfg.MaxMessageBytes, 1<<20))),
+		kgo.FetchMaxBytes(int32(cfg.MaxFetchBytes)),
+		kgo.MaxConcurrentFetches(1),
+	}, p.e.opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("read skipped commands of partition %d: reader: %w", st.p, err)
+	}
+	defer rd.Close()
+	// The skipped commands were read committed once: they are there, and
+	// only a broker that stops answering makes this wait; bounded like a
+	// journal catch-up.
+	wctx, cancel := context.WithTimeout(ctx, cfg.TransactionTimeout+20*time.Second)
+	defer cancel()
+	out := make([]*kgo.Record, 0, len(offs))
+	for len(out) < len(offs) {
+		fs := rd.PollFetches(wctx)
+		if wctx.Err() != nil {
+			return nil, fmt.Errorf("read skipped commands of partition %d: %d of %d read from offset %d: %w", st.p, len(out), len(offs), offs[0], wctx.Err())
+		}
+		fs.EachError(func(_ string, _ int32, err error) {
+			p.e.log.Warn("read skipped commands: fetch error", "partition", st.p, "err", err)
+		})
+		var gone error
+		fs.EachRecord(func(r *kgo.Record) {
+			if gone != nil || len(out) == len(offs) {
+				return
+			}
+			want := offs[len(out)]
+			switch {
+			case r.Offset < want:
+			case r.Offset == want:
+				out = append(out, r)
+			default:
+				gone = fmt.Errorf("read skipped commands of partition %d: offset %d is no longer in %s (deleted by retention?)", st.p, want, cfg.Topics.Commands)
+			}
+		})
+		if gone != nil {
+			return nil, gone
+		}
+	}
+	return out, nil
+}
