@@ -74,9 +74,12 @@ func TestPaymentsProfileEndToEnd(t *testing.T) {
 	h.Start(t.TempDir())
 
 	data := `{"charge":"ch_9","amount":700,"metadata":{"order_id":"A-9"}}`
-	h.SubmitAction("c-timeout", "payments.refund", "order-9", "refund-9", data)
-	h.SubmitAction("c-wrongkey", "payments.refund.wrongkey", "order-10", "refund-10", strings.ReplaceAll(data, "ch_9", "ch_10"))
+	// One after the other: the fake's one injected hang must meet the
+	// refund with the right key, not whichever POST arrives first.
 	seen := map[string][]schemas.Outcome{}
+	h.SubmitAction("c-timeout", "payments.refund", "order-9", "refund-9", data)
+	h.Outcomes(1, seen, nil)
+	h.SubmitAction("c-wrongkey", "payments.refund.wrongkey", "order-10", "refund-10", strings.ReplaceAll(data, "ch_9", "ch_10"))
 	h.Outcomes(2, seen, nil)
 
 	ok := seen["c-timeout"][0].Record
