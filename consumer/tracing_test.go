@@ -120,7 +120,7 @@ func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
 	attrs := func(s tracetest.SpanStub) map[attribute.Key]string {
 		m := map[attribute.Key]string{}
 		for _, kv := range s.Attributes {
-			m[kv.Key] = kv.Value.Emit()
+			m[kv.Key] = kv.Value.String()
 		}
 		return m
 	}
