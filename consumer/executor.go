@@ -35,8 +35,7 @@ var errFenced = errors.New("consumer: fenced: partition no longer owned by this 
 // Executor runs commands. Create it with New and run it with Run.
 type Executor struct {
 	cfg Config
-	// tracer traces commands (tracing.go); nil until WithTracerProvider
-	// or the first use, which sets a no-op one.
+	// tracer traces commands (tracing.go); nil when tracing is off.
 	tracer    trace.Tracer
 	actions   map[string]*action
 	retention retention

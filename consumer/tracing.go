@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/schemas"
@@ -27,7 +26,8 @@ import (
 const instrumentation = "github.com/onceflight/onceflight/consumer"
 
 // WithTracerProvider makes the executor trace its commands through tp.
-// Without it tracing is off and costs a no-op tracer's calls.
+// Without it tracing is off and costs one nil check per command
+// (BenchmarkTracingOff).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(e *Executor) { e.tracer = tp.Tracer(instrumentation) }
 }
@@ -46,19 +46,15 @@ const (
 	attrCommand   = attribute.Key("onceflight.command_id")
 )
 
-func (e *Executor) tracerOrNoop() trace.Tracer {
-	if e.tracer == nil {
-		e.tracer = noop.NewTracerProvider().Tracer(instrumentation)
-	}
-	return e.tracer
-}
-
 // traceCommand starts the command's span at the moment it was queued and
 // its wait span, which ends now: the time the command waited for its
 // entity's earlier commands (single flight) and for the worker. The
 // returned func ends the command's span with the status of its answer.
 func (j *job) traceCommand(ctx context.Context, it *item) (context.Context, func()) {
-	tr := j.e.tracerOrNoop()
+	if j.e.tracer == nil {
+		return ctx, func() {} // tracing off: not even a no-op span's attributes
+	}
+	tr := j.e.tracer
 	queued := it.queued
 	if queued.IsZero() {
 		queued = time.Now()
@@ -96,7 +92,10 @@ func (j *job) traceCommand(ctx context.Context, it *item) (context.Context, func
 // traceExecution starts the span of one execution (Perform); end records
 // its decision.
 func (j *job) traceExecution(ctx context.Context, rec schemas.Record) (context.Context, func(connectors.Decision)) {
-	ctx, span := j.e.tracerOrNoop().Start(ctx, "onceflight.execute",
+	if j.e.tracer == nil {
+		return ctx, func(connectors.Decision) {}
+	}
+	ctx, span := j.e.tracer.Start(ctx, "onceflight.execute",
 		trace.WithAttributes(attrAction.String(rec.Action), attrKey.String(rec.IdempotencyKey), attrEntity.String(rec.Entity)))
 	return ctx, func(d connectors.Decision) {
 		span.SetAttributes(attrStatus.String(string(d.Outcome)), attrAttempt.Int(d.Attempts))
