@@ -29,6 +29,9 @@ COPY --from=build /out/onceflight /usr/local/bin/onceflight
 # named volume mounted there inherits a directory the process can write.
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
-EXPOSE 8080
+# 8089: health, readiness and metrics (--metrics-http), open to probes and
+# Prometheus. The records stay on 127.0.0.1:8080 unless serve is given
+# --http 0.0.0.0:8080 with --http-token-file (docs/http.md#who-may-read-the-records).
+EXPOSE 8089
 ENTRYPOINT ["/usr/local/bin/onceflight"]
-CMD ["serve", "--config", "/etc/onceflight/onceflight.yaml", "--data-dir", "/data", "--http", "0.0.0.0:8080", "--log-format", "json"]
+CMD ["serve", "--config", "/etc/onceflight/onceflight.yaml", "--data-dir", "/data", "--http", "127.0.0.1:8080", "--metrics-http", "0.0.0.0:8089", "--log-format", "json"]

@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help build image test test-race lint fuzz bench bench-e2e chaos chaos-race sim soak demo kafkajs clean
+.PHONY: help build image test test-race actionlint lint upgrade-test fuzz bench bench-rate bench-e2e chaos chaos-race sim soak demo demo-console kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -42,6 +42,9 @@ test: ## the whole test suite (what CI runs), with short fuzz runs of the decode
 test-race: ## the test suite under the race detector
 	$(GO) test -race -count=1 -timeout 15m ./...
 
+actionlint: ## check the GitHub workflows (.github/workflows) with actionlint
+	$(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet ./...
@@ -59,6 +62,9 @@ fuzz: ## longer fuzz runs of every decoder and of the HTTP ingress's request par
 
 bench: ## benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./dedupe ./partitioner | tee bench.txt
+
+bench-rate: ## a system's rate limit (rate: 50) over a drain of 1 000 commands, about 20 s
+	$(GO) test ./consumer -run '^$$' -bench '^BenchmarkSystemRate$$' -benchtime 1x -count 1
 
 bench-e2e: build ## end-to-end benchmark: raw Kafka+Pebble pipeline vs. serve, one table (BENCH_ARGS='-n 5000' for a quick run)
 	$(GO) build -o bin/onceflight-bench ./cmd/onceflight-bench
@@ -78,8 +84,21 @@ sim: ## seeded histories (commands, releases, restarts) against a real executor:
 soak: ## mixed load on three executors with a fault every few minutes and one broker restart for DURATION (or SOAK_DURATION, default 10m), then audit and a leak check (not in test)
 	ONCEFLIGHT_SOAK=1 SOAK_DURATION=$(or $(DURATION),$(SOAK_DURATION),10m) $(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./consumer
 
+# The release an in-place upgrade starts from: the commit of the last
+# release (round 2, 2026-12-01) unless UPGRADE_FROM names another.
+UPGRADE_FROM ?= ffc9246
+upgrade-test: ## upgrade in place from UPGRADE_FROM (a git revision, built here) with executions in flight; checked from the records (not in test)
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	git archive --format=tar $(UPGRADE_FROM) | tar -x -C "$$tmp"; \
+	echo "building the release at $(UPGRADE_FROM)"; \
+	(cd "$$tmp" && $(GO) build -ldflags '-X main.version=$(UPGRADE_FROM)' -o "$$tmp/onceflight-old" ./cmd/onceflight); \
+	ONCEFLIGHT_E2E_OLD_BIN="$$tmp/onceflight-old" $(GO) test -count=1 -timeout 20m -v -run '^TestUpgradeInPlace$$' ./internal/e2e/
+
 demo: build ## run the demo: embedded broker, executor, demo service, a table of outcomes
 	./$(BIN) demo
+
+demo-console: build ## the demo, then keep it running with the operator console on http://127.0.0.1:8090/
+	./$(BIN) demo --console 127.0.0.1:8090
 
 kafkajs: build ## prove a kafkajs client can produce commands and read outcomes (needs npm)
 	./scripts/kafkajs-check.sh ./$(BIN)

@@ -65,6 +65,57 @@ type Result struct {
 	Kind    Kind
 	Result  json.RawMessage // recorded result for Succeeded (JSON)
 	Message string          // why, for Rejected/Unavailable/Ambiguous
+	// RetryAfter, on an Unavailable answer, is how long the external
+	// system asked to be left alone (HTTP Retry-After): the next attempt
+	// leaves no earlier. 0: it did not say.
+	RetryAfter time.Duration
+	// Signal says what an answer tells about the external system as a
+	// whole, for its limits and breaker (Gate); the Kind alone cannot:
+	// a 429 and a connection refused are both Unavailable, but one asks
+	// for less concurrency and the other means the system is down.
+	Signal Signal
+}
+
+// Signal is what one answer says about the external system's health.
+type Signal int
+
+const (
+	// SignalNone: nothing beyond the answer itself.
+	SignalNone Signal = iota
+	// SignalBusy: the system refused because it is overloaded (HTTP 429):
+	// send less at once.
+	SignalBusy
+	// SignalDown: the system is unreachable or unavailable (connection
+	// refused, HTTP 503): after several in a row, stop sending and probe.
+	// It also counts as busy for the concurrency limit.
+	SignalDown
+)
+
+func (s Signal) String() string {
+	switch s {
+	case SignalBusy:
+		return "busy"
+	case SignalDown:
+		return "down"
+	}
+	return "none"
+}
+
+// Gate paces the requests to one external system: its concurrency and
+// rate limits and its breaker (connectors/limit). Perform takes a permit
+// before each request it sends and gives it back with the answer, so a
+// command waiting for the system holds nothing but its own place in line.
+type Gate interface {
+	// Acquire waits until notBefore (a Retry-After or backoff), then until
+	// the system may take one more request, or until ctx ends.
+	Acquire(ctx context.Context, notBefore time.Time) (Permit, error)
+}
+
+// Permit is one request's place at a Gate.
+type Permit interface {
+	// Done gives the place back with the answer the request got and how
+	// long it took; res is the zero Result when no request was sent.
+	Done(res Result, took time.Duration)
 }
 
 // Connector performs the effect once. It must honour req.Deadline: no request

@@ -1,10 +1,12 @@
 package connectors
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -55,12 +57,19 @@ const (
 	// backoff: exponential with jitter, doubling from the first to the second.
 	DefaultBackoffInitial = 100 * time.Millisecond
 	DefaultBackoffMax     = 5 * time.Second
+	// DefaultGiveUpAfter is generous on purpose: an external system that
+	// says "not done" (429, 503, connection refused) is usually busy or
+	// restarting, and a refund must not fail because it took a while.
+	DefaultGiveUpAfter = time.Hour
 )
 
 // Policy is an action's retry and confirmation policy (docs/configuration.md).
 type Policy struct {
-	Timeout         time.Duration // per attempt (Execute and each Confirm); default DefaultTimeout
-	MaxAttempts     int           // total executions for the key, across calls; default DefaultMaxAttempts
+	Timeout     time.Duration // per attempt (Execute and each Confirm); default DefaultTimeout
+	MaxAttempts int           // executions for the key that may have had an effect, across calls; default DefaultMaxAttempts
+	// GiveUpAfter bounds, per call, how long "not done" answers are
+	// retried (and the Gate waited for); default DefaultGiveUpAfter.
+	GiveUpAfter     time.Duration
 	ConfirmTimeout  time.Duration // how long to keep asking Confirm; default DefaultConfirmTimeout
 	IdempotentByKey bool          // the external system deduplicates the key itself
 	// Backoff builds a fresh schedule for one retry loop. Default:
@@ -78,6 +87,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.ConfirmTimeout <= 0 {
 		p.ConfirmTimeout = DefaultConfirmTimeout
+	}
+	if p.GiveUpAfter <= 0 {
+		p.GiveUpAfter = DefaultGiveUpAfter
 	}
 	if p.Backoff == nil {
 		p.Backoff = func() backoff.BackOff {
@@ -104,6 +116,63 @@ type PerformOption func(*performOptions)
 
 type performOptions struct {
 	beforeAttempt func(ctx context.Context, req *Request) error
+	notDone       func(ctx context.Context, req *Request, res Result)
+	lastNotDone   bool
+	gate          Gate
+	slot          func(ctx context.Context) (release func(), err error)
+	notAfter      time.Time
+}
+
+// Options joins several options into one, for a caller that hands a
+// single option on.
+func Options(opts ...PerformOption) PerformOption {
+	return func(o *performOptions) {
+		for _, f := range opts {
+			f(o)
+		}
+	}
+}
+
+// WithNotDone registers a hook called after an attempt answered "not
+// done" (Unavailable) while no earlier attempt may have taken effect,
+// before the wait for the next one. The executor records there that
+// nothing is in flight and nothing happened, so that a new owner taking
+// over a command that waits (an outage, a long Retry-After) executes
+// again instead of confirming, or leaving it unresolved when it cannot
+// confirm (WithLastNotDone). A hook that fails leaves the intent as the
+// last record: the new owner confirms, the safe side.
+func WithNotDone(fn func(ctx context.Context, req *Request, res Result)) PerformOption {
+	return func(o *performOptions) { o.notDone = fn }
+}
+
+// WithLastNotDone tells Reconcile that the inherited attempt was answered
+// "not done" with nothing before it in doubt (a record WithNotDone
+// wrote): it executes again at once, without confirming, and the
+// inherited attempts use up none of MaxAttempts.
+func WithLastNotDone() PerformOption {
+	return func(o *performOptions) { o.lastNotDone = true }
+}
+
+// WithGate sends every request of the call (Execute and Confirm) through
+// g: the external system's limits and breaker. The permit is taken before
+// the BeforeAttempt hook, so an attempt's deadline is set only once the
+// system will take it, and given back with the answer.
+func WithGate(g Gate) PerformOption {
+	return func(o *performOptions) { o.gate = g }
+}
+
+// WithSlot takes a slot (the executor's per-partition bound) once the
+// Gate admitted a request, and releases it with the answer: a command
+// waiting for a limit, a Retry-After or a breaker holds no slot.
+func WithSlot(acquire func(ctx context.Context) (release func(), err error)) PerformOption {
+	return func(o *performOptions) { o.slot = acquire }
+}
+
+// WithNotAfter bounds the call's waits by the command's own deadline as
+// well as GiveUpAfter: a command is not kept waiting past the time its
+// sender stopped caring.
+func WithNotAfter(t time.Time) PerformOption {
+	return func(o *performOptions) { o.notAfter = t }
 }
 
 // ErrStop, returned (wrapped) by a BeforeAttempt hook, ends the call
@@ -165,8 +234,10 @@ func ConfirmerOf(conn Connector) (Confirmer, bool) {
 // drives it to a decision by the rules of docs/connectors.md and G3:
 //
 //   - Succeeded: succeeded. Rejected: failed connector_rejected, no retry.
-//   - Unavailable: retried with backoff until MaxAttempts executions, then
-//     failed connector_unavailable.
+//   - Unavailable ("not done"): retried with backoff and jitter, no earlier
+//     than the answer's RetryAfter, without using up an attempt, until
+//     GiveUpAfter or the command's deadline (WithNotAfter), then failed
+//     connector_unavailable with the last answer and the number of waits.
 //   - Ambiguous: with a Confirmer, confirm until ConfirmTimeout; Succeeded →
 //     succeeded with the confirm result, NotFound → execute again (a new
 //     attempt, counted against MaxAttempts), no answer → unresolved
@@ -204,6 +275,11 @@ func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts 
 	if ctx.Err() != nil {
 		return interrupted(req.Attempt, ctx.Err())
 	}
+	if r.o.lastNotDone {
+		r.credit = req.Attempt
+		req.Attempt++
+		return r.loop(ctx, req, false)
+	}
 	if !r.canConfirm {
 		if !p.IdempotentByKey {
 			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
@@ -238,62 +314,61 @@ type runner struct {
 	canConfirm bool
 	p          Policy
 	o          performOptions
+	// boundIsDeadline: the waits end at the command's deadline, not at
+	// GiveUpAfter (waitUntil).
+	boundIsDeadline bool
+	// credit is the number of earlier attempts known to have been "not
+	// done" (WithLastNotDone): they use up no attempt.
+	credit int
 }
 
 // loop executes from req.Attempt on. mayHaveHappened says an earlier
 // execution could have taken effect and no Confirm has ruled it out.
+//
+// An Unavailable answer ("not done": the effect did not happen) uses up no
+// attempt: MaxAttempts counts executions that may have had an effect, and
+// "not done" is retried, no earlier than the system's Retry-After, until
+// GiveUpAfter or the command's deadline (WithNotAfter) ends the wait.
 func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) Decision {
 	retry := r.p.Backoff()
 	attempt := req.Attempt
-	last := "" // the last connector message, for the final Decision
+	last := ""          // the last connector message, for the final Decision
+	notDone := r.credit // answers that said the effect did not happen
+	sent := false
+	var notBefore time.Time // the earliest next attempt: backoff, Retry-After
+	until := r.waitUntil(time.Now())
 	for {
 		executed := attempt - 1
 		if ctx.Err() != nil {
 			return interrupted(executed, ctx.Err())
 		}
-		if attempt > r.p.MaxAttempts {
+		if attempt-notDone > r.p.MaxAttempts {
 			return r.exhausted(executed, mayHaveHappened, last)
+		}
+		wctx, cancel := context.WithDeadline(ctx, until)
+		done, err := r.admit(wctx, notBefore)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return interrupted(executed, ctx.Err())
+			}
+			return r.gaveUp(executed, notDone, sent, mayHaveHappened, last)
 		}
 		req.Attempt = attempt
 		req.Deadline = time.Now().Add(r.p.Timeout)
 		if r.o.beforeAttempt != nil {
-			for try := 0; ; try++ {
-				began := time.Now()
-				err := r.o.beforeAttempt(ctx, &req)
-				var stop *StopError
-				switch {
-				case err == nil:
-				case ctx.Err() != nil:
-					return interrupted(executed, ctx.Err())
-				case errors.As(err, &stop) && !mayHaveHappened:
-					return Decision{Outcome: OutcomeFailed, Code: stop.Code, Message: stop.Message, Attempts: executed}
-				case errors.As(err, &stop):
-					return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
-						Message: "an earlier attempt may have taken effect; then " + stop.Message, Attempts: executed}
-				default:
-					return Decision{Outcome: OutcomeUnresolved, Code: CodeNotStarted,
-						Message: fmt.Sprintf("attempt %d not started: %v", attempt, err), Attempts: executed}
-				}
-				if try >= 2 || time.Until(req.Deadline) >= r.p.Timeout/2 {
-					break
-				}
-				// The hook (the executor's intent, committed in a
-				// transaction) took most of the attempt's time: the next
-				// try's deadline leaves room for it as well, or a commit
-				// slower than the timeout would let no attempt be sent.
-				req.Deadline = time.Now().Add(r.p.Timeout + time.Since(began))
-			}
-			// A Timeout from now at most, and never past the deadline
-			// the hook recorded.
-			if d := time.Now().Add(r.p.Timeout); d.Before(req.Deadline) {
-				req.Deadline = d
+			if d, stop := r.before(ctx, &req, executed, mayHaveHappened); stop {
+				done(Result{}, 0)
+				return d
 			}
 		}
 		deadline := req.Deadline
-		actx, cancel := context.WithDeadline(ctx, deadline)
+		actx, acancel := context.WithDeadline(ctx, deadline)
+		began := time.Now()
 		res := safeCall(r.conn.Execute, actx, req)
-		cancel()
-		executed = attempt
+		acancel()
+		done(res, time.Since(began))
+		executed, sent = attempt, true
 		last = res.Message
 		// Stopped (shutdown, partition lost) while the request was out:
 		// an answer that is not definite is our own stop, not the
@@ -316,11 +391,24 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 			}
 			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: msg, Attempts: executed}
 		case StepRetry:
-			// Not done; retry below.
+			// Not done: no attempt used up; wait and try again.
+			notDone++
+			if r.o.notDone != nil && !mayHaveHappened {
+				r.o.notDone(ctx, &req, res)
+			}
+			notBefore = time.Now().Add(retryWait(retry.NextBackOff(), res.RetryAfter))
+			attempt++
+			continue
 		case StepConfirm:
+			asked := time.Now()
 			cres, d, done := r.confirm(ctx, req)
 			if done {
 				return d
+			}
+			if !r.boundIsDeadline {
+				// Confirming is not waiting for the system to take
+				// the request: give_up_after does not count it.
+				until = until.Add(time.Since(asked))
 			}
 			if cres.Kind == Succeeded {
 				return Decision{Outcome: OutcomeSucceeded, Result: cres.Result, Attempts: executed}
@@ -330,14 +418,127 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		case StepReexecute:
 			mayHaveHappened = true
 		}
-		if attempt >= r.p.MaxAttempts {
+		if attempt-notDone >= r.p.MaxAttempts {
 			return r.exhausted(executed, mayHaveHappened, last)
 		}
-		if err := sleep(ctx, retry.NextBackOff()); err != nil {
-			return interrupted(executed, err)
-		}
+		notBefore = time.Now().Add(retry.NextBackOff())
 		attempt++
 	}
+}
+
+// before runs the BeforeAttempt hook for req (the executor's intent). It
+// returns stop == true with the Decision to return when the attempt must
+// not be sent.
+func (r *runner) before(ctx context.Context, req *Request, executed int, mayHaveHappened bool) (Decision, bool) {
+	for try := 0; ; try++ {
+		began := time.Now()
+		err := r.o.beforeAttempt(ctx, req)
+		var stop *StopError
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return interrupted(executed, ctx.Err()), true
+		case errors.As(err, &stop) && !mayHaveHappened:
+			return Decision{Outcome: OutcomeFailed, Code: stop.Code, Message: stop.Message, Attempts: executed}, true
+		case errors.As(err, &stop):
+			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
+				Message: "an earlier attempt may have taken effect; then " + stop.Message, Attempts: executed}, true
+		default:
+			return Decision{Outcome: OutcomeUnresolved, Code: CodeNotStarted,
+				Message: fmt.Sprintf("attempt %d not started: %v", req.Attempt, err), Attempts: executed}, true
+		}
+		if try >= 2 || time.Until(req.Deadline) >= r.p.Timeout/2 {
+			break
+		}
+		// The hook (the executor's intent, committed in a transaction)
+		// took most of the attempt's time: the next try's deadline
+		// leaves room for it as well, or a commit slower than the
+		// timeout would let no attempt be sent.
+		req.Deadline = time.Now().Add(r.p.Timeout + time.Since(began))
+	}
+	// A Timeout from now at most, and never past the deadline the hook
+	// recorded.
+	if d := time.Now().Add(r.p.Timeout); d.Before(req.Deadline) {
+		req.Deadline = d
+	}
+	return Decision{}, false
+}
+
+// retryWait is the wait before retrying a "not done" answer: the backoff,
+// or the system's Retry-After when that is longer, plus up to a fifth of
+// it (at most a second) of jitter, so that commands told "1 second"
+// together do not all come back in the same millisecond.
+func retryWait(backoffWait, retryAfter time.Duration) time.Duration {
+	if retryAfter <= backoffWait {
+		return backoffWait
+	}
+	return retryAfter + rand.N(min(retryAfter/5, time.Second)+1)
+}
+
+// waitUntil is the end of one call's waits (backoff, Retry-After, the
+// Gate): GiveUpAfter from start, or the command's own deadline if sooner.
+func (r *runner) waitUntil(start time.Time) time.Time {
+	until := start.Add(r.p.GiveUpAfter)
+	r.boundIsDeadline = false
+	if !r.o.notAfter.IsZero() && r.o.notAfter.Before(until) {
+		until, r.boundIsDeadline = r.o.notAfter, true
+	}
+	return until
+}
+
+// admit waits until notBefore and for the Gate and the slot (WithGate,
+// WithSlot). done gives both back with the attempt's answer.
+func (r *runner) admit(ctx context.Context, notBefore time.Time) (done func(Result, time.Duration), err error) {
+	var permit Permit
+	if r.o.gate != nil {
+		if permit, err = r.o.gate.Acquire(ctx, notBefore); err != nil {
+			return nil, err
+		}
+	} else if err := sleep(ctx, time.Until(notBefore)); err != nil {
+		return nil, err
+	} else if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	release := func() {}
+	if r.o.slot != nil {
+		if release, err = r.o.slot(ctx); err != nil {
+			if permit != nil {
+				permit.Done(Result{}, 0)
+			}
+			return nil, err
+		}
+	}
+	return func(res Result, took time.Duration) {
+		release()
+		if permit != nil {
+			permit.Done(res, took)
+		}
+	}, nil
+}
+
+// gaveUp is the Decision when the waits of a call ran out (GiveUpAfter or
+// the command's deadline) while the system kept answering "not done" or
+// the Gate kept the request back.
+func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last string) Decision {
+	bound := fmt.Sprintf("give_up_after (%s)", r.p.GiveUpAfter)
+	if r.boundIsDeadline {
+		if !sent && !mayHaveHappened && waits == 0 {
+			return Decision{Outcome: OutcomeFailed, Code: schemas.CodeExpired,
+				Message: fmt.Sprintf("deadline %s passed while waiting for the external system's limits", r.o.notAfter.UTC().Format(time.RFC3339)), Attempts: executed}
+		}
+		bound = "the command's deadline (" + r.o.notAfter.UTC().Format(time.RFC3339) + ")"
+	}
+	msg := "gave up at " + bound
+	if last != "" {
+		msg += "; last answer: " + last
+	} else {
+		msg += "; no answer: the external system's limits or breaker kept the request back"
+	}
+	msg += fmt.Sprintf("; waited %d times", waits)
+	if mayHaveHappened {
+		return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: "an earlier attempt may have taken effect; then " + msg, Attempts: executed}
+	}
+	return Decision{Outcome: OutcomeFailed, Code: CodeUnavailable, Message: msg, Attempts: executed}
 }
 
 // Step is what Perform does next with one Execute answer. It is exported so
@@ -351,9 +552,11 @@ const (
 	StepSucceed Step = iota + 1
 	// StepFail: record failed connector_rejected; no retry.
 	StepFail
-	// StepRetry: the effect did not happen; retry with backoff while
-	// attempts remain, then failed connector_unavailable (or unresolved if
-	// an earlier attempt may have taken effect).
+	// StepRetry: the effect did not happen; retry with backoff, no earlier
+	// than the system's Retry-After and without using up an attempt, until
+	// GiveUpAfter or the command's deadline, then failed
+	// connector_unavailable (or unresolved if an earlier attempt may have
+	// taken effect).
 	StepRetry
 	// StepConfirm: ask the Confirmer; succeeded on Succeeded, a new attempt
 	// on NotFound, unresolved confirmation_timeout when it never answers.
@@ -436,10 +639,21 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 	b := r.p.Backoff()
 	last := ""
 	for {
+		done, err := r.admit(cctx, time.Time{})
+		if err != nil {
+			if ctx.Err() != nil {
+				return Result{}, interrupted(req.Attempt, ctx.Err()), true
+			}
+			return Result{}, Decision{Outcome: OutcomeUnresolved, Code: CodeConfirmationTimeout,
+				Message: fmt.Sprintf("no confirmation within %s: %s", r.p.ConfirmTimeout, cmp.Or(last, "the external system's limits or breaker kept the request back")), Attempts: req.Attempt}, true
+		}
 		asked := time.Now()
 		actx, acancel := context.WithTimeout(cctx, r.p.Timeout)
 		res := safeCall(r.confirmer.Confirm, actx, req)
 		acancel()
+		// A Confirm answer is not an Execute answer: it tells the Gate
+		// nothing about the system's load.
+		done(Result{}, time.Since(asked))
 		var wait time.Duration
 		switch {
 		case res.Kind == Succeeded:

@@ -3,6 +3,7 @@ package connectors_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,16 @@ func req(key string) connectors.Request {
 	return connectors.Request{Action: "a", Entity: "e", Key: key, Attempt: 1}
 }
 
+// notDoneForever is more "not done" answers than any give_up_after of the
+// tests lets through.
+var notDoneForever = func() []ct.Fault {
+	fs := make([]ct.Fault, 10000)
+	for i := range fs {
+		fs[i] = ct.FaultUnavailable
+	}
+	return fs
+}()
+
 func TestPerformRules(t *testing.T) {
 	type want struct {
 		outcome    connectors.Outcome
@@ -43,15 +54,16 @@ func TestPerformRules(t *testing.T) {
 		{"succeeds", &ct.Faulty{}, nil, false, want{connectors.OutcomeSucceeded, "", 1, 1, 1}},
 		{"rejected not retried", &ct.Faulty{}, []ct.Fault{ct.FaultReject}, false, want{connectors.OutcomeFailed, connectors.CodeRejected, 1, 0, 1}},
 		{"unavailable then ok", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable}, false, want{connectors.OutcomeSucceeded, "", 3, 1, 3}},
-		{"unavailable exhausted", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable, ct.FaultUnavailable}, false, want{connectors.OutcomeFailed, connectors.CodeUnavailable, 3, 0, 3}},
+		{"not done uses up no attempt", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable, ct.FaultUnavailable}, false, want{connectors.OutcomeSucceeded, "", 4, 1, 4}},
 		{"ambiguous applied, confirm found", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeSucceeded, "", 1, 1, 1}},
 		{"ambiguous not applied, confirm not found, re-executed", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousBefore}, false, want{connectors.OutcomeSucceeded, "", 2, 1, 2}},
 		{"confirm flaps then found", &ct.Faulty{ConfirmUnknown: 2}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeSucceeded, "", 1, 1, 1}},
 		{"confirm never answers", &ct.Faulty{ConfirmUnknown: -1}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeUnresolved, connectors.CodeConfirmationTimeout, 1, 1, 1}},
 		{"no confirm, not idempotent", &ct.Faulty{NoConfirm: true}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 1, 1, 1}},
 		{"no confirm, idempotent", &ct.Faulty{NoConfirm: true, IdempotentByKey: true}, []ct.Fault{ct.FaultAmbiguousAfter}, true, want{connectors.OutcomeSucceeded, "", 2, 1, 2}},
-		{"idempotent: ambiguous then unavailable exhausted stays unresolved", &ct.Faulty{NoConfirm: true, IdempotentByKey: true},
-			[]ct.Fault{ct.FaultAmbiguousAfter, ct.FaultUnavailable, ct.FaultUnavailable}, true, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 3, 1, 3}},
+		{"idempotent: ambiguous then not done until the end stays unresolved", &ct.Faulty{NoConfirm: true, IdempotentByKey: true},
+			append([]ct.Fault{ct.FaultAmbiguousAfter}, notDoneForever...), true, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, -1, 1, -1}},
+		{"not done until give_up_after", &ct.Faulty{}, notDoneForever, false, want{connectors.OutcomeFailed, connectors.CodeUnavailable, -1, 0, -1}},
 		{"idempotent: ambiguous then rejected stays unresolved", &ct.Faulty{NoConfirm: true, IdempotentByKey: true},
 			[]ct.Fault{ct.FaultAmbiguousAfter, ct.FaultReject}, true, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 2, 1, 2}},
 		{"not found counts toward max attempts", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousBefore, ct.FaultAmbiguousBefore, ct.FaultAmbiguousBefore}, false,
@@ -62,8 +74,18 @@ func TestPerformRules(t *testing.T) {
 			f.Inject("k", tc.faults...)
 			p := fastPolicy()
 			p.IdempotentByKey = tc.idem
+			p.GiveUpAfter = 50 * time.Millisecond
 			d := connectors.Perform(context.Background(), f, req("k"), p)
 			got := want{d.Outcome, d.Code, d.Attempts, f.Effects("k"), f.Executions("k")}
+			if tc.want.attempts < 0 {
+				// Given up by time: how many attempts fit is the
+				// scheduler's; that there were several, and that the
+				// record says how often it waited, is the rule.
+				if got.attempts < 3 || got.executions != got.attempts || !strings.Contains(d.Message, "waited") || !strings.Contains(d.Message, "last answer") {
+					t.Fatalf("got %+v (message %q), want several attempts and the waits named", got, d.Message)
+				}
+				got.attempts, got.executions = -1, -1
+			}
 			if got != tc.want {
 				t.Fatalf("got %+v (message %q), want %+v", got, d.Message, tc.want)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -12,9 +13,11 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	httpconn "github.com/onceflight/onceflight/connectors/http"
 	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
+	"github.com/onceflight/onceflight/connectors/limit"
 	"github.com/onceflight/onceflight/connectors/noop"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // action is a configured action with its connector and policy.
@@ -26,6 +29,111 @@ type action struct {
 	// effectless: no intent is recorded before an attempt (the connector
 	// has no effect to double; connectors.Effectless).
 	effectless bool
+	// sys is the external system the action's requests go through: its
+	// limits, breaker and per-partition slots (one per system, shared by
+	// the actions naming it).
+	sys *system
+}
+
+// system is one external system's protection in this process: its own
+// pool of requests in flight (the limit.System) and, within it, a bound
+// per partition, so that one hot partition cannot take all of a system's
+// slots. A system's slots are its own: a slow or unreachable system can
+// fill only its own pool, never another system's (the bulkhead).
+type system struct {
+	*limit.System
+	// flagCeiling: max_concurrent was not configured; the ceiling is
+	// --max-inflight.
+	flagCeiling bool
+	perPart     int
+	parts       sync.Map // int32 partition → chan struct{}
+}
+
+// slot takes one of partition p's slots at the system, once the system
+// admitted the request (connectors.WithSlot).
+func (s *system) slot(p int32) func(ctx context.Context) (func(), error) {
+	return func(ctx context.Context) (func(), error) {
+		v, ok := s.parts.Load(p)
+		if !ok {
+			v, _ = s.parts.LoadOrStore(p, make(chan struct{}, s.perPart))
+		}
+		sem := v.(chan struct{})
+		select {
+		case sem <- struct{}{}:
+			return func() { <-sem }, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// notDoneRecord is the in_progress record written after attempt r was
+// answered "not done" (connectors.WithNotDone): the attempt is over and
+// took no effect, and the command waits for the external system. Its error
+// is that answer (code connector_unavailable), which tells a new owner to
+// execute again rather than confirm (lastNotDone) and tells an operator
+// looking at an in_progress record what it waits for.
+func notDoneRecord(rec schemas.Record, r *connectors.Request, res connectors.Result) schemas.Record {
+	in := rec
+	in.Status = schemas.StatusInProgress
+	in.Attempts = r.Attempt
+	d := r.Deadline.UTC()
+	in.Deadline = &d
+	in.Result, in.FinishedAt = nil, nil
+	in.Error = &schemas.Error{Code: schemas.CodeConnectorUnavailable, Message: "waiting for the external system; last answer: " + res.Message}
+	return in
+}
+
+// lastNotDone reports whether an inherited in_progress record says its
+// last attempt was answered "not done" (notDoneRecord).
+func lastNotDone(prev schemas.Record) bool {
+	return prev.Status == schemas.StatusInProgress && prev.Error != nil && prev.Error.Code == schemas.CodeConnectorUnavailable
+}
+
+// buildSystems builds the systems of the file's `systems:` section; an
+// action without one gets a system of its own in buildActions.
+func buildSystems(c *config.Config, cfg Config) map[string]*system {
+	out := map[string]*system{}
+	for name, s := range c.Systems {
+		out[name] = newSystem(cfg, limit.Config{Name: name, MaxConcurrent: s.MaxConcurrent, Rate: s.Rate, Burst: s.Burst,
+			BreakerAfter: s.BreakerAfter, ProbeEvery: s.ProbeEvery})
+	}
+	return out
+}
+
+func newSystem(cfg Config, lc limit.Config) *system {
+	s := &system{flagCeiling: lc.MaxConcurrent == 0, perPart: max(1, cfg.MaxInflightPerPartition)}
+	if s.flagCeiling {
+		lc.MaxConcurrent = cfg.MaxInflight
+	}
+	if cfg.MaxInflightPerPartition == 0 {
+		s.perPart = max(1, lc.MaxConcurrent)
+	}
+	lc.Logger = cfg.Logger
+	s.System = limit.New(lc)
+	return s
+}
+
+// systemStats is every external system's state, for metrics.
+func (e *Executor) systemStats() []limit.Stats {
+	var out []limit.Stats
+	for _, s := range e.systems() {
+		out = append(out, s.Stats())
+	}
+	return out
+}
+
+// systems lists the executor's external systems, once each.
+func (e *Executor) systems() []*system {
+	seen := map[*system]bool{}
+	var out []*system
+	for _, a := range e.actions {
+		if a.sys != nil && !seen[a.sys] {
+			seen[a.sys] = true
+			out = append(out, a.sys)
+		}
+	}
+	return out
 }
 
 // retention is how long results and keys are remembered (docs/events.md#execution-records).
@@ -38,12 +146,18 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 	if c == nil {
 		return out, nil
 	}
+	systems := buildSystems(c, cfg)
 	for name, a := range c.Actions {
 		p := connectors.Policy{
 			Timeout:         a.Timeout,
 			MaxAttempts:     a.MaxAttempts,
 			ConfirmTimeout:  a.ConfirmTimeout,
 			IdempotentByKey: a.IdempotentByKey,
+			GiveUpAfter:     a.GiveUpAfter,
+		}
+		sys := systems[a.System]
+		if a.System == "" {
+			sys = newSystem(cfg, limit.Config{Name: name})
 		}
 		var conn connectors.Connector
 		switch a.Connector {
@@ -58,7 +172,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 			}
 			conn = noop.New(opts...)
 		case config.ConnectorHTTP:
-			h, err := httpconn.New(httpconn.Config{URL: a.URL, ConfirmURL: a.ConfirmURL, Timeout: a.Timeout, MaxConcurrent: cfg.MaxInflight})
+			h, err := httpconn.New(httpconn.Config{URL: a.URL, ConfirmURL: a.ConfirmURL, Timeout: a.Timeout, MaxConcurrent: sys.Config().MaxConcurrent, API: a.API})
 			if err != nil {
 				return nil, fmt.Errorf("action %q: %w", name, err)
 			}
@@ -88,7 +202,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 				return nil, fmt.Errorf("action %q: %w", name, err)
 			}
 			conn = k
-			out[name] = &action{cfg: a, conn: conn, policy: p, close: cl.Close}
+			out[name] = &action{cfg: a, conn: conn, policy: p, close: cl.Close, sys: sys}
 			continue
 		default:
 			f, ok := factories[a.Connector]
@@ -105,7 +219,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 			conn = k
 		}
 		el, _ := conn.(connectors.Effectless)
-		out[name] = &action{cfg: a, conn: conn, policy: p, effectless: el != nil && el.Effectless()}
+		out[name] = &action{cfg: a, conn: conn, policy: p, effectless: el != nil && el.Effectless(), sys: sys}
 	}
 	return out, nil
 }

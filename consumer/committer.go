@@ -59,6 +59,7 @@ type stagedItem struct {
 	st    *partState
 	off   int64
 	emits []emit
+	size  int // answerSize, counted in pipeline.staged until settled
 }
 
 type intentReq struct {
@@ -89,11 +90,14 @@ type markerDone struct {
 }
 
 // Bounds of one transaction: it must end well within the transaction
-// timeout, and a few thousand records are past the point where batching
-// buys anything (measured on these machines: 730 k/s at 1 000 records per transaction).
+// timeout, and about a thousand records is past the point where batching
+// buys anything (measured on these machines: 730 k/s at 1 000 records per
+// transaction). Larger ones cost memory: franz-go's request buffer grows
+// to the largest produce request and stays that size (18 MB after 4 096
+// answers per transaction, docs/memory.md).
 const (
-	maxFlushEntries = 4096
-	maxFlushBytes   = 32 << 20
+	maxFlushEntries = 1024
+	maxFlushBytes   = 8 << 20
 )
 
 // errRetry means the transaction was aborted for a reason that may pass (a
@@ -105,6 +109,17 @@ var errIdle = errors.New("nothing to publish")
 
 func newCommitter(e *Executor, cl *kgo.Client, p *pipeline) *committer {
 	return &committer{e: e, cl: cl, p: p, wake: make(chan struct{}, 1), flushes: make(chan chan error), done: make(chan struct{})}
+}
+
+// stopped reports whether the loop has returned: nothing staged from now
+// on will be flushed, so nobody may wait for room (memory.go).
+func (c *committer) stopped() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *committer) poke() {
@@ -169,7 +184,7 @@ func (c *committer) marker(ctx context.Context, p int32, epoch, fence int64) (in
 // before Pebble does. Records that would not fit the topics'
 // max.message.bytes are shrunk first (fit), so nothing queued can make a
 // transaction fail for its size.
-func (c *committer) stage(st *partState, off int64, emits []emit) {
+func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 	for i := range emits {
 		if j := emits[i].journal; j != nil {
 			c.e.fit(j)
@@ -197,7 +212,7 @@ func (c *committer) stage(st *partState, off int64, emits []emit) {
 		}
 	}
 	c.p.addPending(st, recs)
-	c.queue = append(c.queue, entry{item: &stagedItem{st: st, off: off, emits: emits}})
+	c.queue = append(c.queue, entry{item: &stagedItem{st: st, off: off, emits: emits, size: size}})
 	c.mu.Unlock()
 	c.poke()
 }
@@ -245,7 +260,13 @@ func (c *committer) flushNow(ctx context.Context) error {
 // queue is retried with backoff until it is empty — nothing waits for
 // unrelated traffic.
 func (c *committer) loop(ctx context.Context) error {
-	defer close(c.done)
+	defer func() {
+		close(c.done)
+		// Workers waiting for staged room see stopped() now.
+		c.p.mu.Lock()
+		c.p.room.Broadcast()
+		c.p.mu.Unlock()
+	}()
 	aborts := 0
 	var retry <-chan time.Time
 	for {
@@ -437,6 +458,7 @@ func (c *committer) dropUnowned(queue []entry) []entry {
 	owned := func(st *partState) bool { return e.part(st.p) == st && !st.lost.Load() }
 	kept := queue[:0]
 	dropped := 0
+	var gone []*stagedItem
 	for _, en := range queue {
 		switch {
 		case en.intent != nil && !owned(en.intent.st):
@@ -445,10 +467,18 @@ func (c *committer) dropUnowned(queue []entry) []entry {
 			dropped++
 		case en.item != nil && !owned(en.item.st):
 			e.m.fenced.WithLabelValues("answer").Inc()
+			gone = append(gone, en.item)
 			dropped++
 		default:
 			kept = append(kept, en)
 		}
+	}
+	if len(gone) > 0 {
+		// Their overlay entries will never be applied: forget them now
+		// rather than leave them to a lookup of the same key, so the
+		// overlay stays within what is staged (memory.go).
+		c.p.forget(gone)
+		c.p.settled(gone)
 	}
 	if dropped > 0 {
 		// A late write of an owner that was replaced (a paused process,
@@ -609,6 +639,7 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 		return fmt.Errorf("pebble commit after transaction: %w", err)
 	}
 	c.p.applied(tx.journaled)
+	c.p.settled(tx.items)
 	for _, r := range tx.intents {
 		answer(r.done, nil)
 	}

@@ -36,9 +36,19 @@ const (
 	DefaultMaxBufferedPerPartition      = 2000
 	DefaultMaxBufferedBytesPerPartition = 64 << 20
 	DefaultMaxBufferedPerEntity         = 200
+	DefaultMaxBufferedBytes             = 32 << 20
+	DefaultMaxFetchBytes                = 8 << 20
+	DefaultMaxConcurrentFetches         = 2
 	DefaultPartitionCheckInterval       = 10 * time.Second
 	DefaultRestoreTimeout               = 45 * time.Second
 	DefaultRevokeTimeout                = 10 * time.Second
+)
+
+// Bounds of MaxFetchBytes: below 64 KiB a fetch carries a handful of
+// commands; franz-go takes an int32.
+const (
+	minFetchBytes = 64 << 10
+	maxFetchBytes = 1 << 30
 )
 
 // Config is what one executor process needs. Zero values take the defaults
@@ -76,9 +86,27 @@ type Config struct {
 	// can stall the new owner (measured on these machines: kgo's 40s default stalls it that
 	// long). Default 10s.
 	TransactionTimeout time.Duration
-	// MaxBuffered bounds commands consumed but not yet answered in the
-	// whole process; the poll loop waits when it is reached. Default 10000.
+	// MaxBuffered bounds commands consumed and not yet committed in the
+	// whole process: queued for their entity, running, or answered and
+	// staged for the committer's transaction. The poll loop waits when it
+	// is reached, so a backlog of any size is drained with at most this
+	// many commands in memory (docs/memory.md). Default 10000.
 	MaxBuffered int
+	// MaxBufferedBytes bounds the bytes of the same commands: a command's
+	// record while it is queued or running, the estimated size of its
+	// answer (journal record, outcome, ...) once staged. The poll loop
+	// waits past it; a worker waits before staging an answer while the
+	// staged answers alone are at it (the committer drains them without
+	// help, so the wait always ends). Default 32 MiB.
+	MaxBufferedBytes int
+	// MaxFetchBytes is the most one fetch response may carry (franz-go's
+	// FetchMaxBytes; a single record batch larger than it still comes
+	// whole), and MaxConcurrentFetches how many fetches may be in flight or
+	// buffered at once across brokers (franz-go's MaxConcurrentFetches).
+	// What franz-go holds ahead of the poll loop is at most their product.
+	// Defaults 8 MiB and 2.
+	MaxFetchBytes        int
+	MaxConcurrentFetches int
 	// MaxBufferedPerPartition and MaxBufferedBytesPerPartition bound one
 	// partition's consumed, unanswered commands; past either its fetching
 	// is paused (other partitions go on) until it is down to half.
@@ -162,6 +190,15 @@ func (c *Config) setDefaults() {
 	if c.MaxBufferedPerEntity == 0 {
 		c.MaxBufferedPerEntity = min(DefaultMaxBufferedPerEntity, c.MaxBufferedPerPartition)
 	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if c.MaxFetchBytes == 0 {
+		c.MaxFetchBytes = DefaultMaxFetchBytes
+	}
+	if c.MaxConcurrentFetches == 0 {
+		c.MaxConcurrentFetches = DefaultMaxConcurrentFetches
+	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
@@ -213,10 +250,14 @@ func (c *Config) validate() error {
 		name string
 		v    int
 	}{{"max-buffered", c.MaxBuffered}, {"max-buffered-per-partition", c.MaxBufferedPerPartition},
-		{"max-buffered-bytes-per-partition", c.MaxBufferedBytesPerPartition}, {"max-buffered-per-entity", c.MaxBufferedPerEntity}} {
+		{"max-buffered-bytes-per-partition", c.MaxBufferedBytesPerPartition}, {"max-buffered-per-entity", c.MaxBufferedPerEntity},
+		{"max-buffered-bytes", c.MaxBufferedBytes}, {"max-concurrent-fetches", c.MaxConcurrentFetches}} {
 		if b.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d, must be at least 1", b.name, b.v))
 		}
+	}
+	if c.MaxFetchBytes < minFetchBytes || c.MaxFetchBytes > maxFetchBytes {
+		errs = append(errs, fmt.Errorf("max-fetch-bytes: %d, must be between %d (64 KiB) and %d (1 GiB)", c.MaxFetchBytes, minFetchBytes, maxFetchBytes))
 	}
 	if c.MaxDataBytes+recordOverhead > c.MaxMessageBytes {
 		errs = append(errs, fmt.Errorf("max-data-bytes: %d leaves no room in a record: with %d bytes of record fields it must fit max-message-bytes %d",

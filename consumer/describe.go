@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/internal/config"
@@ -22,6 +23,25 @@ type Protection struct {
 	CanConfirm bool
 	// Effectless: the connector leaves nothing outside the process.
 	Effectless bool
+	// System is the external system the action's requests go through,
+	// with its limits as the executor applies them.
+	System SystemLimits
+}
+
+// SystemLimits are an external system's limits (limit.Config, defaults
+// applied) as an action's description shows them.
+type SystemLimits struct {
+	Name string
+	// Own: the action has no system: of its own in the file, so it is a
+	// system by itself, by its name.
+	Own bool
+	// MaxConcurrent is the ceiling of requests in flight; 0 means serve's
+	// --max-inflight.
+	MaxConcurrent int
+	Rate          float64 // requests per second; 0: none
+	Burst         int
+	BreakerAfter  int
+	ProbeEvery    time.Duration
 }
 
 // Protections builds every action of c exactly as an executor would, reads
@@ -35,7 +55,16 @@ func Protections(c *config.Config) (map[string]Protection, error) {
 	out := make(map[string]Protection, len(acts))
 	for name, a := range acts {
 		_, canConfirm := connectors.ConfirmerOf(a.conn)
-		out[name] = Protection{Policy: a.policy, CanConfirm: canConfirm, Effectless: a.effectless}
+		lc := a.sys.Config()
+		sl := SystemLimits{Name: lc.Name, Own: a.cfg.System == "", MaxConcurrent: lc.MaxConcurrent, Rate: lc.Rate,
+			BreakerAfter: lc.BreakerAfter, ProbeEvery: lc.ProbeEvery}
+		if a.sys.flagCeiling {
+			sl.MaxConcurrent = 0
+		}
+		if lc.Rate > 0 {
+			sl.Burst = a.sys.Burst()
+		}
+		out[name] = Protection{Policy: a.policy, CanConfirm: canConfirm, Effectless: a.effectless, System: sl}
 		if a.close != nil {
 			a.close()
 		}

@@ -74,7 +74,6 @@ type Executor struct {
 	// held are assigned partitions not processed, with the reason
 	// (journal gap); guarded by mu.
 	held map[int32]error
-	sem  chan struct{}
 	pipe atomic.Pointer[pipeline]
 	// closing is the client Run is closing: its pipeline is over, so its
 	// restores still waiting for one give up (waitPipeline) instead of
@@ -125,7 +124,8 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 		names = append(names, n)
 	}
 	e.m.precreate(names)
-	e.sem = make(chan struct{}, cfg.MaxInflight)
+	e.m.watchSystems(e.systemStats)
+	e.m.mem.ex.Store(e)
 	return e, nil
 }
 
@@ -329,6 +329,11 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerBatchMaxBytes(int32(e.cfg.MaxMessageBytes)),
 		kgo.FetchMaxPartitionBytes(int32(max(e.cfg.MaxMessageBytes, 1<<20))),
+		// What franz-go holds ahead of the poll loop (memory.go): at most
+		// this many responses of at most this size (the default is one
+		// 50 MiB response per broker).
+		kgo.FetchMaxBytes(int32(e.cfg.MaxFetchBytes)),
+		kgo.MaxConcurrentFetches(e.cfg.MaxConcurrentFetches),
 		// Every record's partition is chosen by outbox (murmur2 for keys,
 		// the command's partition for the journal).
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -404,7 +409,6 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 				e.restoreFailed.Store(true)
 				return
 			}
-			st.sem = make(chan struct{}, e.cfg.MaxInflightPerPartition)
 			// A pause is kept by the client across assignments: a
 			// partition held or paused under an earlier ownership would
 			// otherwise never be fetched again.

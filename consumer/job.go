@@ -255,6 +255,9 @@ func (j *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Rec
 		if prev.Deadline != nil {
 			req.Deadline = *prev.Deadline
 		}
+		if lastNotDone(prev) {
+			opt = connectors.Options(opt, connectors.WithLastNotDone())
+		}
 		return connectors.Reconcile(ctx, a.conn, req, a.policy, opt)
 	})
 }
@@ -308,25 +311,25 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		rec.FencingToken = tok
 		return expired()
 	})
-	// Two bounds: per partition (so one hot partition cannot take every
-	// slot) and per process.
-	select {
-	case st.sem <- struct{}{}:
-	case <-ctx.Done():
-		j.fail(ctx.Err())
-		return
+	// The request goes through its external system: its limits and
+	// breaker, then a slot of the partition at that system. Both are held
+	// only while a request is out, not while the command waits for them,
+	// a Retry-After or a backoff (the job itself, and so the entity's
+	// turn, waits). The command's deadline bounds the waits too.
+	opts := []connectors.PerformOption{hook, connectors.WithGate(a.sys), connectors.WithSlot(a.sys.slot(p))}
+	if !a.effectless {
+		opts = append(opts, connectors.WithNotDone(func(ctx context.Context, r *connectors.Request, res connectors.Result) {
+			if tok, err := j.p.cm.intent(ctx, p, notDoneRecord(rec, r, res)); err == nil {
+				j.intents++
+				r.FencingToken, rec.FencingToken = tok, tok
+			}
+		}))
 	}
-	select {
-	case j.e.sem <- struct{}{}:
-	case <-ctx.Done():
-		<-st.sem
-		j.fail(ctx.Err())
-		return
+	if j.deadline != nil {
+		opts = append(opts, connectors.WithNotAfter(*j.deadline))
 	}
 	start := time.Now()
-	dec := perform(ctx, req, hook)
-	<-j.e.sem
-	<-st.sem
+	dec := perform(ctx, req, connectors.Options(opts...))
 	j.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
 	if dec.Code == connectors.CodeNotStarted || dec.Code == connectors.CodeInterrupted {
 		// No decision: the record stays in_progress in the journal with

@@ -3,9 +3,11 @@ package consumer
 import (
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/onceflight/onceflight/connectors/limit"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -29,6 +31,11 @@ type metrics struct {
 	tooLarge      prometheus.Counter
 	ready         prometheus.Gauge
 	gov           *govMetrics // governance.go
+	systems       *systemsCollector
+	// hw and mem are the memory bounds' high-water marks and gauges
+	// (memory.go); mem reads the executor set by New at scrape time.
+	hw  highWater
+	mem *memCollector
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -96,7 +103,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
 	m.gov = newGovMetrics(reg)
-	reg.MustRegister(m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
+	m.systems = newSystemsCollector()
+	m.mem = &memCollector{hw: &m.hw}
+	reg.MustRegister(m.systems, m.mem, m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
 		m.halted, m.storeFailed, m.heldParts, m.paused, m.tooLarge, m.ready, build)
 	return m
 }
@@ -138,4 +147,127 @@ func actionLabel(a string) string {
 		return "(none)"
 	}
 	return a
+}
+
+// systemsCollector exports each external system's state
+// (docs/connectors.md#protecting-the-external-system) as it is at scrape
+// time: the limits and breaker keep their own counts, so nothing here can
+// drift from them.
+type systemsCollector struct {
+	stats atomic.Pointer[func() []limit.Stats]
+
+	refused, limit, ceiling, inFlight, waiting, breaker, opened *prometheus.Desc
+}
+
+func newSystemsCollector() *systemsCollector {
+	l := []string{"system"}
+	return &systemsCollector{
+		refused: prometheus.NewDesc("onceflight_system_refused_total",
+			"Answers of an external system saying it did not take the request: busy (HTTP 429) or down (HTTP 503, connection refused).", []string{"system", "answer"}, nil),
+		limit: prometheus.NewDesc("onceflight_system_concurrency_limit",
+			"Requests the executor lets be in flight to the system now: adapted to its answers, at most the ceiling.", l, nil),
+		ceiling: prometheus.NewDesc("onceflight_system_concurrency_ceiling",
+			"The system's configured max_concurrent (or --max-inflight).", l, nil),
+		inFlight: prometheus.NewDesc("onceflight_system_in_flight",
+			"Requests sent to the system and not answered yet.", l, nil),
+		waiting: prometheus.NewDesc("onceflight_system_waiting_commands",
+			"Commands waiting for the system: a Retry-After or backoff, a slot under its limit, its rate, or its breaker. They hold no slot.", l, nil),
+		breaker: prometheus.NewDesc("onceflight_system_breaker_state",
+			"The system's breaker: 0 closed, 1 open (nothing sent, commands wait), 2 half open (one probe out).", l, nil),
+		opened: prometheus.NewDesc("onceflight_system_breaker_opened_total",
+			"Times the system's breaker opened.", l, nil),
+	}
+}
+
+func (c *systemsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.refused, c.limit, c.ceiling, c.inFlight, c.waiting, c.breaker, c.opened} {
+		ch <- d
+	}
+}
+
+func (c *systemsCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.stats.Load()
+	if f == nil {
+		return
+	}
+	for _, s := range (*f)() {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Busy), s.Name, "busy")
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Down), s.Name, "down")
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(s.Limit), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.ceiling, prometheus.GaugeValue, float64(s.Ceiling), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.InFlight), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(s.Waiting), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(s.Breaker), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.opened, prometheus.CounterValue, float64(s.Opened), s.Name)
+	}
+}
+
+// watchSystems makes the systems collector report what stats returns.
+func (m *metrics) watchSystems(stats func() []limit.Stats) { m.systems.stats.Store(&stats) }
+
+// memCollector reports, at scrape time, what the memory bounds hold now,
+// the highest it held since the executor started, and the configured
+// limits (docs/memory.md), so that every bound is visible next to its
+// use.
+type memCollector struct {
+	hw *highWater
+	ex atomic.Pointer[Executor]
+}
+
+var (
+	memDescNow = prometheus.NewDesc("onceflight_memory_in_use",
+		"What a memory bound currently holds: buffered_commands/buffered_bytes (consumed, queued or running), staged_commands/staged_bytes (answered, waiting for the transaction to commit; bytes estimated), overlay_entries (staged records, entity versions and claimed keys visible before Pebble), total_commands/total_bytes (buffered + staged, what max-buffered and max-buffered-bytes bound).",
+		[]string{"what"}, nil)
+	memDescPeak = prometheus.NewDesc("onceflight_memory_in_use_peak",
+		"The highest value of onceflight_memory_in_use since the process started (exact: raised where the value changes, not sampled).",
+		[]string{"what"}, nil)
+	memDescLimit = prometheus.NewDesc("onceflight_memory_limit",
+		"A configured memory bound: max_buffered (commands, buffered + staged), max_buffered_bytes (buffered + staged; staged alone too), fetch_bytes (max-fetch-bytes × max-concurrent-fetches, held by the Kafka client), dedupe_cache_bytes, dedupe_memtable_bytes and dedupe_entry_cache_entries (the dedupe index).",
+		[]string{"bound"}, nil)
+)
+
+func (c *memCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- memDescNow
+	ch <- memDescPeak
+	ch <- memDescLimit
+}
+
+func (c *memCollector) Collect(ch chan<- prometheus.Metric) {
+	var now memorySnapshot
+	e := c.ex.Load()
+	if e != nil {
+		if p := e.pipe.Load(); p != nil {
+			now = p.memory()
+		}
+	}
+	g := func(d *prometheus.Desc, v float64, label string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label)
+	}
+	g(memDescNow, float64(now.bufferedN), "buffered_commands")
+	g(memDescNow, float64(now.bufferedBytes), "buffered_bytes")
+	g(memDescNow, float64(now.stagedN), "staged_commands")
+	g(memDescNow, float64(now.stagedBytes), "staged_bytes")
+	g(memDescNow, float64(now.overlay), "overlay_entries")
+	g(memDescNow, float64(now.bufferedN+now.stagedN), "total_commands")
+	g(memDescNow, float64(now.bufferedBytes+now.stagedBytes), "total_bytes")
+	g(memDescPeak, c.hw.buffered.n.get(), "buffered_commands")
+	g(memDescPeak, c.hw.buffered.bytes.get(), "buffered_bytes")
+	g(memDescPeak, c.hw.staged.n.get(), "staged_commands")
+	g(memDescPeak, c.hw.staged.bytes.get(), "staged_bytes")
+	g(memDescPeak, c.hw.overlay.get(), "overlay_entries")
+	g(memDescPeak, c.hw.total.n.get(), "total_commands")
+	g(memDescPeak, c.hw.total.bytes.get(), "total_bytes")
+	if e == nil {
+		return
+	}
+	cfg := &e.cfg
+	g(memDescLimit, float64(cfg.MaxBuffered), "max_buffered")
+	g(memDescLimit, float64(cfg.MaxBufferedBytes), "max_buffered_bytes")
+	g(memDescLimit, float64(cfg.MaxFetchBytes)*float64(cfg.MaxConcurrentFetches), "fetch_bytes")
+	if e.store != nil {
+		l := e.store.Limits()
+		g(memDescLimit, float64(l.CacheBytes), "dedupe_cache_bytes")
+		g(memDescLimit, float64(l.MemTableBytes), "dedupe_memtable_bytes")
+		g(memDescLimit, float64(l.EntryCacheEntries), "dedupe_entry_cache_entries")
+	}
 }

@@ -60,6 +60,10 @@ func newOverlay() overlay {
 		versions: map[string]*versionEntry{}, claims: map[scopedKey]string{}, reconciled: map[scopedKey]time.Time{}}
 }
 
+// entries is the overlay's size in entries: staged records, entity
+// versions and claimed keys (memory.go's gauges).
+func (o *overlay) entries() int { return len(o.pending) + len(o.versions) + len(o.claims) }
+
 // stageRecords makes records visible to later lookups (chained, not yet
 // committed).
 func (o *overlay) stageRecords(st *partState, recs []schemas.Record) {
@@ -162,6 +166,21 @@ func (o *overlay) applied(recs []journaled, busy func(entity string) bool) {
 			if !busy(r.Entity) && ve.unapplied <= 0 {
 				delete(o.versions, r.Entity)
 			}
+		}
+	}
+}
+
+// forget drops r, staged under ownership st, which will never be applied
+// (st was lost and its staged work dropped). Only entries of st are
+// touched: a later ownership's entries for the same entity are its own.
+func (o *overlay) forget(st *partState, r *schemas.Record, busy func(entity string) bool) {
+	if cur, ok := o.pending[scopeOf(r)]; ok && cur.st == st && cur.rec.Hash == r.Hash {
+		o.drop(scopeOf(r))
+	}
+	if ve, ok := o.versions[r.Entity]; ok && ve.owner == st {
+		ve.unapplied--
+		if !busy(r.Entity) && ve.unapplied <= 0 {
+			delete(o.versions, r.Entity)
 		}
 	}
 }

@@ -43,7 +43,6 @@ type partState struct {
 
 	lost     atomic.Bool
 	draining atomic.Bool
-	sem      chan struct{}   // bounds the partition's executions in flight; set before the partition is published
 	ctx      context.Context // cancelled when the partition is lost
 	cancel   context.CancelFunc
 

@@ -35,11 +35,20 @@ type pipeline struct {
 	cl *kgo.Client
 	cm *committer
 
-	mu       sync.Mutex
-	cond     *sync.Cond
+	mu   sync.Mutex
+	cond *sync.Cond
+	// room wakes the waits for memory (waitRoom, waitStaged): it is
+	// signalled only when buffered + staged shrinks, not on every staged
+	// answer, so a poll loop held at the bound is not woken per command.
+	room     *sync.Cond
 	queues   map[string]*entityQueue // entities with a worker
 	buffered int                     // dispatched, not yet staged or dropped
-	ov       overlay                 // staged records, versions and claims (overlay.go)
+	bufBytes int                     // their record bytes
+	// staged counts answers handed to the committer and not yet applied
+	// (or dropped as fenced); with buffered it is what MaxBuffered and
+	// MaxBufferedBytes bound (memory.go).
+	staged   struct{ n, bytes int }
+	ov       overlay // staged records, versions and claims (overlay.go)
 	workers  sync.WaitGroup
 	stopping bool
 	// broken is set when a command could not be answered while its
@@ -62,6 +71,7 @@ func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 		broken: make(chan error, 1),
 	}
 	p.cond = sync.NewCond(&p.mu)
+	p.room = sync.NewCond(&p.mu)
 	p.cm = newCommitter(e, cl, p)
 	return p
 }
@@ -120,6 +130,9 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 	q.items = append(q.items, it)
 	st.buf.n++
 	st.buf.bytes += it.size
+	p.bufBytes += it.size
+	p.e.m.hw.buffered.raise(p.buffered, p.bufBytes)
+	p.e.m.hw.total.raise(p.buffered+p.staged.n, p.bufBytes+p.staged.bytes)
 	if !q.hot && len(q.items) >= e.cfg.MaxBufferedPerEntity {
 		q.hot = true
 		st.buf.hot++
@@ -144,18 +157,35 @@ func (p *pipeline) wakeOnDone(ctx context.Context) func() bool {
 	return context.AfterFunc(ctx, func() {
 		p.mu.Lock()
 		p.cond.Broadcast()
+		p.room.Broadcast()
 		p.mu.Unlock()
 	})
 }
 
-// waitRoom blocks the poll loop while too many commands are buffered.
+// waitRoom blocks the poll loop while the commands consumed and not yet
+// committed — buffered for their entities or staged for the committer —
+// are at MaxBuffered or MaxBufferedBytes. The committer drains what is
+// staged on its own and workers drain what is buffered, so the wait ends
+// (memory.go has the wait order).
 func (p *pipeline) waitRoom(ctx context.Context) {
+	p.mu.Lock()
+	full := p.full()
+	p.mu.Unlock()
+	if !full {
+		return // the common case: no AfterFunc to register and remove
+	}
 	defer p.wakeOnDone(ctx)()
 	p.mu.Lock()
-	for p.buffered >= p.e.cfg.MaxBuffered && ctx.Err() == nil {
-		p.cond.Wait()
+	for p.full() && ctx.Err() == nil {
+		p.room.Wait()
 	}
 	p.mu.Unlock()
+}
+
+// full reports whether the poll loop must wait (p.mu held).
+func (p *pipeline) full() bool {
+	cfg := &p.e.cfg
+	return p.buffered+p.staged.n >= cfg.MaxBuffered || p.bufBytes+p.staged.bytes >= cfg.MaxBufferedBytes
 }
 
 // runEntity is the single flight of one entity: it runs the entity's
@@ -175,6 +205,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			}
 			p.endQueue(entity, q, st)
 			p.cond.Broadcast()
+			p.room.Broadcast()
 			p.mu.Unlock()
 			return
 		}
@@ -257,6 +288,7 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
 		p.endQueue(entity, q, st)
 	}
 	p.cond.Broadcast()
+	p.room.Broadcast()
 }
 
 // endQueue removes an entity's (empty or abandoned) queue (p.mu held).
@@ -279,6 +311,7 @@ func (p *pipeline) unbuffer(st *partState, it *item) {
 	it.counted = true
 	st.buf.n--
 	st.buf.bytes -= it.size
+	p.bufBytes -= it.size
 	p.checkPause(st)
 }
 
@@ -320,13 +353,24 @@ func (p *pipeline) pausedCount() int {
 }
 
 // stage hands a finished job to the committer and makes its records
-// visible to later jobs before they are in Pebble.
+// visible to later jobs before they are in Pebble. It first waits for
+// room among the staged answers (waitStaged): this is the backpressure
+// that keeps answers from piling up in front of a committer slower than
+// the workers.
 func (p *pipeline) stage(st *partState, off int64, j *job) {
-	p.cm.stage(st, off, j.emits)
+	size := answerSize(j.emits)
 	p.mu.Lock()
+	p.waitStaged(st, size)
 	p.buffered--
+	if size > 0 {
+		p.staged.n++
+		p.staged.bytes += size
+		p.e.m.hw.staged.raise(p.staged.n, p.staged.bytes)
+		p.e.m.hw.total.raise(p.buffered+p.staged.n, p.bufBytes+p.staged.bytes)
+	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
+	p.cm.stage(st, off, j.emits, size)
 }
 
 // addPending makes staged records visible to later commands' lookups
@@ -335,6 +379,7 @@ func (p *pipeline) addPending(st *partState, recs []schemas.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ov.stageRecords(st, recs)
+	p.e.m.hw.overlay.raise(p.ov.entries())
 }
 
 func (p *pipeline) pendingRecord(key scopedKey) (schemas.Record, bool) {
@@ -350,10 +395,26 @@ func (p *pipeline) applied(recs []journaled) {
 	p.ov.applied(recs, func(entity string) bool { _, busy := p.queues[entity]; return busy })
 }
 
+// forget drops the overlay entries of staged answers that will never be
+// applied (their partition was lost).
+func (p *pipeline) forget(items []*stagedItem) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, it := range items {
+		for i := range it.emits {
+			if j := it.emits[i].journal; j != nil {
+				p.ov.forget(it.st, j, func(entity string) bool { _, busy := p.queues[entity]; return busy })
+			}
+		}
+	}
+}
+
 func (p *pipeline) claim(key scopedKey, fp string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.ov.claim(key, fp)
+	ok := p.ov.claim(key, fp)
+	p.e.m.hw.overlay.raise(p.ov.entries())
+	return ok
 }
 
 func (p *pipeline) releaseClaims(j *job) {
@@ -386,6 +447,7 @@ func (p *pipeline) stop(ctx context.Context) error {
 	p.mu.Lock()
 	p.stopping = true
 	p.cond.Broadcast()
+	p.room.Broadcast()
 	p.mu.Unlock()
 	done := make(chan struct{})
 	go func() {

@@ -4,47 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/outbox"
 )
 
-// The journal is the source of truth only while it is complete. Three
-// settings decide that, so they are never left to the broker's defaults:
-//
-//   - retention.ms of the journal must cover key_memory + dedupe_retention:
-//     a key is remembered for key_memory after it finished, and its record
-//     is what an executor restoring into an empty data dir learns it from;
-//   - retention.bytes must be unbounded: size-based deletion removes
-//     records of any age;
-//   - max.message.bytes of every topic must admit the producer's limit, so
-//     that a record is known to fit before it is written (the committer
-//     checks each record against the same limit).
-//
-// serve creates missing topics with these settings and refuses to start on
-// existing ones that contradict them, naming topic, setting, found and needed.
-
 // journalRetention is the retention the journal needs: key memory plus the
 // dedupe retention, plus a day of margin for clock drift and slow segment
-// rolls.
+// rolls (internal/topics says why each topic setting matters).
 func (e *Executor) journalRetention() time.Duration {
-	return e.retention.memory + e.retention.keep + 24*time.Hour
+	return e.retention.memory + e.retention.keep + topics.JournalMargin
 }
 
-func (e *Executor) topicConfigs(topic string) map[string]*string {
-	s := func(v string) *string { return &v }
-	cfg := map[string]*string{"max.message.bytes": s(strconv.Itoa(e.cfg.MaxMessageBytes))}
-	if topic == e.cfg.Topics.Journal {
-		cfg["cleanup.policy"] = s("delete")
-		cfg["retention.ms"] = s(strconv.FormatInt(e.journalRetention().Milliseconds(), 10))
-		cfg["retention.bytes"] = s("-1")
-	}
-	return cfg
+func (e *Executor) topicNeeds() topics.Needs {
+	return topics.Needs{Topics: e.cfg.Topics, MaxMessageBytes: e.cfg.MaxMessageBytes, JournalRetention: e.journalRetention()}
 }
 
 func (e *Executor) ensureTopics(ctx context.Context) error {
@@ -58,7 +36,7 @@ func (e *Executor) ensureTopics(ctx context.Context) error {
 		{e.cfg.Topics.Outcomes, e.cfg.Partitions},
 		{e.cfg.Topics.Deadletter, 1},
 	} {
-		resp, err := adm.CreateTopic(ctx, int32(spec.parts), -1, e.topicConfigs(spec.topic), spec.topic)
+		resp, err := adm.CreateTopic(ctx, int32(spec.parts), -1, e.topicNeeds().Create(spec.topic), spec.topic)
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("consumer: create topic %s: %w", spec.topic, err)
 		}
@@ -90,7 +68,7 @@ func (e *Executor) ensureTopics(ctx context.Context) error {
 }
 
 func (e *Executor) partitionCounts(ctx context.Context, adm *kadm.Client) (map[string]int, map[string][16]byte, error) {
-	all := []string{e.cfg.Topics.Commands, e.cfg.Topics.Journal, e.cfg.Topics.Outcomes, e.cfg.Topics.Deadletter}
+	all := e.cfg.Topics.All()
 	td, err := adm.ListTopics(ctx, all...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("consumer: describe topics: %w", err)
@@ -110,51 +88,18 @@ func (e *Executor) partitionCounts(ctx context.Context, adm *kadm.Client) (map[s
 // checkTopicConfigs refuses topics whose settings would let the journal
 // lose records the executor still needs, or reject records it writes.
 func (e *Executor) checkTopicConfigs(ctx context.Context, adm *kadm.Client) error {
-	all := []string{e.cfg.Topics.Commands, e.cfg.Topics.Journal, e.cfg.Topics.Outcomes, e.cfg.Topics.Deadletter}
-	rcs, err := adm.DescribeTopicConfigs(ctx, all...)
+	found, err := topics.Settings(ctx, adm, e.cfg.Topics.All())
 	if err != nil {
-		return fmt.Errorf("consumer: describe topic configs: %w", err)
+		return fmt.Errorf("consumer: %w", err)
 	}
 	var errs []error
-	for _, rc := range rcs {
-		if rc.Err != nil {
-			errs = append(errs, fmt.Errorf("topic %s: describe configs: %w", rc.Name, rc.Err))
-			continue
-		}
-		get := func(name string) (string, bool) {
-			for _, c := range rc.Configs {
-				if c.Key == name && c.Value != nil {
-					return *c.Value, true
-				}
-			}
-			return "", false
-		}
-		if v, ok := get("max.message.bytes"); ok {
-			if n, err := strconv.Atoi(v); err == nil && n < e.cfg.MaxMessageBytes {
-				errs = append(errs, fmt.Errorf("topic %s: max.message.bytes is %d, needs at least %d (the producer's record limit, --max-message-bytes)", rc.Name, n, e.cfg.MaxMessageBytes))
-			}
-		}
-		if rc.Name != e.cfg.Topics.Journal {
-			continue
-		}
-		if v, ok := get("cleanup.policy"); ok && strings.Contains(v, "compact") {
-			errs = append(errs, fmt.Errorf("topic %s: cleanup.policy is %q, needs \"delete\" (compaction drops state changes and epoch markers the journal's history is made of)", rc.Name, v))
-		}
-		need := e.journalRetention().Milliseconds()
-		if v, ok := get("retention.ms"); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && n < need {
-				errs = append(errs, fmt.Errorf("topic %s: retention.ms is %d (%s), needs at least %d (%s = key_memory + dedupe_retention + 1d): an executor restoring from it would forget keys it must still recognise",
-					rc.Name, n, time.Duration(n)*time.Millisecond, need, time.Duration(need)*time.Millisecond))
-			}
-		}
-		if v, ok := get("retention.bytes"); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-				errs = append(errs, fmt.Errorf("topic %s: retention.bytes is %d, needs -1 (size-based deletion removes records of any age)", rc.Name, n))
-			}
+	for _, s := range e.topicNeeds().Check(found) {
+		if !s.OK {
+			errs = append(errs, errors.New(s.Problem()))
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("consumer: topics cannot keep the journal complete:\n  %w", joinIndented(errs))
+		return fmt.Errorf("consumer: topics cannot keep the journal complete (`onceflight topics check` shows them, `onceflight topics apply` raises what can be raised):\n  %w", joinIndented(errs))
 	}
 	return nil
 }

@@ -28,7 +28,10 @@ import (
 // the metas stay right across pruning, because a stub keeps status,
 // partition and finished_at, and a forgotten record's stale metas only
 // cost a tombstone for an index entry already gone.
-const cacheEntries = 1 << 16
+//
+// Each cache holds at most 2 × WithEntryCache entries (default
+// DefaultEntryCacheEntries), so their memory is bounded by configuration
+// whatever the number of keys (docs/memory.md).
 
 // genCache is a bounded map with two generations: when the current one is
 // full it becomes the old one and the older is dropped; a hit in the old

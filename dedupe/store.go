@@ -149,6 +149,7 @@ type Store struct {
 	// entities and metas are write-through caches (cache.go).
 	entities *genCache[entityEntry]
 	metas    *genCache[recMeta]
+	limits   Limits
 	// pruneHook, if set (tests), runs in Prune after a chunk was scanned
 	// and before it is checked and written under mu.
 	pruneHook func()
@@ -159,6 +160,8 @@ type Store struct {
 
 type config struct {
 	cacheSize int64
+	memTable  int64 // bytes of one memtable
+	entries   int   // entries of each in-memory cache generation (cache.go)
 	logger    *slog.Logger
 	fs        vfs.FS // nil: the OS file system (options_fs.go)
 	rebuild   bool   // WithRebuildOnCorruption
@@ -176,6 +179,50 @@ func WithCacheSize(bytes int64) Option {
 	return func(c *config) { c.cacheSize = bytes }
 }
 
+// DefaultMemTableSize is the size of one Pebble memtable when
+// WithMemTableSize is not given: Pebble's own default, set explicitly so
+// the index's memory is stated rather than inherited (docs/memory.md).
+// Up to memTables of them exist at once (one being written, the others
+// being flushed), reserved inside the block cache.
+const DefaultMemTableSize = 4 << 20
+
+// memTables is Pebble's MemTableStopWritesThreshold: writes stall rather
+// than queue a third memtable behind a slow flush.
+const memTables = 2
+
+// WithMemTableSize sets the size of one memtable in bytes (default
+// DefaultMemTableSize; at least 1 MiB). Larger memtables batch more
+// writes per flush and cost memtables × size of memory.
+func WithMemTableSize(bytes int64) Option {
+	return func(c *config) { c.memTable = bytes }
+}
+
+// DefaultEntryCacheEntries is the size of one generation of each of the
+// two in-memory caches (entities, record metas: cache.go) when
+// WithEntryCache is not given: each holds at most twice this many entries.
+const DefaultEntryCacheEntries = 1 << 14
+
+// WithEntryCache sets the entries of one generation of the in-memory
+// entity and record caches (default DefaultEntryCacheEntries; at least
+// 1024). Each costs about 200 bytes per entry with short keys.
+func WithEntryCache(entries int) Option {
+	return func(c *config) { c.entries = entries }
+}
+
+// Limits are the memory bounds the store was opened with.
+type Limits struct {
+	// CacheBytes is the block cache, which also holds the memtables.
+	CacheBytes int64
+	// MemTableBytes is the most the memtables take: memtables × size.
+	MemTableBytes int64
+	// EntryCacheEntries bounds the entries of both in-memory caches
+	// together (two caches of two generations).
+	EntryCacheEntries int
+}
+
+// Limits reports the memory bounds the store was opened with.
+func (s *Store) Limits() Limits { return s.limits }
+
 // WithLogger routes Pebble's messages to l (default: discarded). Pebble's
 // informational messages (WAL replay on every open) go to Debug.
 func WithLogger(l *slog.Logger) Option {
@@ -190,6 +237,18 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	}
 	if cfg.cacheSize <= 0 {
 		cfg.cacheSize = DefaultCacheSize
+	}
+	if cfg.memTable <= 0 {
+		cfg.memTable = DefaultMemTableSize
+	}
+	if cfg.memTable < 1<<20 || cfg.memTable > 1<<30 {
+		return nil, fmt.Errorf("dedupe: memtable size %d bytes: must be between 1 MiB and 1 GiB", cfg.memTable)
+	}
+	if cfg.entries <= 0 {
+		cfg.entries = DefaultEntryCacheEntries
+	}
+	if cfg.entries < 1024 {
+		return nil, fmt.Errorf("dedupe: entry cache of %d entries: must be at least 1024", cfg.entries)
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
@@ -223,6 +282,10 @@ func open(dir string, cfg *config) (*Store, error) {
 		// depends on that; a custom comparer must keep it.
 		Comparer:  pebble.DefaultComparer,
 		CacheSize: cfg.cacheSize,
+		// Stated, not inherited (docs/memory.md): memtables live in the
+		// cache's reservation, so the cache size bounds both.
+		MemTableSize:                uint64(cfg.memTable),
+		MemTableStopWritesThreshold: memTables,
 		// Without a Logger Pebble prints WAL replay lines to stderr on open.
 		Logger: pebbleLogger{cfg.logger, fail},
 		// The directory is a rebuildable cache, never read by an older
@@ -240,7 +303,8 @@ func open(dir string, cfg *config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: cfg.logger, fail: fail, entities: newGenCache[entityEntry](cacheEntries), metas: newGenCache[recMeta](cacheEntries)}
+	s := &Store{db: db, log: cfg.logger, fail: fail, entities: newGenCache[entityEntry](cfg.entries), metas: newGenCache[recMeta](cfg.entries),
+		limits: Limits{CacheBytes: cfg.cacheSize, MemTableBytes: memTables * cfg.memTable, EntryCacheEntries: 4 * cfg.entries}}
 	if err := s.checkFormat(); err != nil {
 		db.Close()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/onceflight/onceflight/internal/httpauth"
 )
 
 // bin is the onceflight binary, built once by TestMain: the flags and
@@ -207,6 +210,62 @@ func checkEnv(t *testing.T, where, sub, name string) {
 	}
 }
 
+// flagValues returns the values of the --flags in args, written
+// --flag=value or --flag value.
+func flagValues(args []string) map[string]string {
+	out := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		name, ok := strings.CutPrefix(args[i], "--")
+		if !ok {
+			continue
+		}
+		if n, v, eq := strings.Cut(name, "="); eq {
+			out[n] = v
+		} else if i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+			out[name] = args[i+1]
+			i++
+		} else {
+			out[name] = "true"
+		}
+	}
+	return out
+}
+
+// checkHTTPAccess checks serve's arguments against the rule serve
+// enforces at start (docs/http.md#who-may-read-the-records): records on a
+// non-loopback --http only with authentication. A file here that breaks
+// it would be an executor that does not start. It returns the flags.
+func checkHTTPAccess(t *testing.T, where string, args []string) map[string]string {
+	t.Helper()
+	f := flagValues(args)
+	addr, ok := f["http"]
+	if !ok {
+		addr = "127.0.0.1:8080"
+	}
+	auth := f["http-token-file"] != "" || (f["http-trusted-proxy-header"] != "" && f["http-trusted-proxies"] != "")
+	if !httpauth.Loopback(addr) && !auth {
+		t.Errorf("%s: --http %s is not a loopback address and has no --http-token-file or trusted proxy header: serve refuses to start", where, addr)
+	}
+	if f["http-trusted-proxy-header"] != "" {
+		for _, p := range strings.Split(f["http-trusted-proxies"], ",") {
+			if p == "" || p == "0.0.0.0/0" || p == "::/0" {
+				t.Errorf("%s: --http-trusted-proxies %q trusts everybody's header", where, f["http-trusted-proxies"])
+			}
+		}
+	}
+	return f
+}
+
+// portOf returns the port of host:port.
+func portOf(t *testing.T, where, addr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		t.Fatalf("%s: %q is not host:port", where, addr)
+	}
+	return port
+}
+
 const ourImage = "onceflight:latest"
 
 func TestCompose(t *testing.T) {
@@ -229,6 +288,16 @@ func TestCompose(t *testing.T) {
 			cmd := strs(get(s, "command"))
 			if len(cmd) > 0 {
 				checkArgs(t, where, cmd)
+			}
+			if len(cmd) > 0 && cmd[0] == "serve" {
+				f := checkHTTPAccess(t, where, cmd)
+				// Prometheus scrapes the open metrics listener, which
+				// needs no token.
+				if m := f["metrics-http"]; m == "" {
+					t.Errorf("%s: no --metrics-http for Prometheus", where)
+				} else if target := name + ":" + portOf(t, where, m); !strings.Contains(readFile(t, "compose/prometheus.yml"), `"`+target+`"`) {
+					t.Errorf("prometheus.yml does not scrape %s, the --metrics-http of %s", target, where)
+				}
 			}
 			env, _ := get(s, "environment").(map[string]any)
 			sub := "serve"
@@ -335,9 +404,25 @@ func TestKubernetes(t *testing.T) {
 			}
 		}
 	}
+	// The probes and Prometheus reach the open metrics listener; the
+	// records on --http need the token mounted from the Secret.
+	flags := checkHTTPAccess(t, "StatefulSet args", args)
+	ports := map[string]string{} // name -> containerPort
+	for _, p := range get(c, "ports").([]any) {
+		ports[fmt.Sprint(get(p, "name"))] = fmt.Sprint(get(p, "containerPort"))
+	}
+	if flags["metrics-http"] == "" || ports["metrics"] != portOf(t, "--metrics-http", flags["metrics-http"]) {
+		t.Errorf("--metrics-http %q is not the container port named metrics (%v)", flags["metrics-http"], ports)
+	}
+	if ann["prometheus.io/port"] != ports["metrics"] {
+		t.Errorf("Prometheus scrapes port %v, the metrics listener is %s", ann["prometheus.io/port"], ports["metrics"])
+	}
 	probes := map[string]string{}
 	for _, p := range []string{"startupProbe", "readinessProbe", "livenessProbe"} {
 		probes[p] = fmt.Sprint(get(c, p, "httpGet", "path"))
+		if port := fmt.Sprint(get(c, p, "httpGet", "port")); port != "metrics" {
+			t.Errorf("%s on port %s, want metrics (no credentials needed there)", p, port)
+		}
 	}
 	if probes["readinessProbe"] != "/readyz" || probes["livenessProbe"] != "/healthz" {
 		t.Errorf("probes %v: want readiness on /readyz, liveness on /healthz", probes)
@@ -383,12 +468,116 @@ func TestKubernetes(t *testing.T) {
 	if !found {
 		t.Errorf("--config=%s is not a file mounted from the ConfigMap", configFile)
 	}
+	checkTokenMount(t, c, vols, flags["http-token-file"])
 	// The actions file in the ConfigMap is valid.
 	f := filepath.Join(t.TempDir(), "onceflight.yaml")
 	if err := os.WriteFile(f, []byte(fmt.Sprint(cmData["onceflight.yaml"])), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	runOK(t, bin, "config", "validate", f)
+}
+
+// checkTokenMount checks that file (--http-token-file) is an item of a
+// Secret volume mounted into container c, with a mode serve accepts
+// (owner and group only) that the pod's fsGroup can read.
+func checkTokenMount(t *testing.T, c any, vols map[string]any, file string) {
+	t.Helper()
+	if file == "" {
+		t.Error("no --http-token-file")
+		return
+	}
+	for _, m := range get(c, "volumeMounts").([]any) {
+		v := vols[fmt.Sprint(get(m, "name"))]
+		if get(v, "secret") == nil {
+			continue
+		}
+		for _, it := range get(v, "secret", "items").([]any) {
+			if filepath.Join(fmt.Sprint(get(m, "mountPath")), fmt.Sprint(get(it, "path"))) != file {
+				continue
+			}
+			mode, _ := get(v, "secret", "defaultMode").(uint64)
+			if mode != 0o440 && mode != 0o400 {
+				t.Errorf("--http-token-file %s is mounted with mode %o; serve refuses a token file others may read (want 0440)", file, mode)
+			}
+			return
+		}
+	}
+	t.Errorf("--http-token-file %s is not a file mounted from a Secret", file)
+}
+
+// TestKubernetesOAuth2Proxy checks the oauth2-proxy component: serve's
+// --http is reachable only inside the pod, it trusts X-Forwarded-User only
+// from there, and the sidecar forwards to that address with the user's
+// name. Where kubectl is installed, kustomize builds an overlay with it.
+func TestKubernetesOAuth2Proxy(t *testing.T) {
+	comp := parseYAML(t, "kubernetes/oauth2-proxy/kustomization.yaml")
+	if comp["kind"] != "Component" {
+		t.Errorf("oauth2-proxy is a %v, want a kustomize Component (an overlay cannot live inside its base)", comp["kind"])
+	}
+	containers := map[string]any{}
+	var svcPorts []any
+	for _, p := range get(comp, "patches").([]any) {
+		d := parseYAML(t, filepath.Join("kubernetes/oauth2-proxy", fmt.Sprint(get(p, "path"))))
+		switch d["kind"] {
+		case "StatefulSet":
+			for _, c := range get(d, "spec", "template", "spec", "containers").([]any) {
+				containers[fmt.Sprint(get(c, "name"))] = c
+			}
+		case "Service":
+			svcPorts, _ = get(d, "spec", "ports").([]any)
+		}
+	}
+	serve, proxy := containers["onceflight"], containers["oauth2-proxy"]
+	if serve == nil || proxy == nil {
+		t.Fatalf("the StatefulSet patch lacks the onceflight or the oauth2-proxy container: %v", containers)
+	}
+	args := strs(get(serve, "args"))
+	checkArgs(t, "oauth2-proxy component: serve args", args)
+	f := checkHTTPAccess(t, "oauth2-proxy component: serve args", args)
+	if !httpauth.Loopback(f["http"]) {
+		t.Errorf("--http %s: behind the sidecar it should listen on 127.0.0.1 only", f["http"])
+	}
+	if f["http-trusted-proxy-header"] != "X-Forwarded-User" || f["http-trusted-proxies"] != "127.0.0.1" {
+		t.Errorf("serve trusts %q from %q, want X-Forwarded-User from 127.0.0.1 (the sidecar)", f["http-trusted-proxy-header"], f["http-trusted-proxies"])
+	}
+	pf := flagValues(strs(get(proxy, "args")))
+	if pf["upstream"] != "http://"+f["http"]+"/" || pf["pass-user-headers"] != "true" {
+		t.Errorf("oauth2-proxy --upstream %q --pass-user-headers %q, want http://%s/ and true", pf["upstream"], pf["pass-user-headers"], f["http"])
+	}
+	if img := fmt.Sprint(get(proxy, "image")); !regexp.MustCompile(`:v\d+\.\d+\.\d+$`).MatchString(img) {
+		t.Errorf("oauth2-proxy image %q is not pinned to a version", img)
+	}
+	port := portOf(t, "oauth2-proxy --http-address", pf["http-address"])
+	found := false
+	for _, p := range svcPorts {
+		if get(p, "name") == "oauth" && fmt.Sprint(get(p, "targetPort")) == "oauth" {
+			found = true
+		}
+	}
+	if !found || fmt.Sprint(get(proxy, "ports", 0, "containerPort")) != port {
+		t.Errorf("the Service port oauth does not reach the sidecar's %s: %v", port, svcPorts)
+	}
+
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Log("kubectl not found: the component is not built with kustomize")
+		return
+	}
+	// An overlay outside deploy/kubernetes, as a user writes it.
+	dir, err := os.MkdirTemp(".", "overlay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: [../kubernetes]\ncomponents: [../kubernetes/oauth2-proxy]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runOK(t, kubectl, "kustomize", dir)
+	for _, want := range []string{"name: oauth2-proxy", "--http=127.0.0.1:8080", "--http-trusted-proxies=127.0.0.1", "name: oauth\n", "secretName: onceflight-http-tokens"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kustomize build of the component lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 func TestSystemdUnit(t *testing.T) {
@@ -408,6 +597,7 @@ func TestSystemdUnit(t *testing.T) {
 		t.Fatalf("ExecStart %q does not run onceflight", exec)
 	}
 	checkArgs(t, "systemd ExecStart", exec[1:])
+	checkHTTPAccess(t, "systemd ExecStart", exec[1:])
 	// Instances get distinct, valid HTTP ports however many there are
 	// (808%i broke at instance 10).
 	i := slices.Index(exec, "--http")
@@ -450,6 +640,9 @@ func TestDockerfile(t *testing.T) {
 				t.Fatalf("CMD %q: %v", line, err)
 			}
 			checkArgs(t, "Dockerfile CMD", c)
+			if m := checkHTTPAccess(t, "Dockerfile CMD", c)["metrics-http"]; m == "" || !strings.Contains(raw, "EXPOSE "+portOf(t, "--metrics-http", m)) {
+				t.Errorf("Dockerfile CMD: --metrics-http %q is not EXPOSEd", m)
+			}
 		}
 	}
 	if len(froms) < 2 {
@@ -563,8 +756,10 @@ func scrapeExecutor(t *testing.T) map[string]bool {
 	brokerOut := start(t, ctx, "broker", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "broker"))
 	addr := waitLine(t, brokerOut, regexp.MustCompile(`broker listening on (\S+),`))
 	serveOut := start(t, ctx, "serve", "--brokers", addr, "--config", cfg, "--data-dir", filepath.Join(dir, "state"),
-		"--http", "127.0.0.1:0", "--partitions", "1", "--executor-id", "deploy-test", "--session-timeout", "6s")
-	httpAddr := waitLine(t, serveOut, regexp.MustCompile(`msg="executor starting".* http=(\S+)`))
+		"--http", "127.0.0.1:0", "--metrics-http", "127.0.0.1:0", "--partitions", "1", "--executor-id", "deploy-test", "--session-timeout", "6s")
+	// Prometheus scrapes the open --metrics-http listener: it must have
+	// every metric (and answers /readyz) without credentials.
+	httpAddr := waitLine(t, serveOut, regexp.MustCompile(`msg="health and metrics listening" addr=(\S+)`))
 	// Ready means the topics exist and the partitions are assigned, so
 	// the command below is consumed.
 	for {

@@ -316,6 +316,15 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		}
 		r.Note = fmt.Sprintf("%d cmds, --max-inflight %d, ready %.1fs after start, %.2f journal offsets/cmd%s", exec.n, o.inflight, exec.readyAfter.Seconds(), perCmd, brokerNote(exec.brokerCPU, exec.n))
 		b.rep.Rows = append(b.rep.Rows, r)
+		// Issue 24: memory must not grow with the backlog. The goal is
+		// absolute; run with several -n (scripts/bench-memory.sh) to see
+		// that the figure stays flat.
+		if rss := exec.rssMB(); rss > 0 {
+			m := row{Phase: "executor", Measure: "peak RSS draining the backlog", Value: rss, Unit: "MB",
+				Note: fmt.Sprintf("VmHWM of serve over %d queued commands; bounded by --max-buffered, --max-buffered-bytes, --cache-size (docs/memory.md)", exec.n)}
+			goalAtMost(&m, rss, 150, "150 MB")
+			b.rep.Rows = append(b.rep.Rows, m)
+		}
 	}
 
 	if phases["repeats"] {

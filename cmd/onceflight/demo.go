@@ -31,6 +31,7 @@ func newDemoCmd() *cobra.Command {
 		keep        bool
 		serviceOnly bool
 		listen      string
+		consoleAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -54,11 +55,13 @@ executor started elsewhere, as in deploy/compose/.`,
 			if cmd.Flags().Changed("listen") {
 				return usageErrorf("--listen is only for --service-only")
 			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), keep)
+			stay := cmd.Flags().Changed("console")
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), keep, consoleAddr, stay)
 		},
 	}
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo's data directory")
 	cmd.Flags().BoolVar(&serviceOnly, "service-only", false, "run only the demo refunds service, on --listen")
+	cmd.Flags().StringVar(&consoleAddr, "console", "127.0.0.1:0", "address of the operator console; given, the demo keeps running after the table until interrupted, so the console can be explored")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the demo service with --service-only")
 	return cmd
 }
@@ -78,7 +81,7 @@ type demoStep struct {
 	resolveCause string
 }
 
-func runDemo(ctx context.Context, out io.Writer, keep bool) error {
+func runDemo(ctx context.Context, out io.Writer, keep bool, consoleAddr string, stay bool) error {
 	dir, err := os.MkdirTemp("", "onceflight-demo-")
 	if err != nil {
 		return err
@@ -152,12 +155,14 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 	runCtx, stopServe := context.WithCancel(ctx)
 	serveDone := make(chan error, 1)
 	httpAddr := make(chan string, 1)
+	consoleURL := make(chan string, 1)
 	go func() {
 		serveDone <- runServe(runCtx, &serveOptions{
 			kf: kf, cfg: cfg, group: "onceflight-demo", httpAddr: "127.0.0.1:0", dataDir: filepath.Join(dir, "executor"),
 			executorID: "demo", controlKeyFile: keyFile, sessionTimeout: 6 * time.Second, clockDrift: 200 * time.Millisecond,
 			maxInflight: 16, partitions: 3, maxDataBytes: schemas.DefaultMaxDataBytes,
-			started: func(_ []string, addr string) { httpAddr <- addr },
+			started:     func(_ []string, addr string) { httpAddr <- addr },
+			consoleAddr: consoleAddr, consoleStarted: func(addr string) { consoleURL <- "http://" + addr + "/" },
 		})
 	}()
 	defer func() {
@@ -173,6 +178,7 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 	if err := waitReady(ctx, "http://"+api+"/readyz"); err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "operator console: %s\n\n", <-consoleURL)
 
 	cl, err := client.New(kf.Brokers)
 	if err != nil {
@@ -228,6 +234,21 @@ func runDemo(ctx context.Context, out io.Writer, keep bool) error {
 	}
 	if len(failed) > 0 {
 		return errors.New("demo outcomes differ from the expected ones:\n  " + strings.Join(failed, "\n  "))
+	}
+	if stay {
+		// Two executions left waiting, so the console has decisions to
+		// offer: an unresolved message and a held duplicate refund.
+		left := []demoStep{
+			{what: "left unresolved", cmd: schemas.Command{Source: "demo", Type: "messages.send", Subject: "customer-10", IdempotencyKey: "msg-10", Data: data(`{"text":"your parcel has shipped"}`)}, want: schemas.StatusUnresolved},
+			{what: "left held", cmd: schemas.Command{Source: "demo", Type: "payments.order_refund", Subject: "customer-77", IdempotencyKey: "refund-o77-c", Data: data(`{"order_id":"o-77","amount":30}`)}, want: schemas.StatusHeld},
+		}
+		for i, st := range left {
+			if _, err := demoRun(ctx, cl, kf.Topics, keys, len(steps)+i, st); err != nil {
+				return fmt.Errorf("step %q: %w", st.what, err)
+			}
+		}
+		fmt.Fprintf(out, "\nleft for you in the console: msg-10 (unresolved) and refund-o77-c (held)\nthe demo keeps running for the console; Ctrl-C ends it\n")
+		<-ctx.Done()
 	}
 	return nil
 }

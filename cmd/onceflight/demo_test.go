@@ -18,11 +18,11 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := runDemo(ctx, &out, false); err != nil {
+	if err := runDemo(ctx, &out, false, "127.0.0.1:0", false); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{"same key again", "idempotency_key_reused", "unknown_action", "invalid_command", "timeout, then confirmed", "operator resolves it", "duplicate_business_key", "operator approves it",
-		"$ onceflight actions", "messages.send (http)", "WARNING", "$ onceflight explain msg-9", "resolved as succeeded by demo-operator"} {
+		"$ onceflight actions", "messages.send (http)", "WARNING", "$ onceflight explain msg-9", "resolved as succeeded by demo-operator", "operator console: http://127.0.0.1:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}

@@ -13,7 +13,8 @@ var examples = map[string]string{
   onceflight submit --action noop.ping --entity dev-1 --wait`,
 	"onceflight serve": `  # production: Kafka or Redpanda, a stable id per instance
   onceflight serve --brokers kafka-1:9092,kafka-2:9092 --config onceflight.yaml \
-    --executor-id onceflight-0 --data-dir /var/lib/onceflight --http 0.0.0.0:8080
+    --executor-id onceflight-0 --data-dir /var/lib/onceflight \
+    --http 0.0.0.0:8080 --http-token-file /etc/onceflight/http-tokens --metrics-http 0.0.0.0:8089
   # development: no --brokers starts the embedded broker on 127.0.0.1:9092
   onceflight serve --config onceflight.yaml --data-dir ./onceflight-data`,
 	"onceflight broker": `  onceflight broker --listen 127.0.0.1:9092 --data-dir ./broker-data
@@ -38,8 +39,15 @@ var examples = map[string]string{
 	"onceflight keygen": `  onceflight keygen --out /etc/onceflight/control-keys.json
   onceflight keygen --out /etc/onceflight/control-keys.json --id ops-2027-01   # rotation: add a key`,
 	"onceflight demo": `  onceflight demo
+  onceflight demo --console 127.0.0.1:8090   # keep running; open http://127.0.0.1:8090/
   onceflight demo --keep
   onceflight demo --service-only --listen 0.0.0.0:8081`,
+	"onceflight console": `  # beside the executors, for people behind a token file
+  onceflight console --brokers kafka-1:9092 --config onceflight.yaml --http 0.0.0.0:8090 \
+    --data-dir /var/lib/onceflight-console --http-token-file /etc/onceflight/http-tokens \
+    --control-key-file /etc/onceflight/control-keys.json
+  # look only
+  onceflight console --brokers kafka-1:9092 --config onceflight.yaml --read-only`,
 	"onceflight audit": `  onceflight audit
   onceflight audit --partitions 0,3,5-7 --format json --group onceflight`,
 	"onceflight version": `  onceflight version
@@ -48,6 +56,10 @@ var examples = map[string]string{
   onceflight actions payments.refund -o json`,
 	"onceflight explain": `  onceflight explain refund-1042
   onceflight explain refund-1042 --entity order-1042 -o json`,
+	"onceflight topics": `  onceflight topics check --brokers kafka-1:9092 --config onceflight.yaml
+  onceflight topics apply --brokers kafka-1:9092 --config onceflight.yaml`,
+	"onceflight topics check":    `  onceflight topics check --brokers kafka-1:9092 --config onceflight.yaml --max-message-bytes 4194304`,
+	"onceflight topics apply":    `  onceflight topics apply --brokers kafka-1:9092 --config onceflight.yaml`,
 	"onceflight config":          `  onceflight config validate onceflight.yaml`,
 	"onceflight config validate": `  onceflight config validate deploy/onceflight.yaml && echo ok`,
 }

@@ -80,6 +80,8 @@ func TestUsageExitCodes(t *testing.T) {
 		{"status"}, // KEY missing
 		{"resolve", "k", "--as", "maybe", "--reason", "r"}, // bad enum
 		{"submit", "--action", "a", "--entity", "e", "--data", "[1]"},
+		{"serve", "--cache-size", "1048576"},   // below the memtables it holds
+		{"serve", "--memory-limit", "1000000"}, // below the executor's fixed costs
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, &stdout, &stderr); code != exitUsage {

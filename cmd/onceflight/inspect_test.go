@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/httpauth"
 )
 
 func riskyConfig(t *testing.T) string {
@@ -67,7 +68,8 @@ func TestIngressRefusesOpenAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = startIngress(context.Background(), ingressOptions{addr: "0.0.0.0:0"}, nil, cfg, 1024, http.NotFoundHandler(), slog.Default())
+	_, err = startIngress(context.Background(), ingressOptions{addr: "0.0.0.0:0"}, nil, cfg, 1024, nil,
+		func(*httpauth.Authenticator) http.Handler { return http.NotFoundHandler() }, slog.Default())
 	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--ingress-token-file") {
 		t.Errorf("non-loopback without token: %v", err)
 	}
@@ -121,8 +123,19 @@ func TestServeIngress(t *testing.T) {
 	if code, body := do(http.MethodPost, "/v1/commands/noop.ping?entity=dev-1", "t0ken"); code != http.StatusOK || !strings.Contains(body, `"status":"succeeded"`) {
 		t.Fatalf("with token: %d %s", code, body)
 	}
-	if code, body := do(http.MethodGet, "/v1/actions/noop.ping", ""); code != http.StatusOK || !strings.Contains(body, `"connector":"noop"`) {
+	// The record endpoints beside the ingress are not open to whoever
+	// reaches it: the ingress token reads them (its Locations), nothing
+	// less does.
+	if code, body := do(http.MethodGet, "/v1/actions/noop.ping", "t0ken"); code != http.StatusOK || !strings.Contains(body, `"connector":"noop"`) {
 		t.Errorf("GET /v1/actions/noop.ping on the ingress listener: %d %s", code, body)
+	}
+	for _, path := range []string{"/v1/actions/noop.ping", "/v1/executions/ing-1?entity=dev-1"} {
+		if code, body := do(http.MethodGet, path, ""); code != http.StatusUnauthorized || strings.Contains(body, `"n":1`) {
+			t.Errorf("GET %s on the ingress listener without the token: %d %s", path, code, body)
+		}
+	}
+	if code, body := do(http.MethodGet, "/v1/executions/ing-1?entity=dev-1", "t0ken"); code != http.StatusOK || !strings.Contains(body, `"n":1`) {
+		t.Errorf("GET the ingress's Location with its token: %d %s", code, body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/kafkaconf"
@@ -272,4 +273,21 @@ func TestKafkaFlagErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, errOut, c.want)
 		}
 	}
+}
+
+// testBroker starts the embedded broker until the test ends and returns
+// its address and a client of it.
+func testBroker(ctx context.Context, t *testing.T) (string, *kgo.Client) {
+	t.Helper()
+	b, err := broker.Start(ctx, "127.0.0.1:0", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl, err := client.New([]string{b.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return b.Addr(), cl
 }

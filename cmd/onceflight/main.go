@@ -110,6 +110,8 @@ docs/ in the source repository.`,
 		newConfigCmd(),
 		newActionsCmd(),
 		newExplainCmd(),
+		newTopicsCmd(),
+		newConsoleCmd(),
 	)
 	// --version prints what `onceflight version` prints.
 	root.Version = readBuildInfo().String()

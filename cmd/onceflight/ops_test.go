@@ -25,7 +25,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/onceflight/onceflight/internal/broker"
-	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/topics"
 )
@@ -191,19 +190,10 @@ func TestSubmitTimeoutWithoutWait(t *testing.T) {
 func TestSubmitPrintsDerivedKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := broker.Start(ctx, "127.0.0.1:0", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := client.New([]string{b.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, cl := testBroker(ctx, t)
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topics.Default().Commands); err != nil {
 		t.Fatal(err)
 	}
-	cl.Close()
 	for _, tc := range []struct {
 		args []string
 		key  string
@@ -211,7 +201,7 @@ func TestSubmitPrintsDerivedKey(t *testing.T) {
 		{[]string{"--source", "shop", "--id", "c-1"}, "shop/c-1"},
 		{[]string{"--key", "refund-7", "--id", "c-2"}, "refund-7"},
 	} {
-		args := append([]string{"submit", "--action", "noop.ping", "--entity", "e-1", "--brokers", b.Addr()}, tc.args...)
+		args := append([]string{"submit", "--action", "noop.ping", "--entity", "e-1", "--brokers", addr}, tc.args...)
 		code, out, stderr := runCLI(args...)
 		if code != exitOK {
 			t.Fatalf("%v: exit %d, stderr %q", tc.args, code, stderr)
@@ -344,7 +334,7 @@ func TestResolveByDefaultsToOSUser(t *testing.T) {
 // TestExitCodesDocumented: the exit code table users read (docs/cli.md)
 // and the README's summary list exactly the codes the commands return.
 func TestExitCodesDocumented(t *testing.T) {
-	want := []int{exitOK, exitError, exitUsage, exitNotSucceded, exitNoOutcome, exitAuditFailed, exitInterrupted}
+	want := []int{exitOK, exitError, exitUsage, exitNotSucceded, exitNoOutcome, exitAuditFailed, exitTopicsNeedWork, exitInterrupted}
 	slices.Sort(want)
 	for _, doc := range []struct {
 		file, start, end string

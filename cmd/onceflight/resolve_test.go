@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/schemas"
@@ -69,25 +68,16 @@ func startEnv(t *testing.T, seen chan<- schemas.Command) (context.Context, strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	b, err := broker.Start(ctx, "127.0.0.1:0", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cl, err := client.New([]string{b.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	addr, cl := testBroker(ctx, t)
 	d := topics.Default()
 	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 3, 1, nil, d.Commands, d.Outcomes, d.Journal); err != nil {
 		t.Fatal(err)
 	}
 	exCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); fakeExecutor(exCtx, t, b.Addr(), seen) }()
+	go func() { defer close(done); fakeExecutor(exCtx, t, addr, seen) }()
 	t.Cleanup(func() { stop(); <-done })
-	return ctx, b.Addr(), cl
+	return ctx, addr, cl
 }
 
 func runCLI(args ...string) (int, string, string) {

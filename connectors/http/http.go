@@ -1,5 +1,6 @@
 // Package httpconn is the http connector of docs/connectors.md: Execute is a POST,
-// Confirm a GET of confirm_url.
+// Confirm a GET of confirm_url — or, with Config.API, a real API's own
+// request and lookup, with its credentials (api.go, docs/connectors.md#calling-a-real-api).
 //
 // Two things about net/http matter for "no blind retry" (G3) and are handled
 // here rather than left to defaults:
@@ -59,6 +60,9 @@ type Config struct {
 	// (at 1024 in flight with 256 kept, 8 003 connections for 10 000 POSTs).
 	// Default 256.
 	MaxConcurrent int
+	// API is how to call a real API: credentials, request shape, the API's
+	// own lookup (api.go). The zero API is the protocol described above.
+	API API
 }
 
 // maxMessageBytes caps the error message taken from a rejection's body.
@@ -75,6 +79,7 @@ type Connector struct {
 	cfg       Config
 	client    *http.Client
 	transport *http.Transport // nil when the caller's RoundTripper is foreign
+	shape     *shape          // cfg.API compiled, secrets resolved (api.go)
 }
 
 // New validates cfg and builds the connector.
@@ -93,7 +98,11 @@ func New(cfg Config) (*Connector, error) {
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = 64 << 10
 	}
-	c := &Connector{cfg: cfg}
+	sh, errs := compileShape(cfg)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("httpconn: %w", errors.Join(errs...))
+	}
+	c := &Connector{cfg: cfg, shape: sh}
 	client := &http.Client{}
 	if cfg.Client != nil {
 		*client = *cfg.Client
@@ -128,12 +137,19 @@ func New(cfg Config) (*Connector, error) {
 			t.MaxIdleConnsPerHost = idle
 			t.MaxIdleConns = max(t.MaxIdleConns, idle)
 		}
+		if sh.tls != nil {
+			t.TLSClientConfig = sh.tls
+		}
 		t.ForceAttemptHTTP2 = false
 		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		client.Transport = t
 		c.transport = t
 	}
+	if base == nil && sh.tls != nil {
+		return nil, errors.New("httpconn: tls settings need an *http.Transport, the Client has another RoundTripper")
+	}
 	c.client = client
+	sh.startOAuth(base, client.Transport)
 	return c, nil
 }
 
@@ -216,9 +232,10 @@ func (s *sendState) sent() bool {
 	return s.wroteHeaders // foreign transport: conservative
 }
 
-// Execute POSTs req.Data to the configured URL and classifies the answer by
-// docs/connectors.md.
-func (c *Connector) Execute(ctx context.Context, req connectors.Request) connectors.Result {
+// Execute POSTs req.Data to the configured URL (or sends the request
+// Config.API shapes) and classifies the answer by docs/connectors.md.
+func (c *Connector) Execute(ctx context.Context, req connectors.Request) (res connectors.Result) {
+	defer func() { res = c.redact(res) }()
 	if !req.Deadline.IsZero() && !time.Now().Before(req.Deadline) {
 		return unavailable(ErrDeadlinePassed.Error())
 	}
@@ -227,19 +244,19 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) connect
 	}
 	ctx, cancel := c.requestContext(ctx, req.Deadline)
 	defer cancel()
-	body := []byte(req.Data)
-	if len(body) == 0 {
-		body = []byte("{}")
+	out, err := c.shape.build(req)
+	if err != nil {
+		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}
 	}
 	st := &sendState{}
-	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace(req.Deadline)), http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace(req.Deadline)), out.method, out.url, bytes.NewReader(out.body))
 	if err != nil {
 		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}
 	}
 	hr.GetBody = nil // never replayable by the transport (see package doc)
 	h := hr.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("Idempotency-Key", req.Key)
+	h.Set("Content-Type", c.shape.contentType)
+	h.Set(c.shape.idemHeader, req.Key)
 	h.Set("Onceflight-Entity", req.Entity)
 	h.Set("Onceflight-Action", req.Action)
 	h.Set("Onceflight-Attempt", strconv.Itoa(req.Attempt))
@@ -250,6 +267,10 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) connect
 	if req.TraceParent != "" {
 		h.Set("traceparent", req.TraceParent)
 	}
+	if err := c.shape.authorize(hr, nil); err != nil {
+		return unavailable(fmt.Sprintf("not sent: %v", err))
+	}
+	c.shape.sign(hr, req.Key, out.body, time.Now())
 
 	resp, err := c.client.Do(hr)
 	if err != nil {
@@ -261,7 +282,13 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) connect
 		case errors.Is(err, ErrDeadlinePassed):
 			return connectors.Result{Kind: k, Message: ErrDeadlinePassed.Error()}
 		}
-		return connectors.Result{Kind: k, Message: fmt.Sprintf("not sent: %v", err)}
+		res := connectors.Result{Kind: k, Message: fmt.Sprintf("not sent: %v", err)}
+		if ctx.Err() == nil {
+			// Not sent and not cut short by us: the system is
+			// unreachable (connection refused, no route, DNS).
+			res.Signal = connectors.SignalDown
+		}
+		return res
 	}
 	defer resp.Body.Close()
 	raw, truncated, rerr := c.readBody(resp.Body)
@@ -269,13 +296,48 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) connect
 	switch k := ClassifyStatus(code); k {
 	case connectors.Succeeded:
 		// The status says it happened; a broken body does not change that.
-		return connectors.Result{Kind: k, Result: c.result(code, raw, truncated || rerr != nil)}
+		return c.succeeded(code, resp.Header, raw, truncated || rerr != nil)
 	case connectors.Ambiguous:
 		c.dropConnections()
 		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
 	default:
-		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+		res := connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+		switch code {
+		case http.StatusTooManyRequests:
+			res.Signal = connectors.SignalBusy
+		case http.StatusServiceUnavailable:
+			res.Signal = connectors.SignalDown
+		}
+		if res.Signal != connectors.SignalNone {
+			res.RetryAfter = RetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			if res.RetryAfter > 0 {
+				res.Message += fmt.Sprintf(" (Retry-After %s)", res.RetryAfter.Round(time.Millisecond))
+			}
+		}
+		return res
 	}
+}
+
+// RetryAfter reads an HTTP Retry-After value (RFC 9110 §10.2.3): a number
+// of seconds or an HTTP date, relative to now. Anything else, or a time
+// already past, is 0: no wish beyond the usual backoff.
+func RetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		// Beyond a day is a broken header, not a wish; a day is
+		// longer than any give_up_after worth having anyway.
+		return time.Duration(min(secs, 86400)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now), 24*time.Hour)
+	}
+	return 0
 }
 
 // ClassifyStatus is what Execute makes of an HTTP status: 2xx succeeded;
@@ -306,12 +368,17 @@ func ClassifyTransportError(sent bool) connectors.Kind {
 	return connectors.Unavailable
 }
 
-// CanConfirm reports whether a confirm_url is configured.
-func (c *Connector) CanConfirm() bool { return c.cfg.ConfirmURL != "" }
+// CanConfirm reports whether a confirm_url or an API lookup is configured.
+func (c *Connector) CanConfirm() bool { return c.cfg.ConfirmURL != "" || c.shape.lookup != nil }
 
 // Confirm GETs confirm_url for req.Key: 200 Succeeded, 404 NotFound,
-// anything else (or no answer) Ambiguous, meaning still unknown.
-func (c *Connector) Confirm(ctx context.Context, req connectors.Request) connectors.Result {
+// anything else (or no answer) Ambiguous, meaning still unknown. With an
+// API lookup the API's own rules decide (confirmByLookup).
+func (c *Connector) Confirm(ctx context.Context, req connectors.Request) (res connectors.Result) {
+	defer func() { res = c.redact(res) }()
+	if c.shape.lookup != nil {
+		return c.confirmByLookup(ctx, req)
+	}
 	if c.cfg.ConfirmURL == "" {
 		return connectors.Result{Kind: connectors.Ambiguous, Message: "no confirm_url configured"}
 	}

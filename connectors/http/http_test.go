@@ -168,7 +168,13 @@ func TestPerform(t *testing.T) {
 			apply()
 			w.WriteHeader(200)
 		}}, want: want{connectors.OutcomeSucceeded, "", 2, 1}},
-		{name: "429 exhausted", svc: &service{behave: status(429, "slow down")}, want: want{connectors.OutcomeFailed, connectors.CodeUnavailable, 3, 0}},
+		// "Not done" uses up no attempt: retried until give_up_after.
+		{name: "429 until give_up_after", svc: &service{behave: status(429, "slow down")}, want: want{connectors.OutcomeFailed, connectors.CodeUnavailable, -1, 0},
+			check: func(t *testing.T, s *service, d connectors.Decision) {
+				if !strings.Contains(d.Message, "last answer: HTTP 429: slow down") || !strings.Contains(d.Message, "waited") {
+					t.Errorf("message %q", d.Message)
+				}
+			}},
 		{name: "slow past timeout after applying, confirm 200", svc: &service{behave: func(_ int, w http.ResponseWriter, r *http.Request, apply func()) {
 			apply()
 			select {
@@ -238,8 +244,12 @@ func TestPerform(t *testing.T) {
 			s := newService(t, tc.svc)
 			p := policy()
 			p.IdempotentByKey = tc.idempotent
+			p.GiveUpAfter = 300 * time.Millisecond
 			d := connectors.Perform(context.Background(), s.connector(t, !tc.noConfirm), request(), p)
 			got := want{d.Outcome, d.Code, d.Attempts, s.Effects(key)}
+			if tc.want.attempts < 0 && got.attempts > 2 {
+				got.attempts = -1 // several: how many fit is the scheduler's
+			}
 			if got != tc.want {
 				t.Fatalf("got %+v (message %q), want %+v", got, d.Message, tc.want)
 			}
@@ -276,8 +286,49 @@ func TestConnectionRefusedIsUnavailable(t *testing.T) {
 	}
 	req := request()
 	req.Deadline = time.Now().Add(time.Second)
-	if res := c.Execute(context.Background(), req); res.Kind != connectors.Unavailable {
-		t.Fatalf("result %v %q", res.Kind, res.Message)
+	if res := c.Execute(context.Background(), req); res.Kind != connectors.Unavailable || res.Signal != connectors.SignalDown {
+		t.Fatalf("result %v %v %q", res.Kind, res.Signal, res.Message)
+	}
+}
+
+// 429 and 503 carry the system's wish (Retry-After) and what they say
+// about the system (busy, down); 408 neither.
+func TestRetryAfterAndSignal(t *testing.T) {
+	for _, tc := range []struct {
+		code   int
+		header string
+		signal connectors.Signal
+		after  time.Duration
+	}{
+		{429, "2", connectors.SignalBusy, 2 * time.Second},
+		{503, "1", connectors.SignalDown, time.Second},
+		{429, "", connectors.SignalBusy, 0},
+		{408, "5", connectors.SignalNone, 0},
+	} {
+		s := newService(t, &service{behave: func(_ int, w http.ResponseWriter, _ *http.Request, _ func()) {
+			if tc.header != "" {
+				w.Header().Set("Retry-After", tc.header)
+			}
+			w.WriteHeader(tc.code)
+		}})
+		res := s.connector(t, true).Execute(context.Background(), request())
+		if res.Kind != connectors.Unavailable || res.Signal != tc.signal || res.RetryAfter != tc.after {
+			t.Errorf("HTTP %d Retry-After %q: %v %v %s (%q)", tc.code, tc.header, res.Kind, res.Signal, res.RetryAfter, res.Message)
+		}
+	}
+}
+
+func TestRetryAfterValues(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"1": time.Second, " 120 ": 2 * time.Minute, "0": 0, "-3": 0, "soon": 0, "": 0, "1.5": 0,
+		"Wed, 02 Dec 2026 10:00:30 GMT": 30 * time.Second,
+		"Wed, 02 Dec 2026 09:59:00 GMT": 0, // past
+		"99999999":                      24 * time.Hour,
+	} {
+		if got := httpconn.RetryAfter(v, now); got != want {
+			t.Errorf("RetryAfter(%q) = %s, want %s", v, got, want)
+		}
 	}
 }
 

@@ -7,19 +7,17 @@ import (
 	"github.com/onceflight/onceflight/internal/inspect"
 )
 
-// Option adds endpoints that only some executors serve, so Handler's
-// signature stays the same for the ones that do not.
-type Option func(*http.ServeMux)
-
 // WithActions serves GET /v1/actions and GET /v1/actions/{action}: the
 // description of the configured actions (internal/inspect), computed once at
-// start, since the actions file does not change while serve runs.
+// start, since the actions file does not change while serve runs. They sit
+// behind the same authentication as the records: they name internal
+// endpoints and how each action can fail.
 func WithActions(acts []inspect.Action) Option {
-	return func(mux *http.ServeMux) {
-		mux.HandleFunc("GET /v1/actions", func(w http.ResponseWriter, _ *http.Request) {
+	return func(s *settings) {
+		s.records.HandleFunc("GET /v1/actions", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"actions": acts})
 		})
-		mux.HandleFunc("GET /v1/actions/{action}", func(w http.ResponseWriter, r *http.Request) {
+		s.records.HandleFunc("GET /v1/actions/{action}", func(w http.ResponseWriter, r *http.Request) {
 			name := r.PathValue("action")
 			for _, a := range acts {
 				if a.Name == name {

@@ -1,5 +1,7 @@
-// Package api serves the executor's HTTP endpoints (docs/cli.md): health,
-// readiness, Prometheus metrics and read-only views of execution records.
+// Package api serves the executor's HTTP endpoints (docs/http.md): health,
+// readiness and Prometheus metrics, open to anyone who reaches the port, and
+// read-only views of execution records, entities and actions under /v1/,
+// which only an authenticated identity may read (internal/httpauth).
 package api
 
 import (
@@ -11,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/httpauth"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -19,12 +22,55 @@ type Executor interface {
 	Ready() bool
 }
 
-// Handler returns the HTTP handler, with the endpoints opts add.
+// Option configures Handler.
+type Option func(*settings)
+
+type settings struct {
+	// records is the mux of the /v1/ endpoints, behind auth.
+	records *http.ServeMux
+	auth    *httpauth.Authenticator
+	// redact returns the data fields an action's records hide; nil hides
+	// nothing.
+	redact func(action string) []string
+}
+
+// WithAuth requires an identity with httpauth.RoleReader on every /v1/
+// endpoint. Without it (or with a disabled Authenticator) they are open:
+// serve allows that only on a loopback address.
+func WithAuth(a *httpauth.Authenticator) Option {
+	return func(s *settings) { s.auth = a }
+}
+
+// WithRedaction hides, in every record answered, the data fields
+// paths(record's action) names (config.Action.Redact), as "[redacted]".
+func WithRedaction(paths func(action string) []string) Option {
+	return func(s *settings) { s.redact = paths }
+}
+
+// Handler returns the HTTP handler: HealthHandler's endpoints, and the
+// record endpoints under /v1/ with the ones opts add.
 func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer, opts ...Option) http.Handler {
-	mux := http.NewServeMux()
+	s := &settings{records: http.NewServeMux()}
 	for _, o := range opts {
-		o(mux)
+		o(s)
 	}
+	s.recordRoutes(store)
+	mux := healthMux(ex, gather)
+	// Every /v1/ path, also one no route matches, answers 401 without
+	// credentials: an unknown path says nothing to a stranger.
+	mux.Handle("/v1/", noStore(s.auth.Require(httpauth.RoleReader, s.records)))
+	return secure(mux)
+}
+
+// HealthHandler serves only /healthz, /readyz and /metrics: what a
+// probe or Prometheus needs, and nothing that holds customer data, so it
+// may listen where they reach it (serve --metrics-http).
+func HealthHandler(ex Executor, gather prometheus.Gatherer) http.Handler {
+	return secure(healthMux(ex, gather))
+}
+
+func healthMux(ex Executor, gather prometheus.Gatherer) *http.ServeMux {
+	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -40,6 +86,12 @@ func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer, opts 
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
+	return mux
+}
+
+func (s *settings) recordRoutes(store *dedupe.Store) {
+	mux := s.records
 	// A key is scoped to its entity (docs/events.md#execution-records): the records of every entity
 	// that used key (normally one), or with ?entity= that entity's only.
 	mux.HandleFunc("GET /v1/executions/{key...}", func(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +113,7 @@ func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer, opts 
 		case len(recs) == 0:
 			writeError(w, http.StatusNotFound, "no record for key "+strconv.Quote(key)+" in the partitions this instance holds")
 		default:
-			writeJSON(w, http.StatusOK, map[string]any{"executions": recs})
+			writeJSON(w, http.StatusOK, map[string]any{"executions": s.redacted(recs)})
 		}
 	})
 	mux.HandleFunc("GET /v1/executions", func(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +141,7 @@ func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer, opts 
 		if recs == nil {
 			recs = []schemas.Record{}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"executions": recs})
+		writeJSON(w, http.StatusOK, map[string]any{"executions": s.redacted(recs)})
 	})
 	mux.HandleFunc("GET /v1/entities/{entity...}", func(w http.ResponseWriter, r *http.Request) {
 		ent := r.PathValue("entity")
@@ -103,7 +155,38 @@ func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer, opts 
 			writeJSON(w, http.StatusOK, map[string]any{"entity": ent, "state": es})
 		}
 	})
-	return mux
+}
+
+// redacted applies the redaction of each record's action, in place.
+func (s *settings) redacted(recs []schemas.Record) []schemas.Record {
+	if s.redact == nil {
+		return recs
+	}
+	for i := range recs {
+		recs[i] = RedactRecord(recs[i], s.redact(recs[i].Action))
+	}
+	return recs
+}
+
+// secure sets the headers every answer carries: nothing here is a page a
+// browser should run, frame, sniff or send a referrer from.
+func secure(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// noStore keeps record answers (customer data) out of browser and proxy
+// caches.
+func noStore(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

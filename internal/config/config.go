@@ -20,6 +20,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/onceflight/onceflight/connectors"
+	httpconn "github.com/onceflight/onceflight/connectors/http"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -49,6 +50,7 @@ const (
 	DefaultReconcileFor    = 24 * time.Hour
 	DefaultDedupeRetention = schemas.DefaultDedupeRetention
 	DefaultKeyMemory       = schemas.DefaultKeyMemory
+	DefaultGiveUpAfter     = connectors.DefaultGiveUpAfter
 )
 
 // DefaultPath is the actions file the commands read without --config.
@@ -110,6 +112,13 @@ type Action struct {
 	// execution in_progress, succeeded (within dedupe_retention),
 	// unresolved or held per tuple of their canonical values.
 	UniqueBy []string
+	// Redact lists data fields (dotted paths; a step that meets a list
+	// applies to each of its items) that are personal or secret, such as a
+	// customer's name or IBAN: the record API and the console show them as
+	// "[redacted]" (docs/http.md#who-may-read-the-records). The journal and
+	// the connector still get the whole data: redaction is about who reads
+	// records over HTTP, not about what the executor stores.
+	Redact []string
 	// OnDuplicate says what happens to a command that violates UniqueBy:
 	// "reject" (default) or "hold" for an operator.
 	OnDuplicate string
@@ -117,11 +126,25 @@ type Action struct {
 	// entry is a pattern where * matches any run of characters. Empty
 	// means every source is allowed.
 	AllowedSources []string
+	// System names the external system under `systems:` whose limits
+	// and breaker the action's requests go through; several actions
+	// calling one system share them. Empty: the action is a system of its
+	// own, named after it, limited by the executor's --max-inflight.
+	System string
+	// GiveUpAfter bounds how long "not done" answers (429, 503,
+	// connection refused) are retried and the system's limits waited for,
+	// before the record is failed connector_unavailable. Default 1h.
+	GiveUpAfter time.Duration
 	// EffectsFile (noop only) is a file the noop connector appends to on
 	// every execution, so tests and demos can count real executions.
 	// Relative paths are resolved against the config file's directory at
 	// load, so the value is usable as is.
 	EffectsFile string
+	// API is how an http action calls a real API: credentials (as
+	// references, resolved by the connector), request shape, the API's own
+	// lookup (docs/connectors.md#calling-a-real-api). Zero: Onceflight's
+	// own protocol.
+	API httpconn.API
 
 	schema *jsonschema.Schema
 }
@@ -158,6 +181,31 @@ type Config struct {
 	// within KeyMemory is rejected `key_expired` instead of executing again.
 	// It must not be shorter than DedupeRetention. Default 90d.
 	KeyMemory time.Duration
+	// Systems are the external systems with limits of their own
+	// (`systems:`), by name; actions refer to them with System.
+	Systems map[string]*System
+}
+
+// System is one external system's protection (docs/connectors.md#protecting-the-external-system):
+// limits enforced per process, before a request is sent, across all the
+// actions that name it.
+type System struct {
+	Name string
+	// MaxConcurrent is the ceiling of requests in flight to the system;
+	// the executor adapts below it to the system's answers. 0: the
+	// executor's --max-inflight.
+	MaxConcurrent int
+	// Rate is requests per second; 0: none.
+	Rate float64
+	// Burst is how many requests may leave at once under Rate; 0: Rate
+	// rounded up.
+	Burst int
+	// BreakerAfter consecutive "down" answers (connection refused, 503)
+	// open the breaker; 0: 5.
+	BreakerAfter int
+	// ProbeEvery is how often an open breaker lets one request through;
+	// 0: 1s.
+	ProbeEvery time.Duration
 }
 
 // setDefaults fills fields the file left out. Parse calls it after
@@ -186,8 +234,8 @@ func (r *ReconcileConfig) setDefaults() {
 	}
 }
 
-// setDefaults fills Timeout (2s), MaxAttempts (5), ConfirmTimeout (30s) and
-// OnDuplicate ("reject") when unset.
+// setDefaults fills Timeout (2s), MaxAttempts (5), ConfirmTimeout (30s),
+// OnDuplicate ("reject") and GiveUpAfter (1h) when unset.
 func (a *Action) setDefaults() {
 	if a.Timeout == 0 {
 		a.Timeout = DefaultTimeout
@@ -200,6 +248,9 @@ func (a *Action) setDefaults() {
 	}
 	if a.OnDuplicate == "" {
 		a.OnDuplicate = OnDuplicateReject
+	}
+	if a.GiveUpAfter == 0 {
+		a.GiveUpAfter = DefaultGiveUpAfter
 	}
 }
 

@@ -48,6 +48,20 @@ func TestParseErrors(t *testing.T) {
 			[]string{`action "x": field "connector": must not be empty`}},
 		{"unknown connector", "actions:\n  x:\n    connector: smtp\n",
 			[]string{`3:16: action "x": field "connector": unknown connector "smtp"`}},
+		{"unknown system", "actions:\n  x:\n    connector: noop\n    system: pay\n",
+			[]string{`onceflight.yaml:4:13: action "x": field "system": no system "pay" under systems:`}},
+		{"bad system limits", "systems:\n  pay:\n    max_concurrent: 0\n    rate: -5\n    breaker: {after: 0, probe_every: 0s}\n    limit: 3\n" + minimal,
+			[]string{`:3:21: field "systems.pay.max_concurrent": must be at least 1, got 0`, `:4:11: field "systems.pay.rate": must be positive, got -5`,
+				`field "systems.pay.breaker.after": must be at least 1, got 0`, `field "systems.pay.breaker.probe_every": must be positive`,
+				`:6:5: unknown field "systems.pay.limit"`}},
+		{"rate not a number", "systems:\n  pay:\n    rate: 50/s\n" + minimal,
+			[]string{`field "systems.pay.rate": must be a number of requests per second`}},
+		{"burst without rate", "systems:\n  pay:\n    burst: 5\n" + minimal,
+			[]string{`field "systems.pay.burst": only valid with rate`}},
+		{"system named like an action not using it", "systems:\n  a:\n    rate: 1\n" + minimal,
+			[]string{`field "systems.a": has the name of action "a", which does not use it`}},
+		{"zero give_up_after", "actions:\n  x:\n    connector: noop\n    give_up_after: 0s\n",
+			[]string{`field "give_up_after": must be positive`}},
 		{"max attempts zero", "actions:\n  x:\n    connector: noop\n    max_attempts: 0\n",
 			[]string{`action "x": field "max_attempts": must be at least 1, got 0`}},
 		{"max attempts negative", "actions:\n  x:\n    connector: noop\n    max_attempts: -3\n",
@@ -96,6 +110,12 @@ func TestParseErrors(t *testing.T) {
 			[]string{`field "unique_by": field "a" listed twice`}},
 		{"unique_by empty path step", "actions:\n  x:\n    connector: noop\n    unique_by: [order..id]\n",
 			[]string{`field "unique_by": field "order..id" has an empty path step`}},
+		{"redact empty path step", "actions:\n  x:\n    connector: noop\n    redact: [customer.]\n",
+			[]string{`field "redact": field "customer." has an empty path step`}},
+		{"duplicate redact", "actions:\n  x:\n    connector: noop\n    redact: [iban, iban]\n",
+			[]string{`field "redact": field "iban" listed twice`}},
+		{"redact type", "actions:\n  x:\n    connector: noop\n    redact: iban\n",
+			[]string{`field "redact": must be a list of strings`}},
 		{"empty source pattern", "actions:\n  x:\n    connector: noop\n    allowed_sources: [\"\"]\n",
 			[]string{`field "allowed_sources": patterns must not be empty`}},
 		{"action not a mapping", "actions:\n  x: http\n",
@@ -250,7 +270,7 @@ func TestLoadExample(t *testing.T) {
 		r.ConfirmURL != "http://127.0.0.1:8081/refunds/{key}" || r.Timeout != 2*time.Second ||
 		r.MaxAttempts != 5 || r.ConfirmTimeout != 30*time.Second || r.IdempotentByKey ||
 		r.Schema != "refund.schema.json" || strings.Join(r.UniqueBy, ",") != "order_id" ||
-		r.OnDuplicate != OnDuplicateHold || len(r.AllowedSources) != 2 {
+		r.OnDuplicate != OnDuplicateHold || len(r.AllowedSources) != 2 || strings.Join(r.Redact, ",") != "customer.name,iban" {
 		t.Errorf("payments.refund = %+v", r)
 	}
 	k := cfg.Actions["customers.notify"]
@@ -309,6 +329,40 @@ key_memory: 36h
 	if cfg.Reconcile.Every != 30*time.Second || cfg.Reconcile.For != 48*time.Hour ||
 		cfg.DedupeRetention != 36*time.Hour || cfg.KeyMemory != 36*time.Hour {
 		t.Errorf("cfg = %+v", cfg)
+	}
+}
+
+func TestSystems(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse("c.yaml", []byte(`
+systems:
+  payments:
+    max_concurrent: 8
+    rate: 12.5
+    burst: 3
+    breaker: {after: 2, probe_every: 500ms}
+  mail: {}
+actions:
+  payments.refund: {connector: noop, system: payments, give_up_after: 10m}
+  payments.charge: {connector: noop, system: payments}
+  notify: {connector: noop, system: mail}
+  ping: {connector: noop}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := System{Name: "payments", MaxConcurrent: 8, Rate: 12.5, Burst: 3, BreakerAfter: 2, ProbeEvery: 500 * time.Millisecond}
+	if got := cfg.Systems["payments"]; got == nil || *got != want {
+		t.Errorf("payments = %+v", got)
+	}
+	if got := cfg.Systems["mail"]; got == nil || *got != (System{Name: "mail"}) {
+		t.Errorf("mail = %+v", got)
+	}
+	if a := cfg.Actions["payments.refund"]; a.System != "payments" || a.GiveUpAfter != 10*time.Minute {
+		t.Errorf("payments.refund = %+v", a)
+	}
+	if a := cfg.Actions["ping"]; a.System != "" || a.GiveUpAfter != DefaultGiveUpAfter {
+		t.Errorf("ping = %+v", a)
 	}
 }
 

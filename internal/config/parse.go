@@ -32,8 +32,44 @@ type fileDoc struct {
 		Every Days `yaml:"every"`
 		For   Days `yaml:"for"`
 	} `yaml:"reconcile"`
-	DedupeRetention Days `yaml:"dedupe_retention"`
-	KeyMemory       Days `yaml:"key_memory"`
+	DedupeRetention Days                 `yaml:"dedupe_retention"`
+	KeyMemory       Days                 `yaml:"key_memory"`
+	Systems         map[string]systemDoc `yaml:"systems"`
+}
+
+// systemDoc is one external system's limits as written; System documents
+// the fields.
+type systemDoc struct {
+	MaxConcurrent int  `yaml:"max_concurrent"`
+	Rate          Rate `yaml:"rate"`
+	Burst         int  `yaml:"burst"`
+	Breaker       struct {
+		After      int      `yaml:"after"`
+		ProbeEvery Duration `yaml:"probe_every"`
+	} `yaml:"breaker"`
+}
+
+// Rate is requests per second: an integer or a decimal number, positive.
+type Rate float64
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler.
+func (r *Rate) UnmarshalYAML(n ast.Node) error {
+	var text string
+	switch v := n.(type) {
+	case *ast.IntegerNode, *ast.FloatNode:
+		text = v.GetToken().Value
+	default:
+		return errors.New("must be a number of requests per second, such as 50 or 0.5")
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("invalid rate %q", text)
+	}
+	if f <= 0 {
+		return fmt.Errorf("must be positive, got %s", text)
+	}
+	*r = Rate(f)
+	return nil
 }
 
 // actionDoc is one action as written; Action documents the fields.
@@ -49,10 +85,30 @@ type actionDoc struct {
 	IdempotentByKey bool              `yaml:"idempotent_by_key"`
 	Schema          string            `yaml:"schema"`
 	UniqueBy        []string          `yaml:"unique_by"`
+	Redact          []string          `yaml:"redact"`
 	OnDuplicate     string            `yaml:"on_duplicate"`
 	AllowedSources  []string          `yaml:"allowed_sources"`
 	EffectsFile     string            `yaml:"effects_file"`
 	Settings        map[string]string `yaml:"settings"`
+
+	// Calling a real API (http only; http.go, Action.API).
+	Method            string            `yaml:"method"`
+	Body              string            `yaml:"body"`
+	BodyTemplate      string            `yaml:"body_template"`
+	ContentType       string            `yaml:"content_type"`
+	IdempotencyHeader string            `yaml:"idempotency_header"`
+	Headers           map[string]string `yaml:"headers"`
+	BasicAuth         basicAuthDoc      `yaml:"basic_auth"`
+	OAuth2            oauth2Doc         `yaml:"oauth2"`
+	TLS               tlsDoc            `yaml:"tls"`
+	Signing           signingDoc        `yaml:"signing"`
+	Confirm           confirmDoc        `yaml:"confirm"`
+	RejectedWhen      string            `yaml:"rejected_when"`
+	Result            string            `yaml:"result"`
+
+	// Per external system limits (docs/connectors.md#protecting-the-external-system).
+	System          string            `yaml:"system"`
+	GiveUpAfter     Duration          `yaml:"give_up_after"`
 }
 
 // kafkaDoc is a kafka action's own connection:
@@ -228,6 +284,10 @@ func (p *loader) validate(doc *fileDoc) *Config {
 		Reconcile:       ReconcileConfig{Every: time.Duration(doc.Reconcile.Every), For: time.Duration(doc.Reconcile.For)},
 		DedupeRetention: time.Duration(doc.DedupeRetention),
 		KeyMemory:       time.Duration(doc.KeyMemory),
+		Systems:         map[string]*System{},
+	}
+	for _, name := range slices.Sorted(maps.Keys(doc.Systems)) {
+		cfg.Systems[name] = p.system(name, doc.Systems[name])
 	}
 	actions := loc{"", "actions"}
 	if w, ok := p.index[actions]; !ok {
@@ -241,6 +301,23 @@ func (p *loader) validate(doc *fileDoc) *Config {
 			continue
 		}
 		cfg.Actions[name] = p.action(name, doc.Actions[name])
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Actions)) {
+		a := cfg.Actions[name]
+		if n, ok := p.index[loc{name, "system"}]; ok && !p.bad[loc{name, "system"}] {
+			if _, ok := cfg.Systems[a.System]; !ok {
+				p.errAt(n.value, loc{name, "system"}, "no system %q under systems:", a.System)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Systems)) {
+		// An action without system: is its own system, named after it
+		// in metrics and logs; a declared system of the same name that
+		// the action does not use would share its label.
+		if a, ok := cfg.Actions[name]; ok && a.System != name {
+			p.errAt(p.index[loc{"", "systems." + name}].key, loc{"", "systems." + name},
+				"has the name of action %q, which does not use it; an action without system: is a system of its own by its name", name)
+		}
 	}
 	if cfg.DedupeRetention != 0 || cfg.KeyMemory != 0 {
 		ret := cmp.Or(cfg.DedupeRetention, DefaultDedupeRetention)
@@ -261,8 +338,9 @@ func (p *loader) action(name string, d actionDoc) *Action {
 		Name: name, Connector: d.Connector, Settings: d.Settings,
 		URL: d.URL, ConfirmURL: d.ConfirmURL, Topic: d.Topic, Brokers: d.Kafka.Brokers,
 		Timeout: time.Duration(d.Timeout), MaxAttempts: d.MaxAttempts, ConfirmTimeout: time.Duration(d.ConfirmTimeout),
-		IdempotentByKey: d.IdempotentByKey, Schema: d.Schema, UniqueBy: d.UniqueBy, OnDuplicate: d.OnDuplicate,
+		IdempotentByKey: d.IdempotentByKey, Schema: d.Schema, UniqueBy: d.UniqueBy, OnDuplicate: d.OnDuplicate, Redact: d.Redact,
 		AllowedSources: d.AllowedSources, EffectsFile: d.EffectsFile,
+		System: d.System, GiveUpAfter: time.Duration(d.GiveUpAfter),
 	}
 	// given reports whether field was written, and where its value is;
 	// valid also that its value decoded, so that it can be checked further.
@@ -333,20 +411,26 @@ func (p *loader) action(name string, d actionDoc) *Action {
 	if n, ok := valid("on_duplicate"); ok && a.OnDuplicate != OnDuplicateReject && a.OnDuplicate != OnDuplicateHold {
 		fail(n, "on_duplicate", "must be reject or hold, got %q", a.OnDuplicate)
 	}
-	n, _ := given("unique_by")
-	seen := map[string]bool{}
-	for _, f := range a.UniqueBy {
-		switch {
-		case strings.TrimSpace(f) == "":
-			fail(n, "unique_by", "field names must not be empty")
-		case seen[f]:
-			fail(n, "unique_by", "field %q listed twice", f)
-		case slices.Contains(strings.Split(f, "."), ""):
-			// A dotted path with an empty step names no field of any data,
-			// so every command would be rejected invalid_command.
-			fail(n, "unique_by", "field %q has an empty path step (dotted paths like order.id)", f)
+	for _, paths := range []struct {
+		field string
+		list  []string
+	}{{"unique_by", a.UniqueBy}, {"redact", a.Redact}} {
+		n, _ := given(paths.field)
+		seen := map[string]bool{}
+		for _, f := range paths.list {
+			switch {
+			case strings.TrimSpace(f) == "":
+				fail(n, paths.field, "field names must not be empty")
+			case seen[f]:
+				fail(n, paths.field, "field %q listed twice", f)
+			case slices.Contains(strings.Split(f, "."), ""):
+				// A dotted path with an empty step names no field of any
+				// data: under unique_by every command would be rejected
+				// invalid_command, under redact nothing would be hidden.
+				fail(n, paths.field, "field %q has an empty path step (dotted paths like order.id)", f)
+			}
+			seen[f] = true
 		}
-		seen[f] = true
 	}
 	if slices.Contains(a.AllowedSources, "") {
 		n, _ := given("allowed_sources")
@@ -379,7 +463,34 @@ func (p *loader) action(name string, d actionDoc) *Action {
 	if _, ok := valid("kafka.properties"); ok {
 		a.Kafka = p.kafkaProperties(name, d.Kafka.Properties)
 	}
+	a.API = p.apiOf(name, d, a)
 	return a
+}
+
+// system checks one external system's limits and builds them.
+func (p *loader) system(name string, d systemDoc) *System {
+	at := func(field string) loc { return loc{"", "systems." + name + "." + field} }
+	valid := func(field string) (ast.Node, bool) {
+		w, ok := p.index[at(field)]
+		return w.value, ok && !p.bad[at(field)]
+	}
+	if strings.TrimSpace(name) == "" {
+		p.errAt(p.index[loc{"", "systems." + name}].key, loc{"", "systems"}, "system name must not be empty")
+	}
+	s := &System{Name: name, MaxConcurrent: d.MaxConcurrent, Rate: float64(d.Rate), Burst: d.Burst,
+		BreakerAfter: d.Breaker.After, ProbeEvery: time.Duration(d.Breaker.ProbeEvery)}
+	for _, f := range []struct {
+		field string
+		v     int
+	}{{"max_concurrent", d.MaxConcurrent}, {"burst", d.Burst}, {"breaker.after", d.Breaker.After}} {
+		if n, ok := valid(f.field); ok && f.v < 1 {
+			p.errAt(n, at(f.field), "must be at least 1, got %d", f.v)
+		}
+	}
+	if n, ok := valid("burst"); ok && d.Rate == 0 && !p.bad[at("rate")] {
+		p.errAt(n, at("burst"), "only valid with rate")
+	}
+	return s
 }
 
 // kindList names the accepted connector kinds for an error message.

@@ -45,6 +45,7 @@ func chaosGate(t *testing.T) {
 type chaosExec struct {
 	id, httpAddr, dataDir, config string
 	p                             *proc
+	binary                        string // "": this build
 }
 
 type chaosCluster struct {
@@ -60,10 +61,17 @@ type chaosCluster struct {
 // until each is ready.
 func newChaosCluster(t *testing.T, n int, session time.Duration) *chaosCluster {
 	t.Helper()
+	return newChaosClusterOf(t, n, session, "")
+}
+
+// newChaosClusterOf is newChaosCluster with the executors of binary ("":
+// this build).
+func newChaosClusterOf(t *testing.T, n int, session time.Duration, binary string) *chaosCluster {
+	t.Helper()
 	c := &chaosCluster{t: t, brokers: startBroker(t), session: session,
 		svc: newService(t, chaosPartitions, func() time.Duration { return time.Duration(20+rand.IntN(21)) * time.Millisecond })}
 	for i := range n {
-		ex := &chaosExec{id: fmt.Sprintf("ex%d", i+1), httpAddr: freePort(t), dataDir: t.TempDir()}
+		ex := &chaosExec{id: fmt.Sprintf("ex%d", i+1), httpAddr: freePort(t), dataDir: t.TempDir(), binary: binary}
 		a := c.svc.httpAction(chaosAction, ex.id, true)
 		a.timeout, a.confirmTimeout = 500*time.Millisecond, 3*time.Second
 		ex.config = writeConfig(t, "", a)
@@ -80,7 +88,7 @@ func (c *chaosCluster) start(ex *chaosExec) {
 	c.t.Helper()
 	ex.p = startServe(c.t, serveOpts{brokers: c.brokers, config: ex.config, executorID: ex.id,
 		dataDir: ex.dataDir, httpAddr: ex.httpAddr, group: chaosGroup, partitions: chaosPartitions,
-		session: c.session, extra: []string{"--clock-drift", "200ms"}})
+		session: c.session, extra: []string{"--clock-drift", "200ms"}, binary: ex.binary})
 }
 
 // killInFlight waits until ex has a call in flight at the service, then

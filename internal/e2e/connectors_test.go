@@ -24,6 +24,9 @@ const (
 	svcTimeout        = 300 * time.Millisecond
 	svcMaxAttempts    = 3
 	svcConfirmTimeout = time.Second
+	// svcGiveUpAfter ends "not done forever" rows: a "not done" answer
+	// uses up no attempt, it is retried until give_up_after.
+	svcGiveUpAfter = 2 * time.Second
 
 	testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 )
@@ -39,6 +42,7 @@ func httpConfig(t *testing.T, svc *service, ex string) string {
 	actions := []action{svc.httpAction(svcHTTP, ex, true), svc.httpAction(svcNoConfirm, ex, false), idem, refused}
 	for i := range actions {
 		actions[i].timeout, actions[i].maxAttempts, actions[i].confirmTimeout = svcTimeout, svcMaxAttempts, svcConfirmTimeout
+		actions[i].giveUpAfter = svcGiveUpAfter
 	}
 	return writeConfig(t, "1h", actions...)
 }
@@ -108,8 +112,11 @@ func TestHTTPConnectorTables(t *testing.T) {
 		{name: "execute/429_then_201", action: svcHTTP, key: "busy429.1", status: "succeeded", attempts: 2, posts: 2, effects: 1, result: created("busy429.1")},
 		{name: "execute/503_then_201", action: svcHTTP, key: "busy503.1", status: "succeeded", attempts: 2, posts: 2, effects: 1, result: created("busy503.1")},
 		{name: "execute/429_503_then_201", action: svcHTTP, key: "busymix.1", status: "succeeded", attempts: 3, posts: 3, effects: 1, result: created("busymix.1")},
-		{name: "execute/503_forever", action: svcHTTP, key: "down.1", status: "failed", code: "connector_unavailable", attempts: svcMaxAttempts, posts: svcMaxAttempts},
-		{name: "execute/connection_refused", action: svcRefused, key: "refused.1", status: "failed", code: "connector_unavailable", attempts: svcMaxAttempts},
+		// "Not done" forever: retried until give_up_after, each POST an
+		// attempt that used up none (attempts -1: several, as many as
+		// POSTs for 503; none reach a closed port).
+		{name: "execute/503_forever", action: svcHTTP, key: "down.1", status: "failed", code: "connector_unavailable", attempts: -1, posts: -1},
+		{name: "execute/connection_refused", action: svcRefused, key: "refused.1", status: "failed", code: "connector_unavailable", attempts: -1},
 		{name: "execute/500_after_applying", action: svcHTTP, key: "amb500.1", status: "succeeded", attempts: 1, posts: 1, effects: 1, confirm: true, result: resultIs(200, confirmBody("amb500.1"))},
 		{name: "execute/502_after_applying", action: svcHTTP, key: "amb502.1", status: "succeeded", attempts: 1, posts: 1, effects: 1, confirm: true, result: resultIs(200, confirmBody("amb502.1"))},
 		{name: "execute/504_after_applying", action: svcHTTP, key: "amb504.1", status: "succeeded", attempts: 1, posts: 1, effects: 1, confirm: true, result: resultIs(200, confirmBody("amb504.1"))},
@@ -172,6 +179,15 @@ func TestHTTPConnectorTables(t *testing.T) {
 			if o.Replayed || o.IdempotencyKey != c.key || o.Subject != c.entity() || o.Data.Action != c.action {
 				t.Errorf("outcome replayed=%v key %q subject %q action %q, want false %q %q %q",
 					o.Replayed, o.IdempotencyKey, o.Subject, o.Data.Action, c.key, c.entity(), c.action)
+			}
+			if c.attempts < 0 {
+				if o.Data.Attempts <= svcMaxAttempts || o.Data.Error == nil || !strings.Contains(o.Data.Error.Message, "waited") {
+					t.Errorf("attempts %d error %+v, want more than max_attempts %d and the waits named", o.Data.Attempts, o.Data.Error, svcMaxAttempts)
+				}
+				c.attempts = o.Data.Attempts
+				if c.posts < 0 {
+					c.posts = c.attempts
+				}
 			}
 			if o.Data.Attempts != c.attempts {
 				t.Errorf("attempts %d, want %d", o.Data.Attempts, c.attempts)
@@ -243,8 +259,14 @@ func TestHTTPConnectorTables(t *testing.T) {
 		if n := len(final[c.id()]); n != 1 {
 			t.Errorf("%s: %d outcomes at the end, want 1", c.name, n)
 		}
-		if posts, effects, _ := svc.counts(c.key); len(posts) != c.posts || effects != c.effects {
-			t.Errorf("%s: at the end %d POSTs %d effects, want %d and %d", c.name, len(posts), effects, c.posts, c.effects)
+		want := c.posts
+		if want < 0 { // several: as many as the outcome's attempts
+			if o := final[c.id()]; len(o) == 1 {
+				want = o[0].Data.Attempts
+			}
+		}
+		if posts, effects, _ := svc.counts(c.key); len(posts) != want || effects != c.effects {
+			t.Errorf("%s: at the end %d POSTs %d effects, want %d and %d", c.name, len(posts), effects, want, c.effects)
 		}
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/brokertest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -133,12 +134,19 @@ type proc struct {
 
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startProcOf(t, bin, name, args...)
+}
+
+// startProcOf starts the onceflight binary at path: another release's, for
+// the upgrade test.
+func startProcOf(t *testing.T, path, name string, args ...string) *proc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatalf("%s: log file: %v", name, err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -269,8 +277,15 @@ func (p *proc) waitLog(re *regexp.Regexp, timeout time.Duration) []string {
 
 // startBroker starts `onceflight broker` on a free port with a fresh data
 // directory and returns its address once it accepts connections.
+//
+// With ONCEFLIGHT_TEST_BROKER set it starts that real broker in a container
+// instead (internal/brokertest; skipped without Docker): the chaos tests
+// then meet Kafka's or Redpanda's own fencing and transactions.
 func startBroker(t *testing.T) string {
 	t.Helper()
+	if os.Getenv(brokertest.EnvImage) != "" {
+		return strings.Join(brokertest.Start(t), ",")
+	}
 	addr := freePort(t)
 	startBrokerAt(t, addr, t.TempDir())
 	return addr
@@ -307,6 +322,7 @@ type serveOpts struct {
 	session                     time.Duration // 0: 6s
 	extra                       []string      // more flags
 	noWait                      bool          // return once HTTP is up, not waiting for /readyz
+	binary                      string        // "": this build (bin)
 }
 
 var httpAddrRe = regexp.MustCompile(`executor starting.*http=(\S+)`)
@@ -333,7 +349,11 @@ func startServe(t *testing.T, o serveOpts) *proc {
 	if session == 0 {
 		session = 6 * time.Second
 	}
-	p := startProc(t, "serve-"+o.executorID, append([]string{
+	binary := o.binary
+	if binary == "" {
+		binary = bin
+	}
+	p := startProcOf(t, binary, "serve-"+o.executorID, append([]string{
 		"serve", "--brokers", o.brokers, "--config", o.config, "--data-dir", dataDir,
 		"--http", httpAddr, "--group", group, "--partitions", strconv.Itoa(partitions),
 		"--session-timeout", session.String(), "--executor-id", o.executorID}, o.extra...)...)
@@ -411,6 +431,7 @@ type action struct {
 	timeout, confirmTimeout      time.Duration
 	maxAttempts                  int
 	idempotentByKey              bool
+	giveUpAfter                  time.Duration
 }
 
 // writeConfig writes the actions file (with reconcile.every when not "")
@@ -434,6 +455,9 @@ func writeConfig(t *testing.T, reconcileEvery string, actions ...action) string 
 		}
 		if a.timeout != 0 {
 			fmt.Fprintf(&b, "    timeout: %s\n", a.timeout)
+		}
+		if a.giveUpAfter != 0 {
+			fmt.Fprintf(&b, "    give_up_after: %s\n", a.giveUpAfter)
 		}
 		if a.maxAttempts != 0 {
 			fmt.Fprintf(&b, "    max_attempts: %d\n", a.maxAttempts)

@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/onceflight/onceflight/client"
@@ -71,7 +72,38 @@ type Config struct {
 	// Source is the CloudEvents source of the commands. Default
 	// DefaultSource.
 	Source string
+	// TrackFor is how long the ingress remembers a command it published
+	// without waiting for its outcome, so that a retry of the same key
+	// meanwhile is answered 409 (in progress) rather than published again.
+	// Default DefaultTrackFor.
+	TrackFor time.Duration
+	// MaxTracked bounds the commands remembered that way; past it a
+	// retry is published again, which is safe (the executor answers it
+	// from the record) but answered 202 instead of 409. Default
+	// DefaultMaxTracked.
+	MaxTracked int
+	// Redact, if set, hides the fields of the action's redact list in the
+	// record (and result) an answer carries, as the record API does.
+	Redact func(schemas.Record) schemas.Record
 }
+
+// Defaults of the in-progress tracking.
+const (
+	DefaultTrackFor   = 5 * time.Minute
+	DefaultMaxTracked = 10000
+)
+
+// ProblemBase is where the problem types are documented: a problem's
+// type is ProblemBase + its code, an anchor in docs/http.md.
+const ProblemBase = "https://github.com/onceflight/onceflight/blob/main/docs/http.md#problem-"
+
+// CodeInProgress is the problem code of a request whose key is still
+// being processed (draft-ietf-httpapi-idempotency-key-header: 409).
+const CodeInProgress = "in_progress"
+
+// HeaderReplayed marks an answer taken from a record (Stripe's
+// Idempotent-Replayed), so a client knows it did not cause a new effect.
+const HeaderReplayed = "Idempotent-Replayed"
 
 func (c *Config) withDefaults() {
 	if c.MaxDataBytes <= 0 {
@@ -89,6 +121,12 @@ func (c *Config) withDefaults() {
 	if c.Known == nil {
 		c.Known = func(string) bool { return true }
 	}
+	if c.TrackFor <= 0 {
+		c.TrackFor = DefaultTrackFor
+	}
+	if c.MaxTracked <= 0 {
+		c.MaxTracked = DefaultMaxTracked
+	}
 }
 
 // Handler serves POST /v1/commands/{action}. Other paths are not its
@@ -96,7 +134,7 @@ func (c *Config) withDefaults() {
 // Location it hands out (GET /v1/executions/{key}?entity=).
 func Handler(cfg Config) http.Handler {
 	cfg.withDefaults()
-	h := &handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxInflight)}
+	h := &handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxInflight), flights: flights{m: map[flightKey]struct{}{}, max: cfg.MaxTracked}}
 	if cfg.Rate > 0 {
 		h.rate = newBucket(cfg.Rate, cfg.Burst)
 	}
@@ -106,9 +144,43 @@ func Handler(cfg Config) http.Handler {
 }
 
 type handler struct {
-	cfg   Config
-	slots chan struct{}
-	rate  *bucket // nil: no rate limit
+	cfg     Config
+	slots   chan struct{}
+	rate    *bucket // nil: no rate limit
+	flights flights
+}
+
+// flights are the keys this ingress published and has not seen answered
+// yet. It is this process's knowledge only: a retry through another
+// ingress instance is published and waits in the executor (docs/http.md).
+type flights struct {
+	mu  sync.Mutex
+	m   map[flightKey]struct{}
+	max int
+}
+
+// flightKey scopes a key to its entity, as the executor does.
+type flightKey struct{ entity, key string }
+
+// start marks k in flight; false if it already is. full reports that k
+// was not tracked because the table is at its bound.
+func (f *flights) start(k flightKey) (started, full bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.m[k]; ok {
+		return false, false
+	}
+	if len(f.m) >= f.max {
+		return true, true
+	}
+	f.m[k] = struct{}{}
+	return true, false
+}
+
+func (f *flights) end(k flightKey) {
+	f.mu.Lock()
+	delete(f.m, k)
+	f.mu.Unlock()
 }
 
 // Problem is an RFC 9457 problem document, with Code, the stable error
@@ -123,7 +195,7 @@ type Problem struct {
 }
 
 func problem(status int, code, format string, args ...any) *Problem {
-	return &Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code, Detail: fmt.Sprintf(format, args...)}
+	return &Problem{Type: ProblemBase + code, Title: http.StatusText(status), Status: status, Code: code, Detail: fmt.Sprintf(format, args...)}
 }
 
 func (p *Problem) write(w http.ResponseWriter) {
@@ -341,7 +413,14 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Command.Source = h.cfg.Source
 	ctx := r.Context()
-	if req.Wait == 0 {
+	fk := flightKey{req.Command.Entity, req.Command.Key}
+	started, full := h.flights.start(fk)
+	if !started && req.Wait == 0 {
+		inProgress(w)
+		return
+	}
+	tracked := started && !full
+	if req.Wait == 0 && !tracked {
 		sent, err := h.cfg.Client.Send(ctx, req.Command)
 		if err != nil {
 			problem(http.StatusServiceUnavailable, schemas.CodeConnectorUnavailable, "publish: %v", err).write(w)
@@ -352,7 +431,15 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 	pend, err := h.cfg.Client.Submit(ctx, req.Command)
 	if err != nil {
+		if tracked {
+			h.flights.end(fk)
+		}
 		problem(http.StatusServiceUnavailable, schemas.CodeConnectorUnavailable, "publish: %v", err).write(w)
+		return
+	}
+	if req.Wait == 0 {
+		go h.track(pend, fk)
+		h.answer(w, http.StatusAccepted, Answer{CommandID: pend.ID, Key: pend.Key, Entity: req.Command.Entity, Status: "accepted"})
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, req.Wait)
@@ -361,34 +448,68 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	o, err := pend.Wait(wctx)
 	switch {
 	case errors.Is(err, client.ErrNoOutcome):
-		pend.Forget()
+		if tracked {
+			go h.track(pend, fk)
+		} else {
+			pend.Forget()
+		}
 		h.answer(w, http.StatusAccepted, Answer{CommandID: pend.ID, Key: pend.Key, Entity: req.Command.Entity, Status: "pending"})
 		return
 	case err != nil:
+		if tracked {
+			h.flights.end(fk)
+		}
 		problem(http.StatusServiceUnavailable, schemas.CodeConnectorUnavailable, "wait for the outcome: %v", err).write(w)
 		return
 	}
-	rec := o.Record
+	if tracked {
+		h.flights.end(fk)
+	}
+	rec, result := o.Record, o.Result
+	if h.cfg.Redact != nil {
+		rec = h.cfg.Redact(rec)
+		result = rec.Result
+	}
 	a := Answer{CommandID: o.CommandID, Key: o.Key, Entity: o.Entity, Status: string(o.Status), Replayed: o.Replayed,
-		OutcomeID: o.ID, Error: rec.Error, Result: o.Result, Record: &rec}
+		OutcomeID: o.ID, Error: rec.Error, Result: result, Record: &rec}
+	if o.Replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	}
 	h.answer(w, StatusCode(o), a)
 }
 
+// track keeps fk in flight until pend's first outcome arrives or TrackFor
+// passes, so that a retry meanwhile that does not wait is answered 409 (the
+// draft's "retry while the original request is still being processed")
+// instead of being published again. It runs after the request has ended:
+// the command goes on without it. Outcomes come through the client's one
+// shared reader, so tracking costs a map entry and a parked goroutine per
+// key, both bounded by MaxTracked.
+func (h *handler) track(pend *client.Pending, fk flightKey) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.TrackFor)
+	defer cancel()
+	if _, err := pend.Wait(ctx); err != nil {
+		pend.Forget()
+	}
+	h.flights.end(fk)
+}
+
+func inProgress(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	problem(http.StatusConflict, CodeInProgress, "a request with this Idempotency-Key is still being processed; retry later, or send Prefer: wait=N to wait for its outcome").write(w)
+}
+
 // StatusCode maps an outcome to the HTTP status the ingress answers with:
-// 200 succeeded; 409 rejected idempotency_key_reused (the key was used for
-// other data); 422 other rejections and failed; 202 unresolved or held, which
-// wait for an operator or the reconciler (the Location shows the settled
-// record later).
+// 200 succeeded; 422 rejected (idempotency_key_reused — the key was used
+// for other data, as the Idempotency-Key draft says — and every other
+// rejection) and failed; 202 unresolved or held, which wait for an operator
+// or the reconciler (the Location shows the settled record later). 409 is
+// kept for a key still in progress (publishTracked).
 func StatusCode(o client.Outcome) int {
 	switch o.Status {
 	case schemas.StatusSucceeded:
 		return http.StatusOK
-	case schemas.StatusRejected:
-		if o.ErrorCode == schemas.CodeKeyReused {
-			return http.StatusConflict
-		}
-		return http.StatusUnprocessableEntity
-	case schemas.StatusFailed:
+	case schemas.StatusRejected, schemas.StatusFailed:
 		return http.StatusUnprocessableEntity
 	}
 	return http.StatusAccepted

@@ -6,11 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/internal/openapitest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -39,6 +42,9 @@ func post(t *testing.T, base, path, body string, hdr map[string]string) response
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every answer of the ingress, success or problem, is one the
+	// OpenAPI document describes.
+	openapitest.Check(t, req, resp, raw)
 	r := response{code: resp.StatusCode, header: resp.Header}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 		err = json.Unmarshal(raw, &r.problem)
@@ -91,6 +97,9 @@ func TestIngress(t *testing.T) {
 	if first.code != http.StatusOK || first.answer.Status != "succeeded" || first.answer.Replayed || first.answer.Record == nil {
 		t.Fatalf("first: %+v", first)
 	}
+	if first.header.Get(HeaderReplayed) != "" {
+		t.Errorf("a first execution is marked %s: %q", HeaderReplayed, first.header.Get(HeaderReplayed))
+	}
 	if first.header.Get("Preference-Applied") != "wait=10" {
 		t.Errorf("Preference-Applied = %q", first.header.Get("Preference-Applied"))
 	}
@@ -98,8 +107,11 @@ func TestIngress(t *testing.T) {
 	if again.code != http.StatusOK || !again.answer.Replayed || string(again.answer.Result) != string(first.answer.Result) || again.answer.CommandID == first.answer.CommandID {
 		t.Errorf("repeat: %+v, first %+v", again.answer, first.answer)
 	}
+	if again.header.Get(HeaderReplayed) != "true" {
+		t.Errorf("a replayed answer has %s %q, want true", HeaderReplayed, again.header.Get(HeaderReplayed))
+	}
 	reused := post(t, srv.URL, "/v1/commands/noop.ping?entity=dev-1&wait=10s", `{"n":2}`, h("Idempotency-Key", "k1"))
-	if reused.code != http.StatusConflict || reused.answer.Error == nil || reused.answer.Error.Code != schemas.CodeKeyReused {
+	if reused.code != http.StatusUnprocessableEntity || reused.answer.Error == nil || reused.answer.Error.Code != schemas.CodeKeyReused {
 		t.Errorf("reused key: %+v", reused)
 	}
 
@@ -113,11 +125,41 @@ func TestIngress(t *testing.T) {
 	if pending.code != http.StatusAccepted || pending.answer.Status != "pending" || pending.header.Get("Location") == "" {
 		t.Errorf("no outcome in time: %+v", pending)
 	}
+	// The draft's "retry while the original request is still being
+	// processed": 409 with Retry-After for a retry that does not wait; a
+	// retry that asks to wait still waits (and is published: the executor
+	// answers it after the first).
+	busy := post(t, srv.URL, "/v1/commands/slow.thing?entity=dev-3", `{}`, h("Idempotency-Key", "k3"))
+	if busy.code != http.StatusConflict || busy.problem.Code != CodeInProgress || busy.header.Get("Retry-After") == "" ||
+		busy.problem.Type != ProblemBase+CodeInProgress {
+		t.Errorf("retry in flight without wait: %d %+v %v", busy.code, busy.problem, busy.header)
+	}
+	other := post(t, srv.URL, "/v1/commands/slow.thing?entity=dev-4", `{}`, h("Idempotency-Key", "k3"))
+	if other.code != http.StatusAccepted || other.answer.Status != "accepted" {
+		t.Errorf("the same key for another entity is another operation: %d %+v %+v", other.code, other.answer, other.problem)
+	}
+	waited := post(t, srv.URL, "/v1/commands/slow.thing?entity=dev-3", `{}`, h("Idempotency-Key", "k3", "Prefer", "wait=1"))
+	if waited.code != http.StatusAccepted || waited.answer.Status != "pending" {
+		t.Errorf("retry in flight with Prefer: wait: %d %+v %+v", waited.code, waited.answer, waited.problem)
+	}
 	close(release)
 	released = true
 	done := post(t, srv.URL, "/v1/commands/slow.thing?entity=dev-3", `{}`, h("Idempotency-Key", "k3", "Prefer", "wait=30"))
 	if done.code != http.StatusOK || done.answer.Status != "succeeded" {
 		t.Errorf("after release: %+v", done)
+	}
+	// Once the first outcome has been seen, a retry without wait is
+	// published again (and answered from the record by the executor).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := post(t, srv.URL, "/v1/commands/slow.thing?entity=dev-3", `{}`, h("Idempotency-Key", "k3"))
+		if r.code == http.StatusAccepted && r.answer.Status == "accepted" {
+			break
+		}
+		if r.code != http.StatusConflict || time.Now().After(deadline) {
+			t.Fatalf("retry after the outcome: %d %+v %+v, want 202 accepted once the outcome was read", r.code, r.answer, r.problem)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	bad := []struct {
@@ -155,7 +197,7 @@ func TestStatusCode(t *testing.T) {
 		want   int
 	}{
 		{schemas.StatusSucceeded, "", 200},
-		{schemas.StatusRejected, schemas.CodeKeyReused, 409},
+		{schemas.StatusRejected, schemas.CodeKeyReused, 422},
 		{schemas.StatusRejected, schemas.CodeVersionConflict, 422},
 		{schemas.StatusFailed, schemas.CodeConnectorRejected, 422},
 		{schemas.StatusUnresolved, schemas.CodeAmbiguous, 202},
@@ -212,5 +254,44 @@ func TestBucketRefills(t *testing.T) {
 	}
 	if got := takes(now.Add(time.Hour), 3); !got[0] || !got[1] || got[2] {
 		t.Errorf("refill must stop at the burst: %v", got)
+	}
+}
+
+// TestProblemTypesDocumented: every problem code the ingress answers with
+// has the anchor its type links to in docs/http.md, so a client that
+// follows a problem's type lands on its explanation.
+func TestProblemTypesDocumented(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/http.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("ingress.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]bool{CodeInProgress: true}
+	for _, m := range regexp.MustCompile(`problem\(http\.Status\w+, (?:schemas\.(\w+)|"(\w+)")`).FindAllStringSubmatch(string(src), -1) {
+		switch {
+		case m[2] != "":
+			codes[m[2]] = true
+		case m[1] == "CodeUnknownAction":
+			codes[schemas.CodeUnknownAction] = true
+		case m[1] == "CodeInvalidCommand":
+			codes[schemas.CodeInvalidCommand] = true
+		case m[1] == "CodeTooLarge":
+			codes[schemas.CodeTooLarge] = true
+		case m[1] == "CodeConnectorUnavailable":
+			codes[schemas.CodeConnectorUnavailable] = true
+		default:
+			t.Errorf("ingress.go answers a problem with schemas.%s: add it to this test", m[1])
+		}
+	}
+	if len(codes) < 7 {
+		t.Fatalf("found only %d problem codes in ingress.go: %v", len(codes), codes)
+	}
+	for c := range codes {
+		if !strings.Contains(string(raw), `id="problem-`+c+`"`) {
+			t.Errorf("docs/http.md has no anchor problem-%s for the problem type %s%s", c, ProblemBase, c)
+		}
 	}
 }

@@ -49,6 +49,10 @@ type Endpoints struct {
 	Brokers    []string `json:"brokers,omitempty"`
 	// Confirm names how an ambiguous attempt is confirmed, or "none".
 	Confirm string `json:"confirm"`
+	// Request and ConfirmRule describe a real API's call and lookup
+	// (api.go); absent for Onceflight's own protocol.
+	Request     *Request `json:"request,omitempty"`
+	ConfirmRule string   `json:"confirm_rule,omitempty"`
 }
 
 // Identity is how the operation identity of a command is formed (SPEC §2–§3).
@@ -71,6 +75,26 @@ type Limits struct {
 	MaxAttempts    int      `json:"max_attempts"`
 	ConfirmTimeout string   `json:"confirm_timeout"`
 	Deadline       string   `json:"deadline"`
+	// GiveUpAfter bounds how long "not done" answers are retried.
+	GiveUpAfter string `json:"give_up_after"`
+	// System is the external system's protection the action's requests
+	// go through (docs/connectors.md#protecting-the-external-system).
+	System System `json:"system"`
+}
+
+// System is an external system's limits as the executor applies them.
+type System struct {
+	Name string `json:"name"`
+	// Shared is false when the action is a system of its own (no
+	// system: in the file).
+	Shared bool `json:"shared"`
+	// MaxConcurrent is the ceiling of requests in flight, a number or
+	// "--max-inflight"; the executor adapts below it.
+	MaxConcurrent string  `json:"max_concurrent"`
+	Rate          float64 `json:"rate,omitempty"`
+	Burst         int     `json:"burst,omitempty"`
+	BreakerAfter  int     `json:"breaker_after"`
+	ProbeEvery    string  `json:"probe_every"`
 }
 
 // Answer is one kind of connector answer and what the executor does then.
@@ -146,7 +170,9 @@ func describe(a *config.Action, p consumer.Protection, maxDataBytes int) Action 
 		Limits: Limits{
 			MaxDataBytes: maxDataBytes, Schema: a.Schema, AllowedSources: a.AllowedSources,
 			Timeout: p.Policy.Timeout.String(), MaxAttempts: p.Policy.MaxAttempts, ConfirmTimeout: p.Policy.ConfirmTimeout.String(),
-			Deadline: "optional per command: not started by then → rejected expired",
+			Deadline:    "optional per command: not started by then → rejected expired",
+			GiveUpAfter: p.Policy.GiveUpAfter.String(),
+			System:      systemOf(p.System),
 		},
 		Warnings: []string{},
 	}
@@ -160,9 +186,19 @@ func describe(a *config.Action, p consumer.Protection, maxDataBytes int) Action 
 		step := connectors.NextStep(r.kind, p.CanConfirm, p.Policy.IdempotentByKey, false)
 		d.Answers = append(d.Answers, Answer{Answer: r.label, Kind: r.kind.String(), Step: step.String(), Then: then(step, p, d.Endpoints.Confirm)})
 	}
-	d.Guarantees = guarantees(a, p)
+	d.Endpoints.Request, d.Endpoints.ConfirmRule = requestOf(a), confirmRule(a)
+	d.Guarantees = apiGuarantees(a, p, guarantees(a, p))
 	d.Warnings = append(d.Warnings, warnings(a, p)...)
 	return d
+}
+
+func systemOf(s consumer.SystemLimits) System {
+	out := System{Name: s.Name, Shared: !s.Own, MaxConcurrent: "--max-inflight", Rate: s.Rate, Burst: s.Burst,
+		BreakerAfter: s.BreakerAfter, ProbeEvery: s.ProbeEvery.String()}
+	if s.MaxConcurrent > 0 {
+		out.MaxConcurrent = fmt.Sprint(s.MaxConcurrent)
+	}
+	return out
 }
 
 // answer is a connector answer and its classification.
@@ -176,7 +212,7 @@ type answer struct {
 func answersOf(a *config.Action) []answer {
 	switch a.Connector {
 	case config.ConnectorHTTP:
-		return []answer{
+		as := []answer{
 			{"timeout (request sent, no response)", httpconn.ClassifyTransportError(true)},
 			{"HTTP 5xx (500, 502, 504)", httpconn.ClassifyStatus(500)},
 			{"HTTP 503", httpconn.ClassifyStatus(503)},
@@ -184,6 +220,7 @@ func answersOf(a *config.Action) []answer {
 			{"HTTP 429 (and 408, 425)", httpconn.ClassifyStatus(429)},
 			{"connection refused (not sent)", httpconn.ClassifyTransportError(false)},
 		}
+		return append(as, apiAnswers(a)...)
 	case config.ConnectorKafka:
 		return []answer{
 			{"timeout (no acknowledgement)", kafkaconn.ClassifyProduceError(context.DeadlineExceeded)},
@@ -201,6 +238,8 @@ func confirmHow(a *config.Action, p consumer.Protection) string {
 	switch {
 	case !p.CanConfirm:
 		return "none"
+	case a.Connector == config.ConnectorHTTP && a.API.Confirm != nil:
+		return or(strings.ToUpper(a.API.Confirm.Method), "GET") + " " + a.API.Confirm.URL
 	case a.Connector == config.ConnectorHTTP:
 		return "GET " + a.ConfirmURL
 	case a.Connector == config.ConnectorKafka:
@@ -222,7 +261,7 @@ func then(s connectors.Step, p consumer.Protection, how string) string {
 	case connectors.StepFail:
 		return "failed (connector_rejected), not retried"
 	case connectors.StepRetry:
-		return retry
+		return fmt.Sprintf("retry after backoff or Retry-After, using up no attempt, until give_up_after (%s) or the deadline, then failed (connector_unavailable)", p.Policy.GiveUpAfter)
 	case connectors.StepConfirm:
 		return fmt.Sprintf("confirm (%s) for up to %s: found → succeeded; not found → %s; no answer → unresolved (confirmation_timeout)",
 			how, p.Policy.ConfirmTimeout, strings.TrimSuffix(retry, ", then failed (connector_unavailable)"))
@@ -271,9 +310,9 @@ func warnings(a *config.Action, p consumer.Protection) []string {
 	}
 	if !p.Effectless && !p.CanConfirm && p.Policy.MaxAttempts > 1 {
 		if p.Policy.IdempotentByKey {
-			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: after a timeout the same key is sent again up to %d times, safe only if the external system really deduplicates Idempotency-Key", p.Policy.MaxAttempts, p.Policy.MaxAttempts))
+			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: after a timeout the same key is sent again up to %d times, safe only if the external system really deduplicates %s", p.Policy.MaxAttempts, p.Policy.MaxAttempts, dedupedBy(a)))
 		} else {
-			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: only answers that say the effect did not happen (429, 503, connection refused) are retried", p.Policy.MaxAttempts))
+			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: no attempt that may have taken effect is repeated, so it limits nothing; answers that say the effect did not happen (429, 503, connection refused) are retried until give_up_after (%s)", p.Policy.MaxAttempts, p.Policy.GiveUpAfter))
 		}
 	}
 	if len(a.UniqueBy) == 0 {
@@ -317,6 +356,7 @@ func WriteText(w io.Writer, acts []Action) error {
 			}
 		}
 		fmt.Fprintf(tw, "  confirm:\t%s\n", e.Confirm)
+		writeRequest(tw, e)
 		fmt.Fprintf(tw, "  key:\t%s\n  scope:\t%s\n  fingerprint:\t%s\n", a.Identity.Key, a.Identity.Scope, a.Identity.Fingerprint)
 		if len(a.Identity.UniqueBy) > 0 {
 			fmt.Fprintf(tw, "  unique_by:\t%s (on duplicate: %s)\n", strings.Join(a.Identity.UniqueBy, ", "), a.Identity.OnDuplicate)
@@ -333,7 +373,8 @@ func WriteText(w io.Writer, acts []Action) error {
 			schema = "none"
 		}
 		fmt.Fprintf(tw, "  data:\tat most %s, schema %s, sources %s\n", size, schema, strings.Join(l.AllowedSources, ", "))
-		fmt.Fprintf(tw, "  time:\tattempt %s, max_attempts %d, confirm %s; deadline %s\n", l.Timeout, l.MaxAttempts, l.ConfirmTimeout, l.Deadline)
+		fmt.Fprintf(tw, "  time:\tattempt %s, max_attempts %d, confirm %s, give up on \"not done\" after %s; deadline %s\n", l.Timeout, l.MaxAttempts, l.ConfirmTimeout, l.GiveUpAfter, l.Deadline)
+		fmt.Fprintf(tw, "  system:\t%s\n", systemLine(l.System))
 		section()
 		fmt.Fprintf(tw, "  answer\tkind\tthen\n")
 		for _, r := range a.Answers {
@@ -352,6 +393,20 @@ func WriteText(w io.Writer, acts []Action) error {
 		return fmt.Errorf("write actions: %w", err)
 	}
 	return nil
+}
+
+// systemLine is an action's system for a terminal.
+func systemLine(s System) string {
+	own := "its own"
+	if s.Shared {
+		own = "shared by name"
+	}
+	rate := "no rate limit"
+	if s.Rate > 0 {
+		rate = fmt.Sprintf("rate %g/s (burst %d)", s.Rate, s.Burst)
+	}
+	return fmt.Sprintf("%s (%s): at most %s requests in flight (adapted to its answers), %s, breaker after %d down answers, probe every %s",
+		s.Name, own, s.MaxConcurrent, rate, s.BreakerAfter, s.ProbeEvery)
 }
 
 // timeString is RFC 3339 with milliseconds in UTC, the timeline's format.

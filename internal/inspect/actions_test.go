@@ -76,7 +76,7 @@ func TestDescribeHTTP(t *testing.T) {
 		yaml:     "actions:\n  payments.refund:\n    connector: http\n    url: http://x/refund\n",
 		want:     httpTable("unresolved"),
 		holds:    "G1=relies on the external system G2=fully G3=fully",
-		warnings: []string{"no confirm_url and not idempotent_by_key", "max_attempts 5 with no confirmation: only answers", "suggests money (refund)"},
+		warnings: []string{"no confirm_url and not idempotent_by_key", "max_attempts 5 with no confirmation: no attempt that may have taken effect is repeated", "suggests money (refund)"},
 	}, {
 		name:  "confirm url and unique_by",
 		yaml:  "actions:\n  payments.refund:\n    connector: http\n    url: http://x/refund\n    confirm_url: http://x/refund/{key}\n    unique_by: [refund_id]\n",
@@ -122,13 +122,38 @@ func TestDescribeHTTP(t *testing.T) {
 	}
 }
 
+func TestDescribeSystem(t *testing.T) {
+	cfg := parse(t, "systems:\n  payments:\n    max_concurrent: 8\n    rate: 50\n    breaker: {after: 3, probe_every: 2s}\nactions:\n  payments.refund:\n    connector: http\n    url: http://x/r\n    system: payments\n  ping:\n    connector: noop\n")
+	acts, err := Describe(cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]System{
+		"payments.refund": {Name: "payments", Shared: true, MaxConcurrent: "8", Rate: 50, Burst: 50, BreakerAfter: 3, ProbeEvery: "2s"},
+		"ping":            {Name: "ping", MaxConcurrent: "--max-inflight", BreakerAfter: 5, ProbeEvery: "1s"},
+	}
+	for _, a := range acts {
+		if a.Limits.System != want[a.Name] || a.Limits.GiveUpAfter != "1h0m0s" {
+			t.Errorf("%s: %+v give up after %s, want %+v", a.Name, a.Limits.System, a.Limits.GiveUpAfter, want[a.Name])
+		}
+	}
+	var b strings.Builder
+	if err := WriteText(&b, acts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "payments (shared by name): at most 8 requests in flight (adapted to its answers), rate 50/s (burst 50), breaker after 3 down answers, probe every 2s") {
+		t.Errorf("text:\n%s", b.String())
+	}
+}
+
 func TestDescribeThen(t *testing.T) {
-	a := only(t, "actions:\n  ship.label:\n    connector: http\n    url: http://x/label\n    confirm_url: http://x/label/{key}\n    max_attempts: 1\n    confirm_timeout: 10s\n")
+	a := only(t, "actions:\n  ship.label:\n    connector: http\n    url: http://x/label\n    confirm_url: http://x/label/{key}\n    max_attempts: 1\n    confirm_timeout: 10s\n    give_up_after: 10m\n")
 	for _, r := range a.Answers {
 		switch r.Step {
 		case "retry":
-			if !strings.Contains(r.Then, "no retry: max_attempts is 1") {
-				t.Errorf("%s: then = %q, want no retry with max_attempts 1", r.Answer, r.Then)
+			// "Not done" uses up no attempt, even with max_attempts 1.
+			if !strings.Contains(r.Then, "using up no attempt, until give_up_after (10m0s)") {
+				t.Errorf("%s: then = %q, want retries until give_up_after", r.Answer, r.Then)
 			}
 		case "confirm":
 			if !strings.Contains(r.Then, "(GET http://x/label/{key}) for up to 10s: found → succeeded; not found → failed (connector_unavailable)") {

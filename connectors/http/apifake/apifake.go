@@ -1,0 +1,360 @@
+// Package apifake holds fakes of the kinds of API the examples in
+// examples/apis call (docs/connectors.md#calling-a-real-api): a
+// Stripe-style payments API, a messaging API with basic auth, and a
+// Standard Webhooks receiver. Each is a real HTTP server on loopback
+// (httptest) that checks credentials as the real ones do, counts the
+// effects it applies, and takes injected faults, so tests of the http
+// connector and of the executor can prove "one effect" against them.
+package apifake
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Fault is what a fake does with one Execute request, taken in order from
+// those injected; without one it answers normally.
+type Fault int
+
+const (
+	// None answers normally.
+	None Fault = iota
+	// HangAfterEffect applies the effect and then does not answer until
+	// the client gives up: "a timeout after the effect".
+	HangAfterEffect
+	// FailBeforeEffect answers 500 without applying anything: "a 500
+	// before the effect".
+	FailBeforeEffect
+)
+
+// base is what every fake shares: the server, faults and counts.
+type base struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	// effects by idempotency key (or webhook-id / client reference)
+	effects map[string]int
+	faults  []Fault
+	calls   int // Execute requests received
+	lookups int // confirmation requests received
+	// Seen are the request headers of every Execute request, in order.
+	seen []http.Header
+}
+
+func (b *base) start(t testing.TB, h http.Handler) {
+	b.effects = map[string]int{}
+	b.srv = httptest.NewServer(h)
+	t.Cleanup(b.srv.Close)
+}
+
+// URL is the server's base URL, e.g. http://127.0.0.1:PORT.
+func (b *base) URL() string { return b.srv.URL }
+
+// Inject queues faults for the next Execute requests.
+func (b *base) Inject(fs ...Fault) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.faults = append(b.faults, fs...)
+}
+
+// Effects is how many times the effect of key was applied.
+func (b *base) Effects(key string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.effects[key]
+}
+
+// Calls and Lookups count Execute and confirmation requests.
+func (b *base) Calls() int   { b.mu.Lock(); defer b.mu.Unlock(); return b.calls }
+func (b *base) Lookups() int { b.mu.Lock(); defer b.mu.Unlock(); return b.lookups }
+
+// Headers returns the headers of every Execute request received.
+func (b *base) Headers() []http.Header {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]http.Header(nil), b.seen...)
+}
+
+// next records an Execute request and returns its fault.
+func (b *base) next(r *http.Request) Fault {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls++
+	b.seen = append(b.seen, r.Header.Clone())
+	if len(b.faults) == 0 {
+		return None
+	}
+	f := b.faults[0]
+	b.faults = b.faults[1:]
+	return f
+}
+
+// hang waits for the client to give up (bounded, so Close never waits long).
+func hang(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(10 * time.Second):
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Payments is a Stripe-style payments API: POST /v1/refunds with a form
+// body and "Authorization: Bearer <secret key>"; refunds are listed by
+// idempotency key with GET /v1/refunds?idempotency_key=K, which answers
+// {"data": []} when there is none. A wrong key is 401 with a message that
+// quotes the key it got, as some APIs do: what the connector must not
+// show. Dedupe (off by default, to prove the connector alone keeps one
+// effect) makes a repeated Idempotency-Key return the first refund.
+type Payments struct {
+	base
+	Key    string
+	Dedupe bool
+	// Status is the refund status answered (default "succeeded").
+	Status  string
+	refunds map[string]map[string]any
+}
+
+// NewPayments starts a payments fake accepting secret key.
+func NewPayments(t testing.TB, key string) *Payments {
+	p := &Payments{Key: key, refunds: map[string]map[string]any{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/refunds", p.create)
+	mux.HandleFunc("GET /v1/refunds", p.list)
+	p.start(t, mux)
+	return p
+}
+
+func (p *Payments) authorized(w http.ResponseWriter, r *http.Request) bool {
+	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if got == p.Key {
+		return true
+	}
+	msg := "You did not provide an API key."
+	if got != "" {
+		msg = "Invalid API Key provided: " + got
+	}
+	writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"type": "invalid_request_error", "message": msg}})
+	return false
+}
+
+func (p *Payments) create(w http.ResponseWriter, r *http.Request) {
+	f := p.next(r)
+	if !p.authorized(w, r) {
+		return
+	}
+	if r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "form body expected"}})
+		return
+	}
+	if err := r.ParseForm(); err != nil || r.PostForm.Get("charge") == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "Missing required param: charge."}})
+		return
+	}
+	if f == FailBeforeEffect {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": map[string]any{"message": "internal error"}})
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	p.mu.Lock()
+	rf, dup := p.refunds[key]
+	if !dup || !p.Dedupe {
+		p.effects[key]++
+		rf = map[string]any{
+			"id": fmt.Sprintf("re_%d", p.calls), "object": "refund", "charge": r.PostForm.Get("charge"),
+			"amount": r.PostForm.Get("amount"), "status": cmpOr(p.Status, "succeeded"),
+			"metadata": map[string]any{"order_id": r.PostForm.Get("metadata[order_id]")},
+		}
+		p.refunds[key] = rf
+	}
+	p.mu.Unlock()
+	if f == HangAfterEffect {
+		hang(r)
+		return
+	}
+	writeJSON(w, http.StatusOK, rf)
+}
+
+func (p *Payments) list(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.lookups++
+	p.mu.Unlock()
+	if !p.authorized(w, r) {
+		return
+	}
+	data := []any{}
+	p.mu.Lock()
+	if rf, ok := p.refunds[r.URL.Query().Get("idempotency_key")]; ok {
+		data = append(data, rf)
+	}
+	p.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "has_more": false})
+}
+
+// Messaging is a messaging API with basic auth (account, token): POST
+// /v1/messages with a JSON body {"to","text","client_ref"}; a message to
+// an unreachable number is answered 200 {"status":"failed"}. Messages are
+// looked up by the client's reference with GET
+// /v1/messages?client_ref=R → {"messages": [...]}. It does not deduplicate.
+type Messaging struct {
+	base
+	Account, Token string
+	msgs           map[string]map[string]any
+}
+
+// Unreachable is the number the messaging fake answers "failed" for.
+const Unreachable = "+15550000000"
+
+// NewMessaging starts a messaging fake accepting account:token.
+func NewMessaging(t testing.TB, account, token string) *Messaging {
+	m := &Messaging{Account: account, Token: token, msgs: map[string]map[string]any{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/messages", m.send)
+	mux.HandleFunc("GET /v1/messages", m.list)
+	m.start(t, mux)
+	return m
+}
+
+func (m *Messaging) authorized(w http.ResponseWriter, r *http.Request) bool {
+	u, pw, ok := r.BasicAuth()
+	if ok && u == m.Account && pw == m.Token {
+		return true
+	}
+	writeJSON(w, http.StatusUnauthorized, map[string]any{"code": 20003, "message": "Authenticate"})
+	return false
+}
+
+func (m *Messaging) send(w http.ResponseWriter, r *http.Request) {
+	f := m.next(r)
+	if !m.authorized(w, r) {
+		return
+	}
+	var in struct {
+		To        string `json:"to"`
+		Text      string `json:"text"`
+		ClientRef string `json:"client_ref"`
+	}
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(&in); err != nil || in.To == "" || in.ClientRef == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": fmt.Sprintf("bad message: %v", err)})
+		return
+	}
+	if f == FailBeforeEffect {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"message": "try later"})
+		return
+	}
+	if in.To == Unreachable {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "failed", "message": "unreachable number"})
+		return
+	}
+	m.mu.Lock()
+	m.effects[in.ClientRef]++
+	msg := map[string]any{"id": fmt.Sprintf("SM%d", m.calls), "to": in.To, "status": "queued", "client_ref": in.ClientRef}
+	m.msgs[in.ClientRef] = msg
+	m.mu.Unlock()
+	if f == HangAfterEffect {
+		hang(r)
+		return
+	}
+	writeJSON(w, http.StatusOK, msg)
+}
+
+func (m *Messaging) list(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	m.lookups++
+	m.mu.Unlock()
+	if !m.authorized(w, r) {
+		return
+	}
+	out := []any{}
+	m.mu.Lock()
+	if msg, ok := m.msgs[r.URL.Query().Get("client_ref")]; ok {
+		out = append(out, msg)
+	}
+	m.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"messages": out})
+}
+
+// Webhooks is a receiver that verifies Standard Webhooks signatures
+// (standardwebhooks.com) with Secret ("whsec_" + base64): a bad or missing
+// signature, or a timestamp more than 5 minutes off, is 401. It
+// deduplicates by webhook-id, as the specification asks receivers to.
+type Webhooks struct {
+	base
+	Secret string
+	Bodies [][]byte
+}
+
+// NewWebhooks starts a receiver verifying with secret.
+func NewWebhooks(t testing.TB, secret string) *Webhooks {
+	h := &Webhooks{Secret: secret}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /hooks", h.receive)
+	h.start(t, mux)
+	return h
+}
+
+// Sign is the v1 signature of id.timestamp.body under secret.
+func Sign(secret, id, timestamp string, body []byte) string {
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + timestamp + "."))
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func (h *Webhooks) receive(w http.ResponseWriter, r *http.Request) {
+	f := h.next(r)
+	body, _ := io.ReadAll(r.Body)
+	id, ts := r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp")
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || time.Since(time.Unix(sec, 0)).Abs() > 5*time.Minute {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "bad timestamp"})
+		return
+	}
+	want := Sign(h.Secret, id, ts, body)
+	ok := false
+	for _, s := range strings.Fields(r.Header.Get("webhook-signature")) {
+		ok = ok || hmac.Equal([]byte(s), []byte(want))
+	}
+	if !ok {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "bad signature"})
+		return
+	}
+	if f == FailBeforeEffect {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	h.mu.Lock()
+	if h.effects[id] == 0 {
+		h.effects[id]++
+		h.Bodies = append(h.Bodies, body)
+	}
+	h.mu.Unlock()
+	if f == HangAfterEffect {
+		hang(r)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

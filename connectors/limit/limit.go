@@ -1,0 +1,470 @@
+// Package limit protects one external system from the executor: how many
+// requests it gets at once (a ceiling, and below it a limit that adapts to
+// the system's answers), how many per second, and a breaker that stops
+// sending while the system is down (docs/connectors.md#protecting-the-external-system).
+//
+// A System is a connectors.Gate: Perform takes a permit before each request
+// and gives it back with the answer. Everything a System decides it decides
+// from those answers' Signals (busy: 429; down: 503, connection refused)
+// and latencies, so it works for any connector that sets them.
+//
+// Limits are per process. Several executors sharing one external system
+// each apply their own; see the docs for how to divide a system's capacity.
+package limit
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/onceflight/onceflight/connectors"
+)
+
+// Defaults of a Config's zero fields.
+const (
+	// DefaultBreakerAfter consecutive "down" answers open the breaker:
+	// enough that one refused connection during a deploy does not.
+	DefaultBreakerAfter = 5
+	// DefaultProbeEvery is how often an open breaker lets one request
+	// through to see whether the system is back.
+	DefaultProbeEvery = time.Second
+)
+
+// The adaptive limit (AIMD): it grows by 1/limit per healthy answer while
+// the system is used near it (ten times slower just below the level the
+// system last refused, slower each time it refuses there again), and shrinks to decrease times itself on a busy or
+// down answer, or when latency doubles, at most once per round of
+// requests (see Done). 0.9 is Netflix concurrency-limits' AIMD default: a
+// gentle cut keeps the system near its capacity instead of halving its
+// traffic on every 429.
+const (
+	decrease = 0.9
+	// latencyRise: a short-term average latency this many times the
+	// long-term one counts as the system slowing down under load.
+	latencyRise = 2.0
+	// latencyMinRise ignores rises too small to be the system's (a
+	// scheduler hiccup on a loaded host).
+	latencyMinRise = 10 * time.Millisecond
+	// latencySamples healthy answers are needed before latency is judged.
+	latencySamples = 20
+	// minPatience and maxPatience bound how much slower the limit grows
+	// just below the level the system last refused (System.refusedAt).
+	minPatience, maxPatience = 10.0, 80.0
+	// logEvery bounds the log lines about one system's limit.
+	logEvery = 5 * time.Second
+)
+
+// Config configures one external system.
+type Config struct {
+	// Name labels the system in logs and metrics.
+	Name string
+	// MaxConcurrent is the ceiling of requests in flight to the system;
+	// the adaptive limit moves between 1 and it. Required (at least 1).
+	MaxConcurrent int
+	// Rate is requests per second; 0: no rate limit.
+	Rate float64
+	// Burst is how many requests may leave at once under Rate; default
+	// Rate rounded up (at least 1).
+	Burst int
+	// BreakerAfter consecutive "down" answers (connection refused, 503)
+	// open the breaker. Default DefaultBreakerAfter.
+	BreakerAfter int
+	// ProbeEvery is the interval at which an open breaker lets one request
+	// through. Default DefaultProbeEvery.
+	ProbeEvery time.Duration
+	// Logger receives the lines about limit and breaker changes; default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// State is a breaker's state.
+type State int
+
+// The breaker's states.
+const (
+	// Closed: requests go out (within the limits).
+	Closed State = iota
+	// Open: no request goes out; waiting until the next probe.
+	Open
+	// HalfOpen: one request (the probe) may go out; its answer closes or
+	// reopens the breaker.
+	HalfOpen
+)
+
+func (s State) String() string {
+	switch s {
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	}
+	return "closed"
+}
+
+// Stats is a System's state, for metrics and `onceflight actions`.
+type Stats struct {
+	Name     string
+	Ceiling  int     // MaxConcurrent
+	Limit    int     // the current adaptive concurrency limit
+	InFlight int     // requests sent and not answered
+	Waiting  int     // commands waiting: for a Retry-After or backoff, a slot, the breaker or the rate
+	Rate     float64 // requests per second, 0 for none
+	Breaker  State
+	Busy     uint64 // answers saying the system is busy (429)
+	Down     uint64 // answers saying it is down (503, connection refused)
+	Opened   uint64 // times the breaker opened
+	Closed   uint64 // times it closed again
+}
+
+// System is one external system's limits and breaker. It is safe for
+// concurrent use.
+type System struct {
+	cfg Config
+	rl  *rate.Limiter // nil: no rate
+	log *slog.Logger
+
+	mu       sync.Mutex // guards everything below
+	limit    float64    // adaptive concurrency limit, 1..ceiling
+	inFlight int
+	queue    []*waiter // FIFO of commands waiting for a slot
+	sleeping int       // commands waiting for their notBefore
+	rating   int       // commands waiting for a rate token
+	// lastCut is when the limit was last decreased: answers to requests
+	// sent before it describe the old limit and do not cut again.
+	lastCut time.Time
+	// latency averages of healthy answers (seconds): short reacts within
+	// a few answers, long is the baseline.
+	short, long float64
+	samples     int
+	// breaker
+	state    State
+	failures int // consecutive down answers
+	probing  bool
+	timer    *time.Timer
+	// counters (Stats)
+	busy, down, opened, closed uint64
+	// logging of limit changes (logEvery)
+	loggedAt    time.Time
+	loggedLimit int
+	changes     int
+	reason      string // why the limit was last cut
+	// refusedAt is the limit at which the system last refused: the limit
+	// climbs back to it patience times slower than elsewhere, so that a
+	// system at capacity is probed once in many rounds, not every round
+	// (each probe costs a command a Retry-After). Each refusal at the
+	// same level doubles the patience.
+	refusedAt int
+	patience  float64
+}
+
+type waiter struct {
+	ready   chan struct{}
+	granted bool
+	probe   bool
+}
+
+// New builds a System; cfg.MaxConcurrent must be at least 1.
+func New(cfg Config) *System {
+	cfg.MaxConcurrent = max(cfg.MaxConcurrent, 1)
+	if cfg.BreakerAfter <= 0 {
+		cfg.BreakerAfter = DefaultBreakerAfter
+	}
+	if cfg.ProbeEvery <= 0 {
+		cfg.ProbeEvery = DefaultProbeEvery
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &System{cfg: cfg, log: cfg.Logger.With("system", cfg.Name), limit: float64(cfg.MaxConcurrent)}
+	s.loggedLimit = cfg.MaxConcurrent
+	if cfg.Rate > 0 {
+		burst := cfg.Burst
+		if burst <= 0 {
+			burst = max(1, int(math.Ceil(cfg.Rate)))
+		}
+		s.rl = rate.NewLimiter(rate.Limit(cfg.Rate), burst)
+	}
+	return s
+}
+
+// Name is the system's name.
+func (s *System) Name() string { return s.cfg.Name }
+
+// Config is the system's configuration with defaults applied.
+func (s *System) Config() Config { return s.cfg }
+
+// Burst is the rate limit's burst (0 without a rate).
+func (s *System) Burst() int {
+	if s.rl == nil {
+		return 0
+	}
+	return s.rl.Burst()
+}
+
+// Stats returns the system's state now.
+func (s *System) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{
+		Name: s.cfg.Name, Ceiling: s.cfg.MaxConcurrent, Limit: s.current(), InFlight: s.inFlight,
+		Waiting: len(s.queue) + s.sleeping + s.rating, Rate: s.cfg.Rate, Breaker: s.state,
+		Busy: s.busy, Down: s.down, Opened: s.opened, Closed: s.closed,
+	}
+}
+
+// current is the limit as a count of requests.
+func (s *System) current() int { return max(1, int(s.limit)) }
+
+// Acquire implements connectors.Gate: it waits until notBefore, then for a
+// slot under the concurrency limit and a closed breaker (or the probe of a
+// half-open one), then for the rate. Waiters get slots in arrival order.
+func (s *System) Acquire(ctx context.Context, notBefore time.Time) (connectors.Permit, error) {
+	if d := time.Until(notBefore); d > 0 {
+		s.mu.Lock()
+		s.sleeping++
+		s.mu.Unlock()
+		err := sleep(ctx, d)
+		s.mu.Lock()
+		s.sleeping--
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w := &waiter{ready: make(chan struct{})}
+	s.mu.Lock()
+	s.queue = append(s.queue, w)
+	s.grant()
+	s.mu.Unlock()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		s.mu.Lock()
+		if !w.granted {
+			s.remove(w)
+			s.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		s.mu.Unlock()
+		// Granted while giving up: hand the slot on.
+		(&permit{s: s, probe: w.probe}).Done(connectors.Result{}, 0)
+		return nil, ctx.Err()
+	}
+	p := &permit{s: s, probe: w.probe}
+	if s.rl != nil {
+		s.mu.Lock()
+		s.rating++
+		s.mu.Unlock()
+		err := s.rl.Wait(ctx)
+		s.mu.Lock()
+		s.rating--
+		s.mu.Unlock()
+		if err != nil {
+			p.Done(connectors.Result{}, 0)
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	p.sent, p.inFlight = time.Now(), s.inFlight
+	s.mu.Unlock()
+	return p, nil
+}
+
+// grant hands slots to waiters in order while the breaker and the limit
+// allow. Called with mu held after anything that may free a slot.
+func (s *System) grant() {
+	for len(s.queue) > 0 {
+		w := s.queue[0]
+		switch s.state {
+		case Open:
+			return
+		case HalfOpen:
+			if s.probing {
+				return
+			}
+			s.probing, w.probe = true, true
+		case Closed:
+			if s.inFlight >= s.current() {
+				return
+			}
+		}
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.inFlight++
+		w.granted = true
+		close(w.ready)
+	}
+}
+
+func (s *System) remove(w *waiter) {
+	for i, q := range s.queue {
+		if q == w {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// permit is one request's slot.
+type permit struct {
+	s        *System
+	probe    bool
+	sent     time.Time
+	inFlight int // requests in flight when this one left, itself included
+}
+
+// Done implements connectors.Permit: the answer moves the adaptive limit
+// and the breaker. The zero Result (nothing sent, or a Confirm) moves
+// nothing but the slot.
+func (p *permit) Done(res connectors.Result, took time.Duration) {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight--
+	now := time.Now()
+	answered := res.Kind != 0
+	switch {
+	case !answered:
+		if p.probe {
+			// The probe was not sent: the next waiter probes.
+			s.probing = false
+		}
+	case res.Signal == connectors.SignalDown:
+		s.down++
+		s.cut(p, now, "the system answered as down")
+		s.failures++
+		switch {
+		case p.probe:
+			s.probing = false
+			s.open(now, "the probe found it still down")
+		case s.state == Closed && s.failures >= s.cfg.BreakerAfter:
+			s.open(now, "consecutive answers said it is down")
+		}
+	default:
+		s.failures = 0
+		if s.state != Closed {
+			s.closeBreaker()
+		}
+		if res.Signal == connectors.SignalBusy {
+			s.busy++
+			s.cut(p, now, "the system answered busy")
+		} else if res.Kind == connectors.Succeeded {
+			s.healthy(p, now, took)
+		}
+	}
+	s.logLimit(now)
+	s.grant()
+}
+
+// cut lowers the limit once per round: an answer to a request sent before
+// the last cut describes the limit before it.
+func (s *System) cut(p *permit, now time.Time, why string) {
+	if !p.sent.After(s.lastCut) {
+		return
+	}
+	if at := s.current(); at == s.refusedAt {
+		s.patience = min(2*s.patience, maxPatience)
+	} else {
+		s.refusedAt, s.patience = at, minPatience
+	}
+	s.limit = max(1, s.limit*decrease)
+	s.lastCut, s.reason = now, why
+}
+
+// healthy raises the limit by 1/limit on a successful answer while the
+// system is used near its limit (a limit nobody reaches says nothing),
+// and cuts it when latency has risen.
+func (s *System) healthy(p *permit, now time.Time, took time.Duration) {
+	sec := took.Seconds()
+	if s.samples == 0 {
+		s.short, s.long = sec, sec
+	}
+	s.samples++
+	s.short += (sec - s.short) * 0.2
+	s.long += (sec - s.long) * 0.02
+	if s.samples >= latencySamples && s.short > latencyRise*s.long &&
+		s.short-s.long > latencyMinRise.Seconds() {
+		s.cut(p, now, "its latency rose")
+		return
+	}
+	if 2*p.inFlight >= s.current() {
+		step := 1 / s.limit
+		if r := float64(s.refusedAt); s.limit < r && s.limit+1 >= r {
+			step /= s.patience
+		}
+		s.limit = min(float64(s.cfg.MaxConcurrent), s.limit+step)
+	}
+}
+
+// logLimit writes a line when the limit changed, at most one per logEvery
+// and system: the limit may move with every few answers under load.
+func (s *System) logLimit(now time.Time) {
+	cur := s.current()
+	if cur == s.loggedLimit {
+		return
+	}
+	s.changes++
+	if now.Sub(s.loggedAt) < logEvery {
+		return
+	}
+	s.log.Info("external system concurrency limit changed", "from", s.loggedLimit, "to", cur,
+		"ceiling", s.cfg.MaxConcurrent, "changes", s.changes, "last_cut", s.reason, "busy_answers", s.busy, "down_answers", s.down)
+	s.loggedAt, s.loggedLimit, s.changes = now, cur, 0
+}
+
+// open stops sending until the next probe.
+func (s *System) open(now time.Time, why string) {
+	if s.state != Open {
+		if s.state == Closed {
+			s.opened++
+			s.log.Warn("external system breaker open: requests wait until a probe gets an answer", "reason", why,
+				"consecutive_down", s.failures, "probe_every", s.cfg.ProbeEvery)
+		}
+	}
+	s.state = Open
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timer = time.AfterFunc(s.cfg.ProbeEvery, s.halfOpen)
+}
+
+// halfOpen lets the next request through as a probe.
+func (s *System) halfOpen() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != Open {
+		return
+	}
+	s.state = HalfOpen
+	s.probing = false
+	s.grant()
+}
+
+func (s *System) closeBreaker() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.state, s.probing = Closed, false
+	s.closed++
+	s.log.Info("external system breaker closed: it answers again")
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,171 @@
+package consumer
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// Memory bounds (docs/memory.md). A command is in memory from the fetch
+// that brings it to the transaction that commits its answer:
+//
+//   - fetched: held by franz-go ahead of the poll loop, at most
+//     MaxConcurrentFetches responses of MaxFetchBytes (newClient);
+//   - buffered: dispatched to its entity's queue or running;
+//   - staged: answered, queued for the committer (and its records in the
+//     overlay) until the transaction committed and Pebble applied it.
+//
+// The poll loop does not poll while buffered + staged is at MaxBuffered
+// commands or MaxBufferedBytes bytes (waitRoom), and a worker does not
+// stage an answer while the staged answers alone are at MaxBufferedBytes
+// (waitStaged). Before this bound, answers piled up in front of a
+// committer slower than the workers: ~5 KB per command of a backlog.
+//
+// Wait order, which is why none of these waits can deadlock:
+//
+//	poll loop  → waits for workers and committer (waitRoom)
+//	worker     → waits for the committer (waitStaged; an intent's done)
+//	committer  → waits for nobody in the process: it takes c.mu, then p.mu
+//	             (addPending, applied, settled) and never waits on a cond
+//
+// A worker blocked in waitStaged holds its entity's single flight, its
+// claimed keys and its partition's in-flight count, but no execution slot
+// and no lock; the committer drains staged answers and intents without
+// any of those, and settles the bytes it applied or dropped, which wakes
+// the worker. An intent waiter (before an attempt) is queued behind staged
+// answers and committed with them, never behind a waiting worker. The wait
+// also ends when the committer has stopped, the pipeline stops or the
+// partition is lost, so a shutdown or revocation never waits on room.
+
+// answerOverhead is what one staged record costs besides its data, result
+// and error message: the Record's fields and their strings, the sealed
+// copy's fixed part, the overlay entry and the outcome event's envelope.
+// Measured from heap profiles of a noop backlog with 200-byte data
+// (BENCHMARKS.md): ~35 MB live for 10 000 commands consumed and not
+// committed, ~3.5 KB each.
+const answerOverhead = 3 << 10
+
+// answerSize estimates the memory a staged answer holds until it is
+// applied: journal records are held twice (the Record and its sealed
+// bytes), outcomes and copies once. 0 means nothing to publish.
+func answerSize(emits []emit) int {
+	n := 0
+	for i := range emits {
+		em := &emits[i]
+		if em.journal != nil {
+			n += 2*recordBytes(em.journal) + answerOverhead
+		}
+		if em.outcome != nil && em.outcome != em.journal {
+			n += recordBytes(em.outcome) + answerOverhead
+		}
+		if em.deadletter != nil {
+			n += kgoBytes(em.deadletter)
+		}
+		if em.forward != nil {
+			n += kgoBytes(em.forward)
+		}
+	}
+	return n
+}
+
+func recordBytes(r *schemas.Record) int {
+	n := len(r.Data) + len(r.Result)
+	if r.Error != nil {
+		n += len(r.Error.Message)
+	}
+	return n
+}
+
+func kgoBytes(r *kgo.Record) int { return len(r.Key) + len(r.Value) + answerOverhead }
+
+// waitStaged waits, p.mu held, until an answer of size bytes fits among
+// the staged ones. One answer is always let through when nothing is
+// staged, so an answer larger than the bound alone is not stuck.
+func (p *pipeline) waitStaged(st *partState, size int) {
+	if p.stagedRoom(st, size) {
+		return
+	}
+	// context.AfterFunc runs its function on a goroutine of its own, and
+	// stop does not wait for it: registering and stopping under p.mu is
+	// safe.
+	stop := context.AfterFunc(st.ctx, func() {
+		p.mu.Lock()
+		p.room.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	for !p.stagedRoom(st, size) {
+		p.room.Wait()
+	}
+}
+
+func (p *pipeline) stagedRoom(st *partState, size int) bool {
+	return size == 0 || p.staged.n == 0 || p.staged.bytes+size <= p.e.cfg.MaxBufferedBytes ||
+		p.stopping || st.ctx.Err() != nil || p.cm.stopped()
+}
+
+// settled takes answers the committer applied or dropped out of the
+// staged counts and wakes whoever waits for room.
+func (p *pipeline) settled(items []*stagedItem) {
+	n, bytes := 0, 0
+	for _, it := range items {
+		if it.size > 0 {
+			n++
+			bytes += it.size
+		}
+	}
+	if n == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.staged.n -= n
+	p.staged.bytes -= bytes
+	p.room.Broadcast()
+	p.mu.Unlock()
+}
+
+// memorySnapshot is what the memory gauges show.
+type memorySnapshot struct {
+	bufferedN, bufferedBytes int
+	stagedN, stagedBytes     int
+	overlay                  int
+}
+
+func (p *pipeline) memory() memorySnapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return memorySnapshot{p.buffered, p.bufBytes, p.staged.n, p.staged.bytes, p.ov.entries()}
+}
+
+// highWater keeps the largest values seen since the executor started
+// (across clients), so that a test or an operator can check a bound held
+// for a whole drain, not only at the moments the gauges were scraped.
+type highWater struct {
+	buffered, staged, total pairHW // total: buffered + staged, what MaxBuffered* bound
+	overlay                 maxInt
+}
+
+type pairHW struct{ n, bytes maxInt }
+
+func (h *pairHW) raise(n, bytes int) {
+	h.n.raise(n)
+	h.bytes.raise(bytes)
+}
+
+type maxInt struct{ v atomic.Int64 }
+
+// raise is one atomic load when v is not a new maximum (the common case:
+// it runs on every dispatch and stage).
+func (m *maxInt) raise(v int) {
+	for {
+		cur := m.v.Load()
+		if int64(v) <= cur || m.v.CompareAndSwap(cur, int64(v)) {
+			return
+		}
+	}
+}
+
+func (m *maxInt) get() float64 { return float64(m.v.Load()) }

@@ -1,0 +1,125 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// TestProjectionThreeExecutorsTwelvePartitions: three executors share 12
+// partitions; the console, reading every partition on its own, shows
+// every execution whichever executor ran it, keeps showing them (and the
+// new ones) after one executor is killed, and after its own restart
+// resumes from its stored positions instead of reading everything again.
+func TestProjectionThreeExecutorsTwelvePartitions(t *testing.T) {
+	h := executortest.New(t)
+	tune := func(c *consumer.Config) { c.Partitions = 12 }
+	var nodes []*executortest.Node
+	for i := range 3 {
+		nodes = append(nodes, h.StartNode(fmt.Sprintf("ex-%d", i), filepath.Join(t.TempDir(), "state"), executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats}))
+	}
+	executortest.WaitFor(t, 60*time.Second, "three executors sharing 12 partitions", func() bool {
+		n := 0
+		for _, nd := range nodes {
+			if !nd.Ex.Ready() {
+				return false
+			}
+			n += len(nd.Ex.Owned())
+		}
+		return n == 12
+	})
+	dir := t.TempDir()
+	p := startProjectionStoppable(t, dir, h.Brokers)
+	const first = 120
+	for i := range first {
+		h.Submit(fmt.Sprintf("c-%d", i), fmt.Sprintf("ent-%d", i), fmt.Sprintf("k-%d", i), `{"n":1}`)
+	}
+	waitAll(t, p.p, 0, first)
+	writers := map[string]bool{}
+	for _, ps := range p.p.Stats().Partitions {
+		writers[ps.LastWriter] = true
+	}
+	if len(p.p.Stats().Partitions) != 12 {
+		t.Fatalf("overview shows %d partitions, want 12", len(p.p.Stats().Partitions))
+	}
+	if len(writers) != 3 {
+		t.Errorf("journal writers seen %v, want the three executors", writers)
+	}
+
+	// Kill one executor: its partitions move, and the console keeps
+	// showing what it ran and what the others run from now.
+	if err := nodes[0].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	const second = 60
+	for i := first; i < first+second; i++ {
+		h.Submit(fmt.Sprintf("c-%d", i), fmt.Sprintf("ent-%d", i), fmt.Sprintf("k-%d", i), `{"n":1}`)
+	}
+	waitAll(t, p.p, 0, first+second)
+
+	// Restart the console: it reads only what is new.
+	before := p.p.Applied()
+	p.stop()
+	p = startProjectionStoppable(t, dir, h.Brokers)
+	waitAll(t, p.p, 0, first+second)
+	for i := first + second; i < first+second+10; i++ {
+		h.Submit(fmt.Sprintf("c-%d", i), fmt.Sprintf("ent-%d", i), fmt.Sprintf("k-%d", i), `{"n":1}`)
+	}
+	waitAll(t, p.p, 0, first+second+10)
+	// 10 commands: two journal records (in_progress, succeeded) and one
+	// outcome each, read again nothing of the first run.
+	if got := p.p.Applied(); got > 30 {
+		t.Errorf("after restart the projection applied %d entries for 10 new commands (want at most 30; it indexed %d before): it re-read what it had", got, before)
+	}
+}
+
+type stoppable struct {
+	p    *Projection
+	stop func()
+}
+
+func startProjectionStoppable(t *testing.T, dir string, brokers []string) *stoppable {
+	t.Helper()
+	p, err := OpenProjection(dir, brokers, WithStatsInterval(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("projection: %v", err)
+		}
+		_ = p.Close()
+	}
+	t.Cleanup(stop)
+	return &stoppable{p: p, stop: stop}
+}
+
+// waitAll waits until keys k-from..k-(to-1) of entities ent-i are all
+// succeeded in the projection.
+func waitAll(t *testing.T, p *Projection, from, to int) {
+	t.Helper()
+	executortest.WaitFor(t, 60*time.Second, fmt.Sprintf("executions %d..%d in the console", from, to-1), func() bool {
+		for i := from; i < to; i++ {
+			v, err := p.Get(fmt.Sprintf("ent-%d", i), fmt.Sprintf("k-%d", i))
+			if err != nil || v.Exec.Status != schemas.StatusSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,59 @@
+package inspect
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestDescribeRealAPI: a real API's call and lookup are described with
+// credentials as references, the confirmation rule in words, the answers
+// rejected_when adds, and the guarantee in the API's terms; an action of
+// Onceflight's own protocol gets none of it.
+func TestDescribeRealAPI(t *testing.T) {
+	t.Setenv("INSPECT_KEY", "sk_inspect_secret_value")
+	a := only(t, `actions:
+  payments.refund:
+    connector: http
+    url: https://api.example/v1/refunds
+    body: form
+    idempotent_by_key: true
+    unique_by: [charge]
+    headers:
+      Authorization: "Bearer ${env:INSPECT_KEY}"
+      Stripe-Version: "2024-06-20"
+    rejected_when: 'body.status == "failed"'
+    confirm:
+      url: https://api.example/v1/refunds?idempotency_key={key}
+      found: "status == 200 && size(body.data) > 0"
+      not_found: "status == 200 && size(body.data) == 0"
+`)
+	r := a.Endpoints.Request
+	if r == nil || r.Method != "POST" || !strings.HasPrefix(r.Body, "form-encoded") ||
+		strings.Join(r.Headers, "|") != "Authorization: from ${env:INSPECT_KEY}|Stripe-Version: 2024-06-20" {
+		t.Fatalf("request = %+v", r)
+	}
+	if !strings.Contains(a.Endpoints.ConfirmRule, "found when status == 200 && size(body.data) > 0; not found when status == 200 && size(body.data) == 0; anything else") ||
+		a.Endpoints.Confirm != "GET https://api.example/v1/refunds?idempotency_key={key}" {
+		t.Errorf("confirm = %q, rule = %q", a.Endpoints.Confirm, a.Endpoints.ConfirmRule)
+	}
+	st := steps(a)
+	if st[`2xx where rejected_when holds (body.status == "failed")`] != "rejected→failed" || st["2xx where rejected_when cannot be evaluated"] != "ambiguous→confirm" {
+		t.Errorf("answers = %v", st)
+	}
+	if g := a.Guarantees[2]; !strings.HasPrefix(g.Why, "G3 holds: the API deduplicates by Idempotency-Key and can be looked up by it") {
+		t.Errorf("G3 = %+v", g)
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, []Action{a}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "sk_inspect_secret_value") || !strings.Contains(out.String(), "confirm rule:") {
+		t.Errorf("text:\n%s", out.String())
+	}
+
+	plain := only(t, "actions:\n  x:\n    connector: http\n    url: http://x/r\n    confirm_url: http://x/r/{key}\n")
+	if plain.Endpoints.Request != nil || plain.Endpoints.ConfirmRule != "" {
+		t.Errorf("own protocol described as a real API: %+v", plain.Endpoints)
+	}
+}
