@@ -1,10 +1,12 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -74,6 +76,10 @@ type job struct {
 	// command at this position sees it (decide.Seen), so a command
 	// consumed again after a restart is answered as it was the first time.
 	at decide.Position
+	// asker is who runs the current execution's confirmations
+	// (schemas.By*): the executor itself unless the reconciler or an
+	// operator's reconcile request does.
+	asker string
 }
 
 func (j *job) handle(ctx context.Context, it *item, version *int64) {
@@ -328,6 +334,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	if j.deadline != nil {
 		opts = append(opts, connectors.WithNotAfter(*j.deadline))
 	}
+	opts = append(opts, j.evidence(a, &rec))
 	start := time.Now()
 	dec := perform(ctx, req, connectors.Options(opts...))
 	j.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
@@ -340,6 +347,9 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	}
 	if len(keep) > 0 && !keep[0](dec) {
 		return
+	}
+	if j.asker == schemas.ByReconciler || j.asker == schemas.ByOperator {
+		dec.EstablishedBy = schemas.EstablishedByReconciler
 	}
 	j.finalize(&rec, dec, version)
 	j.add(emit{journal: &rec, outcome: &rec, causation: causation, replayed: replayed})
@@ -360,6 +370,39 @@ func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *in
 	}
 	rec.EntityVersion = *version
 	rec.Executor = j.e.cfg.ExecutorID
+	rec.EstablishedBy = cmp.Or(dec.EstablishedBy, schemas.EstablishedByAnswer)
+	j.e.m.established.WithLabelValues(rec.EstablishedBy).Inc()
+}
+
+// evidence writes every attempt's answer and every confirmation into rec
+// as the execution goes (docs/events.md#evidence); the intents and the
+// final record carry it. An ambiguous answer that will be confirmed is
+// journaled at once (an intent): a crash before the confirmation leaves a
+// record that says "ambiguous, confirmation pending", and the next owner
+// confirms it.
+func (j *job) evidence(a *action, rec *schemas.Record) connectors.PerformOption {
+	_, confirms := connectors.ConfirmerOf(a.conn)
+	p := rec.Command.Partition
+	return connectors.WithEvidence(func(ctx context.Context, r *connectors.Request, ev schemas.Evidence) {
+		if ev.Kind == schemas.EvidenceConfirm {
+			ev.By = cmp.Or(j.asker, schemas.ByExecutor)
+		}
+		rec.AddEvidence(ev)
+		if a.effectless || !confirms || ev.Kind != schemas.EvidenceAttempt || ev.Answer != schemas.AnswerAmbiguous {
+			return
+		}
+		in := *rec
+		in.Status = schemas.StatusInProgress
+		in.Attempts = r.Attempt
+		d := r.Deadline.UTC()
+		in.Deadline = &d
+		in.Error = &schemas.Error{Code: schemas.CodeConfirmationPending, Message: "attempt " + strconv.Itoa(r.Attempt) + " answered ambiguously; confirmation pending: " + ev.Detail}
+		in.Result, in.FinishedAt = nil, nil
+		if tok, err := j.p.cm.intent(ctx, p, in); err == nil {
+			j.intents++
+			rec.FencingToken = tok
+		}
+	})
 }
 
 // resolve applies an operator's decision (onceflight resolve) to an
@@ -369,6 +412,8 @@ func (j *job) resolve(cmd schemas.Command, req schemas.Decision, target schemas.
 	res, now := j.decided(target, cmd, req, as)
 	res.Status = as
 	res.FinishedAt = &now
+	res.EstablishedBy = schemas.EstablishedByOperator
+	j.e.m.established.WithLabelValues(schemas.EstablishedByOperator).Inc()
 	if as == schemas.StatusSucceeded {
 		res.Error = nil
 	} else if res.Error == nil {
@@ -399,6 +444,8 @@ func (j *job) reject(cmd schemas.Command, code, msg string, journal bool) {
 	rec.Status = schemas.StatusRejected
 	rec.FinishedAt = &now
 	rec.Error = &schemas.Error{Code: code, Message: msg}
+	rec.EstablishedBy = schemas.EstablishedByRule
+	j.e.m.established.WithLabelValues(schemas.EstablishedByRule).Inc()
 	e := emit{outcome: &rec, causation: cmd.ID}
 	if journal {
 		e.journal = &rec
@@ -546,6 +593,7 @@ func (j *job) safeHandle(ctx context.Context, it *item, version *int64) {
 		rec.Status = schemas.StatusUnresolved
 		rec.FinishedAt = &now
 		rec.Error = &schemas.Error{Code: "executor_error", Message: fmt.Sprintf("internal error while handling the command: %v", r)}
+		rec.EstablishedBy = schemas.EstablishedByRule
 		e := emit{outcome: &rec, causation: it.cmd.ID}
 		// Never overwrite a final record of the key.
 		if prev, found, err := j.lookup(it.cmd.Subject, it.cmd.IdempotencyKey); err == nil && (!found || prev.Status == schemas.StatusInProgress) {

@@ -16,6 +16,7 @@ import (
 type metrics struct {
 	commands      *prometheus.CounterVec
 	replays       prometheus.Counter
+	established   *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	outboxBacklog prometheus.Gauge
 	lag           *prometheus.GaugeVec
@@ -46,6 +47,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		replays: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "onceflight_replays_total", Help: "Commands answered from a recorded result instead of executing.",
 		}),
+		established: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onceflight_outcomes_established_total",
+			Help: "Records that got a new status, by how the status was established (answer, confirmation, reconciler, operator, rule).",
+		}, []string{"established_by"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "onceflight_execution_duration_seconds", Help: "Connector execution time, from first attempt to decision.",
 			// 1 ms to 149 s: up to past a 30 s confirm_timeout and the
@@ -105,7 +110,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.gov = newGovMetrics(reg)
 	m.systems = newSystemsCollector()
 	m.mem = &memCollector{hw: &m.hw}
-	reg.MustRegister(m.systems, m.mem, m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
+	for _, by := range []string{schemas.EstablishedByAnswer, schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler,
+		schemas.EstablishedByOperator, schemas.EstablishedByRule} {
+		m.established.WithLabelValues(by)
+	}
+	reg.MustRegister(m.systems, m.mem, m.commands, m.replays, m.established, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
 		m.halted, m.storeFailed, m.heldParts, m.paused, m.tooLarge, m.ready, build)
 	return m
 }
