@@ -325,7 +325,7 @@ func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts 
 	if !r.canConfirm {
 		if !p.IdempotentByKey {
 			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
-				Message: "earlier attempt may have taken effect and the connector cannot confirm", Attempts: req.Attempt}
+				Message: "earlier attempt may have taken effect and the connector cannot confirm", Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByRule}
 		}
 		req.Attempt++
 		return r.loop(ctx, req, true)
@@ -581,10 +581,14 @@ func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last st
 		msg += "; no answer: the external system's limits or breaker kept the request back"
 	}
 	msg += fmt.Sprintf("; waited %d times", waits)
-	if mayHaveHappened {
-		return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: "an earlier attempt may have taken effect; then " + msg, Attempts: executed}
+	by := schemas.EstablishedByAnswer
+	if !sent {
+		by = schemas.EstablishedByRule // nothing was asked of the system in this call
 	}
-	return Decision{Outcome: OutcomeFailed, Code: CodeUnavailable, Message: msg, Attempts: executed}
+	if mayHaveHappened {
+		return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: "an earlier attempt may have taken effect; then " + msg, Attempts: executed, EstablishedBy: by}
+	}
+	return Decision{Outcome: OutcomeFailed, Code: CodeUnavailable, Message: msg, Attempts: executed, EstablishedBy: by}
 }
 
 // Step is what Perform does next with one Execute answer. It is exported so

@@ -250,7 +250,8 @@ func (j *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Rec
 	if a == nil {
 		fin := prev
 		j.finalize(&fin, connectors.Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeUnknownAction,
-			Message: fmt.Sprintf("inherited in_progress execution of action %q, which is no longer configured", prev.Action), Attempts: prev.Attempts}, version)
+			Message: fmt.Sprintf("inherited in_progress execution of action %q, which is no longer configured", prev.Action), Attempts: prev.Attempts,
+			EstablishedBy: schemas.EstablishedByRule}, version)
 		j.add(emit{journal: &fin, outcome: &fin, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
 		return
 	}
