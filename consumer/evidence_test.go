@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/schemas"
@@ -144,6 +146,8 @@ func TestEvidencePaths(t *testing.T) {
 	h := executortest.New(t)
 	svc := newEvidenceService(t)
 	h.UseConfig(fmt.Sprintf(evidenceYAML, svc.srv.URL))
+	reg := prometheus.NewRegistry()
+	h.Reg = reg
 	h.Start(t.TempDir())
 	for i, key := range []string{"fast-1", "retry-1", "slow-1", "lost-1"} {
 		h.SubmitAction("c-"+key, "payments.refund", fmt.Sprintf("order-%d", i), key, `{"amount":1}`)
@@ -164,6 +168,13 @@ func TestEvidencePaths(t *testing.T) {
 	for key, want := range map[string]int{"fast-1": 1, "retry-1": 2, "slow-1": 1, "lost-1": 2} {
 		if n := svc.postsOf(key); n != want {
 			t.Errorf("%s: %d POSTs, want %d", key, n, want)
+		}
+	}
+	// Outcomes by how they were established: three answers, one
+	// confirmation.
+	for by, want := range map[string]float64{schemas.EstablishedByAnswer: 3, schemas.EstablishedByConfirmation: 1, schemas.EstablishedByOperator: 0} {
+		if got, ok := executortest.Gauge(t, reg, "onceflight_outcomes_established_total", "established_by", by); !ok || got != want {
+			t.Errorf("onceflight_outcomes_established_total{established_by=%q} = %v (%v), want %v", by, got, ok, want)
 		}
 	}
 	// The ambiguous answer was journaled before its confirmation.
