@@ -119,7 +119,7 @@ func (j *job) hold(cmd schemas.Command, d decide.Decision) {
 func (j *job) approve(ctx context.Context, cmd schemas.Command, req schemas.Decision, target schemas.Record, version *int64) {
 	a := j.e.actions[target.Action]
 	rec, now := j.decided(target, cmd, req, "approved")
-	rec.Error, rec.EstablishedBy = nil, ""
+	rec.Error = nil
 	rec.StartedAt = &now
 	rec.EntityVersion = *version
 	// The held command's own deadline is not the approval's: it may well

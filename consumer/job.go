@@ -282,6 +282,9 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		j.fail(errFenced)
 		return
 	}
+	// The status is being established anew: the intents of this run say
+	// in_progress, established by nothing yet (finalize sets it).
+	rec.EstablishedBy = ""
 	req := connectors.Request{
 		Action: rec.Action, Entity: rec.Entity, Key: rec.IdempotencyKey, Attempt: 1,
 		FencingToken: rec.FencingToken, Data: rec.Data, TraceParent: rec.TraceParent,
