@@ -107,14 +107,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "onceflight_build_info", Help: "Always 1; the labels say which build runs.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
-	m.gov = newGovMetrics(reg)
-	m.systems = newSystemsCollector()
-	m.mem = &memCollector{hw: &m.hw}
+	reg.MustRegister(m.established)
 	for _, by := range []string{schemas.EstablishedByAnswer, schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler,
 		schemas.EstablishedByOperator, schemas.EstablishedByRule} {
 		m.established.WithLabelValues(by)
 	}
-	reg.MustRegister(m.systems, m.mem, m.commands, m.replays, m.established, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
+	m.gov = newGovMetrics(reg)
+	m.systems = newSystemsCollector()
+	m.mem = &memCollector{hw: &m.hw}
+	reg.MustRegister(m.systems, m.mem, m.commands, m.replays, m.duration, m.outboxBacklog, m.lag, m.unresolved, m.fenced, m.txns, m.deadletters, m.forwarded,
 		m.halted, m.storeFailed, m.heldParts, m.paused, m.tooLarge, m.ready, build)
 	return m
 }
