@@ -205,7 +205,7 @@ type auditor struct {
 	misrouted []misrouted
 }
 
-var checkOrder = []string{CheckHashChain, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned}
+var checkOrder = []string{CheckHashChain, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned, CheckEvidence}
 
 func newAuditor(in Input) *auditor {
 	if in.KeyMemory <= 0 {
@@ -418,6 +418,15 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	}
 	// A key is scoped to its entity (docs/events.md#execution-records): one key of two entities is
 	// two histories.
+	if rec.Status != schemas.StatusInProgress {
+		if rec.EstablishedBy == "" {
+			a.counts.WithoutEstablishedBy++
+		} else if msg := EvidenceProblem(&rec); msg != "" {
+			ev := v
+			ev.Message = msg
+			a.violate(CheckEvidence, ev)
+		}
+	}
 	a.onceKey(pk{r.Partition, rec.Entity + "\x00" + rec.IdempotencyKey}, r.Offset, &rec, v)
 	a.singleFlight(pk{r.Partition, rec.Entity}, r.Offset, &rec, v)
 }
@@ -731,4 +740,63 @@ func sourceOf(r *kgo.Record, pHeader, oHeader string) (src, bool) {
 		return src{}, false
 	}
 	return src{int32(p), o}, true
+}
+
+// EvidenceProblem says what rec's evidence lacks for the way its status
+// claims to have been established (docs/events.md#evidence), or "" when
+// nothing. An attempt or confirmation older than the record keeps
+// (evidence_dropped) may be what is missing, so only the latest entries
+// are required.
+func EvidenceProblem(rec *schemas.Record) string {
+	var lastAttempt, lastConfirm *schemas.Evidence
+	for i := range rec.Evidence {
+		switch ev := &rec.Evidence[i]; ev.Kind {
+		case schemas.EvidenceAttempt:
+			lastAttempt = ev
+		case schemas.EvidenceConfirm:
+			lastConfirm = ev
+		}
+	}
+	claim := fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy)
+	switch rec.EstablishedBy {
+	case schemas.EstablishedByRule:
+		return ""
+	case schemas.EstablishedByOperator:
+		if rec.Resolution == nil || rec.Resolution.As != rec.Status {
+			return claim + " without an operator's resolution as " + string(rec.Status)
+		}
+		return ""
+	case schemas.EstablishedByAnswer:
+		switch {
+		case lastAttempt == nil:
+			return claim + " without an attempt's answer"
+		case rec.Status == schemas.StatusSucceeded && lastAttempt.Answer != schemas.AnswerSucceeded:
+			return fmt.Sprintf("%s, but the last attempt answered %s", claim, lastAttempt.Answer)
+		case rec.Status == schemas.StatusFailed && lastAttempt.Answer == schemas.AnswerSucceeded:
+			return claim + ", but the last attempt answered succeeded"
+		}
+		return ""
+	case schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler:
+		if lastConfirm == nil {
+			if rec.EstablishedBy == schemas.EstablishedByReconciler && lastAttempt != nil {
+				return "" // re-executed without confirming (idempotent_by_key)
+			}
+			return claim + " without a confirmation"
+		}
+		// The confirmation asks about an attempt whose answer was
+		// ambiguous, or that never answered (its executor stopped).
+		for _, ev := range rec.Evidence {
+			if ev.Kind == schemas.EvidenceAttempt && ev.Attempt == lastConfirm.Attempt && ev.Answer != schemas.AnswerAmbiguous && ev.At.Before(lastConfirm.At) {
+				return fmt.Sprintf("%s, but attempt %d answered %s: nothing to confirm", claim, ev.Attempt, ev.Answer)
+			}
+		}
+		switch {
+		case rec.Status == schemas.StatusSucceeded && lastConfirm.Answer != schemas.AnswerFound && (lastAttempt == nil || lastAttempt.Answer != schemas.AnswerSucceeded):
+			return fmt.Sprintf("%s, but the confirmation answered %s", claim, lastConfirm.Answer)
+		case rec.EstablishedBy == schemas.EstablishedByConfirmation && rec.Status == schemas.StatusUnresolved && lastConfirm.Answer != schemas.AnswerUnknown:
+			return fmt.Sprintf("%s, but the confirmation answered %s", claim, lastConfirm.Answer)
+		}
+		return ""
+	}
+	return fmt.Sprintf("established_by %q is not one of answer, confirmation, reconciler, operator, rule", rec.EstablishedBy)
 }

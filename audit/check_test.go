@@ -406,6 +406,54 @@ func TestCheck(t *testing.T) {
 			}
 		}},
 	}
+	// evidence: k1's final record (offset 2) says how it was established.
+	ambiguous := schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: 1, At: t0, Answer: schemas.AnswerAmbiguous, Detail: "after 2s: timeout"}
+	answered := schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: 1, At: t0, Answer: schemas.AnswerSucceeded}
+	found := schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: 1, At: t0.Add(time.Second), Answer: schemas.AnswerFound, By: schemas.ByExecutor}
+	withK1 := func(by string, res *schemas.Resolution, evs ...schemas.Evidence) func(*testing.T, *Input) {
+		return func(t *testing.T, in *Input) {
+			k1 := rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0)
+			k1.rec.EstablishedBy, k1.rec.Evidence, k1.rec.Resolution = by, evs, res
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), k1,
+				rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second),
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
+		}
+	}
+	tests = append(tests, []struct {
+		name   string
+		mutate func(*testing.T, *Input)
+		fail   map[string]int64
+		want   func(*testing.T, Report)
+	}{
+		{name: "records from before established_by are accepted and counted", want: func(t *testing.T, r Report) {
+			var text strings.Builder
+			_ = r.WriteText(&text)
+			if r.Counts.WithoutEstablishedBy != 2 || !strings.Contains(text.String(), "2 journal records were written before records said how") {
+				t.Errorf("without established_by = %d\n%s", r.Counts.WithoutEstablishedBy, text.String())
+			}
+		}},
+		{name: "confirmation with its evidence", mutate: withK1(schemas.EstablishedByConfirmation, nil, ambiguous, found), want: func(t *testing.T, r Report) {
+			if r.Counts.WithoutEstablishedBy != 1 {
+				t.Errorf("without established_by = %d, want 1 (k2)", r.Counts.WithoutEstablishedBy)
+			}
+		}},
+		{name: "answer with its evidence", mutate: withK1(schemas.EstablishedByAnswer, nil, answered)},
+		{name: "confirmation claimed without a confirmation", mutate: withK1(schemas.EstablishedByConfirmation, nil, ambiguous),
+			fail: map[string]int64{CheckEvidence: 2}},
+		{name: "confirmation claimed after a definite answer", mutate: withK1(schemas.EstablishedByConfirmation, nil, answered, found),
+			fail: map[string]int64{CheckEvidence: 2}},
+		{name: "answer claimed but the last attempt was ambiguous", mutate: withK1(schemas.EstablishedByAnswer, nil, ambiguous),
+			fail: map[string]int64{CheckEvidence: 2}},
+		{name: "answer claimed without an attempt", mutate: withK1(schemas.EstablishedByAnswer, nil),
+			fail: map[string]int64{CheckEvidence: 2}},
+		{name: "operator claimed without a resolution", mutate: withK1(schemas.EstablishedByOperator, nil, ambiguous),
+			fail: map[string]int64{CheckEvidence: 2}},
+		{name: "operator with a resolution", mutate: withK1(schemas.EstablishedByOperator,
+			&schemas.Resolution{By: "ann", At: t0, Reason: "checked", As: schemas.StatusSucceeded}, ambiguous)},
+		{name: "unknown established_by", mutate: withK1("luck", nil, answered),
+			fail: map[string]int64{CheckEvidence: 2}},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := base(t)
@@ -475,7 +523,7 @@ func TestReportFormats(t *testing.T) {
 	if err := json.Unmarshal([]byte(js.String()), &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Checks) != 5 || got.Checks[0].Violations == nil || got.Counts["commands"] != 2 {
+	if len(got.Checks) != 6 || got.Checks[0].Violations == nil || got.Counts["commands"] != 2 {
 		t.Errorf("json report: %s", js.String())
 	}
 	if r.Checks[0].Violations != nil {

@@ -43,6 +43,7 @@ func ExampleRun() {
 	// outcome_ids        (G4) ok
 	// once_per_key       (G2) ok
 	// single_flight      (G1) ok
+	// evidence           (G3) ok
 	// commands 0, outcomes 0, journal records 0, keys 0, unresolved keys 0, republications 0, pending 0, deadlettered 0, forwarded 0
 	// ok: true
 }

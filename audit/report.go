@@ -21,6 +21,9 @@ const (
 	// signature of a key in Options.ControlKeys. Checked only when keys
 	// are given.
 	CheckDecisionsSigned = "decisions_signed"
+	// CheckEvidence: every record's status has the evidence its
+	// established_by claims (docs/events.md#evidence).
+	CheckEvidence = "evidence"
 )
 
 // guarantees says which docs/guarantees.md guarantee each check evidences, so a failed
@@ -32,6 +35,7 @@ var guarantees = map[string]string{
 	CheckOncePerKey:      "G2",
 	CheckSingleFlight:    "G1",
 	CheckDecisionsSigned: "control commands",
+	CheckEvidence:        "G3",
 }
 
 // Violation is one record that breaks a check, named by where it is so an
@@ -77,6 +81,9 @@ type Counts struct {
 	Forwarded      int `json:"forwarded"`
 	// LegacyHashes counts records hashed the round-1 way (before RFC 8785).
 	LegacyHashes int `json:"legacy_hashes,omitempty"`
+	// WithoutEstablishedBy counts settled journal records written before
+	// records said how their status was established (accepted as they are).
+	WithoutEstablishedBy int `json:"without_established_by,omitempty"`
 	// Decisions counts operator decisions (resolve, approve, release) on
 	// the commands topic; RefusedDecisions those that failed the signature
 	// check and were refused by the executor (not a violation).
@@ -136,6 +143,9 @@ func (r Report) WriteText(w io.Writer) error {
 		n.Commands, n.Outcomes, n.JournalRecords, n.Keys, n.UnresolvedKeys, n.Republications, n.Pending, n.Deadlettered, n.Forwarded)
 	if n.RefusedDecisions > 0 {
 		fmt.Fprintf(&b, "note: %d of %d operator decisions did not verify and were refused by the executor\n", n.RefusedDecisions, n.Decisions)
+	}
+	if n.WithoutEstablishedBy > 0 {
+		fmt.Fprintf(&b, "note: %d journal records were written before records said how their status was established; their evidence is not checked\n", n.WithoutEstablishedBy)
 	}
 	if n.LegacyHashes > 0 {
 		fmt.Fprintf(&b, "note: %d journal records carry the round-1 hash (before RFC 8785); they were checked with it\n", n.LegacyHashes)

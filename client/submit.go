@@ -88,6 +88,11 @@ type Outcome struct {
 	// succeeded; codes are stable (docs/events.md#execution-records: version_conflict,
 	// connector_rejected, ...).
 	ErrorCode, ErrorMessage string
+	// EstablishedBy says how Status was established: "answer" (the
+	// external system's answer), "confirmation" (a confirm call after an
+	// ambiguous answer), "reconciler", "operator" or "rule"
+	// (docs/events.md#evidence); "" for records written before it existed.
+	EstablishedBy string
 	// Result is what the connector returned, e.g. an http connector's
 	// {"http_status":201,"body":{...}}; nil if none.
 	Result json.RawMessage
@@ -105,7 +110,7 @@ func outcomeOf(so schemas.Outcome, rec *kgo.Record) Outcome {
 	o := Outcome{
 		ID: so.ID, CommandID: so.CausationID, Entity: so.Subject, Key: so.IdempotencyKey,
 		Action: so.Record.Action, Status: so.Record.Status, Result: so.Record.Result,
-		Replayed: so.Replayed, Record: so.Record, Event: rec,
+		Replayed: so.Replayed, Record: so.Record, Event: rec, EstablishedBy: so.Record.EstablishedBy,
 	}
 	if e := so.Record.Error; e != nil {
 		o.ErrorCode, o.ErrorMessage = e.Code, e.Message

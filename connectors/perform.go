@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -109,6 +110,12 @@ type Decision struct {
 	Code     string          // when not succeeded: one of the Code* constants
 	Message  string
 	Attempts int // number of the last attempt executed (req.Attempt-1 if none)
+	// EstablishedBy says what settled Outcome: schemas.EstablishedByAnswer
+	// (an attempt's answer, or the rules applied to the answers),
+	// EstablishedByConfirmation (a confirm call) or EstablishedByRule (the
+	// command's deadline, before anything was learnt from the system).
+	// "" is answer.
+	EstablishedBy string
 }
 
 // PerformOption adjusts one Perform or Reconcile call.
@@ -121,6 +128,41 @@ type performOptions struct {
 	gate          Gate
 	slot          func(ctx context.Context) (release func(), err error)
 	notAfter      time.Time
+	evidence      func(ctx context.Context, req *Request, ev schemas.Evidence)
+}
+
+// WithEvidence registers fn, called with every attempt's answer as soon as
+// it came (before anything is done with it) and with every confirmation's
+// settled answer (found, not_found, or unknown when confirming gave up),
+// with the request it concerns. The executor writes them into the record as
+// the execution goes; fn may block (it records an ambiguous answer durably
+// before the confirmation is asked, so a crash in between leaves a record
+// that says "ambiguous, confirmation pending").
+func WithEvidence(fn func(ctx context.Context, req *Request, ev schemas.Evidence)) PerformOption {
+	return func(o *performOptions) { o.evidence = fn }
+}
+
+// observe hands ev to the WithEvidence hook, if any.
+func (r *runner) observe(ctx context.Context, req *Request, ev schemas.Evidence) {
+	if r.o.evidence != nil {
+		// "HTTP 504: " with an empty body reads "HTTP 504".
+		ev.Detail = schemas.TruncateDetail(strings.TrimRight(ev.Detail, ": "))
+		r.o.evidence(ctx, req, ev)
+	}
+}
+
+// AnswerOf is the evidence answer class of an Execute answer of kind k:
+// anything that is not definite is ambiguous, as Perform treats it.
+func AnswerOf(k Kind) string {
+	switch k {
+	case Succeeded:
+		return schemas.AnswerSucceeded
+	case Rejected:
+		return schemas.AnswerRejected
+	case Unavailable:
+		return schemas.AnswerUnavailable
+	}
+	return schemas.AnswerAmbiguous
 }
 
 // Options joins several options into one, for a caller that hands a
@@ -283,7 +325,7 @@ func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts 
 	if !r.canConfirm {
 		if !p.IdempotentByKey {
 			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
-				Message: "earlier attempt may have taken effect and the connector cannot confirm", Attempts: req.Attempt}
+				Message: "earlier attempt may have taken effect and the connector cannot confirm", Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByRule}
 		}
 		req.Attempt++
 		return r.loop(ctx, req, true)
@@ -293,7 +335,7 @@ func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts 
 		return d
 	}
 	if res.Kind == Succeeded {
-		return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: req.Attempt}
+		return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}
 	}
 	req.Attempt++ // NotFound: a new attempt with the same key is safe
 	return r.loop(ctx, req, false)
@@ -378,6 +420,9 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		if ctx.Err() != nil && res.Kind != Succeeded && res.Kind != Rejected {
 			return interrupted(executed, ctx.Err())
 		}
+		ended := time.Now()
+		r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: attempt, FencingToken: req.FencingToken,
+			At: began.UTC(), EndedAt: ptr(ended.UTC()), Answer: AnswerOf(res.Kind), Detail: answerDetail(res, ended.Sub(began))})
 
 		switch NextStep(res.Kind, r.canConfirm, r.p.IdempotentByKey, mayHaveHappened) {
 		case StepSucceed:
@@ -411,7 +456,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 				until = until.Add(time.Since(asked))
 			}
 			if cres.Kind == Succeeded {
-				return Decision{Outcome: OutcomeSucceeded, Result: cres.Result, Attempts: executed}
+				return Decision{Outcome: OutcomeSucceeded, Result: cres.Result, Attempts: executed, EstablishedBy: schemas.EstablishedByConfirmation}
 			}
 			mayHaveHappened = false // NotFound: this attempt did not take effect
 			last = "confirmed not found after: " + res.Message
@@ -439,7 +484,7 @@ func (r *runner) before(ctx context.Context, req *Request, executed int, mayHave
 		case ctx.Err() != nil:
 			return interrupted(executed, ctx.Err()), true
 		case errors.As(err, &stop) && !mayHaveHappened:
-			return Decision{Outcome: OutcomeFailed, Code: stop.Code, Message: stop.Message, Attempts: executed}, true
+			return Decision{Outcome: OutcomeFailed, Code: stop.Code, Message: stop.Message, Attempts: executed, EstablishedBy: schemas.EstablishedByRule}, true
 		case errors.As(err, &stop):
 			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
 				Message: "an earlier attempt may have taken effect; then " + stop.Message, Attempts: executed}, true
@@ -524,7 +569,8 @@ func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last st
 	if r.boundIsDeadline {
 		if !sent && !mayHaveHappened && waits == 0 {
 			return Decision{Outcome: OutcomeFailed, Code: schemas.CodeExpired,
-				Message: fmt.Sprintf("deadline %s passed while waiting for the external system's limits", r.o.notAfter.UTC().Format(time.RFC3339)), Attempts: executed}
+				Message: fmt.Sprintf("deadline %s passed while waiting for the external system's limits", r.o.notAfter.UTC().Format(time.RFC3339)), Attempts: executed,
+				EstablishedBy: schemas.EstablishedByRule}
 		}
 		bound = "the command's deadline (" + r.o.notAfter.UTC().Format(time.RFC3339) + ")"
 	}
@@ -535,10 +581,14 @@ func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last st
 		msg += "; no answer: the external system's limits or breaker kept the request back"
 	}
 	msg += fmt.Sprintf("; waited %d times", waits)
-	if mayHaveHappened {
-		return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: "an earlier attempt may have taken effect; then " + msg, Attempts: executed}
+	by := schemas.EstablishedByAnswer
+	if !sent {
+		by = schemas.EstablishedByRule // nothing was asked of the system in this call
 	}
-	return Decision{Outcome: OutcomeFailed, Code: CodeUnavailable, Message: msg, Attempts: executed}
+	if mayHaveHappened {
+		return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: "an earlier attempt may have taken effect; then " + msg, Attempts: executed, EstablishedBy: by}
+	}
+	return Decision{Outcome: OutcomeFailed, Code: CodeUnavailable, Message: msg, Attempts: executed, EstablishedBy: by}
 }
 
 // Step is what Perform does next with one Execute answer. It is exported so
@@ -638,14 +688,22 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 	defer cancel()
 	b := r.p.Backoff()
 	last := ""
+	first := time.Now()
+	// gaveUp records the confirmation's unknown answer and returns the
+	// unresolved Decision.
+	gaveUp := func(res Result, msg string) (Result, Decision, bool) {
+		r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
+			EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerUnknown, Detail: msg})
+		return res, Decision{Outcome: OutcomeUnresolved, Code: CodeConfirmationTimeout, Message: msg, Attempts: req.Attempt,
+			EstablishedBy: schemas.EstablishedByConfirmation}, true
+	}
 	for {
 		done, err := r.admit(cctx, time.Time{})
 		if err != nil {
 			if ctx.Err() != nil {
 				return Result{}, interrupted(req.Attempt, ctx.Err()), true
 			}
-			return Result{}, Decision{Outcome: OutcomeUnresolved, Code: CodeConfirmationTimeout,
-				Message: fmt.Sprintf("no confirmation within %s: %s", r.p.ConfirmTimeout, cmp.Or(last, "the external system's limits or breaker kept the request back")), Attempts: req.Attempt}, true
+			return gaveUp(Result{}, fmt.Sprintf("no confirmation within %s: %s", r.p.ConfirmTimeout, cmp.Or(last, "the external system's limits or breaker kept the request back")))
 		}
 		asked := time.Now()
 		actx, acancel := context.WithTimeout(cctx, r.p.Timeout)
@@ -657,8 +715,12 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 		var wait time.Duration
 		switch {
 		case res.Kind == Succeeded:
+			r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
+				EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerFound, Detail: res.Message})
 			return res, Decision{}, false
 		case res.Kind == NotFound && (req.Deadline.IsZero() || !asked.Before(req.Deadline)):
+			r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
+				EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerNotFound, Detail: res.Message})
 			return res, Decision{}, false
 		case res.Kind == NotFound:
 			wait = time.Until(req.Deadline)
@@ -674,8 +736,7 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 			if ctx.Err() != nil {
 				return res, interrupted(req.Attempt, ctx.Err()), true
 			}
-			return res, Decision{Outcome: OutcomeUnresolved, Code: CodeConfirmationTimeout,
-				Message: fmt.Sprintf("no confirmation within %s: %s", r.p.ConfirmTimeout, last), Attempts: req.Attempt}, true
+			return gaveUp(res, fmt.Sprintf("no confirmation within %s: %s", r.p.ConfirmTimeout, last))
 		}
 	}
 }
@@ -711,4 +772,17 @@ func safeCall(fn func(context.Context, Request) Result, ctx context.Context, req
 		}
 	}()
 	return fn(ctx, req)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// answerDetail is the evidence detail of an Execute answer: the
+// connector's message, and for an ambiguous answer how long the attempt
+// took (a timeout reads "after 2s").
+func answerDetail(res Result, took time.Duration) string {
+	d := res.Message
+	if AnswerOf(res.Kind) == schemas.AnswerAmbiguous {
+		d = fmt.Sprintf("after %s: %s", took.Round(time.Millisecond), d)
+	}
+	return d
 }

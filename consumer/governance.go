@@ -98,6 +98,8 @@ func (j *job) uniqueHolder(entity, action, uk, self string) (string, error) {
 func (j *job) hold(cmd schemas.Command, d decide.Decision) {
 	rec := j.base(cmd)
 	rec.Status = schemas.StatusHeld
+	rec.EstablishedBy = schemas.EstablishedByRule
+	j.e.m.established.WithLabelValues(schemas.EstablishedByRule).Inc()
 	rec.Data = cmd.Data
 	rec.UniqueKey = d.UniqueKey
 	rec.Error = &schemas.Error{Code: d.Code, Message: d.Message}
@@ -192,6 +194,7 @@ func (j *job) answerDecision(cmd schemas.Command, result map[string]string) {
 	now := time.Now().UTC()
 	ctl := j.base(cmd)
 	ctl.Status = schemas.StatusSucceeded
+	ctl.EstablishedBy = schemas.EstablishedByRule
 	ctl.Attempts = 1
 	ctl.FinishedAt = &now
 	ctl.Result, _ = json.Marshal(result)

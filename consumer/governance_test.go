@@ -193,6 +193,16 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 	if n, m := h.EffectsOf("order-1", "b2"), h.EffectsOf("order-1", "b3"); n != 1 || m != 0 {
 		t.Fatalf("b2 executed %d times (want 1), b3 %d (want 0)", n, m)
 	}
+	// How each status was established (docs/events.md#evidence): held by
+	// rule; approved, then the connector's answer; resolved by the operator.
+	wantEvidence(t, seen["h2"][0].Record, schemas.StatusHeld, schemas.EstablishedByRule, nil, "held, established by rule")
+	wantEvidence(t, seen["h2"][1].Record, schemas.StatusSucceeded, schemas.EstablishedByAnswer,
+		[]string{"attempt 1 succeeded"}, "attempt 1 → succeeded → succeeded, established by answer")
+	if r := seen["h2"][1].Record.Resolution; r == nil || r.As != "approved" {
+		t.Errorf("h2's execution does not record its approval: %+v", r)
+	}
+	wantEvidence(t, seen["h3"][1].Record, schemas.StatusRejected, schemas.EstablishedByOperator, nil,
+		`resolved by ann: "duplicate" → rejected, established by operator`)
 	h.Audit()
 
 	// The unique_by index is a cache of the journal too: an executor with

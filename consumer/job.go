@@ -1,10 +1,12 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -77,6 +79,10 @@ type job struct {
 	// command at this position sees it (decide.Seen), so a command
 	// consumed again after a restart is answered as it was the first time.
 	at decide.Position
+	// asker is who runs the current execution's confirmations
+	// (schemas.By*): the executor itself unless the reconciler or an
+	// operator's reconcile request does.
+	asker string
 }
 
 func (j *job) handle(ctx context.Context, it *item, version *int64) {
@@ -247,7 +253,8 @@ func (j *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Rec
 	if a == nil {
 		fin := prev
 		j.finalize(&fin, connectors.Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeUnknownAction,
-			Message: fmt.Sprintf("inherited in_progress execution of action %q, which is no longer configured", prev.Action), Attempts: prev.Attempts}, version)
+			Message: fmt.Sprintf("inherited in_progress execution of action %q, which is no longer configured", prev.Action), Attempts: prev.Attempts,
+			EstablishedBy: schemas.EstablishedByRule}, version)
 		j.add(emit{journal: &fin, outcome: &fin, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
 		return
 	}
@@ -278,6 +285,9 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		j.fail(errFenced)
 		return
 	}
+	// The status is being established anew: the intents of this run say
+	// in_progress, established by nothing yet (finalize sets it).
+	rec.EstablishedBy = ""
 	req := connectors.Request{
 		Action: rec.Action, Entity: rec.Entity, Key: rec.IdempotencyKey, Attempt: 1,
 		FencingToken: rec.FencingToken, Data: rec.Data, TraceParent: rec.TraceParent,
@@ -331,6 +341,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	if j.deadline != nil {
 		opts = append(opts, connectors.WithNotAfter(*j.deadline))
 	}
+	opts = append(opts, j.evidence(a, &rec))
 	start := time.Now()
 	ctx, endSpan := j.traceExecution(ctx, rec)
 	dec := perform(ctx, req, connectors.Options(opts...))
@@ -345,6 +356,9 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	}
 	if len(keep) > 0 && !keep[0](dec) {
 		return
+	}
+	if j.asker == schemas.ByReconciler || j.asker == schemas.ByOperator {
+		dec.EstablishedBy = schemas.EstablishedByReconciler
 	}
 	j.finalize(&rec, dec, version)
 	j.add(emit{journal: &rec, outcome: &rec, causation: causation, replayed: replayed})
@@ -365,6 +379,39 @@ func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *in
 	}
 	rec.EntityVersion = *version
 	rec.Executor = j.e.cfg.ExecutorID
+	rec.EstablishedBy = cmp.Or(dec.EstablishedBy, schemas.EstablishedByAnswer)
+	j.e.m.established.WithLabelValues(rec.EstablishedBy).Inc()
+}
+
+// evidence writes every attempt's answer and every confirmation into rec
+// as the execution goes (docs/events.md#evidence); the intents and the
+// final record carry it. An ambiguous answer that will be confirmed is
+// journaled at once (an intent): a crash before the confirmation leaves a
+// record that says "ambiguous, confirmation pending", and the next owner
+// confirms it.
+func (j *job) evidence(a *action, rec *schemas.Record) connectors.PerformOption {
+	_, confirms := connectors.ConfirmerOf(a.conn)
+	p := rec.Command.Partition
+	return connectors.WithEvidence(func(ctx context.Context, r *connectors.Request, ev schemas.Evidence) {
+		if ev.Kind == schemas.EvidenceConfirm {
+			ev.By = cmp.Or(j.asker, schemas.ByExecutor)
+		}
+		rec.AddEvidence(ev)
+		if a.effectless || !confirms || ev.Kind != schemas.EvidenceAttempt || ev.Answer != schemas.AnswerAmbiguous {
+			return
+		}
+		in := *rec
+		in.Status = schemas.StatusInProgress
+		in.Attempts = r.Attempt
+		d := r.Deadline.UTC()
+		in.Deadline = &d
+		in.Error = &schemas.Error{Code: schemas.CodeConfirmationPending, Message: "attempt " + strconv.Itoa(r.Attempt) + " answered ambiguously; confirmation pending: " + ev.Detail}
+		in.Result, in.FinishedAt = nil, nil
+		if tok, err := j.p.cm.intent(ctx, p, in); err == nil {
+			j.intents++
+			rec.FencingToken = tok
+		}
+	})
 }
 
 // resolve applies an operator's decision (onceflight resolve) to an
@@ -374,6 +421,8 @@ func (j *job) resolve(cmd schemas.Command, req schemas.Decision, target schemas.
 	res, now := j.decided(target, cmd, req, as)
 	res.Status = as
 	res.FinishedAt = &now
+	res.EstablishedBy = schemas.EstablishedByOperator
+	j.e.m.established.WithLabelValues(schemas.EstablishedByOperator).Inc()
 	if as == schemas.StatusSucceeded {
 		res.Error = nil
 	} else if res.Error == nil {
@@ -404,6 +453,8 @@ func (j *job) reject(cmd schemas.Command, code, msg string, journal bool) {
 	rec.Status = schemas.StatusRejected
 	rec.FinishedAt = &now
 	rec.Error = &schemas.Error{Code: code, Message: msg}
+	rec.EstablishedBy = schemas.EstablishedByRule
+	j.e.m.established.WithLabelValues(schemas.EstablishedByRule).Inc()
 	e := emit{outcome: &rec, causation: cmd.ID}
 	if journal {
 		e.journal = &rec
@@ -553,6 +604,7 @@ func (j *job) safeHandle(ctx context.Context, it *item, version *int64) {
 		rec.Status = schemas.StatusUnresolved
 		rec.FinishedAt = &now
 		rec.Error = &schemas.Error{Code: "executor_error", Message: fmt.Sprintf("internal error while handling the command: %v", r)}
+		rec.EstablishedBy = schemas.EstablishedByRule
 		e := emit{outcome: &rec, causation: it.cmd.ID}
 		// Never overwrite a final record of the key.
 		if prev, found, err := j.lookup(it.cmd.Subject, it.cmd.IdempotencyKey); err == nil && (!found || prev.Status == schemas.StatusInProgress) {

@@ -16,6 +16,7 @@ import (
 type metrics struct {
 	commands      *prometheus.CounterVec
 	replays       prometheus.Counter
+	established   *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	outboxBacklog prometheus.Gauge
 	lag           *prometheus.GaugeVec
@@ -47,6 +48,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		replays: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "onceflight_replays_total", Help: "Commands answered from a recorded result instead of executing.",
 		}),
+		established: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "onceflight_outcomes_established_total",
+			Help: "Records that got a new status, by how the status was established (answer, confirmation, reconciler, operator, rule).",
+		}, []string{"established_by"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "onceflight_execution_duration_seconds", Help: "Connector execution time, from first attempt to decision.",
 			// 1 ms to 149 s: up to past a 30 s confirm_timeout and the
@@ -106,6 +111,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "onceflight_build_info", Help: "Always 1; the labels say which build runs.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
+	reg.MustRegister(m.established)
+	for _, by := range []string{schemas.EstablishedByAnswer, schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler,
+		schemas.EstablishedByOperator, schemas.EstablishedByRule} {
+		m.established.WithLabelValues(by)
+	}
 	m.gov = newGovMetrics(reg)
 	m.systems = newSystemsCollector()
 	m.mem = &memCollector{hw: &m.hw}

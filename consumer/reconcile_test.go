@@ -77,6 +77,15 @@ actions:
 	if settled == nil || settled.Replayed {
 		t.Fatalf("reconciled outcome for c1 missing: %+v", seen["c1"])
 	}
+	// The record tells how: a 500 (ambiguous), confirmations that never
+	// answered (unresolved, established by confirmation), then the
+	// reconciler's confirmation that found the refund.
+	wantEvidence(t, first, schemas.StatusUnresolved, schemas.EstablishedByConfirmation,
+		[]string{"attempt 1 ambiguous", "confirm executor unknown"}, "attempt 1 → ambiguous", "HTTP 500", "confirm asked by executor → unknown (no confirmation within 600ms")
+	wantEvidence(t, settled.Record, schemas.StatusSucceeded, schemas.EstablishedByReconciler,
+		[]string{"attempt 1 ambiguous", "confirm executor unknown", "confirm reconciler found"},
+		"confirm asked by reconciler → found → succeeded, established by reconciler")
+	h.Audit()
 	mu.Lock()
 	defer mu.Unlock()
 	if effects["refund-9"] != 1 {

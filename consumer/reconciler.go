@@ -58,11 +58,15 @@ func (e *Executor) reconcileOnce(ctx context.Context) {
 	}
 }
 
+// reconcilerSource is the source of the reconciler's own reconcile
+// requests; any other source is an operator's (onceflight reconcile).
+const reconcilerSource = "onceflight-reconciler"
+
 func (e *Executor) requestReconcile(ctx context.Context, rec schemas.Record) error {
 	id := fmt.Sprintf("reconcile-%s-%d", e.cfg.ExecutorID, time.Now().UnixNano())
 	data, _ := json.Marshal(map[string]string{"key": rec.IdempotencyKey})
 	r, err := schemas.EncodeCommand(schemas.Command{
-		ID: id, Source: "onceflight-reconciler", Type: TypeReconcile, Subject: rec.Entity,
+		ID: id, Source: reconcilerSource, Type: TypeReconcile, Subject: rec.Entity,
 		IdempotencyKey: "reconcile/" + id, Data: data,
 	}, schemas.Binary)
 	if err != nil {
@@ -119,6 +123,11 @@ func (j *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 	}
 	rec := target
 	rec.Executor = j.e.cfg.ExecutorID
+	j.asker = schemas.ByOperator
+	if cmd.Source == reconcilerSource {
+		j.asker = schemas.ByReconciler
+	}
+	defer func() { j.asker = "" }()
 	j.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
 		r.Attempt = target.Attempts
 		return connectors.Reconcile(ctx, a.conn, r, a.policy, opt)

@@ -456,3 +456,28 @@ func TestWireGoldenHeaderNames(t *testing.T) {
 		t.Errorf("names file %v, constants %v", got, names)
 	}
 }
+
+// TestWireGoldenEvidence pins the evidence members (docs/events.md#evidence):
+// established_by, evidence and evidence_dropped, in RFC 8785 form, decoded
+// back as written, hashed over.
+func TestWireGoldenEvidence(t *testing.T) {
+	rec := evidenceRecord()
+	b, err := SealRecord(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := golden(t, "journal_record_evidence.json", b)
+	got, err := UnmarshalRecord(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(canonicalRecord(t, got), canonicalRecord(t, rec)) {
+		t.Errorf("decoded\n got %+v\nwant %+v", got, rec)
+	}
+	if c, err := JCS(line); err != nil || !bytes.Equal(c, line) {
+		t.Errorf("not in RFC 8785 form (%v):\n%s\n%s", err, line, c)
+	}
+	if h, err := RecordHash(line); err != nil || h != rec.Hash {
+		t.Errorf("RecordHash %s (%v), want %s", h, err, rec.Hash)
+	}
+}

@@ -195,7 +195,9 @@ func FuzzDecodeRecordFast(f *testing.F) {
 	off := int64(1250)
 	positioned.Release = &Resolution{By: "bob", At: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Reason: "again", As: StatusSucceeded, DecisionID: "rel-1", Offset: &off}
 	f.Add([]byte(`{"release":{"offset":null,"by":"x"}}`))
-	for _, rec := range []Record{testRecord(), htmlRecord(), settled, positioned, {}} {
+	f.Add([]byte(`{"evidence":[{"answer":"ambiguous","at":"2026-12-02T01:00:00Z","attempt":1} , {"kind":"confirm","ended_at":null}],"evidence_dropped":3}`))
+	f.Add([]byte(`{"evidence":[],"established_by":null}`))
+	for _, rec := range []Record{testRecord(), htmlRecord(), settled, positioned, evidenceRecord(), {}} {
 		b, _ := AppendRecord(nil, &rec)
 		f.Add(b)
 		j, _ := json.Marshal(rec)
@@ -219,7 +221,7 @@ func FuzzDecodeRecordFast(f *testing.F) {
 }
 
 func TestDecodeRecordFastTakesOwnEncoding(t *testing.T) {
-	for _, rec := range []Record{testRecord(), htmlRecord()} {
+	for _, rec := range []Record{testRecord(), htmlRecord(), evidenceRecord()} {
 		b, _ := SealRecord(&rec)
 		var got Record
 		if !decodeRecordFast(b, &got) {

@@ -9,6 +9,7 @@ package schemas
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // Status is an execution record's state (docs/events.md#execution-records).
@@ -52,6 +53,10 @@ const (
 	CodeAmbiguous            = "ambiguous_no_confirm"
 	CodeNotUnresolved        = "not_unresolved"
 	CodeTooLarge             = "too_large"
+	// CodeConfirmationPending is the error of an in_progress record whose
+	// last attempt answered ambiguously and whose confirmation has not
+	// answered yet (never a final record's).
+	CodeConfirmationPending = "confirmation_pending"
 )
 
 // Error is a record's error: a stable code and a message for humans.
@@ -127,6 +132,104 @@ type Record struct {
 	// "" when the action has none. It travels in the journal so a
 	// restored index knows the tuple without the configuration.
 	UniqueKey string `json:"unique_key,omitempty"`
-	Hash      string `json:"hash"`
-	PrevHash  string `json:"prev_hash"`
+	// EstablishedBy says how Status was established (EstablishedBy*);
+	// "" in records written before 2026-12-02.
+	EstablishedBy string `json:"established_by,omitempty"`
+	// Evidence is the story of the execution as it went: every attempt's
+	// answer and every confirmation, the latest MaxEvidence of them;
+	// EvidenceDropped counts the older ones left out.
+	Evidence        []Evidence `json:"evidence,omitempty"`
+	EvidenceDropped int        `json:"evidence_dropped,omitempty"`
+	Hash            string     `json:"hash"`
+	PrevHash        string     `json:"prev_hash"`
+}
+
+// How a record's status was established (Record.EstablishedBy,
+// docs/events.md#evidence). Wire format: never rename one.
+const (
+	// EstablishedByAnswer: the connector's answer to an attempt (or the
+	// executor's rules applied to those answers: retries used up, an
+	// ambiguous answer that cannot be confirmed).
+	EstablishedByAnswer = "answer"
+	// EstablishedByConfirmation: a confirm call after an ambiguous answer,
+	// asked by the executor that made the attempt or by a later owner.
+	EstablishedByConfirmation = "confirmation"
+	// EstablishedByReconciler: the reconciler's confirmation of an
+	// unresolved record.
+	EstablishedByReconciler = "reconciler"
+	// EstablishedByOperator: an operator's signed decision (resolve); the
+	// record's resolution names it.
+	EstablishedByOperator = "operator"
+	// EstablishedByRule: the executor's decision rules without asking the
+	// external system (a rejection: invalid, expired, reused key, ...).
+	EstablishedByRule = "rule"
+)
+
+// Evidence kinds, answers and askers (docs/events.md#evidence).
+const (
+	EvidenceAttempt = "attempt"
+	EvidenceConfirm = "confirm"
+
+	AnswerSucceeded   = "succeeded"
+	AnswerRejected    = "rejected"
+	AnswerUnavailable = "unavailable"
+	AnswerAmbiguous   = "ambiguous"
+	AnswerFound       = "found"
+	AnswerNotFound    = "not_found"
+	AnswerUnknown     = "unknown"
+
+	ByExecutor   = "executor"
+	ByReconciler = "reconciler"
+	ByOperator   = "operator"
+)
+
+// MaxEvidence is how many evidence entries a record keeps (the latest);
+// older ones are counted in EvidenceDropped, so a record stays small.
+const MaxEvidence = 16
+
+// MaxEvidenceDetail bounds an entry's detail, in bytes.
+const MaxEvidenceDetail = 200
+
+// Evidence is one observation of the external system: an attempt and its
+// answer, or a confirm call and its answer.
+type Evidence struct {
+	// Kind is EvidenceAttempt or EvidenceConfirm.
+	Kind string `json:"kind"`
+	// Attempt is the attempt's number; for a confirmation, the attempt it
+	// asked about.
+	Attempt      int        `json:"attempt"`
+	FencingToken int64      `json:"fencing_token,omitempty"`
+	At           time.Time  `json:"at"`
+	EndedAt      *time.Time `json:"ended_at,omitempty"`
+	// Answer: for an attempt succeeded, rejected, unavailable or ambiguous;
+	// for a confirmation found, not_found or unknown.
+	Answer string `json:"answer"`
+	// By asked a confirmation: executor, reconciler or operator.
+	By string `json:"by,omitempty"`
+	// Detail is where the answer came from (an HTTP status, a timeout, a
+	// refused connection), at most MaxEvidenceDetail bytes.
+	Detail string `json:"detail,omitempty"`
+}
+
+// AddEvidence appends ev to rec's evidence, keeping the latest
+// MaxEvidence entries and counting the ones it drops.
+func (rec *Record) AddEvidence(ev Evidence) {
+	ev.Detail = TruncateDetail(ev.Detail)
+	rec.Evidence = append(rec.Evidence, ev)
+	if over := len(rec.Evidence) - MaxEvidence; over > 0 {
+		rec.Evidence = append([]Evidence(nil), rec.Evidence[over:]...)
+		rec.EvidenceDropped += over
+	}
+}
+
+// TruncateDetail cuts s to MaxEvidenceDetail bytes at a rune boundary.
+func TruncateDetail(s string) string {
+	if len(s) <= MaxEvidenceDetail {
+		return s
+	}
+	cut := MaxEvidenceDetail - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

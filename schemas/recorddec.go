@@ -245,10 +245,82 @@ func (d *recDecoder) record(rec *Record) bool {
 			return 21, d.resolution(&rec.Release)
 		case "unique_key":
 			return 22, d.str(&rec.UniqueKey)
+		case "established_by":
+			return 23, d.str(&rec.EstablishedBy)
+		case "evidence":
+			return 24, d.evidence(&rec.Evidence)
+		case "evidence_dropped":
+			return 25, d.int(&rec.EvidenceDropped)
 		case "hash":
 			return 19, d.str(&rec.Hash)
 		case "prev_hash":
 			return 20, d.str(&rec.PrevHash)
+		}
+		return 0, false
+	})
+}
+
+// evidence reads the evidence array, or null (nil).
+func (d *recDecoder) evidence(dst *[]Evidence) bool {
+	if d.isNull() {
+		*dst = nil
+		return true
+	}
+	p := &d.p
+	if p.i >= len(p.src) || p.src[p.i] != '[' {
+		return false
+	}
+	p.i++
+	out := []Evidence{}
+	p.skipSpace()
+	if p.i < len(p.src) && p.src[p.i] == ']' {
+		p.i++
+		*dst = out
+		return true
+	}
+	for {
+		var ev Evidence
+		if !d.evidenceEntry(&ev) {
+			return false
+		}
+		out = append(out, ev)
+		p.skipSpace()
+		if p.i >= len(p.src) {
+			return false
+		}
+		switch p.src[p.i] {
+		case ',':
+			p.i++
+			p.skipSpace()
+		case ']':
+			p.i++
+			*dst = out
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (d *recDecoder) evidenceEntry(ev *Evidence) bool {
+	return d.object(func(k []byte) (int, bool) {
+		switch string(k) {
+		case "kind":
+			return 0, d.str(&ev.Kind)
+		case "attempt":
+			return 1, d.int(&ev.Attempt)
+		case "fencing_token":
+			return 2, d.int64(&ev.FencingToken)
+		case "at":
+			return 3, d.time(&ev.At)
+		case "ended_at":
+			return 4, d.timePtr(&ev.EndedAt)
+		case "answer":
+			return 5, d.str(&ev.Answer)
+		case "by":
+			return 6, d.str(&ev.By)
+		case "detail":
+			return 7, d.str(&ev.Detail)
 		}
 		return 0, false
 	})

@@ -104,6 +104,26 @@ func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int,
 		b = appendJCSString(b, rec.Error.Message)
 		b = append(b, '}')
 	}
+	if rec.EstablishedBy != "" {
+		b = append(b, `,"established_by":`...)
+		b = appendJCSString(b, rec.EstablishedBy)
+	}
+	if len(rec.Evidence) > 0 {
+		b = append(b, `,"evidence":[`...)
+		for i := range rec.Evidence {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendEvidence(b, &rec.Evidence[i]); err != nil {
+				return nil, 0, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if rec.EvidenceDropped != 0 {
+		b = append(b, `,"evidence_dropped":`...)
+		b = appendJCSInt(b, int64(rec.EvidenceDropped))
+	}
 	b = append(b, `,"executor":`...)
 	b = appendJCSString(b, rec.Executor)
 	if rec.FencingToken != 0 {
@@ -181,6 +201,38 @@ func appendResolution(b []byte, head string, r *Resolution) ([]byte, error) {
 	}
 	b = append(b, `,"reason":`...)
 	b = appendJCSString(b, r.Reason)
+	return append(b, '}'), nil
+}
+
+// appendEvidence writes one evidence entry's members in JCS order.
+func appendEvidence(b []byte, ev *Evidence) ([]byte, error) {
+	b = append(b, `{"answer":`...)
+	b = appendJCSString(b, ev.Answer)
+	b, err := appendTimeMember(b, `,"at":`, ev.At)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"attempt":`...)
+	b = appendJCSInt(b, int64(ev.Attempt))
+	if ev.By != "" {
+		b = append(b, `,"by":`...)
+		b = appendJCSString(b, ev.By)
+	}
+	if ev.Detail != "" {
+		b = append(b, `,"detail":`...)
+		b = appendJCSString(b, ev.Detail)
+	}
+	if ev.EndedAt != nil {
+		if b, err = appendTimeMember(b, `,"ended_at":`, *ev.EndedAt); err != nil {
+			return nil, err
+		}
+	}
+	if ev.FencingToken != 0 {
+		b = append(b, `,"fencing_token":`...)
+		b = appendJCSInt(b, ev.FencingToken)
+	}
+	b = append(b, `,"kind":`...)
+	b = appendJCSString(b, ev.Kind)
 	return append(b, '}'), nil
 }
 

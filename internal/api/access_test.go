@@ -185,4 +185,12 @@ func TestRedactRecord(t *testing.T) {
 	if got := RedactRecord(schemas.Record{}, []string{"b"}); got.Data != nil {
 		t.Errorf("no data: %s", got.Data)
 	}
+	// An evidence detail that echoes a hidden value is scrubbed; the
+	// record given is not changed.
+	rec = schemas.Record{Data: json.RawMessage(`{"card":"4111-1111"}`),
+		Evidence: []schemas.Evidence{{Kind: schemas.EvidenceAttempt, Attempt: 1, Answer: schemas.AnswerRejected, Detail: "HTTP 422: card 4111-1111 declined"}}}
+	got := RedactRecord(rec, []string{"card"})
+	if d := got.Evidence[0].Detail; strings.Contains(d, "4111-1111") || rec.Evidence[0].Detail != "HTTP 422: card 4111-1111 declined" {
+		t.Errorf("evidence detail %q (original now %q)", d, rec.Evidence[0].Detail)
+	}
 }

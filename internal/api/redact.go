@@ -41,6 +41,16 @@ func RedactRecord(rec schemas.Record, paths []string) schemas.Record {
 		e.Message = scrub(e.Message, secrets)
 		rec.Error = &e
 	}
+	// Evidence details quote the external system's answers, which may
+	// echo the data.
+	if len(rec.Evidence) > 0 {
+		evs := make([]schemas.Evidence, len(rec.Evidence))
+		for i, ev := range rec.Evidence {
+			ev.Detail = scrub(ev.Detail, secrets)
+			evs[i] = ev
+		}
+		rec.Evidence = evs
+	}
 	return rec
 }
 

@@ -69,7 +69,17 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", text.String())
-	wantSteps(t, s, []string{"journal:in_progress", "journal:succeeded", "outcomes:succeeded"})
+	// The ambiguous answer is journaled before the confirmation is asked
+	// (the second in_progress record: "confirmation pending").
+	wantSteps(t, s, []string{"journal:in_progress", "journal:in_progress", "journal:succeeded", "outcomes:succeeded"})
+	if r := s.Steps[1].Record; r.Error == nil || r.Error.Code != schemas.CodeConfirmationPending || !strings.Contains(EvidenceText(r), "attempt 1 → ambiguous (after ") ||
+		!strings.HasSuffix(EvidenceText(r), "→ confirmation pending") {
+		t.Errorf("pending step: %+v: %s", r.Error, EvidenceText(r))
+	}
+	if !strings.Contains(text.String(), "evidence: attempt 1 → ambiguous (after ") ||
+		!strings.Contains(text.String(), "HTTP 504) → confirm asked by executor → found → succeeded, established by confirmation\n") {
+		t.Errorf("explain does not tell the confirmation:\n%s", text.String())
+	}
 	if s.Entity != "order-1" || s.Current == nil || string(s.Current.Result) == "" || !strings.Contains(string(s.Current.Result), "L1") {
 		t.Errorf("story = %+v", s)
 	}
@@ -96,6 +106,11 @@ func TestExplain(t *testing.T) {
 	_ = WriteStoryText(&text, s)
 	t.Logf("\n%s", text.String())
 	wantSteps(t, s, []string{"journal:in_progress", "journal:unresolved", "outcomes:unresolved", "journal:succeeded", "outcomes:succeeded", "outcomes:succeeded"})
+	if !strings.Contains(text.String(), `evidence: attempt 1 → ambiguous (after `) ||
+		!strings.Contains(text.String(), `→ resolved by alice: "carrier confirmed by phone" → succeeded, established by operator`) ||
+		s.Current.EstablishedBy != schemas.EstablishedByOperator || s.Steps[1].Record.EstablishedBy != schemas.EstablishedByAnswer {
+		t.Errorf("explain does not tell the resolution:\n%s", text.String())
+	}
 	last := s.Steps[3]
 	if !strings.Contains(last.Summary, `resolved as succeeded by alice: "carrier confirmed by phone"`) {
 		t.Errorf("resolution step: %s", last.Summary)

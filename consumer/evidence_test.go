@@ -1,0 +1,233 @@
+package consumer_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/internal/inspect"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// evidenceService is a refunds service on loopback whose behaviour is
+// chosen per idempotency key by its prefix:
+//
+//	fast-     POST 200
+//	retry-    POST 503 (not done) once, then 200
+//	slow-     POST applies, then answers after the attempt's timeout; GET finds it
+//	lost-     first POST times out without applying (GET 404), the next one 200
+//	crash-    POST applies and times out; GET hangs until release is closed
+type evidenceService struct {
+	mu      sync.Mutex
+	posts   map[string]int
+	applied map[string]bool
+	release chan struct{}
+	srv     *httptest.Server
+}
+
+func newEvidenceService(t *testing.T) *evidenceService {
+	s := &evidenceService{posts: map[string]int{}, applied: map[string]bool{}, release: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		if key == "" {
+			key = r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+		}
+		s.mu.Lock()
+		if r.Method == http.MethodGet {
+			applied := s.applied[key]
+			s.mu.Unlock()
+			if strings.HasPrefix(key, "crash-") {
+				select {
+				case <-s.release:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			if !applied {
+				http.Error(w, "no such refund", http.StatusNotFound)
+				return
+			}
+			fmt.Fprintf(w, `{"refund_id":"re-%s"}`, key)
+			return
+		}
+		s.posts[key]++
+		n := s.posts[key]
+		slow := strings.HasPrefix(key, "slow-") || strings.HasPrefix(key, "crash-") || (strings.HasPrefix(key, "lost-") && n == 1)
+		switch {
+		case strings.HasPrefix(key, "retry-") && n == 1:
+			s.mu.Unlock()
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		case strings.HasPrefix(key, "lost-") && n == 1:
+		default:
+			s.applied[key] = true
+		}
+		s.mu.Unlock()
+		if slow {
+			// Answer after the client gave up (timeout: ambiguous).
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Second):
+			}
+			return
+		}
+		fmt.Fprintf(w, `{"refund_id":"re-%s"}`, key)
+	}))
+	t.Cleanup(s.srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-s.release:
+		default:
+			close(s.release)
+		}
+	})
+	return s
+}
+
+func (s *evidenceService) postsOf(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.posts[key]
+}
+
+const evidenceYAML = `actions:
+  payments.refund:
+    connector: http
+    url: %[1]s/refunds
+    confirm_url: %[1]s/refunds/{key}
+    timeout: 300ms
+    confirm_timeout: 5s
+`
+
+// kinds is the record's evidence as "attempt N answer" / "confirm by answer".
+func kinds(rec schemas.Record) []string {
+	var out []string
+	for _, ev := range rec.Evidence {
+		if ev.Kind == schemas.EvidenceConfirm {
+			out = append(out, "confirm "+ev.By+" "+ev.Answer)
+			continue
+		}
+		out = append(out, fmt.Sprintf("attempt %d %s", ev.Attempt, ev.Answer))
+	}
+	return out
+}
+
+func wantEvidence(t *testing.T, rec schemas.Record, status schemas.Status, by string, steps []string, text ...string) {
+	t.Helper()
+	if rec.Status != status || rec.EstablishedBy != by || fmt.Sprint(kinds(rec)) != fmt.Sprint(steps) {
+		t.Errorf("%s: %s established by %q, evidence %v; want %s by %q, %v", rec.IdempotencyKey, rec.Status, rec.EstablishedBy, kinds(rec), status, by, steps)
+	}
+	for i, ev := range rec.Evidence {
+		if ev.At.IsZero() || ev.EndedAt == nil || ev.EndedAt.Before(ev.At) || (ev.Kind == schemas.EvidenceAttempt && ev.FencingToken == 0) {
+			t.Errorf("%s: evidence %d lacks its times or fencing token: %+v", rec.IdempotencyKey, i, ev)
+		}
+	}
+	got := inspect.EvidenceText(&rec)
+	for _, w := range text {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s: explain's evidence %q lacks %q", rec.IdempotencyKey, got, w)
+		}
+	}
+}
+
+// TestEvidencePaths: each way an outcome is established leaves its story in
+// the record (docs/events.md#evidence), and audit's evidence check holds
+// on the real journal.
+func TestEvidencePaths(t *testing.T) {
+	h := executortest.New(t)
+	svc := newEvidenceService(t)
+	h.UseConfig(fmt.Sprintf(evidenceYAML, svc.srv.URL))
+	reg := prometheus.NewRegistry()
+	h.Reg = reg
+	h.Start(t.TempDir())
+	for i, key := range []string{"fast-1", "retry-1", "slow-1", "lost-1"} {
+		h.SubmitAction("c-"+key, "payments.refund", fmt.Sprintf("order-%d", i), key, `{"amount":1}`)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.Outcomes(4, seen, nil)
+	rec := func(key string) schemas.Record { return seen["c-"+key][0].Record }
+
+	wantEvidence(t, rec("fast-1"), schemas.StatusSucceeded, schemas.EstablishedByAnswer,
+		[]string{"attempt 1 succeeded"}, "attempt 1 → succeeded → succeeded, established by answer")
+	wantEvidence(t, rec("retry-1"), schemas.StatusSucceeded, schemas.EstablishedByAnswer,
+		[]string{"attempt 1 unavailable", "attempt 2 succeeded"}, "attempt 1 → unavailable (HTTP 503", "attempt 2 → succeeded → succeeded, established by answer")
+	wantEvidence(t, rec("slow-1"), schemas.StatusSucceeded, schemas.EstablishedByConfirmation,
+		[]string{"attempt 1 ambiguous", "confirm executor found"}, "attempt 1 → ambiguous (after ", "sent, no response", "→ confirm asked by executor → found → succeeded, established by confirmation")
+	wantEvidence(t, rec("lost-1"), schemas.StatusSucceeded, schemas.EstablishedByAnswer,
+		[]string{"attempt 1 ambiguous", "confirm executor not_found", "attempt 2 succeeded"},
+		"attempt 1 → ambiguous", "confirm asked by executor → not found", "attempt 2 → succeeded → succeeded, established by answer")
+	for key, want := range map[string]int{"fast-1": 1, "retry-1": 2, "slow-1": 1, "lost-1": 2} {
+		if n := svc.postsOf(key); n != want {
+			t.Errorf("%s: %d POSTs, want %d", key, n, want)
+		}
+	}
+	// Outcomes by how they were established: three answers, one
+	// confirmation.
+	for by, want := range map[string]float64{schemas.EstablishedByAnswer: 3, schemas.EstablishedByConfirmation: 1, schemas.EstablishedByOperator: 0} {
+		if got, ok := executortest.Gauge(t, reg, "onceflight_outcomes_established_total", "established_by", by); !ok || got != want {
+			t.Errorf("onceflight_outcomes_established_total{established_by=%q} = %v (%v), want %v", by, got, ok, want)
+		}
+	}
+	// The ambiguous answer was journaled before its confirmation.
+	pending := 0
+	for _, r := range h.JournalAll() {
+		if r.IdempotencyKey == "slow-1" && r.Status == schemas.StatusInProgress && r.Error != nil && r.Error.Code == schemas.CodeConfirmationPending {
+			pending++
+			if fmt.Sprint(kinds(r)) != "[attempt 1 ambiguous]" || !strings.HasSuffix(inspect.EvidenceText(&r), "→ confirmation pending") {
+				t.Errorf("pending record: %v %q", kinds(r), inspect.EvidenceText(&r))
+			}
+		}
+	}
+	if pending != 1 {
+		t.Errorf("slow-1: %d confirmation_pending records, want 1", pending)
+	}
+	h.Audit()
+}
+
+// TestEvidenceCrashBeforeConfirmation: the executor stops after the
+// ambiguous answer while the confirmation is out. The journal says
+// "ambiguous, confirmation pending"; the next owner confirms (never a
+// second POST) and the record says it was established by confirmation.
+func TestEvidenceCrashBeforeConfirmation(t *testing.T) {
+	h := executortest.New(t)
+	svc := newEvidenceService(t)
+	// confirm_timeout beyond the graceful stop's 5s bound: the stop
+	// abandons the confirmation, as a crash would.
+	h.UseConfig(strings.Replace(fmt.Sprintf(evidenceYAML, svc.srv.URL), "confirm_timeout: 5s", "confirm_timeout: 60s", 1))
+	dir := t.TempDir()
+	h.Start(dir)
+	h.SubmitAction("c-crash", "payments.refund", "order-c", "crash-1", `{"amount":1}`)
+	var last schemas.Record
+	executortest.WaitFor(t, 30*time.Second, "confirmation_pending record", func() bool {
+		for _, r := range h.JournalAll() {
+			if r.IdempotencyKey == "crash-1" {
+				last = r
+			}
+		}
+		return last.Error != nil && last.Error.Code == schemas.CodeConfirmationPending
+	})
+	h.Stop()
+	if last.Status != schemas.StatusInProgress || fmt.Sprint(kinds(last)) != "[attempt 1 ambiguous]" ||
+		!strings.HasPrefix(inspect.EvidenceText(&last), "attempt 1 → ambiguous (after ") || !strings.HasSuffix(inspect.EvidenceText(&last), "→ confirmation pending") {
+		t.Fatalf("record left by the stopped owner: %s %v %q", last.Status, kinds(last), inspect.EvidenceText(&last))
+	}
+	close(svc.release)
+	h.Start(dir)
+	seen := map[string][]schemas.Outcome{}
+	h.Outcomes(1, seen, nil)
+	wantEvidence(t, seen["c-crash"][0].Record, schemas.StatusSucceeded, schemas.EstablishedByConfirmation,
+		[]string{"attempt 1 ambiguous", "confirm executor found"}, "attempt 1 → ambiguous", "confirm asked by executor → found → succeeded, established by confirmation")
+	if n := svc.postsOf("crash-1"); n != 1 {
+		t.Errorf("crash-1: %d POSTs, want 1", n)
+	}
+	h.Audit()
+}
