@@ -33,6 +33,12 @@ func (e *Executor) fits(rec *schemas.Record) bool {
 	if rec.Error != nil {
 		msg = len(rec.Error.Message)
 	}
+	// The evidence (bounded: schemas.MaxEvidence entries with bounded
+	// details) is text the external system wrote: counted like the error
+	// message, plus each entry's fixed fields.
+	for _, ev := range rec.Evidence {
+		msg += len(ev.Detail) + len(ev.By) + len(ev.Answer) + 256/6
+	}
 	// JSON escaping can grow a string up to 6×; data and result are raw
 	// JSON, written as they are.
 	if len(rec.Data)+len(rec.Result)+6*msg+recordOverhead <= e.cfg.MaxMessageBytes {
@@ -65,6 +71,13 @@ func (e *Executor) fit(rec *schemas.Record) bool {
 	}
 	if rec.Error != nil && len(rec.Error.Message) > 1024 {
 		rec.Error.Message = rec.Error.Message[:1024] + " …[truncated]"
+		if e.fits(rec) {
+			return true
+		}
+	}
+	// Last, the evidence's details (the classes, times and tokens stay).
+	for i := range rec.Evidence {
+		rec.Evidence[i].Detail = ""
 	}
 	return true
 }

@@ -40,3 +40,29 @@ func TestFitShrinksFinalRecords(t *testing.T) {
 		t.Fatal("a fitting intent was changed")
 	}
 }
+
+// TestFitCountsEvidence: the evidence the external system's answers wrote
+// counts toward the record's size, and is shrunk last when nothing else is
+// left to shrink: a record with 16 long details and a limit just above the
+// overhead comes out fitting.
+func TestFitCountsEvidence(t *testing.T) {
+	e := &Executor{cfg: Config{MaxMessageBytes: recordOverhead + 8<<10}, m: newMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler)}
+	rec := schemas.Record{IdempotencyKey: "k", Entity: "e", Status: schemas.StatusSucceeded}
+	for i := range schemas.MaxEvidence {
+		rec.Evidence = append(rec.Evidence, schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: i + 1, Answer: "ambiguous",
+			Detail: strings.Repeat("\x01", 200)}) // escapes to \u0001: 6 bytes each
+	}
+	if e.fits(&rec) {
+		t.Fatal("a record with 16 × 200 escaped bytes of evidence is taken to fit in 8 KiB beyond the overhead")
+	}
+	if !e.fit(&rec) {
+		t.Fatal("fit did not shrink it")
+	}
+	b, err := schemas.MarshalRecord(rec)
+	if err != nil || len(b)+recordOverhead > e.cfg.MaxMessageBytes {
+		t.Fatalf("after fit: %d bytes (%v), limit %d", len(b), err, e.cfg.MaxMessageBytes-recordOverhead)
+	}
+	if len(rec.Evidence) != schemas.MaxEvidence || rec.Evidence[0].Answer != "ambiguous" {
+		t.Errorf("fit dropped the evidence's classes: %+v", rec.Evidence[0])
+	}
+}
