@@ -13,7 +13,7 @@ import (
 // demoInspect ends the demo with what a user inspects next: what protects
 // each of its actions (`onceflight actions`) and the story of the key that
 // went unresolved and was resolved by an operator (`onceflight explain`).
-func demoInspect(ctx context.Context, out io.Writer, brokers []string, cfg *config.Config, maxDataBytes int, key string) error {
+func demoInspect(ctx context.Context, out io.Writer, brokers []string, cfg *config.Config, maxDataBytes int, keys ...string) error {
 	acts, err := inspect.Describe(cfg, maxDataBytes)
 	if err != nil {
 		return err
@@ -27,10 +27,15 @@ func demoInspect(ctx context.Context, out io.Writer, brokers []string, cfg *conf
 		return fmt.Errorf("demo client: %w", err)
 	}
 	defer oc.Close()
-	s, err := inspect.Explain(ctx, oc, key, "")
-	if err != nil {
-		return err
+	for _, key := range keys {
+		s, err := inspect.Explain(ctx, oc, key, "")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\n$ onceflight explain %s\n", key)
+		if err := inspect.WriteStoryText(out, s); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(out, "\n$ onceflight explain %s\n", key)
-	return inspect.WriteStoryText(out, s)
+	return nil
 }
