@@ -63,6 +63,12 @@ type checkpointer struct {
 	ctx    context.Context // ends at stop: the loop's and the rebuilds'
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// rebuilds are the trees being rebuilt after a new ownership: a clean
+	// stop lets them finish (bounded) before it publishes, or the
+	// partitions they belong to would be left without a final checkpoint.
+	rebuilds sync.WaitGroup
+	rctx     context.Context // the rebuilds' context: ends when stop says
+	rcancel  context.CancelFunc
 
 	mu     sync.Mutex
 	parts  map[int32]*cpPart
@@ -135,6 +141,9 @@ func (c *checkpointer) start(ctx context.Context) error {
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	c.ctx, c.cancel = lctx, cancel
+	// Rebuilds outlive Run's context (cancelled first at a clean stop):
+	// stop lets them finish, bounded, and then cancels them itself.
+	c.rctx, c.rcancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.wg.Go(func() {
 		t := time.NewTicker(c.cfg.Interval)
 		defer t.Stop()
@@ -157,8 +166,16 @@ func (c *checkpointer) stop() {
 	if c == nil || c.cancel == nil {
 		return
 	}
+	done := make(chan struct{})
+	go func() { c.rebuilds.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+	c.rcancel()
 	c.cancel()
 	c.wg.Wait()
+	c.rebuilds.Wait() // cancelled now, if still running
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c.publish(ctx)
@@ -187,7 +204,7 @@ func (c *checkpointer) committed(entries []outbox.Entry, ts *txSeals) {
 			st = &cpPart{epoch: epoch}
 			c.parts[r.Partition] = st
 			p, target := r.Partition, r.Offset
-			c.wg.Go(func() { c.rebuild(p, st, target) })
+			c.rebuilds.Go(func() { c.rebuild(p, st, target) })
 		}
 		var h []byte
 		if ts != nil && i < len(ts.leaves) {
@@ -230,7 +247,7 @@ func headerEpoch(r *kgo.Record) int64 {
 // by an earlier owner whose transactions are over (fenced by our epoch
 // marker), so the journal below target no longer changes.
 func (c *checkpointer) rebuild(p int32, st *cpPart, target int64) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.e.cfg.TransactionTimeout+time.Minute)
+	ctx, cancel := context.WithTimeout(c.rctx, c.e.cfg.TransactionTimeout+time.Minute)
 	defer cancel()
 	tree, err := c.treeAt(ctx, p, target)
 	c.mu.Lock()
