@@ -36,7 +36,9 @@ type item struct {
 	size    int  // bytes, counted in its partition's buffer
 	counted bool // taken out of the buffer counts (pipeline.mu)
 	// queued is when the poll loop queued it for its entity: where its
-	// trace's wait for the entity's single flight starts.
+	// trace's wait for the entity's single flight starts. Set only when
+	// tracing is on; written under pipeline.mu before the entity's worker
+	// can see the item.
 	queued time.Time
 }
 

@@ -148,8 +148,8 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 // enqueue appends it to q and counts it as buffered, except in
 // p.buffered: the caller counted it there (p.mu held).
 func (p *pipeline) enqueue(st *partState, q *entityQueue, it *item) {
-	if it.queued.IsZero() {
-		it.queued = time.Now()
+	if p.e.tracer != nil && it.queued.IsZero() {
+		it.queued = time.Now() // only traces read it: no clock read per command otherwise
 	}
 	q.items = append(q.items, it)
 	st.buf.n++
