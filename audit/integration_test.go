@@ -14,7 +14,6 @@ import (
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/executortest"
-	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -214,7 +213,7 @@ func TestRunRejectsUnknownPartition(t *testing.T) {
 	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tp := topics.Default()
+	tp := schemas.DefaultTopics()
 	for _, name := range []string{tp.Commands, tp.Journal, tp.Outcomes, tp.Deadletter} {
 		if _, err := kadm.NewClient(h.cl).CreateTopic(ctx, nParts, 1, nil, name); err != nil {
 			t.Fatal(err)

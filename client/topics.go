@@ -1,6 +1,6 @@
 package client
 
-import "github.com/onceflight/onceflight/internal/topics"
+import "github.com/onceflight/onceflight/schemas"
 
 // Topics names the four topics of one deployment (docs/README.md). The executor's
 // defaults are in DefaultTopics; an empty field means its default, so a
@@ -21,7 +21,7 @@ type Topics struct {
 // DefaultTopics returns the executor's default topic names:
 // onceflight.commands, onceflight.outcomes, onceflight.journal and
 // onceflight.deadletter.
-func DefaultTopics() Topics { return Topics(topics.Default()) }
+func DefaultTopics() Topics { return Topics(schemas.DefaultTopics()) }
 
 // WithDefaults returns t with every empty field set to its default.
 func (t Topics) WithDefaults() Topics {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/outbox"
 )
 
@@ -64,8 +63,8 @@ type Config struct {
 	// Group is the consumer group the executors of one deployment share.
 	// Default "onceflight".
 	Group string
-	// Topics; defaults from package topics.
-	Topics topics.Topics
+	// Topics; defaults schemas.DefaultTopics.
+	Topics schemas.Topics
 	// Partitions for the topics this executor creates when missing. Default 12.
 	Partitions int
 	// SessionTimeout of the consumer group. Default 45s.
@@ -157,7 +156,7 @@ func (c *Config) setDefaults() {
 	if c.Group == "" {
 		c.Group = DefaultGroup
 	}
-	d := topics.Default()
+	d := schemas.DefaultTopics()
 	if c.Topics.Commands == "" {
 		c.Topics.Commands = d.Commands
 	}

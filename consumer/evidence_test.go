@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/internal/executortest"
-	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -131,7 +130,7 @@ func wantEvidence(t *testing.T, rec schemas.Record, status schemas.Status, by st
 			t.Errorf("%s: evidence %d lacks its times or fencing token: %+v", rec.IdempotencyKey, i, ev)
 		}
 	}
-	got := inspect.EvidenceText(&rec)
+	got := schemas.EvidenceText(&rec)
 	for _, w := range text {
 		if !strings.Contains(got, w) {
 			t.Errorf("%s: explain's evidence %q lacks %q", rec.IdempotencyKey, got, w)
@@ -182,8 +181,8 @@ func TestEvidencePaths(t *testing.T) {
 	for _, r := range h.JournalAll() {
 		if r.IdempotencyKey == "slow-1" && r.Status == schemas.StatusInProgress && r.Error != nil && r.Error.Code == schemas.CodeConfirmationPending {
 			pending++
-			if fmt.Sprint(kinds(r)) != "[attempt 1 ambiguous]" || !strings.HasSuffix(inspect.EvidenceText(&r), "→ confirmation pending") {
-				t.Errorf("pending record: %v %q", kinds(r), inspect.EvidenceText(&r))
+			if fmt.Sprint(kinds(r)) != "[attempt 1 ambiguous]" || !strings.HasSuffix(schemas.EvidenceText(&r), "→ confirmation pending") {
+				t.Errorf("pending record: %v %q", kinds(r), schemas.EvidenceText(&r))
 			}
 		}
 	}
@@ -217,8 +216,8 @@ func TestEvidenceCrashBeforeConfirmation(t *testing.T) {
 	})
 	h.Stop()
 	if last.Status != schemas.StatusInProgress || fmt.Sprint(kinds(last)) != "[attempt 1 ambiguous]" ||
-		!strings.HasPrefix(inspect.EvidenceText(&last), "attempt 1 → ambiguous (after ") || !strings.HasSuffix(inspect.EvidenceText(&last), "→ confirmation pending") {
-		t.Fatalf("record left by the stopped owner: %s %v %q", last.Status, kinds(last), inspect.EvidenceText(&last))
+		!strings.HasPrefix(schemas.EvidenceText(&last), "attempt 1 → ambiguous (after ") || !strings.HasSuffix(schemas.EvidenceText(&last), "→ confirmation pending") {
+		t.Fatalf("record left by the stopped owner: %s %v %q", last.Status, kinds(last), schemas.EvidenceText(&last))
 	}
 	close(svc.release)
 	h.Start(dir)

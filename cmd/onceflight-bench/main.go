@@ -36,7 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/topics"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // allPhases in the order they run; later phases reuse what earlier ones
@@ -49,7 +49,7 @@ type bench struct {
 	dir        string
 	brokers    []string
 	prefix     string // of every topic, group and transactional id of the run
-	topics     topics.Topics
+	topics     schemas.Topics
 	group      string
 	partitions int
 	entities   int
@@ -234,7 +234,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if b.prefix == "" {
 		b.prefix = fmt.Sprintf("ofb-%d.", time.Now().Unix())
 	}
-	b.topics = topics.Topics{
+	b.topics = schemas.Topics{
 		Commands: b.prefix + "commands", Outcomes: b.prefix + "outcomes",
 		Journal: b.prefix + "journal", Deadletter: b.prefix + "deadletter",
 	}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/onceflight/onceflight/internal/topics"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // scaleRun is one drain by k executors in one group.
@@ -35,12 +35,12 @@ const groupSettle = 5 * time.Second
 func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error) {
 	r.k, r.n = k, n
 	saved := struct {
-		t topics.Topics
+		t schemas.Topics
 		g string
 	}{b.topics, b.group}
 	defer func() { b.topics, b.group = saved.t, saved.g }()
 	p := fmt.Sprintf("%sx%d.", b.prefix, k)
-	b.topics = topics.Topics{Commands: p + "commands", Outcomes: p + "outcomes", Journal: p + "journal", Deadletter: p + "deadletter"}
+	b.topics = schemas.Topics{Commands: p + "commands", Outcomes: p + "outcomes", Journal: p + "journal", Deadletter: p + "deadletter"}
 	b.group = p + "executors"
 	if err := b.createTopics(ctx); err != nil {
 		return r, err

@@ -19,7 +19,6 @@ import (
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/httpauth"
 	"github.com/onceflight/onceflight/internal/inspect"
-	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -29,7 +28,7 @@ type consoleOptions struct {
 	addr, dataDir string
 	brokers       []string
 	conn          []kgo.Opt
-	topics        topics.Topics
+	topics        schemas.Topics
 	group         string
 	cfg           *config.Config
 	maxDataBytes  int

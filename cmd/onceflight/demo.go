@@ -23,7 +23,6 @@ import (
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/demo"
-	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -153,7 +152,7 @@ func runDemo(ctx context.Context, out io.Writer, keep bool, consoleAddr string, 
 		return err
 	}
 
-	kf := &kafkaFlags{Brokers: []string{b.Addr()}, Topics: topics.Default()}
+	kf := &kafkaFlags{Brokers: []string{b.Addr()}, Topics: schemas.DefaultTopics()}
 	runCtx, stopServe := context.WithCancel(ctx)
 	serveDone := make(chan error, 1)
 	httpAddr := make(chan string, 1)
@@ -270,7 +269,7 @@ func withData(c schemas.Command, d string) schemas.Command {
 }
 
 // demoRun publishes one step and waits for its outcome.
-func demoRun(ctx context.Context, cl *kgo.Client, t topics.Topics, keys *schemas.ControlKeys, i int, st demoStep) (schemas.Outcome, error) {
+func demoRun(ctx context.Context, cl *kgo.Client, t schemas.Topics, keys *schemas.ControlKeys, i int, st demoStep) (schemas.Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	from, err := client.EndOffsets(ctx, cl, t.Outcomes)

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/client"
-	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/kafkaconf"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // envPrefix starts the environment variable of every flag.
@@ -110,7 +110,7 @@ func (lf *logFlags) logger(w io.Writer) *slog.Logger {
 // connections") and which topics to use (docs/README.md, docs/cli.md).
 type kafkaFlags struct {
 	Brokers []string
-	Topics  topics.Topics
+	Topics  schemas.Topics
 	// Props are the -X key=value flags, in order; ConfigFile is
 	// --kafka-config. Both are read by conn.
 	Props      []string
@@ -135,7 +135,7 @@ func addKafkaFlagsDefault(cmd *cobra.Command, brokers []string, brokersHelp stri
 	fs.StringArrayVarP(&kf.Props, "kafka-property", "X", nil,
 		"Kafka connection property key=value, repeatable, overrides --kafka-config ("+strings.Join(kafkaconf.Names(), ", ")+")")
 	fs.StringVar(&kf.ConfigFile, "kafka-config", "", "Kafka connection properties file (Java/librdkafka format: key=value lines, # comments)")
-	d := topics.Default()
+	d := schemas.DefaultTopics()
 	fs.StringVar(&kf.Topics.Commands, "commands-topic", d.Commands, "topic of command events")
 	fs.StringVar(&kf.Topics.Outcomes, "outcomes-topic", d.Outcomes, "topic of outcome events")
 	fs.StringVar(&kf.Topics.Journal, "journal-topic", d.Journal, "topic of execution records")

@@ -26,7 +26,7 @@ import (
 
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/dirlock"
-	"github.com/onceflight/onceflight/internal/topics"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // writeConfig writes a valid one-action file and returns its path.
@@ -191,7 +191,7 @@ func TestSubmitPrintsDerivedKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	addr, cl := testBroker(ctx, t)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topics.Default().Commands); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, schemas.DefaultTopics().Commands); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -259,7 +259,7 @@ func TestServeWithoutBrokersWarns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	o := &serveOptions{
-		kf: &kafkaFlags{Topics: topics.Default()}, configPath: writeConfig(t), group: "g", httpAddr: "127.0.0.1:0",
+		kf: &kafkaFlags{Topics: schemas.DefaultTopics()}, configPath: writeConfig(t), group: "g", httpAddr: "127.0.0.1:0",
 		dataDir: t.TempDir(), executorID: "warn-test", sessionTimeout: 6 * time.Second, clockDrift: time.Second,
 		maxInflight: 1, partitions: 1, maxDataBytes: 1 << 10, maxMsgBytes: 1 << 20, maxBuffered: 10,
 		maxBufPart: 10, maxBufBytes: 1 << 20, maxBufEntity: 10, embeddedAddr: "127.0.0.1:0",

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/client"
-	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -106,7 +105,7 @@ func TestOutcomesReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec.Topic, rec.Partition, rec.Timestamp = topics.DefaultOutcomes, o.p, t0.Add(o.afterT0)
+		rec.Topic, rec.Partition, rec.Timestamp = schemas.DefaultOutcomesTopic, o.p, t0.Add(o.afterT0)
 		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +187,7 @@ func TestOutcomesFollowsFromTheEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec.Topic = topics.DefaultOutcomes
+		rec.Topic = schemas.DefaultOutcomesTopic
 		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/client"
-	"github.com/onceflight/onceflight/internal/topics"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -23,7 +22,7 @@ import (
 // commands with "ignore" get none. It stands in for the real executor so the
 // client commands can be tested end to end on the embedded broker.
 func fakeExecutor(ctx context.Context, t *testing.T, addr string, seen chan<- schemas.Command) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topics.DefaultCommands),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(schemas.DefaultCommandsTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Error(err)
@@ -56,7 +55,7 @@ func fakeExecutor(ctx context.Context, t *testing.T, addr string, seen chan<- sc
 				t.Error(err)
 				return
 			}
-			o.Topic = topics.DefaultOutcomes
+			o.Topic = schemas.DefaultOutcomesTopic
 			if err := cl.ProduceSync(ctx, o).FirstErr(); err != nil && ctx.Err() == nil {
 				t.Error(err)
 			}
@@ -69,7 +68,7 @@ func startEnv(t *testing.T, seen chan<- schemas.Command) (context.Context, strin
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	addr, cl := testBroker(ctx, t)
-	d := topics.Default()
+	d := schemas.DefaultTopics()
 	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 3, 1, nil, d.Commands, d.Outcomes, d.Journal); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +144,7 @@ func TestStatusAndResolve(t *testing.T) {
 		t.Helper()
 		for _, r := range recs {
 			v, _ := schemas.MarshalRecord(r)
-			rec := &kgo.Record{Topic: topics.DefaultJournal, Key: []byte(r.IdempotencyKey), Value: v,
+			rec := &kgo.Record{Topic: schemas.DefaultJournalTopic, Key: []byte(r.IdempotencyKey), Value: v,
 				Headers: []kgo.RecordHeader{{Key: client.KindHeader, Value: []byte(client.KindRecord)}}}
 			if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 				t.Fatal(err)

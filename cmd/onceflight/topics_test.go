@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/onceflight/onceflight/internal/topics"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // TestTopicsCheckApply: topics made by an earlier release (1 MiB
@@ -22,7 +22,7 @@ func TestTopicsCheckApply(t *testing.T) {
 	defer cancel()
 	addr, cl := testBroker(ctx, t)
 	adm := kadm.NewClient(cl)
-	d := topics.Default()
+	d := schemas.DefaultTopics()
 	s := func(v string) *string { return &v }
 	old := map[string]*string{"max.message.bytes": s("1048576")}
 	oldJournal := map[string]*string{"max.message.bytes": s("1048576"), "retention.ms": s("604800000"), "retention.bytes": s("-1"),

@@ -28,8 +28,8 @@ func TestGoldenJournalExplains(t *testing.T) {
 			t.Fatalf("line %d: a record from before has evidence: %+v", i, rec)
 		}
 		st := JournalStep(prev, rec, 0, int64(i), time.Time{})
-		if strings.Contains(st.Summary, "established by") || EvidenceText(&rec) != "" {
-			t.Errorf("line %d: %q / %q", i, st.Summary, EvidenceText(&rec))
+		if strings.Contains(st.Summary, "established by") || schemas.EvidenceText(&rec) != "" {
+			t.Errorf("line %d: %q / %q", i, st.Summary, schemas.EvidenceText(&rec))
 		}
 		prev = &rec
 	}

@@ -219,7 +219,7 @@ func summarize(prev, r *schemas.Record) string {
 	}
 	if n := len(r.Evidence); n > 0 && (prev == nil || len(prev.Evidence) != n || prev.Evidence[n-1] != r.Evidence[n-1]) {
 		ev := r.Evidence[n-1]
-		fmt.Fprintf(&b, "; last observed: %s", evidenceStep(ev))
+		fmt.Fprintf(&b, "; last observed: %s", ev.Text())
 	}
 	fmt.Fprintf(&b, " [fencing token %d, epoch %d, executor %s]", r.FencingToken, r.Epoch, r.Executor)
 	return b.String()
@@ -242,7 +242,7 @@ func WriteStoryText(w io.Writer, s Story) error {
 	fmt.Fprintf(&b, "key %s, entity %s\n", s.Key, s.Entity)
 	if s.Current != nil {
 		fmt.Fprintf(&b, "now: %s, action %s, %d attempt(s), entity version %d\n", s.Current.Status, s.Current.Action, s.Current.Attempts, s.Current.EntityVersion)
-		if ev := EvidenceText(s.Current); ev != "" {
+		if ev := schemas.EvidenceText(s.Current); ev != "" {
 			fmt.Fprintf(&b, "evidence: %s\n", ev)
 		}
 	}
@@ -263,53 +263,4 @@ func WriteStoryJSON(w io.Writer, s Story) error {
 		return fmt.Errorf("write story: %w", err)
 	}
 	return nil
-}
-
-// EvidenceText tells how r's status came about from its evidence
-// (docs/events.md#evidence), as one line: "attempt 1 → ambiguous (after
-// 2s: timeout) → confirm asked by executor → found → succeeded,
-// established by confirmation". A record written before evidence existed
-// gives "".
-func EvidenceText(r *schemas.Record) string {
-	if len(r.Evidence) == 0 && r.EstablishedBy == "" {
-		return ""
-	}
-	var parts []string
-	if r.EvidenceDropped > 0 {
-		parts = append(parts, fmt.Sprintf("(%d earlier step(s) left out)", r.EvidenceDropped))
-	}
-	for _, ev := range r.Evidence {
-		parts = append(parts, evidenceStep(ev))
-	}
-	if r.Resolution != nil && r.Resolution.As != "approved" && r.EstablishedBy == schemas.EstablishedByOperator {
-		parts = append(parts, fmt.Sprintf("resolved by %s: %q", r.Resolution.By, r.Resolution.Reason))
-	}
-	switch {
-	case r.Status == schemas.StatusInProgress:
-		if n := len(r.Evidence); n > 0 && r.Evidence[n-1].Kind == schemas.EvidenceAttempt && r.Evidence[n-1].Answer == schemas.AnswerAmbiguous {
-			parts = append(parts, "confirmation pending")
-		} else {
-			parts = append(parts, fmt.Sprintf("attempt %d in progress", r.Attempts))
-		}
-	case r.EstablishedBy != "":
-		parts = append(parts, fmt.Sprintf("%s, established by %s", r.Status, r.EstablishedBy))
-	default:
-		parts = append(parts, string(r.Status))
-	}
-	return strings.Join(parts, " → ")
-}
-
-// evidenceStep is one evidence entry in EvidenceText's words.
-func evidenceStep(ev schemas.Evidence) string {
-	var s string
-	switch ev.Kind {
-	case schemas.EvidenceConfirm:
-		s = fmt.Sprintf("confirm asked by %s → %s", ev.By, strings.ReplaceAll(ev.Answer, "_", " "))
-	default:
-		s = fmt.Sprintf("attempt %d → %s", ev.Attempt, ev.Answer)
-	}
-	if ev.Detail != "" {
-		s += " (" + ev.Detail + ")"
-	}
-	return s
 }

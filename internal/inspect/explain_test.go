@@ -72,9 +72,9 @@ func TestExplain(t *testing.T) {
 	// The ambiguous answer is journaled before the confirmation is asked
 	// (the second in_progress record: "confirmation pending").
 	wantSteps(t, s, []string{"journal:in_progress", "journal:in_progress", "journal:succeeded", "outcomes:succeeded"})
-	if r := s.Steps[1].Record; r.Error == nil || r.Error.Code != schemas.CodeConfirmationPending || !strings.Contains(EvidenceText(r), "attempt 1 → ambiguous (after ") ||
-		!strings.HasSuffix(EvidenceText(r), "→ confirmation pending") {
-		t.Errorf("pending step: %+v: %s", r.Error, EvidenceText(r))
+	if r := s.Steps[1].Record; r.Error == nil || r.Error.Code != schemas.CodeConfirmationPending || !strings.Contains(schemas.EvidenceText(r), "attempt 1 → ambiguous (after ") ||
+		!strings.HasSuffix(schemas.EvidenceText(r), "→ confirmation pending") {
+		t.Errorf("pending step: %+v: %s", r.Error, schemas.EvidenceText(r))
 	}
 	if !strings.Contains(text.String(), "evidence: attempt 1 → ambiguous (after ") ||
 		!strings.Contains(text.String(), "HTTP 504) → confirm asked by executor → found → succeeded, established by confirmation\n") {

@@ -1,3 +1,7 @@
+// Package topics holds the settings one build of the executor needs its
+// topics to have (retention, cleanup policy, record size) and the check of
+// a cluster against them, shared by serve and `onceflight topics`. The topic
+// names themselves are wire values and live in schemas (schemas.Topics).
 package topics
 
 import (
@@ -9,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // The journal is the source of truth only while it is complete. Three
@@ -30,7 +36,7 @@ import (
 
 // Needs is what one build of the executor needs of its topics.
 type Needs struct {
-	Topics Topics
+	Topics schemas.Topics
 	// MaxMessageBytes is the producer's record limit (--max-message-bytes).
 	MaxMessageBytes int
 	// JournalRetention is key_memory + dedupe_retention + 1 day.
@@ -40,11 +46,6 @@ type Needs struct {
 // JournalMargin is added to key_memory + dedupe_retention for the
 // journal's retention: a day for clock drift and slow segment rolls.
 const JournalMargin = 24 * time.Hour
-
-// All returns the topic names, commands first.
-func (t Topics) All() []string {
-	return []string{t.Commands, t.Journal, t.Outcomes, t.Deadletter}
-}
 
 // Create returns the settings a topic is created with.
 func (n Needs) Create(topic string) map[string]*string {
