@@ -16,7 +16,7 @@ ARG REVISION=
 # CGO_ENABLED=0: a static binary that runs on distroless/static (no libc);
 # os/user then reads /etc/passwd itself, which distroless provides.
 RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" \
+      -ldflags "-s -w -X github.com/onceflight/onceflight/cli.version=${VERSION} -X github.com/onceflight/onceflight/cli.revision=${REVISION}" \
       -o /out/onceflight ./cmd/onceflight \
  && mkdir -p /out/data
 

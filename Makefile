@@ -10,7 +10,7 @@ FUZZTIME ?= 100000x
 # get no VCS stamp from the toolchain.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
-LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
+LDFLAGS  := -s -w -X github.com/onceflight/onceflight/cli.version=$(VERSION) -X github.com/onceflight/onceflight/cli.revision=$(REVISION)
 IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
@@ -96,7 +96,7 @@ upgrade-test: ## upgrade in place from UPGRADE_FROM (a git revision, built here)
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	git archive --format=tar $(UPGRADE_FROM) | tar -x -C "$$tmp"; \
 	echo "building the release at $(UPGRADE_FROM)"; \
-	(cd "$$tmp" && $(GO) build -ldflags '-X main.version=$(UPGRADE_FROM)' -o "$$tmp/onceflight-old" ./cmd/onceflight); \
+	(cd "$$tmp" && $(GO) build -ldflags '-X main.version=$(UPGRADE_FROM) -X github.com/onceflight/onceflight/cli.version=$(UPGRADE_FROM)' -o "$$tmp/onceflight-old" ./cmd/onceflight); \
 	ONCEFLIGHT_E2E_OLD_BIN="$$tmp/onceflight-old" $(GO) test -count=1 -timeout 20m -v -run '^TestUpgradeInPlace$$' ./internal/e2e/
 
 demo: build ## run the demo: embedded broker, executor, demo service, a table of outcomes

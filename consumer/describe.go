@@ -47,8 +47,14 @@ type SystemLimits struct {
 // Protections builds every action of c exactly as an executor would, reads
 // off what Perform will be given, and releases the connectors again. It
 // opens no connection: connectors dial on first use, and none is used.
-func Protections(c *config.Config) (map[string]Protection, error) {
-	acts, err := buildActions(c, Config{Brokers: []string{"127.0.0.1:9092"}, MaxInflight: 1}, nil)
+// Of opts only WithConnector matters: a registered kind is built by its
+// factory, as the executor would build it.
+func Protections(c *config.Config, opts ...Option) (map[string]Protection, error) {
+	var e Executor
+	for _, o := range opts {
+		o(&e)
+	}
+	acts, err := buildActions(c, Config{Brokers: []string{"127.0.0.1:9092"}, MaxInflight: 1}, e.factories)
 	if err != nil {
 		return nil, fmt.Errorf("build actions: %w", err)
 	}

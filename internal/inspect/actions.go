@@ -128,9 +128,11 @@ const (
 var moneyWords = []string{"refund", "payment", "payout", "transfer", "charge"}
 
 // Describe describes every action of cfg, sorted by name. maxDataBytes is
-// the executor's data limit, 0 if unknown.
-func Describe(cfg *config.Config, maxDataBytes int) ([]Action, error) {
-	prot, err := consumer.Protections(cfg)
+// the executor's data limit, 0 if unknown; exOpts are the executor's
+// consumer.WithConnector options, so that a registered connector kind is
+// described as the executor builds it.
+func Describe(cfg *config.Config, maxDataBytes int, exOpts ...consumer.Option) ([]Action, error) {
+	prot, err := consumer.Protections(cfg, exOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -142,9 +144,9 @@ func Describe(cfg *config.Config, maxDataBytes int) ([]Action, error) {
 }
 
 // Warnings returns "action NAME: warning" for every risky combination in
-// cfg, for `config validate`.
-func Warnings(cfg *config.Config) ([]string, error) {
-	acts, err := Describe(cfg, 0)
+// cfg, for `config validate`; exOpts as for Describe.
+func Warnings(cfg *config.Config, exOpts ...consumer.Option) ([]string, error) {
+	acts, err := Describe(cfg, 0, exOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/console"
+	"github.com/onceflight/onceflight/internal/dirlock"
+	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/inspect"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// consoleOptions is what the console needs, from `onceflight console`,
+// `serve --console` or the demo.
+type consoleOptions struct {
+	addr, dataDir string
+	brokers       []string
+	conn          []kgo.Opt
+	topics        schemas.Topics
+	group         string
+	cfg           *config.Config
+	maxDataBytes  int
+	auth          *httpauth.Authenticator
+	controlKeys   *schemas.ControlKeys
+	readOnly      bool
+	secureCookies bool
+	log           *slog.Logger
+}
+
+// startConsole starts the projection and the console's HTTP server on
+// o.addr and returns the address it listens on and a function that stops
+// both (server first, so no page reads a closing index).
+func startConsole(ctx context.Context, o consoleOptions) (string, func(), error) {
+	if err := console.CheckListen(o.addr, o.auth); err != nil {
+		return "", nil, usageErrorf("%v", err)
+	}
+	acts, err := inspect.Describe(o.cfg, o.maxDataBytes, settingsOf(ctx).executorOptions()...)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := console.OpenProjection(o.dataDir, o.brokers, console.WithKafkaOpts(o.conn...),
+		console.WithTopics(client.Topics(o.topics)), console.WithGroup(o.group), console.WithLogger(o.log))
+	if err != nil {
+		return "", nil, err
+	}
+	var decider console.Decider
+	var oc *client.Client
+	if o.controlKeys != nil && !o.readOnly {
+		oc, err = client.New(client.WithBrokers(o.brokers...), client.WithKafkaOpts(o.conn...), client.WithTopics(client.Topics(o.topics)),
+			client.WithControlKeys(o.controlKeys), client.WithSource("onceflight-console"), client.WithLogger(o.log))
+		if err != nil {
+			_ = p.Close()
+			return "", nil, fmt.Errorf("console client: %w", err)
+		}
+		decider = console.ClientDecider{C: oc}
+	}
+	srv, err := console.New(console.Config{
+		Projection: p, Auth: o.auth, LocalUser: defaultBy(), ReadOnly: o.readOnly, Decider: decider, Actions: acts,
+		Redact: func(action string) []string {
+			if a, ok := o.cfg.Action(action); ok {
+				return a.Redact
+			}
+			return nil
+		},
+		SecureCookies: o.secureCookies, Logger: o.log,
+	})
+	if err == nil {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", o.addr); err == nil {
+			pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			runDone := make(chan struct{})
+			go func() {
+				defer close(runDone)
+				if err := p.Run(pctx); err != nil {
+					o.log.Error("console projection stopped", "err", err)
+				}
+			}()
+			// Requests live in reqCtx, cancelled first at stop, so the
+			// live-update streams end and Shutdown need not wait for them.
+			reqCtx, endRequests := context.WithCancel(context.Background())
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx }}
+			go func() {
+				if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					o.log.Error("console server", "err", err)
+				}
+			}()
+			o.log.Info("console listening", "addr", ln.Addr().String(), "auth", o.auth.Describe(), "read_only", o.readOnly, "decisions", decider != nil)
+			stop := func() {
+				sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+				defer c()
+				endRequests()
+				_ = hs.Shutdown(sctx)
+				_ = hs.Close()
+				cancel()
+				<-runDone
+				_ = p.Close()
+				if oc != nil {
+					oc.Close()
+				}
+			}
+			return ln.Addr().String(), stop, nil
+		}
+		err = fmt.Errorf("console: listen %s: %w", o.addr, err)
+	}
+	_ = p.Close()
+	if oc != nil {
+		oc.Close()
+	}
+	return "", nil, err
+}
+
+func newConsoleCmd() *cobra.Command {
+	var (
+		addr, dataDir, configPath, group, keyFile string
+		tokenFile, proxyHeader, proxyRole         string
+		proxies                                   []string
+		readOnly, secure                          bool
+		maxData                                   int
+		kf                                        *kafkaFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "console --http ADDR --data-dir DIR",
+		Short: "Run the operator console: every execution of the cluster, in a browser",
+		Long: `Run the operator console (docs/console.md): it reads the journal and outcome
+topics of every partition into a local index under --data-dir (resuming
+where it stopped after a restart) and serves pages on --http: an overview,
+the executions that need a decision, one execution's timeline, search and
+the configured actions. With --control-key-file, operators (token role
+operator) resolve, approve, reject and release from the pages; the console
+signs the control command and records the logged-in identity as its
+author. --read-only hides every decision.
+
+On an address other than loopback it needs --http-token-file or a trusted
+proxy header, as serve does.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.Default()
+			conn, err := kf.conn()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadActions(cmd.Context(), configPath)
+			if err != nil {
+				return usageError{err}
+			}
+			auth, err := consoleAuth(tokenFile, proxyHeader, proxyRole, proxies, log)
+			if err != nil {
+				return err
+			}
+			if err := console.CheckListen(addr, auth); err != nil {
+				return usageErrorf("--http: %v", err)
+			}
+			var keys *schemas.ControlKeys
+			if keyFile != "" {
+				if keys, err = schemas.LoadControlKeys(keyFile); err != nil {
+					return usageError{err}
+				}
+			}
+			lock, err := dirlock.Acquire(dataDir)
+			if err != nil {
+				return fmt.Errorf("--data-dir: %w", err)
+			}
+			defer func() { _ = lock.Release() }()
+			got, stop, err := startConsole(cmd.Context(), consoleOptions{addr: addr, dataDir: dataDir, brokers: kf.Brokers, conn: conn,
+				topics: kf.Topics, group: group, cfg: cfg, maxDataBytes: maxData, auth: auth, controlKeys: keys,
+				readOnly: readOnly, secureCookies: secure, log: log})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "console: http://%s/\n", got)
+			<-cmd.Context().Done()
+			stop()
+			return nil
+		},
+	}
+	kf = addKafkaFlags(cmd)
+	fs := cmd.Flags()
+	fs.StringVar(&addr, "http", "127.0.0.1:8090", "address of the console's pages")
+	fs.StringVar(&dataDir, "data-dir", "./onceflight-console", "directory of the console's index (a cache of the journal and outcomes)")
+	fs.StringVar(&configPath, "config", config.DefaultPath, "the executors' actions file: the Actions page and the redact lists")
+	fs.StringVar(&group, "group", consumer.DefaultGroup, "the executors' consumer group, whose members the overview shows as partition owners")
+	fs.StringVar(&keyFile, "control-key-file", "", "control key file (onceflight keygen) whose last key signs decisions taken in the console; without it the console takes none")
+	fs.BoolVar(&readOnly, "read-only", false, "hide and refuse every decision")
+	fs.StringVar(&tokenFile, "http-token-file", "", "file of bearer tokens, one NAME:TOKEN[:ROLE] a line (docs/http.md#bearer-tokens); browsers log in with one; decisions need the role operator")
+	fs.StringVar(&proxyHeader, "http-trusted-proxy-header", "", "header carrying the user's name set by an authenticating reverse proxy; honoured only from --http-trusted-proxies")
+	fs.StringSliceVar(&proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose header is believed")
+	fs.StringVar(&proxyRole, "http-trusted-proxy-role", "reader", "role of identities from the trusted proxy: reader or operator")
+	fs.BoolVar(&secure, "secure-cookies", false, "mark the login cookie Secure (set when users reach the console over HTTPS through a proxy)")
+	fs.IntVar(&maxData, "max-data-bytes", consumer.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page")
+	return cmd
+}
+
+// consoleAuth builds the console's authenticator from its flags.
+func consoleAuth(tokenFile, proxyHeader, proxyRole string, proxies []string, log *slog.Logger) (*httpauth.Authenticator, error) {
+	opts := []httpauth.Option{httpauth.WithLogger(log)}
+	if tokenFile != "" {
+		ts, err := httpauth.LoadTokenFile(tokenFile)
+		if err != nil {
+			return nil, usageErrorf("--http-token-file: %v", err)
+		}
+		opts = append(opts, httpauth.WithTokens(ts...))
+	}
+	if (proxyHeader == "") != (len(proxies) == 0) {
+		return nil, usageErrorf("--http-trusted-proxy-header and --http-trusted-proxies go together: the header, and the addresses of the proxies that set it")
+	}
+	if proxyHeader != "" {
+		ps, err := httpauth.ParseProxies(proxies)
+		if err != nil {
+			return nil, usageErrorf("--http-trusted-proxies: %v", err)
+		}
+		role, err := httpauth.ParseRole(proxyRole)
+		if err != nil {
+			return nil, usageErrorf("--http-trusted-proxy-role: %v", err)
+		}
+		opts = append(opts, httpauth.WithTrustedProxy(proxyHeader, ps, role))
+	}
+	a, err := httpauth.New(opts...)
+	if err != nil {
+		return nil, usageErrorf("console: %v", err)
+	}
+	return a, nil
+}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/onceflight/onceflight/internal/httpauth"
+)
+
+// httpAccess are serve's flags deciding who reaches what over HTTP
+// (docs/http.md#who-may-read-the-records).
+type httpAccess struct {
+	metricsAddr string
+	tokenFile   string
+	proxyHeader string
+	proxies     []string
+}
+
+func (h *httpAccess) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&h.metricsAddr, "metrics-http", "", "address of a listener serving only /healthz, /readyz and /metrics, without authentication (for probes and Prometheus); off when empty")
+	fs.StringVar(&h.tokenFile, "http-token-file", "", "file of bearer tokens that may read the records on --http, one NAME:TOKEN[:ROLE] a line (docs/http.md#who-may-read-the-records); mode 0600 or 0640")
+	fs.StringVar(&h.proxyHeader, "http-trusted-proxy-header", "", "header carrying the user's name set by an authenticating reverse proxy (oauth2-proxy: X-Forwarded-User); honoured only from --http-trusted-proxies")
+	fs.StringSliceVar(&h.proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose --http-trusted-proxy-header is believed (127.0.0.1 for a sidecar)")
+}
+
+// authenticator builds the record API's authentication from the flags and
+// refuses to serve records on httpAddr without it unless httpAddr is a
+// loopback address: records hold customer data, and an executor in a pod
+// or VM listening on 0.0.0.0 is reachable by everything on that network.
+// There is deliberately no flag to override this; a deployment whose
+// network is private anyway states that with a token.
+func (h *httpAccess) authenticator(httpAddr string, log *slog.Logger) (*httpauth.Authenticator, error) {
+	opts := []httpauth.Option{httpauth.WithLogger(log)}
+	if h.tokenFile != "" {
+		ts, err := httpauth.LoadTokenFile(h.tokenFile)
+		if err != nil {
+			return nil, usageErrorf("--http-token-file: %v", err)
+		}
+		opts = append(opts, httpauth.WithTokens(ts...))
+	}
+	switch {
+	case h.proxyHeader != "" && len(h.proxies) == 0:
+		return nil, usageErrorf("--http-trusted-proxy-header %s needs --http-trusted-proxies: the addresses of the proxies that set it (anyone else could send it too)", h.proxyHeader)
+	case h.proxyHeader == "" && len(h.proxies) > 0:
+		return nil, usageErrorf("--http-trusted-proxies needs --http-trusted-proxy-header: the header those proxies set to the user's name")
+	case h.proxyHeader != "":
+		ps, err := httpauth.ParseProxies(h.proxies)
+		if err != nil {
+			return nil, usageErrorf("--http-trusted-proxies: %v", err)
+		}
+		opts = append(opts, httpauth.WithTrustedProxy(h.proxyHeader, ps, httpauth.RoleReader))
+	}
+	a, err := httpauth.New(opts...)
+	if err != nil {
+		return nil, usageErrorf("--http: %v", err)
+	}
+	if !a.Enabled() && !httpauth.Loopback(httpAddr) {
+		return nil, usageErrorf("--http %s is not a loopback address and would serve the execution records (customer data) to anyone who reaches it: "+
+			"give --http-token-file FILE (or --http-trusted-proxy-header with --http-trusted-proxies), or listen on 127.0.0.1 "+
+			"and serve only health and metrics to the network with --metrics-http ADDR", httpAddr)
+	}
+	if !a.Enabled() {
+		log.Info("records on --http are readable without authentication: it is a loopback address", "http", httpAddr)
+	}
+	return a, nil
+}
+
+// serveMetrics serves h (health, readiness, metrics) on addr; the caller
+// shuts the server down beside the main one, so probes keep answering
+// while the executor drains.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--metrics-http %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}

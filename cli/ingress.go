@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/internal/api"
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/ingress"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// ingressOptions are serve's --ingress flags.
+type ingressOptions struct {
+	addr      string
+	tokenFile string
+	maxWait   time.Duration
+	rate      float64
+	burst     int
+}
+
+// startIngress serves the HTTP ingress on o.addr beside the record API
+// (records, built for the credentials this listener accepts, so the
+// Location it answers with resolves on the same listener), publishing
+// through oc. Without a token file it listens only on a loopback address:
+// an open ingress would let anyone on the network trigger refunds.
+//
+// Commands carry customer data and trigger effects, so POST needs the
+// ingress token: a producer's credential, which --http's readers do not
+// hold. The record endpoints here accept the --http credentials (auth)
+// and the ingress token too, as the reader of its own Locations; before,
+// they answered anyone who reached the ingress. It returns the listener's
+// address; the server stops when ctx ends.
+func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg *config.Config, maxData int,
+	auth *httpauth.Authenticator, records func(*httpauth.Authenticator) http.Handler, log *slog.Logger) (string, error) {
+	var token []byte
+	if o.tokenFile != "" {
+		// The same rule as every other secret file: not readable by others.
+		if err := httpauth.CheckPrivate(o.tokenFile); err != nil {
+			return "", usageErrorf("--ingress-token-file: %v", err)
+		}
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--ingress-token-file: %w", err)
+		}
+		if token = bytes.TrimSpace(b); len(token) == 0 {
+			return "", fmt.Errorf("--ingress-token-file %s is empty", o.tokenFile)
+		}
+		auth = auth.With(httpauth.WithTokens(httpauth.Token{Name: "ingress", Role: httpauth.RoleReader, Value: string(token)}))
+	} else if !loopback(o.addr) {
+		return "", usageErrorf("--ingress %s is not a loopback address: give --ingress-token-file, or listen on 127.0.0.1", o.addr)
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return "", fmt.Errorf("--ingress %s: %w", o.addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/commands/{action}", ingress.Handler(ingress.Config{
+		Client: oc, Token: token, MaxDataBytes: maxData, MaxWait: o.maxWait, Rate: o.rate, Burst: o.burst,
+		Known: func(a string) bool { _, ok := cfg.Action(a); return ok },
+		Redact: func(rec schemas.Record) schemas.Record {
+			if a, ok := cfg.Action(rec.Action); ok {
+				return api.RedactRecord(rec, a.Redact)
+			}
+			return rec
+		},
+	}))
+	mux.Handle("/", records(auth))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("ingress server", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return ln.Addr().String(), nil
+}
+
+// loopback reports whether addr (host:port) listens only on a loopback
+// interface; an empty host listens on every interface.
+func loopback(addr string) bool { return httpauth.Loopback(addr) }

@@ -1,0 +1,407 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/api"
+	"github.com/onceflight/onceflight/internal/broker"
+	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/console"
+	"github.com/onceflight/onceflight/internal/dirlock"
+	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/ingress"
+	"github.com/onceflight/onceflight/internal/inspect"
+	"github.com/onceflight/onceflight/kafkaconf"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// serveOptions are serve's flags; demo fills them in code.
+type serveOptions struct {
+	kf             *kafkaFlags
+	configPath     string
+	cfg            *config.Config // set instead of configPath by demo
+	group          string
+	pprofAddr      string
+	httpAddr       string
+	http           httpAccess
+	dataDir        string
+	executorID     string
+	sessionTimeout time.Duration
+	clockDrift     time.Duration
+	maxInflight    int
+	maxPerPart     int
+	partitions     int
+	maxDataBytes   int
+	maxMsgBytes    int
+	maxBuffered    int
+	maxBufPart     int
+	maxBufBytes    int
+	maxBufEntity   int
+	maxSkipped     int
+	maxBufTotal    int
+	maxFetchBytes  int
+	cacheSize      int
+	memoryLimit    int64
+	acceptGap      bool
+	controlKeyFile string
+	embeddedAddr   string
+	ingress        ingressOptions
+	// checkpoints: signed tree heads of the journal (docs/trust.md).
+	checkpoints checkpointOptions
+	// consoleAddr, if set, runs the operator console in-process
+	// (docs/console.md), its index under dataDir/console.
+	consoleAddr     string
+	consoleReadOnly bool
+	// consoleStarted, if set, is called with the console's address.
+	consoleStarted func(addr string)
+	// started, if set, is called with the broker address and the HTTP
+	// address once the executor runs.
+	started func(brokers []string, httpAddr string)
+}
+
+// minCacheSize is the smallest --cache-size: the dedupe index's two
+// memtables (4 MiB each) are reserved inside it.
+const minCacheSize = 8 << 20
+
+// minMemoryLimit is the smallest --memory-limit: below the executor's
+// fixed costs the garbage collector would run without pause.
+const minMemoryLimit = 64 << 20
+
+func newServeCmd() *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run an executor",
+		Long: `Run an executor: consume commands, execute them through their connectors,
+publish outcomes. With no --brokers it first starts the embedded development
+broker on 127.0.0.1:9092 with its data under --data-dir. Several serve
+processes with the same --group share the partitions.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.maxInflight < 1 {
+				return usageErrorf("--max-inflight must be at least 1, got %d", o.maxInflight)
+			}
+			if o.maxPerPart < 0 {
+				return usageErrorf("--max-inflight-per-partition must not be negative, got %d", o.maxPerPart)
+			}
+			if o.partitions < 1 {
+				return usageErrorf("--partitions must be at least 1, got %d", o.partitions)
+			}
+			if o.cacheSize < minCacheSize {
+				return usageErrorf("--cache-size must be at least %d (8 MiB): the cache also holds the index's memtables, got %d", minCacheSize, o.cacheSize)
+			}
+			if o.memoryLimit < 0 || (o.memoryLimit > 0 && o.memoryLimit < minMemoryLimit) {
+				return usageErrorf("--memory-limit must be 0 (none) or at least %d (64 MiB), got %d", minMemoryLimit, o.memoryLimit)
+			}
+			if o.sessionTimeout < time.Second {
+				return usageErrorf("--session-timeout must be at least 1s, got %s", o.sessionTimeout)
+			}
+			return runServe(cmd.Context(), o)
+		},
+	}
+	o.kf = addKafkaFlagsDefault(cmd, nil, "Kafka brokers, host:port,...; none: start the embedded broker on 127.0.0.1:9092")
+	fs := cmd.Flags()
+	fs.StringVar(&o.configPath, "config", config.DefaultPath, "actions file (docs/configuration.md)")
+	fs.StringVar(&o.group, "group", consumer.DefaultGroup, "consumer group shared by the executors of one deployment")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints (health, metrics, records); records need --http-token-file or --http-trusted-proxy-header unless it is a loopback address")
+	o.http.addFlags(fs)
+	fs.StringVar(&o.pprofAddr, "pprof", "", "address of Go's profiling endpoints (/debug/pprof/), off when empty")
+	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory of the local state (a cache of the journal) and of the embedded broker")
+	fs.StringVar(&o.executorID, "executor-id", "", "name of this executor in records and its transactional id (default hostname-pid)")
+	fs.DurationVar(&o.sessionTimeout, "session-timeout", consumer.DefaultSessionTimeout, "consumer group session timeout")
+	fs.DurationVar(&o.clockDrift, "clock-drift", consumer.DefaultClockDrift, "margin a new owner waits past an inherited execution's deadline")
+	fs.IntVar(&o.maxInflight, "max-inflight", consumer.DefaultMaxInflight, "concurrent connector executions per process")
+	fs.IntVar(&o.maxPerPart, "max-inflight-per-partition", 0, "concurrent connector executions per partition (0: --max-inflight)")
+	fs.IntVar(&o.partitions, "partitions", consumer.DefaultPartitions, "partition count of the topics serve creates")
+	fs.IntVar(&o.maxDataBytes, "max-data-bytes", consumer.DefaultMaxDataBytes, "largest command data accepted")
+	fs.IntVar(&o.maxMsgBytes, "max-message-bytes", consumer.DefaultMaxMessageBytes, "max.message.bytes of the topics serve creates, and the producer's record limit (existing topics must allow at least this)")
+	fs.IntVar(&o.maxBuffered, "max-buffered", consumer.DefaultMaxBuffered, "commands consumed and not yet answered, per process (the poll loop waits past it)")
+	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", consumer.DefaultMaxBufferedPerPartition, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", consumer.DefaultMaxBufferedBytesPerPartition, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", consumer.DefaultMaxBufferedPerEntity, "commands of one entity held in memory; its later commands are read past and read again by offset when their turn comes (docs/memory.md)")
+	fs.IntVar(&o.maxSkipped, "max-skipped-per-partition", consumer.DefaultMaxSkippedPerPartition, "commands of hot entities read past and remembered by offset (8 bytes each), per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", consumer.DefaultMaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
+	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", consumer.DefaultMaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
+	fs.IntVar(&o.cacheSize, "cache-size", dedupe.DefaultCacheSize, "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
+	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else none (docs/memory.md)")
+	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
+	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
+	fs.StringVar(&o.ingress.addr, "ingress", "", "address of the HTTP ingress (POST /v1/commands/{action}, docs/http.md#ingress), off when empty")
+	fs.StringVar(&o.ingress.tokenFile, "ingress-token-file", "", "file holding the bearer token ingress requests must carry; required unless --ingress is a loopback address")
+	fs.DurationVar(&o.ingress.maxWait, "ingress-max-wait", ingress.DefaultMaxWait, "longest wait for an outcome an ingress request may ask for (Prefer: wait=N)")
+	fs.Float64Var(&o.ingress.rate, "ingress-rate", 0, "ingress requests accepted per second, over all clients (0: no limit)")
+	fs.IntVar(&o.ingress.burst, "ingress-burst", 0, "ingress requests accepted at once above --ingress-rate (0: the rate, at least 1)")
+	fs.StringVar(&o.consoleAddr, "console", "", "address of the operator console (docs/console.md), run in this process with the --http authentication; off when empty")
+	fs.BoolVar(&o.consoleReadOnly, "console-read-only", false, "the console hides and refuses every decision")
+	o.checkpoints.addFlags(fs)
+	o.embeddedAddr = defaultBrokers
+	return cmd
+}
+
+// checkKafka connects once to the executor's cluster and to the cluster
+// of every kafka action with its own connection, so that a wrong address,
+// protocol or password stops serve at start with the broker's answer; the
+// executor's clients would otherwise retry it quietly forever.
+//
+// It also logs the brokers' transaction protocol (transactions v2, KIP-890,
+// or not): the executor issues its own transactional offset commits, and
+// which broker behaviour they meet is the first question about a support
+// case on a real cluster.
+func checkKafka(ctx context.Context, log *slog.Logger, brokers []string, conn []kgo.Opt, cfg *config.Config) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, conn...)...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	if err := kafkaconf.Ping(ctx, cl); err != nil {
+		return err
+	}
+	if f, err := kafkaconf.BrokerFeatures(ctx, cl); err != nil {
+		log.Warn("brokers' features unknown", "err", err)
+	} else {
+		log.Info("brokers' features", "transactions_v2", f.TransactionsV2(), "features", f.String())
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Actions)) {
+		a := cfg.Actions[name]
+		if a.Connector != config.ConnectorKafka || !a.OwnConnection() {
+			continue
+		}
+		seeds := brokers
+		if len(a.Brokers) > 0 {
+			seeds = a.Brokers
+		}
+		if err := kafkaconf.Check(ctx, append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, a.Kafka.Opts()...)...); err != nil {
+			return fmt.Errorf("action %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// runServe runs until ctx is cancelled and shuts down in order: the
+// executor stops fetching, finishes its cycle (executions, transaction with
+// the offsets), leaves the group and closes its clients; then the HTTP
+// server, Pebble, and last the embedded broker everything else talked to.
+func runServe(ctx context.Context, o *serveOptions) error {
+	log := slog.Default()
+	if o.memoryLimit > 0 {
+		debug.SetMemoryLimit(o.memoryLimit)
+	}
+	conn, err := o.kf.conn()
+	if err != nil {
+		return err
+	}
+	brokers := o.kf.Brokers
+	if len(brokers) == 0 && o.kf.hasConn() {
+		return usageErrorf("-X and --kafka-config need --brokers: the embedded broker speaks only PLAINTEXT")
+	}
+	cfg := o.cfg
+	if cfg == nil {
+		if cfg, err = loadActions(ctx, o.configPath); err != nil {
+			return usageError{err}
+		}
+	}
+	// Who may read the records is settled before anything starts, so a
+	// serve that would publish them to the network stops at once.
+	auth, err := o.http.authenticator(o.httpAddr, log)
+	if err != nil {
+		return err
+	}
+	if o.consoleAddr != "" {
+		if err := console.CheckListen(o.consoleAddr, auth); err != nil {
+			return usageErrorf("--console: %v", err)
+		}
+	}
+	// Operator decisions must be signed (docs/guarantees.md): without keys the
+	// executor refuses them all, and says so once, here.
+	var controlKeys *schemas.ControlKeys
+	if o.controlKeyFile != "" {
+		if controlKeys, err = schemas.LoadControlKeys(o.controlKeyFile); err != nil {
+			return usageError{err}
+		}
+	} else {
+		log.Warn("no --control-key-file: every operator decision (resolve, approve, release) will be refused not_allowed. " +
+			"Create a key with `onceflight keygen --out FILE` and start serve with --control-key-file FILE (or ONCEFLIGHT_CONTROL_KEY_FILE)")
+	}
+	// The data dir is ours alone before anything opens it: a second
+	// executor would otherwise fail deep in Pebble with a bare EAGAIN that
+	// names neither the directory nor its holder.
+	lock, err := dirlock.Acquire(o.dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	// Released after Pebble and the embedded broker closed (defers run
+	// in reverse).
+	defer func() { _ = lock.Release() }()
+	if len(brokers) == 0 {
+		b, err := broker.Start(ctx, o.embeddedAddr, filepath.Join(o.dataDir, "broker"), broker.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("embedded broker: %w", err)
+		}
+		defer b.Close()
+		brokers = []string{b.Addr()}
+		// WARN, not INFO: an executor meant for production that lost its
+		// --brokers (an unset or misspelt ONCEFLIGHT_BROKERS) runs on
+		// this in-process broker, and nothing else would say so.
+		log.Warn("DEVELOPMENT BROKER: no --brokers given, so this executor runs on the embedded single-node broker; it is not for production. Set --brokers (or ONCEFLIGHT_BROKERS) to use Kafka or Redpanda",
+			"addr", b.Addr(), "data_dir", filepath.Join(o.dataDir, "broker"))
+	}
+	if err := checkKafka(ctx, log, brokers, conn, cfg); err != nil {
+		return err
+	}
+	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log), dedupe.WithRebuildOnCorruption(),
+		dedupe.WithCacheSize(int64(o.cacheSize)))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exOpts := append([]consumer.Option{consumer.WithRegisterer(reg)}, settingsOf(ctx).executorOptions()...)
+	traceOpt, stopTracing, err := startTracing(ctx, log, o.executorID, readBuildInfo().Version)
+	if err != nil {
+		return err
+	}
+	if traceOpt != nil {
+		exOpts = append(exOpts, traceOpt)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		stopTracing(sctx)
+	}()
+	cpOpt, err := o.checkpoints.option(o.kf.Topics.Journal)
+	if err != nil {
+		return err
+	}
+	exOpts = append(exOpts, cpOpt...)
+	ex, err := consumer.New(consumer.Config{
+		Brokers:                      brokers,
+		KafkaOpts:                    conn,
+		Group:                        o.group,
+		Topics:                       o.kf.Topics,
+		Partitions:                   o.partitions,
+		SessionTimeout:               o.sessionTimeout,
+		MaxInflight:                  o.maxInflight,
+		MaxInflightPerPartition:      o.maxPerPart,
+		MaxDataBytes:                 o.maxDataBytes,
+		MaxMessageBytes:              o.maxMsgBytes,
+		MaxBuffered:                  o.maxBuffered,
+		MaxBufferedPerPartition:      o.maxBufPart,
+		MaxBufferedBytesPerPartition: o.maxBufBytes,
+		MaxBufferedPerEntity:         o.maxBufEntity,
+		MaxSkippedPerPartition:       o.maxSkipped,
+		MaxBufferedBytes:             o.maxBufTotal,
+		MaxFetchBytes:                o.maxFetchBytes,
+		AcceptJournalGap:             o.acceptGap,
+		ControlKeys:                  controlKeys,
+		ClockDrift:                   o.clockDrift,
+		ExecutorID:                   o.executorID,
+		Logger:                       log,
+	}, cfg, store, exOpts...)
+	if err != nil {
+		return usageError{err}
+	}
+
+	ln, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", o.httpAddr, err)
+	}
+	if o.pprofAddr != "" {
+		if _, err := servePprof(ctx, o.pprofAddr, log); err != nil {
+			return err
+		}
+	}
+	acts, err := inspect.Describe(cfg, o.maxDataBytes, settingsOf(ctx).executorOptions()...)
+	if err != nil {
+		return err
+	}
+	redact := func(action string) []string {
+		if a, ok := cfg.Action(action); ok {
+			return a.Redact
+		}
+		return nil
+	}
+	// records is the API with the credentials a listener accepts.
+	records := func(a *httpauth.Authenticator) http.Handler {
+		return api.Handler(ex, store, reg, api.WithActions(acts), api.WithAuth(a), api.WithRedaction(redact))
+	}
+	srv := &http.Server{Handler: withCheckpoints(ex, records(auth)), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "err", err)
+		}
+	}()
+	servers := []*http.Server{srv}
+	// On the way out through an error below; after the orderly Shutdown
+	// at the end, Close has nothing left to do.
+	defer func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}()
+	if o.http.metricsAddr != "" {
+		msrv, mAddr, err := serveMetrics(o.http.metricsAddr, api.HealthHandler(ex, reg), log)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, msrv)
+		log.Info("health and metrics listening", "addr", mAddr)
+	}
+	if o.ingress.addr != "" {
+		oc, err := client.New(client.WithBrokers(brokers...), client.WithKafkaOpts(conn...), client.WithTopics(client.Topics(o.kf.Topics)),
+			client.WithSource(ingress.DefaultSource), client.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("ingress client: %w", err)
+		}
+		defer oc.Close()
+		addr, err := startIngress(ctx, o.ingress, oc, cfg, o.maxDataBytes, auth, records, log)
+		if err != nil {
+			return err
+		}
+		log.Info("ingress listening", "addr", addr, "token", o.ingress.tokenFile != "")
+	}
+	if o.consoleAddr != "" {
+		addr, stop, err := startConsole(ctx, consoleOptions{addr: o.consoleAddr, dataDir: filepath.Join(o.dataDir, "console"), brokers: brokers, conn: conn,
+			topics: o.kf.Topics, group: o.group, cfg: cfg, maxDataBytes: o.maxDataBytes, auth: auth, controlKeys: controlKeys,
+			readOnly: o.consoleReadOnly, log: log})
+		if err != nil {
+			return err
+		}
+		defer stop()
+		if o.consoleStarted != nil {
+			o.consoleStarted(addr)
+		}
+	}
+	log.Info("executor starting", "brokers", brokers, "kafka", o.kf.conf.String(), "group", o.group, "http", ln.Addr().String(),
+		"http_auth", auth.Describe(), "actions", len(cfg.Actions))
+	if o.started != nil {
+		o.started(brokers, ln.Addr().String())
+	}
+	runErr := ex.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(sctx)
+	}
+	log.Info("executor stopped")
+	return runErr
+}

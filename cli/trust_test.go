@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/internal/kafkatest"
+)
+
+// The auditor's three commands from the README, against a real serve that
+// signs checkpoints: save the checkpoints, verify the journal against them,
+// prove a record and check the proof in a directory holding nothing but
+// the proof and the public keys. Then each bad input's error and exit code.
+func TestAuditWithAPublicKey(t *testing.T) {
+	addr := kafkatest.Start(t)
+	dir := t.TempDir()
+	key, trusted := filepath.Join(dir, "executor.key"), filepath.Join(dir, "trusted-keys")
+	code, out, errOut := runCLI("keygen", "--kind", "executor", "--id", "executor-a", "--out", key, "--trusted-keys", trusted)
+	if code != exitOK || !strings.Contains(out, "executor-a+") {
+		t.Fatalf("keygen: exit %d %s %s", code, out, errOut)
+	}
+	if st, _ := os.Stat(key); st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v", st.Mode())
+	}
+	if code, _, errOut := runCLI("keygen", "--kind", "executor", "--out", key); code != exitUsage || !strings.Contains(errOut, "never overwritten") {
+		t.Fatalf("keygen over a key: exit %d %s", code, errOut)
+	}
+	serveSecured(t, addr, "actions:\n  noop.ping:\n    connector: noop\n",
+		[]string{"--checkpoint-key-file", key, "--trusted-keys", trusted, "--checkpoint-interval", "100ms"})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, k := range []string{"r-1", "r-2", "r-3"} {
+		if code, _, errOut := execCLI(ctx, "submit", "--brokers", addr, "--action", "noop.ping", "--entity", "order-1", "--key", k, "--wait"); code != exitOK {
+			t.Fatalf("submit: exit %d %s", code, errOut)
+		}
+	}
+
+	// prove waits for a checkpoint that covers the record (exit 5 until then).
+	proofs := filepath.Join(dir, "proofs")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, errOut = execCLI(ctx, "audit", "prove", "r-2", "--entity", "order-1", "--brokers", addr, "--trusted-keys", trusted, "--out", proofs)
+		if code == exitOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code != exitOK || !strings.Contains(out, "succeeded r-2") {
+		t.Fatalf("prove: exit %d\n%s%s", code, out, errOut)
+	}
+	saved := filepath.Join(dir, "saved-checkpoints")
+	if code, _, errOut := execCLI(ctx, "audit", "checkpoints", "--brokers", addr, "--trusted-keys", trusted, "--out", saved); code != exitOK {
+		t.Fatalf("audit checkpoints: exit %d %s", code, errOut)
+	}
+	code, out, errOut = execCLI(ctx, "audit", "verify", "--brokers", addr, "--checkpoints", saved, "--checkpoints", "topic", "--trusted-keys", trusted)
+	if code != exitOK || !strings.Contains(out, "every checkpoint matches the journal") {
+		t.Fatalf("verify: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// Offline: a directory with the proof and the public keys only.
+	files, _ := filepath.Glob(filepath.Join(proofs, "*.tlog-proof"))
+	if len(files) == 0 {
+		t.Fatal("prove wrote no proof")
+	}
+	offline := t.TempDir()
+	bundle, _ := os.ReadFile(files[len(files)-1])
+	tk, _ := os.ReadFile(trusted)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(offline, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	proof, keys := write("r-2.tlog-proof", bundle), write("keys", tk)
+	if code, out, errOut := runCLI("audit", "check-proof", proof, "--trusted-keys", keys); code != exitOK || !strings.Contains(out, `"idempotency_key":"r-2"`) {
+		t.Fatalf("check-proof: exit %d\n%s%s", code, out, errOut)
+	}
+	// One byte of the record changed.
+	lines := strings.SplitN(string(bundle), "\n", 3)
+	leaf, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(lines[1], "extra "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf = bytes.Replace(leaf, []byte(`"succeeded"`), []byte(`"succeedee"`), 1)
+	forged := lines[0] + "\nextra " + base64.StdEncoding.EncodeToString(leaf) + "\n" + lines[2]
+	for name, c := range map[string]struct {
+		b    string
+		want string
+	}{
+		"forged":    {forged, "is not leaf"},
+		"truncated": {string(bundle[:len(lines[0])+len(lines[1])+4]), "truncated"},
+	} {
+		code, out, _ := runCLI("audit", "check-proof", write(name, []byte(c.b)), "--trusted-keys", keys)
+		if code != exitAuditFailed || !strings.Contains(out, "REFUSED") || !strings.Contains(out, c.want) {
+			t.Errorf("%s proof: exit %d %s", name, code, out)
+		}
+	}
+
+	// Bad inputs: a clear error naming the file and the problem.
+	badKeys := write("bad-keys", []byte("# keys\nexecutor-a+deadbeef+AAAA\n"))
+	if code, _, errOut := runCLI("audit", "check-proof", proof, "--trusted-keys", badKeys); code != exitUsage || !strings.Contains(errOut, badKeys+" line 2") {
+		t.Errorf("malformed trusted keys: exit %d %s", code, errOut)
+	}
+	sv, _ := os.ReadFile(saved)
+	badSig := write("bad-sig", bytes.Replace(sv, []byte("onceflight.journal/0\n"), []byte("onceflight.journal/1\n"), 1))
+	code, out, _ = execCLI(ctx, "audit", "verify", "--brokers", addr, "--checkpoints", badSig, "--trusted-keys", trusted)
+	if code != exitAuditFailed || !strings.Contains(out, "REFUSED") || !strings.Contains(out, "invalid signature") {
+		t.Errorf("bad signature: exit %d %s", code, out)
+	}
+	code, out, _ = execCLI(ctx, "audit", "verify", "--brokers", addr, "--checkpoints", saved, "--trusted-keys", trusted, "--origin-prefix", "onceflight/other")
+	if code != exitAuditFailed || !strings.Contains(out, "unknown origin") {
+		t.Errorf("unknown origin: exit %d %s", code, out)
+	}
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := write("onceflight.yaml", []byte("actions:\n  noop.ping:\n    connector: noop\n"))
+	code, _, errOut = execCLI(ctx, "serve", "--brokers", addr, "--config", cfg, "--data-dir", t.TempDir(), "--checkpoint-key-file", key)
+	if code != exitUsage || !strings.Contains(errOut, key) || !strings.Contains(errOut, "chmod 600") {
+		t.Errorf("key file 0644: exit %d %s", code, errOut)
+	}
+}
+
+type fixedCheckpoints map[int32][]byte
+
+func (f fixedCheckpoints) Checkpoints() map[int32][]byte { return f }
+
+// GET /checkpoints answers the notes in partition order, one after
+// another, without credentials; other paths go to the records API.
+func TestCheckpointsEndpoint(t *testing.T) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	srv := httptest.NewServer(withCheckpoints(fixedCheckpoints{1: []byte("note-1\n"), 0: []byte("note-0\n")}, next))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/checkpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "note-0\n\nnote-1\n\n" {
+		t.Fatalf("GET /checkpoints: %d %q", resp.StatusCode, body)
+	}
+	resp, err = http.Post(srv.URL+"/checkpoints", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /checkpoints: %d", resp.StatusCode)
+	}
+	resp, err = http.Get(srv.URL + "/v1/executions/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTeapot {
+		t.Fatalf("other paths: %d", resp.StatusCode)
+	}
+}
