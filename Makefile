@@ -58,7 +58,7 @@ fuzz: ## longer fuzz runs of every decoder and of the HTTP ingress's request par
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeRecordFast$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./internal/ingress -run '^$$' -fuzz '^FuzzIngressRequest$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./cli/internal/ingress -run '^$$' -fuzz '^FuzzIngressRequest$$' -fuzztime $(or $(LONGFUZZ),10m)
 
 bench: ## benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./dedupe ./partitioner | tee bench.txt

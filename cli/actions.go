@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/internal/config"
-	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/schemas"
 )
 

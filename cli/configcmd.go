@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/onceflight/onceflight/internal/inspect"
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 )
 
 // newConfigCmd is `onceflight config`, a group for working with the

@@ -12,13 +12,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/cli/internal/console"
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
-	"github.com/onceflight/onceflight/internal/console"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/httpauth"
-	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/schemas"
 )
 

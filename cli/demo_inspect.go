@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 	pubclient "github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/internal/config"
-	"github.com/onceflight/onceflight/internal/inspect"
 )
 
 // demoInspect ends the demo with what a user inspects next: what protects

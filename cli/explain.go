@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/client"
-	"github.com/onceflight/onceflight/internal/inspect"
 )
 
 // newExplainCmd is `onceflight explain`: the whole story of one key, for

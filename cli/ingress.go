@@ -11,11 +11,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/onceflight/onceflight/cli/internal/api"
+	"github.com/onceflight/onceflight/cli/internal/ingress"
 	"github.com/onceflight/onceflight/client"
-	"github.com/onceflight/onceflight/internal/api"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/httpauth"
-	"github.com/onceflight/onceflight/internal/ingress"
 	"github.com/onceflight/onceflight/schemas"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/onceflight/onceflight/internal/inspect"
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/schemas"
 )
 

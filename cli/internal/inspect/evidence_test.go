@@ -14,7 +14,7 @@ import (
 // golden journal) still decode and explain as before — no evidence line, no
 // "established by".
 func TestGoldenJournalExplains(t *testing.T) {
-	raw, err := os.ReadFile("../../schemas/testdata/golden/journal_records.jsonl")
+	raw, err := os.ReadFile("../../../schemas/testdata/golden/journal_records.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/internal/api"
+	"github.com/onceflight/onceflight/cli/internal/api"
+	"github.com/onceflight/onceflight/cli/internal/inspect"
+	"github.com/onceflight/onceflight/cli/internal/openapitest"
 	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/httpauth"
-	"github.com/onceflight/onceflight/internal/inspect"
-	"github.com/onceflight/onceflight/internal/openapitest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -175,7 +175,7 @@ func TestOpenAPIRecordIsTheOutcomeSchema(t *testing.T) {
 	if err := json.Unmarshal(api.OpenAPI(), &oa); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile("../../schemas/outcome.schema.json")
+	raw, err := os.ReadFile("../../../schemas/outcome.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}

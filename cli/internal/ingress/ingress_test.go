@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/cli/internal/openapitest"
 	"github.com/onceflight/onceflight/internal/executortest"
-	"github.com/onceflight/onceflight/internal/openapitest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -261,7 +261,7 @@ func TestBucketRefills(t *testing.T) {
 // has the anchor its type links to in docs/http.md, so a client that
 // follows a problem's type lands on its explanation.
 func TestProblemTypesDocumented(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/http.md")
+	raw, err := os.ReadFile("../../../docs/http.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/onceflight/onceflight/internal/api"
+	"github.com/onceflight/onceflight/cli/internal/api"
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/internal/httpauth"
-	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/schemas"
 )
 

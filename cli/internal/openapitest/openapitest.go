@@ -15,7 +15,7 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 
-	"github.com/onceflight/onceflight/internal/api"
+	"github.com/onceflight/onceflight/cli/internal/api"
 )
 
 var (

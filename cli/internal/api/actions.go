@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/onceflight/onceflight/internal/inspect"
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 )
 
 // WithActions serves GET /v1/actions and GET /v1/actions/{action}: the

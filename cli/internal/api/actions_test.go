@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/config"
-	"github.com/onceflight/onceflight/internal/inspect"
 )
 
 func TestActions(t *testing.T) {

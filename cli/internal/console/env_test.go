@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/cli/internal/demo"
+	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/demo"
 	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/httpauth"
-	"github.com/onceflight/onceflight/internal/inspect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
