@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/onceflight/onceflight/cli"
+)
+
+const ledgerYAML = `actions:
+  accounts.credit:
+    connector: ledger
+    settings: {currency: EUR}
+`
+
+// TestSameFlagsAsOnceflight: the binary's serve is onceflight's serve, flag
+// for flag (help text included), and its other subcommands are there too.
+func TestSameFlagsAsOnceflight(t *testing.T) {
+	for _, args := range [][]string{{"serve", "--help"}, {"--help"}} {
+		var ours, theirs bytes.Buffer
+		if code := cli.Main(context.Background(), args, &ours, io.Discard, options...); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		cli.Main(context.Background(), args, &theirs, io.Discard)
+		if ours.String() != theirs.String() {
+			t.Errorf("%v differs from onceflight's:\n%s\n---\n%s", args, ours.String(), theirs.String())
+		}
+	}
+	var help bytes.Buffer
+	cli.Main(context.Background(), []string{"serve", "--help"}, &help, io.Discard, options...)
+	for _, f := range []string{"--console ", "--ingress ", "--metrics-http ", "--data-dir ", "--control-key-file "} {
+		if !strings.Contains(help.String(), f) {
+			t.Errorf("serve --help lacks %s", f)
+		}
+	}
+}
+
+// TestServeWithLedger runs the binary's serve in-process on a real (kfake)
+// broker with the ledger action, console and ingress on: /readyz and
+// /metrics answer, the console serves its page, a command through the
+// ingress is executed by the ledger, the data dir is locked against a
+// second executor, and `actions` describes the ledger action.
+func TestServeWithLedger(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	brokers := c.ListenAddrs()[0]
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "ledger.yaml")
+	if err := os.WriteFile(cfg, []byte(ledgerYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr, consoleAddr, ingressAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	data := filepath.Join(dir, "data")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var serveErr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, []string{"serve", "--brokers", brokers, "--config", cfg, "--data-dir", data,
+			"--http", httpAddr, "--console", consoleAddr, "--ingress", ingressAddr,
+			"--group", "ledger", "--partitions", "1", "--session-timeout", "6s", "--executor-id", "ledger"},
+			io.Discard, &serveErr, options...)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for code, _ := get(t, "http://"+httpAddr+"/readyz"); code != http.StatusOK; code, _ = get(t, "http://"+httpAddr+"/readyz") {
+		select {
+		case code := <-done:
+			t.Fatalf("serve stopped with %d before it was ready:\n%s", code, serveErr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not ready within 60s:\n%s", serveErr.String())
+		}
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, "http://"+ingressAddr+"/v1/commands/accounts.credit?entity=acct-1", strings.NewReader(`{"amount":5}`))
+	req.Header.Set("Idempotency-Key", "credit-1")
+	req.Header.Set("Prefer", "wait=30")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"succeeded"`) || !strings.Contains(string(body), `"currency":"EUR"`) {
+		t.Fatalf("ingress: %d %s", resp.StatusCode, body)
+	}
+	// The counter moves when the executor's transaction is done, which the
+	// outcome the ingress waited for can precede by a moment.
+	const credited = `onceflight_commands_total{action="accounts.credit",status="succeeded"} 1`
+	for code, m := get(t, "http://"+httpAddr+"/metrics"); !strings.Contains(m, credited); code, m = get(t, "http://"+httpAddr+"/metrics") {
+		if code != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("/metrics: %d, no %s:\n%s", code, credited, grep(m, "onceflight_commands_total"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, page := get(t, "http://"+consoleAddr+"/"); code != http.StatusOK || !strings.Contains(page, "<html") {
+		t.Errorf("console: %d %.300s", code, page)
+	}
+
+	var second syncBuffer
+	if code := cli.Main(context.Background(), []string{"serve", "--brokers", brokers, "--config", cfg, "--data-dir", data, "--http", freeAddr(t)},
+		io.Discard, &second, options...); code == 0 || !strings.Contains(second.String(), "--data-dir") {
+		t.Errorf("second serve on the same data dir: exit %d\n%s", code, second.String())
+	}
+	var acts bytes.Buffer
+	if code := cli.Main(context.Background(), []string{"actions", "--config", cfg}, &acts, io.Discard, options...); code != 0 ||
+		!strings.Contains(acts.String(), "accounts.credit") || !strings.Contains(acts.String(), "ledger") {
+		t.Errorf("actions: exit %d\n%s", code, acts.String())
+	}
+
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("serve: exit %d after its context ended:\n%s", code, serveErr.String())
+	}
+}
+
+// grep returns the lines of s that contain w.
+func grep(s, w string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, w) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer serve's logger and the test can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
