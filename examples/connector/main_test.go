@@ -9,13 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/onceflight/onceflight/cli"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 )
 
 const ledgerYAML = `actions:
@@ -52,12 +50,7 @@ func TestSameFlagsAsOnceflight(t *testing.T) {
 // ingress is executed by the ledger, the data dir is locked against a
 // second executor, and `actions` describes the ledger action.
 func TestServeWithLedger(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()[0]
+	brokers := kafkatest.Start(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "ledger.yaml")
 	if err := os.WriteFile(cfg, []byte(ledgerYAML), 0o600); err != nil {
@@ -68,23 +61,30 @@ func TestServeWithLedger(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var serveErr syncBuffer
+	// serve's log, in a file: it is written by serve's goroutines and read
+	// by the test.
+	serveErr, err := os.Create(filepath.Join(dir, "serve.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serveErr.Close()
+	serveLog := func() string { b, _ := os.ReadFile(serveErr.Name()); return string(b) }
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, []string{"serve", "--brokers", brokers, "--config", cfg, "--data-dir", data,
 			"--http", httpAddr, "--console", consoleAddr, "--ingress", ingressAddr,
 			"--group", "ledger", "--partitions", "1", "--session-timeout", "6s", "--executor-id", "ledger"},
-			io.Discard, &serveErr, options...)
+			io.Discard, serveErr, options...)
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for code, _ := get(t, "http://"+httpAddr+"/readyz"); code != http.StatusOK; code, _ = get(t, "http://"+httpAddr+"/readyz") {
 		select {
 		case code := <-done:
-			t.Fatalf("serve stopped with %d before it was ready:\n%s", code, serveErr.String())
+			t.Fatalf("serve stopped with %d before it was ready:\n%s", code, serveLog())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve not ready within 60s:\n%s", serveErr.String())
+			t.Fatalf("serve not ready within 60s:\n%s", serveLog())
 		}
 	}
 
@@ -114,7 +114,7 @@ func TestServeWithLedger(t *testing.T) {
 		t.Errorf("console: %d %.300s", code, page)
 	}
 
-	var second syncBuffer
+	var second bytes.Buffer
 	if code := cli.Main(context.Background(), []string{"serve", "--brokers", brokers, "--config", cfg, "--data-dir", data, "--http", freeAddr(t)},
 		io.Discard, &second, options...); code == 0 || !strings.Contains(second.String(), "--data-dir") {
 		t.Errorf("second serve on the same data dir: exit %d\n%s", code, second.String())
@@ -127,7 +127,7 @@ func TestServeWithLedger(t *testing.T) {
 
 	cancel()
 	if code := <-done; code != 0 {
-		t.Errorf("serve: exit %d after its context ended:\n%s", code, serveErr.String())
+		t.Errorf("serve: exit %d after its context ended:\n%s", code, serveLog())
 	}
 }
 
@@ -163,22 +163,3 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
-
-// syncBuffer is a bytes.Buffer serve's logger and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
