@@ -13,27 +13,27 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/client"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// One real executor against kfake over TCP (package executortest), with a
+// One real executor against kfake over TCP (package onceflighttest), with a
 // noop action; commands are produced with a manual partitioner, so that
 // tests choose partitions (a misrouted command is one on another's).
 
-const nParts = executortest.Partitions
+const nParts = onceflighttest.Partitions
 
 type harness struct {
-	*executortest.Harness
+	*onceflighttest.Harness
 	t  *testing.T
 	cl *kgo.Client // producer with a manual partitioner
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{Harness: executortest.New(t), t: t}
+	h := &harness{Harness: onceflighttest.New(t), t: t}
 	h.UseConfig("actions:\n  noop.ping:\n    connector: noop\n    timeout: 500ms\n")
 	var err error
 	h.cl, err = kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.ProducerLinger(0),

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -46,7 +46,7 @@ func TestTracingToUnreachableCollector(t *testing.T) {
 	if err != nil || opt == nil {
 		t.Fatalf("start tracing: %v", err)
 	}
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Opts = append(h.Opts, opt)
 	h.Start(t.TempDir())
 	const n = 30
@@ -60,7 +60,7 @@ func TestTracingToUnreachableCollector(t *testing.T) {
 			t.Errorf("%s: %s", id, os[0].Record.Status)
 		}
 	}
-	executortest.WaitFor(t, 30*time.Second, "an export error logged", func() bool {
+	onceflighttest.WaitFor(t, 30*time.Second, "an export error logged", func() bool {
 		return strings.Contains(logs.String(), "spans could not be exported")
 	})
 	h.Stop()

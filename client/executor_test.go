@@ -16,7 +16,7 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/config"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 )
 
 // startExecutor starts kfake and a real executor with a noop action
@@ -80,7 +80,7 @@ func startExecutor() (brokers []string, stop func(), err error) {
 
 // waitTopics waits until every topic of t exists.
 func waitTopics(ctx context.Context, brokers []string, t client.Topics) error {
-	return executortest.WaitTopics(ctx, brokers, t)
+	return onceflighttest.WaitTopics(ctx, brokers, t)
 }
 
 // exampleClient is the set-up the examples after the first share: an

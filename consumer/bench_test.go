@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -121,7 +121,7 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop, re
 	if noop {
 		yaml = "actions:\n  bench.post:\n    connector: noop\n"
 	}
-	h := executortest.New(b)
+	h := onceflighttest.New(b)
 	h.UseConfig(yaml)
 	brokers := h.Brokers
 

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -18,7 +18,7 @@ import (
 // one of them after it was answered, and checks that each command has one
 // outcome, each key took effect once (the noop connector's effects file),
 // and the audit passes. stop stops the executor before the checks.
-func brokerFaultWorkload(t *testing.T, h *executortest.Harness, stop func()) {
+func brokerFaultWorkload(t *testing.T, h *onceflighttest.Harness, stop func()) {
 	t.Helper()
 	var ids []string
 	for i := range 8 {
@@ -33,7 +33,7 @@ func brokerFaultWorkload(t *testing.T, h *executortest.Harness, stop func()) {
 	h.Outcomes(len(ids), seen, nil)
 	stop()
 	all := h.AllOutcomes()
-	executortest.OneOutcomeEach(t, all, ids)
+	onceflighttest.OneOutcomeEach(t, all, ids)
 	for _, id := range ids {
 		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
 			t.Errorf("%s: %s %+v", id, s, all[id][0].Record.Error)
@@ -89,14 +89,14 @@ func TestFaultBrokerErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.Close)
-			h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
-			n := h.StartNode("test", t.TempDir(), executortest.NodeOptions{})
+			h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
+			n := h.StartNode("test", t.TempDir(), onceflighttest.NodeOptions{})
 			stop := func() {
 				if err := n.Stop(); err != nil {
 					t.Errorf("run: %v", err)
 				}
 			}
-			executortest.WaitFor(t, 20*time.Second, "the executor to be ready", n.Ex.Ready)
+			onceflighttest.WaitFor(t, 20*time.Second, "the executor to be ready", n.Ex.Ready)
 			f := c.Fault(tc.fault)
 			brokerFaultWorkload(t, h, stop)
 			if f.Hits() == 0 {
@@ -123,8 +123,8 @@ func TestFaultInitProducerIDRefusedAtStart(t *testing.T) {
 			}
 			t.Cleanup(c.Close)
 			f := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, TopLevel: true, Err: e, Count: -1})
-			h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
-			n := h.StartNode("test", t.TempDir(), executortest.NodeOptions{})
+			h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
+			n := h.StartNode("test", t.TempDir(), onceflighttest.NodeOptions{})
 			var runErr error
 			select {
 			case runErr = <-n.Done:

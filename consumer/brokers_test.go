@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/internal/brokertest"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -21,7 +21,7 @@ import (
 // the transactional pipeline (intent, answer, TxnOffsetCommit of the low
 // watermark): one effect, a replay, a refusal, and a clean audit.
 func TestRealBrokerPipeline(t *testing.T) {
-	h := executortest.New(t, executortest.OnBrokers(brokertest.Start(t)))
+	h := onceflighttest.New(t, onceflighttest.OnBrokers(brokertest.Start(t)))
 	h.Start(t.TempDir())
 	h.Submit("r1", "order-1", "k1", `{"a":1}`)
 	h.Submit("r2", "order-1", "k1", `{"a":1}`)
@@ -45,7 +45,7 @@ func TestRealBrokerPipeline(t *testing.T) {
 // TestRealBrokerRestore: an executor on an empty data dir restores every
 // partition from the journal and answers old keys from their records.
 func TestRealBrokerRestore(t *testing.T) {
-	h := executortest.New(t, executortest.OnBrokers(brokertest.Start(t)))
+	h := onceflighttest.New(t, onceflighttest.OnBrokers(brokertest.Start(t)))
 	h.Start(t.TempDir())
 	for i := range 6 {
 		h.Submit(fmt.Sprintf("a%d", i), fmt.Sprintf("order-%d", i), fmt.Sprintf("k%d", i), `{}`)
@@ -77,10 +77,10 @@ func TestRealBrokerRestore(t *testing.T) {
 // and the other takes its partitions over, answering the commands that
 // arrive meanwhile once each.
 func TestRealBrokerTakeover(t *testing.T) {
-	h := executortest.New(t, executortest.OnBrokers(brokertest.Start(t)))
-	a := h.StartNode("a", t.TempDir(), executortest.NodeOptions{})
-	b := h.StartNode("b", t.TempDir(), executortest.NodeOptions{})
-	executortest.WaitFor(t, 90*time.Second, "both executors owning partitions", func() bool {
+	h := onceflighttest.New(t, onceflighttest.OnBrokers(brokertest.Start(t)))
+	a := h.StartNode("a", t.TempDir(), onceflighttest.NodeOptions{})
+	b := h.StartNode("b", t.TempDir(), onceflighttest.NodeOptions{})
+	onceflighttest.WaitFor(t, 90*time.Second, "both executors owning partitions", func() bool {
 		return a.Ex.Ready() && b.Ex.Ready() && len(a.Ex.Owned()) > 0 && len(b.Ex.Owned()) > 0
 	})
 	seen := map[string][]schemas.Outcome{}
@@ -91,7 +91,7 @@ func TestRealBrokerTakeover(t *testing.T) {
 	if err := a.Stop(); err != nil {
 		t.Fatalf("stop a: %v", err)
 	}
-	executortest.WaitFor(t, 90*time.Second, "b owning every partition", func() bool { return b.Owns(executortest.Partitions) })
+	onceflighttest.WaitFor(t, 90*time.Second, "b owning every partition", func() bool { return b.Owns(onceflighttest.Partitions) })
 	for i := range 12 {
 		h.Submit(fmt.Sprintf("d%d", i), fmt.Sprintf("order-%d", i), fmt.Sprintf("k%d", i), `{}`)
 		h.Submit(fmt.Sprintf("e%d", i), fmt.Sprintf("order-%d", i), fmt.Sprintf("n%d", i), `{}`)

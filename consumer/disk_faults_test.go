@@ -17,7 +17,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -35,7 +35,7 @@ func TestFaultDisk(t *testing.T) {
 			if kind == "ENOSPC" {
 				inject = syscall.ENOSPC
 			}
-			h := executortest.New(t)
+			h := onceflighttest.New(t)
 			h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
 			var failing atomic.Bool
 			fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -50,8 +50,8 @@ func TestFaultDisk(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn})).With("executor", "A")
 			}
 			dirA := t.TempDir()
-			a := h.StartNode("A", dirA, executortest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(fs)}, ExecutorOpts: executortest.ShortHeartbeats})
-			executortest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
+			a := h.StartNode("A", dirA, onceflighttest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(fs)}, ExecutorOpts: onceflighttest.ShortHeartbeats})
+			onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 
 			var ids []string
 			submit := func(tag string, k int) {
@@ -67,8 +67,8 @@ func TestFaultDisk(t *testing.T) {
 
 			failing.Store(true)
 			submit("bad", 3)
-			executortest.WaitFor(t, 20*time.Second, "A reports its failed index", func() bool {
-				v, _ := executortest.Gauge(t, a.Reg, "onceflight_store_failed")
+			onceflighttest.WaitFor(t, 20*time.Second, "A reports its failed index", func() bool {
+				v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_store_failed")
 				return v == 1
 			})
 			if a.Ex.Ready() {
@@ -77,17 +77,17 @@ func TestFaultDisk(t *testing.T) {
 			if r := a.Ex.NotReady(); !strings.Contains(r, "dedupe index failed") || !strings.Contains(r, "restart on a healthy disk") {
 				t.Errorf("A's readyz reason %q does not say its index failed", r)
 			}
-			if v, _ := executortest.Gauge(t, a.Reg, "onceflight_ready"); v != 0 {
+			if v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_ready"); v != 0 {
 				t.Errorf("onceflight_ready = %v on a failed index", v)
 			}
 			if l := logs.String(); !strings.Contains(l, "dedupe index failed") {
 				t.Errorf("no ERROR line names the failed index:\n%s", l)
 			}
-			executortest.WaitFor(t, 20*time.Second, "A leaves the group", func() bool { return len(a.Ex.Owned()) == 0 })
+			onceflighttest.WaitFor(t, 20*time.Second, "A leaves the group", func() bool { return len(a.Ex.Owned()) == 0 })
 			t.Logf("A stopped: %s", a.Ex.NotReady())
 
 			// B answers what A could not.
-			b := h.StartNode("B", t.TempDir(), executortest.NodeOptions{ExecutorOpts: executortest.ShortHeartbeats})
+			b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: onceflighttest.ShortHeartbeats})
 			h.Outcomes(len(ids), seen, nil)
 			if err := b.Stop(); err != nil {
 				t.Errorf("B: %v", err)
@@ -99,7 +99,7 @@ func TestFaultDisk(t *testing.T) {
 			// A again, same data dir, healthy disk: restores from the
 			// journal, then answers new commands and repeats.
 			failing.Store(false)
-			a2 := h.StartNode("A", dirA, executortest.NodeOptions{})
+			a2 := h.StartNode("A", dirA, onceflighttest.NodeOptions{})
 			submit("after", 3)
 			for _, id := range []string{"ok0", "bad0"} {
 				h.Submit("again-"+id, "order-0", "k-"+id, `{}`)
@@ -110,7 +110,7 @@ func TestFaultDisk(t *testing.T) {
 			}
 
 			all := h.AllOutcomes()
-			executortest.OneOutcomeEach(t, all, ids)
+			onceflighttest.OneOutcomeEach(t, all, ids)
 			effects := h.EffectCount()
 			for _, id := range ids {
 				if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
@@ -135,10 +135,10 @@ func TestFaultDisk(t *testing.T) {
 // moves the directory aside with a WARN, restores from the journal, and
 // answers the old keys from their records: nothing executed twice.
 func TestFaultCorruptDataDir(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
 	dir := filepath.Join(t.TempDir(), "state")
-	a := h.StartNode("A", dir, executortest.NodeOptions{})
+	a := h.StartNode("A", dir, onceflighttest.NodeOptions{})
 	var ids []string
 	for i := range 6 {
 		id := fmt.Sprintf("c%d", i)
@@ -161,7 +161,7 @@ func TestFaultCorruptDataDir(t *testing.T) {
 	}
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a = h.StartNode("A", dir, executortest.NodeOptions{StoreOpts: []dedupe.Option{dedupe.WithRebuildOnCorruption(), dedupe.WithLogger(log)}})
+	a = h.StartNode("A", dir, onceflighttest.NodeOptions{StoreOpts: []dedupe.Option{dedupe.WithRebuildOnCorruption(), dedupe.WithLogger(log)}})
 	for _, id := range ids {
 		h.Submit("again-"+id, seen[id][0].Record.Entity, "k-"+id, `{}`)
 	}
@@ -191,7 +191,7 @@ func TestFaultCorruptDataDir(t *testing.T) {
 // rather than at its next command, which on a quiet partition could be
 // hours away while its index already lacks what the journal has.
 func TestFaultDiskWhileIdle(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	var failing atomic.Bool
 	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
@@ -200,16 +200,16 @@ func TestFaultDiskWhileIdle(t *testing.T) {
 		return nil
 	}))
 	tune := func(c *consumer.Config) { c.SessionTimeout = 2 * time.Second }
-	a := h.StartNode("A", t.TempDir(), executortest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(fs)}, ExecutorOpts: executortest.ShortHeartbeats})
-	executortest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(fs)}, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 	failing.Store(true)
 	b := a.Store.NewBatch()
 	b.PutRecord(schemas.Record{IdempotencyKey: "k", Entity: "e", Status: schemas.StatusSucceeded})
 	if err := b.Commit(); err == nil {
 		t.Fatal("a commit on the failing disk succeeded")
 	}
-	executortest.WaitFor(t, 20*time.Second, "idle A to leave its group", func() bool { return len(a.Ex.Owned()) == 0 && !a.Ex.Ready() })
-	if v, _ := executortest.Gauge(t, a.Reg, "onceflight_store_failed"); v != 1 {
+	onceflighttest.WaitFor(t, 20*time.Second, "idle A to leave its group", func() bool { return len(a.Ex.Owned()) == 0 && !a.Ex.Ready() })
+	if v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_store_failed"); v != 1 {
 		t.Errorf("onceflight_store_failed = %v", v)
 	}
 }

@@ -20,13 +20,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-func deleteJournal(t *testing.T, h *executortest.Harness, p int32, before int64) {
+func deleteJournal(t *testing.T, h *onceflighttest.Harness, p int32, before int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -46,7 +46,7 @@ func deleteJournal(t *testing.T, h *executortest.Harness, p int32, before int64)
 // executor read them (DeleteRecords standing in for retention) hold the
 // partition instead of letting a remembered key execute again.
 func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Start(t.TempDir())
 	seen := map[string][]schemas.Outcome{}
 	h.Submit("c1", "order-1", "k1", `{}`)
@@ -121,7 +121,7 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 // markers go too. A fresh owner must still pick an epoch (and fencing
 // tokens) above every earlier one, and an empty partition must restore.
 func TestEpochAndTokensNeverGoBackAfterRetention(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Start(t.TempDir())
 	seen := map[string][]schemas.Outcome{}
 	for i := range 6 {
@@ -181,7 +181,7 @@ func TestMarkersFencedAndAbortsRetriedInSilence(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
 	h.Start(t.TempDir())
 	h.Submit("c1", "order-1", "k1", `{}`)
 	seen := map[string][]schemas.Outcome{}
@@ -206,7 +206,7 @@ func TestMarkersFencedAndAbortsRetriedInSilence(t *testing.T) {
 // new work loudly (not ready, halted), instead of failing restores forever
 // or letting entities move; a restart on grown topics is refused too.
 func TestPartitionGrowthHalts(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Tune = func(c *consumer.Config) { c.PartitionCheckInterval = 100 * time.Millisecond }
 	h.Start(t.TempDir())
 	seen := map[string][]schemas.Outcome{}
@@ -255,7 +255,7 @@ func TestPartitionGrowthHalts(t *testing.T) {
 // Issue 7.7: 200 KB of HTML-heavy data is a 200 KB record, not 1.2 MB, and
 // other entities' commands are answered around it.
 func TestLargeHTMLCommandDoesNotStopOthers(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Start(t.TempDir())
 	html := strings.Repeat(`<p class="x">&amp; <b>hi</b></p>`, 200_000/32)
 	h.Submit("big", "order-1", "big-1", fmt.Sprintf(`{"body":%q}`, html))
@@ -287,7 +287,7 @@ func TestLargeHTMLCommandDoesNotStopOthers(t *testing.T) {
 // issue 24, no other entity of its own partition either:
 // TestHotEntityDoesNotBlockItsPartition).
 func TestHotEntityDoesNotStarveOthers(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	release := make(chan struct{})
 	var posts atomic.Int32
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -336,7 +336,7 @@ func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 // attempt before it, so a late write of attempt 1 is refusable after
 // attempt 2.
 func TestFencingTokenGrowsPerAttempt(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	var mu sync.Mutex
 	var tokens []int64
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -380,7 +380,7 @@ func TestFencingTokenGrowsPerAttempt(t *testing.T) {
 // waits for its deadline and confirms — and the entity's next command does
 // not run before that deadline (G1). The key does not stay in progress.
 func TestInterruptedReconcileAttemptIsInherited(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	var (
 		mu       sync.Mutex
 		phase    = 1 // 1: confirm unavailable, 2: confirm not found
@@ -485,7 +485,7 @@ actions:
 // commands topic is not executed out of place and does not hold up other
 // work: it is deadlettered by reference and answered too_large.
 func TestForwardTooLargeIsAnsweredNotStuck(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Tune = func(c *consumer.Config) { c.MaxMessageBytes, c.MaxDataBytes = 64<<10, 32<<10 }
 	h.Start(t.TempDir())
 	c := schemas.Command{ID: "big", Source: "test", Type: "noop.ping", Subject: "order-1", IdempotencyKey: "k1", Data: []byte(`{}`)}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -142,7 +142,7 @@ func wantEvidence(t *testing.T, rec schemas.Record, status schemas.Status, by st
 // the record (docs/events.md#evidence), and audit's evidence check holds
 // on the real journal.
 func TestEvidencePaths(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	svc := newEvidenceService(t)
 	h.UseConfig(fmt.Sprintf(evidenceYAML, svc.srv.URL))
 	reg := prometheus.NewRegistry()
@@ -172,7 +172,7 @@ func TestEvidencePaths(t *testing.T) {
 	// Outcomes by how they were established: three answers, one
 	// confirmation.
 	for by, want := range map[string]float64{schemas.EstablishedByAnswer: 3, schemas.EstablishedByConfirmation: 1, schemas.EstablishedByOperator: 0} {
-		if got, ok := executortest.Gauge(t, reg, "onceflight_outcomes_established_total", "established_by", by); !ok || got != want {
+		if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "established_by", by); !ok || got != want {
 			t.Errorf("onceflight_outcomes_established_total{established_by=%q} = %v (%v), want %v", by, got, ok, want)
 		}
 	}
@@ -197,7 +197,7 @@ func TestEvidencePaths(t *testing.T) {
 // "ambiguous, confirmation pending"; the next owner confirms (never a
 // second POST) and the record says it was established by confirmation.
 func TestEvidenceCrashBeforeConfirmation(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	svc := newEvidenceService(t)
 	// confirm_timeout beyond the graceful stop's 5s bound: the stop
 	// abandons the confirmation, as a crash would.
@@ -206,7 +206,7 @@ func TestEvidenceCrashBeforeConfirmation(t *testing.T) {
 	h.Start(dir)
 	h.SubmitAction("c-crash", "payments.refund", "order-c", "crash-1", `{"amount":1}`)
 	var last schemas.Record
-	executortest.WaitFor(t, 30*time.Second, "confirmation_pending record", func() bool {
+	onceflighttest.WaitFor(t, 30*time.Second, "confirmation_pending record", func() bool {
 		for _, r := range h.JournalAll() {
 			if r.IdempotencyKey == "crash-1" {
 				last = r

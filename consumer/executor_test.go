@@ -10,12 +10,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
 func TestRepeatReuseUnknownAndDeadletter(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Start(t.TempDir())
 
 	h.Submit("c1", "order-1", "k1", `{"amount":5}`)
@@ -74,7 +74,7 @@ func TestRepeatReuseUnknownAndDeadletter(t *testing.T) {
 }
 
 func TestDataDirLossRestoresFromJournal(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	dir1 := t.TempDir()
 	h.Start(dir1)
 	for i := range 20 {

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -33,7 +33,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
 
 	var (
 		aMember     atomic.Pointer[string]
@@ -112,8 +112,8 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		cfg.TransactionTimeout = time.Minute
 		cfg.RevokeTimeout = 200 * time.Millisecond
 	}
-	a := h.StartNode("A", t.TempDir(), executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats})
-	executortest.WaitFor(t, 20*time.Second, "A owning every partition", func() bool { return a.Owns(3) })
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	onceflighttest.WaitFor(t, 20*time.Second, "A owning every partition", func() bool { return a.Owns(3) })
 	ms := h.GroupMembers()
 	if len(ms) != 1 {
 		t.Fatalf("group members %v, want A alone", ms)
@@ -126,10 +126,10 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("A's answer transaction never reached the broker")
 	}
-	executortest.WaitFor(t, 20*time.Second, "A's session to expire", func() bool { return len(h.GroupMembers()) == 0 })
+	onceflighttest.WaitFor(t, 20*time.Second, "A's session to expire", func() bool { return len(h.GroupMembers()) == 0 })
 
-	b := h.StartNode("B", t.TempDir(), executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats})
-	executortest.WaitFor(t, 30*time.Second, "B to answer k1", func() bool {
+	b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	onceflighttest.WaitFor(t, 30*time.Second, "B to answer k1", func() bool {
 		rec, ok, err := b.Store.Lookup("order-1", "k1")
 		return err == nil && ok && rec.Status.Final()
 	})
@@ -150,7 +150,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 	if commit {
 		t.Errorf("the zombie's transaction was committed: the broker accepted its TxnOffsetCommit")
 	} else {
-		executortest.WaitFor(t, 20*time.Second, "A to count the refused commit", func() bool {
+		onceflighttest.WaitFor(t, 20*time.Second, "A to count the refused commit", func() bool {
 			return a.Counter("onceflight_fenced_writes_total", map[string]string{"stage": "commit"}) >= 1
 		})
 	}
@@ -167,7 +167,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		}
 	}
 	seen := h.AllOutcomes()
-	executortest.OneOutcomeEach(t, seen, []string{"c1"})
+	onceflighttest.OneOutcomeEach(t, seen, []string{"c1"})
 	for _, o := range seen["c1"] {
 		if o.Record.Executor == "A" {
 			t.Errorf("the zombie's outcome of c1 (%s) is visible", o.Record.Status)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -32,7 +32,7 @@ func entitiesOn(p int32, n int) (same []string, other string) {
 
 // withKeys configures the executor with a fresh control key and returns
 // it for signing.
-func withKeys(t *testing.T, h *executortest.Harness) *schemas.ControlKeys {
+func withKeys(t *testing.T, h *onceflighttest.Harness) *schemas.ControlKeys {
 	t.Helper()
 	k, err := schemas.NewControlKey("ops-1")
 	if err != nil {
@@ -54,7 +54,7 @@ func code(o schemas.Outcome) string {
 // and on another is an execution each; within an entity a reuse with other
 // data is still rejected.
 func TestKeyScopedToEntity(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Start(t.TempDir())
 	same, other := entitiesOn(0, 2)
 	ents := append(same, other)
@@ -103,7 +103,7 @@ const governanceYAML = `actions:
 // naming the first key, or held, then approved (executed once, second
 // outcome) or resolved rejected. Decisions need a valid signature.
 func TestUniqueByRejectAndHold(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf(governanceYAML, h.Effects))
 	ks := withKeys(t, h)
 	h.Start(t.TempDir())
@@ -224,7 +224,7 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 // TestDecisionsRefusedWithoutKey: an executor without a control key
 // refuses every decision (docs/guarantees.md).
 func TestDecisionsRefusedWithoutKey(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Start(t.TempDir())
 	k, _ := schemas.NewControlKey("ops-1")
 	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{k}}, "d1", consumer.TypeResolve, "order-1", schemas.Decision{Key: "k1", As: "failed", Reason: "r", By: "ann"})
@@ -238,7 +238,7 @@ func TestDecisionsRefusedWithoutKey(t *testing.T) {
 // TestReleaseMakesKeyNewWork (docs/events.md#execution-records Release): after a release the same
 // key executes again; before it, a repeat is a replay.
 func TestReleaseMakesKeyNewWork(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	ks := withKeys(t, h)
 	h.Start(t.TempDir())
 	h.Submit("c1", "order-1", "k1", `{"amount":5}`)
@@ -276,7 +276,7 @@ func TestReleaseMakesKeyNewWork(t *testing.T) {
 // execute (the check and the execution are one step of the entity's single
 // flight).
 func TestUniqueByWhileFirstInFlight(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	started, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	posts := map[string]int{}

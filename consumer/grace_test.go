@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -92,7 +92,7 @@ func (g *graceService) requests() []graceReq {
 // k1's recorded deadline plus the clock drift, and that k1 took effect once.
 func inheritGrace(t *testing.T, actions func(url string) string) {
 	const drift = 500 * time.Millisecond
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	g := newGraceService(drift)
 	svc := httptest.NewServer(g)
 	defer svc.Close()
@@ -158,7 +158,7 @@ func inheritGrace(t *testing.T, actions func(url string) string) {
 	if got := seen["c2"][0].Record.Status; got != schemas.StatusSucceeded {
 		t.Errorf("c2: %s", got)
 	}
-	executortest.OneOutcomeEach(t, seen, []string{"c1", "c2"})
+	onceflighttest.OneOutcomeEach(t, seen, []string{"c1", "c2"})
 	if want := k1PostsWant(actions(svc.URL)); k1Posts != want {
 		t.Errorf("k1 posted %d times, want %d", k1Posts, want)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -51,7 +51,7 @@ func TestSeededHistories(t *testing.T) {
 
 func history(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 19))
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	ks := withKeys(t, h)
 	first, dir, _ := holdWatermark(t, h)
 	same, _ := entitiesOn(0, 3)

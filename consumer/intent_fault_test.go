@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -44,7 +44,7 @@ func TestFaultIntentBeforeEffect(t *testing.T) {
 		resp.ErrorCode = kerr.UnknownServerError.Code
 		return resp, nil, true
 	})
-	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
 	type post struct{ key, attempt, token string }
 	var (
 		mu    sync.Mutex
@@ -59,7 +59,7 @@ func TestFaultIntentBeforeEffect(t *testing.T) {
 	defer svc.Close()
 	h.UseConfig(fmt.Sprintf("actions:\n  pay.call:\n    connector: http\n    url: %s/pay\n    timeout: 2s\n", svc.URL))
 	h.Start(t.TempDir())
-	executortest.WaitFor(t, 20*time.Second, "the executor to be ready", h.Ex.Ready)
+	onceflighttest.WaitFor(t, 20*time.Second, "the executor to be ready", h.Ex.Ready)
 	armed.Store(true)
 	h.SubmitAction("c1", "pay.call", "order-1", "k1", `{"amount":1}`)
 	seen := map[string][]schemas.Outcome{}

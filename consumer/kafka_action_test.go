@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -17,7 +17,7 @@ import (
 // effect is one record on the target topic, keyed by entity, carrying the
 // idempotency key and fencing token; a repeat is answered from the record.
 func TestKafkaAction(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := kadm.NewClient(h.Client()).CreateTopic(ctx, 3, 1, nil, "shipping.replacements"); err != nil {

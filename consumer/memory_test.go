@@ -14,14 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
 // produceBacklog writes n commands of action, spread over entities, in
 // batches (the executor reads them as a backlog far larger than its
 // bounds).
-func produceBacklog(t *testing.T, h *executortest.Harness, action string, n, entities int) []string {
+func produceBacklog(t *testing.T, h *onceflighttest.Harness, action string, n, entities int) []string {
 	t.Helper()
 	cmds := make([]schemas.Command, n)
 	for i := range n {
@@ -34,7 +34,7 @@ func produceBacklog(t *testing.T, h *executortest.Harness, action string, n, ent
 
 // produceAll writes cmds (binary mode) in batches of 500 and returns
 // their ids.
-func produceAll(t *testing.T, h *executortest.Harness, cmds []schemas.Command) []string {
+func produceAll(t *testing.T, h *onceflighttest.Harness, cmds []schemas.Command) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -66,22 +66,22 @@ func produceAll(t *testing.T, h *executortest.Harness, cmds []schemas.Command) [
 // drainBacklog starts h's executor tuned by tune, with a registry of its
 // own, waits until it is ready, produces a backlog of n commands and
 // returns their outcomes once every command has exactly one.
-func drainBacklog(t *testing.T, h *executortest.Harness, action string, n, entities int, tune func(*consumer.Config)) map[string][]schemas.Outcome {
+func drainBacklog(t *testing.T, h *onceflighttest.Harness, action string, n, entities int, tune func(*consumer.Config)) map[string][]schemas.Outcome {
 	t.Helper()
 	h.Reg = prometheus.NewRegistry()
 	h.Tune = tune
 	h.Start(t.TempDir())
-	executortest.WaitFor(t, 30*time.Second, "executor ready", h.Ex.Ready)
+	onceflighttest.WaitFor(t, 30*time.Second, "executor ready", h.Ex.Ready)
 	ids := produceBacklog(t, h, action, n, entities)
 	seen := readOutcomes(t, h, n)
-	executortest.OneOutcomeEach(t, seen, ids)
+	onceflighttest.OneOutcomeEach(t, seen, ids)
 	return seen
 }
 
 // readOutcomes reads n outcomes. Unlike Harness.Outcomes (30 s) it allows
 // minutes: tight bounds make small transactions, and a loaded machine
 // makes them slow; the bound only stops a test that hangs.
-func readOutcomes(t *testing.T, h *executortest.Harness, n int) map[string][]schemas.Outcome {
+func readOutcomes(t *testing.T, h *onceflighttest.Harness, n int) map[string][]schemas.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -109,7 +109,7 @@ func readOutcomes(t *testing.T, h *executortest.Harness, n int) map[string][]sch
 // peak reads onceflight_memory_in_use_peak{what}.
 func peak(t *testing.T, reg *prometheus.Registry, what string) float64 {
 	t.Helper()
-	v, ok := executortest.Gauge(t, reg, "onceflight_memory_in_use_peak", "what", what)
+	v, ok := onceflighttest.Gauge(t, reg, "onceflight_memory_in_use_peak", "what", what)
 	if !ok {
 		t.Fatalf("no onceflight_memory_in_use_peak{what=%q}", what)
 	}
@@ -130,7 +130,7 @@ func TestBacklogDrainsWithinMemoryBounds(t *testing.T) {
 		poll        = 20
 		inflight    = 16
 	)
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	drainBacklog(t, h, "noop.ping", n, 500, func(c *consumer.Config) {
 		c.MaxBuffered, c.MaxBufferedBytes, c.MaxPollRecords, c.MaxInflight = maxBuffered, maxBytes, poll, inflight
 		c.MaxFetchBytes = 64 << 10
@@ -185,7 +185,7 @@ func TestTightStagingBoundWithIntents(t *testing.T) {
 		fmt.Fprint(w, `{"ok":true}`)
 	}))
 	defer svc.Close()
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s/do\n    timeout: 10s\n", svc.URL))
 	seen := drainBacklog(t, h, "work.do", n, 50, func(c *consumer.Config) {
 		c.MaxBuffered, c.MaxBufferedBytes, c.MaxPollRecords, c.MaxInflight = 10, 8<<10, 5, 32

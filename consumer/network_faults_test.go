@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/faultnet"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -23,7 +23,7 @@ import (
 // ready again). Commands submitted before, during and after the faults
 // each get one outcome and take effect once, and the audit passes.
 func TestFaultNetworkCutAndStall(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	fn := faultnet.New()
 	a, b := startPair(t, h, fn, netTune)
 	var ids []string
@@ -40,14 +40,14 @@ func TestFaultNetworkCutAndStall(t *testing.T) {
 
 	fn.Cut()
 	batch("cut", 6)
-	executortest.WaitFor(t, 30*time.Second, "B to take every partition", func() bool { return b.Owns(3) })
+	onceflighttest.WaitFor(t, 30*time.Second, "B to take every partition", func() bool { return b.Owns(3) })
 	h.Outcomes(len(ids), seen, nil)
 	fn.Resume()
-	executortest.WaitFor(t, 30*time.Second, "A ready again after the cut", a.Ex.Ready)
+	onceflighttest.WaitFor(t, 30*time.Second, "A ready again after the cut", a.Ex.Ready)
 	batch("after", 6)
 	h.Outcomes(len(ids), seen, nil)
 
-	stopAndCheck(t, h, []*executortest.Node{a, b}, ids, func(id string) string { return "k-" + id })
+	stopAndCheck(t, h, []*onceflighttest.Node{a, b}, ids, func(id string) string { return "k-" + id })
 }
 
 // netTune is the executors' config in the network tests: a 2s session so a
@@ -96,11 +96,11 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 			batch("edge", 12) // some of A's are in flight when the fault starts
 			fn.Blackhole(dir)
 			batch("during", 6)
-			executortest.WaitFor(t, 30*time.Second, "B to take every partition", func() bool { return b.Owns(3) })
+			onceflighttest.WaitFor(t, 30*time.Second, "B to take every partition", func() bool { return b.Owns(3) })
 			// The broker ended A's session: the group is B alone (A's
 			// membership from before is the one that went).
 			var aOld []string
-			executortest.WaitFor(t, 30*time.Second, "the group to be B alone", func() bool {
+			onceflighttest.WaitFor(t, 30*time.Second, "the group to be B alone", func() bool {
 				ms := h.GroupMembers()
 				aOld = slices.DeleteFunc(slices.Clone(before), func(m string) bool { return slices.Contains(ms, m) })
 				return len(ms) == 1
@@ -110,7 +110,7 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 				t.Fatalf("the %s blackhole swallowed nothing: the test did not test it", dir)
 			}
 			fn.Resume()
-			executortest.WaitFor(t, 30*time.Second, "A ready again after the blackhole", func() bool {
+			onceflighttest.WaitFor(t, 30*time.Second, "A ready again after the blackhole", func() bool {
 				return a.Ex.Ready() && len(a.Ex.Owned()) > 0
 			})
 			// A came back under a new membership: the old one stays gone.
@@ -128,7 +128,7 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 				t.Errorf("B: %v", err)
 			}
 			all := h.AllOutcomes()
-			executortest.OneOutcomeEach(t, all, ids)
+			onceflighttest.OneOutcomeEach(t, all, ids)
 			for _, id := range ids {
 				if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
 					t.Errorf("%s: %s %s", id, s, code(all[id][0]))
@@ -161,7 +161,7 @@ func inherited(recs []schemas.Record, from, to string) int {
 
 // assignment is what the group looks like from the outside: its member ids
 // and each node's owned partitions.
-func assignment(h *executortest.Harness, nodes ...*executortest.Node) string {
+func assignment(h *onceflighttest.Harness, nodes ...*onceflighttest.Node) string {
 	ms := h.GroupMembers()
 	slices.Sort(ms)
 	s := fmt.Sprint(ms)
@@ -201,7 +201,7 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 	batch("warm", 6)
 	h.Outcomes(len(ids), seen, nil)
 	// Settled: B's join may have started a second, cooperative round.
-	executortest.WaitFor(t, 30*time.Second, "the group to settle", func() bool {
+	onceflighttest.WaitFor(t, 30*time.Second, "the group to settle", func() bool {
 		j := joins()
 		time.Sleep(500 * time.Millisecond)
 		return joins() == j
@@ -225,7 +225,7 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 		fn.Resume()
 		h.Outcomes(len(ids), seen, nil)
 		if f.reset {
-			executortest.WaitFor(t, 30*time.Second, "A and B ready with every partition after the "+f.name, func() bool {
+			onceflighttest.WaitFor(t, 30*time.Second, "A and B ready with every partition after the "+f.name, func() bool {
 				return a.Ex.Ready() && b.Ex.Ready() && len(a.Ex.Owned())+len(b.Ex.Owned()) == 3
 			})
 			t.Logf("a short %s: %d JoinGroups, assignment %s (was %s)", f.name, joins()-j0, assignment(h, a, b), a0)
@@ -235,7 +235,7 @@ func TestFaultNetworkShortFaultsNoRebalance(t *testing.T) {
 			t.Fatalf("after a short %s: %d JoinGroups since the start (want none), assignment %s, was %s", f.name, j-j0, as, a0)
 		}
 	}
-	stopAndCheck(t, h, []*executortest.Node{a, b}, ids, func(id string) string { return "k-" + id })
+	stopAndCheck(t, h, []*onceflighttest.Node{a, b}, ids, func(id string) string { return "k-" + id })
 }
 
 // TestFaultNetworkLatency runs both executors with 150ms added to every
@@ -250,16 +250,16 @@ func TestFaultNetworkLatency(t *testing.T) {
 	// commit (connectors.Perform), or no attempt would ever be sent.
 	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
 	start := time.Now()
-	var nodes []*executortest.Node
+	var nodes []*onceflighttest.Node
 	for _, id := range []string{"A", "B"} {
 		fn := faultnet.New()
 		fn.SetLatency(150 * time.Millisecond)
-		nodes = append(nodes, h.StartNode(id, t.TempDir(), executortest.NodeOptions{Tune: netTune,
-			ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, executortest.ShortHeartbeats...)}))
+		nodes = append(nodes, h.StartNode(id, t.TempDir(), onceflighttest.NodeOptions{Tune: netTune,
+			ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, onceflighttest.ShortHeartbeats...)}))
 	}
 	a, b := nodes[0], nodes[1]
-	executortest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
-	executortest.WaitFor(t, 30*time.Second, "the group to settle", func() bool {
+	onceflighttest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
+	onceflighttest.WaitFor(t, 30*time.Second, "the group to settle", func() bool {
 		j := joins()
 		time.Sleep(500 * time.Millisecond)
 		return joins() == j
@@ -297,7 +297,7 @@ func TestFaultNetworkLatency(t *testing.T) {
 // stopAndCheck stops nodes, then checks that every command in ids has one
 // outcome id and succeeded, that the noop key of each (key(id), "" for
 // none) took effect exactly once, and that the audit passes.
-func stopAndCheck(t testing.TB, h *executortest.Harness, nodes []*executortest.Node, ids []string, key func(string) string) {
+func stopAndCheck(t testing.TB, h *onceflighttest.Harness, nodes []*onceflighttest.Node, ids []string, key func(string) string) {
 	t.Helper()
 	for _, n := range nodes {
 		if err := n.Stop(); err != nil {
@@ -305,7 +305,7 @@ func stopAndCheck(t testing.TB, h *executortest.Harness, nodes []*executortest.N
 		}
 	}
 	all := h.AllOutcomes()
-	executortest.OneOutcomeEach(t, all, ids)
+	onceflighttest.OneOutcomeEach(t, all, ids)
 	effects := h.EffectCount()
 	for _, id := range ids {
 		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
@@ -320,24 +320,24 @@ func stopAndCheck(t testing.TB, h *executortest.Harness, nodes []*executortest.N
 
 // startPair runs executor A, its connections through fn, and B, both
 // tuned by tune, and waits until they share the partitions.
-func startPair(t testing.TB, h *executortest.Harness, fn *faultnet.Net, tune func(*consumer.Config)) (a, b *executortest.Node) {
+func startPair(t testing.TB, h *onceflighttest.Harness, fn *faultnet.Net, tune func(*consumer.Config)) (a, b *onceflighttest.Node) {
 	t.Helper()
-	a = h.StartNode("A", t.TempDir(), executortest.NodeOptions{Tune: tune,
-		ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, executortest.ShortHeartbeats...)})
-	b = h.StartNode("B", t.TempDir(), executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats})
-	executortest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
+	a = h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune,
+		ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, onceflighttest.ShortHeartbeats...)})
+	b = h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	onceflighttest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
 	return a, b
 }
 
 // shared reports whether a and b are ready and own the three partitions
 // between them, a at least one.
-func shared(a, b *executortest.Node) bool {
+func shared(a, b *onceflighttest.Node) bool {
 	return a.Ex.Ready() && b.Ex.Ready() && len(a.Ex.Owned())+len(b.Ex.Owned()) == 3 && len(a.Ex.Owned()) > 0
 }
 
 // batch submits n noop commands tagged tag over six entities (ids tag0..,
 // keys k-<id>) and returns ids with theirs appended.
-func batch(t testing.TB, h *executortest.Harness, ids []string, tag string, n int) []string {
+func batch(t testing.TB, h *onceflighttest.Harness, ids []string, tag string, n int) []string {
 	t.Helper()
 	for i := range n {
 		id := fmt.Sprintf("%s%d", tag, i)
@@ -348,12 +348,12 @@ func batch(t testing.TB, h *executortest.Harness, ids []string, tag string, n in
 }
 
 // newClusterHarness is newHarness with the broker at hand (for controls).
-func newClusterHarness(t *testing.T) (*executortest.Harness, *kfake.Cluster) {
+func newClusterHarness(t *testing.T) (*onceflighttest.Harness, *kfake.Cluster) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return executortest.New(t, executortest.OnBrokers(c.ListenAddrs())), c
+	return onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs())), c
 }

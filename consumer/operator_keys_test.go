@@ -10,7 +10,7 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -19,7 +19,7 @@ import (
 // "signature" is an HMAC keyed with everything the executor holds (its
 // public key); the audit, with the same public copy, agrees.
 func TestEd25519DecisionsVerifierOnly(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	k, err := schemas.NewOperatorKey("ops-1")
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -16,7 +16,7 @@ import (
 // slow execution is still running (docs/guarantees.md#g1-single-flight: different entities run
 // concurrently; one entity runs in order).
 func TestSlowEntityDoesNotBlockOthers(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	release := make(chan struct{})
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.Header.Get("Onceflight-Entity"), "slow") {

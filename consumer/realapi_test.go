@@ -15,7 +15,7 @@ import (
 
 	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -63,7 +63,7 @@ func TestPaymentsProfileEndToEnd(t *testing.T) {
 		"timeout: 10s", "timeout: 500ms", "confirm_timeout: 2m", "confirm_timeout: 10s").Replace(string(raw))
 	_, block, _ := strings.Cut(profile, "actions:\n")
 	wrong := strings.NewReplacer("payments.refund:", "payments.refund.wrongkey:", "PAYMENTS_API_KEY", "WRONG_PAYMENTS_KEY").Replace(block)
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(profile + wrong)
 
 	logs := &lockedLog{}

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -17,7 +17,7 @@ import (
 // heals, the reconciler turns it succeeded and publishes the new outcome —
 // with the one effect the service applied, never a second POST.
 func TestUnresolvedThenReconciled(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	var (
 		mu       sync.Mutex
 		effects  = map[string]int{}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -83,7 +83,7 @@ const redeliveryYAML = `actions:
 
 // stopQuickly: the graceful stop gives up on the held request soon, and
 // leaves it in_progress for the next owner.
-func stopQuickly(h *executortest.Harness) {
+func stopQuickly(h *onceflighttest.Harness) {
 	tune := h.Tune
 	h.Tune = func(c *consumer.Config) {
 		if tune != nil {
@@ -98,7 +98,7 @@ func stopQuickly(h *executortest.Harness) {
 // service: the partition's committed offset stays below every later
 // command until it settles. It returns another entity of partition 0, the
 // data dir and the service's URL.
-func holdWatermark(t *testing.T, h *executortest.Harness) (ent, dir, url string) {
+func holdWatermark(t *testing.T, h *onceflighttest.Harness) (ent, dir, url string) {
 	t.Helper()
 	same, _ := entitiesOn(0, 2)
 	svc, url := newSlowService(t, "kx")
@@ -112,7 +112,7 @@ func holdWatermark(t *testing.T, h *executortest.Harness) (ent, dir, url string)
 }
 
 // until reads outcomes into seen until cond holds (30s per outcome).
-func until(h *executortest.Harness, seen map[string][]schemas.Outcome, cond func() bool) {
+func until(h *onceflighttest.Harness, seen map[string][]schemas.Outcome, cond func() bool) {
 	total := 0
 	for _, v := range seen {
 		total += len(v)
@@ -135,7 +135,7 @@ func answeredAgain(t *testing.T, seen map[string][]schemas.Outcome, id, want str
 
 // executedOnce checks that o is a new execution, that its key took effect
 // effects times in all, and the audit.
-func executedOnce(t *testing.T, h *executortest.Harness, o schemas.Outcome, what string, effects int) {
+func executedOnce(t *testing.T, h *onceflighttest.Harness, o schemas.Outcome, what string, effects int) {
 	t.Helper()
 	if o.Record.Status != schemas.StatusSucceeded || o.Replayed {
 		t.Errorf("%s: %s %s replayed=%v, want a new execution", what, o.Record.Status, code(o), o.Replayed)
@@ -157,7 +157,7 @@ func executedOnce(t *testing.T, h *executortest.Harness, o schemas.Outcome, what
 func TestReleaseDoesNotReArmRedeliveredCommands(t *testing.T) {
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
-			h := executortest.New(t)
+			h := onceflighttest.New(t)
 			ks := withKeys(t, h)
 			ent, dir, _ := holdWatermark(t, h)
 			h.Submit("c1", ent, "k1", `{"amount":1}`)
@@ -198,7 +198,7 @@ func TestReleaseDoesNotReArmRedeliveredCommands(t *testing.T) {
 // never started anything), while the rejected command, consumed again,
 // still gets its first answer.
 func TestRefusalDoesNotBurnTheKey(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	ent, dir, url := holdWatermark(t, h)
 	h.SubmitAction("r1", "pay.new", ent, "kn", `{"amount":1}`)
 	seen := map[string][]schemas.Outcome{}
@@ -224,7 +224,7 @@ func TestRedeliveredApproveAnsweredApplied(t *testing.T) {
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
 			svc, url := newSlowService(t, "b2")
-			h := executortest.New(t)
+			h := onceflighttest.New(t)
 			ks := withKeys(t, h)
 			stopQuickly(h)
 			h.UseConfig(fmt.Sprintf(`actions:
@@ -259,7 +259,7 @@ func TestRedeliveredApproveAnsweredApplied(t *testing.T) {
 			if o := seen["h2"][len(seen["h2"])-1]; o.Record.Status != schemas.StatusSucceeded {
 				t.Errorf("h2's settlement: %s %s", o.Record.Status, code(o))
 			}
-			executortest.OneOutcomeEach(t, map[string][]schemas.Outcome{"ok": seen["ok"]}, []string{"ok"})
+			onceflighttest.OneOutcomeEach(t, map[string][]schemas.Outcome{"ok": seen["ok"]}, []string{"ok"})
 			h.Audit()
 		})
 	}

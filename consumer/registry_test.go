@@ -9,7 +9,7 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/examples/connector/ledger"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -29,7 +29,7 @@ func TestRegisteredConnector(t *testing.T) {
 		t.Fatal(err)
 	}
 	var l *ledger.Ledger
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Config = actions
 	h.Opts = []consumer.Option{consumer.WithConnector("ledger", func(a *consumer.Action) (connectors.Connector, error) {
 		l = ledger.New(a.Settings["currency"])

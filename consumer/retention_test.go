@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -13,7 +13,7 @@ import (
 // result is no longer kept, and executing again silently would be wrong);
 // past key_memory the key is forgotten and a command with it is new work.
 func TestRetentionAndKeyMemory(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf("dedupe_retention: 1s\nkey_memory: 3s\nactions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.Effects))
 	h.Start(t.TempDir())
 	seen := map[string][]schemas.Outcome{}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -27,7 +27,7 @@ import (
 // owner therefore finds final records — no in_progress key to inherit, so
 // no confirmation and no second effect.
 func TestRevocationDrainsAndCommits(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	var (
 		mu       sync.Mutex
 		effects  = map[string]int{}

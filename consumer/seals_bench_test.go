@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -24,10 +24,10 @@ import (
 //
 //	go test ./consumer -run '^$' -bench BenchmarkRestoreVerified -benchtime 20000x
 func BenchmarkRestoreVerified(b *testing.B) {
-	h := executortest.New(b)
+	h := onceflighttest.New(b)
 	k := newExecKey(b, "bench")
 	tk := trustedKeys(b, k.line)
-	n := h.StartNode("writer", b.TempDir(), executortest.NodeOptions{ExecutorOpts: signing(k, tk)})
+	n := h.StartNode("writer", b.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: signing(k, tk)})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	batch := make([]*kgo.Record, 0, 1000)
@@ -51,8 +51,8 @@ func BenchmarkRestoreVerified(b *testing.B) {
 	}
 	restore := func(name string, opts []consumer.Option) time.Duration {
 		start := time.Now()
-		nd := h.StartNode(name, b.TempDir(), executortest.NodeOptions{ExecutorOpts: opts})
-		for !nd.Owns(executortest.Partitions) {
+		nd := h.StartNode(name, b.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: opts})
+		for !nd.Owns(onceflighttest.Partitions) {
 			if time.Since(start) > time.Minute {
 				b.Fatalf("%s: not restored: %s", name, nd.Ex.NotReady())
 			}

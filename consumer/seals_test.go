@@ -13,7 +13,7 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
@@ -53,9 +53,9 @@ func signing(k execKey, tk *trust.TrustedKeys) []consumer.Option {
 // forge appends to the journal, outside any executor, a record that
 // chains correctly after the partition's last one: key "forged" of entity
 // e succeeded — a refund that never ran.
-func forge(t *testing.T, h *executortest.Harness, e string) int32 {
+func forge(t *testing.T, h *onceflighttest.Harness, e string) int32 {
 	t.Helper()
-	p := partitioner.ForEntity(e, executortest.Partitions)
+	p := partitioner.ForEntity(e, onceflighttest.Partitions)
 	var last schemas.Record
 	for _, r := range h.Journal(p) {
 		if schemas.JournalKind(r) == schemas.KindRecord {
@@ -95,7 +95,7 @@ func forge(t *testing.T, h *executortest.Harness, e string) int32 {
 	return p
 }
 
-func heldOnly(t *testing.T, n *executortest.Node, p int32, want string) {
+func heldOnly(t *testing.T, n *onceflighttest.Node, p int32, want string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(n.Ex.NotReady(), fmt.Sprintf("partition %d held", p)) {
@@ -114,10 +114,10 @@ func heldOnly(t *testing.T, n *executortest.Node, p int32, want string) {
 // by takeover (another executor): its partition is held, its key is never
 // answered from it; the audit names it. Revoked and expired keys likewise.
 func TestUnsignedJournalRecordRefused(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	a, b := newExecKey(t, "executor-a"), newExecKey(t, "executor-b")
 	both := trustedKeys(t, a.line, b.line)
-	na := h.StartNode("a", t.TempDir(), executortest.NodeOptions{ExecutorOpts: signing(a, both)})
+	na := h.StartNode("a", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: signing(a, both)})
 	for i := range 9 {
 		h.Submit(fmt.Sprintf("c%d", i), fmt.Sprintf("order-%d", i%3), fmt.Sprintf("k%d", i), `{}`)
 	}
@@ -127,8 +127,8 @@ func TestUnsignedJournalRecordRefused(t *testing.T) {
 	if err := na.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	nb := h.StartNode("b", t.TempDir(), executortest.NodeOptions{ExecutorOpts: signing(b, both)})
-	executortest.WaitFor(t, 30*time.Second, "b ready", func() bool { return nb.Owns(executortest.Partitions) })
+	nb := h.StartNode("b", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: signing(b, both)})
+	onceflighttest.WaitFor(t, 30*time.Second, "b ready", func() bool { return nb.Owns(onceflighttest.Partitions) })
 	h.Submit("c9", "order-0", "k9", `{}`)
 	h.Outcomes(10, seen, nil)
 	if err := nb.Stop(); err != nil {
@@ -138,13 +138,13 @@ func TestUnsignedJournalRecordRefused(t *testing.T) {
 
 	p := forge(t, h, "order-0")
 	// Takeover by another executor (fresh data dir: restore from the journal).
-	nc := h.StartNode("c", t.TempDir(), executortest.NodeOptions{ExecutorOpts: signing(a, both)})
+	nc := h.StartNode("c", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: signing(a, both)})
 	heldOnly(t, nc, p, "not covered by a trusted executor signature")
 	// The forged key is not answered from the forged record: its
 	// partition is held, so the command waits; others are answered.
 	h.Submit("forged-cmd", "order-0", "forged", `{}`)
 	other := "order-1"
-	if partitioner.ForEntity(other, executortest.Partitions) == p {
+	if partitioner.ForEntity(other, onceflighttest.Partitions) == p {
 		other = "order-2"
 	}
 	h.Submit("c10", other, "k10", `{}`)
@@ -187,9 +187,9 @@ func TestUnsignedJournalRecordRefused(t *testing.T) {
 		"revoked": trustedKeys(t, a.line+" revoked", b.line+" revoked"),
 		"expired": trustedKeys(t, a.line+" not_after=2020-01-01T00:00:00Z", b.line+" not_after=2020-01-01T00:00:00Z"),
 	} {
-		n := h.StartNode("d-"+name, t.TempDir(), executortest.NodeOptions{ExecutorOpts: signing(b, tk)})
+		n := h.StartNode("d-"+name, t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: signing(b, tk)})
 		// Every partition: each holds records signed by a and b only.
-		executortest.WaitFor(t, 30*time.Second, "partitions held for "+name, func() bool {
+		onceflighttest.WaitFor(t, 30*time.Second, "partitions held for "+name, func() bool {
 			return strings.Contains(n.Ex.NotReady(), name) && len(n.Ex.Owned()) == 0
 		})
 		if err := n.Stop(); err != nil {
@@ -201,8 +201,8 @@ func TestUnsignedJournalRecordRefused(t *testing.T) {
 // An executor told to require signed records but given no key refuses to
 // start.
 func TestRequireSignedWithoutKey(t *testing.T) {
-	h := executortest.New(t)
-	n := h.StartNode("x", t.TempDir(), executortest.NodeOptions{ExecutorOpts: []consumer.Option{
+	h := onceflighttest.New(t)
+	n := h.StartNode("x", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: []consumer.Option{
 		consumer.WithSignedJournal(consumer.SignedJournal{Require: true, Trusted: trustedKeys(t, newExecKey(t, "a").line)}),
 	}})
 	select {
@@ -220,7 +220,7 @@ func TestRequireSignedWithoutKey(t *testing.T) {
 // running: the checkpoint loop, the tree rebuilds and the last publish end
 // before it returns.
 func TestRunLeavesNothingRunningSigned(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	k := newExecKey(t, "executor-a")
 	tk := trustedKeys(t, k.line)
 	h.Opts = append(signing(k, tk), consumer.WithCheckpoints(consumer.CheckpointConfig{Signer: k.signer, Trusted: tk, Interval: 20 * time.Millisecond}))

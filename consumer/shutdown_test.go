@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -30,7 +30,7 @@ var brokerSide = []goleak.Option{
 // round, closed before the check), stops it and closes its store; the
 // goroutines left must be those from before it started.
 func TestRunLeavesNothingRunning(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf("reconcile:\n  every: 50ms\nactions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.Effects))
 	before := goleak.IgnoreCurrent()
 	dir := t.TempDir()

@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -35,11 +35,11 @@ func TestReadyFollowsBrokerContact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
 	h.Reg = prometheus.NewRegistry()
 	h.Tune = func(cfg *consumer.Config) { cfg.SessionTimeout = 2 * time.Second }
 	h.Start(t.TempDir())
-	executortest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
+	onceflighttest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
 	seen := map[string][]schemas.Outcome{}
 	h.Submit("c1", "e1", "k1", `{}`)
 	h.Outcomes(1, seen, nil)
@@ -53,14 +53,14 @@ func TestReadyFollowsBrokerContact(t *testing.T) {
 		return nil, errors.New("broker down (test)"), true
 	})
 	down.Store(true)
-	executortest.WaitFor(t, 20*time.Second, "not ready while the brokers do not answer", func() bool { return !h.Ex.Ready() })
+	onceflighttest.WaitFor(t, 20*time.Second, "not ready while the brokers do not answer", func() bool { return !h.Ex.Ready() })
 	if r := h.Ex.NotReady(); !strings.Contains(r, "no answer from the brokers") {
 		t.Errorf("NotReady() = %q", r)
 	}
-	executortest.WaitFor(t, 5*time.Second, "onceflight_ready 0", func() bool { v, _ := executortest.Gauge(t, h.Reg, "onceflight_ready"); return v == 0 })
+	onceflighttest.WaitFor(t, 5*time.Second, "onceflight_ready 0", func() bool { v, _ := onceflighttest.Gauge(t, h.Reg, "onceflight_ready"); return v == 0 })
 
 	down.Store(false)
-	executortest.WaitFor(t, 60*time.Second, "ready again once the brokers answer", h.Ex.Ready)
+	onceflighttest.WaitFor(t, 60*time.Second, "ready again once the brokers answer", h.Ex.Ready)
 	h.Submit("c2", "e1", "k2", `{}`)
 	h.Outcomes(2, seen, nil)
 	if o := seen["c2"]; len(o) != 1 || o[0].Record.Status != schemas.StatusSucceeded {
@@ -72,7 +72,7 @@ func TestReadyFollowsBrokerContact(t *testing.T) {
 // markers included (a forwarded command leaves one in the commands topic),
 // and it counts commands that are consumed but stuck.
 func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Reg = prometheus.NewRegistry()
 	release := make(chan struct{})
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +85,7 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 	defer close(release)
 	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 60s\n", svc.URL))
 	h.Start(t.TempDir())
-	executortest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
+	onceflighttest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
 
 	// A command on the wrong partition is forwarded in a transaction.
 	produceMisrouted(t, h, "fwd", "moved", "k-fwd")
@@ -96,27 +96,27 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 	h.Outcomes(6, seen, nil)
 	allZero := func() bool {
 		for p := range 3 {
-			if v, ok := executortest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p)); !ok || v != 0 {
+			if v, ok := onceflighttest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p)); !ok || v != 0 {
 				return false
 			}
 		}
 		return true
 	}
-	executortest.WaitFor(t, 15*time.Second, "lag 0 on every partition after forwards and transactions", allZero)
+	onceflighttest.WaitFor(t, 15*time.Second, "lag 0 on every partition after forwards and transactions", allZero)
 
 	stuck := partitioner.ForEntity("stuck", 3)
 	for i := range 4 {
 		h.SubmitAction(fmt.Sprintf("s%d", i), "slow.call", "stuck", fmt.Sprintf("s-%d", i), `{}`)
 	}
-	executortest.WaitFor(t, 15*time.Second, "lag 4 while the entity's first command does not finish", func() bool {
-		v, _ := executortest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
+	onceflighttest.WaitFor(t, 15*time.Second, "lag 4 while the entity's first command does not finish", func() bool {
+		v, _ := onceflighttest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
 		return v == 4
 	})
 	for i := range 3 {
 		h.SubmitAction(fmt.Sprintf("t%d", i), "slow.call", "stuck", fmt.Sprintf("t-%d", i), `{}`)
 	}
-	executortest.WaitFor(t, 15*time.Second, "lag growing to 7", func() bool {
-		v, _ := executortest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
+	onceflighttest.WaitFor(t, 15*time.Second, "lag growing to 7", func() bool {
+		v, _ := onceflighttest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
 		return v == 7
 	})
 }
@@ -124,7 +124,7 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 // produceMisrouted writes a noop.ping command for entity to a partition
 // that is not the entity's (of 3), as a producer with another partitioner
 // would: the executor forwards it in a transaction.
-func produceMisrouted(t *testing.T, h *executortest.Harness, id, entity, key string) {
+func produceMisrouted(t *testing.T, h *onceflighttest.Harness, id, entity, key string) {
 	t.Helper()
 	manual, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -164,7 +164,7 @@ func (s *syncBuffer) String() string {
 // Issue 11: one log line per answer a person may need: unresolved,
 // not allowed, deadlettered, forwarded — with key, entity and offset.
 func TestNotableAnswersAreLogged(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(time.Second) // past the timeout: ambiguous, and nothing can confirm
 	}))
@@ -209,7 +209,7 @@ func TestNotableAnswersAreLogged(t *testing.T) {
 // the chaos tests' stand-in for a real effect — still journals its intent
 // first. Both answer a repeat from the record (G2).
 func TestIntentSkippedOnlyWhenEffectless(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf("actions:\n  noop.pure:\n    connector: noop\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.Effects))
 	h.Start(t.TempDir())
 	h.SubmitAction("p1", "noop.pure", "ent-pure", "k-pure", `{}`)
@@ -251,10 +251,10 @@ func TestIntentSkippedOnlyWhenEffectless(t *testing.T) {
 // the commands it does answer; the watermark must pass them, or the lag
 // never reaches 0 and a restart consumes answered commands again.
 func TestLagPassesAbortedProducerTransactions(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Reg = prometheus.NewRegistry()
 	h.Start(t.TempDir())
-	executortest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
+	onceflighttest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
 	txp, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.TransactionalID("test-producer"), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Fatal(err)
@@ -292,15 +292,15 @@ func TestLagPassesAbortedProducerTransactions(t *testing.T) {
 	}
 	seen := map[string][]schemas.Outcome{}
 	h.Outcomes(len(answered), seen, nil)
-	executortest.OneOutcomeEach(t, seen, answered)
+	onceflighttest.OneOutcomeEach(t, seen, answered)
 	for id := range seen {
 		if strings.HasPrefix(id, "aborted") {
 			t.Errorf("a command of an aborted transaction was answered: %s", id)
 		}
 	}
 	p := partitioner.ForEntity("e1", 3)
-	executortest.WaitFor(t, 15*time.Second, "lag 0 past aborted records and markers", func() bool {
-		v, ok := executortest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p))
+	onceflighttest.WaitFor(t, 15*time.Second, "lag 0 past aborted records and markers", func() bool {
+		v, ok := onceflighttest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p))
 		return ok && v == 0
 	})
 	h.Audit()

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -23,7 +23,7 @@ func sameEntities(p int32, n int, prefix string) []string {
 	var out []string
 	for i := 0; len(out) < n; i++ {
 		ent := fmt.Sprintf("%s-%d", prefix, i)
-		if partitioner.ForEntity(ent, executortest.Partitions) == p {
+		if partitioner.ForEntity(ent, onceflighttest.Partitions) == p {
 			out = append(out, ent)
 		}
 	}
@@ -32,7 +32,7 @@ func sameEntities(p int32, n int, prefix string) []string {
 
 // produceCommands writes noop.ping commands id<i> of entity for i in
 // [from, to).
-func produceCommands(t *testing.T, h *executortest.Harness, idPrefix, entity string, from, to int) []string {
+func produceCommands(t *testing.T, h *onceflighttest.Harness, idPrefix, entity string, from, to int) []string {
 	t.Helper()
 	cmds := make([]schemas.Command, 0, to-from)
 	for i := from; i < to; i++ {
@@ -45,7 +45,7 @@ func produceCommands(t *testing.T, h *executortest.Harness, idPrefix, entity str
 
 // readUntilAnswered reads outcomes into seen until every id has one (a
 // republication of an answer after a restart is read too).
-func readUntilAnswered(t *testing.T, h *executortest.Harness, seen map[string][]schemas.Outcome, ids []string) {
+func readUntilAnswered(t *testing.T, h *onceflighttest.Harness, seen map[string][]schemas.Outcome, ids []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -107,7 +107,7 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 	}
 	defer let()
 
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n"+
 		"  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 5m\n", h.Effects, svc.URL))
 	h.Reg = prometheus.NewRegistry()
@@ -115,11 +115,11 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 		c.MaxBuffered, c.MaxBufferedPerEntity, c.MaxPollRecords = maxBuffered, perEntity, poll
 	}
 	h.Start(t.TempDir())
-	executortest.WaitFor(t, 30*time.Second, "executor ready", h.Ex.Ready)
+	onceflighttest.WaitFor(t, 30*time.Second, "executor ready", h.Ex.Ready)
 
-	hotP := partitioner.ForEntity("hot", executortest.Partitions)
+	hotP := partitioner.ForEntity("hot", onceflighttest.Partitions)
 	h.SubmitAction("hot0", "slow.call", "hot", "k-hot0", `{}`)
-	executortest.WaitFor(t, 30*time.Second, "the hot entity's first command running", func() bool { return posts.Load() > 0 })
+	onceflighttest.WaitFor(t, 30*time.Second, "the hot entity's first command running", func() bool { return posts.Load() > 0 })
 	hotIDs := append([]string{"hot0"}, produceCommands(t, h, "hot", "hot", 1, hotN)...)
 	var otherIDs []string
 	for _, ent := range sameEntities(hotP, others, "cold") {
@@ -140,7 +140,7 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 
 	let()
 	readUntilAnswered(t, h, seen, hotIDs)
-	executortest.OneOutcomeEach(t, seen, append(hotIDs, otherIDs...))
+	onceflighttest.OneOutcomeEach(t, seen, append(hotIDs, otherIDs...))
 
 	// The hot entity's commands ran in their order: the outcomes of one
 	// entity are published in the order they were decided.
@@ -162,14 +162,14 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 
 // checkEntityOrder checks that entity's outcomes appear in the outcomes
 // topic in the order of ids (the commands' order).
-func checkEntityOrder(t *testing.T, h *executortest.Harness, entity string, ids []string) {
+func checkEntityOrder(t *testing.T, h *onceflighttest.Harness, entity string, ids []string) {
 	t.Helper()
 	pos := make(map[string]int, len(ids))
 	for i, id := range ids {
 		pos[id] = i
 	}
 	last := -1
-	for p := range int32(executortest.Partitions) {
+	for p := range int32(onceflighttest.Partitions) {
 		for _, r := range h.ReadAll("onceflight.outcomes", p) {
 			o, err := schemas.DecodeOutcome(r)
 			if err != nil {
@@ -197,15 +197,15 @@ func TestRestartWhileDrainingSkippedCommands(t *testing.T) {
 		others = 40
 		each   = 20
 	)
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Reg = prometheus.NewRegistry()
 	h.Tune = func(c *consumer.Config) {
 		c.MaxBuffered, c.MaxBufferedPerEntity, c.MaxPollRecords = 300, 20, 50
 	}
 	dir := t.TempDir()
 	h.Start(dir)
-	executortest.WaitFor(t, 30*time.Second, "executor ready", h.Ex.Ready)
-	hotP := partitioner.ForEntity("hot", executortest.Partitions)
+	onceflighttest.WaitFor(t, 30*time.Second, "executor ready", h.Ex.Ready)
+	hotP := partitioner.ForEntity("hot", onceflighttest.Partitions)
 	ids := produceCommands(t, h, "hot", "hot", 0, hotN)
 	for _, ent := range sameEntities(hotP, others, "cold") {
 		ids = append(ids, produceCommands(t, h, ent+"-", ent, 0, each)...)
@@ -220,7 +220,7 @@ func TestRestartWhileDrainingSkippedCommands(t *testing.T) {
 	h.Reg = prometheus.NewRegistry()
 	h.Start(dir)
 	readUntilAnswered(t, h, seen, ids)
-	executortest.OneOutcomeEach(t, seen, ids)
+	onceflighttest.OneOutcomeEach(t, seen, ids)
 	effects := h.EffectCount()
 	for _, id := range ids {
 		if n := effects["k-"+id]; n != 1 {

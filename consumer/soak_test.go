@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/faultnet"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -144,7 +144,7 @@ func TestSoak(t *testing.T) {
 	}
 	c := startBroker()
 	t.Cleanup(func() { c.Close() })
-	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
 	svc := newEffectService(t, 5*time.Millisecond, func(key string, n int) answer {
 		if n > 1 {
 			return answerOK
@@ -177,10 +177,10 @@ func TestSoak(t *testing.T) {
 		c.TransactionTimeout = 5 * time.Second
 	}
 	fn := faultnet.New()
-	aOpts := executortest.NodeOptions{Tune: tune, ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, executortest.ShortHeartbeats...)}
-	plain := executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats}
+	aOpts := onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, onceflighttest.ShortHeartbeats...)}
+	plain := onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats}
 	cDir := t.TempDir()
-	nodes := map[string]*executortest.Node{
+	nodes := map[string]*onceflighttest.Node{
 		"A": h.StartNode("A", t.TempDir(), aOpts),
 		"B": h.StartNode("B", t.TempDir(), plain),
 		"C": h.StartNode("C", cDir, plain),
@@ -327,7 +327,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	all := h.AllOutcomes()
-	executortest.OneOutcomeEach(t, all, ids)
+	onceflighttest.OneOutcomeEach(t, all, ids)
 	bad := 0
 	for _, id := range ids {
 		e, o := want[id], all[id][0]

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -37,7 +37,7 @@ func BenchmarkSystemRate(b *testing.B) {
 		mu.Lock()
 		times = times[:0]
 		mu.Unlock()
-		h := executortest.New(b)
+		h := onceflighttest.New(b)
 		h.UseConfig(fmt.Sprintf(`systems:
   api:
     rate: %g

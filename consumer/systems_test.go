@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -101,7 +101,7 @@ func serve(t testing.TB, h http.Handler) string {
 
 // submitMany produces n commands of action, one entity each, without
 // waiting for each (a backlog arriving at once); ids are prefix+i.
-func submitMany(t testing.TB, h *executortest.Harness, prefix, action string, n int) []string {
+func submitMany(t testing.TB, h *onceflighttest.Harness, prefix, action string, n int) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range n {
@@ -112,7 +112,7 @@ func submitMany(t testing.TB, h *executortest.Harness, prefix, action string, n 
 }
 
 // outcomesOf waits for one outcome of each id and counts their statuses.
-func outcomesOf(t testing.TB, h *executortest.Harness, seen map[string][]schemas.Outcome, ids []string, within time.Duration) map[schemas.Status]int {
+func outcomesOf(t testing.TB, h *onceflighttest.Harness, seen map[string][]schemas.Outcome, ids []string, within time.Duration) map[schemas.Status]int {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -156,7 +156,7 @@ func outcomesOf(t testing.TB, h *executortest.Harness, seen map[string][]schemas
 func TestBacklogAgainstRateLimitedAPI(t *testing.T) {
 	api := &fakeAPI{capacity: 4, work: 60 * time.Millisecond, retryAfter: "1", applied: map[string]int{}}
 	url := serve(t, api)
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	reg := prometheus.NewRegistry()
 	h.Reg = reg
 	h.UseConfig(fmt.Sprintf(`systems:
@@ -193,8 +193,8 @@ actions:
 	if p := api.peak.Load(); p > 8 {
 		t.Fatalf("the API saw %d requests at once; the executor's ceiling is 8", p)
 	}
-	limitNow, _ := executortest.Gauge(t, reg, "onceflight_system_concurrency_limit", "system", "payments")
-	refused, _ := executortest.Gauge(t, reg, "onceflight_system_refused_total", "system", "payments", "answer", "busy")
+	limitNow, _ := onceflighttest.Gauge(t, reg, "onceflight_system_concurrency_limit", "system", "payments")
+	refused, _ := onceflighttest.Gauge(t, reg, "onceflight_system_refused_total", "system", "payments", "answer", "busy")
 	if int64(refused) != api.refused.Load() {
 		t.Errorf("metric says %v refused, the API refused %d", refused, api.refused.Load())
 	}
@@ -233,7 +233,7 @@ func TestOutageRiddenOut(t *testing.T) {
 	ln.Close() // down: connection refused
 	api := &fakeAPI{capacity: 1000, applied: map[string]int{}}
 
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	reg := prometheus.NewRegistry()
 	h.Reg = reg
 	h.UseConfig(fmt.Sprintf(`systems:
@@ -250,11 +250,11 @@ actions:
 	down := outage(t)
 	began := time.Now()
 	ids := submitMany(t, h, "o", "payments.refund", 25)
-	executortest.WaitFor(t, down, "the breaker to open", func() bool {
-		v, _ := executortest.Gauge(t, reg, "onceflight_system_breaker_state", "system", "payments")
+	onceflighttest.WaitFor(t, down, "the breaker to open", func() bool {
+		v, _ := onceflighttest.Gauge(t, reg, "onceflight_system_breaker_state", "system", "payments")
 		return v == 1
 	})
-	waiting, _ := executortest.Gauge(t, reg, "onceflight_system_waiting_commands", "system", "payments")
+	waiting, _ := onceflighttest.Gauge(t, reg, "onceflight_system_waiting_commands", "system", "payments")
 	if !h.Ex.Ready() {
 		// The executor is fine; the system is not (the metrics say so).
 		t.Fatalf("not ready while a system is down: %s", h.Ex.NotReady())
@@ -281,9 +281,9 @@ actions:
 		}
 	}
 	api.mu.Unlock()
-	opened, _ := executortest.Gauge(t, reg, "onceflight_system_breaker_opened_total", "system", "payments")
-	state, _ := executortest.Gauge(t, reg, "onceflight_system_breaker_state", "system", "payments")
-	refusedDown, _ := executortest.Gauge(t, reg, "onceflight_system_refused_total", "system", "payments", "answer", "down")
+	opened, _ := onceflighttest.Gauge(t, reg, "onceflight_system_breaker_opened_total", "system", "payments")
+	state, _ := onceflighttest.Gauge(t, reg, "onceflight_system_breaker_state", "system", "payments")
+	refusedDown, _ := onceflighttest.Gauge(t, reg, "onceflight_system_refused_total", "system", "payments", "answer", "down")
 	if opened < 1 || state != 0 {
 		t.Fatalf("breaker opened %v times, state now %v; want opened and closed", opened, state)
 	}
@@ -314,7 +314,7 @@ func TestSlowSystemDoesNotStarveHealthyOne(t *testing.T) {
 	}))
 	fast := &fakeAPI{capacity: 1000, applied: map[string]int{}}
 	fastURL := serve(t, fast)
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf(`actions:
   payments.refund:
     connector: http
@@ -328,7 +328,7 @@ func TestSlowSystemDoesNotStarveHealthyOne(t *testing.T) {
 	h.Tune = func(c *consumer.Config) { c.MaxInflight = 256 }
 	h.Start(t.TempDir())
 	slowIDs := submitMany(t, h, "s", "payments.refund", 300)
-	executortest.WaitFor(t, 30*time.Second, "200 requests in flight to the slow service", func() bool { return slowIn.Load() >= 200 })
+	onceflighttest.WaitFor(t, 30*time.Second, "200 requests in flight to the slow service", func() bool { return slowIn.Load() >= 200 })
 	fastIDs := submitMany(t, h, "f", "notify.send", 20)
 	seen := map[string][]schemas.Outcome{}
 	count := outcomesOf(t, h, seen, fastIDs, 30*time.Second)
@@ -357,7 +357,7 @@ func TestSlowSystemDoesNotStarveHealthyOne(t *testing.T) {
 func TestNeverEnding429GivesUp(t *testing.T) {
 	api := &fakeAPI{always429: true, retryAfter: "1", applied: map[string]int{}}
 	url := serve(t, api)
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf(`actions:
   payments.refund:
     connector: http
@@ -403,13 +403,13 @@ func TestWaitingCommandSurvivesRestart(t *testing.T) {
 		}
 		api.ServeHTTP(w, r)
 	}))
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf("actions:\n  payments.refund:\n    connector: http\n    url: %s/refunds\n", url))
 	h.Tune = func(c *consumer.Config) { c.RevokeTimeout = time.Second }
 	dir := t.TempDir()
 	h.Start(dir)
 	ids := submitMany(t, h, "w", "payments.refund", 1)
-	executortest.WaitFor(t, 20*time.Second, "the not-done record", func() bool {
+	onceflighttest.WaitFor(t, 20*time.Second, "the not-done record", func() bool {
 		rec, ok, err := h.Ex.Store().Lookup("ent-w0", "key-w0")
 		return err == nil && ok && rec.Status == schemas.StatusInProgress && rec.Error != nil
 	})

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -57,7 +57,7 @@ func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
 
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf(`actions:
   payments.refund:
     connector: http

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 )
 
 const (
@@ -410,11 +410,11 @@ func TestSigstopPastSession(t *testing.T) {
 	}
 	// The zombie works on several partitions, then the service holds its
 	// next calls in flight and it is paused with them.
-	executortest.WaitFor(t, 60*time.Second, zombie.id+" calling for entities of 3 partitions", func() bool { return len(served(time.Now())) >= 3 })
+	onceflighttest.WaitFor(t, 60*time.Second, zombie.id+" calling for entities of 3 partitions", func() bool { return len(served(time.Now())) >= 3 })
 	g := c.svc.hold(t, zombie.id)
 	// Three calls, or fewer held for 150ms: well within their 500ms
 	// attempt timeout, so that no attempt times out while held.
-	executortest.WaitFor(t, 30*time.Second, zombie.id+" with calls held in flight", func() bool {
+	onceflighttest.WaitFor(t, 30*time.Second, zombie.id+" with calls held in flight", func() bool {
 		n, oldest := c.svc.inflightSince(zombie.id)
 		return n >= 3 || n > 0 && time.Since(oldest) > 150*time.Millisecond
 	})
@@ -425,7 +425,7 @@ func TestSigstopPastSession(t *testing.T) {
 	t.Logf("SIGSTOP %s with %d calls in flight at the service (released now), after %d commands produced", zombie.id, held, prod.sent.Load())
 
 	zparts := served(paused)
-	executortest.WaitFor(t, 90*time.Second, fmt.Sprintf("%s taking over the partitions %s had called for (%d)", survivor.id, zombie.id, len(zparts)), func() bool {
+	onceflighttest.WaitFor(t, 90*time.Second, fmt.Sprintf("%s taking over the partitions %s had called for (%d)", survivor.id, zombie.id, len(zparts)), func() bool {
 		taken := map[int32]bool{}
 		for _, e := range c.svc.eventsWhere(func(e svcEvent) bool {
 			return e.executor == survivor.id && e.verdict == "applied" && e.arrived.After(paused) && zparts[e.partition]
@@ -442,7 +442,7 @@ func TestSigstopPastSession(t *testing.T) {
 	t.Logf("%s took over the %d partitions %s had called for; SIGCONT %s after %s paused, %d commands produced",
 		survivor.id, len(zparts), zombie.id, zombie.id, time.Since(paused).Round(time.Millisecond), prod.sent.Load())
 	c.resume(zombie, &st)
-	executortest.WaitFor(t, 60*time.Second, fmt.Sprintf("%s fenced after SIGCONT", zombie.id), func() bool { return c.fenced(zombie, st) })
+	onceflighttest.WaitFor(t, 60*time.Second, fmt.Sprintf("%s fenced after SIGCONT", zombie.id), func() bool { return c.fenced(zombie, st) })
 	c.finish(prod, true, "succeeded")
 	c.reportZombie(zombie, st)
 }

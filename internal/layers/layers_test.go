@@ -33,7 +33,7 @@ var floors = []struct {
 	{"the executor", []string{"consumer"}},
 	{"the public client", []string{"client"}},
 	{"the audit", []string{"audit"}},
-	{"test support above the executor", []string{"internal/executortest", "consumer/consumertest"}},
+	{"test support above the executor", []string{"onceflighttest"}},
 	{"the command line's pieces", []string{"cli/internal/..."}},
 	{"the command line", []string{"cli"}},
 	{"binaries, examples and tests of the whole", []string{"cmd/...", "examples/...", "internal/e2e", "internal/layers", "docs", "deploy"}},

@@ -15,8 +15,8 @@ import (
 	"github.com/onceflight/onceflight/cli/internal/api"
 	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/cli/internal/openapitest"
-	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -27,7 +27,7 @@ import (
 // added) without the document fails here.
 func TestOpenAPIDescribesAnswers(t *testing.T) {
 	openapitest.Document(t)
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(`actions:
   noop.ping:
     connector: noop
@@ -36,8 +36,8 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
     unique_by: [order]
     on_duplicate: hold
 `)
-	n := h.StartNode("api", t.TempDir(), executortest.NodeOptions{})
-	executortest.WaitFor(t, 60*time.Second, "the executor ready", n.Ex.Ready)
+	n := h.StartNode("api", t.TempDir(), onceflighttest.NodeOptions{})
+	onceflighttest.WaitFor(t, 60*time.Second, "the executor ready", n.Ex.Ready)
 	h.Submit("c1", "order-1", "k1", `{"n":1}`)
 	h.SubmitAction("c2", "nope.action", "order-1", "k2", `{}`)
 	h.SubmitAction("c3", "noop.unique", "order-2", "u1", `{"order":"o-9"}`)

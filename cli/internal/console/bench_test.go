@@ -14,7 +14,7 @@ import (
 
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -35,12 +35,12 @@ import (
 func BenchmarkProjectionKeepsUp(b *testing.B) {
 	const n = 4000
 	for range b.N {
-		h := executortest.New(b)
+		h := onceflighttest.New(b)
 		h.Tune = func(c *consumer.Config) {
 			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 		}
 		h.Start(filepath.Join(b.TempDir(), "state"))
-		if err := executortest.WaitTopics(context.Background(), h.Brokers, client.DefaultTopics()); err != nil {
+		if err := onceflighttest.WaitTopics(context.Background(), h.Brokers, client.DefaultTopics()); err != nil {
 			b.Fatal(err)
 		}
 		p, err := OpenProjection(b.TempDir(), h.Brokers, WithStatsInterval(100*time.Millisecond),

@@ -16,8 +16,8 @@ import (
 	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -25,7 +25,7 @@ import (
 // consoles over it: one for operators and readers (tokens), one
 // read-only, one whose forms expire at once.
 type env struct {
-	h        *executortest.Harness
+	h        *onceflighttest.Harness
 	p        *Projection
 	keys     *schemas.ControlKeys
 	url      string // the console with decisions
@@ -47,7 +47,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	svc := httptest.NewServer(demo.NewService().Handler())
 	t.Cleanup(svc.Close)
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf(`actions:
   noop.ping:
     connector: noop
@@ -73,7 +73,7 @@ func newEnv(t *testing.T) *env {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	h.Start(filepath.Join(t.TempDir(), "state"))
-	if err := executortest.WaitTopics(context.Background(), h.Brokers, client.DefaultTopics()); err != nil {
+	if err := onceflighttest.WaitTopics(context.Background(), h.Brokers, client.DefaultTopics()); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{h: h, keys: keys, p: startProjection(t, t.TempDir(), h.Brokers)}
@@ -143,7 +143,7 @@ func startProjection(t *testing.T, dir string, brokers []string) *Projection {
 func waitExec(t *testing.T, p *Projection, entity, key string, want schemas.Status) View {
 	t.Helper()
 	var v View
-	executortest.WaitFor(t, 30*time.Second, fmt.Sprintf("%s/%s %s in the console", entity, key, want), func() bool {
+	onceflighttest.WaitFor(t, 30*time.Second, fmt.Sprintf("%s/%s %s in the console", entity, key, want), func() bool {
 		var err error
 		v, err = p.Get(entity, key)
 		return err == nil && v.Exec.Status == want

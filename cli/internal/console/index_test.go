@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -41,7 +41,7 @@ func TestExecIDKeepsAnyBytes(t *testing.T) {
 // the console forget it for every entity, as compaction would, and an
 // entry it cannot decode is skipped and counted, not fatal.
 func TestProjectionTombstoneForgetsKey(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	h.Start(filepath.Join(t.TempDir(), "state"))
 	p := startProjection(t, t.TempDir(), h.Brokers)
 	h.Submit("c-1", "ent-1", "shared", `{}`)
@@ -56,7 +56,7 @@ func TestProjectionTombstoneForgetsKey(t *testing.T) {
 	kind := []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)}}
 	h.Produce(&kgo.Record{Topic: "onceflight.journal", Partition: part, Key: []byte("junk"), Value: []byte("{not json"), Headers: kind})
 	h.Produce(&kgo.Record{Topic: "onceflight.journal", Partition: part, Key: []byte("shared"), Value: nil, Headers: kind})
-	executortest.WaitFor(t, 30*time.Second, "the tombstone applied", func() bool {
+	onceflighttest.WaitFor(t, 30*time.Second, "the tombstone applied", func() bool {
 		_, err1 := p.Get("ent-1", "shared")
 		_, err2 := p.Get("ent-2", "shared")
 		return errors.Is(err1, ErrNotFound) && errors.Is(err2, ErrNotFound)
@@ -67,5 +67,5 @@ func TestProjectionTombstoneForgetsKey(t *testing.T) {
 	if _, err := p.Get("ent-3", "other"); err != nil {
 		t.Errorf("another key was forgotten too: %v", err)
 	}
-	executortest.WaitFor(t, 10*time.Second, "the undecodable entry counted", func() bool { return p.Stats().Undecodable == 1 })
+	onceflighttest.WaitFor(t, 10*time.Second, "the undecodable entry counted", func() bool { return p.Stats().Undecodable == 1 })
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -18,13 +18,13 @@ import (
 // new ones) after one executor is killed, and after its own restart
 // resumes from its stored positions instead of reading everything again.
 func TestProjectionThreeExecutorsTwelvePartitions(t *testing.T) {
-	h := executortest.New(t)
+	h := onceflighttest.New(t)
 	tune := func(c *consumer.Config) { c.Partitions = 12 }
-	var nodes []*executortest.Node
+	var nodes []*onceflighttest.Node
 	for i := range 3 {
-		nodes = append(nodes, h.StartNode(fmt.Sprintf("ex-%d", i), filepath.Join(t.TempDir(), "state"), executortest.NodeOptions{Tune: tune, ExecutorOpts: executortest.ShortHeartbeats}))
+		nodes = append(nodes, h.StartNode(fmt.Sprintf("ex-%d", i), filepath.Join(t.TempDir(), "state"), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats}))
 	}
-	executortest.WaitFor(t, 60*time.Second, "three executors sharing 12 partitions", func() bool {
+	onceflighttest.WaitFor(t, 60*time.Second, "three executors sharing 12 partitions", func() bool {
 		n := 0
 		for _, nd := range nodes {
 			if !nd.Ex.Ready() {
@@ -44,7 +44,7 @@ func TestProjectionThreeExecutorsTwelvePartitions(t *testing.T) {
 	// The overview is a snapshot refreshed every few seconds: it shows
 	// the writers once its refresh has passed the records just indexed.
 	writers := map[string]bool{}
-	executortest.WaitFor(t, 30*time.Second, "the overview naming the three executors as the partitions' writers", func() bool {
+	onceflighttest.WaitFor(t, 30*time.Second, "the overview naming the three executors as the partitions' writers", func() bool {
 		clear(writers)
 		st := p.p.Stats()
 		for _, ps := range st.Partitions {
@@ -114,7 +114,7 @@ func startProjectionStoppable(t *testing.T, dir string, brokers []string) *stopp
 // succeeded in the projection.
 func waitAll(t *testing.T, p *Projection, from, to int) {
 	t.Helper()
-	executortest.WaitFor(t, 60*time.Second, fmt.Sprintf("executions %d..%d in the console", from, to-1), func() bool {
+	onceflighttest.WaitFor(t, 60*time.Second, fmt.Sprintf("executions %d..%d in the console", from, to-1), func() bool {
 		for i := from; i < to; i++ {
 			v, err := p.Get(fmt.Sprintf("ent-%d", i), fmt.Sprintf("k-%d", i))
 			if err != nil || v.Exec.Status != schemas.StatusSucceeded {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/cli/internal/openapitest"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -73,7 +73,7 @@ func TestIngress(t *testing.T) {
 			close(release)
 		}
 	}()
-	oc, cfg := executortest.Start(t, fmt.Sprintf(`actions:
+	oc, cfg := onceflighttest.Start(t, fmt.Sprintf(`actions:
   noop.ping:
     connector: noop
   slow.thing:

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/client"
-	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -31,7 +31,7 @@ func TestExplain(t *testing.T) {
 		w.WriteHeader(http.StatusGatewayTimeout)
 	}))
 	defer ext.Close()
-	oc, _ := executortest.Start(t, fmt.Sprintf(`actions:
+	oc, _ := onceflighttest.Start(t, fmt.Sprintf(`actions:
   ship.label:
     connector: http
     url: %[1]s/labels

@@ -1,4 +1,4 @@
-package executortest
+package onceflighttest
 
 import (
 	"bufio"
@@ -18,7 +18,6 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
-	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -43,7 +42,7 @@ type Harness struct {
 	Effects string
 	// Config is the loaded actions file the executors run (UseConfig
 	// replaces it).
-	Config *config.Config
+	Config *consumer.Actions
 	// Tune, when set, adjusts Start's executor config before it starts.
 	Tune func(*consumer.Config)
 	// Reg, when set, is the registry Start's executor's metrics go to.
@@ -96,7 +95,7 @@ func (h *Harness) UseConfig(yaml string) {
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
-	c, err := config.Load(path)
+	c, err := consumer.LoadActions(path)
 	if err != nil {
 		h.t.Fatal(err)
 	}

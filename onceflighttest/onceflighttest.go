@@ -1,8 +1,9 @@
-// Package executortest is the in-process executor harness: real executors
+// Package onceflighttest is the in-process executor harness: real executors
 // (package consumer, Pebble under a temporary directory) against a real
-// Kafka protocol broker over TCP — kfake, or any brokers with OnBrokers —
-// for the tests of the executor itself, of the audit, and of the packages
-// built on top of it (client, inspect, ingress). They test against the
+// Kafka protocol broker over TCP — kfake, or any brokers with OnBrokers.
+// The executor's own tests, the audit's, the client's and the command
+// line's use it, and so can a program that embeds the executor (a
+// connector of its own, cli.WithConnector): they test against the
 // executor's behaviour rather than a stand-in, and share one set-up, so a
 // change to how an executor starts is made once.
 //
@@ -10,7 +11,7 @@
 // several (a Node); Submit, Outcomes, AllOutcomes, Journal, EffectCount and
 // Audit drive and observe them. Start (the function) is the shortcut for
 // tests that only need a public client of one executor.
-package executortest
+package onceflighttest
 
 import (
 	"context"
@@ -26,7 +27,6 @@ import (
 
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -35,7 +35,7 @@ import (
 // there), waits for its topics, and returns a client of it with the loaded
 // configuration. Both stop at the end of the test. It is a Harness for the
 // tests that only need the public client.
-func Start(t testing.TB, yaml string) (*client.Client, *config.Config) {
+func Start(t testing.TB, yaml string) (*client.Client, *consumer.Actions) {
 	t.Helper()
 	h := New(t)
 	h.UseConfig(yaml)

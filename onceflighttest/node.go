@@ -1,4 +1,4 @@
-package executortest
+package onceflighttest
 
 import (
 	"context"
