@@ -23,7 +23,7 @@ func TestRealAPISecretsNeverShown(t *testing.T) {
 	}
 	var all strings.Builder
 	for _, name := range []string{"payments", "messaging", "webhooks"} {
-		file := filepath.Join("..", "..", "examples", "apis", name+".yaml")
+		file := filepath.Join("..", "examples", "apis", name+".yaml")
 		for _, args := range [][]string{
 			{"config", "validate", file},
 			{"actions", "--config", file},
@@ -44,7 +44,7 @@ func TestRealAPISecretsNeverShown(t *testing.T) {
 	}
 	// One secret missing: the error names the variable, not the others' values.
 	t.Setenv("MESSAGING_TOKEN", "")
-	code, out, errOut := runCLI("config", "validate", filepath.Join("..", "..", "examples", "apis", "messaging.yaml"))
+	code, out, errOut := runCLI("config", "validate", filepath.Join("..", "examples", "apis", "messaging.yaml"))
 	if code != exitUsage || !strings.Contains(errOut, `messaging.yaml:17:17: action "customers.sms": field "basic_auth.password": environment variable MESSAGING_TOKEN is empty`) {
 		t.Errorf("missing secret: exit %d, %q", code, errOut)
 	}

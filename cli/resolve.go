@@ -19,12 +19,6 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// ResolveAction is the CloudEvents type of an operator's resolve command.
-// The executor recognises it as a control command rather than a configured
-// action, and applies it to the record in the entity's partition, where it
-// is ordered with every other command for that entity.
-const ResolveAction = schemas.TypeResolve
-
 // resolveData is the data of a decision command.
 type resolveData = schemas.Decision
 

@@ -206,7 +206,7 @@ func TestStatusAndResolve(t *testing.T) {
 	if err := json.Unmarshal(c.Data, &d); err != nil {
 		t.Fatal(err)
 	}
-	if c.Type != ResolveAction || c.Subject != "order-2" || c.IdempotencyKey != "resolve/stuck/"+c.ID ||
+	if c.Type != schemas.TypeResolve || c.Subject != "order-2" || c.IdempotencyKey != "resolve/stuck/"+c.ID ||
 		d != (resolveData{Key: "stuck", As: "succeeded", Reason: "seen in the PSP dashboard", By: "ann"}) {
 		t.Fatalf("resolve command = %+v, data %+v", c, d)
 	}

@@ -92,7 +92,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	run(t, ctx, "screenshot "+name, chromedp.FullScreenshot(&png, 100))
 	dir := t.TempDir()
 	if os.Getenv("ONCEFLIGHT_SCREENSHOTS") == "1" {
-		dir = filepath.Join("..", "..", "docs", "img")
+		dir = filepath.Join("..", "..", "..", "docs", "img")
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
