@@ -88,14 +88,16 @@ func New(t testing.TB, opts ...Option) *Harness {
 }
 
 // UseConfig replaces the harness's actions file with yaml, written to a
-// temporary directory (relative paths resolve there).
-func (h *Harness) UseConfig(yaml string) {
+// temporary directory (relative paths resolve there). kinds are connector
+// kinds of your own the file may name; register their factories in Opts
+// (consumer.WithConnector).
+func (h *Harness) UseConfig(yaml string, kinds ...string) {
 	h.t.Helper()
 	path := filepath.Join(h.t.TempDir(), "onceflight.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
-	c, err := consumer.LoadActions(path)
+	c, err := consumer.LoadActions(path, kinds...)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -13,7 +13,12 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/cli"
+	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/examples/connector/ledger"
 	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/onceflighttest"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 const ledgerYAML = `actions:
@@ -162,4 +167,28 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestLedgerOnHarness: a connector of your own under the executor harness
+// (onceflighttest): the same key twice is one credit, and the audit of the
+// topics holds.
+func TestLedgerOnHarness(t *testing.T) {
+	h := onceflighttest.New(t)
+	h.UseConfig(ledgerYAML, "ledger")
+	l := ledger.New("EUR")
+	h.Opts = append(h.Opts, consumer.WithConnector("ledger", func(*consumer.Action) (connectors.Connector, error) { return l, nil }))
+	h.Start(t.TempDir())
+	h.SubmitAction("c-1", "accounts.credit", "acct-1", "credit-1", `{"amount":5}`)
+	h.SubmitAction("c-2", "accounts.credit", "acct-1", "credit-1", `{"amount":5}`)
+	seen := map[string][]schemas.Outcome{}
+	h.Outcomes(2, seen, nil)
+	for _, id := range []string{"c-1", "c-2"} {
+		if o := seen[id][0]; o.Record.Status != schemas.StatusSucceeded || !strings.Contains(string(o.Record.Result), `"currency":"EUR"`) {
+			t.Errorf("%s: %s %s", id, o.Record.Status, o.Record.Result)
+		}
+	}
+	if n := l.Effects("credit-1"); n != 1 {
+		t.Errorf("credit-1 applied %d times, want 1", n)
+	}
+	h.Audit()
 }
