@@ -96,7 +96,7 @@ func (c *chaosCluster) start(ex *chaosExec) {
 func (c *chaosCluster) killInFlight(ex *chaosExec) {
 	c.t.Helper()
 	n := c.waitInFlight(ex)
-	ex.p.kill()
+	ex.p.Kill()
 	c.t.Logf("SIGKILL %s with %d calls in flight at the service", ex.id, n)
 }
 
@@ -121,13 +121,13 @@ var fencedLogRe = regexp.MustCompile(`(?i)fenced|aborted|ownership lost`)
 // log lines from byte offset logFrom on.
 func (c *chaosCluster) fencedEvidence(ex *chaosExec, logFrom int) (float64, []string, error) {
 	fenced, _, err := ex.p.metric("onceflight_fenced_writes_total", "")
-	return fenced, ex.p.logLines(logFrom, fencedLogRe), err
+	return fenced, ex.p.LogLines(logFrom, fencedLogRe), err
 }
 
 // logMetrics logs the fencing and cycle metrics of every running executor.
 func (c *chaosCluster) logMetrics() {
 	for _, ex := range c.execs {
-		if ex.p.exited() {
+		if ex.p.Exited() {
 			continue
 		}
 		fenced, _, err1 := ex.p.metric("onceflight_fenced_writes_total", "")
@@ -314,7 +314,7 @@ func (c *chaosCluster) pause(zombie *chaosExec) sigstop {
 	if err != nil {
 		c.t.Fatalf("metrics of %s: %v", zombie.id, err)
 	}
-	st := sigstop{fencedBefore: fenced, logFrom: len(zombie.p.log())}
+	st := sigstop{fencedBefore: fenced, logFrom: len(zombie.p.Log())}
 	zombie.p.signal(syscall.SIGSTOP)
 	return st
 }
