@@ -29,22 +29,7 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "onceflight-deploy-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "deploy: temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "onceflight")
-	if err := proctest.Build(bin, false); err != nil {
-		fmt.Fprintln(os.Stderr, "deploy:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(proctest.Main(m, false, &bin))
 }
 
 // promtool returns promtool's path, or skips the test naming it.

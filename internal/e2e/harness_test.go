@@ -54,23 +54,8 @@ const (
 var bin string
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "onceflight-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "onceflight")
 	// make chaos-race: the executor processes under the race detector.
-	if err := proctest.Build(bin, os.Getenv("ONCEFLIGHT_E2E_RACE") != ""); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(proctest.Main(m, os.Getenv("ONCEFLIGHT_E2E_RACE") != "", &bin))
 }
 
 // freePort returns an address 127.0.0.1:<port> that was free a moment ago.

@@ -22,22 +22,43 @@ import (
 	"time"
 )
 
-// Package is the import path of the onceflight command Build builds.
+// Package is the import path of the onceflight command Main builds.
 const Package = "github.com/onceflight/onceflight/cmd/onceflight"
 
-// Build compiles the onceflight binary to out, with the race detector if
-// race is set. Tests build it once in TestMain and share the path.
-func Build(out string, race bool) error {
-	args := []string{"build", "-o", out}
+// build compiles the onceflight binary into a new temporary directory,
+// with the race detector if race is set, and returns its path and a
+// function that removes it. Tests build it once in TestMain and share it.
+func build(race bool) (bin string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "onceflight-bin-")
+	if err != nil {
+		return "", nil, fmt.Errorf("build %s: temp dir: %w", Package, err)
+	}
+	bin = filepath.Join(dir, "onceflight")
+	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command("go", append(args, Package)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s: %w", Package, err)
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("go build %s: %w", Package, err)
 	}
-	return nil
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// Main is the body of a TestMain that needs the binary: it builds it
+// into *bin, runs the tests, and removes it; it returns the exit
+// code for os.Exit.
+func Main(m interface{ Run() int }, race bool, bin *string) int {
+	path, cleanup, err := build(race)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cleanup()
+	*bin = path
+	return m.Run()
 }
 
 // Proc is a started process whose output (stdout and stderr) goes to a
