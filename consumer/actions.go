@@ -259,7 +259,7 @@ func (e *Executor) refreshGauges() {
 	e.m.ready.Set(ready)
 	e.refreshHeld()
 	e.mu.Lock()
-	e.m.heldParts.Set(float64(len(e.held)))
+	e.m.heldParts.Set(float64(len(e.mu.held)))
 	e.mu.Unlock()
 	if p := e.pipe.Load(); p != nil {
 		e.m.paused.Set(float64(p.pausedCount()))
@@ -296,14 +296,14 @@ func (e *Executor) refreshLag() {
 		keep[st.p] = true
 		e.m.lag.WithLabelValues(strconv.Itoa(int(st.p))).Set(float64(max(0, end.Offset-wm)))
 	}
-	e.lagMu.Lock()
-	defer e.lagMu.Unlock()
-	for p := range e.lagParts {
+	e.lag.Lock()
+	defer e.lag.Unlock()
+	for p := range e.lag.parts {
 		if !keep[p] {
 			e.m.lag.DeleteLabelValues(strconv.Itoa(int(p)))
 		}
 	}
-	e.lagParts = keep
+	e.lag.parts = keep
 }
 
 // refreshUnresolved counts the owned partitions' unresolved records from
