@@ -69,7 +69,9 @@ var (
 // base is what every fake shares: the server, faults and counts.
 type base struct {
 	srv *httptest.Server
-	mu  sync.Mutex
+	// mu guards everything below: the handlers and the test's reads take
+	// it. A leaf lock.
+	mu sync.Mutex
 	// effects by idempotency key (or webhook-id / client reference)
 	effects map[string]int
 	faults  []Fault

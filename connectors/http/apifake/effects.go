@@ -42,6 +42,8 @@ type Effects struct {
 	partitions int
 	fencing    bool
 
+	// mu guards everything below: the handlers and the test's reads take
+	// it. A leaf lock.
 	mu         sync.Mutex
 	events     []*Event
 	byKey      map[string][]*Event
