@@ -38,12 +38,17 @@ type Client struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// mu guards disp, which is started by the first Submit and then
-	// never replaced (a reader that failed stays failed: its waiters
-	// were told why, and later ones are told the same).
-	mu     sync.Mutex
-	disp   *dispatcher
-	closed bool
+	// mu guards the dispatcher and the closed flag: Send, the first
+	// Submit (which starts the dispatcher) and Close take it. A leaf
+	// lock.
+	mu struct {
+		sync.Mutex
+		// disp is started by the first Submit and then never replaced
+		// (a reader that failed stays failed: its waiters were told
+		// why, and later ones are told the same).
+		disp   *dispatcher
+		closed bool
+	}
 }
 
 // Option configures New.
@@ -191,12 +196,12 @@ func (c *Client) Kafka() *kgo.Client { return c.cl }
 // submitted stay submitted: the executor will still answer them.
 func (c *Client) Close() {
 	c.mu.Lock()
-	if c.closed {
+	if c.mu.closed {
 		c.mu.Unlock()
 		return
 	}
-	c.closed = true
-	d := c.disp
+	c.mu.closed = true
+	d := c.mu.disp
 	c.mu.Unlock()
 
 	// Order: stop the reader first (it uses cl's connection settings,
@@ -215,16 +220,16 @@ func (c *Client) Close() {
 func (c *Client) dispatcher(ctx context.Context) (*dispatcher, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.mu.closed {
 		return nil, ErrClosed
 	}
-	if c.disp != nil {
-		return c.disp, nil
+	if c.mu.disp != nil {
+		return c.mu.disp, nil
 	}
 	d, err := startDispatcher(ctx, c.ctx, c.cl, c.topics.Outcomes)
 	if err != nil {
 		return nil, err
 	}
-	c.disp = d
+	c.mu.disp = d
 	return d, nil
 }

@@ -161,7 +161,7 @@ func TestSubmitThousandConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if w := c.disp.waiting(); w != 0 {
+	if w := c.mu.disp.waiting(); w != 0 {
 		t.Errorf("%d waiters left after every outcome arrived", w)
 	}
 }
@@ -243,12 +243,12 @@ func TestWaitAgainAfterTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.disp.waiting() != 1 {
-		t.Fatalf("waiting = %d, want 1", c.disp.waiting())
+	if c.mu.disp.waiting() != 1 {
+		t.Fatalf("waiting = %d, want 1", c.mu.disp.waiting())
 	}
 	q.Forget()
-	if c.disp.waiting() != 0 {
-		t.Fatalf("waiting after Forget = %d, want 0", c.disp.waiting())
+	if c.mu.disp.waiting() != 0 {
+		t.Fatalf("waiting after Forget = %d, want 0", c.mu.disp.waiting())
 	}
 }
 
@@ -291,7 +291,7 @@ func TestSendValidates(t *testing.T) {
 	if s.Key != "svc/x" || s.Partition != partitioner.ForEntity("e", nParts) {
 		t.Fatalf("sent %+v", s)
 	}
-	if c.disp != nil {
+	if c.mu.disp != nil {
 		t.Fatal("Send started the outcomes reader")
 	}
 	for _, bad := range []Command{{Entity: "e"}, {Action: "a"}, {Action: "a", Entity: "e", Data: json.RawMessage(`[1]`)}, {Action: "a", Entity: "e", Data: json.RawMessage(`{`)}} {

@@ -32,12 +32,15 @@ type dispatcher struct {
 	topic string
 	r     *kgo.Client
 
-	// mu guards waiters and err. waiters holds, per causation id, the
-	// waiters not yet answered (usually one; a caller may submit the
-	// same command id twice).
-	mu      sync.Mutex
-	waiters map[string][]*waiter
-	err     error // why the reader stopped; set before done is closed
+	// mu guards the waiters and why the reader stopped: the fetch loop
+	// and every Pending take it. A leaf lock.
+	mu struct {
+		sync.Mutex
+		// waiters holds, per causation id, the waiters not yet answered
+		// (usually one; a caller may submit the same command id twice).
+		waiters map[string][]*waiter
+		err     error // why the reader stopped; set before done is closed
+	}
 
 	done chan struct{} // closed when the fetch loop has returned
 }
@@ -69,7 +72,8 @@ func startDispatcher(ctx, life context.Context, cl *kgo.Client, topic string) (*
 	if err != nil {
 		return nil, fmt.Errorf("start outcomes reader: %w", err)
 	}
-	d := &dispatcher{topic: topic, r: r, waiters: map[string][]*waiter{}, done: make(chan struct{})}
+	d := &dispatcher{topic: topic, r: r, done: make(chan struct{})}
+	d.mu.waiters = map[string][]*waiter{}
 	go d.run(life)
 	return d, nil
 }
@@ -82,7 +86,7 @@ func (d *dispatcher) run(life context.Context) {
 	var err error
 	defer func() {
 		d.mu.Lock()
-		d.err = err
+		d.mu.err = err
 		d.mu.Unlock()
 		close(d.done)
 	}()
@@ -110,8 +114,8 @@ func (d *dispatcher) dispatch(rec *kgo.Record) {
 		return
 	}
 	d.mu.Lock()
-	ws := d.waiters[o.CommandID]
-	delete(d.waiters, o.CommandID)
+	ws := d.mu.waiters[o.CommandID]
+	delete(d.mu.waiters, o.CommandID)
 	d.mu.Unlock()
 	for _, w := range ws {
 		w.o = o
@@ -124,16 +128,16 @@ func (d *dispatcher) dispatch(rec *kgo.Record) {
 func (d *dispatcher) register(id string) (*waiter, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.err != nil {
-		return nil, d.err
+	if d.mu.err != nil {
+		return nil, d.mu.err
 	}
 	select {
 	case <-d.done:
-		return nil, d.err
+		return nil, d.mu.err
 	default:
 	}
 	w := &waiter{ready: make(chan struct{})}
-	d.waiters[id] = append(d.waiters[id], w)
+	d.mu.waiters[id] = append(d.mu.waiters[id], w)
 	return w, nil
 }
 
@@ -141,11 +145,11 @@ func (d *dispatcher) register(id string) (*waiter, error) {
 func (d *dispatcher) forget(id string, w *waiter) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ws := slices.DeleteFunc(d.waiters[id], func(x *waiter) bool { return x == w })
+	ws := slices.DeleteFunc(d.mu.waiters[id], func(x *waiter) bool { return x == w })
 	if len(ws) == 0 {
-		delete(d.waiters, id)
+		delete(d.mu.waiters, id)
 	} else {
-		d.waiters[id] = ws
+		d.mu.waiters[id] = ws
 	}
 }
 
@@ -154,7 +158,7 @@ func (d *dispatcher) waiting() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := 0
-	for _, ws := range d.waiters {
+	for _, ws := range d.mu.waiters {
 		n += len(ws)
 	}
 	return n
@@ -164,7 +168,7 @@ func (d *dispatcher) waiting() int {
 func (d *dispatcher) stopErr() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.err
+	return d.mu.err
 }
 
 // stop waits for the fetch loop (whose context the caller has cancelled)

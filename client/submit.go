@@ -196,7 +196,7 @@ func (c *Client) Send(ctx context.Context, cmd Command) (Sent, error) {
 		return Sent{}, err
 	}
 	c.mu.Lock()
-	closed := c.closed
+	closed := c.mu.closed
 	c.mu.Unlock()
 	if closed {
 		return Sent{}, ErrClosed

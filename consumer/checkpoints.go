@@ -70,12 +70,17 @@ type checkpointer struct {
 	rctx     context.Context // the rebuilds' context: ends when stop says
 	rcancel  context.CancelFunc
 
-	mu     sync.Mutex
-	parts  map[int32]*cpPart
-	latest map[int32][]byte // last published note per partition
+	// mu guards the trees and the published notes; the committer (after
+	// each commit), the rebuilds, the loop and GET /checkpoints take it.
+	// A leaf lock (DESIGN.md#lock-order).
+	mu struct {
+		sync.Mutex
+		parts  map[int32]*cpPart // a cpPart's fields too
+		latest map[int32][]byte  // last published note per partition
+	}
 }
 
-// cpPart is one partition's tree. A new epoch (a new ownership) starts a
+// cpPart is one partition's tree, guarded by checkpointer.mu. A new epoch (a new ownership) starts a
 // new cpPart, rebuilt from the last checkpoint and the journal; records
 // committed meanwhile wait in pending.
 type cpPart struct {
@@ -121,7 +126,7 @@ func (c *checkpointer) start(ctx context.Context) error {
 			return err
 		}
 	}
-	c.parts, c.latest, c.kick = map[int32]*cpPart{}, map[int32][]byte{}, make(chan struct{}, 1)
+	c.mu.parts, c.mu.latest, c.kick = map[int32]*cpPart{}, map[int32][]byte{}, make(chan struct{}, 1)
 	adm := kadm.NewClient(c.e.plain)
 	// Compacted by origin: the last checkpoint of each partition stays for
 	// the next owner; auditors keep the ones they want to hold us to.
@@ -185,7 +190,7 @@ func (c *checkpointer) stop() {
 // outbox entries, in publication order, offsets set) to their trees. It
 // is the committer's only call into the checkpointer.
 func (c *checkpointer) committed(entries []outbox.Entry, ts *txSeals) {
-	if c == nil || c.parts == nil {
+	if c == nil || c.mu.parts == nil {
 		return
 	}
 	c.mu.Lock()
@@ -197,12 +202,12 @@ func (c *checkpointer) committed(entries []outbox.Entry, ts *txSeals) {
 		}
 		r := en.Record
 		epoch := headerEpoch(r)
-		st := c.parts[r.Partition]
+		st := c.mu.parts[r.Partition]
 		if st == nil || epoch > st.epoch {
 			// A new ownership: the journal may hold records of other
 			// owners since our tree, so it is rebuilt up to this one.
 			st = &cpPart{epoch: epoch}
-			c.parts[r.Partition] = st
+			c.mu.parts[r.Partition] = st
 			p, target := r.Partition, r.Offset
 			c.rebuilds.Go(func() { c.rebuild(p, st, target) })
 		}
@@ -367,7 +372,7 @@ func (c *checkpointer) publish(ctx context.Context) {
 	}
 	var snaps []snap
 	c.mu.Lock()
-	for p, st := range c.parts {
+	for p, st := range c.mu.parts {
 		if st.tree != nil && st.tree.Size() > st.published {
 			snaps = append(snaps, snap{p, st.tree.Size(), st.tree.Root(), st.tree.Clone(), st.next})
 		}
@@ -386,10 +391,10 @@ func (c *checkpointer) publish(ctx context.Context) {
 			continue
 		}
 		c.mu.Lock()
-		if st := c.parts[s.p]; st != nil {
+		if st := c.mu.parts[s.p]; st != nil {
 			st.published = max(st.published, s.size)
 		}
-		c.latest[s.p] = msg
+		c.mu.latest[s.p] = msg
 		c.mu.Unlock()
 	}
 }
@@ -403,7 +408,7 @@ func (e *Executor) Checkpoints() map[int32][]byte {
 	}
 	e.cp.mu.Lock()
 	defer e.cp.mu.Unlock()
-	for p, n := range e.cp.latest {
+	for p, n := range e.cp.mu.latest {
 		out[p] = n
 	}
 	return out

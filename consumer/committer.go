@@ -40,12 +40,15 @@ type committer struct {
 	cl *kgo.Client
 	p  *pipeline
 
-	// mu guards queue and every partState's chain.
-	mu      sync.Mutex
-	queue   []entry
-	wake    chan struct{}
-	flushes chan chan error
-	done    chan struct{}
+	// mu guards the queue, and every partState's chain (partstate.go).
+	// Lock order: DESIGN.md#lock-order.
+	mu struct {
+		sync.Mutex
+		queue []entry // intents, staged answers and markers, in journal order
+	}
+	wake    chan struct{}   // a send wakes the loop: something was queued
+	flushes chan chan error // flushNow's requests, answered by the loop
+	done    chan struct{}   // closed when the loop has returned
 }
 
 // entry is an intent, a staged answer or an epoch marker, in journal order.
@@ -148,7 +151,7 @@ func (c *committer) intent(ctx context.Context, p int32, rec schemas.Record) (in
 		return 0, err
 	}
 	req.raw = raw
-	c.queue = append(c.queue, entry{intent: req})
+	c.mu.queue = append(c.mu.queue, entry{intent: req})
 	c.mu.Unlock()
 	c.poke()
 	select {
@@ -166,7 +169,7 @@ func (c *committer) intent(ctx context.Context, p int32, rec schemas.Record) (in
 func (c *committer) marker(ctx context.Context, p int32, epoch, fence int64) (int64, error) {
 	req := &markerReq{p: p, epoch: epoch, fence: fence, done: make(chan markerDone, 1)}
 	c.mu.Lock()
-	c.queue = append(c.queue, entry{marker: req})
+	c.mu.queue = append(c.mu.queue, entry{marker: req})
 	c.mu.Unlock()
 	c.poke()
 	select {
@@ -212,7 +215,7 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 		}
 	}
 	c.p.addPending(st, recs)
-	c.queue = append(c.queue, entry{item: &stagedItem{st: st, off: off, emits: emits, size: size}})
+	c.mu.queue = append(c.mu.queue, entry{item: &stagedItem{st: st, off: off, emits: emits, size: size}})
 	c.mu.Unlock()
 	c.poke()
 }
@@ -311,7 +314,7 @@ func (c *committer) loop(ctx context.Context) error {
 			}
 			aborts = 0
 			c.mu.Lock()
-			more := len(c.queue) > 0
+			more := len(c.mu.queue) > 0
 			c.mu.Unlock()
 			if !more {
 				break
@@ -332,8 +335,8 @@ func (c *committer) take() []entry {
 	// nothing) do not count: a prefix made only of them would publish
 	// nothing, and could not commit its offsets.
 	n, counted, bytes := 0, 0, 0
-	for n < len(c.queue) && counted < maxFlushEntries {
-		sz := c.queue[n].size()
+	for n < len(c.mu.queue) && counted < maxFlushEntries {
+		sz := c.mu.queue[n].size()
 		bytes += sz
 		if counted > 0 && bytes > maxFlushBytes {
 			break
@@ -343,10 +346,10 @@ func (c *committer) take() []entry {
 		}
 		n++
 	}
-	q := c.queue[:n:n]
-	c.queue = c.queue[n:]
-	if len(c.queue) == 0 {
-		c.queue = nil
+	q := c.mu.queue[:n:n]
+	c.mu.queue = c.mu.queue[n:]
+	if len(c.mu.queue) == 0 {
+		c.mu.queue = nil
 	}
 	return q
 }
@@ -384,7 +387,7 @@ func (c *committer) putBack(q []entry) {
 		}
 	}
 	c.mu.Lock()
-	c.queue = append(kept, c.queue...)
+	c.mu.queue = append(kept, c.mu.queue...)
 	c.mu.Unlock()
 }
 

@@ -7,16 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/diskfault"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -31,26 +28,20 @@ import (
 func TestFaultDisk(t *testing.T) {
 	for _, kind := range []string{"EIO", "ENOSPC"} {
 		t.Run(kind, func(t *testing.T) {
-			inject := error(errorfs.ErrInjected)
+			var inject error // nil: an I/O error
 			if kind == "ENOSPC" {
 				inject = syscall.ENOSPC
 			}
 			h := onceflighttest.New(t)
 			h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
-			var failing atomic.Bool
-			fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-				if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
-					return inject
-				}
-				return nil
-			}))
+			disk := diskfault.New(inject)
 			var logs syncBuffer
 			tune := func(c *consumer.Config) {
 				c.SessionTimeout = 2 * time.Second
 				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn})).With("executor", "A")
 			}
 			dirA := t.TempDir()
-			a := h.StartNode("A", dirA, onceflighttest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(fs)}, ExecutorOpts: onceflighttest.ShortHeartbeats})
+			a := h.StartNode("A", dirA, onceflighttest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(disk.FS)}, ExecutorOpts: onceflighttest.ShortHeartbeats})
 			onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 
 			var ids []string
@@ -65,7 +56,7 @@ func TestFaultDisk(t *testing.T) {
 			seen := map[string][]schemas.Outcome{}
 			h.Outcomes(len(ids), seen, nil)
 
-			failing.Store(true)
+			disk.Fail()
 			submit("bad", 3)
 			onceflighttest.WaitFor(t, 20*time.Second, "A reports its failed index", func() bool {
 				v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_store_failed")
@@ -98,7 +89,7 @@ func TestFaultDisk(t *testing.T) {
 
 			// A again, same data dir, healthy disk: restores from the
 			// journal, then answers new commands and repeats.
-			failing.Store(false)
+			disk.Heal()
 			a2 := h.StartNode("A", dirA, onceflighttest.NodeOptions{})
 			submit("after", 3)
 			for _, id := range []string{"ok0", "bad0"} {
@@ -192,17 +183,11 @@ func TestFaultCorruptDataDir(t *testing.T) {
 // hours away while its index already lacks what the journal has.
 func TestFaultDiskWhileIdle(t *testing.T) {
 	h := onceflighttest.New(t)
-	var failing atomic.Bool
-	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
-			return errorfs.ErrInjected
-		}
-		return nil
-	}))
+	disk := diskfault.New(nil)
 	tune := func(c *consumer.Config) { c.SessionTimeout = 2 * time.Second }
-	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(fs)}, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(disk.FS)}, ExecutorOpts: onceflighttest.ShortHeartbeats})
 	onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
-	failing.Store(true)
+	disk.Fail()
 	b := a.Store.NewBatch()
 	b.PutRecord(schemas.Record{IdempotencyKey: "k", Entity: "e", Status: schemas.StatusSucceeded})
 	if err := b.Commit(); err == nil {

@@ -33,7 +33,12 @@ import (
 var errFenced = errors.New("consumer: fenced: partition no longer owned by this executor")
 
 // Executor runs commands. Create it with New and run it with Run.
+//
+// Its fields are grouped by owner, as partState's are: what New sets,
+// what Run sets before any client exists, what mu guards, and what any
+// goroutine reads and writes atomically.
 type Executor struct {
+	// Set by New (options included) and read-only after.
 	cfg Config
 	// tracer traces commands (tracing.go); nil when tracing is off.
 	tracer    trace.Tracer
@@ -44,27 +49,47 @@ type Executor struct {
 	m         *metrics
 	log       *slog.Logger
 	opts      []kgo.Opt
+	factories map[string]ConnectorFactory // WithConnector
+	// refetchSem lets one read of skipped commands run at a time (skip.go).
+	refetchSem chan struct{}
+	// cp publishes signed checkpoints (WithCheckpoints); nil: none.
+	cp *checkpointer
+	// seals signs journal transactions and checks restores
+	// (WithSignedJournal); nil: neither.
+	seals *sealer
 
+	// Set by Run (ensureTopics) before any client exists, read-only
+	// after.
+	//
 	// plain is a non-transactional client: topic admin, epoch markers and
 	// restore reads. The transactional group client is owned by Run.
 	plain  *kgo.Client
 	nPart  int            // partitions of the commands (= journal) topic
 	counts map[string]int // partitions per topic, for outbox routing
-	// obTopics places and size-checks what the committer publishes. Like
-	// nPart, counts and commandsID it is set by ensureTopics before any
-	// client exists, and read-only after.
+	// obTopics places and size-checks what the committer publishes.
 	obTopics outbox.Topics
 	// commandsID is the commands topic's id (TxnOffsetCommit v6+).
 	commandsID [16]byte
 
-	mu    sync.Mutex
-	parts map[int32]*partState // owned and restored partitions
+	// mu guards the partitions this executor holds: taken by the
+	// franz-go callbacks, the HTTP server and the chores. Lock order:
+	// DESIGN.md#lock-order.
+	mu struct {
+		sync.Mutex
+		parts map[int32]*partState // owned and restored partitions
+		// held are assigned partitions not processed, with the reason
+		// (journal gap).
+		held map[int32]error
+	}
+	// lag guards the partitions with a lag series (the lag chore's); a
+	// leaf lock (DESIGN.md#lock-order).
+	lag struct {
+		sync.Mutex
+		parts map[int32]bool
+	}
 
-	ready     atomic.Bool
-	factories map[string]ConnectorFactory // WithConnector: written by options in New, read-only after
-	// lagMu guards lagParts, the partitions with a lag series.
-	lagMu    sync.Mutex
-	lagParts map[int32]bool
+	// Any goroutine, atomically.
+	ready atomic.Bool
 	// lastContact is when a fetch or heartbeat of the group client last
 	// got an answer (Unix ns): readiness requires one within the session
 	// timeout, so a lost broker turns /readyz 503 (liveness.go).
@@ -74,21 +99,12 @@ type Executor struct {
 	restoreFailed atomic.Bool
 	// halted is why new work stopped for good (partition counts changed).
 	halted atomic.Pointer[error]
-	// held are assigned partitions not processed, with the reason
-	// (journal gap); guarded by mu.
-	held map[int32]error
+	// pipe is the pipeline of the current group client, set by Run.
 	pipe atomic.Pointer[pipeline]
-	// refetchSem lets one read of skipped commands run at a time (skip.go).
-	refetchSem chan struct{}
 	// closing is the client Run is closing: its pipeline is over, so its
 	// restores still waiting for one give up (waitPipeline) instead of
 	// holding Close until RestoreTimeout.
 	closing atomic.Pointer[kgo.Client]
-	// cp publishes signed checkpoints (WithCheckpoints); nil: none.
-	cp *checkpointer
-	// seals signs journal transactions and checks restores
-	// (WithSignedJournal); nil: neither.
-	seals *sealer
 }
 
 // Option configures an Executor.
@@ -111,7 +127,8 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("consumer: config: %w", err)
 	}
-	e := &Executor{cfg: cfg, store: store, log: cfg.Logger, parts: map[int32]*partState{}, held: map[int32]error{}, refetchSem: make(chan struct{}, 1)}
+	e := &Executor{cfg: cfg, store: store, log: cfg.Logger, refetchSem: make(chan struct{}, 1)}
+	e.mu.parts, e.mu.held = map[int32]*partState{}, map[int32]error{}
 	e.opts = append([]kgo.Opt(nil), cfg.KafkaOpts...) // WithKgoOpts appends to them
 	e.retention = retention{keep: config.DefaultDedupeRetention, memory: config.DefaultKeyMemory}
 	if actions != nil {
@@ -153,7 +170,7 @@ func (e *Executor) Ready() bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.held) == 0
+	return len(e.mu.held) == 0
 }
 
 // NotReady says why Ready is false ("" when it is not).
@@ -183,8 +200,8 @@ func (e *Executor) Store() *dedupe.Store { return e.store }
 func (e *Executor) Owned() []int32 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ps := make([]int32, 0, len(e.parts))
-	for p := range e.parts {
+	ps := make([]int32, 0, len(e.mu.parts))
+	for p := range e.mu.parts {
 		ps = append(ps, p)
 	}
 	return ps
@@ -440,12 +457,12 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			// otherwise never be fetched again.
 			cl.ResumeFetchPartitions(map[string][]int32{e.cfg.Topics.Commands: {p}})
 			e.mu.Lock()
-			if old, ok := e.parts[p]; ok {
+			if old, ok := e.mu.parts[p]; ok {
 				old.lost.Store(true)
 				old.cancel()
 			}
-			delete(e.held, p)
-			e.parts[p] = st
+			delete(e.mu.held, p)
+			e.mu.parts[p] = st
 			e.mu.Unlock()
 		}()
 	}
@@ -475,7 +492,7 @@ func (e *Executor) rejoinAfterFailedRestore() {
 func (e *Executor) heldReason() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for p, err := range e.held {
+	for p, err := range e.mu.held {
 		return fmt.Sprintf("partition %d held: %v", p, err)
 	}
 	return ""
@@ -488,7 +505,7 @@ func (e *Executor) hold(cl *kgo.Client, p int32, reason error) {
 	e.log.Error("partition held: not processing it", "partition", p, "err", reason)
 	cl.PauseFetchPartitions(map[string][]int32{e.cfg.Topics.Commands: {p}})
 	e.mu.Lock()
-	e.held[p] = reason
+	e.mu.held[p] = reason
 	e.mu.Unlock()
 }
 
@@ -534,11 +551,11 @@ func (e *Executor) release(ps []int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, p := range ps {
-		delete(e.held, p)
-		if st, ok := e.parts[p]; ok {
+		delete(e.mu.held, p)
+		if st, ok := e.mu.parts[p]; ok {
 			st.lost.Store(true)
 			st.cancel()
-			delete(e.parts, p)
+			delete(e.mu.parts, p)
 		}
 	}
 }
@@ -546,25 +563,25 @@ func (e *Executor) release(ps []int32) {
 func (e *Executor) dropAll() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for p, st := range e.parts {
+	for p, st := range e.mu.parts {
 		st.lost.Store(true)
 		st.cancel()
-		delete(e.parts, p)
+		delete(e.mu.parts, p)
 	}
-	clear(e.held)
+	clear(e.mu.held)
 }
 
 func (e *Executor) part(p int32) *partState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.parts[p]
+	return e.mu.parts[p]
 }
 
 func (e *Executor) ownedStates() []*partState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]*partState, 0, len(e.parts))
-	for _, st := range e.parts {
+	out := make([]*partState, 0, len(e.mu.parts))
+	for _, st := range e.mu.parts {
 		out = append(out, st)
 	}
 	return out

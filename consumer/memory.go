@@ -103,8 +103,8 @@ func (p *pipeline) waitStaged(st *partState, size int) {
 }
 
 func (p *pipeline) stagedRoom(st *partState, size int) bool {
-	return size == 0 || p.staged.n == 0 || p.staged.bytes+size <= p.e.cfg.MaxBufferedBytes ||
-		p.stopping || st.ctx.Err() != nil || p.cm.stopped()
+	return size == 0 || p.mu.staged.n == 0 || p.mu.staged.bytes+size <= p.e.cfg.MaxBufferedBytes ||
+		p.mu.stopping || st.ctx.Err() != nil || p.cm.stopped()
 }
 
 // settled takes answers the committer applied or dropped out of the
@@ -121,8 +121,8 @@ func (p *pipeline) settled(items []*stagedItem) {
 		return
 	}
 	p.mu.Lock()
-	p.staged.n -= n
-	p.staged.bytes -= bytes
+	p.mu.staged.n -= n
+	p.mu.staged.bytes -= bytes
 	p.room.Broadcast()
 	p.mu.Unlock()
 }
@@ -138,7 +138,7 @@ type memorySnapshot struct {
 func (p *pipeline) memory() memorySnapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return memorySnapshot{p.buffered, p.bufBytes, p.staged.n, p.staged.bytes, p.ov.entries(), p.skipped}
+	return memorySnapshot{p.mu.buffered, p.mu.bufBytes, p.mu.staged.n, p.mu.staged.bytes, p.mu.ov.entries(), p.mu.skipped}
 }
 
 // highWater keeps the largest values seen since the executor started

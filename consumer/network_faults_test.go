@@ -75,7 +75,7 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 		t.Run(dir.String(), func(t *testing.T) {
 			h, _ := newClusterHarness(t)
 			svc := newEffectService(t, 20*time.Millisecond, nil)
-			h.UseConfig(svc.yaml("1s"))
+			h.UseConfig(effectsYAML(svc, "1s"))
 			fn := faultnet.New()
 			a, b := startPair(t, h, fn, netTune)
 			before := h.GroupMembers()
@@ -134,7 +134,7 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 					t.Errorf("%s: %s %s", id, s, code(all[id][0]))
 				}
 			}
-			svc.check(t, want)
+			svc.Check(t, want)
 			t.Logf("%s: swallowed %d bytes, A fenced writes %v, keys A began and B finished %d", dir, fn.Swallowed(dir),
 				a.Counter("onceflight_fenced_writes_total", nil), inherited(h.JournalAll(), "A", "B"))
 			h.Audit()

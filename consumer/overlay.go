@@ -206,7 +206,7 @@ func (o *overlay) release(keys []scopedKey) {
 func (p *pipeline) pendingUnique(entity, action, tuple string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.ov.uniqueKeys(uniqueRef{entity, action, tuple})
+	return p.mu.ov.uniqueKeys(uniqueRef{entity, action, tuple})
 }
 
 // reconcileAllowed reports whether a reconcile request for k may run now:
@@ -219,7 +219,7 @@ func (p *pipeline) reconcileAllowed(k scopedKey, every time.Duration) bool {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m := p.ov.reconciled
+	m := p.mu.ov.reconciled
 	if last, ok := m[k]; ok && now.Sub(last) < every {
 		return false
 	}

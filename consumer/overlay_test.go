@@ -44,7 +44,8 @@ func TestOverlayUniqueFollowsPending(t *testing.T) {
 // TestReconcileRateLimit: one (entity, key) is reconciled on request at
 // most once per interval; other keys and entities are not held back.
 func TestReconcileRateLimit(t *testing.T) {
-	p := &pipeline{ov: newOverlay()}
+	p := &pipeline{}
+	p.mu.ov = newOverlay()
 	k := scopedKey{"order-1", "k1"}
 	if !p.reconcileAllowed(k, time.Hour) {
 		t.Fatal("first request refused")
@@ -58,7 +59,7 @@ func TestReconcileRateLimit(t *testing.T) {
 	if !p.reconcileAllowed(k, 0) {
 		t.Fatal("no interval: refused")
 	}
-	p.ov.reconciled[k] = time.Now().Add(-2 * time.Hour)
+	p.mu.ov.reconciled[k] = time.Now().Add(-2 * time.Hour)
 	if !p.reconcileAllowed(k, time.Hour) {
 		t.Fatal("request after the interval refused")
 	}

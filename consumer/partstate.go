@@ -46,7 +46,8 @@ type partState struct {
 	ctx      context.Context // cancelled when the partition is lost
 	cancel   context.CancelFunc
 
-	// wmu guards the offset tracking below (a leaf lock).
+	// wmu guards the offset tracking below. A leaf lock
+	// (DESIGN.md#lock-order).
 	wmu          sync.Mutex
 	offs         []offEntry // tracked command offsets, in order
 	maxSeen      int64

@@ -35,23 +35,31 @@ type pipeline struct {
 	cl *kgo.Client
 	cm *committer
 
-	mu   sync.Mutex
+	// mu guards the entity queues, the memory counts and the overlay: the
+	// poll loop, the entity workers and the committer take it. Lock
+	// order: DESIGN.md#lock-order.
+	mu struct {
+		sync.Mutex
+		queues   map[string]*entityQueue // entities with a worker
+		buffered int                     // dispatched, not yet staged or dropped
+		bufBytes int                     // their record bytes
+		// staged counts answers handed to the committer and not yet
+		// applied (or dropped as fenced); with buffered it is what
+		// MaxBuffered and MaxBufferedBytes bound (memory.go).
+		staged   struct{ n, bytes int }
+		ov       overlay // staged records, versions and claims (overlay.go)
+		skipped  int     // commands of hot entities read past (skip.go)
+		stopping bool    // stop began: no new command starts
+	}
+	// cond, on mu, wakes drainPartition when a worker finishes a command
+	// (and every wait when the pipeline stops).
 	cond *sync.Cond
-	// room wakes the waits for memory (waitRoom, waitStaged): it is
-	// signalled only when buffered + staged shrinks, not on every staged
-	// answer, so a poll loop held at the bound is not woken per command.
-	room     *sync.Cond
-	queues   map[string]*entityQueue // entities with a worker
-	buffered int                     // dispatched, not yet staged or dropped
-	bufBytes int                     // their record bytes
-	// staged counts answers handed to the committer and not yet applied
-	// (or dropped as fenced); with buffered it is what MaxBuffered and
-	// MaxBufferedBytes bound (memory.go).
-	staged   struct{ n, bytes int }
-	ov       overlay // staged records, versions and claims (overlay.go)
-	skipped  int     // commands of hot entities read past (skip.go)
-	workers  sync.WaitGroup
-	stopping bool
+	// room, on mu, wakes the waits for memory (waitRoom, waitStaged): it
+	// is signalled only when buffered + staged shrinks, not on every
+	// staged answer, so a poll loop held at the bound is not woken per
+	// command.
+	room    *sync.Cond
+	workers sync.WaitGroup // the entity workers; stop waits for them
 	// broken is set when a command could not be answered while its
 	// partition is still ours: no later fetch would bring it back, so the
 	// client is recreated and consumption restarts from the watermark.
@@ -69,12 +77,11 @@ type entityQueue struct {
 func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 	p := &pipeline{
 		e: e, cl: cl,
-		queues: map[string]*entityQueue{},
-		ov:     newOverlay(),
 		broken: make(chan error, 1),
 	}
-	p.cond = sync.NewCond(&p.mu)
-	p.room = sync.NewCond(&p.mu)
+	p.mu.queues, p.mu.ov = map[string]*entityQueue{}, newOverlay()
+	p.cond = sync.NewCond(&p.mu.Mutex)
+	p.room = sync.NewCond(&p.mu.Mutex)
 	p.cm = newCommitter(e, cl, p)
 	return p
 }
@@ -123,10 +130,10 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		return
 	}
 	p.mu.Lock()
-	q, running := p.queues[cmd.Subject]
+	q, running := p.mu.queues[cmd.Subject]
 	if !running {
 		q = &entityQueue{}
-		p.queues[cmd.Subject] = q
+		p.mu.queues[cmd.Subject] = q
 	}
 	if len(q.skipped) > 0 || len(q.items) >= e.cfg.MaxBufferedPerEntity {
 		// A hot entity: read past its command (skip.go). Its offset stays
@@ -135,7 +142,7 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		p.mu.Unlock()
 		return
 	}
-	p.buffered++
+	p.mu.buffered++
 	p.enqueue(st, q, &item{rec: r, cmd: cmd, size: len(r.Value) + len(r.Key)})
 	p.checkPause(st)
 	if !running {
@@ -146,7 +153,7 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 }
 
 // enqueue appends it to q and counts it as buffered, except in
-// p.buffered: the caller counted it there (p.mu held).
+// p.mu.buffered: the caller counted it there (p.mu held).
 func (p *pipeline) enqueue(st *partState, q *entityQueue, it *item) {
 	if p.e.tracer != nil && it.queued.IsZero() {
 		it.queued = time.Now() // only traces read it: no clock read per command otherwise
@@ -154,14 +161,14 @@ func (p *pipeline) enqueue(st *partState, q *entityQueue, it *item) {
 	q.items = append(q.items, it)
 	st.buf.n++
 	st.buf.bytes += it.size
-	p.bufBytes += it.size
-	p.e.m.hw.buffered.raise(p.buffered, p.bufBytes)
-	p.e.m.hw.total.raise(p.buffered+p.staged.n, p.bufBytes+p.staged.bytes)
+	p.mu.bufBytes += it.size
+	p.e.m.hw.buffered.raise(p.mu.buffered, p.mu.bufBytes)
+	p.e.m.hw.total.raise(p.mu.buffered+p.mu.staged.n, p.mu.bufBytes+p.mu.staged.bytes)
 }
 
 func (p *pipeline) addBuffered(n int) {
 	p.mu.Lock()
-	p.buffered += n
+	p.mu.buffered += n
 	p.mu.Unlock()
 }
 
@@ -199,7 +206,7 @@ func (p *pipeline) waitRoom(ctx context.Context) {
 // full reports whether the poll loop must wait (p.mu held).
 func (p *pipeline) full() bool {
 	cfg := &p.e.cfg
-	return p.buffered+p.staged.n >= cfg.MaxBuffered || p.bufBytes+p.staged.bytes >= cfg.MaxBufferedBytes
+	return p.mu.buffered+p.mu.staged.n >= cfg.MaxBuffered || p.mu.bufBytes+p.mu.staged.bytes >= cfg.MaxBufferedBytes
 }
 
 // runEntity is the single flight of one entity: it runs the entity's
@@ -209,8 +216,8 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 	ctx := st.ctx
 	for {
 		p.mu.Lock()
-		q := p.queues[entity]
-		if len(q.items) == 0 && len(q.skipped) > 0 && !p.stopping && !st.lost.Load() && !st.draining.Load() {
+		q := p.mu.queues[entity]
+		if len(q.items) == 0 && len(q.skipped) > 0 && !p.mu.stopping && !st.lost.Load() && !st.draining.Load() {
 			p.mu.Unlock()
 			if err := p.refill(ctx, entity, st); err != nil {
 				p.dropRest(entity, st, nil)
@@ -219,10 +226,10 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			}
 			continue
 		}
-		if len(q.items) == 0 || p.stopping || st.lost.Load() || st.draining.Load() {
+		if len(q.items) == 0 || p.mu.stopping || st.lost.Load() || st.draining.Load() {
 			// Commands left in the queue are not staged: their offsets
 			// stay uncommitted and they are consumed again.
-			p.buffered -= len(q.items)
+			p.mu.buffered -= len(q.items)
 			for _, it := range q.items {
 				p.unbuffer(st, it)
 			}
@@ -235,7 +242,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		it := q.items[0]
 		q.items[0] = nil
 		q.items = q.items[1:]
-		version, ok := p.ov.version(entity, st)
+		version, ok := p.mu.ov.version(entity, st)
 		p.mu.Unlock()
 		inFlight := ""
 		if !ok {
@@ -279,7 +286,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			}
 		}
 		p.mu.Lock()
-		p.ov.setVersion(entity, st, version, journaled)
+		p.mu.ov.setVersion(entity, st, version, journaled)
 		p.unbuffer(st, it)
 		p.mu.Unlock()
 		p.stage(st, it.rec.Offset, j)
@@ -309,10 +316,10 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
 	defer p.mu.Unlock()
 	if cur != nil {
 		p.unbuffer(st, cur)
-		p.buffered--
+		p.mu.buffered--
 	}
-	if q := p.queues[entity]; q != nil {
-		p.buffered -= len(q.items)
+	if q := p.mu.queues[entity]; q != nil {
+		p.mu.buffered -= len(q.items)
 		for _, it := range q.items {
 			p.unbuffer(st, it)
 		}
@@ -326,12 +333,12 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
 // skipped commands: their offsets stay uncommitted and they are consumed
 // again (p.mu held).
 func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) {
-	delete(p.queues, entity)
+	delete(p.mu.queues, entity)
 	if len(q.skipped) > 0 {
 		p.unskip(st, len(q.skipped))
 		q.skipped = nil
 	}
-	p.ov.idle(entity)
+	p.mu.ov.idle(entity)
 }
 
 // unbuffer takes a command out of its partition's buffer counts (p.mu
@@ -343,7 +350,7 @@ func (p *pipeline) unbuffer(st *partState, it *item) {
 	it.counted = true
 	st.buf.n--
 	st.buf.bytes -= it.size
-	p.bufBytes -= it.size
+	p.mu.bufBytes -= it.size
 	p.checkPause(st)
 }
 
@@ -394,12 +401,12 @@ func (p *pipeline) stage(st *partState, off int64, j *job) {
 	size := answerSize(j.emits)
 	p.mu.Lock()
 	p.waitStaged(st, size)
-	p.buffered--
+	p.mu.buffered--
 	if size > 0 {
-		p.staged.n++
-		p.staged.bytes += size
-		p.e.m.hw.staged.raise(p.staged.n, p.staged.bytes)
-		p.e.m.hw.total.raise(p.buffered+p.staged.n, p.bufBytes+p.staged.bytes)
+		p.mu.staged.n++
+		p.mu.staged.bytes += size
+		p.e.m.hw.staged.raise(p.mu.staged.n, p.mu.staged.bytes)
+		p.e.m.hw.total.raise(p.mu.buffered+p.mu.staged.n, p.mu.bufBytes+p.mu.staged.bytes)
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
@@ -411,21 +418,21 @@ func (p *pipeline) stage(st *partState, off int64, j *job) {
 func (p *pipeline) addPending(st *partState, recs []schemas.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ov.stageRecords(st, recs)
-	p.e.m.hw.overlay.raise(p.ov.entries())
+	p.mu.ov.stageRecords(st, recs)
+	p.e.m.hw.overlay.raise(p.mu.ov.entries())
 }
 
 func (p *pipeline) pendingRecord(key scopedKey) (schemas.Record, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.ov.record(key, func(st *partState) bool { return !st.lost.Load() && p.e.part(st.p) == st })
+	return p.mu.ov.record(key, func(st *partState) bool { return !st.lost.Load() && p.e.part(st.p) == st })
 }
 
 // applied forgets overlay entries that Pebble now holds.
 func (p *pipeline) applied(recs []journaled) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ov.applied(recs, func(entity string) bool { _, busy := p.queues[entity]; return busy })
+	p.mu.ov.applied(recs, func(entity string) bool { _, busy := p.mu.queues[entity]; return busy })
 }
 
 // forget drops the overlay entries of staged answers that will never be
@@ -436,7 +443,7 @@ func (p *pipeline) forget(items []*stagedItem) {
 	for _, it := range items {
 		for i := range it.emits {
 			if j := it.emits[i].journal; j != nil {
-				p.ov.forget(it.st, j, func(entity string) bool { _, busy := p.queues[entity]; return busy })
+				p.mu.ov.forget(it.st, j, func(entity string) bool { _, busy := p.mu.queues[entity]; return busy })
 			}
 		}
 	}
@@ -445,15 +452,15 @@ func (p *pipeline) forget(items []*stagedItem) {
 func (p *pipeline) claim(key scopedKey, fp string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ok := p.ov.claim(key, fp)
-	p.e.m.hw.overlay.raise(p.ov.entries())
+	ok := p.mu.ov.claim(key, fp)
+	p.e.m.hw.overlay.raise(p.mu.ov.entries())
 	return ok
 }
 
 func (p *pipeline) releaseClaims(j *job) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ov.release(j.claimed)
+	p.mu.ov.release(j.claimed)
 }
 
 // drainPartition stops new work for st and waits until no worker runs one
@@ -478,7 +485,7 @@ func (p *pipeline) drainPartition(ctx context.Context, st *partState) error {
 // whatever is staged is flushed; shutdown never hangs on a worker.
 func (p *pipeline) stop(ctx context.Context) error {
 	p.mu.Lock()
-	p.stopping = true
+	p.mu.stopping = true
 	p.cond.Broadcast()
 	p.room.Broadcast()
 	p.mu.Unlock()

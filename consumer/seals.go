@@ -35,7 +35,10 @@ type SignedJournal struct {
 // WithSignedJournal makes the executor seal each journal transaction and,
 // with Require, verify the seals of what it restores.
 func WithSignedJournal(c SignedJournal) Option {
-	return func(e *Executor) { e.seals = &sealer{e: e, cfg: c, prev: map[int32]sealPrev{}} }
+	return func(e *Executor) {
+		e.seals = &sealer{e: e, cfg: c}
+		e.seals.mu.prev = map[int32]sealPrev{}
+	}
 }
 
 // sealer writes the seals (committer goroutine) and makes the gates of
@@ -43,10 +46,14 @@ func WithSignedJournal(c SignedJournal) Option {
 type sealer struct {
 	e   *Executor
 	cfg SignedJournal
-	mu  sync.Mutex
-	// prev is the last committed seal per partition, with its epoch: a
-	// seal names its predecessor of the same epoch.
-	prev map[int32]sealPrev
+	// mu guards prev, read when the committer seals a transaction and
+	// written after the commit. A leaf lock (DESIGN.md#lock-order).
+	mu struct {
+		sync.Mutex
+		// prev is the last committed seal per partition, with its
+		// epoch: a seal names its predecessor of the same epoch.
+		prev map[int32]sealPrev
+	}
 }
 
 type sealPrev struct {
@@ -116,7 +123,7 @@ func (s *sealer) seal(ob *outbox.Batch) (*txSeals, error) {
 	for _, p := range order {
 		pt := parts[p]
 		var prev []byte
-		if last, ok := s.prev[p]; ok && last.epoch == pt.epoch {
+		if last, ok := s.mu.prev[p]; ok && last.epoch == pt.epoch {
 			prev = last.hash
 		}
 		msg, err := trust.Seal{Origin: trust.Origin(s.cfg.OriginPrefix, p), Epoch: pt.epoch, Prev: prev,
@@ -143,7 +150,7 @@ func (s *sealer) committed(ts *txSeals) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p, v := range ts.next {
-		s.prev[p] = v
+		s.mu.prev[p] = v
 	}
 }
 

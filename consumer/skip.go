@@ -41,15 +41,15 @@ import (
 func (p *pipeline) skip(st *partState, q *entityQueue, off int64) {
 	q.skipped = append(q.skipped, off)
 	st.buf.skipped++
-	p.skipped++
-	p.e.m.hw.skipped.raise(p.skipped)
+	p.mu.skipped++
+	p.e.m.hw.skipped.raise(p.mu.skipped)
 	p.checkPause(st)
 }
 
 // unskip takes n skipped commands out of the counts (p.mu held).
 func (p *pipeline) unskip(st *partState, n int) {
 	st.buf.skipped -= n
-	p.skipped -= n
+	p.mu.skipped -= n
 	p.checkPause(st)
 }
 
@@ -59,7 +59,7 @@ func (p *pipeline) unskip(st *partState, n int) {
 // after the refilled ones.
 func (p *pipeline) refill(ctx context.Context, entity string, st *partState) error {
 	p.mu.Lock()
-	q := p.queues[entity]
+	q := p.mu.queues[entity]
 	offs := slices.Clone(q.skipped[:min(len(q.skipped), p.e.cfg.MaxBufferedPerEntity)])
 	p.mu.Unlock()
 	recs, err := p.refetch(ctx, st, offs)
@@ -85,7 +85,7 @@ func (p *pipeline) refill(ctx context.Context, entity string, st *partState) err
 	}
 	p.unskip(st, len(offs))
 	for _, it := range items {
-		p.buffered++
+		p.mu.buffered++
 		p.enqueue(st, q, it)
 	}
 	p.checkPause(st)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/faultnet"
 	"github.com/onceflight/onceflight/onceflighttest"
@@ -145,22 +147,22 @@ func TestSoak(t *testing.T) {
 	c := startBroker()
 	t.Cleanup(func() { c.Close() })
 	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
-	svc := newEffectService(t, 5*time.Millisecond, func(key string, n int) answer {
+	svc := newEffectService(t, 5*time.Millisecond, func(key string, n int) apifake.Fault {
 		if n > 1 {
-			return answerOK
+			return apifake.None
 		}
 		i, _ := strconv.Atoi(key[strings.LastIndexByte(key, '-')+1:])
 		switch {
 		case i%7 == 3:
-			return answerSlow
+			return apifake.HangAfterEffect
 		case i%5 == 1:
-			return answerApplied500
+			return apifake.Fault{Status: http.StatusInternalServerError}
 		case i%11 == 2:
-			return answerNotDone503
+			return apifake.Fault{Before: true, Status: http.StatusServiceUnavailable}
 		}
-		return answerOK
+		return apifake.None
 	})
-	h.UseConfig(svc.yaml("1s") + fmt.Sprintf(`  noop.ping:
+	h.UseConfig(effectsYAML(svc, "1s") + fmt.Sprintf(`  noop.ping:
     connector: noop
     effects_file: %[1]s
     timeout: 3s
@@ -349,8 +351,8 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}
-	svc.check(t, httpKeys)
-	t.Logf("%d commands, %d faults, %d http keys (%d POSTs); audit:", len(ids), fi, len(httpKeys), svc.totalPosts())
+	svc.Check(t, httpKeys)
+	t.Logf("%d commands, %d faults, %d http keys (%d POSTs); audit:", len(ids), fi, len(httpKeys), svc.Posts())
 	h.Audit()
 	for _, l := range soakLeaks(samples, warm) {
 		t.Error(l)

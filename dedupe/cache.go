@@ -38,6 +38,8 @@ import (
 // generation moves the entry forward. At most 2 × max entries, recently
 // used ones kept.
 type genCache[V any] struct {
+	// mu guards the fields below (max is read-only). A leaf lock
+	// (DESIGN.md#lock-order).
 	mu       sync.Mutex
 	cur, old map[string]V
 	max      int

@@ -2,13 +2,13 @@ package dedupe
 
 import (
 	"errors"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/onceflight/onceflight/internal/diskfault"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -21,14 +21,8 @@ func TestWriteFailureFailsTheStore(t *testing.T) {
 	for name, inject := range map[string]error{"EIO": errorfs.ErrInjected, "ENOSPC": syscall.ENOSPC} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			var failing atomic.Bool
-			fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-				if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
-					return inject
-				}
-				return nil
-			}))
-			s, err := Open(dir, WithFS(fs))
+			disk := diskfault.New(inject)
+			s, err := Open(dir, WithFS(disk.FS))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,7 +34,7 @@ func TestWriteFailureFailsTheStore(t *testing.T) {
 				t.Fatalf("healthy store reports %v", s.Failed())
 			}
 
-			failing.Store(true)
+			disk.Fail()
 			b := s.NewBatch()
 			b.PutRecord(rec("k2", "e1", schemas.StatusSucceeded, 0))
 			err = b.Commit()

@@ -141,9 +141,9 @@ type Store struct {
 	// a record and writes its stub or deletion while holding mu, and Commit
 	// holds mu while it applies a batch, so a pruning write never lands on
 	// top of a record committed after Prune looked at it. It also guards the
-	// prune cursors in prune.
+	// prune cursors in prune. Lock order: DESIGN.md#lock-order.
 	mu sync.Mutex
-	// pruneMu serializes Prune calls.
+	// pruneMu serializes Prune calls; taken before mu.
 	pruneMu sync.Mutex
 	prune   pruneState
 	// entities and metas are write-through caches (cache.go).

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/proctest"
 )
 
 // bin is the onceflight binary, built once by TestMain: the flags and
@@ -29,24 +29,7 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "onceflight-deploy-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "deploy: temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "onceflight")
-	build := exec.Command("go", "build", "-o", bin, "github.com/onceflight/onceflight/cmd/onceflight")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "deploy: go build ./cmd/onceflight:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(proctest.Main(m, false, &bin))
 }
 
 // promtool returns promtool's path, or skips the test naming it.
@@ -753,28 +736,17 @@ func scrapeExecutor(t *testing.T) map[string]bool {
 	if err := os.WriteFile(cfg, []byte("actions:\n  noop.ping:\n    connector: noop\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	brokerOut := start(t, ctx, "broker", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "broker"))
-	addr := waitLine(t, brokerOut, regexp.MustCompile(`broker listening on (\S+),`))
-	serveOut := start(t, ctx, "serve", "--brokers", addr, "--config", cfg, "--data-dir", filepath.Join(dir, "state"),
+	broker := start(t, "broker", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "broker"))
+	addr := waitLine(t, ctx, broker, regexp.MustCompile(`broker listening on (\S+),`))
+	serve := start(t, "serve", "--brokers", addr, "--config", cfg, "--data-dir", filepath.Join(dir, "state"),
 		"--http", "127.0.0.1:0", "--metrics-http", "127.0.0.1:0", "--partitions", "1", "--executor-id", "deploy-test", "--session-timeout", "6s")
 	// Prometheus scrapes the open --metrics-http listener: it must have
 	// every metric (and answers /readyz) without credentials.
-	httpAddr := waitLine(t, serveOut, regexp.MustCompile(`msg="health and metrics listening" addr=(\S+)`))
+	httpAddr := waitLine(t, ctx, serve, regexp.MustCompile(`msg="health and metrics listening" addr=(\S+)`))
 	// Ready means the topics exist and the partitions are assigned, so
 	// the command below is consumed.
-	for {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("executor not ready: %v", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+	if _, err := proctest.WaitReady(ctx, serve, httpAddr, 100*time.Millisecond); err != nil {
+		t.Fatalf("executor not ready: %v\n%s", err, serve.Tail(30))
 	}
 	out, err := exec.CommandContext(ctx, bin, "submit", "--brokers", addr, "--action", "noop.ping", "--entity", "e-1", "--wait").CombinedOutput()
 	if err != nil {
@@ -796,56 +768,26 @@ func scrapeExecutor(t *testing.T) map[string]bool {
 	return names
 }
 
-// start runs the binary until the test ends and returns its stderr lines.
-func start(t *testing.T, ctx context.Context, args ...string) <-chan string {
+// start runs the binary's command args[0] until the test ends.
+func start(t *testing.T, args ...string) *proctest.Proc {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	r, w := io.Pipe()
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
+	p, err := proctest.Start(t.TempDir(), args[0], bin, args...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default: // nobody reads any more; keep the pipe drained
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		w.Close()
-	})
-	return lines
+	t.Cleanup(func() { _ = p.Stop(30 * time.Second) })
+	return p
 }
 
-// waitLine returns re's first group in the first matching output line.
-func waitLine(t *testing.T, lines <-chan string, re *regexp.Regexp) string {
+// waitLine returns re's first group in the first matching line of p's
+// output.
+func waitLine(t *testing.T, ctx context.Context, p *proctest.Proc, re *regexp.Regexp) string {
 	t.Helper()
-	timeout := time.After(time.Minute)
-	var seen []string
-	for {
-		select {
-		case l := <-lines:
-			if m := re.FindStringSubmatch(l); m != nil {
-				return m[1]
-			}
-			seen = append(seen, l)
-		case <-timeout:
-			t.Fatalf("no line matching %s; output:\n%s", re, strings.Join(seen, "\n"))
-		}
+	m, err := p.WaitLog(ctx, re)
+	if err != nil {
+		t.Fatalf("%v; output:\n%s", err, p.Log())
 	}
+	return m[1]
 }
 
 // scrapeNames lists the metric names (and histogram series) on /metrics.

@@ -68,23 +68,6 @@ func TestParseStatusKB(t *testing.T) {
 	}
 }
 
-func TestCountLevels(t *testing.T) {
-	log := strings.Join([]string{
-		`time=... level=INFO msg="executor starting"`,
-		`time=... level=WARN msg="slow" took=2s`,
-		`{"time":"...","level":"ERROR","msg":"cycle aborted"}`,
-		`time=... level=ERROR msg="second"`,
-	}, "\n")
-	errs, warns, first := countLevels([]byte(log))
-	if errs != 2 || warns != 1 || !strings.Contains(first, "cycle aborted") {
-		t.Errorf("countLevels = %d, %d, %q", errs, warns, first)
-	}
-	_, _, first = countLevels([]byte(`level=WARN msg="only a warning"`))
-	if !strings.Contains(first, "only a warning") {
-		t.Errorf("first line without errors = %q, want the warning", first)
-	}
-}
-
 func TestMaxRestoreTook(t *testing.T) {
 	log := `level=INFO msg="partition restored" partition=0 epoch=3 journal_offset=10 took=12.5ms
 level=INFO msg="partition restored" partition=1 epoch=3 journal_offset=10 took=1.2s

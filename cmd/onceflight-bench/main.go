@@ -36,6 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/proctest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -243,24 +244,24 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if o.brokers != "" {
 		b.brokers = strings.Split(o.brokers, ",")
 	} else {
-		addr, err := freeAddr()
+		addr, err := proctest.FreeAddr()
 		if err != nil {
 			return err
 		}
-		brk, err := startChild(dir, "broker", bin, "broker", "--listen", addr, "--data-dir", filepath.Join(dir, "broker"), "--partitions", fmt.Sprint(o.partitions))
+		brk, err := proctest.Start(dir, "broker", bin, "broker", "--listen", addr, "--data-dir", filepath.Join(dir, "broker"), "--partitions", fmt.Sprint(o.partitions))
 		if err != nil {
 			return err
 		}
 		defer func() {
-			if err := brk.stop(30 * time.Second); err != nil {
+			if err := brk.Stop(30 * time.Second); err != nil {
 				fmt.Fprintln(os.Stderr, "broker:", err)
 			}
 		}()
-		if err := waitTCP(ctx, brk, addr); err != nil {
+		if err := proctest.WaitTCP(ctx, brk, addr); err != nil {
 			return err
 		}
 		b.brokers = []string{addr}
-		b.brokerPID = brk.pid()
+		b.brokerPID = brk.Pid()
 	}
 	b.rep.Brokers = strings.Join(b.brokers, ",")
 	if o.brokers == "" {

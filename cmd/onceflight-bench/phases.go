@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/proctest"
 )
 
 // serveRun is one measured window of a serve process.
@@ -49,8 +51,8 @@ func (r serveRun) rssMB() float64 { return float64(r.hwmKB) / 1024 }
 func (r serveRun) logCell() string { return fmt.Sprintf("%d/%d", r.errs, r.warns) }
 
 // startServe starts `onceflight serve` on the run's broker and topics.
-func (b *bench) startServe(name, dataDir string, inflight int) (*child, string, error) {
-	httpAddr, err := freeAddr()
+func (b *bench) startServe(name, dataDir string, inflight int) (*proctest.Proc, string, error) {
+	httpAddr, err := proctest.FreeAddr()
 	if err != nil {
 		return nil, "", err
 	}
@@ -76,7 +78,7 @@ func (b *bench) startServe(name, dataDir string, inflight int) (*child, string, 
 	args = append(args, "--control-key-file", keyFile)
 	args = append(args, b.kafkaArgs()...)
 	args = append(args, b.serveArgs...)
-	c, err := startChild(b.dir, "serve-"+name, b.bin, args...)
+	c, err := proctest.Start(b.dir, "serve-"+name, b.bin, args...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -86,11 +88,11 @@ func (b *bench) startServe(name, dataDir string, inflight int) (*child, string, 
 // stopServe stops c, counts its log's errors and warnings into r, and
 // audits the topics as c left them (issue 8: audit must pass on the topics
 // a benchmark run leaves).
-func (b *bench) stopServe(ctx context.Context, c *child, phase string, r *serveRun) {
-	stopErr := c.stop(30 * time.Second)
-	r.errs, r.warns, r.firstLog = c.logCounts()
+func (b *bench) stopServe(ctx context.Context, c *proctest.Proc, phase string, r *serveRun) {
+	stopErr := c.Stop(30 * time.Second)
+	r.errs, r.warns, r.firstLog = c.LogCounts()
 	if r.errs > 0 || r.warns > 0 {
-		b.problem("%s: serve logged %d ERROR and %d WARN lines (%s); first: %s", phase, r.errs, r.warns, c.logPath, r.firstLog)
+		b.problem("%s: serve logged %d ERROR and %d WARN lines (%s); first: %s", phase, r.errs, r.warns, c.LogPath, r.firstLog)
 	}
 	if stopErr != nil {
 		b.problem("%s: %v", phase, stopErr)
@@ -132,26 +134,26 @@ func (b *bench) drain(ctx context.Context, phase string, spec cmdSpec, dataDir s
 	}
 	defer func() { b.stopServe(ctx, c, phase, &r) }()
 
-	ready, err := waitReady(ctx, c, httpAddr)
+	ready, err := proctest.WaitReady(ctx, c, httpAddr, 2*time.Millisecond)
 	if err != nil {
 		return r, err
 	}
-	r.readyAfter = ready.Sub(c.started)
-	s0, err := sampleProc(c.pid())
+	r.readyAfter = ready.Sub(c.Started)
+	s0, err := sampleProc(c.Pid())
 	if err != nil {
 		return r, err
 	}
 	broker0 := b.brokerCPU()
 	res, err := w.await(ctx, spec.ids(), b.stall, func() error {
-		if c.exited() {
-			return c.exitErr()
+		if c.Exited() {
+			return c.ExitErr()
 		}
 		return nil
 	})
 	if err != nil {
-		return r, fmt.Errorf("%s: %w (serve log %s)", phase, err, c.logPath)
+		return r, fmt.Errorf("%s: %w (serve log %s)", phase, err, c.LogPath)
 	}
-	s1, err := sampleProc(c.pid())
+	s1, err := sampleProc(c.Pid())
 	if err != nil {
 		return r, err
 	}
@@ -219,12 +221,12 @@ func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int
 		return lr, err
 	}
 	defer func() { b.stopServe(ctx, c, "latency", &lr.serve) }()
-	if _, err := waitReady(ctx, c, httpAddr); err != nil {
+	if _, err := proctest.WaitReady(ctx, c, httpAddr, 2*time.Millisecond); err != nil {
 		return lr, err
 	}
 	alive := func() error {
-		if c.exited() {
-			return c.exitErr()
+		if c.Exited() {
+			return c.ExitErr()
 		}
 		return nil
 	}
@@ -238,7 +240,7 @@ func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int
 			return 0, fmt.Errorf("latency: produce %s: %w", spec.id(i), err)
 		}
 		if _, err := w.await(ctx, map[string]struct{}{spec.id(i): {}}, b.stall, alive); err != nil {
-			return 0, fmt.Errorf("latency: %s: %w (serve log %s)", spec.id(i), err, c.logPath)
+			return 0, fmt.Errorf("latency: %s: %w (serve log %s)", spec.id(i), err, c.LogPath)
 		}
 		return time.Since(start), nil
 	}
@@ -272,7 +274,7 @@ func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int
 			return lr, err
 		}
 	}
-	i0, err := sampleProc(c.pid())
+	i0, err := sampleProc(c.Pid())
 	if err != nil {
 		return lr, err
 	}
@@ -282,7 +284,7 @@ func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int
 		return lr, fmt.Errorf("latency: idle window: %w", ctx.Err())
 	case <-time.After(idleWindow):
 	}
-	s0, err := sampleProc(c.pid())
+	s0, err := sampleProc(c.Pid())
 	if err != nil {
 		return lr, err
 	}
@@ -302,7 +304,7 @@ func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int
 		}
 		lr.repeat = append(lr.repeat, d)
 	}
-	s1, err := sampleProc(c.pid())
+	s1, err := sampleProc(c.Pid())
 	if err != nil {
 		return lr, err
 	}
@@ -365,23 +367,23 @@ func (b *bench) restore(ctx context.Context, fillDir string, target int64, perCm
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	ready, err := waitRestored(wctx, c, httpAddr, b.partitions)
-	if log, rerr := os.ReadFile(c.logPath); rerr == nil {
+	if log, rerr := os.ReadFile(c.LogPath); rerr == nil {
 		rr.maxTook = maxRestoreTook(log)
 		_, rr.failures = restoredSince(log)
 	}
 	if err != nil {
-		return rr, fill, fmt.Errorf("restore of %d journal offsets: %w (serve log %s)", have, err, c.logPath)
+		return rr, fill, fmt.Errorf("restore of %d journal offsets: %w (serve log %s)", have, err, c.LogPath)
 	}
-	s, err := sampleProc(c.pid())
+	s, err := sampleProc(c.Pid())
 	if err != nil {
 		return rr, fill, err
 	}
 	rr.serve.n = int(have)
-	rr.serve.readyAfter = ready.Sub(c.started)
+	rr.serve.readyAfter = ready.Sub(c.Started)
 	rr.serve.drain = rr.serve.readyAfter
 	rr.serve.cpu = s.CPU
 	rr.serve.hwmKB = s.HWMKB
-	if log, err := os.ReadFile(c.logPath); err == nil {
+	if log, err := os.ReadFile(c.LogPath); err == nil {
 		rr.maxTook = maxRestoreTook(log)
 	}
 	return rr, fill, nil
@@ -416,13 +418,13 @@ func restoredSince(log []byte) (map[int]bool, int) {
 
 // waitRestored waits until serve's /readyz answers 200 and its log shows
 // every one of partitions restored since its last failed restore.
-func waitRestored(ctx context.Context, c *child, httpAddr string, partitions int) (time.Time, error) {
+func waitRestored(ctx context.Context, c *proctest.Proc, httpAddr string, partitions int) (time.Time, error) {
 	for {
-		ready, err := waitReady(ctx, c, httpAddr)
+		ready, err := proctest.WaitReady(ctx, c, httpAddr, 2*time.Millisecond)
 		if err != nil {
 			return time.Time{}, err
 		}
-		log, err := os.ReadFile(c.logPath)
+		log, err := os.ReadFile(c.LogPath)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("read serve log: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/onceflight/onceflight/internal/proctest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -51,15 +52,15 @@ func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error)
 	}
 	defer w.close()
 	spec := cmdSpec{action: "bench.noop", idPrefix: fmt.Sprintf("x%d", k), keyPrefix: fmt.Sprintf("xk%d", k), n: n}
-	var kids []*child
+	var kids []*proctest.Proc
 	defer func() {
 		for i, c := range kids {
 			var sr serveRun
 			name := fmt.Sprintf("x%d-%d", k, i)
-			stopErr := c.stop(30 * time.Second)
-			sr.errs, sr.warns, sr.firstLog = c.logCounts()
+			stopErr := c.Stop(30 * time.Second)
+			sr.errs, sr.warns, sr.firstLog = c.LogCounts()
 			if sr.errs > 0 || sr.warns > 0 {
-				b.problem("%s: serve logged %d ERROR and %d WARN lines (%s); first: %s", name, sr.errs, sr.warns, c.logPath, sr.firstLog)
+				b.problem("%s: serve logged %d ERROR and %d WARN lines (%s); first: %s", name, sr.errs, sr.warns, c.LogPath, sr.firstLog)
 			}
 			if stopErr != nil {
 				b.problem("%s: %v", name, stopErr)
@@ -83,7 +84,7 @@ func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error)
 			return r, err
 		}
 		kids = append(kids, c)
-		if _, err := waitReady(ctx, c, addr); err != nil {
+		if _, err := proctest.WaitReady(ctx, c, addr, 2*time.Millisecond); err != nil {
 			return r, err
 		}
 	}
@@ -97,7 +98,7 @@ func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error)
 	}
 	var s0 []procSample
 	for _, c := range kids {
-		s, err := sampleProc(c.pid())
+		s, err := sampleProc(c.Pid())
 		if err != nil {
 			return r, err
 		}
@@ -105,8 +106,8 @@ func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error)
 	}
 	res, err := w.await(ctx, spec.ids(), b.stall, func() error {
 		for _, c := range kids {
-			if c.exited() {
-				return c.exitErr()
+			if c.Exited() {
+				return c.ExitErr()
 			}
 		}
 		return nil
@@ -116,7 +117,7 @@ func (b *bench) executors(ctx context.Context, k, n int) (r scaleRun, err error)
 	}
 	r.drain = res.last.Sub(res.first)
 	for i, c := range kids {
-		s, err := sampleProc(c.pid())
+		s, err := sampleProc(c.Pid())
 		if err != nil {
 			return r, err
 		}

@@ -42,12 +42,16 @@ type Faulty struct {
 	// ("still unknown") before answering truthfully; -1 means forever.
 	ConfirmUnknown int
 
-	mu         sync.Mutex
-	faults     map[string][]Fault
-	effects    map[string]int
-	executions map[string]int
-	deadlines  map[string][]time.Time
-	confirms   int
+	// mu guards what the fake system saw and will do: Inject, Execute,
+	// Confirm and the counters take it. A leaf lock.
+	mu struct {
+		sync.Mutex
+		faults     map[string][]Fault
+		effects    map[string]int
+		executions map[string]int
+		deadlines  map[string][]time.Time
+		confirms   int
+	}
 }
 
 // NewFaulty returns a Faulty that succeeds until faults are injected.
@@ -57,38 +61,38 @@ func NewFaulty() *Faulty { return &Faulty{} }
 func (f *Faulty) Inject(key string, faults ...Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.faults == nil {
-		f.faults = map[string][]Fault{}
+	if f.mu.faults == nil {
+		f.mu.faults = map[string][]Fault{}
 	}
-	f.faults[key] = append(f.faults[key], faults...)
+	f.mu.faults[key] = append(f.mu.faults[key], faults...)
 }
 
 // Effects is how many times key's effect was applied.
 func (f *Faulty) Effects(key string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.effects[key]
+	return f.mu.effects[key]
 }
 
 // Executions is how many executions of key reached the fake system.
 func (f *Faulty) Executions(key string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.executions[key]
+	return f.mu.executions[key]
 }
 
 // Deadlines lists the deadline carried by each execution of key.
 func (f *Faulty) Deadlines(key string) []time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]time.Time(nil), f.deadlines[key]...)
+	return append([]time.Time(nil), f.mu.deadlines[key]...)
 }
 
 // Confirms is how many Confirm calls were made.
 func (f *Faulty) Confirms() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.confirms
+	return f.mu.confirms
 }
 
 // Execute implements connectors.Connector.
@@ -101,18 +105,18 @@ func (f *Faulty) Execute(ctx context.Context, req connectors.Request) connectors
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.effects == nil {
-		f.effects, f.executions, f.deadlines = map[string]int{}, map[string]int{}, map[string][]time.Time{}
+	if f.mu.effects == nil {
+		f.mu.effects, f.mu.executions, f.mu.deadlines = map[string]int{}, map[string]int{}, map[string][]time.Time{}
 	}
-	f.executions[req.Key]++
-	f.deadlines[req.Key] = append(f.deadlines[req.Key], req.Deadline)
+	f.mu.executions[req.Key]++
+	f.mu.deadlines[req.Key] = append(f.mu.deadlines[req.Key], req.Deadline)
 	fault := FaultNone
-	if q := f.faults[req.Key]; len(q) > 0 {
-		fault, f.faults[req.Key] = q[0], q[1:]
+	if q := f.mu.faults[req.Key]; len(q) > 0 {
+		fault, f.mu.faults[req.Key] = q[0], q[1:]
 	}
 	apply := func() {
-		if !f.IdempotentByKey || f.effects[req.Key] == 0 {
-			f.effects[req.Key]++
+		if !f.IdempotentByKey || f.mu.effects[req.Key] == 0 {
+			f.mu.effects[req.Key]++
 		}
 	}
 	switch fault {
@@ -142,11 +146,11 @@ func (f *Faulty) CanConfirm() bool { return !f.NoConfirm }
 func (f *Faulty) Confirm(ctx context.Context, req connectors.Request) connectors.Result {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.confirms++
-	if f.ConfirmUnknown < 0 || f.confirms <= f.ConfirmUnknown {
+	f.mu.confirms++
+	if f.ConfirmUnknown < 0 || f.mu.confirms <= f.ConfirmUnknown {
 		return connectors.Result{Kind: connectors.Ambiguous, Message: "injected: confirm unknown"}
 	}
-	if f.effects[req.Key] > 0 {
+	if f.mu.effects[req.Key] > 0 {
 		return connectors.Result{Kind: connectors.Succeeded, Result: f.result(req.Key)}
 	}
 	return connectors.Result{Kind: connectors.NotFound}

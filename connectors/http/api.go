@@ -155,10 +155,15 @@ type shape struct {
 	lookup      *lookup
 	secrets     redactor
 
-	tokenMu  sync.Mutex
-	tokens   oauth2.TokenSource
-	lastTok  string
-	hasRules bool // rejected or result set: Execute answers go through them
+	tokens   oauth2.TokenSource // set by startOAuth, read-only after; safe for concurrent use
+	hasRules bool               // rejected or result set: Execute answers go through them
+	// tok guards the last access token seen, so that each new one is
+	// added to the redacted secrets once. Lock order: tok, then
+	// secrets.mu (added under it); nothing else.
+	tok struct {
+		sync.Mutex
+		last string
+	}
 }
 
 // lookup is a compiled Confirm.
@@ -492,12 +497,12 @@ func (s *shape) authorize(hr *http.Request, extra []header) error {
 		if err != nil {
 			return fmt.Errorf("oauth2 token: %w", err)
 		}
-		s.tokenMu.Lock()
-		if tok.AccessToken != s.lastTok {
-			s.lastTok = tok.AccessToken
+		s.tok.Lock()
+		if tok.AccessToken != s.tok.last {
+			s.tok.last = tok.AccessToken
 			s.secrets.add(tok.AccessToken)
 		}
-		s.tokenMu.Unlock()
+		s.tok.Unlock()
 		tok.SetAuthHeader(hr)
 	}
 	return nil

@@ -225,22 +225,26 @@ func New(cfg Config) (*Connector, error) {
 // has passed, and counts what the current request wrote.
 type guardConn struct {
 	net.Conn
-	mu       sync.Mutex
-	deadline time.Time
-	written  atomic.Int64
+	// mu guards the deadline: armed by the round trip's goroutine,
+	// read by the transport's writes. A leaf lock.
+	mu struct {
+		sync.Mutex
+		deadline time.Time
+	}
+	written atomic.Int64
 }
 
 // arm starts a new request on the connection (HTTP/1.1: one at a time).
 func (g *guardConn) arm(deadline time.Time) {
 	g.mu.Lock()
-	g.deadline = deadline
+	g.mu.deadline = deadline
 	g.mu.Unlock()
 	g.written.Store(0)
 }
 
 func (g *guardConn) Write(p []byte) (int, error) {
 	g.mu.Lock()
-	d := g.deadline
+	d := g.mu.deadline
 	g.mu.Unlock()
 	if !d.IsZero() && !time.Now().Before(d) {
 		return 0, ErrDeadlinePassed
@@ -266,9 +270,13 @@ func guardOf(c net.Conn) *guardConn {
 
 // sendState tells, after a round trip, whether any byte of the request left.
 type sendState struct {
-	mu           sync.Mutex
-	guard        *guardConn
-	wroteHeaders bool
+	// mu guards what the trace callbacks (the transport's goroutines)
+	// note for the round trip to read after. A leaf lock.
+	mu struct {
+		sync.Mutex
+		guard        *guardConn
+		wroteHeaders bool
+	}
 }
 
 func (s *sendState) trace(deadline time.Time) *httptrace.ClientTrace {
@@ -279,12 +287,12 @@ func (s *sendState) trace(deadline time.Time) *httptrace.ClientTrace {
 				g.arm(deadline)
 			}
 			s.mu.Lock()
-			s.guard = g
+			s.mu.guard = g
 			s.mu.Unlock()
 		},
 		WroteHeaders: func() {
 			s.mu.Lock()
-			s.wroteHeaders = true
+			s.mu.wroteHeaders = true
 			s.mu.Unlock()
 		},
 	}
@@ -294,10 +302,10 @@ func (s *sendState) trace(deadline time.Time) *httptrace.ClientTrace {
 func (s *sendState) sent() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.guard != nil {
-		return s.guard.written.Load() > 0
+	if s.mu.guard != nil {
+		return s.mu.guard.written.Load() > 0
 	}
-	return s.wroteHeaders // foreign transport: conservative
+	return s.mu.wroteHeaders // foreign transport: conservative
 }
 
 // Execute POSTs req.Data to the configured URL (or sends the request

@@ -17,85 +17,51 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/connectors/connectortest"
 	httpconn "github.com/onceflight/onceflight/connectors/http"
+	"github.com/onceflight/onceflight/connectors/http/apifake"
 )
 
-// service is a refund API that is not idempotent (unless told): every POST
-// that reaches apply adds an effect. behave decides, per call number, what
-// happens around the effect.
-type service struct {
-	t          *testing.T
-	srv        *httptest.Server
-	idempotent bool
-	behave     func(n int, w http.ResponseWriter, r *http.Request, apply func()) // nil: apply, 201
-	confirm    func(n int, w http.ResponseWriter, key string, found bool)        // nil: 200 / 404
-
-	mu       sync.Mutex
-	effects  map[string]int
-	posts    atomic.Int64
-	confirms atomic.Int64
-	headers  http.Header
+// newService starts the fake external system (apifake.Effects): not
+// idempotent; script (nil: none) picks what each POST does around the
+// effect, confirm (nil: 200 if applied, 404 if not) what each confirm
+// answers.
+func newService(t *testing.T, script func(key string, n int) apifake.Fault, confirm func(key string, n int, applied bool) apifake.Fault) *apifake.Effects {
+	var opts []apifake.EffectsOption
+	if script != nil {
+		opts = append(opts, apifake.WithScript(script))
+	}
+	if confirm != nil {
+		opts = append(opts, apifake.WithConfirmScript(confirm))
+	}
+	return apifake.NewEffects(t, opts...)
 }
 
-func newService(t *testing.T, s *service) *service {
-	s.t, s.effects = t, map[string]int{}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /refunds", func(w http.ResponseWriter, r *http.Request) {
-		n := int(s.posts.Add(1))
-		s.mu.Lock()
-		s.headers = r.Header.Clone()
-		s.mu.Unlock()
-		key := r.Header.Get("Idempotency-Key")
-		apply := func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if !s.idempotent || s.effects[key] == 0 {
-				s.effects[key]++
-			}
-		}
-		if s.behave != nil {
-			s.behave(n, w, r, apply)
-			return
-		}
-		apply()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"refund_id": "re_77"}`))
-	})
-	mux.HandleFunc("GET /refunds/{key}", func(w http.ResponseWriter, r *http.Request) {
-		n := int(s.confirms.Add(1))
-		key := r.PathValue("key")
-		found := s.Effects(key) > 0
-		if s.confirm != nil {
-			s.confirm(n, w, key, found)
-			return
-		}
-		if !found {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write([]byte(`{"refund_id":"re_77"}`))
-	})
-	s.srv = httptest.NewServer(mux)
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *service) Effects(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.effects[key]
-}
-
-func (s *service) connector(t *testing.T, confirm bool) *httpconn.Connector {
-	cfg := httpconn.Config{URL: s.srv.URL + "/refunds"}
+// connector is an http connector calling s, with its confirm_url if
+// confirm.
+func connector(t *testing.T, s *apifake.Effects, confirm bool) *httpconn.Connector {
+	cfg := httpconn.Config{URL: s.URL("")}
 	if confirm {
-		cfg.ConfirmURL = s.srv.URL + "/refunds/{key}"
+		cfg.ConfirmURL = s.URL("") + "/{key}"
 	}
 	c, err := httpconn.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// always answers every POST with f.
+func always(f apifake.Fault) func(string, int) apifake.Fault {
+	return func(string, int) apifake.Fault { return f }
+}
+
+// first answers the first POST with f, the later ones with then.
+func first(f, then apifake.Fault) func(string, int) apifake.Fault {
+	return func(_ string, n int) apifake.Fault {
+		if n == 1 {
+			return f
+		}
+		return then
+	}
 }
 
 func policy() connectors.Policy {
@@ -114,13 +80,6 @@ func request() connectors.Request {
 		FencingToken: 17, Data: json.RawMessage(`{"amount":5}`), TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
 }
 
-func status(code int, body string) func(int, http.ResponseWriter, *http.Request, func()) {
-	return func(_ int, w http.ResponseWriter, _ *http.Request, _ func()) {
-		w.WriteHeader(code)
-		_, _ = w.Write([]byte(body))
-	}
-}
-
 func TestPerform(t *testing.T) {
 	type want struct {
 		outcome  connectors.Outcome
@@ -130,18 +89,20 @@ func TestPerform(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name       string
-		svc        *service
+		script     func(key string, n int) apifake.Fault
+		confirm    func(key string, n int, applied bool) apifake.Fault
 		noConfirm  bool
 		idempotent bool
 		want       want
-		check      func(t *testing.T, s *service, d connectors.Decision)
+		check      func(t *testing.T, s *apifake.Effects, d connectors.Decision)
 	}{
 		{name: "2xx", want: want{connectors.OutcomeSucceeded, "", 1, 1},
-			check: func(t *testing.T, s *service, d connectors.Decision) {
-				if string(d.Result) != `{"http_status":201,"body":{"refund_id":"re_77"}}` {
+			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
+				if string(d.Result) != `{"http_status":201,"body":{"effect_id":"e-refund 1042/é"}}` {
 					t.Errorf("result %s", d.Result)
 				}
-				h := s.headers
+				posts, _, _ := s.Counts(key)
+				h := posts[0].Header
 				for k, v := range map[string]string{"Content-Type": "application/json", "Idempotency-Key": key, "Onceflight-Entity": "order-1042",
 					"Onceflight-Action": "payments.refund", "Onceflight-Attempt": "1", "Onceflight-Fencing-Token": "17",
 					"Traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"} {
@@ -153,99 +114,57 @@ func TestPerform(t *testing.T) {
 					t.Errorf("Onceflight-Deadline: %v", err)
 				}
 			}},
-		{name: "4xx rejected", svc: &service{behave: status(422, `{"message":"amount exceeds charge"}`)},
+		{name: "4xx rejected", script: always(apifake.Fault{Before: true, Status: 422, Body: `{"message":"amount exceeds charge"}`}),
 			want: want{connectors.OutcomeFailed, connectors.CodeRejected, 1, 0},
-			check: func(t *testing.T, s *service, d connectors.Decision) {
+			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
 				if d.Message != "HTTP 422: amount exceeds charge" {
 					t.Errorf("message %q", d.Message)
 				}
 			}},
-		{name: "503 before applying, then success", svc: &service{behave: func(n int, w http.ResponseWriter, _ *http.Request, apply func()) {
-			if n == 1 {
-				w.WriteHeader(503)
-				return
-			}
-			apply()
-			w.WriteHeader(200)
-		}}, want: want{connectors.OutcomeSucceeded, "", 2, 1}},
+		{name: "503 before applying, then success", script: first(apifake.Fault{Before: true, Status: 503}, apifake.Fault{Status: 200}),
+			want: want{connectors.OutcomeSucceeded, "", 2, 1}},
 		// "Not done" uses up no attempt: retried until give_up_after.
-		{name: "429 until give_up_after", svc: &service{behave: status(429, "slow down")}, want: want{connectors.OutcomeFailed, connectors.CodeUnavailable, -1, 0},
-			check: func(t *testing.T, s *service, d connectors.Decision) {
+		{name: "429 until give_up_after", script: always(apifake.Fault{Before: true, Status: 429, Body: "slow down", ContentType: "text/plain"}),
+			want: want{connectors.OutcomeFailed, connectors.CodeUnavailable, -1, 0},
+			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
 				if !strings.Contains(d.Message, "last answer: HTTP 429: slow down") || !strings.Contains(d.Message, "waited") {
 					t.Errorf("message %q", d.Message)
 				}
 			}},
-		{name: "slow past timeout after applying, confirm 200", svc: &service{behave: func(_ int, w http.ResponseWriter, r *http.Request, apply func()) {
-			apply()
-			select {
-			case <-r.Context().Done():
-			case <-time.After(time.Second):
-			}
-			w.WriteHeader(200)
-		}}, want: want{connectors.OutcomeSucceeded, "", 1, 1},
-			check: func(t *testing.T, s *service, d connectors.Decision) {
-				if string(d.Result) != `{"http_status":200,"body":{"refund_id":"re_77"}}` {
+		{name: "slow past timeout after applying, confirm 200", script: always(apifake.HangAfterEffect),
+			want: want{connectors.OutcomeSucceeded, "", 1, 1},
+			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
+				if string(d.Result) != `{"http_status":200,"body":{"confirmed":true,"key":"refund 1042/é","effect_id":"e-refund 1042/é"}}` {
 					t.Errorf("result %s", d.Result)
 				}
 			}},
-		{name: "500 after applying, confirm 200", svc: &service{behave: func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) {
-			apply()
-			w.WriteHeader(500)
-		}}, want: want{connectors.OutcomeSucceeded, "", 1, 1}},
-		{name: "500 before applying, confirm 404, executed again", svc: &service{behave: func(n int, w http.ResponseWriter, _ *http.Request, apply func()) {
-			if n == 1 {
-				w.WriteHeader(500)
-				return
-			}
-			apply()
-			w.WriteHeader(201)
-		}}, want: want{connectors.OutcomeSucceeded, "", 2, 1}},
-		{name: "connection closed mid-response after applying", svc: &service{behave: func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) {
-			apply()
-			conn, buf, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				panic(err)
-			}
-			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"refund")
-			_ = buf.Flush()
-			_ = conn.Close()
-		}}, want: want{connectors.OutcomeSucceeded, "", 1, 1}},
-		{name: "confirm flaps 500 then 200", svc: &service{
-			behave: func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) { apply(); w.WriteHeader(502) },
-			confirm: func(n int, w http.ResponseWriter, _ string, found bool) {
-				if n == 1 || !found {
-					w.WriteHeader(500)
-					return
+		{name: "500 after applying, confirm 200", script: always(apifake.Fault{Status: 500}), want: want{connectors.OutcomeSucceeded, "", 1, 1}},
+		{name: "500 before applying, confirm 404, executed again", script: first(apifake.FailBeforeEffect, apifake.None),
+			want: want{connectors.OutcomeSucceeded, "", 2, 1}},
+		{name: "connection closed mid-response after applying", script: always(apifake.Fault{Cut: true}),
+			want: want{connectors.OutcomeSucceeded, "", 1, 1}},
+		{name: "confirm flaps 500 then 200", script: always(apifake.Fault{Status: 502}),
+			confirm: func(_ string, n int, applied bool) apifake.Fault {
+				if n == 1 || !applied {
+					return apifake.Fault{Status: 500}
 				}
-				_, _ = w.Write([]byte(`{"refund_id":"re_77"}`))
-			}}, want: want{connectors.OutcomeSucceeded, "", 1, 1}},
-		{name: "no confirm_url, not idempotent", noConfirm: true, svc: &service{behave: func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) {
-			apply()
-			w.WriteHeader(504)
-		}}, want: want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 1, 1}},
-		{name: "no confirm_url, idempotent by key", noConfirm: true, idempotent: true, svc: &service{idempotent: true,
-			behave: func(n int, w http.ResponseWriter, _ *http.Request, apply func()) {
-				apply()
-				if n == 1 {
-					w.WriteHeader(500)
-					return
-				}
-				w.WriteHeader(200)
-			}}, want: want{connectors.OutcomeSucceeded, "", 2, 1}},
-		{name: "confirm never answers", svc: &service{
-			behave:  func(_ int, w http.ResponseWriter, _ *http.Request, apply func()) { apply(); w.WriteHeader(500) },
-			confirm: func(int, http.ResponseWriter, string, bool) { time.Sleep(150 * time.Millisecond) },
-		}, want: want{connectors.OutcomeUnresolved, connectors.CodeConfirmationTimeout, 1, 1}},
+				return apifake.None
+			}, want: want{connectors.OutcomeSucceeded, "", 1, 1}},
+		{name: "no confirm_url, not idempotent", noConfirm: true, script: always(apifake.Fault{Status: 504}),
+			want: want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 1, 1}},
+		{name: "no confirm_url, idempotent by key", noConfirm: true, idempotent: true,
+			script: first(apifake.Fault{Status: 500}, apifake.Fault{Dedupe: true}),
+			want:   want{connectors.OutcomeSucceeded, "", 2, 1}},
+		{name: "confirm never answers", script: always(apifake.Fault{Status: 500}),
+			confirm: func(string, int, bool) apifake.Fault { return apifake.Fault{Hang: true} },
+			want:    want{connectors.OutcomeUnresolved, connectors.CodeConfirmationTimeout, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.svc == nil {
-				tc.svc = &service{}
-			}
-			s := newService(t, tc.svc)
+			s := newService(t, tc.script, tc.confirm)
 			p := policy()
 			p.IdempotentByKey = tc.idempotent
 			p.GiveUpAfter = 300 * time.Millisecond
-			d := connectors.Perform(context.Background(), s.connector(t, !tc.noConfirm), request(), p)
+			d := connectors.Perform(context.Background(), connector(t, s, !tc.noConfirm), request(), p)
 			got := want{d.Outcome, d.Code, d.Attempts, s.Effects(key)}
 			if tc.want.attempts < 0 && got.attempts > 2 {
 				got.attempts = -1 // several: how many fit is the scheduler's
@@ -253,8 +172,8 @@ func TestPerform(t *testing.T) {
 			if got != tc.want {
 				t.Fatalf("got %+v (message %q), want %+v", got, d.Message, tc.want)
 			}
-			if int(s.posts.Load()) != d.Attempts {
-				t.Errorf("server saw %d POSTs for %d attempts", s.posts.Load(), d.Attempts)
+			if s.Posts() != d.Attempts {
+				t.Errorf("server saw %d POSTs for %d attempts", s.Posts(), d.Attempts)
 			}
 			if tc.check != nil {
 				tc.check(t, s, d)
@@ -264,15 +183,15 @@ func TestPerform(t *testing.T) {
 }
 
 func TestDeadlinePassedSendsNothing(t *testing.T) {
-	s := newService(t, &service{})
+	s := newService(t, nil, nil)
 	req := request()
 	req.Deadline = time.Now().Add(-time.Millisecond)
-	res := s.connector(t, true).Execute(context.Background(), req)
+	res := connector(t, s, true).Execute(context.Background(), req)
 	if res.Kind != connectors.Unavailable || res.Message != httpconn.ErrDeadlinePassed.Error() {
 		t.Fatalf("result %v %q", res.Kind, res.Message)
 	}
-	if s.posts.Load() != 0 {
-		t.Fatalf("%d requests reached the server", s.posts.Load())
+	if s.Posts() != 0 {
+		t.Fatalf("%d requests reached the server", s.Posts())
 	}
 }
 
@@ -305,13 +224,8 @@ func TestRetryAfterAndSignal(t *testing.T) {
 		{429, "", connectors.SignalBusy, 0},
 		{408, "5", connectors.SignalNone, 0},
 	} {
-		s := newService(t, &service{behave: func(_ int, w http.ResponseWriter, _ *http.Request, _ func()) {
-			if tc.header != "" {
-				w.Header().Set("Retry-After", tc.header)
-			}
-			w.WriteHeader(tc.code)
-		}})
-		res := s.connector(t, true).Execute(context.Background(), request())
+		s := newService(t, always(apifake.Fault{Before: true, Status: tc.code, RetryAfter: tc.header}), nil)
+		res := connector(t, s, true).Execute(context.Background(), request())
 		if res.Kind != connectors.Unavailable || res.Signal != tc.signal || res.RetryAfter != tc.after {
 			t.Errorf("HTTP %d Retry-After %q: %v %v %s (%q)", tc.code, tc.header, res.Kind, res.Signal, res.RetryAfter, res.Message)
 		}
@@ -333,8 +247,8 @@ func TestRetryAfterValues(t *testing.T) {
 }
 
 func TestResultTruncatedAndText(t *testing.T) {
-	s := newService(t, &service{behave: status(200, strings.Repeat("x", 100))})
-	c, err := httpconn.New(httpconn.Config{URL: s.srv.URL + "/refunds", MaxResultBytes: 10})
+	s := newService(t, always(apifake.Fault{Before: true, Status: 200, Body: strings.Repeat("x", 100), ContentType: "text/plain"}), nil)
+	c, err := httpconn.New(httpconn.Config{URL: s.URL(""), MaxResultBytes: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,18 +261,14 @@ func TestResultTruncatedAndText(t *testing.T) {
 func TestConformance(t *testing.T) {
 	connectortest.Run(t, connectortest.Features{Confirm: true}, func(t *testing.T) connectortest.Harness {
 		var ambiguous sync.Map
-		s := &service{}
-		s.behave = func(_ int, w http.ResponseWriter, r *http.Request, apply func()) {
-			apply()
-			if _, ok := ambiguous.LoadAndDelete(r.Header.Get("Idempotency-Key")); ok {
-				w.WriteHeader(504)
-				return
+		s := newService(t, func(key string, _ int) apifake.Fault {
+			if _, ok := ambiguous.LoadAndDelete(key); ok {
+				return apifake.Fault{Status: 504}
 			}
-			_, _ = w.Write([]byte(`{"ok":true}`))
-		}
-		newService(t, s)
+			return apifake.Fault{Status: 200, Body: `{"ok":true}`}
+		}, nil)
 		return connectortest.Harness{
-			Conn:               s.connector(t, true),
+			Conn:               connector(t, s, true),
 			Effects:            s.Effects,
 			ApplyThenAmbiguous: func(key string) { ambiguous.Store(key, true) },
 		}

@@ -130,8 +130,12 @@ func resolveOne(kind, name string) (string, error) {
 // redactor scrubs known secret values from text the connector returns.
 // Tokens fetched later (OAuth2) are added as they arrive.
 type redactor struct {
-	mu     sync.RWMutex
-	values []string
+	// mu guards the values: added by New and by each new OAuth2 token,
+	// read by every answer's redaction. A leaf lock.
+	mu struct {
+		sync.RWMutex
+		values []string
+	}
 }
 
 func (r *redactor) add(vs ...string) {
@@ -141,11 +145,11 @@ func (r *redactor) add(vs ...string) {
 		if v == "" {
 			continue
 		}
-		r.values = append(r.values, v)
+		r.mu.values = append(r.mu.values, v)
 		// The same value inside a JSON string (a result body) is escaped.
 		if b, err := json.Marshal(v); err == nil {
 			if esc := string(b[1 : len(b)-1]); esc != v {
-				r.values = append(r.values, esc)
+				r.mu.values = append(r.mu.values, esc)
 			}
 		}
 	}
@@ -154,7 +158,7 @@ func (r *redactor) add(vs ...string) {
 func (r *redactor) string(s string) string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	for _, v := range r.values {
+	for _, v := range r.mu.values {
 		s = strings.ReplaceAll(s, v, Redacted)
 	}
 	return s
@@ -163,7 +167,7 @@ func (r *redactor) string(s string) string {
 func (r *redactor) bytes(b []byte) []byte {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	for _, v := range r.values {
+	for _, v := range r.mu.values {
 		if bytes.Contains(b, []byte(v)) {
 			b = bytes.ReplaceAll(b, []byte(v), []byte(Redacted))
 		}

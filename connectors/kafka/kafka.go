@@ -92,9 +92,13 @@ type Connector struct {
 	cfg  Config
 	prod *kgo.Client // produces: cfg.Client, or the manual-partitioning client of PartitionFor
 
-	mu          sync.Mutex
-	outstanding map[produceID]int // produces whose promise has not been called
-	partitions  int               // pinned count for PartitionFor; 0 until known
+	// mu guards the produces in flight and the pinned partition count:
+	// Execute, the produce promises and Confirm take it. A leaf lock.
+	mu struct {
+		sync.Mutex
+		outstanding map[produceID]int // produces whose promise has not been called
+		partitions  int               // pinned count for PartitionFor; 0 until known
+	}
 }
 
 // produceID scopes outstanding produces like keys are scoped (docs/events.md#execution-records).
@@ -117,7 +121,8 @@ func New(cfg Config) (*Connector, error) {
 		// outstanding produce could land after Confirm said not found.
 		return nil, errors.New("kafkaconn: Client must keep idempotent writes enabled")
 	}
-	c := &Connector{cfg: cfg, prod: cfg.Client, outstanding: map[produceID]int{}, partitions: cfg.Partitions}
+	c := &Connector{cfg: cfg, prod: cfg.Client}
+	c.mu.outstanding, c.mu.partitions = map[produceID]int{}, cfg.Partitions
 	if cfg.PartitionFor == nil {
 		return c, nil
 	}
@@ -148,14 +153,14 @@ func New(cfg Config) (*Connector, error) {
 // begin and end count a produce of id between Produce and its promise.
 func (c *Connector) begin(id produceID) {
 	c.mu.Lock()
-	c.outstanding[id]++
+	c.mu.outstanding[id]++
 	c.mu.Unlock()
 }
 
 func (c *Connector) end(id produceID) {
 	c.mu.Lock()
-	if c.outstanding[id]--; c.outstanding[id] <= 0 {
-		delete(c.outstanding, id)
+	if c.mu.outstanding[id]--; c.mu.outstanding[id] <= 0 {
+		delete(c.mu.outstanding, id)
 	}
 	c.mu.Unlock()
 }
@@ -163,14 +168,14 @@ func (c *Connector) end(id produceID) {
 func (c *Connector) isOutstanding(id produceID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.outstanding[id] > 0
+	return c.mu.outstanding[id] > 0
 }
 
 // partitionCount returns the pinned partition count for PartitionFor,
 // pinning the topic's current count on first use.
 func (c *Connector) partitionCount(ctx context.Context) (int, error) {
 	c.mu.Lock()
-	n := c.partitions
+	n := c.mu.partitions
 	c.mu.Unlock()
 	if n > 0 {
 		return n, nil
@@ -191,10 +196,10 @@ func (c *Connector) partitionCount(ctx context.Context) (int, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.partitions == 0 { // the first answer wins; partitions only grow
-		c.partitions = len(d.Partitions)
+	if c.mu.partitions == 0 { // the first answer wins; partitions only grow
+		c.mu.partitions = len(d.Partitions)
 	}
-	return c.partitions, nil
+	return c.mu.partitions, nil
 }
 
 type location struct {

@@ -21,7 +21,7 @@ func TestBrokerRestart(t *testing.T) {
 	r := startNoopRun(t, addr, "ex-brk", "br", 400, 40, 150)
 	r.prod.wait(150)
 	t.Logf("restarting the broker (SIGTERM) after %d commands produced", r.prod.sent.Load())
-	broker.stop(10 * time.Second)
+	_ = broker.Stop(10 * time.Second)
 	time.Sleep(time.Second)
 	startBrokerAt(t, addr, dir)
 	t.Logf("broker restarted")

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 )
 
@@ -52,7 +53,7 @@ type chaosCluster struct {
 	t       *testing.T
 	brokers string
 	session time.Duration
-	svc     *service
+	svc     *apifake.Effects
 	execs   []*chaosExec
 }
 
@@ -72,7 +73,7 @@ func newChaosClusterOf(t *testing.T, n int, session time.Duration, binary string
 		svc: newService(t, chaosPartitions, func() time.Duration { return time.Duration(20+rand.IntN(21)) * time.Millisecond })}
 	for i := range n {
 		ex := &chaosExec{id: fmt.Sprintf("ex%d", i+1), httpAddr: freePort(t), dataDir: t.TempDir(), binary: binary}
-		a := c.svc.httpAction(chaosAction, ex.id, true)
+		a := httpAction(c.svc, chaosAction, ex.id, true)
 		a.timeout, a.confirmTimeout = 500*time.Millisecond, 3*time.Second
 		ex.config = writeConfig(t, "", a)
 		c.execs = append(c.execs, ex)
@@ -96,7 +97,7 @@ func (c *chaosCluster) start(ex *chaosExec) {
 func (c *chaosCluster) killInFlight(ex *chaosExec) {
 	c.t.Helper()
 	n := c.waitInFlight(ex)
-	ex.p.kill()
+	ex.p.Kill()
 	c.t.Logf("SIGKILL %s with %d calls in flight at the service", ex.id, n)
 }
 
@@ -104,7 +105,7 @@ func (c *chaosCluster) waitInFlight(ex *chaosExec) int {
 	c.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if n := c.svc.inflightOf(ex.id); n > 0 {
+		if n := c.svc.InflightOf(ex.id); n > 0 {
 			return n
 		}
 		if time.Now().After(deadline) {
@@ -121,13 +122,13 @@ var fencedLogRe = regexp.MustCompile(`(?i)fenced|aborted|ownership lost`)
 // log lines from byte offset logFrom on.
 func (c *chaosCluster) fencedEvidence(ex *chaosExec, logFrom int) (float64, []string, error) {
 	fenced, _, err := ex.p.metric("onceflight_fenced_writes_total", "")
-	return fenced, ex.p.logLines(logFrom, fencedLogRe), err
+	return fenced, ex.p.LogLines(logFrom, fencedLogRe), err
 }
 
 // logMetrics logs the fencing and cycle metrics of every running executor.
 func (c *chaosCluster) logMetrics() {
 	for _, ex := range c.execs {
-		if ex.p.exited() {
+		if ex.p.Exited() {
 			continue
 		}
 		fenced, _, err1 := ex.p.metric("onceflight_fenced_writes_total", "")
@@ -202,7 +203,7 @@ func checkChaos(t *testing.T, c *chaosCluster, cmds []command, refusalsAllowed b
 	outs := readOutcomes(t, c.brokers)
 
 	ck := checkOutcomes(t, cmds, outs, checkOpts{republished: true, statuses: statuses,
-		explain: func(cmd command) string { return c.svc.eventsFor(cmd.entity) }})
+		explain: func(cmd command) string { return c.svc.EventsFor(cmd.entity) }})
 	rep := chaosReport{commands: len(cmds), outcomes: len(outs), republished: ck.republished}
 
 	// Fencing tokens in the records: per entity, in command (partition)
@@ -227,32 +228,29 @@ func checkChaos(t *testing.T, c *chaosCluster, cmds []command, refusalsAllowed b
 
 	// The calls at the service.
 	s := c.svc
-	s.mu.Lock()
-	overlaps := append([]string(nil), s.overlaps...)
-	tokenErrs := append([]string(nil), s.tokenErrs...)
+	overlaps, tokenErrs := s.Overlaps(), s.TokenErrors()
 	var refused []string
-	for _, e := range s.refused {
+	for _, e := range s.Refused() {
 		refused = append(refused, e.String())
 	}
-	rep.requests = len(s.events)
+	rep.requests = s.Posts()
 	var confirmed []string
-	for k, n := range s.confirmsBy {
+	for k, n := range s.ConfirmsBy() {
 		confirmed = append(confirmed, fmt.Sprintf("%s x%d", k, n))
 		rep.confirms += n
 	}
-	s.mu.Unlock()
 	sort.Strings(confirmed)
 	if len(confirmed) > 0 {
 		t.Logf("confirms (executor key xN), %d keys: %s", len(confirmed), strings.Join(confirmed[:min(len(confirmed), 20)], ", "))
 	}
-	var afterDeadline []svcEvent
+	var afterDeadline []apifake.Event
 	var maxLate time.Duration
-	for _, e := range s.eventsWhere(func(e svcEvent) bool { return e.verdict != "bad-token" }) {
-		if e.deadline.IsZero() {
+	for _, e := range s.EventsWhere(func(e apifake.Event) bool { return e.Verdict != "bad-token" }) {
+		if e.Deadline.IsZero() {
 			tokenErrs = append(tokenErrs, "request without Onceflight-Deadline: "+e.String())
 			continue
 		}
-		if late := e.arrived.Sub(e.deadline); late > 0 {
+		if late := e.Arrived.Sub(e.Deadline); late > 0 {
 			afterDeadline = append(afterDeadline, e)
 			maxLate = max(maxLate, late)
 		}
@@ -261,16 +259,16 @@ func checkChaos(t *testing.T, c *chaosCluster, cmds []command, refusalsAllowed b
 	// owner waits deadline + --clock-drift (200ms): a write applied later
 	// than that could overlap the new owner's.
 	for _, e := range afterDeadline {
-		switch late := e.arrived.Sub(e.deadline); {
-		case e.verdict == "applied" && late > 200*time.Millisecond:
+		switch late := e.Arrived.Sub(e.Deadline); {
+		case e.Verdict == "applied" && late > 200*time.Millisecond:
 			t.Errorf("write applied %s after its deadline (beyond the 200ms clock drift): %s%s",
-				late.Round(time.Millisecond), e, s.eventsFor(e.entity))
+				late.Round(time.Millisecond), e, s.EventsFor(e.Entity))
 		default:
 			t.Logf("call arrived %s after its deadline: %s", late.Round(time.Millisecond), e)
 		}
 	}
 	rep.afterDeadline = len(afterDeadline)
-	rep.unresolved = checkEffects(t, ck, s.effectCounts(), func(key string) string { return s.eventsFor(ck.entity[key]) })
+	rep.unresolved = checkEffects(t, ck, s.EffectCounts(), func(key string) string { return s.EventsFor(ck.entity[key]) })
 	rep.overlaps, rep.tokenErrs, rep.refused = len(overlaps), len(tokenErrs), len(refused)
 	for _, o := range overlaps {
 		t.Errorf("overlap at the service: %s", o)
@@ -314,7 +312,7 @@ func (c *chaosCluster) pause(zombie *chaosExec) sigstop {
 	if err != nil {
 		c.t.Fatalf("metrics of %s: %v", zombie.id, err)
 	}
-	st := sigstop{fencedBefore: fenced, logFrom: len(zombie.p.log())}
+	st := sigstop{fencedBefore: fenced, logFrom: len(zombie.p.Log())}
 	zombie.p.signal(syscall.SIGSTOP)
 	return st
 }
@@ -351,15 +349,15 @@ func (c *chaosCluster) reportZombie(zombie *chaosExec, st sigstop) {
 		t.Logf("zombie log: %s", l)
 	}
 	var late, lateRefused int
-	for _, e := range c.svc.eventsWhere(func(e svcEvent) bool {
-		return e.executor == zombie.id && e.arrived.After(st.resumed) && e.arrived.Before(st.resumed.Add(2*time.Second))
+	for _, e := range c.svc.EventsWhere(func(e apifake.Event) bool {
+		return e.Executor == zombie.id && e.Arrived.After(st.resumed) && e.Arrived.Before(st.resumed.Add(2*time.Second))
 	}) {
 		late++
-		if e.verdict == "refused" {
+		if e.Verdict == "refused" {
 			lateRefused++
 		}
-		if late <= 5 || e.verdict == "refused" {
-			t.Logf("zombie call after SIGCONT (+%s): %s", e.arrived.Sub(st.resumed).Round(time.Millisecond), e)
+		if late <= 5 || e.Verdict == "refused" {
+			t.Logf("zombie call after SIGCONT (+%s): %s", e.Arrived.Sub(st.resumed).Round(time.Millisecond), e)
 		}
 	}
 	t.Logf("zombie %s: %d calls reached the service within 2s of SIGCONT: %d refused for a stale token",
@@ -403,34 +401,34 @@ func TestSigstopPastSession(t *testing.T) {
 	prod := c.startProducer("sp", 24, 7)
 	served := func(before time.Time) map[int32]bool {
 		ps := map[int32]bool{}
-		for _, e := range c.svc.eventsWhere(func(e svcEvent) bool { return e.executor == zombie.id && e.arrived.Before(before) }) {
-			ps[e.partition] = true
+		for _, e := range c.svc.EventsWhere(func(e apifake.Event) bool { return e.Executor == zombie.id && e.Arrived.Before(before) }) {
+			ps[e.Partition] = true
 		}
 		return ps
 	}
 	// The zombie works on several partitions, then the service holds its
 	// next calls in flight and it is paused with them.
 	onceflighttest.WaitFor(t, 60*time.Second, zombie.id+" calling for entities of 3 partitions", func() bool { return len(served(time.Now())) >= 3 })
-	g := c.svc.hold(t, zombie.id)
+	g := c.svc.Hold(t, zombie.id)
 	// Three calls, or fewer held for 150ms: well within their 500ms
 	// attempt timeout, so that no attempt times out while held.
 	onceflighttest.WaitFor(t, 30*time.Second, zombie.id+" with calls held in flight", func() bool {
-		n, oldest := c.svc.inflightSince(zombie.id)
+		n, oldest := c.svc.InflightSince(zombie.id)
 		return n >= 3 || n > 0 && time.Since(oldest) > 150*time.Millisecond
 	})
 	st := c.pause(zombie)
 	paused := time.Now()
-	held := c.svc.inflightOf(zombie.id)
-	c.svc.open(g)
+	held := c.svc.InflightOf(zombie.id)
+	c.svc.Open(g)
 	t.Logf("SIGSTOP %s with %d calls in flight at the service (released now), after %d commands produced", zombie.id, held, prod.sent.Load())
 
 	zparts := served(paused)
 	onceflighttest.WaitFor(t, 90*time.Second, fmt.Sprintf("%s taking over the partitions %s had called for (%d)", survivor.id, zombie.id, len(zparts)), func() bool {
 		taken := map[int32]bool{}
-		for _, e := range c.svc.eventsWhere(func(e svcEvent) bool {
-			return e.executor == survivor.id && e.verdict == "applied" && e.arrived.After(paused) && zparts[e.partition]
+		for _, e := range c.svc.EventsWhere(func(e apifake.Event) bool {
+			return e.Executor == survivor.id && e.Verdict == "applied" && e.Arrived.After(paused) && zparts[e.Partition]
 		}) {
-			taken[e.partition] = true
+			taken[e.Partition] = true
 		}
 		return len(taken) == len(zparts)
 	})

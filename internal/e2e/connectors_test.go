@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/onceflight/onceflight/connectors/http/apifake"
 )
 
 // Actions of the http connector tests (docs/connectors.md, docs/configuration.md). All point at one
@@ -33,13 +35,13 @@ const (
 
 // httpConfig writes the actions file for svc as executor ex (reconciler
 // slowed down so that it does not touch unresolved records during the test).
-func httpConfig(t *testing.T, svc *service, ex string) string {
+func httpConfig(t *testing.T, svc *apifake.Effects, ex string) string {
 	t.Helper()
 	closed := freePort(t)
 	refused := action{name: svcRefused, connector: "http", url: "http://" + closed + "/exec", confirmURL: "http://" + closed + "/confirm/{key}"}
-	idem := svc.httpAction(svcIdempotent, ex, false)
+	idem := httpAction(svc, svcIdempotent, ex, false)
 	idem.idempotentByKey = true
-	actions := []action{svc.httpAction(svcHTTP, ex, true), svc.httpAction(svcNoConfirm, ex, false), idem, refused}
+	actions := []action{httpAction(svc, svcHTTP, ex, true), httpAction(svc, svcNoConfirm, ex, false), idem, refused}
 	for i := range actions {
 		actions[i].timeout, actions[i].maxAttempts, actions[i].confirmTimeout = svcTimeout, svcMaxAttempts, svcConfirmTimeout
 		actions[i].giveUpAfter = svcGiveUpAfter
@@ -167,7 +169,7 @@ func TestHTTPConnectorTables(t *testing.T) {
 				t.Fatalf("%d outcomes for command %s, want 1: %+v", len(got), c.id(), got)
 			}
 			o := got[0]
-			posts, effects, confirms := svc.counts(c.key)
+			posts, effects, confirms := svc.Counts(c.key)
 			t.Logf("status %s attempts %d error %+v; service: %d POSTs, %d effects, %d confirms",
 				o.Data.Status, o.Data.Attempts, o.Data.Error, len(posts), effects, confirms)
 			if o.Type != "onceflight.execution."+c.status || o.Data.Status != c.status {
@@ -213,8 +215,8 @@ func TestHTTPConnectorTables(t *testing.T) {
 			}
 			for i, p := range posts {
 				checkPostHeaders(t, p, i+1, c.key, c.entity(), c.action, "")
-				if !jsonEqual(p.body, []byte(dataOf[c.key])) {
-					t.Errorf("POST %d body %s, want the command data %s", i+1, p.body, dataOf[c.key])
+				if !jsonEqual(p.Body, []byte(dataOf[c.key])) {
+					t.Errorf("POST %d body %s, want the command data %s", i+1, p.Body, dataOf[c.key])
 				}
 			}
 			if t.Failed() {
@@ -231,12 +233,12 @@ func TestHTTPConnectorTables(t *testing.T) {
 			if len(got) != 1 || got[0].Data.Status != "succeeded" {
 				t.Fatalf("command %s: outcomes %+v, want one succeeded", f.id, got)
 			}
-			posts, effects, _ := svc.counts(f.key)
+			posts, effects, _ := svc.Counts(f.key)
 			if len(posts) != 1 || effects != 1 {
 				t.Fatalf("key %s: %d POSTs %d effects, want 1 and 1", f.key, len(posts), effects)
 			}
 			checkPostHeaders(t, posts[0], 1, f.key, f.entity, f.action, f.traceparent)
-			tok, err := strconv.ParseInt(posts[0].header.Get("Onceflight-Fencing-Token"), 10, 64)
+			tok, err := strconv.ParseInt(posts[0].Header.Get("Onceflight-Fencing-Token"), 10, 64)
 			if err != nil {
 				continue // reported by checkPostHeaders
 			}
@@ -265,16 +267,16 @@ func TestHTTPConnectorTables(t *testing.T) {
 				want = o[0].Data.Attempts
 			}
 		}
-		if posts, effects, _ := svc.counts(c.key); len(posts) != want || effects != c.effects {
+		if posts, effects, _ := svc.Counts(c.key); len(posts) != want || effects != c.effects {
 			t.Errorf("%s: at the end %d POSTs %d effects, want %d and %d", c.name, len(posts), effects, want, c.effects)
 		}
 	}
 }
 
 // checkPostHeaders checks the docs/connectors.md headers of the attempt-th POST.
-func checkPostHeaders(t *testing.T, p svcEvent, attempt int, key, entity, action, traceparent string) {
+func checkPostHeaders(t *testing.T, p apifake.Event, attempt int, key, entity, action, traceparent string) {
 	t.Helper()
-	h := p.header
+	h := p.Header
 	want := map[string]string{
 		"Content-Type":       "application/json",
 		"Idempotency-Key":    key,
@@ -291,7 +293,7 @@ func checkPostHeaders(t *testing.T, p svcEvent, attempt int, key, entity, action
 	dl, err := time.Parse(time.RFC3339, h.Get("Onceflight-Deadline"))
 	if err != nil {
 		t.Errorf("POST %d: Onceflight-Deadline %q is not RFC 3339: %v", attempt, h.Get("Onceflight-Deadline"), err)
-	} else if left := dl.Sub(p.arrived); left < -100*time.Millisecond || left > svcTimeout+100*time.Millisecond {
+	} else if left := dl.Sub(p.Arrived); left < -100*time.Millisecond || left > svcTimeout+100*time.Millisecond {
 		t.Errorf("POST %d: Onceflight-Deadline %s is %s from its arrival, want within the %s attempt timeout", attempt, dl.Format(time.RFC3339Nano), left, svcTimeout)
 	}
 	tok := h.Get("Onceflight-Fencing-Token")
@@ -434,7 +436,7 @@ func TestUnresolvedTools(t *testing.T) {
 	if o := outs[okc.id][0]; o.Data.Status != "succeeded" {
 		t.Fatalf("command %s: status %s error %+v, want succeeded", okc.id, o.Data.Status, o.Data.Error)
 	}
-	posts0, effects0, confirms0 := svc.counts(unres.key)
+	posts0, effects0, confirms0 := svc.Counts(unres.key)
 	if len(posts0) != 1 || effects0 != 1 {
 		t.Fatalf("unresolved key: %d POSTs %d effects, want 1 and 1", len(posts0), effects0)
 	}
@@ -458,7 +460,7 @@ func TestUnresolvedTools(t *testing.T) {
 		t.Errorf("repeat %s: status %s replayed %v error %+v command %s, want the unresolved record of %s replayed",
 			again.id, o.Data.Status, o.Replayed, o.Data.Error, o.Data.Command.ID, unres.id)
 	}
-	if posts, effects, confirms := svc.counts(unres.key); len(posts) != 1 || effects != 1 || confirms != confirms0 {
+	if posts, effects, confirms := svc.Counts(unres.key); len(posts) != 1 || effects != 1 || confirms != confirms0 {
 		t.Errorf("replaying the unresolved record called the service: %d POSTs %d effects %d confirms, want 1 1 %d",
 			len(posts), effects, confirms, confirms0)
 	}
@@ -521,7 +523,7 @@ func TestUnresolvedTools(t *testing.T) {
 	if keys := statusUnresolved(t, brokers); len(keys) != 0 {
 		t.Errorf("status --unresolved after resolve: %v, want none", keys)
 	}
-	if posts, effects, confirms := svc.counts(unres.key); len(posts) != 1 || effects != 1 || confirms != confirms0 {
+	if posts, effects, confirms := svc.Counts(unres.key); len(posts) != 1 || effects != 1 || confirms != confirms0 {
 		t.Errorf("resolve called the service: %d POSTs %d effects %d confirms, want 1 1 %d", len(posts), effects, confirms, confirms0)
 	}
 }

@@ -15,7 +15,7 @@ func TestKillNineMidStream(t *testing.T) {
 	// First kill, about a quarter into the stream.
 	r.prod.wait(150)
 	t.Logf("SIGKILL after %d commands produced", r.prod.sent.Load())
-	r.serve.kill()
+	r.serve.Kill()
 	r.restart(false)
 
 	// Second kill, with the local state deleted: it must be restored
@@ -24,7 +24,7 @@ func TestKillNineMidStream(t *testing.T) {
 	r.prod.allow(n + 200)
 	r.prod.wait(n + 80)
 	t.Logf("SIGKILL after %d commands produced; removing the data dir", r.prod.sent.Load())
-	r.serve.kill()
+	r.serve.Kill()
 	if err := os.RemoveAll(r.opts.dataDir); err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/brokertest"
+	"github.com/onceflight/onceflight/internal/proctest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -53,40 +54,17 @@ const (
 var bin string
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "onceflight-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "onceflight")
-	args := []string{"build", "-o", bin}
-	if os.Getenv("ONCEFLIGHT_E2E_RACE") != "" {
-		// make chaos-race: the executor processes under the race detector.
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "github.com/onceflight/onceflight/cmd/onceflight")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: go build ./cmd/onceflight:", err)
-		return 1
-	}
-	return m.Run()
+	// make chaos-race: the executor processes under the race detector.
+	os.Exit(proctest.Main(m, os.Getenv("ONCEFLIGHT_E2E_RACE") != "", &bin))
 }
 
 // freePort returns an address 127.0.0.1:<port> that was free a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := proctest.FreeAddr()
 	if err != nil {
-		t.Fatalf("free port: %v", err)
+		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	return addr
 }
 
@@ -121,15 +99,11 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	return runCmd(t, bin, "", args...)
 }
 
-// proc is a started onceflight process whose output goes to a log file.
+// proc is a started onceflight process (proctest.Proc) bound to its test.
 type proc struct {
+	*proctest.Proc
 	t        *testing.T
-	name     string
-	cmd      *exec.Cmd
-	logPath  string
-	httpAddr string        // serve: its HTTP server
-	done     chan struct{} // closed when the process has exited
-	err      error         // Wait's result, valid after done
+	httpAddr string // serve: its HTTP server
 }
 
 func startProc(t *testing.T, name string, args ...string) *proc {
@@ -138,72 +112,29 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 }
 
 // startProcOf starts the onceflight binary at path: another release's, for
-// the upgrade test.
+// the upgrade test. The process is stopped when the test ends, and its log
+// shown if the test failed.
 func startProcOf(t *testing.T, path, name string, args ...string) *proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	f, err := os.Create(logPath)
+	pp, err := proctest.Start(t.TempDir(), name, path, args...)
 	if err != nil {
-		t.Fatalf("%s: log file: %v", name, err)
+		t.Fatal(err)
 	}
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{t: t, name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	t.Logf("started %s (pid %d): onceflight %s", name, cmd.Process.Pid, strings.Join(args, " "))
+	p := &proc{Proc: pp, t: t}
+	t.Logf("started %s (pid %d): onceflight %s", name, p.Pid(), strings.Join(args, " "))
 	t.Cleanup(func() {
-		p.stop(10 * time.Second)
+		_ = p.Stop(10 * time.Second)
 		if t.Failed() {
-			t.Logf("--- tail of %s log ---\n%s", name, p.tail(40))
+			t.Logf("--- tail of %s log ---\n%s", name, p.Tail(40))
 		}
 	})
 	return p
 }
 
-// exited reports whether the process has exited.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 func (p *proc) signal(sig syscall.Signal) {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("%s: %v: %v", p.name, sig, err)
-	}
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// stop asks the process to stop (SIGCONT in case it is paused, SIGTERM) and
-// kills it after grace.
-func (p *proc) stop(grace time.Duration) {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		p.kill()
+	if err := p.Signal(sig); err != nil {
+		p.t.Fatal(err)
 	}
 }
 
@@ -215,64 +146,31 @@ func (p *proc) term(grace time.Duration) {
 	start := time.Now()
 	p.signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(grace):
-		t.Fatalf("%s did not exit within %s of SIGTERM:\n%s", p.name, grace, p.tail(30))
+		t.Fatalf("%s did not exit within %s of SIGTERM:\n%s", p.Name, grace, p.Tail(30))
 	}
-	t.Logf("%s exited %s after SIGTERM: %v", p.name, time.Since(start).Round(time.Millisecond), p.err)
-	if p.err != nil {
+	t.Logf("%s exited %s after SIGTERM: %v", p.Name, time.Since(start).Round(time.Millisecond), p.Err())
+	if err := p.Err(); err != nil {
 		var ee *exec.ExitError
-		if errors.As(p.err, &ee) {
-			t.Errorf("%s exit code %d after SIGTERM, want 0:\n%s", p.name, ee.ExitCode(), p.tail(30))
+		if errors.As(err, &ee) {
+			t.Errorf("%s exit code %d after SIGTERM, want 0:\n%s", p.Name, ee.ExitCode(), p.Tail(30))
 		} else {
-			t.Errorf("%s: %v", p.name, p.err)
+			t.Errorf("%s: %v", p.Name, err)
 		}
 	}
 }
 
-func (p *proc) log() string {
-	b, _ := os.ReadFile(p.logPath)
-	return string(b)
-}
-
-func (p *proc) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(p.log(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// logLines returns the lines of the log from byte offset from on that
-// match re.
-func (p *proc) logLines(from int, re *regexp.Regexp) []string {
-	l := p.log()
-	from = min(from, len(l))
-	var out []string
-	for line := range strings.SplitSeq(l[from:], "\n") {
-		if re.MatchString(line) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-// waitLog polls the process log until re matches, and returns the match.
+// waitLog waits until the process log matches re, and returns the match.
 func (p *proc) waitLog(re *regexp.Regexp, timeout time.Duration) []string {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if m := re.FindStringSubmatch(p.log()); m != nil {
-			return m
-		}
-		if p.exited() {
-			p.t.Fatalf("%s exited (%v) before logging %q:\n%s", p.name, p.err, re, p.tail(30))
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s did not log %q within %s:\n%s", p.name, re, timeout, p.tail(30))
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	m, err := p.WaitLog(ctx, re)
+	if err != nil {
+		p.t.Fatalf("%v:\n%s", err, p.Tail(30))
 	}
+	return m
 }
 
 // startBroker starts `onceflight broker` on a free port with a fresh data
@@ -367,23 +265,10 @@ func startServe(t *testing.T, o serveOpts) *proc {
 // waitReady polls GET /readyz until it answers 200.
 func waitReady(t *testing.T, p *proc, timeout time.Duration) {
 	t.Helper()
-	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := hc.Get("http://" + p.httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if p.exited() {
-			t.Fatalf("%s exited (%v) before ready:\n%s", p.name, p.err, p.tail(30))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %s (last: %v):\n%s", p.name, timeout, err, p.tail(30))
-		}
-		time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := proctest.WaitReady(ctx, p.Proc, p.httpAddr, 100*time.Millisecond); err != nil {
+		t.Fatalf("%v:\n%s", err, p.Tail(30))
 	}
 }
 
@@ -1171,8 +1056,8 @@ func (r *noopRun) finish(timeout time.Duration, republished bool) {
 	t.Logf("all outcomes present %s after the last command", time.Since(start).Round(time.Millisecond))
 	checkStream(t, r.cmds, outs, r.effects, republished)
 	audit(t, r.brokers, defaultGroup)
-	if r.serve.exited() {
-		t.Errorf("serve exited: %v\n%s", r.serve.err, r.serve.tail(30))
+	if r.serve.Exited() {
+		t.Errorf("serve exited: %v\n%s", r.serve.Err(), r.serve.Tail(30))
 	}
 }
 

@@ -59,6 +59,8 @@ func (d Direction) String() string {
 // Net is a set of connections under one fault switch. The zero value is
 // not usable; use New.
 type Net struct {
+	// mu guards the fields below, but for dialer (never changed) and
+	// lost (atomic). A leaf lock.
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
 	cut    bool
@@ -261,6 +263,7 @@ type conn struct {
 	closed chan struct{}
 	lost   atomic.Bool // a blackhole swallowed some of its bytes
 
+	// mu guards line and werr. A leaf lock.
 	mu   sync.Mutex
 	line chan chunk // delayed writes, once latency was first in effect
 	werr error      // the first failed delayed write

@@ -19,6 +19,7 @@ type Service struct {
 	// confirmation can tell what happened.
 	SlowAfterApply time.Duration
 
+	// mu guards the effects and results, written by every request.
 	mu      sync.Mutex
 	effects map[string]int
 	results map[string]json.RawMessage

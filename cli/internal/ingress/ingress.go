@@ -154,7 +154,7 @@ type handler struct {
 // yet. It is this process's knowledge only: a retry through another
 // ingress instance is published and waits in the executor (docs/http.md).
 type flights struct {
-	mu  sync.Mutex
+	mu  sync.Mutex // guards m; max is read-only
 	m   map[flightKey]struct{}
 	max int
 }

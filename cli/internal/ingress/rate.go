@@ -10,7 +10,7 @@ import (
 // executor's connectors) is shared; a per-client limit needs an identity the
 // ingress does not have.
 type bucket struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // guards tokens and last; rate and burst are read-only
 	rate   float64
 	burst  float64
 	tokens float64

@@ -1,10 +1,12 @@
-// Package apifake holds fakes of the kinds of API the examples in
-// examples/apis call (docs/connectors.md#calling-a-real-api): a
-// Stripe-style payments API, a messaging API with basic auth, and a
-// Standard Webhooks receiver. Each is a real HTTP server on loopback
-// (httptest) that checks credentials as the real ones do, counts the
-// effects it applies, and takes injected faults, so tests of the http
-// connector and of the executor can prove "one effect" against them.
+// Package apifake holds the fake external systems of the tests: real
+// HTTP servers on loopback (httptest) that count the effects they apply
+// and take injected faults (Fault), so tests of the http connector and of
+// the executor can prove "one effect" against them. Effects is the
+// generic non-idempotent effect API the executor's tests call; Payments
+// (Stripe-style), Messaging (basic auth) and Webhooks (a Standard
+// Webhooks receiver) are the kinds of API the examples in examples/apis
+// call (docs/connectors.md#calling-a-real-api), and check credentials as
+// the real ones do.
 package apifake
 
 import (
@@ -23,25 +25,53 @@ import (
 	"time"
 )
 
-// Fault is what a fake does with one Execute request, taken in order from
-// those injected; without one it answers normally.
-type Fault int
+// Fault is what a fake does around the effect of one request; the zero
+// Fault (None) applies the effect and answers normally. The API fakes
+// (Payments, Messaging, Webhooks) take theirs in order from those
+// injected; Effects asks its script.
+type Fault struct {
+	// Before answers without applying anything: "a 500 (or 429, 503)
+	// before the effect". Status defaults to 500.
+	Before bool
+	// Status is the answer's status code (0: the fake's normal one).
+	Status int
+	// RetryAfter, when set, is sent as the Retry-After header.
+	RetryAfter string
+	// Body and ContentType replace the answer's body (default: the
+	// fake's normal one, or a JSON message naming Status) and its type
+	// (default application/json).
+	Body, ContentType string
+	// Hang applies the effect and then does not answer until the client
+	// gives up: "a timeout after the effect".
+	Hang bool
+	// Reset applies the effect and then resets the connection.
+	Reset bool
+	// Cut applies the effect and then closes the connection in the
+	// middle of a 200 response.
+	Cut bool
+	// Dedupe makes a repeated key that was already applied apply nothing
+	// and answer 200 with the existing effect, as an idempotent API does.
+	Dedupe bool
+}
 
-const (
-	// None answers normally.
-	None Fault = iota
+// The faults the API fakes take.
+var (
+	// None applies the effect and answers normally.
+	None = Fault{}
 	// HangAfterEffect applies the effect and then does not answer until
 	// the client gives up: "a timeout after the effect".
-	HangAfterEffect
+	HangAfterEffect = Fault{Hang: true}
 	// FailBeforeEffect answers 500 without applying anything: "a 500
 	// before the effect".
-	FailBeforeEffect
+	FailBeforeEffect = Fault{Before: true, Status: 500}
 )
 
 // base is what every fake shares: the server, faults and counts.
 type base struct {
 	srv *httptest.Server
-	mu  sync.Mutex
+	// mu guards everything below: the handlers and the test's reads take
+	// it. A leaf lock.
+	mu sync.Mutex
 	// effects by idempotency key (or webhook-id / client reference)
 	effects map[string]int
 	faults  []Fault
@@ -165,7 +195,7 @@ func (p *Payments) create(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "Missing required param: charge."}})
 		return
 	}
-	if f == FailBeforeEffect {
+	if f.Before {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": map[string]any{"message": "internal error"}})
 		return
 	}
@@ -182,7 +212,7 @@ func (p *Payments) create(w http.ResponseWriter, r *http.Request) {
 		p.refunds[key] = rf
 	}
 	p.mu.Unlock()
-	if f == HangAfterEffect {
+	if f.Hang {
 		hang(r)
 		return
 	}
@@ -253,7 +283,7 @@ func (m *Messaging) send(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": fmt.Sprintf("bad message: %v", err)})
 		return
 	}
-	if f == FailBeforeEffect {
+	if f.Before {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"message": "try later"})
 		return
 	}
@@ -266,7 +296,7 @@ func (m *Messaging) send(w http.ResponseWriter, r *http.Request) {
 	msg := map[string]any{"id": fmt.Sprintf("SM%d", m.calls), "to": in.To, "status": "queued", "client_ref": in.ClientRef}
 	m.msgs[in.ClientRef] = msg
 	m.mu.Unlock()
-	if f == HangAfterEffect {
+	if f.Hang {
 		hang(r)
 		return
 	}
@@ -335,7 +365,7 @@ func (h *Webhooks) receive(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "bad signature"})
 		return
 	}
-	if f == FailBeforeEffect {
+	if f.Before {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
@@ -345,7 +375,7 @@ func (h *Webhooks) receive(w http.ResponseWriter, r *http.Request) {
 		h.Bodies = append(h.Bodies, body)
 	}
 	h.mu.Unlock()
-	if f == HangAfterEffect {
+	if f.Hang {
 		hang(r)
 		return
 	}

@@ -18,6 +18,8 @@ import (
 
 // Ledger is safe for concurrent use.
 type Ledger struct {
+	// mu guards every field below: each Execute and Confirm takes it for
+	// the whole call, so an effect and its record are one step.
 	mu       sync.Mutex
 	currency string
 	applied  map[string]json.RawMessage // idempotency key → result
