@@ -3,9 +3,13 @@ package consumer_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/onceflight/onceflight/consumer"
@@ -13,19 +17,19 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// TestSeededHistories (issue 19, a first step towards the simulation):
-// seeded random histories of commands over two entities and three keys
-// (repeats, reused keys with other data), signed releases, and restarts on
-// the same data dir and on an empty one while another entity's slow
-// command holds the committed offset (so restarts consume answered
-// commands again), run against a real executor on kfake. Checked against
-// the reference rule of G2 with positions: a key takes effect at most once
-// plus once per release that found a final record, every command is
-// answered, and the audit holds (one answer per command, no execution of
-// a command before the release that freed its key). ONCEFLIGHT_SIM_SEED
-// replays one seed; ONCEFLIGHT_SIM_SEEDS runs that many.
+// TestSeededHistories is the simulation of the whole executor (issue 19;
+// sim_test.go): seeded histories of commands, connector answers, operator
+// decisions (forged ones too), reconcile requests, restarts on the same
+// and on an empty data dir, rebalances and takeovers, run against real
+// executors on kfake and a real HTTP service, checked against a reference
+// model of G1–G5 (simCheck). `make test` runs a few seeds; `make sim` runs
+// SEEDS of them (ONCEFLIGHT_SIM_SEEDS), or replays one (SEED,
+// ONCEFLIGHT_SIM_SEED), optionally only some of its steps (STEPS,
+// ONCEFLIGHT_SIM_STEPS: the step numbers a failure's reproduction lists).
+// The first histories (history) cover releases and restarts only, and
+// keep seed 3: a release that re-armed a command consumed again.
 func TestSeededHistories(t *testing.T) {
-	seeds := []uint64{1, 2, 3} // 3 catches a release that re-arms a command consumed again
+	seeds := []uint64{1, 2, 3, 4}
 	if s := os.Getenv("ONCEFLIGHT_SIM_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -42,11 +46,35 @@ func TestSeededHistories(t *testing.T) {
 			seeds = append(seeds, uint64(i+1))
 		}
 	}
+	var only map[int]bool
+	if s := os.Getenv("ONCEFLIGHT_SIM_STEPS"); s != "" {
+		only = map[int]bool{}
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				t.Fatalf("ONCEFLIGHT_SIM_STEPS=%q: %q is not a step number", s, f)
+			}
+			only[n] = true
+		}
+	}
+	total := map[string]int{}
+	var mu sync.Mutex
+	t.Run("releases", func(t *testing.T) { history(t, 3) })
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			history(t, seed)
+			kinds := simulate(t, seed, only)
+			mu.Lock()
+			defer mu.Unlock()
+			for k, n := range kinds {
+				total[k] += n
+			}
 		})
 	}
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(total)) {
+		lines = append(lines, fmt.Sprintf("%s %d", k, total[k]))
+	}
+	t.Logf("%d histories; explored: %s", len(seeds), strings.Join(lines, ", "))
 }
 
 func history(t *testing.T, seed uint64) {
