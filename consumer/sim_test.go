@@ -457,30 +457,41 @@ type violation struct {
 	keys []string
 }
 
-// reproduce prints the smallest step list the model points at: the steps
-// of the keys and commands a violation names, plus every fault and hold
-// (a violation often needs the restart that consumed commands again), and
-// how to replay just those steps.
+// reproduce prints the smaller step list the model points at: every step
+// of the entities a violation names (an entity's earlier commands decide
+// its version and its unique_by holders, so they stay), plus every fault
+// and hold (a violation often needs the restart that consumed commands
+// again), and how to replay just those steps.
 func reproduce(t *testing.T, hist simHistory, bad []violation) {
 	about := map[string]bool{}
+	ents := map[string]bool{}
+	byID := map[string]simStep{}
+	for _, s := range hist.steps {
+		byID[s.ID] = s
+	}
 	for _, b := range bad {
 		for _, k := range b.keys {
 			about[k] = true
+			if s, ok := byID[k]; ok {
+				ents[s.Entity] = true
+			} else if i := strings.LastIndex(k, "-k"); i > 0 {
+				ents[k[:i]] = true
+			}
 		}
 	}
 	var keep []simStep
 	var ns []string
 	for _, s := range hist.steps {
-		switch {
-		case s.Op == opSubmit || s.Op == opDecide || s.Op == opForge || s.Op == opReconcile:
-			if !about[s.Key] && !about[s.ID] {
+		switch s.Op {
+		case opSubmit, opDecide, opForge, opReconcile:
+			if !ents[s.Entity] {
 				continue
 			}
 		}
 		keep = append(keep, s)
 		ns = append(ns, fmt.Sprint(s.N))
 	}
-	t.Logf("reproduction (the steps of %v, the faults and holds): make sim SEED=%d STEPS=%s", slices.Sorted(maps.Keys(about)), hist.seed, strings.Join(ns, ","))
+	t.Logf("reproduction (the steps of entities %v, the faults and holds): make sim SEED=%d STEPS=%s", slices.Sorted(maps.Keys(ents)), hist.seed, strings.Join(ns, ","))
 	for _, s := range keep {
 		t.Log("  " + s.String())
 	}
