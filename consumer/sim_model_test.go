@@ -227,9 +227,15 @@ func evidenceMismatches(rec schemas.Record, posts, gets []svcCall, effect bool) 
 			}
 		}
 	}
-	var last *schemas.Evidence
-	if n := len(rec.Evidence); n > 0 {
-		last = &rec.Evidence[n-1]
+	var last, lastAttempt, lastConfirm *schemas.Evidence
+	for i := range rec.Evidence {
+		ev := &rec.Evidence[i]
+		last = ev
+		if ev.Kind == schemas.EvidenceAttempt {
+			lastAttempt = ev
+		} else {
+			lastConfirm = ev
+		}
 	}
 	lastIs := func(kind string, answers ...string) bool {
 		return last != nil && last.Kind == kind && slices.Contains(answers, last.Answer)
@@ -242,11 +248,16 @@ func evidenceMismatches(rec schemas.Record, posts, gets []svcCall, effect bool) 
 				out = append(out, fmt.Sprintf("succeeded by answer, but the last evidence is %+v", last))
 			}
 		case schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler:
-			if !lastIs(schemas.EvidenceConfirm, schemas.AnswerFound) {
-				out = append(out, fmt.Sprintf("succeeded by %s, but the last evidence is %+v", rec.EstablishedBy, last))
+			// A confirmation found the effect; or it found none and the
+			// attempt made then (by the same run) succeeded.
+			switch {
+			case lastConfirm == nil:
+				out = append(out, fmt.Sprintf("succeeded by %s without a confirmation", rec.EstablishedBy))
+			case lastConfirm.Answer != schemas.AnswerFound && !(lastAttempt != nil && lastAttempt.Answer == schemas.AnswerSucceeded && !lastAttempt.At.Before(lastConfirm.At)):
+				out = append(out, fmt.Sprintf("succeeded by %s, but the confirmation answered %s and no attempt after it succeeded", rec.EstablishedBy, lastConfirm.Answer))
 			}
-			if want := schemas.ByReconciler; rec.EstablishedBy == schemas.EstablishedByReconciler && last != nil && last.By != want && last.By != schemas.ByOperator {
-				out = append(out, fmt.Sprintf("established by the reconciler, but its confirmation was asked by %q", last.By))
+			if rec.EstablishedBy == schemas.EstablishedByReconciler && lastConfirm != nil && lastConfirm.By != schemas.ByReconciler && lastConfirm.By != schemas.ByOperator {
+				out = append(out, fmt.Sprintf("established by the reconciler, but its confirmation was asked by %q", lastConfirm.By))
 			}
 		case schemas.EstablishedByOperator:
 		default:

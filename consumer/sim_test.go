@@ -5,13 +5,20 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/internal/faultnet"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -90,7 +97,22 @@ const (
 	opLeave     = "leave" // one of two executors stops: a takeover
 	opHold      = "hold"  // a slow command holds partition 0's committed offset
 	opWait      = "wait"  // wait until every command so far is answered
+	opPause     = "pause" // an executor's Kafka connections stall past its session: a zombie
+	opBroker    = "broker-restart"
+	opBrokerErr = "broker-errors" // the broker answers some requests with errors
 )
+
+// simBrokerFaults are the broker errors a history injects (kfake faults:
+// the broker answers the next Count such requests with Err).
+var simBrokerFaults = []struct {
+	name  string
+	fault kfake.Fault
+}{
+	{"EndTxn UNKNOWN_SERVER_ERROR x1", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.UnknownServerError, Count: 1}},
+	{"TxnOffsetCommit ILLEGAL_GENERATION x2", kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.IllegalGeneration, Count: 2}},
+	{"Produce journal TRANSACTION_ABORTABLE x1", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "onceflight.journal", Err: kerr.TransactionAbortable, Count: 1}},
+	{"Produce outcomes NOT_LEADER_OR_FOLLOWER x1", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "onceflight.outcomes", Err: kerr.NotLeaderForPartition, Count: 1}},
+}
 
 // simStep is one step of a history.
 type simStep struct {
@@ -107,6 +129,7 @@ type simStep struct {
 	Forgery  string // forge: "unsigned", "unknown key", "bad signature"
 	Node     string // restart, join, leave
 	Empty    bool   // restart on an empty data dir
+	Fault    int    // broker-errors: index in simBrokerFaults
 }
 
 func (s simStep) String() string {
@@ -135,8 +158,12 @@ func (s simStep) String() string {
 		b += fmt.Sprintf(" executor %s on %s", s.Node, where)
 	case opJoin, opLeave:
 		b += " executor " + s.Node
+	case opPause:
+		b += fmt.Sprintf(" executor %s for %s (its session is %s)", s.Node, simPause, simSession)
 	case opHold:
 		b += fmt.Sprintf(" %s slow.call %s/%s", s.ID, s.Entity, s.Key)
+	case opBrokerErr:
+		b += ": " + simBrokerFaults[s.Fault].name
 	}
 	return b
 }
@@ -227,6 +254,12 @@ func generate(seed uint64, w simWorld) simHistory {
 			st.Op, st.ID, st.Entity, st.Key = opReconcile, fmt.Sprintf("r%d", i), e, k
 		case r < 86:
 			st.Op = opWait
+		case r < 88:
+			st.Op = opBroker
+		case r < 90:
+			st.Op, st.Node = opPause, running[rng.IntN(len(running))]
+		case r < 93:
+			st.Op, st.Fault = opBrokerErr, rng.IntN(len(simBrokerFaults))
 		default:
 			switch {
 			case len(running) == 1 && rng.IntN(3) == 0:
@@ -270,6 +303,10 @@ func (h simHistory) faultKinds() map[string]int {
 			} else {
 				n["restart on the same data dir"]++
 			}
+		case opBrokerErr:
+			n["broker "+simBrokerFaults[s.Fault].name]++
+		case opPause:
+			n["pause past the session (zombie)"]++
 		case opJoin:
 			n["rebalance (join)"]++
 		case opLeave:
@@ -299,24 +336,44 @@ func (h simHistory) faultKinds() map[string]int {
 
 // simRun is a history running: the harness, the service, the executors.
 type simRun struct {
-	t     *testing.T
-	h     *executortest.Harness
-	svc   *simService
-	ks    *schemas.ControlKeys
-	nodes map[string]*executortest.Node
-	dirs  map[string]string
+	t *testing.T
+	h *executortest.Harness
+	// broker is the kfake cluster, restarted on its port and data dir.
+	broker      *kfake.Cluster
+	startBroker func() *kfake.Cluster
+	svc         *simService
+	ks          *schemas.ControlKeys
+	nodes       map[string]*executortest.Node
+	nets        map[string]*faultnet.Net // each executor's Kafka connections
+	dirs        map[string]string
 	// ids are the commands that must be answered, in order of submission.
 	ids  []string
 	seen map[string][]schemas.Outcome
 }
 
+// simSession is the executors' session timeout, simPause how long opPause
+// stalls an executor's Kafka connections: past its session, so the group
+// gives its partitions to the other executor while it believes it still
+// owns them.
+const (
+	simSession = 3 * time.Second
+	simPause   = 4 * time.Second
+)
+
 func (r *simRun) start(id string) {
-	r.nodes[id] = r.h.StartNode(id, r.dirs[id], executortest.NodeOptions{Tune: func(c *consumer.Config) {
-		c.ControlKeys = r.ks
-		// A graceful stop gives up on a request in flight soon and leaves
-		// it in progress for the next owner.
-		c.RevokeTimeout = 100 * time.Millisecond
-	}})
+	fn := faultnet.New()
+	r.nets[id] = fn
+	r.nodes[id] = r.h.StartNode(id, r.dirs[id], executortest.NodeOptions{
+		Tune: func(c *consumer.Config) {
+			c.ControlKeys = r.ks
+			// A graceful stop gives up on a request in flight soon and
+			// leaves it in progress for the next owner.
+			c.RevokeTimeout = 100 * time.Millisecond
+			c.SessionTimeout = simSession
+			c.TransactionTimeout = 5 * time.Second
+		},
+		ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, executortest.ShortHeartbeats...),
+	})
 }
 
 func (r *simRun) stop(id string) {
@@ -400,6 +457,15 @@ func (r *simRun) do(s simStep) {
 		r.start(s.Node)
 	case opLeave:
 		r.stop(s.Node)
+	case opPause:
+		r.nets[s.Node].Stall()
+		time.Sleep(simPause)
+		r.nets[s.Node].Resume()
+	case opBroker:
+		r.broker.Close()
+		r.broker = r.startBroker()
+	case opBrokerErr:
+		r.broker.Fault(simBrokerFaults[s.Fault].fault)
 	}
 }
 
@@ -411,7 +477,24 @@ func simulate(t *testing.T, seed uint64, only map[int]bool) (kinds map[string]in
 	if only != nil {
 		hist.steps = slices.DeleteFunc(hist.steps, func(s simStep) bool { return !only[s.N] })
 	}
-	h := executortest.New(t)
+	// The broker listens on a port of its own and keeps its data in a
+	// directory, so that it can be restarted (opBroker).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	brokerDir := t.TempDir()
+	startBroker := func() *kfake.Cluster {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(brokerDir), kfake.GroupMinSessionTimeout(time.Second))
+		if err != nil {
+			t.Fatalf("broker: %v", err)
+		}
+		return c
+	}
+	broker := startBroker()
+	h := executortest.New(t, executortest.OnBrokers(broker.ListenAddrs()))
 	k, err := schemas.NewOperatorKey("ops-1")
 	if err != nil {
 		t.Fatal(err)
@@ -420,8 +503,11 @@ func simulate(t *testing.T, seed uint64, only map[int]bool) (kinds map[string]in
 	_ = slow
 	svc := newSimService(t, hist.scripts)
 	h.UseConfig(fmt.Sprintf(simYAML, slowURL, svc.srv.URL))
-	r := &simRun{t: t, h: h, svc: svc, ks: &schemas.ControlKeys{Keys: []schemas.ControlKey{k}},
-		nodes: map[string]*executortest.Node{}, dirs: map[string]string{"a": t.TempDir()}, seen: map[string][]schemas.Outcome{}}
+	r := &simRun{t: t, h: h, svc: svc, broker: broker, startBroker: startBroker, ks: &schemas.ControlKeys{Keys: []schemas.ControlKey{k}},
+		nodes: map[string]*executortest.Node{}, nets: map[string]*faultnet.Net{}, dirs: map[string]string{"a": t.TempDir()}, seen: map[string][]schemas.Outcome{}}
+	// Closed after everything that uses it (cleanups run last in, first
+	// out).
+	t.Cleanup(func() { r.broker.Close() })
 	defer func() {
 		if t.Failed() {
 			t.Logf("history of seed %d (replay: make sim SEED=%d):", seed, seed)
