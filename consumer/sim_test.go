@@ -462,6 +462,12 @@ func (r *simRun) do(s simStep) {
 		time.Sleep(simPause)
 		r.nets[s.Node].Resume()
 	case opBroker:
+		// Not while an executor starts: one that cannot reach the
+		// brokers at start (creating its topics) ends Run with the error,
+		// for its supervisor to restart it (serve exits 1).
+		for id, n := range r.nodes {
+			executortest.WaitFor(r.t, 60*time.Second, "executor "+id+" ready before the broker restarts", n.Ex.Ready)
+		}
 		r.broker.Close()
 		r.broker = r.startBroker()
 	case opBrokerErr:
