@@ -102,39 +102,22 @@ func simCheck(t *testing.T, h *executortest.Harness, ks *schemas.ControlKeys, sv
 	}
 	// G2: effects, each allowed by the execution before it or a release
 	// after the last one.
-	type event struct {
-		at      time.Time
-		release string
-	}
-	byKey := map[string][]event{}
+	byKey := map[string][]keyEvent{}
 	for k, ts := range effects {
 		for _, at := range ts {
-			byKey[k] = append(byKey[k], event{at: at})
+			byKey[k] = append(byKey[k], keyEvent{at: at})
 		}
 	}
 	releases := map[string]bool{}
 	for _, rec := range journal {
 		if rel := rec.Release; rel != nil && !releases[rel.DecisionID] && isSimKey(rec.IdempotencyKey) {
 			releases[rel.DecisionID] = true
-			byKey[rec.IdempotencyKey] = append(byKey[rec.IdempotencyKey], event{at: rel.At, release: rel.DecisionID})
+			byKey[rec.IdempotencyKey] = append(byKey[rec.IdempotencyKey], keyEvent{at: rel.At, release: rel.DecisionID})
 		}
 	}
 	for k, evs := range byKey {
-		sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
-		used, budget := 0, 1
-		var story []string
-		for _, ev := range evs {
-			if ev.release != "" {
-				story = append(story, "released by "+ev.release)
-				budget = used + 1
-				continue
-			}
-			used++
-			story = append(story, "effect")
-			if used > budget {
-				add(fmt.Sprintf("G2: %s took effect %d times, at most %d allowed: %s", k, used, budget, strings.Join(story, ", ")), k)
-				break
-			}
+		if what := overEffectBudget(evs); what != "" {
+			add(fmt.Sprintf("G2: %s %s", k, what), k)
 		}
 	}
 	// G3 and the evidence.
@@ -176,6 +159,36 @@ func simCheck(t *testing.T, h *executortest.Harness, ks *schemas.ControlKeys, sv
 		add("G5: audit failed:\n"+b.String(), keys...)
 	}
 	return bad
+}
+
+// keyEvent is an effect of a key at the service, or (release != "") an
+// operator's release of it.
+type keyEvent struct {
+	at      time.Time
+	release string
+}
+
+// overEffectBudget says how a key's effects and releases break G2: at
+// most one effect, and one more after each release that came after an
+// effect ("" when they do not).
+func overEffectBudget(evs []keyEvent) string {
+	evs = slices.Clone(evs)
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
+	used, budget := 0, 1
+	var story []string
+	for _, ev := range evs {
+		if ev.release != "" {
+			story = append(story, "released by "+ev.release)
+			budget = used + 1
+			continue
+		}
+		used++
+		story = append(story, "effect")
+		if used > budget {
+			return fmt.Sprintf("took effect %d times, at most %d allowed: %s", used, budget, strings.Join(story, ", "))
+		}
+	}
+	return ""
 }
 
 // auditNames finds the keys and commands an audit report names.
