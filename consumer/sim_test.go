@@ -29,15 +29,18 @@ import (
 // the scripted answers of the external system for each key, operator
 // decisions (some forged), reconcile requests, and faults: executor
 // restarts on the same data dir and on an empty one, a second executor
-// joining the group (a rebalance) and one leaving it (a takeover), and a
-// slow command of a third entity of partition 0 that holds its committed
-// offset, so that a restart consumes answered commands again. The history
+// joining the group (a rebalance) and one leaving it (a takeover), an
+// executor whose Kafka connections stall past its session (a zombie),
+// broker errors and broker restarts, and a slow command of a third entity
+// of partition 0 that holds its committed offset, so that a restart
+// consumes answered commands again. The history
 // runs against real executors on kfake and a real HTTP service on
 // loopback (simService); then the model checks G1–G5 from what the
 // service saw and what the executors published (simCheck).
 
-// simEntities: e0 and e1 share partition 0 with the slow entity; e2 is on
-// another partition.
+// simWorld is where histories happen: ents[0] and ents[1] share partition
+// 0 with slowEnt, the slow command's entity; ents[2] is on another
+// partition.
 type simWorld struct {
 	ents    []string
 	slowEnt string
@@ -207,7 +210,7 @@ func generate(seed uint64, w simWorld) simHistory {
 		}
 	}
 	running := []string{"a"}
-	// Faults: about one step in six, spread over the history, at least
+	// Faults: about one step in seven, spread over the history, at least
 	// one restart in the second half.
 	holds := 0
 	for i := range simLength {
@@ -505,8 +508,7 @@ func simulate(t *testing.T, seed uint64, only map[int]bool) (kinds map[string]in
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, slowURL := newSlowService(t, "kx0", "kx1", "kx2", "kx3")
-	_ = slow
+	_, slowURL := newSlowService(t, "kx0", "kx1", "kx2", "kx3")
 	svc := newSimService(t, hist.scripts)
 	h.UseConfig(fmt.Sprintf(simYAML, slowURL, svc.srv.URL))
 	r := &simRun{t: t, h: h, svc: svc, broker: broker, startBroker: startBroker, ks: &schemas.ControlKeys{Keys: []schemas.ControlKey{k}},
