@@ -83,8 +83,8 @@ chaos: ## failure tests on the built binary (kill -9, SIGSTOP, restarts), long
 chaos-race: ## the chaos tests with the executor processes built with -race
 	ONCEFLIGHT_CHAOS=1 ONCEFLIGHT_E2E_RACE=1 $(GO) test -count=1 -timeout 40m -v ./internal/e2e/
 
-sim: ## seeded histories (commands, releases, restarts) against a real executor: SEEDS=50 of them, or SEED=n to replay one
-	ONCEFLIGHT_SIM_SEEDS=$(or $(SEEDS),50) ONCEFLIGHT_SIM_SEED=$(SEED) $(GO) test -count=1 -timeout 60m -run TestSeededHistories ./consumer/
+sim: ## the simulation: SEEDS=50 seeded histories (commands, connector faults, operator decisions and forged ones, reconciles, restarts, rebalances, takeovers) against real executors, checked against a model of G1-G5; SEED=n replays one, STEPS=1,4,9 only those of its steps
+	ONCEFLIGHT_SIM_SEEDS=$(or $(SEEDS),50) ONCEFLIGHT_SIM_SEED=$(SEED) ONCEFLIGHT_SIM_STEPS=$(STEPS) $(GO) test -count=1 -timeout 0 -v -run 'TestSeededHistories' ./consumer/
 
 soak: ## mixed load on three executors with a fault every few minutes and one broker restart for DURATION (or SOAK_DURATION, default 10m), then audit and a leak check (not in test)
 	ONCEFLIGHT_SOAK=1 SOAK_DURATION=$(or $(DURATION),$(SOAK_DURATION),10m) $(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./consumer

@@ -128,6 +128,9 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 		d = decide.Command(in)
 	}
 	switch d.Verdict {
+	case decide.Skip:
+		j.e.log.Debug("command answered before; its key's record is a later command's", "key", cmd.IdempotencyKey,
+			"entity", ent, "offset", cmd.Offset, "record_offset", prev.Command.Offset)
 	case decide.Reject:
 		j.reject(cmd, d.Code, d.Message, d.Journal)
 	case decide.Replay:

@@ -35,6 +35,9 @@ const (
 	// reconcile request to the record it names, by the rules of
 	// docs/guarantees.md#control-commands.
 	Settle Verdict = "settle"
+	// Skip answers nothing: the command was answered before, and the
+	// key's record, written by a later command, is not its answer.
+	Skip Verdict = "skip"
 	// LookUpUnique asks the executor for the holder of the command's
 	// unique_by tuple (an index read), then to decide again with it.
 	LookUpUnique Verdict = "look_up_unique"
@@ -101,6 +104,7 @@ type Row struct {
 
 // Rows is the decision table, in the order Command tries it.
 var Rows = []Row{
+	{"answered-before", "the key's record was written by a later command of the partition (this command is consumed again after a restart or a takeover)", "nothing: the command's first answer is on the outcomes topic, and the record, another command's, is not its answer"},
 	{"key-reused", "the key has a record with another fingerprint", "rejected `idempotency_key_reused`; the record is untouched"},
 	{"key-in-flight", "the key has no record, and another command with it and another fingerprint is in flight", "rejected `idempotency_key_reused`"},
 	{"key-expired", "the key's record is final and older than `dedupe_retention`", "rejected `key_expired`; the record is untouched"},
@@ -125,6 +129,8 @@ func Command(in Input) Decision {
 	cmd := in.Cmd
 	if rec := in.Record; rec != nil {
 		switch {
+		case answeredBefore(rec, cmd):
+			return Decision{Row: "answered-before", Verdict: Skip}
 		case rec.Fingerprint != cmd.Fingerprint:
 			return rejectKeep("key-reused", schemas.CodeKeyReused, fmt.Sprintf(
 				"idempotency key %q is already recorded for another command of entity %q (%s); the original record is unchanged",
@@ -181,6 +187,20 @@ func Command(in Input) Decision {
 			Message: msg + "; held for an operator: onceflight approve or onceflight resolve --as rejected"}
 	}
 	return Decision{Row: "execute", Verdict: Execute, UniqueKey: uk}
+}
+
+// answeredBefore reports whether rec was written by a command after cmd
+// in cmd's partition. An entity's commands are decided in partition
+// order, and a lookup sees a record only once the transaction that
+// journaled it committed (the index), or while it is staged in the
+// partition's current assignment (the overlay) — in both cases after the
+// answers staged before it, which commit in order: so cmd was answered
+// before, and is consumed again (the committed offset is a low
+// watermark). Its answer cannot be read from rec — the index keeps a key's
+// latest record only, and the key was freed for the later command (a
+// release, or a rejection that answered cmd only) — and it needs none.
+func answeredBefore(rec *schemas.Record, cmd schemas.Command) bool {
+	return rec.Command.Partition == cmd.Partition && rec.Command.Offset > cmd.Offset
 }
 
 // reject is a rejection that becomes the key's record (it answers that

@@ -37,6 +37,10 @@ func TestCommandRows(t *testing.T) {
 		return r
 	}
 	with := func(f func(*schemas.Command)) schemas.Command { c := cmd; f(&c); return c }
+	later := func(r *schemas.Record, p int32, off int64) *schemas.Record {
+		r.Command = schemas.CommandRef{ID: "c2", Partition: p, Offset: off}
+		return r
+	}
 	past, three := now.Add(-time.Second), int64(3)
 	plain := action{}
 	unique := action{fields: []string{"order_id"}}
@@ -48,6 +52,8 @@ func TestCommandRows(t *testing.T) {
 		verd Verdict
 		code string
 	}{
+		{"record of a later command", Input{Cmd: cmd, Record: later(record(schemas.StatusSucceeded, "sha256:b", time.Minute), 0, 11), Action: plain}, "answered-before", Skip, ""},
+		{"record of a later offset of another partition", Input{Cmd: cmd, Record: later(record(schemas.StatusSucceeded, "sha256:a", time.Minute), 1, 11), Keep: time.Hour, Action: plain}, "replay", Replay, ""},
 		{"other fingerprint", Input{Cmd: cmd, Record: record(schemas.StatusSucceeded, "sha256:b", time.Minute), Action: plain}, "key-reused", Reject, schemas.CodeKeyReused},
 		{"other fingerprint in flight", Input{Cmd: cmd, ClaimedByOther: true, Action: plain}, "key-in-flight", Reject, schemas.CodeKeyReused},
 		{"final beyond retention", Input{Cmd: cmd, Record: record(schemas.StatusSucceeded, "sha256:a", 2*time.Hour), Keep: time.Hour, Action: plain}, "key-expired", Reject, schemas.CodeKeyExpired},
