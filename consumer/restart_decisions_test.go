@@ -1,0 +1,346 @@
+package consumer_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/executortest"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// The siblings of TestReleaseDoesNotReArmRedeliveredCommands (issue 19):
+// an approval, a resolution and a reconciler's confirmation, each
+// followed by a restart on the same data dir, a restart on an empty one
+// (restored from the journal) and a takeover by a second executor, while
+// another entity's slow command holds partition 0's committed offset, so
+// that every command answered before is consumed again. Each command
+// consumed again gets its first answer (or its settlement, for a command
+// first answered unresolved or held), nothing takes effect twice at the
+// external system, and the audit — which fails on a command answered twice
+// differently — passes.
+
+// handovers are the three ways the partitions change hands.
+var handovers = []string{"same data dir", "empty data dir", "takeover"}
+
+// owner runs the executor that owns every partition: "A" until a
+// takeover hands them to "B".
+type owner struct {
+	t    *testing.T
+	h    *executortest.Harness
+	node *executortest.Node
+	dir  string
+	tune func(*consumer.Config)
+}
+
+// startOwner starts executor A with yaml (which must configure slow.call
+// on slowURL), signing keys and a quick graceful stop, then submits the
+// command "slow" of an entity of partition 0 and waits until it is held
+// at the slow service: partition 0's committed offset stays below every
+// later command until the next owner settles it. It returns another
+// entity of partition 0.
+func startOwner(t *testing.T, h *executortest.Harness, yaml string, svc *slowService) (*owner, *schemas.ControlKeys, string) {
+	t.Helper()
+	k, err := schemas.NewControlKey("ops-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := &schemas.ControlKeys{Keys: []schemas.ControlKey{k}}
+	h.UseConfig(yaml)
+	o := &owner{t: t, h: h, dir: t.TempDir(), tune: func(c *consumer.Config) {
+		c.ControlKeys = ks
+		c.RevokeTimeout = 100 * time.Millisecond
+	}}
+	o.node = h.StartNode("A", o.dir, executortest.NodeOptions{Tune: o.tune})
+	executortest.WaitFor(t, 30*time.Second, "executor A to own the 3 partitions", func() bool { return o.node.Owns(executortest.Partitions) })
+	same, _ := entitiesOn(0, 2)
+	h.SubmitAction("slow", "slow.call", same[0], "kx", `{}`)
+	svc.wait(t, "kx")
+	return o, ks, same[1]
+}
+
+// handOver stops the owner and gives its partitions to the next one, as
+// how says, before the committed offset of partition 0 passes "slow".
+func (o *owner) handOver(how string) {
+	o.t.Helper()
+	next := "A"
+	switch how {
+	case "same data dir":
+		o.stop()
+	case "empty data dir":
+		o.stop()
+		o.dir = o.t.TempDir()
+	case "takeover":
+		// B joins while A still runs; A then leaves, and B, whose data
+		// dir is empty, owns every partition.
+		next = "B"
+		b := o.h.StartNode("B", o.t.TempDir(), executortest.NodeOptions{Tune: o.tune})
+		executortest.WaitFor(o.t, 30*time.Second, "executor B to join the group and own a partition", func() bool {
+			return b.Ex.Ready() && len(b.Ex.Owned()) > 0
+		})
+		o.stop()
+		o.node = b
+		executortest.WaitFor(o.t, 30*time.Second, "executor B to own the 3 partitions after A left", func() bool { return b.Owns(executortest.Partitions) })
+		return
+	default:
+		o.t.Fatalf("unknown handover %q", how)
+	}
+	o.node = o.h.StartNode(next, o.dir, executortest.NodeOptions{Tune: o.tune})
+	executortest.WaitFor(o.t, 30*time.Second, "the restarted executor to own the 3 partitions", func() bool { return o.node.Owns(executortest.Partitions) })
+}
+
+func (o *owner) stop() {
+	o.t.Helper()
+	if err := o.node.Stop(); err != nil {
+		o.t.Fatalf("executor %s: run: %v", o.node.ID, err)
+	}
+}
+
+// decisionService is the external system of these tests: it counts the
+// POSTs of each idempotency key (each one an effect), answers them 201 —
+// or 500 after applying, when ambiguous — and answers GET /{key}
+// (confirm_url) found once confirmable, 503 before.
+type decisionService struct {
+	mu          sync.Mutex
+	posts       map[string]int
+	ambiguous   bool
+	confirmable atomic.Bool
+	url         string
+}
+
+func newDecisionService(t *testing.T, ambiguous bool) *decisionService {
+	s := &decisionService{posts: map[string]int{}, ambiguous: ambiguous}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			if !s.confirmable.Load() {
+				http.Error(w, "confirm unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprint(w, `{"found":true}`)
+			return
+		}
+		s.mu.Lock()
+		s.posts[r.Header.Get("Idempotency-Key")]++
+		s.mu.Unlock()
+		if s.ambiguous {
+			http.Error(w, "boom after applying", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{}`)
+	}))
+	t.Cleanup(srv.Close)
+	s.url = srv.URL
+	return s
+}
+
+// effects is how many POSTs of key the service received.
+func (s *decisionService) effects(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.posts[key]
+}
+
+// slowCallYAML is the slow.call action of startOwner, on slowURL.
+const slowCallYAML = `  slow.call:
+    connector: http
+    url: %s/slow
+    timeout: 8s
+    idempotent_by_key: true
+`
+
+// answersOf checks that every answer of command id is its first answer or
+// the settlement that followed it: at most two outcome ids, the second
+// only after a first answer of status from, and the last answer of
+// status last.
+func answersOf(t *testing.T, seen map[string][]schemas.Outcome, id string, from, last schemas.Status) {
+	t.Helper()
+	os := seen[id]
+	if len(os) == 0 {
+		t.Errorf("%s: no answer", id)
+		return
+	}
+	ids := []string{os[0].ID}
+	for _, o := range os[1:] {
+		if o.ID != ids[len(ids)-1] {
+			ids = append(ids, o.ID)
+		}
+	}
+	switch {
+	case len(ids) > 2 || len(ids) == 2 && os[0].Record.Status != from:
+		var got []string
+		for _, o := range os {
+			got = append(got, fmt.Sprintf("%s %s (%s)", o.Record.Status, code(o), o.ID[:8]))
+		}
+		t.Errorf("%s answered %v: want its first answer, then at most its settlement", id, got)
+	case os[len(os)-1].Record.Status != last:
+		t.Errorf("%s: last answer %s %s, want %s", id, os[len(os)-1].Record.Status, code(os[len(os)-1]), last)
+	}
+}
+
+// TestApprovalConsumedAgain: h2 duplicates h1's unique_by tuple and is
+// held; an operator approves it and it executes. Consumed again after the
+// handover, h1 and h2 are republished (no second POST), the approval is
+// answered as it was (applied, not rejected not_unresolved), a later
+// duplicate is still held and a second approval of b2 is refused.
+func TestApprovalConsumedAgain(t *testing.T) {
+	for _, how := range handovers {
+		t.Run(how, func(t *testing.T) {
+			h := executortest.New(t)
+			slow, slowURL := newSlowService(t, "kx")
+			svc := newDecisionService(t, false)
+			o, ks, ent := startOwner(t, h, fmt.Sprintf(`actions:
+  pay.hold:
+    connector: http
+    url: %s/pay
+    timeout: 2s
+    unique_by: [order_id]
+    on_duplicate: hold
+`+slowCallYAML, svc.url, slowURL), slow)
+			h.SubmitAction("h1", "pay.hold", ent, "b1", `{"order_id":"o-9"}`)
+			h.SubmitAction("h2", "pay.hold", ent, "b2", `{"order_id":"o-9","note":"again"}`)
+			seen := map[string][]schemas.Outcome{}
+			h.Outcomes(2, seen, nil)
+			if o := seen["h2"][0]; o.Record.Status != schemas.StatusHeld {
+				t.Fatalf("h2 before the approval: %s %s, want held", o.Record.Status, code(o))
+			}
+			h.Decide(ks, "ok", consumer.TypeApprove, ent, schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
+			h.Outcomes(4, seen, nil) // the approval's answer and h2's settlement
+			if n := svc.effects("b2"); n != 1 {
+				t.Fatalf("b2 took effect %d times after its approval, want 1", n)
+			}
+			o.handOver(how)
+			h.SubmitAction("h3", "pay.hold", ent, "b3", `{"order_id":"o-9","note":"thrice"}`)
+			h.Decide(ks, "ok2", consumer.TypeApprove, ent, schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
+			until(h, seen, func() bool {
+				return len(seen["h1"]) > 1 && len(seen["h2"]) > 2 && len(seen["ok"]) > 1 &&
+					len(seen["h3"]) > 0 && len(seen["ok2"]) > 0 && len(seen["slow"]) > 0
+			})
+			executortest.OneOutcomeEach(t, seen, []string{"h1", "ok"})
+			answersOf(t, seen, "h2", schemas.StatusHeld, schemas.StatusSucceeded)
+			for _, o := range seen["ok"] {
+				if o.Record.Status != schemas.StatusSucceeded || string(o.Record.Result) != `{"approved":"b2","status":"succeeded"}` {
+					t.Errorf("the approval, consumed again: %s %s %s, want its first answer (applied)", o.Record.Status, code(o), o.Record.Result)
+				}
+			}
+			if o := seen["h3"][0]; o.Record.Status != schemas.StatusHeld {
+				t.Errorf("h3, a later duplicate: %s %s, want held", o.Record.Status, code(o))
+			}
+			if o := seen["ok2"][0]; code(o) != schemas.CodeNotUnresolved {
+				t.Errorf("a second approval of b2: %s %s, want rejected %s", o.Record.Status, code(o), schemas.CodeNotUnresolved)
+			}
+			for key, want := range map[string]int{"b1": 1, "b2": 1, "b3": 0} {
+				if n := svc.effects(key); n != want {
+					t.Errorf("%s took effect %d times at the service, want %d", key, n, want)
+				}
+			}
+			h.Audit()
+		})
+	}
+}
+
+// TestResolutionConsumedAgain: u1's POST answers 500 and the action has
+// no confirm_url, so it is unresolved; an operator resolves it as
+// rejected. Consumed again after the handover, u1 and the resolution get
+// their answers again (no second POST, the resolution not refused), a
+// later command with the key is answered from the resolved record — an
+// operator's rejection is final for the key, it does not execute — and a
+// second resolution is refused.
+func TestResolutionConsumedAgain(t *testing.T) {
+	for _, how := range handovers {
+		t.Run(how, func(t *testing.T) {
+			h := executortest.New(t)
+			slow, slowURL := newSlowService(t, "kx")
+			svc := newDecisionService(t, true)
+			o, ks, ent := startOwner(t, h, fmt.Sprintf(`actions:
+  pay.ask:
+    connector: http
+    url: %s/pay
+    timeout: 2s
+`+slowCallYAML, svc.url, slowURL), slow)
+			h.SubmitAction("u1", "pay.ask", ent, "u", `{"amount":1}`)
+			seen := map[string][]schemas.Outcome{}
+			h.Outcomes(1, seen, nil)
+			if o := seen["u1"][0]; o.Record.Status != schemas.StatusUnresolved {
+				t.Fatalf("u1: %s %s, want unresolved", o.Record.Status, code(o))
+			}
+			h.Decide(ks, "res", consumer.TypeResolve, ent, schemas.Decision{Key: "u", As: "rejected", Reason: "the bank refused it", By: "ann"})
+			h.Outcomes(3, seen, nil) // the resolution's answer and u1's settlement
+			o.handOver(how)
+			h.SubmitAction("u2", "pay.ask", ent, "u", `{"amount":1}`)
+			h.Decide(ks, "res2", consumer.TypeResolve, ent, schemas.Decision{Key: "u", As: "succeeded", Reason: "changed my mind", By: "bob"})
+			until(h, seen, func() bool {
+				return len(seen["u1"]) > 2 && len(seen["res"]) > 1 && len(seen["u2"]) > 0 && len(seen["res2"]) > 0 && len(seen["slow"]) > 0
+			})
+			answersOf(t, seen, "u1", schemas.StatusUnresolved, schemas.StatusRejected)
+			executortest.OneOutcomeEach(t, seen, []string{"res"})
+			if o := seen["res"][0]; o.Record.Status != schemas.StatusSucceeded {
+				t.Errorf("the resolution: %s %s, want succeeded", o.Record.Status, code(o))
+			}
+			if o := seen["u2"][0]; o.Record.Status != schemas.StatusRejected || !o.Replayed || o.Record.Resolution == nil {
+				t.Errorf("u2, after the key was resolved rejected: %s %s replayed=%v resolution=%v, want the resolved record replayed",
+					o.Record.Status, code(o), o.Replayed, o.Record.Resolution)
+			}
+			if o := seen["res2"][0]; code(o) != schemas.CodeNotUnresolved {
+				t.Errorf("a second resolution: %s %s, want rejected %s", o.Record.Status, code(o), schemas.CodeNotUnresolved)
+			}
+			if n := svc.effects("u"); n != 1 {
+				t.Errorf("u was POSTed %d times, want 1", n)
+			}
+			h.Audit()
+		})
+	}
+}
+
+// TestReconcilerConfirmationConsumedAgain: r1's POST answers 500 after
+// applying and its confirm_url is down, so it is unresolved; once the
+// confirm endpoint answers, the reconciler settles it succeeded. Consumed
+// again after the handover — r1 and the reconciler's requests — r1 gets
+// its settlement again, nothing is POSTed a second time, and a later
+// command with the key is a replay.
+func TestReconcilerConfirmationConsumedAgain(t *testing.T) {
+	for _, how := range handovers {
+		t.Run(how, func(t *testing.T) {
+			h := executortest.New(t)
+			slow, slowURL := newSlowService(t, "kx")
+			svc := newDecisionService(t, true)
+			o, _, ent := startOwner(t, h, fmt.Sprintf(`reconcile:
+  every: 300ms
+actions:
+  pay.confirm:
+    connector: http
+    url: %[1]s/pay
+    confirm_url: %[1]s/pay/{key}
+    timeout: 300ms
+    confirm_timeout: 600ms
+`+slowCallYAML, svc.url, slowURL), slow)
+			h.SubmitAction("r1", "pay.confirm", ent, "r", `{"amount":1}`)
+			seen := map[string][]schemas.Outcome{}
+			h.Outcomes(1, seen, nil)
+			if o := seen["r1"][0]; o.Record.Status != schemas.StatusUnresolved {
+				t.Fatalf("r1: %s %s, want unresolved", o.Record.Status, code(o))
+			}
+			svc.confirmable.Store(true)
+			h.Outcomes(2, seen, nil) // the reconciler's settlement
+			if o := seen["r1"][1]; o.Record.Status != schemas.StatusSucceeded || o.Record.EstablishedBy != schemas.EstablishedByReconciler {
+				t.Fatalf("r1's settlement: %s %s established by %s, want succeeded by the reconciler", o.Record.Status, code(o), o.Record.EstablishedBy)
+			}
+			o.handOver(how)
+			h.SubmitAction("r2", "pay.confirm", ent, "r", `{"amount":1}`)
+			until(h, seen, func() bool { return len(seen["r1"]) > 2 && len(seen["r2"]) > 0 && len(seen["slow"]) > 0 })
+			answersOf(t, seen, "r1", schemas.StatusUnresolved, schemas.StatusSucceeded)
+			if o := seen["r2"][0]; o.Record.Status != schemas.StatusSucceeded || !o.Replayed {
+				t.Errorf("r2, after the confirmation: %s %s replayed=%v, want the settled record replayed", o.Record.Status, code(o), o.Replayed)
+			}
+			if n := svc.effects("r"); n != 1 {
+				t.Errorf("r was POSTed %d times, want 1", n)
+			}
+			h.Audit()
+		})
+	}
+}
