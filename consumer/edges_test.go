@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
@@ -100,20 +101,30 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 	}
 	h.Stop()
 
-	// An existing journal with too short a retention is refused at start.
+	// An existing journal with too short a retention is refused at start:
+	// Run returns the refusal at once (a complete executor, with a store,
+	// so that only the check can end it before its context does).
 	short := "3600000"
 	if _, err := kadm.NewClient(h.Client()).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &short}}, "onceflight.journal"); err != nil {
 		t.Fatal(err)
 	}
-	ex, err := consumer.New(consumer.Config{Brokers: h.Brokers}, h.Config, nil, consumer.WithRegisterer(prometheus.NewRegistry()))
+	store, err := dedupe.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer store.Close()
+	ex, err := consumer.New(consumer.Config{Brokers: h.Brokers, Partitions: executortest.Partitions}, h.Config, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	err = ex.Run(rctx)
 	if err == nil || !strings.Contains(err.Error(), "retention.ms is 3600000") {
-		t.Fatalf("start on a short-retention journal: %v", err)
+		t.Fatalf("start on a short-retention journal: Run returned %v, want the refusal naming retention.ms is 3600000", err)
+	}
+	if rctx.Err() != nil {
+		t.Fatalf("Run ran until its context ended instead of refusing the journal at start")
 	}
 }
 
@@ -310,9 +321,7 @@ func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 	for i := range 40 {
 		h.SubmitAction(fmt.Sprintf("h%d", i), "slow.call", "hot", fmt.Sprintf("h-%d", i), `{}`)
 	}
-	for posts.Load() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	executortest.WaitFor(t, 30*time.Second, "the hot entity's first request at the service", func() bool { return posts.Load() > 0 })
 	var others []string
 	for i := 0; len(others) < 5; i++ {
 		ent := fmt.Sprintf("cold-%d", i)
@@ -526,16 +535,7 @@ func TestForwardTooLargeIsAnsweredNotStuck(t *testing.T) {
 	if n := h.EffectCount()["k1"]; n != 0 {
 		t.Fatalf("k1 executed %d times", n)
 	}
-	for len(dead) == 0 {
-		h.Outcomes(0, seen, &dead)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		for _, d := range h.Client().PollFetches(ctx).Records() {
-			if d.Topic == "onceflight.deadletter" {
-				dead = append(dead, d)
-			}
-		}
-		cancel()
-	}
+	deadletters(t, h, seen, &dead, 1)
 	omitted := ""
 	for _, hd := range dead[0].Headers {
 		if hd.Key == schemas.HeaderDeadletterOmitted {

@@ -169,6 +169,14 @@ var guarantees = []mutant{
 		Pkgs: []string{consumerPkg},
 		Run:  "TestKeyScopedToEntity|TestReleaseMakesKeyNewWork|TestUniqueByWhileFirstInFlight",
 	},
+	{
+		Name: "journal-retention-check", Guarantee: "G2: an executor refuses a journal whose retention is shorter than key_memory + dedupe_retention",
+		Edits: []edit{{"consumer/topics.go",
+			"	if len(errs) > 0 {\n		return fmt.Errorf(\"consumer: topics cannot keep the journal complete",
+			"	if false && len(errs) > 0 {\n		return fmt.Errorf(\"consumer: topics cannot keep the journal complete"}},
+		Pkgs: []string{consumerPkg},
+		Run:  "TestJournalKeptCompleteAndGapsHeld",
+	},
 }
 
 // rows remove one row of the decision table each (consumer/decide):
