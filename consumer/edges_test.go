@@ -42,6 +42,18 @@ func deleteJournal(t *testing.T, h *executortest.Harness, p int32, before int64)
 	}
 }
 
+// journalOffset is the offset of key's first record in journal partition p.
+func journalOffset(t *testing.T, h *executortest.Harness, p int32, key string) int64 {
+	t.Helper()
+	for _, r := range h.Journal(p) {
+		if string(r.Key) == key {
+			return r.Offset
+		}
+	}
+	t.Fatalf("%s not in journal partition %d", key, p)
+	return -1
+}
+
 // Issue 7.1: the journal is created to keep what restore needs, an
 // existing one that would not is refused, and records deleted before an
 // executor read them (DeleteRecords standing in for retention) hold the
@@ -75,17 +87,7 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 
 	// Delete k1's records, keep k2's: a fresh executor must not trust it.
 	p := partitioner.ForEntity("order-1", 3)
-	var k2 int64 = -1
-	for _, r := range h.Journal(p) {
-		if string(r.Key) == "k2" {
-			k2 = r.Offset
-			break
-		}
-	}
-	if k2 < 0 {
-		t.Fatal("k2 not in the journal")
-	}
-	deleteJournal(t, h, p, k2)
+	deleteJournal(t, h, p, journalOffset(t, h, p, "k2"))
 	h.Start(t.TempDir())
 	h.Submit("c3", "order-1", "k1", `{}`)
 	deadline := time.Now().Add(20 * time.Second)

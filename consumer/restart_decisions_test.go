@@ -183,65 +183,86 @@ func answersOf(t *testing.T, seen map[string][]schemas.Outcome, id string, from,
 	}
 }
 
+// sibling is one scenario under one handover: the harness, the external
+// system, the owner, the signing keys, the entity of partition 0 the
+// scenario runs on, and the answers read so far.
+type sibling struct {
+	h    *executortest.Harness
+	svc  *decisionService
+	o    *owner
+	ks   *schemas.ControlKeys
+	ent  string
+	seen map[string][]schemas.Outcome
+}
+
+// eachHandover runs scenario under each handover, with the actions of
+// actions (a format of the decision service's URL, %[1]s) beside
+// slow.call, and audits what it published.
+func eachHandover(t *testing.T, ambiguous bool, actions string, scenario func(t *testing.T, s *sibling, how string)) {
+	for _, how := range handovers {
+		t.Run(how, func(t *testing.T) {
+			h := executortest.New(t)
+			slow, slowURL := newSlowService(t, "kx")
+			svc := newDecisionService(t, ambiguous)
+			o, ks, ent := startOwner(t, h, fmt.Sprintf(actions, svc.url)+fmt.Sprintf(slowCallYAML, slowURL), slow)
+			scenario(t, &sibling{h: h, svc: svc, o: o, ks: ks, ent: ent, seen: map[string][]schemas.Outcome{}}, how)
+			h.Audit()
+		})
+	}
+}
+
 // TestApprovalConsumedAgain: h2 duplicates h1's unique_by tuple and is
 // held; an operator approves it and it executes. Consumed again after the
 // handover, h1 and h2 are republished (no second POST), the approval is
 // answered as it was (applied, not rejected not_unresolved), a later
 // duplicate is still held and a second approval of b2 is refused.
 func TestApprovalConsumedAgain(t *testing.T) {
-	for _, how := range handovers {
-		t.Run(how, func(t *testing.T) {
-			h := executortest.New(t)
-			slow, slowURL := newSlowService(t, "kx")
-			svc := newDecisionService(t, false)
-			o, ks, ent := startOwner(t, h, fmt.Sprintf(`actions:
+	eachHandover(t, false, `actions:
   pay.hold:
     connector: http
-    url: %s/pay
+    url: %[1]s/pay
     timeout: 2s
     unique_by: [order_id]
     on_duplicate: hold
-`+slowCallYAML, svc.url, slowURL), slow)
-			h.SubmitAction("h1", "pay.hold", ent, "b1", `{"order_id":"o-9"}`)
-			h.SubmitAction("h2", "pay.hold", ent, "b2", `{"order_id":"o-9","note":"again"}`)
-			seen := map[string][]schemas.Outcome{}
-			h.Outcomes(2, seen, nil)
-			if o := seen["h2"][0]; o.Record.Status != schemas.StatusHeld {
-				t.Fatalf("h2 before the approval: %s %s, want held", o.Record.Status, code(o))
-			}
-			h.Decide(ks, "ok", consumer.TypeApprove, ent, schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
-			h.Outcomes(4, seen, nil) // the approval's answer and h2's settlement
-			if n := svc.effects("b2"); n != 1 {
-				t.Fatalf("b2 took effect %d times after its approval, want 1", n)
-			}
-			o.handOver(how)
-			h.SubmitAction("h3", "pay.hold", ent, "b3", `{"order_id":"o-9","note":"thrice"}`)
-			h.Decide(ks, "ok2", consumer.TypeApprove, ent, schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
-			until(h, seen, func() bool {
-				return len(seen["h1"]) > 1 && len(seen["h2"]) > 2 && len(seen["ok"]) > 1 &&
-					len(seen["h3"]) > 0 && len(seen["ok2"]) > 0 && len(seen["slow"]) > 0
-			})
-			executortest.OneOutcomeEach(t, seen, []string{"h1", "ok"})
-			answersOf(t, seen, "h2", schemas.StatusHeld, schemas.StatusSucceeded)
-			for _, o := range seen["ok"] {
-				if o.Record.Status != schemas.StatusSucceeded || string(o.Record.Result) != `{"approved":"b2","status":"succeeded"}` {
-					t.Errorf("the approval, consumed again: %s %s %s, want its first answer (applied)", o.Record.Status, code(o), o.Record.Result)
-				}
-			}
-			if o := seen["h3"][0]; o.Record.Status != schemas.StatusHeld {
-				t.Errorf("h3, a later duplicate: %s %s, want held", o.Record.Status, code(o))
-			}
-			if o := seen["ok2"][0]; code(o) != schemas.CodeNotUnresolved {
-				t.Errorf("a second approval of b2: %s %s, want rejected %s", o.Record.Status, code(o), schemas.CodeNotUnresolved)
-			}
-			for key, want := range map[string]int{"b1": 1, "b2": 1, "b3": 0} {
-				if n := svc.effects(key); n != want {
-					t.Errorf("%s took effect %d times at the service, want %d", key, n, want)
-				}
-			}
-			h.Audit()
+`, func(t *testing.T, s *sibling, how string) {
+		h, seen := s.h, s.seen
+		h.SubmitAction("h1", "pay.hold", s.ent, "b1", `{"order_id":"o-9"}`)
+		h.SubmitAction("h2", "pay.hold", s.ent, "b2", `{"order_id":"o-9","note":"again"}`)
+		h.Outcomes(2, seen, nil)
+		if o := seen["h2"][0]; o.Record.Status != schemas.StatusHeld {
+			t.Fatalf("h2 before the approval: %s %s, want held", o.Record.Status, code(o))
+		}
+		h.Decide(s.ks, "ok", consumer.TypeApprove, s.ent, schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
+		h.Outcomes(4, seen, nil) // the approval's answer and h2's settlement
+		if n := s.svc.effects("b2"); n != 1 {
+			t.Fatalf("b2 took effect %d times after its approval, want 1", n)
+		}
+		s.o.handOver(how)
+		h.SubmitAction("h3", "pay.hold", s.ent, "b3", `{"order_id":"o-9","note":"thrice"}`)
+		h.Decide(s.ks, "ok2", consumer.TypeApprove, s.ent, schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
+		until(h, seen, func() bool {
+			return len(seen["h1"]) > 1 && len(seen["h2"]) > 2 && len(seen["ok"]) > 1 &&
+				len(seen["h3"]) > 0 && len(seen["ok2"]) > 0 && len(seen["slow"]) > 0
 		})
-	}
+		executortest.OneOutcomeEach(t, seen, []string{"h1", "ok"})
+		answersOf(t, seen, "h2", schemas.StatusHeld, schemas.StatusSucceeded)
+		for _, o := range seen["ok"] {
+			if o.Record.Status != schemas.StatusSucceeded || string(o.Record.Result) != `{"approved":"b2","status":"succeeded"}` {
+				t.Errorf("the approval, consumed again: %s %s %s, want its first answer (applied)", o.Record.Status, code(o), o.Record.Result)
+			}
+		}
+		if o := seen["h3"][0]; o.Record.Status != schemas.StatusHeld {
+			t.Errorf("h3, a later duplicate: %s %s, want held", o.Record.Status, code(o))
+		}
+		if o := seen["ok2"][0]; code(o) != schemas.CodeNotUnresolved {
+			t.Errorf("a second approval of b2: %s %s, want rejected %s", o.Record.Status, code(o), schemas.CodeNotUnresolved)
+		}
+		for key, want := range map[string]int{"b1": 1, "b2": 1, "b3": 0} {
+			if n := s.svc.effects(key); n != want {
+				t.Errorf("%s took effect %d times at the service, want %d", key, n, want)
+			}
+		}
+	})
 }
 
 // TestResolutionConsumedAgain: u1's POST answers 500 and the action has
@@ -252,49 +273,42 @@ func TestApprovalConsumedAgain(t *testing.T) {
 // operator's rejection is final for the key, it does not execute — and a
 // second resolution is refused.
 func TestResolutionConsumedAgain(t *testing.T) {
-	for _, how := range handovers {
-		t.Run(how, func(t *testing.T) {
-			h := executortest.New(t)
-			slow, slowURL := newSlowService(t, "kx")
-			svc := newDecisionService(t, true)
-			o, ks, ent := startOwner(t, h, fmt.Sprintf(`actions:
+	eachHandover(t, true, `actions:
   pay.ask:
     connector: http
-    url: %s/pay
+    url: %[1]s/pay
     timeout: 2s
-`+slowCallYAML, svc.url, slowURL), slow)
-			h.SubmitAction("u1", "pay.ask", ent, "u", `{"amount":1}`)
-			seen := map[string][]schemas.Outcome{}
-			h.Outcomes(1, seen, nil)
-			if o := seen["u1"][0]; o.Record.Status != schemas.StatusUnresolved {
-				t.Fatalf("u1: %s %s, want unresolved", o.Record.Status, code(o))
-			}
-			h.Decide(ks, "res", consumer.TypeResolve, ent, schemas.Decision{Key: "u", As: "rejected", Reason: "the bank refused it", By: "ann"})
-			h.Outcomes(3, seen, nil) // the resolution's answer and u1's settlement
-			o.handOver(how)
-			h.SubmitAction("u2", "pay.ask", ent, "u", `{"amount":1}`)
-			h.Decide(ks, "res2", consumer.TypeResolve, ent, schemas.Decision{Key: "u", As: "succeeded", Reason: "changed my mind", By: "bob"})
-			until(h, seen, func() bool {
-				return len(seen["u1"]) > 2 && len(seen["res"]) > 1 && len(seen["u2"]) > 0 && len(seen["res2"]) > 0 && len(seen["slow"]) > 0
-			})
-			answersOf(t, seen, "u1", schemas.StatusUnresolved, schemas.StatusRejected)
-			executortest.OneOutcomeEach(t, seen, []string{"res"})
-			if o := seen["res"][0]; o.Record.Status != schemas.StatusSucceeded {
-				t.Errorf("the resolution: %s %s, want succeeded", o.Record.Status, code(o))
-			}
-			if o := seen["u2"][0]; o.Record.Status != schemas.StatusRejected || !o.Replayed || o.Record.Resolution == nil {
-				t.Errorf("u2, after the key was resolved rejected: %s %s replayed=%v resolution=%v, want the resolved record replayed",
-					o.Record.Status, code(o), o.Replayed, o.Record.Resolution)
-			}
-			if o := seen["res2"][0]; code(o) != schemas.CodeNotUnresolved {
-				t.Errorf("a second resolution: %s %s, want rejected %s", o.Record.Status, code(o), schemas.CodeNotUnresolved)
-			}
-			if n := svc.effects("u"); n != 1 {
-				t.Errorf("u was POSTed %d times, want 1", n)
-			}
-			h.Audit()
+`, func(t *testing.T, s *sibling, how string) {
+		h, seen := s.h, s.seen
+		h.SubmitAction("u1", "pay.ask", s.ent, "u", `{"amount":1}`)
+		h.Outcomes(1, seen, nil)
+		if o := seen["u1"][0]; o.Record.Status != schemas.StatusUnresolved {
+			t.Fatalf("u1: %s %s, want unresolved", o.Record.Status, code(o))
+		}
+		h.Decide(s.ks, "res", consumer.TypeResolve, s.ent, schemas.Decision{Key: "u", As: "rejected", Reason: "the bank refused it", By: "ann"})
+		h.Outcomes(3, seen, nil) // the resolution's answer and u1's settlement
+		s.o.handOver(how)
+		h.SubmitAction("u2", "pay.ask", s.ent, "u", `{"amount":1}`)
+		h.Decide(s.ks, "res2", consumer.TypeResolve, s.ent, schemas.Decision{Key: "u", As: "succeeded", Reason: "changed my mind", By: "bob"})
+		until(h, seen, func() bool {
+			return len(seen["u1"]) > 2 && len(seen["res"]) > 1 && len(seen["u2"]) > 0 && len(seen["res2"]) > 0 && len(seen["slow"]) > 0
 		})
-	}
+		answersOf(t, seen, "u1", schemas.StatusUnresolved, schemas.StatusRejected)
+		executortest.OneOutcomeEach(t, seen, []string{"res"})
+		if o := seen["res"][0]; o.Record.Status != schemas.StatusSucceeded {
+			t.Errorf("the resolution: %s %s, want succeeded", o.Record.Status, code(o))
+		}
+		if o := seen["u2"][0]; o.Record.Status != schemas.StatusRejected || !o.Replayed || o.Record.Resolution == nil {
+			t.Errorf("u2, after the key was resolved rejected: %s %s replayed=%v resolution=%v, want the resolved record replayed",
+				o.Record.Status, code(o), o.Replayed, o.Record.Resolution)
+		}
+		if o := seen["res2"][0]; code(o) != schemas.CodeNotUnresolved {
+			t.Errorf("a second resolution: %s %s, want rejected %s", o.Record.Status, code(o), schemas.CodeNotUnresolved)
+		}
+		if n := s.svc.effects("u"); n != 1 {
+			t.Errorf("u was POSTed %d times, want 1", n)
+		}
+	})
 }
 
 // TestReconcilerConfirmationConsumedAgain: r1's POST answers 500 after
@@ -304,12 +318,7 @@ func TestResolutionConsumedAgain(t *testing.T) {
 // its settlement again, nothing is POSTed a second time, and a later
 // command with the key is a replay.
 func TestReconcilerConfirmationConsumedAgain(t *testing.T) {
-	for _, how := range handovers {
-		t.Run(how, func(t *testing.T) {
-			h := executortest.New(t)
-			slow, slowURL := newSlowService(t, "kx")
-			svc := newDecisionService(t, true)
-			o, _, ent := startOwner(t, h, fmt.Sprintf(`reconcile:
+	eachHandover(t, true, `reconcile:
   every: 300ms
 actions:
   pay.confirm:
@@ -318,29 +327,27 @@ actions:
     confirm_url: %[1]s/pay/{key}
     timeout: 300ms
     confirm_timeout: 600ms
-`+slowCallYAML, svc.url, slowURL), slow)
-			h.SubmitAction("r1", "pay.confirm", ent, "r", `{"amount":1}`)
-			seen := map[string][]schemas.Outcome{}
-			h.Outcomes(1, seen, nil)
-			if o := seen["r1"][0]; o.Record.Status != schemas.StatusUnresolved {
-				t.Fatalf("r1: %s %s, want unresolved", o.Record.Status, code(o))
-			}
-			svc.confirmable.Store(true)
-			h.Outcomes(2, seen, nil) // the reconciler's settlement
-			if o := seen["r1"][1]; o.Record.Status != schemas.StatusSucceeded || o.Record.EstablishedBy != schemas.EstablishedByReconciler {
-				t.Fatalf("r1's settlement: %s %s established by %s, want succeeded by the reconciler", o.Record.Status, code(o), o.Record.EstablishedBy)
-			}
-			o.handOver(how)
-			h.SubmitAction("r2", "pay.confirm", ent, "r", `{"amount":1}`)
-			until(h, seen, func() bool { return len(seen["r1"]) > 2 && len(seen["r2"]) > 0 && len(seen["slow"]) > 0 })
-			answersOf(t, seen, "r1", schemas.StatusUnresolved, schemas.StatusSucceeded)
-			if o := seen["r2"][0]; o.Record.Status != schemas.StatusSucceeded || !o.Replayed {
-				t.Errorf("r2, after the confirmation: %s %s replayed=%v, want the settled record replayed", o.Record.Status, code(o), o.Replayed)
-			}
-			if n := svc.effects("r"); n != 1 {
-				t.Errorf("r was POSTed %d times, want 1", n)
-			}
-			h.Audit()
-		})
-	}
+`, func(t *testing.T, s *sibling, how string) {
+		h, seen := s.h, s.seen
+		h.SubmitAction("r1", "pay.confirm", s.ent, "r", `{"amount":1}`)
+		h.Outcomes(1, seen, nil)
+		if o := seen["r1"][0]; o.Record.Status != schemas.StatusUnresolved {
+			t.Fatalf("r1: %s %s, want unresolved", o.Record.Status, code(o))
+		}
+		s.svc.confirmable.Store(true)
+		h.Outcomes(2, seen, nil) // the reconciler's settlement
+		if o := seen["r1"][1]; o.Record.Status != schemas.StatusSucceeded || o.Record.EstablishedBy != schemas.EstablishedByReconciler {
+			t.Fatalf("r1's settlement: %s %s established by %s, want succeeded by the reconciler", o.Record.Status, code(o), o.Record.EstablishedBy)
+		}
+		s.o.handOver(how)
+		h.SubmitAction("r2", "pay.confirm", s.ent, "r", `{"amount":1}`)
+		until(h, seen, func() bool { return len(seen["r1"]) > 2 && len(seen["r2"]) > 0 && len(seen["slow"]) > 0 })
+		answersOf(t, seen, "r1", schemas.StatusUnresolved, schemas.StatusSucceeded)
+		if o := seen["r2"][0]; o.Record.Status != schemas.StatusSucceeded || !o.Replayed {
+			t.Errorf("r2, after the confirmation: %s %s replayed=%v, want the settled record replayed", o.Record.Status, code(o), o.Replayed)
+		}
+		if n := s.svc.effects("r"); n != 1 {
+			t.Errorf("r was POSTed %d times, want 1", n)
+		}
+	})
 }
