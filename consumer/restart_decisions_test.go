@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/executortest"
 	"github.com/onceflight/onceflight/schemas"
@@ -197,7 +201,8 @@ type sibling struct {
 
 // eachHandover runs scenario under each handover, with the actions of
 // actions (a format of the decision service's URL, %[1]s) beside
-// slow.call, and audits what it published.
+// slow.call. Each scenario ends with the audit of what was published,
+// then auditCatches: the audit passes, and fails on a wrong answer.
 func eachHandover(t *testing.T, ambiguous bool, actions string, scenario func(t *testing.T, s *sibling, how string)) {
 	for _, how := range handovers {
 		t.Run(how, func(t *testing.T) {
@@ -206,9 +211,45 @@ func eachHandover(t *testing.T, ambiguous bool, actions string, scenario func(t 
 			svc := newDecisionService(t, ambiguous)
 			o, ks, ent := startOwner(t, h, fmt.Sprintf(actions, svc.url)+fmt.Sprintf(slowCallYAML, slowURL), slow)
 			scenario(t, &sibling{h: h, svc: svc, o: o, ks: ks, ent: ent, seen: map[string][]schemas.Outcome{}}, how)
-			h.Audit()
 		})
 	}
+}
+
+// auditCatches publishes, beside the executor's answers, the answer a
+// wrong decision would have given the command of o when it was consumed
+// again — o's record with status st and error code — and checks that the
+// audit, which passed on the real history, fails once_per_key on it.
+func auditCatches(t *testing.T, h *executortest.Harness, o schemas.Outcome, st schemas.Status, errCode string) {
+	t.Helper()
+	rec := o.Record
+	rec.Status, rec.Result = st, nil
+	rec.Error = &schemas.Error{Code: errCode, Message: "the wrong answer to a command consumed again"}
+	r, err := schemas.EncodeOutcome(rec, o.CausationID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic = "onceflight.outcomes" // keyed by entity: on the entity's partition
+	h.Produce(r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rep, err := audit.Run(ctx, audit.Options{Client: cl})
+	if err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+	for _, c := range rep.Checks {
+		if c.Name == audit.CheckOncePerKey {
+			if c.OK {
+				t.Errorf("the audit passes with %s answered %s %s after its first answer %s: it would not catch the wrong answer", o.CausationID, st, errCode, o.Record.Status)
+			}
+			return
+		}
+	}
+	t.Errorf("the audit has no %s check", audit.CheckOncePerKey)
 }
 
 // TestApprovalConsumedAgain: h2 duplicates h1's unique_by tuple and is
@@ -262,6 +303,8 @@ func TestApprovalConsumedAgain(t *testing.T) {
 				t.Errorf("%s took effect %d times at the service, want %d", key, n, want)
 			}
 		}
+		h.Audit()
+		auditCatches(t, h, seen["ok"][0], schemas.StatusRejected, schemas.CodeNotUnresolved)
 	})
 }
 
@@ -308,6 +351,8 @@ func TestResolutionConsumedAgain(t *testing.T) {
 		if n := s.svc.effects("u"); n != 1 {
 			t.Errorf("u was POSTed %d times, want 1", n)
 		}
+		h.Audit()
+		auditCatches(t, h, seen["res"][0], schemas.StatusRejected, schemas.CodeNotUnresolved)
 	})
 }
 
@@ -349,5 +394,7 @@ actions:
 		if n := s.svc.effects("r"); n != 1 {
 			t.Errorf("r was POSTed %d times, want 1", n)
 		}
+		h.Audit()
+		auditCatches(t, h, seen["r1"][len(seen["r1"])-1], schemas.StatusFailed, schemas.CodeConnectorUnavailable)
 	})
 }
