@@ -3,12 +3,16 @@ package consumer_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/executortest"
@@ -262,4 +266,58 @@ func TestEntityLanesNeverOverlap(t *testing.T) {
 		}
 	}
 	h.Audit()
+}
+
+// TestOffsetCommitsCarryTheGeneration (KIP-447, G1/G4): every offset
+// commit the executor adds to a transaction names its group member and
+// generation, so that the coordinator can refuse it once the member has
+// been replaced; a commit without them (generation -1, no member) is
+// accepted from anyone, a zombie too. Observed at the broker: each
+// TxnOffsetCommit is recorded as it arrives, and its member must be one
+// of the group's (the last one: the current member's).
+func TestOffsetCommitsCarryTheGeneration(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	type commit struct {
+		member string
+		gen    int32
+	}
+	var (
+		mu      sync.Mutex
+		commits []commit
+	)
+	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		mu.Lock()
+		commits = append(commits, commit{r.MemberID, r.Generation})
+		mu.Unlock()
+		return nil, nil, false
+	})
+	h := executortest.New(t, executortest.OnBrokers(c.ListenAddrs()))
+	h.Start(t.TempDir())
+	for i := range 6 {
+		h.Submit(fmt.Sprintf("c%d", i), fmt.Sprintf("order-%d", i), fmt.Sprintf("k%d", i), `{}`)
+	}
+	seen := map[string][]schemas.Outcome{}
+	h.Outcomes(6, seen, nil)
+	members := h.GroupMembers()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(commits) == 0 {
+		t.Fatal("no TxnOffsetCommit reached the broker")
+	}
+	for i, cm := range commits {
+		if cm.member == "" || cm.gen < 0 {
+			t.Errorf("offset commit %d of %d: member %q generation %d, want the member's id and generation", i+1, len(commits), cm.member, cm.gen)
+		}
+	}
+	// The executor's member may have been replaced before (a recreated
+	// client); the last commit is the current member's.
+	if last := commits[len(commits)-1]; !slices.Contains(members, last.member) {
+		t.Errorf("the last offset commit names member %q, not one of the group's %v", last.member, members)
+	}
 }

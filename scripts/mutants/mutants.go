@@ -101,7 +101,7 @@ var guarantees = []mutant{
 			"	req.Generation = gen\n	req.MemberID = member\n",
 			"	req.Generation = -1\n	req.MemberID = \"\"\n"}},
 		Pkgs: []string{consumerPkg},
-		Run:  "TestFenceRefusesZombieWithStaleGeneration|TestFaultShortSessionHoldsMembership|TestRealBrokerTakeover|TestRevocationDrainsAndCommits|TestFaultNetworkCutAndStall",
+		Run:  "TestFenceRefusesZombieWithStaleGeneration|TestOffsetCommitsCarryTheGeneration|TestFaultShortSessionHoldsMembership|TestRevocationDrainsAndCommits|TestFaultNetworkCutAndStall",
 	},
 	{
 		Name: "deadline-grace", Guarantee: "G1: an inherited execution is confirmed only after its deadline plus --clock-drift",
