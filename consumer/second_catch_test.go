@@ -321,3 +321,25 @@ func TestOffsetCommitsCarryTheGeneration(t *testing.T) {
 		t.Errorf("the last offset commit names member %q, not one of the group's %v", last.member, members)
 	}
 }
+
+// TestJournalRetentionFollowsKeyMemory (G2): the journal created for a
+// key_memory of an hour keeps records for that long; an executor started
+// later with a longer key_memory (here the default) would need records the
+// journal deletes, so it refuses to start — Run returns at once, naming
+// retention.ms — instead of forgetting keys it promises to remember.
+func TestJournalRetentionFollowsKeyMemory(t *testing.T) {
+	h := executortest.New(t)
+	h.UseConfig(fmt.Sprintf("dedupe_retention: 1h\nkey_memory: 1h\nactions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.Effects))
+	h.Start(t.TempDir())
+	h.Submit("c1", "order-1", "k1", `{}`)
+	h.Outcomes(1, map[string][]schemas.Outcome{}, nil)
+	h.Stop()
+
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n", h.Effects))
+	n := h.StartNode("later", t.TempDir(), executortest.NodeOptions{})
+	err := within(t, n.Done, 30*time.Second, "Run to refuse the journal kept for a shorter key_memory")
+	n.Done <- err // for the node's Stop
+	if err == nil || !strings.Contains(err.Error(), "retention.ms") {
+		t.Fatalf("start with key_memory beyond the journal's retention: Run returned %v, want the refusal naming retention.ms", err)
+	}
+}

@@ -175,7 +175,7 @@ var guarantees = []mutant{
 			"	if len(errs) > 0 {\n		return fmt.Errorf(\"consumer: topics cannot keep the journal complete",
 			"	if false && len(errs) > 0 {\n		return fmt.Errorf(\"consumer: topics cannot keep the journal complete"}},
 		Pkgs: []string{consumerPkg},
-		Run:  "TestJournalKeptCompleteAndGapsHeld",
+		Run:  "TestJournalKeptCompleteAndGapsHeld|TestJournalRetentionFollowsKeyMemory",
 	},
 }
 
