@@ -14,7 +14,7 @@ LDFLAGS  := -s -w -X github.com/onceflight/onceflight/cli.version=$(VERSION) -X 
 IMAGE    ?= onceflight:$(VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help build image test test-race actionlint lint upgrade-test fuzz bench bench-rate bench-e2e bench-scale chaos chaos-race sim soak demo demo-console kafkajs clean
+.PHONY: help build image test test-race actionlint lint upgrade-test fuzz bench bench-rate bench-e2e bench-scale chaos chaos-race sim mutants soak demo demo-console kafkajs clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -85,6 +85,11 @@ chaos-race: ## the chaos tests with the executor processes built with -race
 
 sim: ## the simulation: SEEDS=50 seeded histories (commands, connector faults, operator decisions and forged ones, reconciles, restarts, rebalances, takeovers) against real executors, checked against a model of G1-G5; SEED=n replays one, STEPS=1,4,9 only those of its steps
 	ONCEFLIGHT_SIM_SEEDS=$(or $(SEEDS),50) ONCEFLIGHT_SIM_SEED=$(SEED) ONCEFLIGHT_SIM_STEPS=$(STEPS) $(GO) test -count=1 -timeout 0 -v -run 'TestSeededHistories' ./consumer/
+
+# Not in test: each mutant rebuilds and runs its tests (about an hour for all
+# of them on 2 cores). The tree is copied to a temporary directory first.
+mutants: ## remove each guarantee (and each decision-table row) on purpose, one at a time, on a copy of the tree, and list the tests that catch it; MUTANTS=regexp picks some, MUTANTS_ARGS=-full runs every test of their packages
+	$(GO) run ./scripts/mutants -only '$(MUTANTS)' $(MUTANTS_ARGS)
 
 soak: ## mixed load on three executors with a fault every few minutes and one broker restart for DURATION (or SOAK_DURATION, default 10m), then audit and a leak check (not in test)
 	ONCEFLIGHT_SOAK=1 SOAK_DURATION=$(or $(DURATION),$(SOAK_DURATION),10m) $(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./consumer

@@ -194,7 +194,10 @@ func TestFaultDiskWhileIdle(t *testing.T) {
 		t.Fatal("a commit on the failing disk succeeded")
 	}
 	onceflighttest.WaitFor(t, 20*time.Second, "idle A to leave its group", func() bool { return len(a.Ex.Owned()) == 0 && !a.Ex.Ready() })
-	if v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_store_failed"); v != 1 {
-		t.Errorf("onceflight_store_failed = %v", v)
-	}
+	// The gauges are refreshed once a second: wait for the refresh that
+	// follows the failure rather than read the one before it.
+	onceflighttest.WaitFor(t, 10*time.Second, "onceflight_store_failed to read 1 after the failed write", func() bool {
+		v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_store_failed")
+		return v == 1
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
@@ -39,6 +40,18 @@ func deleteJournal(t *testing.T, h *onceflighttest.Harness, p int32, before int6
 	if err := resp.Error(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// journalOffset is the offset of key's first record in journal partition p.
+func journalOffset(t *testing.T, h *onceflighttest.Harness, p int32, key string) int64 {
+	t.Helper()
+	for _, r := range h.Journal(p) {
+		if string(r.Key) == key {
+			return r.Offset
+		}
+	}
+	t.Fatalf("%s not in journal partition %d", key, p)
+	return -1
 }
 
 // Issue 7.1: the journal is created to keep what restore needs, an
@@ -74,17 +87,7 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 
 	// Delete k1's records, keep k2's: a fresh executor must not trust it.
 	p := partitioner.ForEntity("order-1", 3)
-	var k2 int64 = -1
-	for _, r := range h.Journal(p) {
-		if string(r.Key) == "k2" {
-			k2 = r.Offset
-			break
-		}
-	}
-	if k2 < 0 {
-		t.Fatal("k2 not in the journal")
-	}
-	deleteJournal(t, h, p, k2)
+	deleteJournal(t, h, p, journalOffset(t, h, p, "k2"))
 	h.Start(t.TempDir())
 	h.Submit("c3", "order-1", "k1", `{}`)
 	deadline := time.Now().Add(20 * time.Second)
@@ -100,20 +103,30 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 	}
 	h.Stop()
 
-	// An existing journal with too short a retention is refused at start.
+	// An existing journal with too short a retention is refused at start:
+	// Run returns the refusal at once (a complete executor, with a store,
+	// so that only the check can end it before its context does).
 	short := "3600000"
 	if _, err := kadm.NewClient(h.Client()).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &short}}, "onceflight.journal"); err != nil {
 		t.Fatal(err)
 	}
-	ex, err := consumer.New(consumer.Config{Brokers: h.Brokers}, h.Config, nil, consumer.WithRegisterer(prometheus.NewRegistry()))
+	store, err := dedupe.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer store.Close()
+	ex, err := consumer.New(consumer.Config{Brokers: h.Brokers, Partitions: onceflighttest.Partitions}, h.Config, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	err = ex.Run(rctx)
 	if err == nil || !strings.Contains(err.Error(), "retention.ms is 3600000") {
-		t.Fatalf("start on a short-retention journal: %v", err)
+		t.Fatalf("start on a short-retention journal: Run returned %v, want the refusal naming retention.ms is 3600000", err)
+	}
+	if rctx.Err() != nil {
+		t.Fatalf("Run ran until its context ended instead of refusing the journal at start")
 	}
 }
 
@@ -310,9 +323,7 @@ func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 	for i := range 40 {
 		h.SubmitAction(fmt.Sprintf("h%d", i), "slow.call", "hot", fmt.Sprintf("h-%d", i), `{}`)
 	}
-	for posts.Load() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	onceflighttest.WaitFor(t, 30*time.Second, "the hot entity's first request at the service", func() bool { return posts.Load() > 0 })
 	var others []string
 	for i := 0; len(others) < 5; i++ {
 		ent := fmt.Sprintf("cold-%d", i)
@@ -526,16 +537,7 @@ func TestForwardTooLargeIsAnsweredNotStuck(t *testing.T) {
 	if n := h.EffectCount()["k1"]; n != 0 {
 		t.Fatalf("k1 executed %d times", n)
 	}
-	for len(dead) == 0 {
-		h.Outcomes(0, seen, &dead)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		for _, d := range h.Client().PollFetches(ctx).Records() {
-			if d.Topic == "onceflight.deadletter" {
-				dead = append(dead, d)
-			}
-		}
-		cancel()
-	}
+	deadletters(t, h, seen, &dead, 1)
 	omitted := ""
 	for _, hd := range dead[0].Headers {
 		if hd.Key == schemas.HeaderDeadletterOmitted {

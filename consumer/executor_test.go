@@ -1,12 +1,10 @@
 package consumer_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -48,17 +46,7 @@ func TestRepeatReuseUnknownAndDeadletter(t *testing.T) {
 		t.Fatalf("k1 executed %d times", n)
 	}
 	// Deadletter arrives in the same transaction as the outcomes.
-	for len(dead) == 0 {
-		h.Outcomes(0, seen, &dead)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		fs := h.Client().PollFetches(ctx)
-		cancel()
-		for _, r := range fs.Records() {
-			if r.Topic == "onceflight.deadletter" {
-				dead = append(dead, r)
-			}
-		}
-	}
+	deadletters(t, h, seen, &dead, 1)
 	var reason string
 	for _, hd := range dead[0].Headers {
 		if hd.Key == "onceflight-deadletter-reason" {

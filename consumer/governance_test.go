@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
@@ -294,12 +295,15 @@ func TestUniqueByWhileFirstInFlight(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer svc.Close()
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	defer let() // before svc.Close, which waits for the held request
 	h.UseConfig(fmt.Sprintf("actions:\n  pay.once:\n    connector: http\n    url: %s/pay\n    timeout: 10s\n    unique_by: [order_id]\n", svc.URL))
 	h.Start(t.TempDir())
 	h.SubmitAction("c1", "pay.once", "order-1", "a1", `{"order_id":"o-1"}`)
-	<-started
+	within(t, started, 30*time.Second, "a1's request at the service")
 	h.SubmitAction("c2", "pay.once", "order-1", "a2", `{"order_id":"o-1"}`)
-	close(release)
+	let()
 	seen := map[string][]schemas.Outcome{}
 	h.Outcomes(2, seen, nil)
 	if o := seen["c1"][0]; o.Record.Status != schemas.StatusSucceeded {

@@ -84,7 +84,9 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 	go func() { done <- second.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := within(t, done, 30*time.Second, "the second executor's Run to return after its cancel"); err != nil {
+			t.Errorf("second executor: run: %v", err)
+		}
 		store.Close()
 	}()
 

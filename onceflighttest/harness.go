@@ -171,7 +171,7 @@ func (h *Harness) Start(dataDir string) {
 	h.stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
+			if err := stopped(h.t, done); err != nil {
 				h.t.Errorf("run: %v", err)
 			}
 			store.Close()

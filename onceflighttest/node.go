@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,13 +77,35 @@ func (h *Harness) StartNode(id, dataDir string, o NodeOptions) *Node {
 	n.stop = func() error {
 		once.Do(func() {
 			cancel()
-			runErr = <-n.Done
+			runErr = stopped(n.t, n.Done)
 			store.Close()
 		})
 		return runErr
 	}
 	h.t.Cleanup(func() { _ = n.stop() })
 	return n
+}
+
+// StopTimeout bounds how long a stop waits for Run to return after its
+// context is cancelled: far above a graceful stop (RevokeTimeout, then the
+// shutdown of the chores), so that only a hang reaches it.
+const StopTimeout = 60 * time.Second
+
+// stopped waits for what Run returned on done, failing the test with
+// every goroutine's stack if it takes longer than StopTimeout: a Run that
+// does not return is a hang to show, not one to wait out until the
+// package's timeout kills every test after it.
+func stopped(t testing.TB, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(StopTimeout):
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		t.Fatalf("Run did not return within %s of its cancel; goroutines:\n%s", StopTimeout, b.String())
+		return nil
+	}
 }
 
 // Stop cancels the node's executor, closes its Pebble and returns what Run
