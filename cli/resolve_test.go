@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -145,7 +144,7 @@ func TestStatusAndResolve(t *testing.T) {
 		for _, r := range recs {
 			v, _ := schemas.MarshalRecord(r)
 			rec := &kgo.Record{Topic: schemas.DefaultJournalTopic, Key: []byte(r.IdempotencyKey), Value: v,
-				Headers: []kgo.RecordHeader{{Key: client.KindHeader, Value: []byte(client.KindRecord)}}}
+				Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)}}}
 			if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	internal "github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -392,7 +391,7 @@ func journalRec(t *testing.T, key, entity string, p int32, st schemas.Status) *k
 		t.Fatal(err)
 	}
 	return &kgo.Record{Topic: DefaultTopics().Journal, Partition: p, Key: []byte(key), Value: v,
-		Headers: []kgo.RecordHeader{{Key: internal.KindHeader, Value: []byte(internal.KindRecord)}}}
+		Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)}}}
 }
 
 // TestStatusAndRecords: the latest record of (entity, key) wins; a key of
@@ -402,7 +401,7 @@ func TestStatusAndRecords(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClient(t, brokers)
 	marker := &kgo.Record{Topic: DefaultTopics().Journal, Partition: 0, Key: []byte("k1"), Value: []byte("epoch"),
-		Headers: []kgo.RecordHeader{{Key: internal.KindHeader, Value: []byte("epoch")}}}
+		Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte("epoch")}}}
 	pr := producer(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := pr.ProduceSync(ctx,
 		journalRec(t, "k1", "e1", 0, schemas.StatusInProgress),

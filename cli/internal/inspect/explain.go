@@ -181,8 +181,8 @@ func order(steps []Step) []Step {
 
 func isRecord(r *kgo.Record) bool {
 	for _, h := range r.Headers {
-		if h.Key == internal.KindHeader {
-			return string(h.Value) == internal.KindRecord
+		if h.Key == schemas.HeaderKind {
+			return string(h.Value) == schemas.KindRecord
 		}
 	}
 	return false
