@@ -25,7 +25,7 @@ var floors = []struct {
 }{
 	{"wire: what goes over Kafka, and how to reach it", []string{"schemas", "partitioner", "kafkaconf", "trust"}},
 	{"low internal pieces", []string{"internal/topics", "internal/dirlock", "internal/faultnet", "internal/kafkatest",
-		"internal/brokertest", "internal/client", "internal/httpauth", "internal/broker"}},
+		"internal/brokertest", "internal/client", "internal/httpauth", "internal/broker", "internal/proctest", "internal/diskfault"}},
 	{"connectors", []string{"connectors", "connectors/..."}},
 	{"the actions file", []string{"internal/config"}},
 	{"the executor's state and staging", []string{"dedupe", "outbox"}},
@@ -36,7 +36,7 @@ var floors = []struct {
 	{"test support above the executor", []string{"onceflighttest"}},
 	{"the command line's pieces", []string{"cli/internal/..."}},
 	{"the command line", []string{"cli"}},
-	{"binaries, examples and tests of the whole", []string{"cmd/...", "examples/...", "internal/e2e", "internal/layers", "docs", "deploy"}},
+	{"binaries, examples and tests of the whole", []string{"cmd/...", "examples/...", "internal/e2e", "internal/layers", "docs", "deploy", "scripts/..."}},
 }
 
 // floorOf returns the floor index of the module-relative path rel, or -1.
