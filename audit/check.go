@@ -126,31 +126,44 @@ type chainState struct {
 }
 
 // finalRef is what G2 remembers of a key's last final record: not the
-// record, only what a violation message names.
+// record, only what a violation message names. A value, not pointers:
+// it lives in every key's state.
 type finalRef struct {
-	status   schemas.Status
-	off      int64
-	finished *time.Time
-	// freeAfter, when set, is the position in the commands partition
+	status      schemas.Status
+	off         int64
+	finished    time.Time
+	hasFinished bool
+	// freeAfter, when hasFree, is the position in the commands partition
 	// after which the key is new work again: a release's position, or the
 	// position of a command whose rejection is not final for the key
 	// (decide.Seen). -1: a release written before releases had positions.
-	freeAfter *int64
+	freeAfter int64
+	hasFree   bool
 	releaseAt int64 // journal offset of the release, for messages; -1 none
 }
 
 // keyState is what G2 needs to remember about one key's history.
 type keyState struct {
 	latest      schemas.Status
-	final       *finalRef // last succeeded/failed/rejected record, until re-executed
+	final       finalRef // last succeeded/failed/rejected record, until re-executed
+	hasFinal    bool
 	attempts    int
 	attemptsOff int64
 }
 
-// entityState is what G1 needs to remember about one entity.
+// inflightKey is a key of an entity in progress, and the offset of its
+// latest in_progress record.
+type inflightKey struct {
+	key string
+	off int64
+}
+
+// entityState is what G1 needs to remember about one entity. An entity
+// has at most one key in progress unless G1 is already broken, so a slice
+// is smaller than a map.
 type entityState struct {
-	inflight map[string]int64 // key -> offset of its latest in_progress record
-	tok      int64            // highest fencing token seen
+	inflight []inflightKey
+	tok      int64 // highest fencing token seen
 	tokKey   string
 	tokOff   int64
 }
@@ -168,6 +181,7 @@ type misrouted struct {
 	key       string
 	causation digest
 	want      string
+	answered  bool // an outcome answers it (looked up as partitions end)
 }
 
 // note categories, in report order: the notes of one kind are grouped
@@ -186,6 +200,13 @@ const (
 // and deadletter record before the first command: the commands check
 // matches commands against the answers seen. What it keeps is per
 // partition, per key, per entity and per answer id; never a record.
+//
+// Run streams a partition at a time and tells the auditor when a
+// partition's journal and outcomes are read (endAnswers) and when its
+// commands are (endCommands), so that what only that partition needed is
+// dropped and memory follows the largest partition, not the topics
+// (docs/memory.md#audit). Check calls neither and keeps everything to the
+// end; both judge by the same code.
 type auditor struct {
 	in      Input // the record slices are not used
 	checked map[int32]bool
@@ -194,15 +215,49 @@ type auditor struct {
 	notes   [nNoteKinds][]string
 
 	chains map[int32]*chainState
-	keys   map[pk]*keyState
-	ents   map[pk]*entityState
+	// keys and ents are the journal partitions' keys (entity NUL key)
+	// and entities; Run reads one journal partition at a time, and
+	// dropping them ends that partition's G1 and G2.
+	keys map[pk]*keyState
+	ents map[pk]*entityState
 
-	causes    map[digest]uint8  // causation ids answered by an outcome: causeAnswered | causeSucceeded
-	answers   map[digest]answer // (causation, entity, key) -> its latest answer
-	ids       map[digest]idSeen // outcome id -> its first use
-	dead      map[src]struct{}  // commands copied to the deadletter topic
-	fwd       map[src]struct{}  // commands forwarded to their partition
+	// causes: per command partition the outcome names (Record.Command
+	// .Partition), the causation ids answered: causeAnswered |
+	// causeSucceeded. late holds answers to a partition already judged
+	// and dropped (an outcome on another partition than its entity's).
+	causes map[int32]map[digest]uint8
+	late   map[digest]uint8
+	judged map[int32]bool // command partitions dropped by endCommands
+
+	answers map[digest]answer // (causation, entity, key) -> its latest answer
+	ids     map[digest]idSeen // outcome id -> its first use
+	// idStore, in Run, holds the first use of every outcome id of the
+	// outcome partitions already read, on disk; ids holds the current
+	// partition's.
+	idStore *idStore
+	err     error // the first failure of idStore; Run returns it
+
+	dead      map[src]struct{} // commands copied to the deadletter topic
+	fwd       map[src]struct{} // commands forwarded to their partition
 	misrouted []misrouted
+	// deferred are commands below the committed offset found unanswered
+	// when their partition was judged; an answer on a partition read
+	// later (misplaced, or a causation id reused) still counts, as it
+	// did when the whole outcomes topic was read first.
+	deferred []deferredCmd
+
+	// Keys dropped with their partition, for Counts.
+	keysDropped, unresolvedDropped int
+	// live is the number of per-key, per-entity and per-answer entries
+	// held now, peak the most at once: what the memory bound is about.
+	live, peak int
+}
+
+// deferredCmd is a command found unanswered, awaiting finish.
+type deferredCmd struct {
+	at        src
+	causation digest
+	key, want string
 }
 
 var checkOrder = []string{CheckHashChain, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned, CheckEvidence}
@@ -218,7 +273,8 @@ func newAuditor(in Input) *auditor {
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
 		chains: map[int32]*chainState{}, keys: map[pk]*keyState{}, ents: map[pk]*entityState{},
-		causes: map[digest]uint8{}, answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
+		causes: map[int32]map[digest]uint8{}, late: map[digest]uint8{}, judged: map[int32]bool{},
+		answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 	}
 	if len(in.Partitions) > 0 {
 		a.checked = map[int32]bool{}
@@ -243,9 +299,15 @@ func newAuditor(in Input) *auditor {
 // finish judges what could only be judged after the last record and
 // returns the report.
 func (a *auditor) finish() Report {
+	for _, d := range a.deferred {
+		if _, ok := a.cause(d.at.p, d.causation); !ok {
+			a.unanswered(d.at, d.key, d.want)
+		}
+	}
+	a.deferred = nil
 	for _, m := range a.misrouted {
 		if _, ok := a.dead[m.at]; ok {
-			if _, ok := a.causes[m.causation]; ok {
+			if m.answered || a.answered(m.at.p, m.causation) {
 				a.counts.Deadlettered++
 				continue
 			}
@@ -256,7 +318,8 @@ func (a *auditor) finish() Report {
 		}
 		a.unanswered(m.at, m.key, m.want)
 	}
-	a.counts.Keys = len(a.keys)
+	a.counts.Keys = a.keysDropped + len(a.keys)
+	a.counts.UnresolvedKeys = a.unresolvedDropped
 	for _, ks := range a.keys {
 		if ks.latest == schemas.StatusUnresolved {
 			a.counts.UnresolvedKeys++
@@ -276,6 +339,104 @@ func (a *auditor) finish() Report {
 		rep.Checks = append(rep.Checks, *a.results[name])
 	}
 	return rep
+}
+
+// grow counts n new live entries.
+func (a *auditor) grow(n int) {
+	a.live += n
+	a.peak = max(a.peak, a.live)
+}
+
+// endAnswers ends the journal partition and the outcomes partition that
+// Run has just read whole (the same number p; either may not exist): G1
+// and G2 of its keys and entities are judged, the answers of its outcomes
+// are compared, and its outcome ids go to the id store, so all of that is
+// dropped. Only the causation ids stay, until endCommands of the command
+// partition they answer.
+func (a *auditor) endAnswers() {
+	a.keysDropped += len(a.keys)
+	for _, ks := range a.keys {
+		if ks.latest == schemas.StatusUnresolved {
+			a.unresolvedDropped++
+		}
+	}
+	a.live -= len(a.keys) + len(a.ents) + len(a.answers) + len(a.ids)
+	a.keys, a.ents, a.answers = map[pk]*keyState{}, map[pk]*entityState{}, map[digest]answer{}
+	if a.idStore != nil && a.err == nil {
+		a.err = a.idStore.add(a.ids)
+	}
+	a.ids = map[digest]idSeen{}
+}
+
+// endCommands ends command partition p, whose commands Run has read
+// whole: its answered causation ids are dropped once the commands still
+// waiting for an answer (a misrouted one, one found unanswered) have been
+// looked up in them.
+func (a *auditor) endCommands(p int32) {
+	cs := a.causes[p]
+	if len(cs) > 0 {
+		for i := range a.misrouted {
+			if m := &a.misrouted[i]; !m.answered {
+				_, m.answered = cs[m.causation]
+			}
+		}
+		kept := a.deferred[:0]
+		for _, d := range a.deferred {
+			if _, ok := cs[d.causation]; !ok {
+				kept = append(kept, d)
+			}
+		}
+		a.deferred = kept
+	}
+	a.live -= len(cs)
+	delete(a.causes, p)
+	a.judged[p] = true
+}
+
+// addCause records that an outcome answers causation c of command
+// partition p.
+func (a *auditor) addCause(p int32, c digest, flags uint8) {
+	if a.judged[p] {
+		a.late[c] |= flags
+		return
+	}
+	cs := a.causes[p]
+	if cs == nil {
+		cs = map[digest]uint8{}
+		a.causes[p] = cs
+	}
+	f, ok := cs[c]
+	if !ok {
+		a.grow(1)
+	}
+	cs[c] = f | flags
+}
+
+// cause returns the flags of causation c, looked up first among the
+// answers to command partition p, then among every other partition's: an
+// outcome answers the command of its causation id wherever either is.
+func (a *auditor) cause(p int32, c digest) (uint8, bool) {
+	f, ok := a.causes[p][c]
+	if ok && f&causeSucceeded != 0 {
+		return f, true
+	}
+	for q, cs := range a.causes {
+		if q == p {
+			continue
+		}
+		if g, found := cs[c]; found {
+			f, ok = f|g, true
+		}
+	}
+	if g, found := a.late[c]; found {
+		f, ok = f|g, true
+	}
+	return f, ok
+}
+
+func (a *auditor) answered(p int32, c digest) bool {
+	_, ok := a.cause(p, c)
+	return ok
 }
 
 func (a *auditor) isChecked(p int32) bool { return a.checked == nil || a.checked[p] }
@@ -442,6 +603,7 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 	if ks == nil {
 		ks = &keyState{}
 		a.keys[id] = ks
+		a.grow(1)
 	}
 	ks.latest = rec.Status
 	if rel := rec.Release; rel != nil {
@@ -453,31 +615,31 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 		if rel.Offset != nil {
 			free = *rel.Offset
 		}
-		ks.final = &finalRef{status: rec.Status, off: off, finished: rec.FinishedAt, freeAfter: &free, releaseAt: off}
+		ks.final, ks.hasFinal = finalRefOf(rec, off), true
+		ks.final.freeAfter, ks.final.hasFree, ks.final.releaseAt = free, true, off
 		return
 	}
 	switch rec.Status {
 	case schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected:
-		ks.final = &finalRef{status: rec.Status, off: off, finished: rec.FinishedAt, releaseAt: -1}
+		ks.final, ks.hasFinal = finalRefOf(rec, off), true
 		if rec.Status == schemas.StatusRejected && rec.Resolution == nil && rec.Error != nil && !decide.RejectionFinal(rec.Error.Code) {
 			// Never started, and not final for the key: a later
 			// command with it is new work (docs/guarantees.md#decision-table).
-			free := rec.Command.Offset
-			ks.final.freeAfter = &free
+			ks.final.freeAfter, ks.final.hasFree = rec.Command.Offset, true
 		}
 	case schemas.StatusInProgress:
-		if f := ks.final; f != nil && f.freeAfter != nil && (*f.freeAfter < 0 || rec.Command.Offset > *f.freeAfter) {
-			ks.final, ks.attempts = nil, 0
+		if f := &ks.final; ks.hasFinal && f.hasFree && (f.freeAfter < 0 || rec.Command.Offset > f.freeAfter) {
+			ks.hasFinal, ks.attempts = false, 0
 		}
-		if f := ks.final; f != nil && f.releaseAt >= 0 {
-			ks.final = nil
+		if f := ks.final; ks.hasFinal && f.releaseAt >= 0 {
+			ks.hasFinal = false
 			v.Message = fmt.Sprintf("in_progress for the command at offset %d, which precedes the release at commands offset %d (journal offset %d) that freed the key: a command consumed before the release executed again",
-				rec.Command.Offset, *f.freeAfter, f.releaseAt)
+				rec.Command.Offset, f.freeAfter, f.releaseAt)
 			a.violate(CheckOncePerKey, v)
 		}
-		if f := ks.final; f != nil {
-			ks.final = nil // one report per re-execution, not per attempt
-			gap, known := reexecutionGap(f.finished, rec.StartedAt)
+		if f := ks.final; ks.hasFinal {
+			ks.hasFinal = false // one report per re-execution, not per attempt
+			gap, known := reexecutionGap(f, rec.StartedAt)
 			if known && gap >= a.in.KeyMemory {
 				a.notef(noteKeyMemory, "key %q (journal partition %d) executed again at offset %d, %s after its final record at offset %d: beyond key_memory %s, so forgotten by design (not checked)",
 					rec.IdempotencyKey, id.p, off, gap.Round(time.Second), f.off, a.in.KeyMemory)
@@ -500,13 +662,22 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 	}
 }
 
+// finalRefOf is what onceKey remembers of final record rec at off.
+func finalRefOf(rec *schemas.Record, off int64) finalRef {
+	f := finalRef{status: rec.Status, off: off, releaseAt: -1}
+	if rec.FinishedAt != nil {
+		f.finished, f.hasFinished = *rec.FinishedAt, true
+	}
+	return f
+}
+
 // reexecutionGap is the time between a final record and a later start of
 // the same key, when both records carry the times.
-func reexecutionGap(finished, started *time.Time) (time.Duration, bool) {
-	if finished == nil || started == nil {
+func reexecutionGap(f finalRef, started *time.Time) (time.Duration, bool) {
+	if !f.hasFinished || started == nil {
 		return 0, false
 	}
-	return started.Sub(*finished), true
+	return started.Sub(f.finished), true
 }
 
 // singleFlight checks G1 for one record of an entity: while one key of the
@@ -516,27 +687,35 @@ func reexecutionGap(finished, started *time.Time) (time.Duration, bool) {
 func (a *auditor) singleFlight(id pk, off int64, rec *schemas.Record, v Violation) {
 	es := a.ents[id]
 	if es == nil {
-		es = &entityState{inflight: map[string]int64{}, tokOff: -1}
+		es = &entityState{tokOff: -1}
 		a.ents[id] = es
+		a.grow(1)
 	}
 	if rec.Status != schemas.StatusInProgress {
-		delete(es.inflight, rec.IdempotencyKey)
+		es.inflight = slices.DeleteFunc(es.inflight, func(k inflightKey) bool { return k.key == rec.IdempotencyKey })
 		return
 	}
-	others := slices.Sorted(func(yield func(string) bool) {
-		for k := range es.inflight {
-			if k != rec.IdempotencyKey && !yield(k) {
-				return
-			}
+	others := make([]inflightKey, 0, len(es.inflight))
+	mine := -1
+	for i, k := range es.inflight {
+		if k.key == rec.IdempotencyKey {
+			mine = i
+			continue
 		}
-	})
+		others = append(others, k)
+	}
+	slices.SortFunc(others, func(x, y inflightKey) int { return cmp.Compare(x.key, y.key) })
 	for _, k := range others {
 		w := v
 		w.Message = fmt.Sprintf("entity %q: key %q starts (in_progress) while key %q is in_progress since offset %d",
-			rec.Entity, rec.IdempotencyKey, k, es.inflight[k])
+			rec.Entity, rec.IdempotencyKey, k.key, k.off)
 		a.violate(CheckSingleFlight, w)
 	}
-	es.inflight[rec.IdempotencyKey] = off
+	if mine >= 0 {
+		es.inflight[mine].off = off
+	} else {
+		es.inflight = append(es.inflight, inflightKey{rec.IdempotencyKey, off})
+	}
 	t := rec.FencingToken
 	if t == 0 {
 		return // written before fencing tokens existed
@@ -569,11 +748,11 @@ func (a *auditor) outcome(r *kgo.Record) {
 		a.violate(check, v)
 		return
 	}
-	c := a.causes[digestOf(o.CausationID)] | causeAnswered
+	c := causeAnswered
 	if o.Record.Status == schemas.StatusSucceeded {
 		c |= causeSucceeded
 	}
-	a.causes[digestOf(o.CausationID)] = c
+	a.addCause(o.Record.Command.Partition, digestOf(o.CausationID), c)
 	if !a.isChecked(o.Record.Command.Partition) {
 		return
 	}
@@ -592,9 +771,17 @@ func (a *auditor) outcome(r *kgo.Record) {
 	a.sameAnswer(&o, v)
 	id, tuple := digestOf(o.ID), digestOf(causation, string(status), key, decision)
 	prev, dup := a.ids[id]
+	if !dup && a.idStore != nil && a.err == nil {
+		// First use in an outcome partition read before?
+		if prev, dup, a.err = a.idStore.get(id); dup {
+			a.ids[id] = prev
+			a.grow(1)
+		}
+	}
 	switch {
 	case !dup:
 		a.ids[id] = idSeen{tuple, src{r.Partition, r.Offset}}
+		a.grow(1)
 	case prev.tuple == tuple:
 		a.counts.Republications++
 	default:
@@ -624,6 +811,9 @@ func (a *auditor) sameAnswer(o *schemas.Outcome, v Violation) {
 	now := answer{status: o.Record.Status, code: code, at: src{v.Partition, v.Offset}}
 	prev, seen := a.answers[d]
 	a.answers[d] = now
+	if !seen {
+		a.grow(1)
+	}
 	if !seen || (prev.status == now.status && prev.code == now.code) ||
 		prev.status == schemas.StatusUnresolved || prev.status == schemas.StatusHeld {
 		return
@@ -669,7 +859,8 @@ func (a *auditor) command(r *kgo.Record) {
 		}
 		a.unanswered(here, string(r.Key), fmt.Sprintf("undecodable (%v) but has no copy on %s", err, a.in.Topics.Deadletter))
 	case n > 0 && partitioner.ForEntity(cmd.Subject, n) != r.Partition:
-		a.misrouted = append(a.misrouted, misrouted{at: here, key: string(r.Key), causation: digestOf(cmd.ID),
+		c := digestOf(cmd.ID)
+		a.misrouted = append(a.misrouted, misrouted{at: here, key: string(r.Key), causation: c, answered: a.answered(r.Partition, c),
 			want: fmt.Sprintf("misrouted (entity %q belongs on partition %d) but has no forwarded copy there, nor a deadletter copy and an outcome",
 				cmd.Subject, partitioner.ForEntity(cmd.Subject, n))})
 	case cmd.Type == TypeReconcile:
@@ -678,10 +869,17 @@ func (a *auditor) command(r *kgo.Record) {
 		a.decision(r, &cmd)
 		fallthrough
 	default:
-		if _, ok := a.causes[digestOf(cmd.ID)]; ok {
+		c := digestOf(cmd.ID)
+		if a.answered(r.Partition, c) {
 			return
 		}
-		a.unanswered(here, string(r.Key), fmt.Sprintf("command %q (key %q) has no outcome with causationid %q", cmd.ID, cmd.IdempotencyKey, cmd.ID))
+		want := fmt.Sprintf("command %q (key %q) has no outcome with causationid %q", cmd.ID, cmd.IdempotencyKey, cmd.ID)
+		if committed, has := a.in.Committed[here.p]; has && here.off < committed {
+			// Judged in finish: an answer may still be read.
+			a.deferred = append(a.deferred, deferredCmd{at: here, causation: c, key: string(r.Key), want: want})
+			return
+		}
+		a.unanswered(here, string(r.Key), want)
 	}
 }
 
@@ -706,7 +904,7 @@ func (a *auditor) decision(r *kgo.Record, cmd *schemas.Command) {
 	if err == nil {
 		return
 	}
-	if a.causes[digestOf(cmd.ID)]&causeSucceeded == 0 {
+	if f, _ := a.cause(r.Partition, digestOf(cmd.ID)); f&causeSucceeded == 0 {
 		a.counts.RefusedDecisions++
 		return
 	}
