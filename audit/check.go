@@ -91,13 +91,17 @@ func Check(in Input) Report {
 type digest [16]byte
 
 func digestOf(parts ...string) digest {
-	h := sha256.New()
+	var buf [256]byte
+	b := buf[:0]
 	for _, p := range parts {
 		// Length-prefixed so ("ab","c") and ("a","bc") differ.
-		fmt.Fprintf(h, "%d:%s", len(p), p)
+		b = strconv.AppendInt(b, int64(len(p)), 10)
+		b = append(b, ':')
+		b = append(b, p...)
 	}
+	sum := sha256.Sum256(b)
 	var d digest
-	copy(d[:], h.Sum(nil))
+	copy(d[:], sum[:])
 	return d
 }
 
@@ -742,7 +746,7 @@ func (a *auditor) singleFlight(id pk, off int64, rec *schemas.Record, v Violatio
 func (a *auditor) outcome(r *kgo.Record) {
 	const check = CheckOutcomeIDs
 	v := Violation{Topic: a.in.Topics.Outcomes, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
-	o, err := schemas.DecodeOutcome(r)
+	o, err := decodeOutcome(r)
 	if err != nil {
 		v.Message = fmt.Sprintf("undecodable outcome event: %v", err)
 		a.violate(check, v)
