@@ -49,10 +49,10 @@ func decodeOutcomeFast(r *kgo.Record) (o schemas.Outcome, ok bool) {
 	if _, err := time.Parse(time.RFC3339Nano, at); err != nil {
 		return o, false
 	}
-	if s.opt(`,"` + schemas.ExtCausationID + `":`) && !s.str(&o.CausationID) {
+	if s.opt(`,"`+schemas.ExtCausationID+`":`) && !s.str(&o.CausationID) {
 		return o, false
 	}
-	if s.opt(`,"` + schemas.ExtIdempotencyKey + `":`) && !s.str(&o.IdempotencyKey) {
+	if s.opt(`,"`+schemas.ExtIdempotencyKey+`":`) && !s.str(&o.IdempotencyKey) {
 		return o, false
 	}
 	switch {
@@ -63,7 +63,7 @@ func decodeOutcomeFast(r *kgo.Record) (o schemas.Outcome, ok bool) {
 		return o, false
 	}
 	var tp string
-	if s.opt(`,"` + schemas.ExtTraceParent + `":`) && !s.str(&tp) {
+	if s.opt(`,"`+schemas.ExtTraceParent+`":`) && !s.str(&tp) {
 		return o, false
 	}
 	if !s.opt(`,"data":{`) {
