@@ -179,7 +179,12 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 	for p := range ends[tp.Deadletter] {
 		rng(dl, tp.Deadletter, p)
 	}
-	if err := read(ctx, cl, dl, a.deadletter); err != nil {
+	err := read(ctx, cl, dl, func(rs []*kgo.Record) {
+		for _, r := range rs {
+			a.deadletter(r)
+		}
+	})
+	if err != nil {
 		return err
 	}
 	n := int32(max(len(ends[tp.Commands]), len(ends[tp.Journal]), len(ends[tp.Outcomes])))
@@ -192,16 +197,7 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 		if p > 0 {
 			rng(step, tp.Commands, p-1)
 		}
-		err := read(ctx, cl, step, func(r *kgo.Record) {
-			switch r.Topic {
-			case tp.Journal:
-				a.journalRecord(r)
-			case tp.Outcomes:
-				a.outcome(r)
-			case tp.Commands:
-				a.command(r)
-			}
-		})
+		err := read(ctx, cl, step, a.records)
 		if err == nil {
 			err = a.err
 		}
@@ -300,14 +296,15 @@ func offsetsOf(listed kadm.ListedOffsets, err error, want []string) (map[string]
 }
 
 // read calls fn with the committed data records of every partition range
-// [start, end), in offset order per partition, and keeps none of them. It
+// [start, end), a fetch at a time, in offset order per partition, and
+// keeps none of them. It
 // is one direct consumer of all ranges (no group: the audit must not
 // disturb anyone's offsets), read_committed so that a fenced zombie's
 // aborted writes are never taken for history, and keeping control records
 // because the last offset below a last stable offset is often a
 // transaction marker — without it a read would wait for a record that
 // never comes.
-func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]int64, fn func(*kgo.Record)) error {
+func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]int64, fn func([]*kgo.Record)) error {
 	parts := map[string]map[int32]kgo.Offset{}
 	pending := map[string]map[int32]int64{} // topic -> partition -> last offset to read
 	for t, ps := range ranges {
@@ -341,6 +338,7 @@ func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 	for _, ps := range pending {
 		left += len(ps)
 	}
+	var batch []*kgo.Record
 	for left > 0 {
 		fs := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -362,7 +360,7 @@ func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 			}
 			for _, rec := range fp.Records {
 				if rec.Offset <= last && !rec.Attrs.IsControl() {
-					fn(rec)
+					batch = append(batch, rec)
 				}
 				if rec.Offset >= last {
 					delete(pending[fp.Topic], fp.Partition)
@@ -371,6 +369,11 @@ func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 				}
 			}
 		})
+		if len(batch) > 0 {
+			fn(batch)
+			clear(batch)
+			batch = batch[:0]
+		}
 	}
 	return nil
 }

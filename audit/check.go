@@ -250,6 +250,8 @@ type auditor struct {
 	// did when the whole outcomes topic was read first.
 	deferred []deferredCmd
 
+	dbuf []decoded // records' decodings, reused from fetch to fetch
+
 	// Keys dropped with their partition, for Counts.
 	keysDropped, unresolvedDropped int
 	// live is the number of per-key, per-entity and per-answer entries
@@ -511,6 +513,13 @@ func short(h string) string {
 // prev_hash, and its own hash is what its contents hash to; epoch markers
 // are not chained), then G2 and G1 over the decoded record.
 func (a *auditor) journalRecord(r *kgo.Record) {
+	var d decoded
+	a.decode(r, &d)
+	a.checkJournal(r, &d)
+}
+
+// checkJournal is journalRecord for a record decoded already.
+func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	if !a.isChecked(r.Partition) {
 		return
 	}
@@ -525,7 +534,7 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 			a.notef(noteRetention, "journal partition %d starts at offset %d (retention): its chain is checked from there", r.Partition, start)
 		}
 	}
-	switch kind, _ := header(r, outbox.HeaderKind); kind {
+	switch d.kind {
 	case outbox.KindEpoch:
 		cs.epoch = max(cs.epoch, markerEpoch(r))
 		return
@@ -535,7 +544,7 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	}
 	a.counts.JournalRecords++
 	v := Violation{Topic: a.in.Topics.Journal, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
-	rec, err := schemas.UnmarshalRecord(r.Value)
+	rec, err := &d.rec, d.err
 	if err != nil {
 		v.Message = fmt.Sprintf("undecodable record, chain cannot be verified across it: %v", err)
 		a.violate(CheckHashChain, v)
@@ -554,10 +563,10 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	// The hash is over the record's own bytes in RFC 8785 form, as any
 	// JCS library computes it; journals written before the change carry
 	// the round-1 hash, which is accepted too.
-	if h, err := schemas.RecordHash(r.Value); err != nil {
+	if h, err := d.hash, d.hashErr; err != nil {
 		problems = append(problems, fmt.Sprintf("cannot hash: %v", err))
 	} else if h != rec.Hash {
-		if old, err := schemas.LegacyHashRecord(rec.PrevHash, rec); err != nil || old != rec.Hash {
+		if old, err := schemas.LegacyHashRecord(rec.PrevHash, *rec); err != nil || old != rec.Hash {
 			problems = append(problems, fmt.Sprintf("hash %s but the contents hash to %s: the record was changed", short(rec.Hash), short(h)))
 		} else {
 			a.counts.LegacyHashes++
@@ -586,14 +595,14 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	if rec.Status != schemas.StatusInProgress {
 		if rec.EstablishedBy == "" {
 			a.counts.WithoutEstablishedBy++
-		} else if msg := EvidenceProblem(&rec); msg != "" {
+		} else if msg := EvidenceProblem(rec); msg != "" {
 			ev := v
 			ev.Message = msg
 			a.violate(CheckEvidence, ev)
 		}
 	}
-	a.onceKey(pk{r.Partition, rec.Entity + "\x00" + rec.IdempotencyKey}, r.Offset, &rec, v)
-	a.singleFlight(pk{r.Partition, rec.Entity}, r.Offset, &rec, v)
+	a.onceKey(pk{r.Partition, rec.Entity + "\x00" + rec.IdempotencyKey}, r.Offset, rec, v)
+	a.singleFlight(pk{r.Partition, rec.Entity}, r.Offset, rec, v)
 }
 
 // markerEpoch reads an epoch marker's epoch as restore does.
@@ -744,9 +753,16 @@ func (a *auditor) singleFlight(id pk, off int64, rec *schemas.Record, v Violatio
 // the same id again is a republication (allowed, consumers drop it). It
 // records the causation id as answered, for the G4 check of the commands.
 func (a *auditor) outcome(r *kgo.Record) {
+	var d decoded
+	a.decode(r, &d)
+	a.checkOutcome(r, &d)
+}
+
+// checkOutcome is outcome for a record decoded already.
+func (a *auditor) checkOutcome(r *kgo.Record, d *decoded) {
 	const check = CheckOutcomeIDs
 	v := Violation{Topic: a.in.Topics.Outcomes, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
-	o, err := decodeOutcome(r)
+	o, err := &d.o, d.err
 	if err != nil {
 		v.Message = fmt.Sprintf("undecodable outcome event: %v", err)
 		a.violate(check, v)
@@ -756,7 +772,7 @@ func (a *auditor) outcome(r *kgo.Record) {
 	if o.Record.Status == schemas.StatusSucceeded {
 		c |= causeSucceeded
 	}
-	a.addCause(o.Record.Command.Partition, digestOf(o.CausationID), c)
+	a.addCause(o.Record.Command.Partition, d.causation, c)
 	if !a.isChecked(o.Record.Command.Partition) {
 		return
 	}
@@ -764,7 +780,7 @@ func (a *auditor) outcome(r *kgo.Record) {
 	key, status, causation := o.Record.IdempotencyKey, o.Record.Status, o.CausationID
 	v.Key = key
 	decision := schemas.SettlementDecision(&o.Record, causation)
-	if want := schemas.OutcomeIDOf(&o.Record, causation); o.ID != want {
+	if want := d.wantID; o.ID != want {
 		basis := fmt.Sprintf("causation %q", causation)
 		if decision != "" {
 			basis = fmt.Sprintf("decision %q", decision)
@@ -772,8 +788,8 @@ func (a *auditor) outcome(r *kgo.Record) {
 		v.Message = fmt.Sprintf("id %s is not the deterministic id %s of (key, status %s, %s)", o.ID, want, status, basis)
 		a.violate(check, v)
 	}
-	a.sameAnswer(&o, v)
-	id, tuple := digestOf(o.ID), digestOf(causation, string(status), key, decision)
+	a.sameAnswer(o, d.answer, v)
+	id, tuple := d.id, d.tuple
 	prev, dup := a.ids[id]
 	if !dup && a.idStore != nil && a.err == nil {
 		// First use in an outcome partition read before?
@@ -806,12 +822,11 @@ type answer struct {
 // the first time (docs/guarantees.md#decision-table): a second outcome for
 // the same (causation, entity, key) has the same status and error code,
 // unless the first left the key unresolved or held and this one settles it.
-func (a *auditor) sameAnswer(o *schemas.Outcome, v Violation) {
+func (a *auditor) sameAnswer(o *schemas.Outcome, d digest, v Violation) {
 	code := ""
 	if o.Record.Error != nil {
 		code = o.Record.Error.Code
 	}
-	d := digestOf(o.CausationID, o.Record.Entity, o.Record.IdempotencyKey)
 	now := answer{status: o.Record.Status, code: code, at: src{v.Partition, v.Offset}}
 	prev, seen := a.answers[d]
 	a.answers[d] = now
@@ -845,6 +860,13 @@ func (a *auditor) deadletter(r *kgo.Record) {
 // reconciler's internal requests. Commands at or above the group's
 // committed offset may still be in flight and count as pending instead.
 func (a *auditor) command(r *kgo.Record) {
+	var d decoded
+	a.decode(r, &d)
+	a.checkCommand(r, &d)
+}
+
+// checkCommand is command for a record decoded already.
+func (a *auditor) checkCommand(r *kgo.Record, d *decoded) {
 	if s, ok := sourceOf(r, outbox.HeaderForwardedFromPartition, outbox.HeaderForwardedFromOffset); ok {
 		a.fwd[s] = struct{}{}
 	}
@@ -853,7 +875,7 @@ func (a *auditor) command(r *kgo.Record) {
 	}
 	a.counts.Commands++
 	here := src{r.Partition, r.Offset}
-	cmd, err := schemas.DecodeCommand(r, a.in.MaxDataBytes)
+	cmd, err := &d.cmd, d.err
 	n := a.in.CommandPartitions
 	switch {
 	case err != nil:
@@ -863,17 +885,17 @@ func (a *auditor) command(r *kgo.Record) {
 		}
 		a.unanswered(here, string(r.Key), fmt.Sprintf("undecodable (%v) but has no copy on %s", err, a.in.Topics.Deadletter))
 	case n > 0 && partitioner.ForEntity(cmd.Subject, n) != r.Partition:
-		c := digestOf(cmd.ID)
+		c := d.causation
 		a.misrouted = append(a.misrouted, misrouted{at: here, key: string(r.Key), causation: c, answered: a.answered(r.Partition, c),
 			want: fmt.Sprintf("misrouted (entity %q belongs on partition %d) but has no forwarded copy there, nor a deadletter copy and an outcome",
 				cmd.Subject, partitioner.ForEntity(cmd.Subject, n))})
 	case cmd.Type == TypeReconcile:
 		// The reconciler's internal request: no outcome by design.
 	case schemas.IsDecision(cmd.Type):
-		a.decision(r, &cmd)
+		a.decision(r, cmd)
 		fallthrough
 	default:
-		c := digestOf(cmd.ID)
+		c := d.causation
 		if a.answered(r.Partition, c) {
 			return
 		}

@@ -1,0 +1,109 @@
+package audit
+
+import (
+	"runtime"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// decoded is what the checks need of one record that does not depend on
+// any other record: its decoding, its hash, the digests it is matched by.
+// It is computed apart from the checks (decode), so that Run can decode
+// the records of a fetch on every core and then check them in order on
+// one (records).
+type decoded struct {
+	err error
+
+	// journal records
+	kind    string // outbox.HeaderKind
+	rec     schemas.Record
+	hash    string
+	hashErr error
+
+	// outcome events
+	o                 schemas.Outcome
+	wantID            string // its deterministic id
+	id, tuple, answer digest // of its id, (causation, status, key, decision), (causation, entity, key)
+	causation         digest // of its causation id; for a command, of its id
+	cmd               schemas.Command
+}
+
+// decode fills d for r. It reads only the auditor's configuration, never
+// its state, so records can be decoded concurrently.
+func (a *auditor) decode(r *kgo.Record, d *decoded) {
+	switch r.Topic {
+	case a.in.Topics.Journal:
+		d.kind, _ = header(r, outbox.HeaderKind)
+		if d.kind != outbox.KindRecord || !a.isChecked(r.Partition) {
+			return
+		}
+		if d.rec, d.err = schemas.UnmarshalRecord(r.Value); d.err == nil {
+			d.hash, d.hashErr = schemas.RecordHash(r.Value)
+		}
+	case a.in.Topics.Outcomes:
+		if d.o, d.err = decodeOutcome(r); d.err != nil {
+			return
+		}
+		o := &d.o
+		d.causation = digestOf(o.CausationID)
+		if !a.isChecked(o.Record.Command.Partition) {
+			return
+		}
+		decision := schemas.SettlementDecision(&o.Record, o.CausationID)
+		d.wantID = schemas.OutcomeIDOf(&o.Record, o.CausationID)
+		d.id = digestOf(o.ID)
+		d.tuple = digestOf(o.CausationID, string(o.Record.Status), o.Record.IdempotencyKey, decision)
+		d.answer = digestOf(o.CausationID, o.Record.Entity, o.Record.IdempotencyKey)
+	case a.in.Topics.Commands:
+		if !a.isChecked(r.Partition) {
+			return
+		}
+		if d.cmd, d.err = schemas.DecodeCommand(r, a.in.MaxDataBytes); d.err == nil {
+			d.causation = digestOf(d.cmd.ID)
+		}
+	}
+}
+
+// records checks rs, records of any of the journal, outcomes and commands
+// topics in the order each partition was read: decoded on every core
+// first, then checked one by one in order.
+func (a *auditor) records(rs []*kgo.Record) {
+	if cap(a.dbuf) < len(rs) {
+		a.dbuf = make([]decoded, len(rs))
+	}
+	ds := a.dbuf[:len(rs)]
+	workers := min(runtime.GOMAXPROCS(0), (len(rs)+63)/64)
+	if workers <= 1 {
+		for i, r := range rs {
+			a.decode(r, &ds[i])
+		}
+	} else {
+		var wg sync.WaitGroup
+		per := (len(rs) + workers - 1) / workers
+		for lo := 0; lo < len(rs); lo += per {
+			hi := min(lo+per, len(rs))
+			wg.Go(func() {
+				for i := lo; i < hi; i++ {
+					a.decode(rs[i], &ds[i])
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for i, r := range rs {
+		switch r.Topic {
+		case a.in.Topics.Journal:
+			a.checkJournal(r, &ds[i])
+		case a.in.Topics.Outcomes:
+			a.checkOutcome(r, &ds[i])
+		case a.in.Topics.Commands:
+			a.checkCommand(r, &ds[i])
+		}
+	}
+	// Drop what the decoded records point at before the next fetch.
+	clear(ds)
+}
