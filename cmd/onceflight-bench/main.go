@@ -41,7 +41,7 @@ import (
 
 // allPhases in the order they run; later phases reuse what earlier ones
 // left (the executor's data dir, its final keys, the journal).
-var allPhases = []string{"raw", "executor", "repeats", "latency", "http", "restore", "audit", "executors"}
+var allPhases = []string{"raw", "executor", "repeats", "latency", "http", "restore", "executors"}
 
 // bench is one run's configuration and shared clients.
 type bench struct {
@@ -116,13 +116,12 @@ type options struct {
 	audit         bool
 	maxExecutors  int
 	executorsN    int
-	auditArgs     string
 }
 
 func main() {
 	var o options
 	fs := flag.NewFlagSet("onceflight-bench", flag.ExitOnError)
-	fs.StringVar(&o.phases, "phases", "raw,executor,repeats,latency,http,restore,audit", "phases to run, comma-separated, from "+strings.Join(allPhases, ","))
+	fs.StringVar(&o.phases, "phases", "raw,executor,repeats,latency,http,restore", "phases to run, comma-separated, from "+strings.Join(allPhases, ","))
 	fs.IntVar(&o.n, "n", 50_000, "commands in the executor's and the repeats' backlog")
 	fs.IntVar(&o.rawN, "raw-n", 0, "inputs of the raw pipeline (0: 4 × -n, at least 200 000: it is fast, and a longer run is steadier)")
 	fs.IntVar(&o.rawPoll, "raw-poll", 0, "records per poll (and so per transaction) of the raw pipeline; 0: whatever one PollFetches returns (the strongest baseline); 500 is the executor's MaxPollRecords")
@@ -149,7 +148,6 @@ func main() {
 	fs.BoolVar(&o.audit, "audit", true, "run onceflight's audit command after every executor phase")
 	fs.IntVar(&o.maxExecutors, "max-executors", 3, "the executors phase (not in the defaults: make bench-scale) drains a backlog with 1, 2, … this many serve processes in one group")
 	fs.IntVar(&o.executorsN, "executors-n", 0, "commands of each executors run (0: -n)")
-	fs.StringVar(&o.auditArgs, "audit-args", "", "extra flags for the audit phase's `onceflight audit`, space-separated")
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -405,25 +403,6 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			r.Note += fmt.Sprintf("; %d partition restores failed and were retried", rr.failures)
 		}
 		b.rep.Rows = append(b.rep.Rows, r)
-	}
-
-	if phases["audit"] {
-		// Issue 24 item 6: the audit of what the phases before left (or,
-		// with -prefix, an earlier run's topics), at the speed of reading
-		// and in bounded memory. On an empty journal it first fills the
-		// topics with a drain of -n commands.
-		if _, j, err := b.endOffsets(ctx, b.topics.Journal); err == nil && j == 0 {
-			fmt.Fprintf(os.Stderr, "audit: filling the topics with %d commands\n", o.n)
-			if _, err := b.drain(ctx, "audit-fill", cmdSpec{action: "bench.noop", idPrefix: "a", keyPrefix: "ak", n: o.n}, execDir, o.inflight); err != nil {
-				b.problem("audit-fill: %v", err)
-			}
-		}
-		fmt.Fprintln(os.Stderr, "audit: raw read of the topics, then onceflight audit")
-		ar, err := b.auditPhase(ctx, strings.Fields(o.auditArgs))
-		if err != nil {
-			b.problem("audit: %v", err)
-		}
-		b.rep.Rows = append(b.rep.Rows, auditRows(ar)...)
 	}
 
 	if phases["executors"] {

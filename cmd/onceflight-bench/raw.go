@@ -151,7 +151,42 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 // rawRead reads topic from start to its end offsets as fast as a plain
 // read_committed consumer can, the baseline of restore's catch-up.
 func (b *bench) rawRead(ctx context.Context, topic string) (int, time.Duration, error) {
-	return b.rawReadTopics(ctx, topic)
+	ends, _, err := b.endOffsets(ctx, topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return 0, 0, fmt.Errorf("raw read client: %w", err)
+	}
+	defer cl.Close()
+	left := map[int32]int64{}
+	for p, o := range ends {
+		if o.EpochOffset().Offset > 0 {
+			left[p] = o.EpochOffset().Offset
+		}
+	}
+	records := 0
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return records, 0, fmt.Errorf("raw read of %s: %w", topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				records++
+			}
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return records, time.Since(start), nil
 }
 
 // brokerCPU is the CPU the broker process has used so far, 0 if the run
