@@ -112,14 +112,6 @@ type src struct {
 	off int64
 }
 
-// pk scopes a key or entity to its journal partition: dedupe is per
-// partition (DESIGN "Known limits"), so the same key on two partitions is
-// two histories, and their offsets are not comparable anyway.
-type pk struct {
-	p  int32
-	id string
-}
-
 // chainState is what G5 needs per journal partition while it is read in
 // offset order.
 type chainState struct {
@@ -222,8 +214,8 @@ type auditor struct {
 	// keys and ents are the journal partitions' keys (entity NUL key)
 	// and entities; Run reads one journal partition at a time, and
 	// dropping them ends that partition's G1 and G2.
-	keys map[pk]*keyState
-	ents map[pk]*entityState
+	keys map[digest]keyState    // digest of (partition, entity, key)
+	ents map[digest]entityState // digest of (partition, entity)
 
 	// causes: per command partition the outcome names (Record.Command
 	// .Partition), the causation ids answered: causeAnswered |
@@ -278,7 +270,7 @@ func newAuditor(in Input) *auditor {
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
-		chains: map[int32]*chainState{}, keys: map[pk]*keyState{}, ents: map[pk]*entityState{},
+		chains: map[int32]*chainState{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
 		causes: map[int32]map[digest]uint8{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 	}
@@ -367,7 +359,7 @@ func (a *auditor) endAnswers() {
 		}
 	}
 	a.live -= len(a.keys) + len(a.ents) + len(a.answers) + len(a.ids)
-	a.keys, a.ents, a.answers = map[pk]*keyState{}, map[pk]*entityState{}, map[digest]answer{}
+	a.keys, a.ents, a.answers = map[digest]keyState{}, map[digest]entityState{}, map[digest]answer{}
 	if a.idStore != nil && a.err == nil {
 		a.err = a.idStore.add(a.ids)
 	}
@@ -601,8 +593,8 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 			a.violate(CheckEvidence, ev)
 		}
 	}
-	a.onceKey(pk{r.Partition, rec.Entity + "\x00" + rec.IdempotencyKey}, r.Offset, rec, v)
-	a.singleFlight(pk{r.Partition, rec.Entity}, r.Offset, rec, v)
+	a.onceKey(r.Partition, d.keyID, r.Offset, rec, v)
+	a.singleFlight(d.entityID, r.Offset, rec, v)
 }
 
 // markerEpoch reads an epoch marker's epoch as restore does.
@@ -611,14 +603,18 @@ func markerEpoch(r *kgo.Record) int64 { return schemas.DecodeEpochMarker(r).Epoc
 // onceKey checks G2 for one record of a key: no in_progress after a final
 // succeeded, failed or rejected record (unresolved may be reconciled, which
 // starts a new attempt), and attempt numbers never go down.
-func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
-	ks := a.keys[id]
-	if ks == nil {
-		ks = &keyState{}
-		a.keys[id] = ks
+func (a *auditor) onceKey(p int32, id digest, off int64, rec *schemas.Record, v Violation) {
+	ks, ok := a.keys[id]
+	if !ok {
 		a.grow(1)
 	}
-	ks.latest = rec.Status
+	a.onceKeyState(&ks, p, off, rec, v)
+	a.keys[id] = ks
+}
+
+// onceKeyState is onceKey on the key's state ks.
+func (a *auditor) onceKeyState(ks *keyState, p int32, off int64, rec *schemas.Record, v Violation) {
+	ks.latest = intern(rec.Status)
 	if rel := rec.Release; rel != nil {
 		// An operator released the key (docs/events.md#release): the
 		// next execution is new work, not a repeat — for a command after
@@ -655,7 +651,7 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 			gap, known := reexecutionGap(f, rec.StartedAt)
 			if known && gap >= a.in.KeyMemory {
 				a.notef(noteKeyMemory, "key %q (journal partition %d) executed again at offset %d, %s after its final record at offset %d: beyond key_memory %s, so forgotten by design (not checked)",
-					rec.IdempotencyKey, id.p, off, gap.Round(time.Second), f.off, a.in.KeyMemory)
+					rec.IdempotencyKey, p, off, gap.Round(time.Second), f.off, a.in.KeyMemory)
 				ks.attempts = 0
 			} else {
 				v.Message = fmt.Sprintf("in_progress (attempt %d) after the key's final %s record at offset %d", rec.Attempts, f.status, f.off)
@@ -675,9 +671,21 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 	}
 }
 
+// intern returns the constant for a known status, so that what the
+// audit keeps per key does not hold on to the decoded record's string.
+func intern(s schemas.Status) schemas.Status {
+	for _, c := range [...]schemas.Status{schemas.StatusInProgress, schemas.StatusSucceeded, schemas.StatusFailed,
+		schemas.StatusUnresolved, schemas.StatusRejected, schemas.StatusHeld} {
+		if s == c {
+			return c
+		}
+	}
+	return s
+}
+
 // finalRefOf is what onceKey remembers of final record rec at off.
 func finalRefOf(rec *schemas.Record, off int64) finalRef {
-	f := finalRef{status: rec.Status, off: off, releaseAt: -1}
+	f := finalRef{status: intern(rec.Status), off: off, releaseAt: -1}
 	if rec.FinishedAt != nil {
 		f.finished, f.hasFinished = *rec.FinishedAt, true
 	}
@@ -697,15 +705,23 @@ func reexecutionGap(f finalRef, started *time.Time) (time.Duration, bool) {
 // entity is in_progress, no other key starts; and fencing tokens never go
 // back (they strictly increase across keys; one key's retries may reuse its
 // token).
-func (a *auditor) singleFlight(id pk, off int64, rec *schemas.Record, v Violation) {
-	es := a.ents[id]
-	if es == nil {
-		es = &entityState{tokOff: -1}
-		a.ents[id] = es
+func (a *auditor) singleFlight(id digest, off int64, rec *schemas.Record, v Violation) {
+	es, ok := a.ents[id]
+	if !ok {
+		es = entityState{tokOff: -1}
 		a.grow(1)
 	}
+	a.singleFlightState(&es, off, rec, v)
+	a.ents[id] = es
+}
+
+// singleFlightState is singleFlight on the entity's state es.
+func (a *auditor) singleFlightState(es *entityState, off int64, rec *schemas.Record, v Violation) {
 	if rec.Status != schemas.StatusInProgress {
 		es.inflight = slices.DeleteFunc(es.inflight, func(k inflightKey) bool { return k.key == rec.IdempotencyKey })
+		if len(es.inflight) == 0 {
+			es.inflight = nil // most entities are idle: keep no array
+		}
 		return
 	}
 	others := make([]inflightKey, 0, len(es.inflight))
@@ -827,7 +843,7 @@ func (a *auditor) sameAnswer(o *schemas.Outcome, d digest, v Violation) {
 	if o.Record.Error != nil {
 		code = o.Record.Error.Code
 	}
-	now := answer{status: o.Record.Status, code: code, at: src{v.Partition, v.Offset}}
+	now := answer{status: intern(o.Record.Status), code: code, at: src{v.Partition, v.Offset}}
 	prev, seen := a.answers[d]
 	a.answers[d] = now
 	if !seen {

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"runtime"
+	"strconv"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,10 +20,11 @@ type decoded struct {
 	err error
 
 	// journal records
-	kind    string // outbox.HeaderKind
-	rec     schemas.Record
-	hash    string
-	hashErr error
+	kind            string // outbox.HeaderKind
+	rec             schemas.Record
+	hash            string
+	hashErr         error
+	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
 
 	// outcome events
 	o                 schemas.Outcome
@@ -43,6 +45,10 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 		}
 		if d.rec, d.err = schemas.UnmarshalRecord(r.Value); d.err == nil {
 			d.hash, d.hashErr = schemas.RecordHash(r.Value)
+			// A key is scoped to its entity, and both to the partition.
+			p := strconv.FormatInt(int64(r.Partition), 10)
+			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
+			d.entityID = digestOf(p, d.rec.Entity)
 		}
 	case a.in.Topics.Outcomes:
 		if d.o, d.err = decodeOutcome(r); d.err != nil {

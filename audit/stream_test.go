@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -149,4 +151,90 @@ func entitiesOn(p int32, parts, n int) []string {
 		}
 	}
 	return out
+}
+
+// FuzzCheckRecords: a journal record, outcome event or command of any
+// bytes added to a healthy history never makes the audit panic, and Run's
+// way of checking (a fetch at a time, decoded on every core, partitions
+// dropped as they end) reaches Check's report.
+func FuzzCheckRecords(f *testing.F) {
+	rc := schemas.Record{IdempotencyKey: "k9", Entity: ent, Status: schemas.StatusSucceeded, Command: schemas.CommandRef{ID: "cmd-k9"}}
+	if b, err := schemas.MarshalRecord(rc); err == nil {
+		f.Add(uint8(0), b)
+	}
+	if o, err := schemas.EncodeOutcome(rc, "cmd-k9", false); err == nil {
+		f.Add(uint8(1), o.Value)
+	}
+	if c, err := schemas.EncodeCommand(schemas.Command{ID: "cmd-k9", Source: "test", Type: "noop.ping", Subject: ent, IdempotencyKey: "k9"}, schemas.Structured); err == nil {
+		f.Add(uint8(2), c.Value)
+	}
+	f.Add(uint8(0), []byte(`{"idempotency_key":`))
+	f.Add(uint8(1), []byte(`{"specversion":"1.0"}`))
+	f.Fuzz(func(t *testing.T, topic uint8, value []byte) {
+		in := base(t)
+		ce := kgo.RecordHeader{Key: "content-type", Value: []byte("application/cloudevents+json")}
+		switch topic % 3 {
+		case 0:
+			in.Journal = append(in.Journal, &kgo.Record{Topic: tops.Journal, Partition: pe, Offset: int64(len(in.Journal)), Value: value,
+				Headers: []kgo.RecordHeader{{Key: outbox.HeaderKind, Value: []byte(outbox.KindRecord)}}})
+		case 1:
+			in.Outcomes = append(in.Outcomes, &kgo.Record{Topic: tops.Outcomes, Offset: int64(len(in.Outcomes)), Value: value, Headers: []kgo.RecordHeader{ce}})
+		default:
+			in.Commands = append(in.Commands, &kgo.Record{Topic: tops.Commands, Partition: pe, Offset: int64(len(in.Commands)), Value: value, Headers: []kgo.RecordHeader{ce}})
+		}
+		want := Check(in)
+
+		a := newAuditor(in)
+		for _, o := range in.Outcomes {
+			o.Topic = tops.Outcomes
+		}
+		a.records(append(sorted(in.Journal), sorted(in.Outcomes)...))
+		a.endAnswers()
+		a.records(sorted(in.Commands))
+		for p := range int32(nParts) {
+			a.endCommands(p)
+		}
+		if g, w := fmt.Sprintf("%+v", a.finish()), fmt.Sprintf("%+v", want); g != w {
+			t.Fatalf("streamed:\n%s\nCheck:\n%s", g, w)
+		}
+	})
+}
+
+// BenchmarkAuditStatePerKey reports the live heap the auditor holds per key
+// of the partition it is reading (key, entity, answer, outcome id and
+// causation entries; one entity per two keys, as in a busy partition):
+// the figure docs/memory.md#audit multiplies by the largest partition.
+func BenchmarkAuditStatePerKey(b *testing.B) {
+	const keys = 20_000
+	var rs []*kgo.Record
+	var jents []jent
+	for i := range keys {
+		key, e := fmt.Sprintf("k-%d", i), fmt.Sprintf("e-%d", i/2)
+		jents = append(jents, rec(key, e, schemas.StatusInProgress, 1, int64(i+1), 0), rec(key, e, schemas.StatusSucceeded, 1, 0, 0))
+		o, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: e, Status: schemas.StatusSucceeded,
+			Command: schemas.CommandRef{ID: "c-" + key}}, "c-"+key, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		o.Topic, o.Offset = tops.Outcomes, int64(i)
+		rs = append(rs, o)
+	}
+	t := &testing.T{}
+	rs = append(journal(t, 0, jents...), rs...)
+	var perKey float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		a := newAuditor(Input{Topics: tops})
+		for lo := 0; lo < len(rs); lo += 1000 {
+			a.records(rs[lo:min(lo+1000, len(rs))])
+		}
+		a.dbuf = nil
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perKey = float64(after.HeapAlloc-before.HeapAlloc) / keys
+		runtime.KeepAlive(a)
+	}
+	b.ReportMetric(perKey, "B/key")
 }
