@@ -74,10 +74,19 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 	}
 }
 
+// decodeChunk bounds the records decoded ahead of their checks: a
+// decoded record holds up to a few KB (its record, outcome or command
+// decoded), and a fetch may bring tens of thousands.
+const decodeChunk = 1024
+
 // records checks rs, records of any of the journal, outcomes and commands
 // topics in the order each partition was read: decoded on every core
-// first, then checked one by one in order.
+// first, then checked one by one in order, decodeChunk at a time.
 func (a *auditor) records(rs []*kgo.Record) {
+	for len(rs) > decodeChunk {
+		a.records(rs[:decodeChunk])
+		rs = rs[decodeChunk:]
+	}
 	if cap(a.dbuf) < len(rs) {
 		a.dbuf = make([]decoded, len(rs))
 	}
