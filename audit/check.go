@@ -242,7 +242,7 @@ type auditor struct {
 	// did when the whole outcomes topic was read first.
 	deferred []deferredCmd
 
-	dbuf []decoded // records' decodings, reused from fetch to fetch
+	dbuf [2][]decoded // records' decodings: the chunk checked, the chunk decoded
 
 	// Keys dropped with their partition, for Counts.
 	keysDropped, unresolvedDropped int

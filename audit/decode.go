@@ -76,49 +76,74 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 
 // decodeChunk bounds the records decoded ahead of their checks: a
 // decoded record holds up to a few KB (its record, outcome or command
-// decoded), and a fetch may bring tens of thousands.
-const decodeChunk = 1024
+// decoded), and a fetch may bring tens of thousands. A variable so that a
+// test can make fetches span several chunks.
+var decodeChunk = 1024
 
 // records checks rs, records of any of the journal, outcomes and commands
-// topics in the order each partition was read: decoded on every core
-// first, then checked one by one in order, decodeChunk at a time.
+// topics in the order each partition was read, decodeChunk at a time:
+// each chunk is decoded on every core while the one before it is checked,
+// one record after the other, on this goroutine.
 func (a *auditor) records(rs []*kgo.Record) {
+	var chunks [][]*kgo.Record
 	for len(rs) > decodeChunk {
-		a.records(rs[:decodeChunk])
+		chunks = append(chunks, rs[:decodeChunk])
 		rs = rs[decodeChunk:]
 	}
-	if cap(a.dbuf) < len(rs) {
-		a.dbuf = make([]decoded, len(rs))
+	if len(rs) > 0 {
+		chunks = append(chunks, rs)
 	}
-	ds := a.dbuf[:len(rs)]
+	if len(chunks) == 0 {
+		return
+	}
+	for i := range a.dbuf {
+		if cap(a.dbuf[i]) < decodeChunk {
+			a.dbuf[i] = make([]decoded, decodeChunk)
+		}
+	}
+	a.decodeAll(chunks[0], a.dbuf[0][:len(chunks[0])])
+	for i, c := range chunks {
+		ds := a.dbuf[i%2][:len(c)]
+		var next sync.WaitGroup
+		if i+1 < len(chunks) {
+			n := chunks[i+1]
+			nds := a.dbuf[(i+1)%2][:len(n)]
+			next.Go(func() { a.decodeAll(n, nds) })
+		}
+		for j, r := range c {
+			switch r.Topic {
+			case a.in.Topics.Journal:
+				a.checkJournal(r, &ds[j])
+			case a.in.Topics.Outcomes:
+				a.checkOutcome(r, &ds[j])
+			case a.in.Topics.Commands:
+				a.checkCommand(r, &ds[j])
+			}
+		}
+		// Drop what the decoded records point at.
+		clear(ds)
+		next.Wait()
+	}
+}
+
+// decodeAll decodes rs into ds on every core.
+func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
 	workers := min(runtime.GOMAXPROCS(0), (len(rs)+63)/64)
 	if workers <= 1 {
 		for i, r := range rs {
 			a.decode(r, &ds[i])
 		}
-	} else {
-		var wg sync.WaitGroup
-		per := (len(rs) + workers - 1) / workers
-		for lo := 0; lo < len(rs); lo += per {
-			hi := min(lo+per, len(rs))
-			wg.Go(func() {
-				for i := lo; i < hi; i++ {
-					a.decode(rs[i], &ds[i])
-				}
-			})
-		}
-		wg.Wait()
+		return
 	}
-	for i, r := range rs {
-		switch r.Topic {
-		case a.in.Topics.Journal:
-			a.checkJournal(r, &ds[i])
-		case a.in.Topics.Outcomes:
-			a.checkOutcome(r, &ds[i])
-		case a.in.Topics.Commands:
-			a.checkCommand(r, &ds[i])
-		}
+	var wg sync.WaitGroup
+	per := (len(rs) + workers - 1) / workers
+	for lo := 0; lo < len(rs); lo += per {
+		hi := min(lo+per, len(rs))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				a.decode(rs[i], &ds[i])
+			}
+		})
 	}
-	// Drop what the decoded records point at before the next fetch.
-	clear(ds)
+	wg.Wait()
 }

@@ -117,7 +117,11 @@ func TestRunStreamsPartitions(t *testing.T) {
 
 	var a *auditor
 	testHookAuditor = func(x *auditor) { a = x }
-	t.Cleanup(func() { testHookAuditor = nil })
+	// Small chunks: a fetch is decoded and checked in several, each
+	// decoded while the one before is checked.
+	chunk := decodeChunk
+	decodeChunk = 50
+	t.Cleanup(func() { testHookAuditor, decodeChunk = nil, chunk })
 	got, err := Run(ctx, Options{Client: cl, MaxViolations: 20})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +234,7 @@ func BenchmarkAuditStatePerKey(b *testing.B) {
 		for lo := 0; lo < len(rs); lo += 1000 {
 			a.records(rs[lo:min(lo+1000, len(rs))])
 		}
-		a.dbuf = nil
+		a.dbuf = [2][]decoded{}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		perKey = float64(after.HeapAlloc-before.HeapAlloc) / keys
