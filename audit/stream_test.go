@@ -71,9 +71,17 @@ func TestRunStreamsPartitions(t *testing.T) {
 		total += perPart[p]
 	}
 	// One command more on partition 2, below the committed offset and
-	// never answered.
+	// never answered; and one on partition 0 whose only answer is on
+	// outcomes partition 5, read after partition 0 was judged: it still
+	// counts, as when every outcome was read first.
 	in.Commands = append(in.Commands, command(t, "cmd-lost", entitiesOn(2, parts, 1)[0], "lost", 2, 90))
 	in.Committed[2] = 91
+	e0 := entitiesOn(0, parts, 1)[0]
+	in.Commands = append(in.Commands, command(t, "cmd-late", e0, "late", 0, 30))
+	in.Committed[0] = 31
+	late := outcome(t, "late", e0, "cmd-late", schemas.StatusSucceeded, 0, 180)
+	late.Partition = 5
+	in.Outcomes = append(in.Outcomes, late)
 	want := Check(in)
 	if want.OK() || find(want, CheckOutcomeIDs).Count != 2 || find(want, CheckAnswered).Count != 1 {
 		t.Fatalf("the history should fail outcome_ids twice and commands_answered once: %+v", want.Checks)
