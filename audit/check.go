@@ -122,29 +122,36 @@ type chainState struct {
 }
 
 // finalRef is what G2 remembers of a key's last final record: not the
-// record, only what a violation message names. A value, not pointers:
-// it lives in every key's state.
+// record, only what a violation message names. A value, not pointers,
+// and packed: it lives in every key's state.
 type finalRef struct {
-	status      schemas.Status
-	off         int64
-	finished    time.Time
-	hasFinished bool
+	status schemas.Status // interned
+	off    int64
+	// finished is the record's finished_at (finishedSec, finishedNsec:
+	// exact for any time, unlike UnixNano), when hasFinished.
+	finishedSec int64
 	// freeAfter, when hasFree, is the position in the commands partition
 	// after which the key is new work again: a release's position, or the
 	// position of a command whose rejection is not final for the key
 	// (decide.Seen). -1: a release written before releases had positions.
-	freeAfter int64
-	hasFree   bool
-	releaseAt int64 // journal offset of the release, for messages; -1 none
+	freeAfter    int64
+	releaseAt    int64 // journal offset of the release, for messages; -1 none
+	finishedNsec int32
+	hasFinished  bool
+	hasFree      bool
 }
 
-// keyState is what G2 needs to remember about one key's history.
+// finished returns f's finish time.
+func (f finalRef) finished() time.Time { return time.Unix(f.finishedSec, int64(f.finishedNsec)) }
+
+// keyState is what G2 needs to remember about one key's history: about
+// 80 bytes (docs/memory.md#audit).
 type keyState struct {
-	latest      schemas.Status
 	final       finalRef // last succeeded/failed/rejected record, until re-executed
-	hasFinal    bool
 	attempts    int
 	attemptsOff int64
+	hasFinal    bool
+	unresolved  bool // the key's latest record is unresolved
 }
 
 // inflightKey is a key of an entity in progress, and the offset of its
@@ -319,7 +326,7 @@ func (a *auditor) finish() Report {
 	a.counts.Keys = a.keysDropped + len(a.keys)
 	a.counts.UnresolvedKeys = a.unresolvedDropped
 	for _, ks := range a.keys {
-		if ks.latest == schemas.StatusUnresolved {
+		if ks.unresolved {
 			a.counts.UnresolvedKeys++
 		}
 	}
@@ -354,7 +361,7 @@ func (a *auditor) grow(n int) {
 func (a *auditor) endAnswers() {
 	a.keysDropped += len(a.keys)
 	for _, ks := range a.keys {
-		if ks.latest == schemas.StatusUnresolved {
+		if ks.unresolved {
 			a.unresolvedDropped++
 		}
 	}
@@ -614,7 +621,7 @@ func (a *auditor) onceKey(p int32, id digest, off int64, rec *schemas.Record, v 
 
 // onceKeyState is onceKey on the key's state ks.
 func (a *auditor) onceKeyState(ks *keyState, p int32, off int64, rec *schemas.Record, v Violation) {
-	ks.latest = intern(rec.Status)
+	ks.unresolved = rec.Status == schemas.StatusUnresolved
 	if rel := rec.Release; rel != nil {
 		// An operator released the key (docs/events.md#release): the
 		// next execution is new work, not a repeat — for a command after
@@ -687,7 +694,7 @@ func intern(s schemas.Status) schemas.Status {
 func finalRefOf(rec *schemas.Record, off int64) finalRef {
 	f := finalRef{status: intern(rec.Status), off: off, releaseAt: -1}
 	if rec.FinishedAt != nil {
-		f.finished, f.hasFinished = *rec.FinishedAt, true
+		f.finishedSec, f.finishedNsec, f.hasFinished = rec.FinishedAt.Unix(), int32(rec.FinishedAt.Nanosecond()), true
 	}
 	return f
 }
@@ -698,7 +705,7 @@ func reexecutionGap(f finalRef, started *time.Time) (time.Duration, bool) {
 	if !f.hasFinished || started == nil {
 		return 0, false
 	}
-	return started.Sub(f.finished), true
+	return started.Sub(f.finished()), true
 }
 
 // singleFlight checks G1 for one record of an entity: while one key of the

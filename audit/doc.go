@@ -76,7 +76,7 @@
 //     found unanswered below the committed offset: its position (rare in
 //     a healthy history).
 //
-// About 550 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
+// About 480 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
 // plus a fixed ~40 MB (fetches, the id store): docs/memory.md#audit has
 // the figures. The records of each fetch are decoded on every core, then
 // checked in order on one.
