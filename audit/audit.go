@@ -67,7 +67,7 @@ type Options struct {
 // answer, so every command below an offset committed by then has its answer
 // below the ends taken afterwards. Taken the other way round, a command
 // committed between the two could look unanswered.
-func Run(ctx context.Context, opts Options) (Report, error) {
+func Run(ctx context.Context, opts Options) (rep Report, err error) {
 	if opts.Group == "" {
 		opts.Group = "onceflight"
 	}
@@ -108,24 +108,6 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		}
 	}
 
-	// The commands topic is read whole even when partitions are
-	// restricted: a misrouted command's forwarded copy is on its
-	// entity's partition, which may not be among them.
-	ranges := func(topics ...string) map[string]map[int32][2]int64 {
-		out := map[string]map[int32][2]int64{}
-		for _, t := range topics {
-			out[t] = map[int32][2]int64{}
-			for p, end := range ends[t] {
-				if t == tp.Journal && len(opts.Partitions) > 0 && !slices.Contains(opts.Partitions, p) {
-					continue
-				}
-				if start := starts[t][p]; start < end {
-					out[t][p] = [2]int64{start, end}
-				}
-			}
-		}
-		return out
-	}
 	a := newAuditor(Input{
 		Topics:            tp,
 		CommandPartitions: nCmd,
@@ -137,30 +119,99 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		MaxViolations:     opts.MaxViolations,
 		ControlKeys:       opts.ControlKeys,
 	})
-	// Two passes, because a command is judged by the answers to it:
-	// first the journal, outcomes and deadletters, then the commands.
-	err = read(ctx, cl, ranges(tp.Journal, tp.Outcomes, tp.Deadletter), func(r *kgo.Record) {
-		switch r.Topic {
-		case tp.Journal:
-			a.journalRecord(r)
-		case tp.Outcomes:
-			a.outcome(r)
-		case tp.Deadletter:
-			a.deadletter(r)
+	if a.idStore, err = openIDStore(""); err != nil {
+		return Report{}, err
+	}
+	defer func() {
+		if cerr := a.idStore.close(); err == nil && cerr != nil {
+			err = cerr
 		}
-	})
-	if err != nil {
+	}()
+	if testHookAuditor != nil {
+		testHookAuditor(a)
+	}
+	if err := stream(ctx, cl, a, opts.Partitions, starts, ends); err != nil {
 		return Report{}, err
 	}
-	if err := read(ctx, cl, ranges(tp.Commands), a.command); err != nil {
-		return Report{}, err
-	}
-	rep := a.finish()
+	rep = a.finish()
 	if nj := len(ends[tp.Journal]); nj != nCmd {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s has %d partitions but %s has %d; they must be equal (docs/README.md)",
 			tp.Commands, nCmd, tp.Journal, nj))
 	}
 	return rep, nil
+}
+
+// testHookAuditor, when a test sets it, sees Run's auditor once it is
+// made (to read how much state it held at most).
+var testHookAuditor func(*auditor)
+
+// stream feeds the auditor a partition at a time, pipelined: the
+// deadletters first (few: copies of undecodable commands), then for each
+// partition number p the journal and outcomes partitions p together with
+// the commands of partition p-1, whose answers were all read in the step
+// before. After each step the auditor drops what the finished partitions
+// needed (endAnswers, endCommands), so it holds the state of about two
+// partitions at a time, whatever the number of partitions and keys
+// (docs/memory.md#audit).
+//
+// The commands and outcomes topics are read whole even when partitions
+// are restricted, as before streaming: a misrouted command's forwarded
+// copy, or the outcome of a too-large one, is on its entity's partition,
+// which may not be among them. Only the journal is restricted.
+func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, starts, ends map[string]map[int32]int64) error {
+	tp := a.in.Topics
+	rng := func(out map[string]map[int32][2]int64, t string, p int32) {
+		end, ok := ends[t][p]
+		if !ok {
+			return
+		}
+		if t == tp.Journal && len(only) > 0 && !slices.Contains(only, p) {
+			return
+		}
+		if start := starts[t][p]; start < end {
+			if out[t] == nil {
+				out[t] = map[int32][2]int64{}
+			}
+			out[t][p] = [2]int64{start, end}
+		}
+	}
+	dl := map[string]map[int32][2]int64{}
+	for p := range ends[tp.Deadletter] {
+		rng(dl, tp.Deadletter, p)
+	}
+	err := read(ctx, cl, dl, func(rs []*kgo.Record) {
+		for _, r := range rs {
+			a.deadletter(r)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	n := int32(max(len(ends[tp.Commands]), len(ends[tp.Journal]), len(ends[tp.Outcomes])))
+	for p := int32(0); p <= n; p++ {
+		step := map[string]map[int32][2]int64{}
+		if p < n {
+			rng(step, tp.Journal, p)
+			rng(step, tp.Outcomes, p)
+		}
+		if p > 0 {
+			rng(step, tp.Commands, p-1)
+		}
+		err := read(ctx, cl, step, a.records)
+		if err == nil {
+			err = a.err
+		}
+		if err != nil {
+			return err
+		}
+		if p < n {
+			a.endAnswers()
+		}
+		if p > 0 {
+			a.endCommands(p - 1)
+		}
+	}
+	return a.err
 }
 
 // groupOffsets returns the group's committed offset per partition of topic.
@@ -245,14 +296,15 @@ func offsetsOf(listed kadm.ListedOffsets, err error, want []string) (map[string]
 }
 
 // read calls fn with the committed data records of every partition range
-// [start, end), in offset order per partition, and keeps none of them. It
+// [start, end), a fetch at a time, in offset order per partition, and
+// keeps none of them. It
 // is one direct consumer of all ranges (no group: the audit must not
 // disturb anyone's offsets), read_committed so that a fenced zombie's
 // aborted writes are never taken for history, and keeping control records
 // because the last offset below a last stable offset is often a
 // transaction marker — without it a read would wait for a record that
 // never comes.
-func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]int64, fn func(*kgo.Record)) error {
+func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]int64, fn func([]*kgo.Record)) error {
 	parts := map[string]map[int32]kgo.Offset{}
 	pending := map[string]map[int32]int64{} // topic -> partition -> last offset to read
 	for t, ps := range ranges {
@@ -286,6 +338,7 @@ func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 	for _, ps := range pending {
 		left += len(ps)
 	}
+	var batch []*kgo.Record
 	for left > 0 {
 		fs := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -307,7 +360,7 @@ func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 			}
 			for _, rec := range fp.Records {
 				if rec.Offset <= last && !rec.Attrs.IsControl() {
-					fn(rec)
+					batch = append(batch, rec)
 				}
 				if rec.Offset >= last {
 					delete(pending[fp.Topic], fp.Partition)
@@ -316,6 +369,11 @@ func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 				}
 			}
 		})
+		if len(batch) > 0 {
+			fn(batch)
+			clear(batch)
+			batch = batch[:0]
+		}
 	}
 	return nil
 }

@@ -91,13 +91,17 @@ func Check(in Input) Report {
 type digest [16]byte
 
 func digestOf(parts ...string) digest {
-	h := sha256.New()
+	var buf [256]byte
+	b := buf[:0]
 	for _, p := range parts {
 		// Length-prefixed so ("ab","c") and ("a","bc") differ.
-		fmt.Fprintf(h, "%d:%s", len(p), p)
+		b = strconv.AppendInt(b, int64(len(p)), 10)
+		b = append(b, ':')
+		b = append(b, p...)
 	}
+	sum := sha256.Sum256(b)
 	var d digest
-	copy(d[:], h.Sum(nil))
+	copy(d[:], sum[:])
 	return d
 }
 
@@ -106,14 +110,6 @@ func digestOf(parts ...string) digest {
 type src struct {
 	p   int32
 	off int64
-}
-
-// pk scopes a key or entity to its journal partition: dedupe is per
-// partition (DESIGN "Known limits"), so the same key on two partitions is
-// two histories, and their offsets are not comparable anyway.
-type pk struct {
-	p  int32
-	id string
 }
 
 // chainState is what G5 needs per journal partition while it is read in
@@ -126,31 +122,51 @@ type chainState struct {
 }
 
 // finalRef is what G2 remembers of a key's last final record: not the
-// record, only what a violation message names.
+// record, only what a violation message names. A value, not pointers,
+// and packed: it lives in every key's state.
 type finalRef struct {
-	status   schemas.Status
-	off      int64
-	finished *time.Time
-	// freeAfter, when set, is the position in the commands partition
+	status schemas.Status // interned
+	off    int64
+	// finished is the record's finished_at (finishedSec, finishedNsec:
+	// exact for any time, unlike UnixNano), when hasFinished.
+	finishedSec int64
+	// freeAfter, when hasFree, is the position in the commands partition
 	// after which the key is new work again: a release's position, or the
 	// position of a command whose rejection is not final for the key
 	// (decide.Seen). -1: a release written before releases had positions.
-	freeAfter *int64
-	releaseAt int64 // journal offset of the release, for messages; -1 none
+	freeAfter    int64
+	releaseAt    int64 // journal offset of the release, for messages; -1 none
+	finishedNsec int32
+	hasFinished  bool
+	hasFree      bool
 }
 
-// keyState is what G2 needs to remember about one key's history.
+// finished returns f's finish time.
+func (f finalRef) finished() time.Time { return time.Unix(f.finishedSec, int64(f.finishedNsec)) }
+
+// keyState is what G2 needs to remember about one key's history: about
+// 80 bytes (docs/memory.md#audit).
 type keyState struct {
-	latest      schemas.Status
-	final       *finalRef // last succeeded/failed/rejected record, until re-executed
+	final       finalRef // last succeeded/failed/rejected record, until re-executed
 	attempts    int
 	attemptsOff int64
+	hasFinal    bool
+	unresolved  bool // the key's latest record is unresolved
 }
 
-// entityState is what G1 needs to remember about one entity.
+// inflightKey is a key of an entity in progress, and the offset of its
+// latest in_progress record.
+type inflightKey struct {
+	key string
+	off int64
+}
+
+// entityState is what G1 needs to remember about one entity. An entity
+// has at most one key in progress unless G1 is already broken, so a slice
+// is smaller than a map.
 type entityState struct {
-	inflight map[string]int64 // key -> offset of its latest in_progress record
-	tok      int64            // highest fencing token seen
+	inflight []inflightKey
+	tok      int64 // highest fencing token seen
 	tokKey   string
 	tokOff   int64
 }
@@ -168,6 +184,7 @@ type misrouted struct {
 	key       string
 	causation digest
 	want      string
+	answered  bool // an outcome answers it (looked up as partitions end)
 }
 
 // note categories, in report order: the notes of one kind are grouped
@@ -186,6 +203,13 @@ const (
 // and deadletter record before the first command: the commands check
 // matches commands against the answers seen. What it keeps is per
 // partition, per key, per entity and per answer id; never a record.
+//
+// Run streams a partition at a time and tells the auditor when a
+// partition's journal and outcomes are read (endAnswers) and when its
+// commands are (endCommands), so that what only that partition needed is
+// dropped and memory follows the largest partition, not the topics
+// (docs/memory.md#audit). Check calls neither and keeps everything to the
+// end; both judge by the same code.
 type auditor struct {
 	in      Input // the record slices are not used
 	checked map[int32]bool
@@ -194,15 +218,51 @@ type auditor struct {
 	notes   [nNoteKinds][]string
 
 	chains map[int32]*chainState
-	keys   map[pk]*keyState
-	ents   map[pk]*entityState
+	// keys and ents are the journal partitions' keys (entity NUL key)
+	// and entities; Run reads one journal partition at a time, and
+	// dropping them ends that partition's G1 and G2.
+	keys map[digest]keyState    // digest of (partition, entity, key)
+	ents map[digest]entityState // digest of (partition, entity)
 
-	causes    map[digest]uint8  // causation ids answered by an outcome: causeAnswered | causeSucceeded
-	answers   map[digest]answer // (causation, entity, key) -> its latest answer
-	ids       map[digest]idSeen // outcome id -> its first use
-	dead      map[src]struct{}  // commands copied to the deadletter topic
-	fwd       map[src]struct{}  // commands forwarded to their partition
+	// causes: per command partition the outcome names (Record.Command
+	// .Partition), the causation ids answered: causeAnswered |
+	// causeSucceeded. late holds answers to a partition already judged
+	// and dropped (an outcome on another partition than its entity's).
+	causes map[int32]map[digest]uint8
+	late   map[digest]uint8
+	judged map[int32]bool // command partitions dropped by endCommands
+
+	answers map[digest]answer // (causation, entity, key) -> its latest answer
+	ids     map[digest]idSeen // outcome id -> its first use
+	// idStore, in Run, holds the first use of every outcome id of the
+	// outcome partitions already read, on disk; ids holds the current
+	// partition's.
+	idStore *idStore
+	err     error // the first failure of idStore; Run returns it
+
+	dead      map[src]struct{} // commands copied to the deadletter topic
+	fwd       map[src]struct{} // commands forwarded to their partition
 	misrouted []misrouted
+	// deferred are commands below the committed offset found unanswered
+	// when their partition was judged; an answer on a partition read
+	// later (misplaced, or a causation id reused) still counts, as it
+	// did when the whole outcomes topic was read first.
+	deferred []deferredCmd
+
+	dbuf [2][]decoded // records' decodings: the chunk checked, the chunk decoded
+
+	// Keys dropped with their partition, for Counts.
+	keysDropped, unresolvedDropped int
+	// live is the number of per-key, per-entity and per-answer entries
+	// held now, peak the most at once: what the memory bound is about.
+	live, peak int
+}
+
+// deferredCmd is a command found unanswered, awaiting finish.
+type deferredCmd struct {
+	at        src
+	causation digest
+	key, want string
 }
 
 var checkOrder = []string{CheckHashChain, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned, CheckEvidence}
@@ -217,8 +277,9 @@ func newAuditor(in Input) *auditor {
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
-		chains: map[int32]*chainState{}, keys: map[pk]*keyState{}, ents: map[pk]*entityState{},
-		causes: map[digest]uint8{}, answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
+		chains: map[int32]*chainState{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
+		causes: map[int32]map[digest]uint8{}, late: map[digest]uint8{}, judged: map[int32]bool{},
+		answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 	}
 	if len(in.Partitions) > 0 {
 		a.checked = map[int32]bool{}
@@ -243,9 +304,15 @@ func newAuditor(in Input) *auditor {
 // finish judges what could only be judged after the last record and
 // returns the report.
 func (a *auditor) finish() Report {
+	for _, d := range a.deferred {
+		if _, ok := a.cause(d.at.p, d.causation); !ok {
+			a.unanswered(d.at, d.key, d.want)
+		}
+	}
+	a.deferred = nil
 	for _, m := range a.misrouted {
 		if _, ok := a.dead[m.at]; ok {
-			if _, ok := a.causes[m.causation]; ok {
+			if m.answered || a.answered(m.at.p, m.causation) {
 				a.counts.Deadlettered++
 				continue
 			}
@@ -256,9 +323,10 @@ func (a *auditor) finish() Report {
 		}
 		a.unanswered(m.at, m.key, m.want)
 	}
-	a.counts.Keys = len(a.keys)
+	a.counts.Keys = a.keysDropped + len(a.keys)
+	a.counts.UnresolvedKeys = a.unresolvedDropped
 	for _, ks := range a.keys {
-		if ks.latest == schemas.StatusUnresolved {
+		if ks.unresolved {
 			a.counts.UnresolvedKeys++
 		}
 	}
@@ -276,6 +344,104 @@ func (a *auditor) finish() Report {
 		rep.Checks = append(rep.Checks, *a.results[name])
 	}
 	return rep
+}
+
+// grow counts n new live entries.
+func (a *auditor) grow(n int) {
+	a.live += n
+	a.peak = max(a.peak, a.live)
+}
+
+// endAnswers ends the journal partition and the outcomes partition that
+// Run has just read whole (the same number p; either may not exist): G1
+// and G2 of its keys and entities are judged, the answers of its outcomes
+// are compared, and its outcome ids go to the id store, so all of that is
+// dropped. Only the causation ids stay, until endCommands of the command
+// partition they answer.
+func (a *auditor) endAnswers() {
+	a.keysDropped += len(a.keys)
+	for _, ks := range a.keys {
+		if ks.unresolved {
+			a.unresolvedDropped++
+		}
+	}
+	a.live -= len(a.keys) + len(a.ents) + len(a.answers) + len(a.ids)
+	a.keys, a.ents, a.answers = map[digest]keyState{}, map[digest]entityState{}, map[digest]answer{}
+	if a.idStore != nil && a.err == nil {
+		a.err = a.idStore.add(a.ids)
+	}
+	a.ids = map[digest]idSeen{}
+}
+
+// endCommands ends command partition p, whose commands Run has read
+// whole: its answered causation ids are dropped once the commands still
+// waiting for an answer (a misrouted one, one found unanswered) have been
+// looked up in them.
+func (a *auditor) endCommands(p int32) {
+	cs := a.causes[p]
+	if len(cs) > 0 {
+		for i := range a.misrouted {
+			if m := &a.misrouted[i]; !m.answered {
+				_, m.answered = cs[m.causation]
+			}
+		}
+		kept := a.deferred[:0]
+		for _, d := range a.deferred {
+			if _, ok := cs[d.causation]; !ok {
+				kept = append(kept, d)
+			}
+		}
+		a.deferred = kept
+	}
+	a.live -= len(cs)
+	delete(a.causes, p)
+	a.judged[p] = true
+}
+
+// addCause records that an outcome answers causation c of command
+// partition p.
+func (a *auditor) addCause(p int32, c digest, flags uint8) {
+	if a.judged[p] {
+		a.late[c] |= flags
+		return
+	}
+	cs := a.causes[p]
+	if cs == nil {
+		cs = map[digest]uint8{}
+		a.causes[p] = cs
+	}
+	f, ok := cs[c]
+	if !ok {
+		a.grow(1)
+	}
+	cs[c] = f | flags
+}
+
+// cause returns the flags of causation c, looked up first among the
+// answers to command partition p, then among every other partition's: an
+// outcome answers the command of its causation id wherever either is.
+func (a *auditor) cause(p int32, c digest) (uint8, bool) {
+	f, ok := a.causes[p][c]
+	if ok && f&causeSucceeded != 0 {
+		return f, true
+	}
+	for q, cs := range a.causes {
+		if q == p {
+			continue
+		}
+		if g, found := cs[c]; found {
+			f, ok = f|g, true
+		}
+	}
+	if g, found := a.late[c]; found {
+		f, ok = f|g, true
+	}
+	return f, ok
+}
+
+func (a *auditor) answered(p int32, c digest) bool {
+	_, ok := a.cause(p, c)
+	return ok
 }
 
 func (a *auditor) isChecked(p int32) bool { return a.checked == nil || a.checked[p] }
@@ -346,6 +512,13 @@ func short(h string) string {
 // prev_hash, and its own hash is what its contents hash to; epoch markers
 // are not chained), then G2 and G1 over the decoded record.
 func (a *auditor) journalRecord(r *kgo.Record) {
+	var d decoded
+	a.decode(r, &d)
+	a.checkJournal(r, &d)
+}
+
+// checkJournal is journalRecord for a record decoded already.
+func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	if !a.isChecked(r.Partition) {
 		return
 	}
@@ -360,7 +533,7 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 			a.notef(noteRetention, "journal partition %d starts at offset %d (retention): its chain is checked from there", r.Partition, start)
 		}
 	}
-	switch kind, _ := header(r, outbox.HeaderKind); kind {
+	switch d.kind {
 	case outbox.KindEpoch:
 		cs.epoch = max(cs.epoch, markerEpoch(r))
 		return
@@ -370,7 +543,7 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	}
 	a.counts.JournalRecords++
 	v := Violation{Topic: a.in.Topics.Journal, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
-	rec, err := schemas.UnmarshalRecord(r.Value)
+	rec, err := &d.rec, d.err
 	if err != nil {
 		v.Message = fmt.Sprintf("undecodable record, chain cannot be verified across it: %v", err)
 		a.violate(CheckHashChain, v)
@@ -389,10 +562,10 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	// The hash is over the record's own bytes in RFC 8785 form, as any
 	// JCS library computes it; journals written before the change carry
 	// the round-1 hash, which is accepted too.
-	if h, err := schemas.RecordHash(r.Value); err != nil {
+	if h, err := d.hash, d.hashErr; err != nil {
 		problems = append(problems, fmt.Sprintf("cannot hash: %v", err))
 	} else if h != rec.Hash {
-		if old, err := schemas.LegacyHashRecord(rec.PrevHash, rec); err != nil || old != rec.Hash {
+		if old, err := schemas.LegacyHashRecord(rec.PrevHash, *rec); err != nil || old != rec.Hash {
 			problems = append(problems, fmt.Sprintf("hash %s but the contents hash to %s: the record was changed", short(rec.Hash), short(h)))
 		} else {
 			a.counts.LegacyHashes++
@@ -421,14 +594,14 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	if rec.Status != schemas.StatusInProgress {
 		if rec.EstablishedBy == "" {
 			a.counts.WithoutEstablishedBy++
-		} else if msg := EvidenceProblem(&rec); msg != "" {
+		} else if msg := EvidenceProblem(rec); msg != "" {
 			ev := v
 			ev.Message = msg
 			a.violate(CheckEvidence, ev)
 		}
 	}
-	a.onceKey(pk{r.Partition, rec.Entity + "\x00" + rec.IdempotencyKey}, r.Offset, &rec, v)
-	a.singleFlight(pk{r.Partition, rec.Entity}, r.Offset, &rec, v)
+	a.onceKey(r.Partition, d.keyID, r.Offset, rec, v)
+	a.singleFlight(d.entityID, r.Offset, rec, v)
 }
 
 // markerEpoch reads an epoch marker's epoch as restore does.
@@ -437,13 +610,18 @@ func markerEpoch(r *kgo.Record) int64 { return schemas.DecodeEpochMarker(r).Epoc
 // onceKey checks G2 for one record of a key: no in_progress after a final
 // succeeded, failed or rejected record (unresolved may be reconciled, which
 // starts a new attempt), and attempt numbers never go down.
-func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
-	ks := a.keys[id]
-	if ks == nil {
-		ks = &keyState{}
-		a.keys[id] = ks
+func (a *auditor) onceKey(p int32, id digest, off int64, rec *schemas.Record, v Violation) {
+	ks, ok := a.keys[id]
+	if !ok {
+		a.grow(1)
 	}
-	ks.latest = rec.Status
+	a.onceKeyState(&ks, p, off, rec, v)
+	a.keys[id] = ks
+}
+
+// onceKeyState is onceKey on the key's state ks.
+func (a *auditor) onceKeyState(ks *keyState, p int32, off int64, rec *schemas.Record, v Violation) {
+	ks.unresolved = rec.Status == schemas.StatusUnresolved
 	if rel := rec.Release; rel != nil {
 		// An operator released the key (docs/events.md#release): the
 		// next execution is new work, not a repeat — for a command after
@@ -453,34 +631,34 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 		if rel.Offset != nil {
 			free = *rel.Offset
 		}
-		ks.final = &finalRef{status: rec.Status, off: off, finished: rec.FinishedAt, freeAfter: &free, releaseAt: off}
+		ks.final, ks.hasFinal = finalRefOf(rec, off), true
+		ks.final.freeAfter, ks.final.hasFree, ks.final.releaseAt = free, true, off
 		return
 	}
 	switch rec.Status {
 	case schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected:
-		ks.final = &finalRef{status: rec.Status, off: off, finished: rec.FinishedAt, releaseAt: -1}
+		ks.final, ks.hasFinal = finalRefOf(rec, off), true
 		if rec.Status == schemas.StatusRejected && rec.Resolution == nil && rec.Error != nil && !decide.RejectionFinal(rec.Error.Code) {
 			// Never started, and not final for the key: a later
 			// command with it is new work (docs/guarantees.md#decision-table).
-			free := rec.Command.Offset
-			ks.final.freeAfter = &free
+			ks.final.freeAfter, ks.final.hasFree = rec.Command.Offset, true
 		}
 	case schemas.StatusInProgress:
-		if f := ks.final; f != nil && f.freeAfter != nil && (*f.freeAfter < 0 || rec.Command.Offset > *f.freeAfter) {
-			ks.final, ks.attempts = nil, 0
+		if f := &ks.final; ks.hasFinal && f.hasFree && (f.freeAfter < 0 || rec.Command.Offset > f.freeAfter) {
+			ks.hasFinal, ks.attempts = false, 0
 		}
-		if f := ks.final; f != nil && f.releaseAt >= 0 {
-			ks.final = nil
+		if f := ks.final; ks.hasFinal && f.releaseAt >= 0 {
+			ks.hasFinal = false
 			v.Message = fmt.Sprintf("in_progress for the command at offset %d, which precedes the release at commands offset %d (journal offset %d) that freed the key: a command consumed before the release executed again",
-				rec.Command.Offset, *f.freeAfter, f.releaseAt)
+				rec.Command.Offset, f.freeAfter, f.releaseAt)
 			a.violate(CheckOncePerKey, v)
 		}
-		if f := ks.final; f != nil {
-			ks.final = nil // one report per re-execution, not per attempt
-			gap, known := reexecutionGap(f.finished, rec.StartedAt)
+		if f := ks.final; ks.hasFinal {
+			ks.hasFinal = false // one report per re-execution, not per attempt
+			gap, known := reexecutionGap(f, rec.StartedAt)
 			if known && gap >= a.in.KeyMemory {
 				a.notef(noteKeyMemory, "key %q (journal partition %d) executed again at offset %d, %s after its final record at offset %d: beyond key_memory %s, so forgotten by design (not checked)",
-					rec.IdempotencyKey, id.p, off, gap.Round(time.Second), f.off, a.in.KeyMemory)
+					rec.IdempotencyKey, p, off, gap.Round(time.Second), f.off, a.in.KeyMemory)
 				ks.attempts = 0
 			} else {
 				v.Message = fmt.Sprintf("in_progress (attempt %d) after the key's final %s record at offset %d", rec.Attempts, f.status, f.off)
@@ -500,43 +678,80 @@ func (a *auditor) onceKey(id pk, off int64, rec *schemas.Record, v Violation) {
 	}
 }
 
+// intern returns the constant for a known status, so that what the
+// audit keeps per key does not hold on to the decoded record's string.
+func intern(s schemas.Status) schemas.Status {
+	for _, c := range [...]schemas.Status{schemas.StatusInProgress, schemas.StatusSucceeded, schemas.StatusFailed,
+		schemas.StatusUnresolved, schemas.StatusRejected, schemas.StatusHeld} {
+		if s == c {
+			return c
+		}
+	}
+	return s
+}
+
+// finalRefOf is what onceKey remembers of final record rec at off.
+func finalRefOf(rec *schemas.Record, off int64) finalRef {
+	f := finalRef{status: intern(rec.Status), off: off, releaseAt: -1}
+	if rec.FinishedAt != nil {
+		f.finishedSec, f.finishedNsec, f.hasFinished = rec.FinishedAt.Unix(), int32(rec.FinishedAt.Nanosecond()), true
+	}
+	return f
+}
+
 // reexecutionGap is the time between a final record and a later start of
 // the same key, when both records carry the times.
-func reexecutionGap(finished, started *time.Time) (time.Duration, bool) {
-	if finished == nil || started == nil {
+func reexecutionGap(f finalRef, started *time.Time) (time.Duration, bool) {
+	if !f.hasFinished || started == nil {
 		return 0, false
 	}
-	return started.Sub(*finished), true
+	return started.Sub(f.finished()), true
 }
 
 // singleFlight checks G1 for one record of an entity: while one key of the
 // entity is in_progress, no other key starts; and fencing tokens never go
 // back (they strictly increase across keys; one key's retries may reuse its
 // token).
-func (a *auditor) singleFlight(id pk, off int64, rec *schemas.Record, v Violation) {
-	es := a.ents[id]
-	if es == nil {
-		es = &entityState{inflight: map[string]int64{}, tokOff: -1}
-		a.ents[id] = es
+func (a *auditor) singleFlight(id digest, off int64, rec *schemas.Record, v Violation) {
+	es, ok := a.ents[id]
+	if !ok {
+		es = entityState{tokOff: -1}
+		a.grow(1)
 	}
+	a.singleFlightState(&es, off, rec, v)
+	a.ents[id] = es
+}
+
+// singleFlightState is singleFlight on the entity's state es.
+func (a *auditor) singleFlightState(es *entityState, off int64, rec *schemas.Record, v Violation) {
 	if rec.Status != schemas.StatusInProgress {
-		delete(es.inflight, rec.IdempotencyKey)
+		es.inflight = slices.DeleteFunc(es.inflight, func(k inflightKey) bool { return k.key == rec.IdempotencyKey })
+		if len(es.inflight) == 0 {
+			es.inflight = nil // most entities are idle: keep no array
+		}
 		return
 	}
-	others := slices.Sorted(func(yield func(string) bool) {
-		for k := range es.inflight {
-			if k != rec.IdempotencyKey && !yield(k) {
-				return
-			}
+	others := make([]inflightKey, 0, len(es.inflight))
+	mine := -1
+	for i, k := range es.inflight {
+		if k.key == rec.IdempotencyKey {
+			mine = i
+			continue
 		}
-	})
+		others = append(others, k)
+	}
+	slices.SortFunc(others, func(x, y inflightKey) int { return cmp.Compare(x.key, y.key) })
 	for _, k := range others {
 		w := v
 		w.Message = fmt.Sprintf("entity %q: key %q starts (in_progress) while key %q is in_progress since offset %d",
-			rec.Entity, rec.IdempotencyKey, k, es.inflight[k])
+			rec.Entity, rec.IdempotencyKey, k.key, k.off)
 		a.violate(CheckSingleFlight, w)
 	}
-	es.inflight[rec.IdempotencyKey] = off
+	if mine >= 0 {
+		es.inflight[mine].off = off
+	} else {
+		es.inflight = append(es.inflight, inflightKey{rec.IdempotencyKey, off})
+	}
 	t := rec.FencingToken
 	if t == 0 {
 		return // written before fencing tokens existed
@@ -561,19 +776,26 @@ func (a *auditor) singleFlight(id pk, off int64, rec *schemas.Record, v Violatio
 // the same id again is a republication (allowed, consumers drop it). It
 // records the causation id as answered, for the G4 check of the commands.
 func (a *auditor) outcome(r *kgo.Record) {
+	var d decoded
+	a.decode(r, &d)
+	a.checkOutcome(r, &d)
+}
+
+// checkOutcome is outcome for a record decoded already.
+func (a *auditor) checkOutcome(r *kgo.Record, d *decoded) {
 	const check = CheckOutcomeIDs
 	v := Violation{Topic: a.in.Topics.Outcomes, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
-	o, err := schemas.DecodeOutcome(r)
+	o, err := &d.o, d.err
 	if err != nil {
 		v.Message = fmt.Sprintf("undecodable outcome event: %v", err)
 		a.violate(check, v)
 		return
 	}
-	c := a.causes[digestOf(o.CausationID)] | causeAnswered
+	c := causeAnswered
 	if o.Record.Status == schemas.StatusSucceeded {
 		c |= causeSucceeded
 	}
-	a.causes[digestOf(o.CausationID)] = c
+	a.addCause(o.Record.Command.Partition, d.causation, c)
 	if !a.isChecked(o.Record.Command.Partition) {
 		return
 	}
@@ -581,7 +803,7 @@ func (a *auditor) outcome(r *kgo.Record) {
 	key, status, causation := o.Record.IdempotencyKey, o.Record.Status, o.CausationID
 	v.Key = key
 	decision := schemas.SettlementDecision(&o.Record, causation)
-	if want := schemas.OutcomeIDOf(&o.Record, causation); o.ID != want {
+	if want := d.wantID; o.ID != want {
 		basis := fmt.Sprintf("causation %q", causation)
 		if decision != "" {
 			basis = fmt.Sprintf("decision %q", decision)
@@ -589,12 +811,20 @@ func (a *auditor) outcome(r *kgo.Record) {
 		v.Message = fmt.Sprintf("id %s is not the deterministic id %s of (key, status %s, %s)", o.ID, want, status, basis)
 		a.violate(check, v)
 	}
-	a.sameAnswer(&o, v)
-	id, tuple := digestOf(o.ID), digestOf(causation, string(status), key, decision)
+	a.sameAnswer(o, d.answer, v)
+	id, tuple := d.id, d.tuple
 	prev, dup := a.ids[id]
+	if !dup && a.idStore != nil && a.err == nil {
+		// First use in an outcome partition read before?
+		if prev, dup, a.err = a.idStore.get(id); dup {
+			a.ids[id] = prev
+			a.grow(1)
+		}
+	}
 	switch {
 	case !dup:
 		a.ids[id] = idSeen{tuple, src{r.Partition, r.Offset}}
+		a.grow(1)
 	case prev.tuple == tuple:
 		a.counts.Republications++
 	default:
@@ -615,15 +845,17 @@ type answer struct {
 // the first time (docs/guarantees.md#decision-table): a second outcome for
 // the same (causation, entity, key) has the same status and error code,
 // unless the first left the key unresolved or held and this one settles it.
-func (a *auditor) sameAnswer(o *schemas.Outcome, v Violation) {
+func (a *auditor) sameAnswer(o *schemas.Outcome, d digest, v Violation) {
 	code := ""
 	if o.Record.Error != nil {
 		code = o.Record.Error.Code
 	}
-	d := digestOf(o.CausationID, o.Record.Entity, o.Record.IdempotencyKey)
-	now := answer{status: o.Record.Status, code: code, at: src{v.Partition, v.Offset}}
+	now := answer{status: intern(o.Record.Status), code: code, at: src{v.Partition, v.Offset}}
 	prev, seen := a.answers[d]
 	a.answers[d] = now
+	if !seen {
+		a.grow(1)
+	}
 	if !seen || (prev.status == now.status && prev.code == now.code) ||
 		prev.status == schemas.StatusUnresolved || prev.status == schemas.StatusHeld {
 		return
@@ -651,6 +883,13 @@ func (a *auditor) deadletter(r *kgo.Record) {
 // reconciler's internal requests. Commands at or above the group's
 // committed offset may still be in flight and count as pending instead.
 func (a *auditor) command(r *kgo.Record) {
+	var d decoded
+	a.decode(r, &d)
+	a.checkCommand(r, &d)
+}
+
+// checkCommand is command for a record decoded already.
+func (a *auditor) checkCommand(r *kgo.Record, d *decoded) {
 	if s, ok := sourceOf(r, outbox.HeaderForwardedFromPartition, outbox.HeaderForwardedFromOffset); ok {
 		a.fwd[s] = struct{}{}
 	}
@@ -659,7 +898,7 @@ func (a *auditor) command(r *kgo.Record) {
 	}
 	a.counts.Commands++
 	here := src{r.Partition, r.Offset}
-	cmd, err := schemas.DecodeCommand(r, a.in.MaxDataBytes)
+	cmd, err := &d.cmd, d.err
 	n := a.in.CommandPartitions
 	switch {
 	case err != nil:
@@ -669,19 +908,27 @@ func (a *auditor) command(r *kgo.Record) {
 		}
 		a.unanswered(here, string(r.Key), fmt.Sprintf("undecodable (%v) but has no copy on %s", err, a.in.Topics.Deadletter))
 	case n > 0 && partitioner.ForEntity(cmd.Subject, n) != r.Partition:
-		a.misrouted = append(a.misrouted, misrouted{at: here, key: string(r.Key), causation: digestOf(cmd.ID),
+		c := d.causation
+		a.misrouted = append(a.misrouted, misrouted{at: here, key: string(r.Key), causation: c, answered: a.answered(r.Partition, c),
 			want: fmt.Sprintf("misrouted (entity %q belongs on partition %d) but has no forwarded copy there, nor a deadletter copy and an outcome",
 				cmd.Subject, partitioner.ForEntity(cmd.Subject, n))})
 	case cmd.Type == TypeReconcile:
 		// The reconciler's internal request: no outcome by design.
 	case schemas.IsDecision(cmd.Type):
-		a.decision(r, &cmd)
+		a.decision(r, cmd)
 		fallthrough
 	default:
-		if _, ok := a.causes[digestOf(cmd.ID)]; ok {
+		c := d.causation
+		if a.answered(r.Partition, c) {
 			return
 		}
-		a.unanswered(here, string(r.Key), fmt.Sprintf("command %q (key %q) has no outcome with causationid %q", cmd.ID, cmd.IdempotencyKey, cmd.ID))
+		want := fmt.Sprintf("command %q (key %q) has no outcome with causationid %q", cmd.ID, cmd.IdempotencyKey, cmd.ID)
+		if committed, has := a.in.Committed[here.p]; has && here.off < committed {
+			// Judged in finish: an answer may still be read.
+			a.deferred = append(a.deferred, deferredCmd{at: here, causation: c, key: string(r.Key), want: want})
+			return
+		}
+		a.unanswered(here, string(r.Key), want)
 	}
 }
 
@@ -706,7 +953,7 @@ func (a *auditor) decision(r *kgo.Record, cmd *schemas.Command) {
 	if err == nil {
 		return
 	}
-	if a.causes[digestOf(cmd.ID)]&causeSucceeded == 0 {
+	if f, _ := a.cause(r.Partition, digestOf(cmd.ID)); f&causeSucceeded == 0 {
 		a.counts.RefusedDecisions++
 		return
 	}

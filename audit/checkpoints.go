@@ -179,7 +179,7 @@ func readTopic(ctx context.Context, cl *kgo.Client, topic string) ([]*kgo.Record
 		}
 	}
 	var out []*kgo.Record
-	err = read(ctx, cl, rs, func(r *kgo.Record) { out = append(out, r) })
+	err = read(ctx, cl, rs, func(batch []*kgo.Record) { out = append(out, batch...) })
 	return out, err
 }
 
@@ -208,7 +208,11 @@ func replay(ctx context.Context, cl *kgo.Client, journal string, ps []int32, fro
 			rs[journal][p] = [2]int64{from[p], ends[p]}
 		}
 	}
-	return read(ctx, cl, rs, each)
+	return read(ctx, cl, rs, func(batch []*kgo.Record) {
+		for _, r := range batch {
+			each(r)
+		}
+	})
 }
 
 // fullLogs replays ps from their starts into full trees; each, if set,

@@ -50,25 +50,42 @@
 //
 // # Memory
 //
-// Records are checked as they are read and dropped; none is kept. The
-// audit keeps, for the partitions it checks:
+// Records are checked as they are read and dropped; none is kept. Run
+// reads a partition at a time: the deadletters first, then for each
+// partition number p the journal and outcomes partitions p together with
+// the commands of partition p-1, whose answers the step before read
+// (commands are partitioned by entity, and an entity's journal records and
+// outcomes are on the same partition number). When a partition is done,
+// what only it needed is dropped, so the audit holds about two partitions'
+// state at a time, whatever the number of partitions:
 //
 //   - per journal partition: the previous record's hash and the current
-//     epoch;
-//   - per (partition, idempotency key): the latest status, the position and
-//     finish time of its last final record, and its highest attempt;
-//   - per (partition, entity): the keys in progress and the highest fencing
-//     token;
-//   - per outcome event: a 16-byte digest of its causation id, and one of
-//     its id with a digest of what it stands for and its position (about
-//     50 bytes, plus map overhead): commands_answered and outcome_ids match
-//     events by id, so that much is needed per event;
-//   - per deadletter copy and forwarded command: 12 bytes of position, and
-//     per misrouted command its position and message.
+//     epoch (a few dozen bytes, kept);
+//   - per key and per entity of the partition being read: what G1 and G2
+//     need, by value under a digest (no record, no decoded JSON);
+//   - per outcome event of that partition: digests of its id, causation
+//     and (causation, entity, key), and its position;
+//   - per command of that partition until its commands are read: a digest
+//     of each answered causation id;
+//   - the first use of every outcome id of the partitions done, on disk in
+//     a temporary Pebble store under $TMPDIR (about 40 bytes per outcome;
+//     in memory only its 8 MiB cache and memtables and an 8 MiB filter),
+//     since an id must stand for one (causation, status, key) across
+//     partitions;
+//   - per deadletter copy, forwarded and misrouted command, and command
+//     found unanswered below the committed offset: its position (rare in
+//     a healthy history).
 //
-// So memory grows with keys and entities, and by tens of bytes per outcome,
-// not with the size of records or results. A very large deployment can be
-// audited a slice at a time with Options.Partitions.
+// About 480 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
+// plus a fixed ~40 MB (fetches, the id store): docs/memory.md#audit has
+// the figures. The records of each fetch are decoded on every core, then
+// checked in order on one.
+//
+// Check, which holds its Input in memory anyway, keeps every partition's
+// state to the end; both reach the same report (TestRunStreamsPartitions).
+// One difference is by design: a command at or above the committed offset
+// whose only answer is on another partition read later (an outcome that
+// names a partition other than its own) counts as pending in Run.
 //
 // # Testing the checks
 //

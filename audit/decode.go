@@ -1,0 +1,149 @@
+package audit
+
+import (
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// decoded is what the checks need of one record that does not depend on
+// any other record: its decoding, its hash, the digests it is matched by.
+// It is computed apart from the checks (decode), so that Run can decode
+// the records of a fetch on every core and then check them in order on
+// one (records).
+type decoded struct {
+	err error
+
+	// journal records
+	kind            string // outbox.HeaderKind
+	rec             schemas.Record
+	hash            string
+	hashErr         error
+	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
+
+	// outcome events
+	o                 schemas.Outcome
+	wantID            string // its deterministic id
+	id, tuple, answer digest // of its id, (causation, status, key, decision), (causation, entity, key)
+	causation         digest // of its causation id; for a command, of its id
+	cmd               schemas.Command
+}
+
+// decode fills d for r. It reads only the auditor's configuration, never
+// its state, so records can be decoded concurrently.
+func (a *auditor) decode(r *kgo.Record, d *decoded) {
+	switch r.Topic {
+	case a.in.Topics.Journal:
+		d.kind, _ = header(r, outbox.HeaderKind)
+		if d.kind != outbox.KindRecord || !a.isChecked(r.Partition) {
+			return
+		}
+		if d.rec, d.err = schemas.UnmarshalRecord(r.Value); d.err == nil {
+			d.hash, d.hashErr = schemas.RecordHash(r.Value)
+			// A key is scoped to its entity, and both to the partition.
+			p := strconv.FormatInt(int64(r.Partition), 10)
+			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
+			d.entityID = digestOf(p, d.rec.Entity)
+		}
+	case a.in.Topics.Outcomes:
+		if d.o, d.err = decodeOutcome(r); d.err != nil {
+			return
+		}
+		o := &d.o
+		d.causation = digestOf(o.CausationID)
+		if !a.isChecked(o.Record.Command.Partition) {
+			return
+		}
+		decision := schemas.SettlementDecision(&o.Record, o.CausationID)
+		d.wantID = schemas.OutcomeIDOf(&o.Record, o.CausationID)
+		d.id = digestOf(o.ID)
+		d.tuple = digestOf(o.CausationID, string(o.Record.Status), o.Record.IdempotencyKey, decision)
+		d.answer = digestOf(o.CausationID, o.Record.Entity, o.Record.IdempotencyKey)
+	case a.in.Topics.Commands:
+		if !a.isChecked(r.Partition) {
+			return
+		}
+		if d.cmd, d.err = schemas.DecodeCommand(r, a.in.MaxDataBytes); d.err == nil {
+			d.causation = digestOf(d.cmd.ID)
+		}
+	}
+}
+
+// decodeChunk bounds the records decoded ahead of their checks: a
+// decoded record holds up to a few KB (its record, outcome or command
+// decoded), and a fetch may bring tens of thousands. A variable so that a
+// test can make fetches span several chunks.
+var decodeChunk = 1024
+
+// records checks rs, records of any of the journal, outcomes and commands
+// topics in the order each partition was read, decodeChunk at a time:
+// each chunk is decoded on every core while the one before it is checked,
+// one record after the other, on this goroutine.
+func (a *auditor) records(rs []*kgo.Record) {
+	var chunks [][]*kgo.Record
+	for len(rs) > decodeChunk {
+		chunks = append(chunks, rs[:decodeChunk])
+		rs = rs[decodeChunk:]
+	}
+	if len(rs) > 0 {
+		chunks = append(chunks, rs)
+	}
+	if len(chunks) == 0 {
+		return
+	}
+	for i := range a.dbuf {
+		if cap(a.dbuf[i]) < decodeChunk {
+			a.dbuf[i] = make([]decoded, decodeChunk)
+		}
+	}
+	a.decodeAll(chunks[0], a.dbuf[0][:len(chunks[0])])
+	for i, c := range chunks {
+		ds := a.dbuf[i%2][:len(c)]
+		var next sync.WaitGroup
+		if i+1 < len(chunks) {
+			n := chunks[i+1]
+			nds := a.dbuf[(i+1)%2][:len(n)]
+			next.Go(func() { a.decodeAll(n, nds) })
+		}
+		for j, r := range c {
+			switch r.Topic {
+			case a.in.Topics.Journal:
+				a.checkJournal(r, &ds[j])
+			case a.in.Topics.Outcomes:
+				a.checkOutcome(r, &ds[j])
+			case a.in.Topics.Commands:
+				a.checkCommand(r, &ds[j])
+			}
+		}
+		// Drop what the decoded records point at.
+		clear(ds)
+		next.Wait()
+	}
+}
+
+// decodeAll decodes rs into ds on every core.
+func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
+	workers := min(runtime.GOMAXPROCS(0), (len(rs)+63)/64)
+	if workers <= 1 {
+		for i, r := range rs {
+			a.decode(r, &ds[i])
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	per := (len(rs) + workers - 1) / workers
+	for lo := 0; lo < len(rs); lo += per {
+		hi := min(lo+per, len(rs))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				a.decode(rs[i], &ds[i])
+			}
+		})
+	}
+	wg.Wait()
+}

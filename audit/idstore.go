@@ -1,0 +1,156 @@
+package audit
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+)
+
+// idStore keeps the first use of every outcome id of the outcome
+// partitions an audit has finished, on disk: outcome_ids compares an id
+// with its first use on any partition, and holding every id in memory
+// would make the audit's memory grow with the topics (about 60 bytes per
+// outcome) instead of with its largest partition. It is a Pebble database
+// in a temporary directory, without a WAL (nothing in it outlives the
+// audit), removed by close.
+type idStore struct {
+	db  *pebble.DB
+	dir string
+	// seen is a Bloom filter of the stored ids, of a fixed size: almost
+	// every id is new, and the filter answers that without asking Pebble.
+	// Ids are SHA-256 digests already, so their bytes are the hashes.
+	// Past tens of millions of ids it answers "maybe" more often, which
+	// costs lookups, never a wrong answer.
+	seen []uint64
+}
+
+// idFilterBits is the size of idStore.seen: 8 MiB, four probes: about
+// 0.5 % false positives at 5 million ids, 4 % at 10 million.
+const idFilterBits = 1 << 26
+
+// probes returns the filter bits of id: four 26-bit slices of its digest.
+func probes(id digest) [4]uint32 {
+	var ps [4]uint32
+	for i := range ps {
+		ps[i] = binary.LittleEndian.Uint32(id[4*i:]) & (idFilterBits - 1)
+	}
+	return ps
+}
+
+func (s *idStore) maybeHas(id digest) bool {
+	for _, b := range probes(id) {
+		if s.seen[b/64]&(1<<(b%64)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// idStoreMem is what Pebble may hold in memory: its block cache and
+// memtables (docs/memory.md#audit); the filter adds idFilterBits/8.
+const idStoreMem = 8 << 20
+
+// openIDStore creates the store in a new directory under parent ("" : the
+// system's temporary directory, $TMPDIR).
+func openIDStore(parent string) (*idStore, error) {
+	dir, err := os.MkdirTemp(parent, "onceflight-audit-")
+	if err != nil {
+		return nil, fmt.Errorf("audit: temporary directory for outcome ids: %w", err)
+	}
+	po := &pebble.Options{
+		DisableWAL:         true,
+		CacheSize:          idStoreMem,
+		MemTableSize:       idStoreMem / 2,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             quietPebble{},
+	}
+	// Most lookups are of ids never seen before: filters answer them
+	// without reading a block.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("audit: open outcome id store in %s: %w", dir, err)
+	}
+	return &idStore{db: db, dir: dir, seen: make([]uint64, idFilterBits/64)}, nil
+}
+
+// idSeenLen is an encoded idSeen: tuple digest, partition, offset.
+const idSeenLen = len(digest{}) + 4 + 8
+
+// get returns the first use of id, if a finished partition had it.
+func (s *idStore) get(id digest) (idSeen, bool, error) {
+	if !s.maybeHas(id) {
+		return idSeen{}, false, nil
+	}
+	v, closer, err := s.db.Get(id[:])
+	if errors.Is(err, pebble.ErrNotFound) {
+		return idSeen{}, false, nil
+	}
+	if err != nil {
+		return idSeen{}, false, fmt.Errorf("audit: outcome id store: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != idSeenLen {
+		return idSeen{}, false, fmt.Errorf("audit: outcome id store: entry of %d bytes, want %d", len(v), idSeenLen)
+	}
+	var seen idSeen
+	copy(seen.tuple[:], v)
+	seen.at.p = int32(binary.BigEndian.Uint32(v[16:]))
+	seen.at.off = int64(binary.BigEndian.Uint64(v[20:]))
+	return seen, true, nil
+}
+
+// add stores the first uses of a finished partition's ids. An id already
+// stored comes back with the same first use (get put it in ids).
+func (s *idStore) add(ids map[digest]idSeen) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var v [idSeenLen]byte
+	for id, seen := range ids {
+		copy(v[:], seen.tuple[:])
+		binary.BigEndian.PutUint32(v[16:], uint32(seen.at.p))
+		binary.BigEndian.PutUint64(v[20:], uint64(seen.at.off))
+		if err := b.Set(id[:], v[:], nil); err != nil {
+			return fmt.Errorf("audit: outcome id store: %w", err)
+		}
+		for _, bit := range probes(id) {
+			s.seen[bit/64] |= 1 << (bit % 64)
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("audit: outcome id store: %w", err)
+	}
+	return nil
+}
+
+// close closes the store and removes its directory.
+func (s *idStore) close() error {
+	err := s.db.Close()
+	if rerr := os.RemoveAll(s.dir); err == nil && rerr != nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("audit: close outcome id store: %w", err)
+	}
+	return nil
+}
+
+// quietPebble drops Pebble's informational logs, which would interleave
+// with the report; errors reach the audit as errors.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("audit: outcome id store: "+format, args...))
+}

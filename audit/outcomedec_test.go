@@ -1,0 +1,89 @@
+package audit
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// outcomeSamples are outcome events as the executor writes them, in the
+// shapes EncodeOutcomeData has: with and without subject, causation, key,
+// trace parent; replayed; a settlement; an error; a result.
+func outcomeSamples(t testing.TB) []*kgo.Record {
+	t.Helper()
+	fin := t0.Add(time.Second)
+	recs := []struct {
+		rec       schemas.Record
+		causation string
+		replayed  bool
+	}{
+		{schemas.Record{IdempotencyKey: "k1", Entity: "order-1", Status: schemas.StatusSucceeded, Attempts: 1, FinishedAt: &fin,
+			Command: schemas.CommandRef{ID: "c1", Partition: 2, Offset: 7}, Result: json.RawMessage(`{"ok":true}`)}, "c1", false},
+		{schemas.Record{IdempotencyKey: "k1", Entity: "order-1", Status: schemas.StatusSucceeded, FinishedAt: &fin,
+			Command: schemas.CommandRef{ID: "c1"}}, "c2", true},
+		{schemas.Record{Status: schemas.StatusRejected, Error: &schemas.Error{Code: schemas.CodeUnknownAction, Message: "no such action"}}, "", false},
+		{schemas.Record{IdempotencyKey: "ключ", Entity: "é", Status: schemas.StatusFailed, TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+			Command: schemas.CommandRef{ID: "c3"}}, "c3", false},
+		{schemas.Record{IdempotencyKey: "k4", Entity: "order-4", Status: schemas.StatusSucceeded,
+			Command:    schemas.CommandRef{ID: "c4"},
+			Resolution: &schemas.Resolution{By: "ann", At: t0, As: schemas.StatusSucceeded, DecisionID: "d1"}}, "c4", false},
+		{schemas.Record{IdempotencyKey: `quote"d`, Entity: "order-5", Status: schemas.StatusSucceeded, Command: schemas.CommandRef{ID: "c5"}}, "c5", false},
+	}
+	var out []*kgo.Record
+	for _, c := range recs {
+		r, err := schemas.EncodeOutcome(c.rec, c.causation, c.replayed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// TestDecodeOutcomeFast: the fast path reads the executor's outcomes (all
+// but the one with an escaped string) and gives DecodeOutcome's result.
+func TestDecodeOutcomeFast(t *testing.T) {
+	samples := outcomeSamples(t)
+	for i, r := range samples {
+		want, err := schemas.DecodeOutcome(r)
+		if err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+		got, ok := decodeOutcomeFast(r)
+		if escaped := i == len(samples)-1; ok == escaped {
+			t.Fatalf("sample %d: fast path ok=%v, want %v:\n%s", i, ok, !escaped, r.Value)
+		}
+		if ok && !reflect.DeepEqual(got, want) {
+			t.Fatalf("sample %d: fast path gave\n%+v\nDecodeOutcome gave\n%+v", i, got, want)
+		}
+	}
+}
+
+// FuzzDecodeOutcomeFast: whatever the bytes, the fast path either declines
+// or gives exactly what DecodeOutcome gives; it never accepts what
+// DecodeOutcome refuses, and never panics.
+func FuzzDecodeOutcomeFast(f *testing.F) {
+	for _, r := range outcomeSamples(f) {
+		f.Add(r.Value)
+	}
+	f.Add([]byte(`{"specversion":"1.0","id":"x","source":"onceflight","type":"onceflight.execution.succeeded","datacontenttype":"application/json","time":"2026-01-02T03:04:05Z","replayed":false,"data":{}}`))
+	f.Fuzz(func(t *testing.T, value []byte) {
+		r := &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/cloudevents+json")}}}
+		got, ok := decodeOutcomeFast(r)
+		if !ok {
+			return
+		}
+		want, err := schemas.DecodeOutcome(r)
+		if err != nil {
+			t.Fatalf("fast path accepted what DecodeOutcome refuses (%v):\n%s", err, value)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("fast path gave\n%+v\nDecodeOutcome gave\n%+v\nfor\n%s", got, want, value)
+		}
+	})
+}

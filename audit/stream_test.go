@@ -1,0 +1,252 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// TestRunStreamsPartitions (issue 24, audit at scale): Run audits a
+// partition at a time, so the per-key, per-entity and per-answer state it
+// holds at once follows the largest partition, not the topics. Six
+// partitions of different sizes (30 to 180 keys, 2 keys per entity) on
+// kfake over TCP; the auditor counts its live entries and their peak. It
+// must reach the same report as Check over the same records (a cross-
+// partition outcome id reuse and an unanswered command included, so that
+// the id store and the deferred commands are exercised), and its peak must
+// stay within two partitions' worth — far below the total.
+func TestRunStreamsPartitions(t *testing.T) {
+	const parts = 6
+	in := Input{Topics: tops, CommandPartitions: parts, Committed: map[int32]int64{}, MaxViolations: 20}
+	perPart := make([]int, parts) // live entries Check would hold for the partition
+	total := 0
+	var firstOutcome *kgo.Record // partition 1's, whose id partition 4 reuses
+	for p := range int32(parts) {
+		keys := 30 * int(p+1)
+		ents := entitiesOn(p, parts, keys/2)
+		var jents []jent
+		for i := range keys {
+			key, ent := fmt.Sprintf("k%d-%d", p, i), ents[i/2]
+			seq := int64(i + 1)
+			jents = append(jents,
+				at(rec(key, ent, schemas.StatusInProgress, 1, seq, time.Duration(i)*time.Second), int64(i)),
+				at(rec(key, ent, schemas.StatusSucceeded, 1, 0, time.Duration(i)*time.Second), int64(i)))
+			in.Commands = append(in.Commands, command(t, "cmd-"+key, ent, key, p, int64(i)))
+			o := outcome(t, key, ent, "cmd-"+key, schemas.StatusSucceeded, p, int64(i))
+			o.Partition = p
+			if p == 1 && i == 0 {
+				firstOutcome = o
+			}
+			if p == 4 && i == 0 {
+				// Partition 4's first outcome carries partition 1's
+				// first id: two violations, one only a store of the
+				// earlier partitions' ids can see.
+				want, err := schemas.DecodeOutcome(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first, err := schemas.DecodeOutcome(firstOutcome)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Value = bytes.Replace(o.Value, []byte(want.ID), []byte(first.ID), 1)
+			}
+			in.Outcomes = append(in.Outcomes, o)
+		}
+		in.Journal = append(in.Journal, journal(t, p, jents...)...)
+		in.Committed[p] = int64(keys)
+		perPart[p] = 4*keys + len(ents) // keys, answers, ids, causes; entities
+		total += perPart[p]
+	}
+	// One command more on partition 2, below the committed offset and
+	// never answered; and one on partition 0 whose only answer is on
+	// outcomes partition 5, read after partition 0 was judged: it still
+	// counts, as when every outcome was read first.
+	in.Commands = append(in.Commands, command(t, "cmd-lost", entitiesOn(2, parts, 1)[0], "lost", 2, 90))
+	in.Committed[2] = 91
+	e0 := entitiesOn(0, parts, 1)[0]
+	in.Commands = append(in.Commands, command(t, "cmd-late", e0, "late", 0, 30))
+	in.Committed[0] = 31
+	late := outcome(t, "late", e0, "cmd-late", schemas.StatusSucceeded, 0, 180)
+	late.Partition = 5
+	in.Outcomes = append(in.Outcomes, late)
+	want := Check(in)
+	if want.OK() || find(want, CheckOutcomeIDs).Count != 2 || find(want, CheckAnswered).Count != 1 {
+		t.Fatalf("the history should fail outcome_ids twice and commands_answered once: %+v", want.Checks)
+	}
+
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, tops.Commands, tops.Journal, tops.Outcomes, tops.Deadletter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, rs := range [][]*kgo.Record{in.Journal, in.Outcomes, in.Commands} {
+		for _, r := range rs {
+			// Offsets are the broker's: the records were numbered
+			// from 0 per partition in the order they are produced.
+			cp := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
+			if r.Topic == "" {
+				cp.Topic = tops.Outcomes
+			}
+			if err := cl.ProduceSync(ctx, cp).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if cp.Offset != r.Offset {
+				t.Fatalf("%s/%d: produced at offset %d, the history says %d", cp.Topic, cp.Partition, cp.Offset, r.Offset)
+			}
+		}
+	}
+	offs := kadm.Offsets{}
+	for p, o := range in.Committed {
+		offs.AddOffset(tops.Commands, p, o, -1)
+	}
+	if err := kadm.NewClient(cl).CommitAllOffsets(ctx, "onceflight", offs); err != nil {
+		t.Fatal(err)
+	}
+
+	var a *auditor
+	testHookAuditor = func(x *auditor) { a = x }
+	// Small chunks: a fetch is decoded and checked in several, each
+	// decoded while the one before is checked.
+	chunk := decodeChunk
+	decodeChunk = 50
+	t.Cleanup(func() { testHookAuditor, decodeChunk = nil, chunk })
+	got, err := Run(ctx, Options{Client: cl, MaxViolations: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
+		t.Fatalf("Run gave\n%s\nCheck gave\n%s", g, w)
+	}
+	largest := 0
+	for _, n := range perPart {
+		largest = max(largest, n)
+	}
+	t.Logf("peak live entries %d; largest partition %d, all partitions %d", a.peak, largest, total)
+	if a.peak > 2*largest {
+		t.Errorf("Run held %d entries at once, more than two of the largest partition's %d", a.peak, largest)
+	}
+	if a.peak >= total/2 {
+		t.Errorf("Run held %d entries at once: not a partition's worth, but most of all %d", a.peak, total)
+	}
+	if a.live != 0 {
+		t.Errorf("%d entries still live after the last partition", a.live)
+	}
+}
+
+// entitiesOn returns n entity names that partition p owns among parts.
+func entitiesOn(p int32, parts, n int) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		e := "ent-" + strconv.Itoa(i)
+		if partitioner.ForEntity(e, parts) == p {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// FuzzCheckRecords: a journal record, outcome event or command of any
+// bytes added to a healthy history never makes the audit panic, and Run's
+// way of checking (a fetch at a time, decoded on every core, partitions
+// dropped as they end) reaches Check's report.
+func FuzzCheckRecords(f *testing.F) {
+	rc := schemas.Record{IdempotencyKey: "k9", Entity: ent, Status: schemas.StatusSucceeded, Command: schemas.CommandRef{ID: "cmd-k9"}}
+	if b, err := schemas.MarshalRecord(rc); err == nil {
+		f.Add(uint8(0), b)
+	}
+	if o, err := schemas.EncodeOutcome(rc, "cmd-k9", false); err == nil {
+		f.Add(uint8(1), o.Value)
+	}
+	if c, err := schemas.EncodeCommand(schemas.Command{ID: "cmd-k9", Source: "test", Type: "noop.ping", Subject: ent, IdempotencyKey: "k9"}, schemas.Structured); err == nil {
+		f.Add(uint8(2), c.Value)
+	}
+	f.Add(uint8(0), []byte(`{"idempotency_key":`))
+	f.Add(uint8(1), []byte(`{"specversion":"1.0"}`))
+	f.Fuzz(func(t *testing.T, topic uint8, value []byte) {
+		in := base(t)
+		ce := kgo.RecordHeader{Key: "content-type", Value: []byte("application/cloudevents+json")}
+		switch topic % 3 {
+		case 0:
+			in.Journal = append(in.Journal, &kgo.Record{Topic: tops.Journal, Partition: pe, Offset: int64(len(in.Journal)), Value: value,
+				Headers: []kgo.RecordHeader{{Key: outbox.HeaderKind, Value: []byte(outbox.KindRecord)}}})
+		case 1:
+			in.Outcomes = append(in.Outcomes, &kgo.Record{Topic: tops.Outcomes, Offset: int64(len(in.Outcomes)), Value: value, Headers: []kgo.RecordHeader{ce}})
+		default:
+			in.Commands = append(in.Commands, &kgo.Record{Topic: tops.Commands, Partition: pe, Offset: int64(len(in.Commands)), Value: value, Headers: []kgo.RecordHeader{ce}})
+		}
+		want := Check(in)
+
+		a := newAuditor(in)
+		for _, o := range in.Outcomes {
+			o.Topic = tops.Outcomes
+		}
+		a.records(append(sorted(in.Journal), sorted(in.Outcomes)...))
+		a.endAnswers()
+		a.records(sorted(in.Commands))
+		for p := range int32(nParts) {
+			a.endCommands(p)
+		}
+		if g, w := fmt.Sprintf("%+v", a.finish()), fmt.Sprintf("%+v", want); g != w {
+			t.Fatalf("streamed:\n%s\nCheck:\n%s", g, w)
+		}
+	})
+}
+
+// BenchmarkAuditStatePerKey reports the live heap the auditor holds per key
+// of the partition it is reading (key, entity, answer, outcome id and
+// causation entries; one entity per two keys, as in a busy partition):
+// the figure docs/memory.md#audit multiplies by the largest partition.
+func BenchmarkAuditStatePerKey(b *testing.B) {
+	const keys = 20_000
+	var rs []*kgo.Record
+	var jents []jent
+	for i := range keys {
+		key, e := fmt.Sprintf("k-%d", i), fmt.Sprintf("e-%d", i/2)
+		jents = append(jents, rec(key, e, schemas.StatusInProgress, 1, int64(i+1), 0), rec(key, e, schemas.StatusSucceeded, 1, 0, 0))
+		o, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: e, Status: schemas.StatusSucceeded,
+			Command: schemas.CommandRef{ID: "c-" + key}}, "c-"+key, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		o.Topic, o.Offset = tops.Outcomes, int64(i)
+		rs = append(rs, o)
+	}
+	t := &testing.T{}
+	rs = append(journal(t, 0, jents...), rs...)
+	var perKey float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		a := newAuditor(Input{Topics: tops})
+		for lo := 0; lo < len(rs); lo += 1000 {
+			a.records(rs[lo:min(lo+1000, len(rs))])
+		}
+		a.dbuf = [2][]decoded{}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perKey = float64(after.HeapAlloc-before.HeapAlloc) / keys
+		runtime.KeepAlive(a)
+	}
+	b.ReportMetric(perKey, "B/key")
+}
