@@ -10,8 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/partitioner"
@@ -234,6 +237,10 @@ func (b *bench) hotPhase(ctx context.Context, dataDir string, hot, others int) (
 		return hr, err
 	}
 	hotIDs, otherIDs := map[string]struct{}{}, map[string]struct{}{}
+	var (
+		mu      sync.Mutex
+		prodErr error
+	)
 	start := time.Now()
 	for i := range hot + others {
 		id, entity := "hot-"+strconv.Itoa(i), hotEntity
@@ -249,9 +256,21 @@ func (b *bench) hotPhase(ctx context.Context, dataDir string, hot, others int) (
 			return hr, err
 		}
 		r.Topic = b.topics.Commands
-		b.prod.Produce(ctx, r, nil)
+		b.prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && prodErr == nil {
+				prodErr = err
+			}
+		})
 	}
 	if err := b.prod.Flush(ctx); err != nil {
+		return hr, fmt.Errorf("hot: produce: %w", err)
+	}
+	mu.Lock()
+	err = prodErr
+	mu.Unlock()
+	if err != nil {
 		return hr, fmt.Errorf("hot: produce: %w", err)
 	}
 	alive := func() error {
