@@ -141,10 +141,36 @@ func runBatchCases(t *testing.T, batched bool) batchRun {
 		h.Start(t.TempDir())
 		executortest.WaitFor(t, 30*time.Second, "executor ready", func() bool { return h.Ex.Ready() })
 		h.Stop()
+		// Manual flushing: all seven are buffered before anything is
+		// sent, so they leave in one record batch (the harness's client,
+		// with linger 0, could send the first alone).
+		prod, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.ManualFlushing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prod.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := h.Client().ProduceSync(ctx, records...).FirstErr(); err != nil {
+		var produced sync.WaitGroup
+		var prodErr error
+		var mu sync.Mutex
+		for _, r := range records {
+			produced.Add(1)
+			prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				defer produced.Done()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && prodErr == nil {
+					prodErr = err
+				}
+			})
+		}
+		if err := prod.Flush(ctx); err != nil {
 			t.Fatal(err)
+		}
+		produced.Wait()
+		if prodErr != nil {
+			t.Fatal(prodErr)
 		}
 		h.Opts = []consumer.Option{consumer.WithKgoOpts(kgo.WithHooks(&fetched))}
 		h.Start(t.TempDir())
