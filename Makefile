@@ -36,6 +36,7 @@ test: ## the whole test suite (what CI runs), with short fuzz runs of the decode
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./kafkaconf -run '^$$' -fuzz '^FuzzParseProperties$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeRecordFast$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzStructuredFastMatchesSDK$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(FUZZTIME)
 
@@ -56,6 +57,7 @@ fuzz: ## longer fuzz runs of every decoder and of the HTTP ingress's request par
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./kafkaconf -run '^$$' -fuzz '^FuzzParseProperties$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeRecordFast$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzStructuredFastMatchesSDK$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./cli/internal/ingress -run '^$$' -fuzz '^FuzzIngressRequest$$' -fuzztime $(or $(LONGFUZZ),10m)

@@ -78,7 +78,8 @@ type serveOptions struct {
 }
 
 // minCacheSize is the smallest --cache-size: the dedupe index's two
-// memtables (4 MiB each) are reserved inside it.
+// memtables (an eighth of the cache each, at least 1 MiB) are reserved
+// inside it.
 const minCacheSize = 8 << 20
 
 // minMemoryLimit is the smallest --memory-limit: below the executor's

@@ -51,6 +51,14 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, 
 	if err != nil {
 		return nil, err
 	}
+	// Nothing of p in the store yet (a new data dir, or a partition it
+	// never owned: every owned partition has a Progress): the catch-up's
+	// batches skip reading the previous version of keys it has not
+	// written itself (dedupe.Fresh).
+	var fresh *dedupe.Fresh
+	if prog == (dedupe.Progress{}) {
+		fresh = dedupe.NewFresh(hi - lo)
+	}
 	gap := prog.JournalOffset < lo
 	if gap {
 		e.log.Warn("journal records deleted before this executor read them; checking their age", "partition", p,
@@ -62,7 +70,7 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, 
 		return nil, err
 	}
 	defer rd.Close()
-	cu, err := e.catchUp(ctx, rd, p, prog, hi, gap)
+	cu, err := e.catchUp(ctx, rd, p, prog, hi, gap, fresh)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +87,7 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, 
 	if err != nil {
 		return nil, fmt.Errorf("restore partition %d: epoch marker: %w", p, err)
 	}
-	cu, err = e.catchUp(ctx, rd, p, cu, off+1, false)
+	cu, err = e.catchUp(ctx, rd, p, cu, off+1, false, fresh)
 	if err != nil {
 		return nil, err
 	}
@@ -199,14 +207,24 @@ func (e *Executor) journalReader(p int32, from int64) (*kgo.Client, error) {
 //
 // afterGap says records before prog.JournalOffset were deleted unread: the
 // first record read then tells their age (they are older than it).
-func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog dedupe.Progress, target int64, afterGap bool) (dedupe.Progress, error) {
+//
+// fresh, if not nil, is given to every batch (dedupe.Batch.UseFresh): the
+// store held nothing of p when the restore began.
+func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog dedupe.Progress, target int64, afterGap bool, fresh *dedupe.Fresh) (dedupe.Progress, error) {
 	if prog.JournalOffset >= target {
 		return prog, nil
 	}
 
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.TransactionTimeout+20*time.Second)
 	defer cancel()
-	b := e.store.NewBatch()
+	newBatch := func() *dedupe.Batch {
+		b := e.store.NewBatch()
+		if fresh != nil {
+			b.UseFresh(fresh)
+		}
+		return b
+	}
+	b := newBatch()
 	defer func() { b.Close() }()
 	n := 0
 	flush := func() error {
@@ -215,7 +233,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 			return fmt.Errorf("catch up partition %d: %w", p, err)
 		}
 		b.Close()
-		b = e.store.NewBatch()
+		b = newBatch()
 		n = 0
 		return nil
 	}

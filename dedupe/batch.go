@@ -32,6 +32,7 @@ type Batch struct {
 	entities map[string]*EntityState
 	progress map[int32]Progress
 	it       *pebble.Iterator // see iter
+	fresh    *Fresh           // UseFresh
 	// err is the first error of PutRecord, which cannot return one; Commit
 	// reports it and writes nothing.
 	err  error
@@ -108,9 +109,12 @@ func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
 		// the cache.
 		var prev schemas.Record
 		found := false
+		// Before the cache: a Fresh must record every key written, or
+		// one evicted from the cache would later pass for new.
+		seen := b.seenKey(key)
 		if m, ok := b.s.metas.get(key); ok {
 			prev, found = m.record(rec.Entity, rec.IdempotencyKey), true
-		} else {
+		} else if seen {
 			var err error
 			if prev, found, err = b.lookupPrev(key); err != nil {
 				b.err = err
@@ -388,8 +392,12 @@ func (b *Batch) lookupPrev(key string) (schemas.Record, bool, error) {
 // entityState is an entity's committed state: from the cache, or read
 // through the batch's iterator.
 func (b *Batch) entityState(entity string) (EntityState, error) {
+	seen := b.seenEntity(entity) // before the cache, as in PutRecordBytes
 	if en, ok := b.s.entities.get(entity); ok {
 		return en.es, nil
+	}
+	if !seen {
+		return EntityState{}, nil
 	}
 	it, err := b.iter()
 	if err != nil {

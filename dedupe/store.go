@@ -180,11 +180,18 @@ func WithCacheSize(bytes int64) Option {
 }
 
 // DefaultMemTableSize is the size of one Pebble memtable when
-// WithMemTableSize is not given: Pebble's own default, set explicitly so
-// the index's memory is stated rather than inherited (docs/memory.md).
-// Up to memTables of them exist at once (one being written, the others
-// being flushed), reserved inside the block cache.
-const DefaultMemTableSize = 4 << 20
+// WithMemTableSize is not given and the cache is at least 8 times as
+// large (with a smaller cache: an eighth of it, at least 1 MiB), set
+// explicitly so the index's memory is stated rather than inherited
+// (docs/memory.md). Up to memTables of them exist at once (one being
+// written, the others being flushed), reserved inside the block cache, so
+// they take at most a quarter of it.
+//
+// Not Pebble's 4 MiB: every flush of a memtable is a table that the next
+// compactions rewrite, and with keys spread evenly over the key space
+// (every restore and every new-key drain) twice the memtable meant ~25 %
+// less CPU for a restore into an empty data dir (BENCHMARKS.md, issue 24).
+const DefaultMemTableSize = 8 << 20
 
 // memTables is Pebble's MemTableStopWritesThreshold: writes stall rather
 // than queue a third memtable behind a slow flush.
@@ -239,7 +246,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		cfg.cacheSize = DefaultCacheSize
 	}
 	if cfg.memTable <= 0 {
-		cfg.memTable = DefaultMemTableSize
+		cfg.memTable = min(DefaultMemTableSize, max(cfg.cacheSize/8, 1<<20))
 	}
 	if cfg.memTable < 1<<20 || cfg.memTable > 1<<30 {
 		return nil, fmt.Errorf("dedupe: memtable size %d bytes: must be between 1 MiB and 1 GiB", cfg.memTable)

@@ -1,7 +1,6 @@
 package schemas
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/binding/format"
 	"github.com/cloudevents/sdk-go/v2/event"
 	jsoniter "github.com/json-iterator/go"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -67,6 +67,12 @@ func (e *DecodeError) Error() string {
 // panics; on failure the error is a *DecodeError. maxDataBytes <= 0 means
 // DefaultMaxDataBytes.
 func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
+	return decodeCommand(r, maxDataBytes, true)
+}
+
+// decodeCommand is DecodeCommand; fast false always goes through sdk-go
+// (the fuzz test's reference).
+func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err error) {
 	if r == nil {
 		return Command{}, &DecodeError{Reason: "nil record"}
 	}
@@ -90,8 +96,8 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 	}()
 
 	structured := false
-	var ev *event.Event
-	switch NewMessage(r).ReadEncoding() {
+	m := NewMessage(r)
+	switch m.ReadEncoding() {
 	case binding.EncodingBinary:
 		// Cheap early reject before any parsing.
 		if len(r.Value) > maxDataBytes {
@@ -100,40 +106,47 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 	case binding.EncodingStructured:
 		structured = true
 	}
-	ev, err = ToEvent(r)
-	if err != nil {
-		return fail("%v", err)
+	var a ceAttrs
+	ok := false
+	if fast && structured && m.format == format.JSON {
+		a, ok = structuredFast(r.Value)
 	}
-	if sv := ev.SpecVersion(); sv != event.CloudEventsVersionV1 {
-		return fail("unsupported specversion %q, want \"1.0\"", sv)
+	if !ok {
+		ev, err := ToEvent(r)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if sv := ev.SpecVersion(); sv != event.CloudEventsVersionV1 {
+			return fail("unsupported specversion %q, want \"1.0\"", sv)
+		}
+		a = attrsOf(ev)
 	}
-	if s := ev.Subject(); s != "" {
-		entity = s
+	if a.subject != "" {
+		entity = a.subject
 	}
-	for _, a := range [...]struct{ name, v string }{
-		{"id", ev.ID()}, {"source", ev.Source()}, {"type", ev.Type()}, {"subject", ev.Subject()},
+	for _, at := range [...]struct{ name, v string }{
+		{"id", a.id}, {"source", a.source}, {"type", a.typ}, {"subject", a.subject},
 	} {
-		if a.v == "" {
-			return fail("missing required attribute %q", a.name)
+		if at.v == "" {
+			return fail("missing required attribute %q", at.name)
 		}
 	}
-	if len(r.Key) > 0 && string(r.Key) != ev.Subject() {
-		return fail("record key %q differs from subject %q", r.Key, ev.Subject())
+	if len(r.Key) > 0 && string(r.Key) != a.subject {
+		return fail("record key %q differs from subject %q", r.Key, a.subject)
 	}
 
 	cmd = Command{
-		ID:        ev.ID(),
-		Source:    ev.Source(),
-		Type:      ev.Type(),
-		Subject:   ev.Subject(),
+		ID:        a.id,
+		Source:    a.source,
+		Type:      a.typ,
+		Subject:   a.subject,
 		Partition: r.Partition,
 		Offset:    r.Offset,
 	}
-	exts := ev.Extensions()
 
 	cmd.IdempotencyKey = cmd.Source + "/" + cmd.ID
 	keyFrom := "idempotency key (default source/id)"
-	if v, ok := exts[ExtIdempotencyKey]; ok {
+	if v, ok := a.ext(ExtIdempotencyKey); ok {
 		s, ok := v.(string)
 		if !ok {
 			return fail("extension %q must be a string, got %T", ExtIdempotencyKey, v)
@@ -148,7 +161,7 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 		return fail("%s is not printable UTF-8: %s", keyFrom, problem)
 	}
 
-	if v, ok := exts[ExtExpectedVersion]; ok {
+	if v, ok := a.ext(ExtExpectedVersion); ok {
 		n, err := expectedVersion(v, structured, r.Value)
 		if err != nil {
 			return fail("extension %q: %v", ExtExpectedVersion, err)
@@ -156,7 +169,7 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 		cmd.ExpectedVersion = &n
 	}
 
-	if v, ok := exts[ExtDeadline]; ok {
+	if v, ok := a.ext(ExtDeadline); ok {
 		s, ok := v.(string)
 		if !ok {
 			return fail("extension %q must be an RFC 3339 string, got %T", ExtDeadline, v)
@@ -168,7 +181,7 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 		cmd.Deadline = &t
 	}
 
-	if v, ok := exts[ExtTraceParent]; ok {
+	if v, ok := a.ext(ExtTraceParent); ok {
 		s, ok := v.(string)
 		if !ok || !validTraceParent(s) {
 			return fail("extension %q is not a W3C traceparent: %v", ExtTraceParent, v)
@@ -180,7 +193,7 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 		name string
 		dst  *string
 	}{{ExtControlKeyID, &cmd.ControlKeyID}, {ExtControlSig, &cmd.ControlSig}} {
-		if v, ok := exts[x.name]; ok {
+		if v, ok := a.ext(x.name); ok {
 			s, ok := v.(string)
 			if !ok {
 				return fail("extension %q must be a string, got %T", x.name, v)
@@ -189,9 +202,9 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 		}
 	}
 
-	data := bytes.TrimSpace(ev.Data())
+	data := a.data
 	if len(data) > 0 {
-		if mt, _ := ev.Context.GetDataMediaType(); mt != "" && !isJSONMediaType(mt) {
+		if mt := a.mediaType; mt != "" && !isJSONMediaType(mt) {
 			return fail("datacontenttype %q is not JSON", mt)
 		}
 		if len(data) > maxDataBytes {
@@ -200,9 +213,11 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 		if first := firstNonSpace(data); first != '{' {
 			return fail("data is not a JSON object: starts with %q", first)
 		}
-		canon, err := CanonicalJSON(data)
-		if err != nil {
-			return fail("data is not a JSON object: %v", err)
+		canon := a.canon
+		if canon == nil {
+			if canon, err = CanonicalJSON(data); err != nil {
+				return fail("data is not a JSON object: %v", err)
+			}
 		}
 		// Keep our own copy: sdk-go may alias the record's buffer, and
 		// kgo may reuse it.

@@ -3,6 +3,8 @@ package schemas
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode"
@@ -98,15 +100,94 @@ func FuzzCanonicalJSON(f *testing.F) {
 	})
 }
 
+// BenchmarkDecodeCommand: the fixtures (the structured one has a numeric
+// expectedversion, which the fast path leaves to sdk-go), and the
+// benchmark's commands (onceflight-bench: structured, 200-byte data)
+// with and without the fast path.
 func BenchmarkDecodeCommand(b *testing.B) {
-	for name, r := range map[string]*kgo.Record{"structured": loadStructured(b), "binary": loadBinary(b)} {
-		b.Run(name, func(b *testing.B) {
+	bench, err := EncodeCommand(Command{ID: "n-1", Source: "onceflight-bench", Type: "bench.noop", Subject: "e-1", IdempotencyKey: "k-1",
+		Data: []byte(`{"pad":"` + strings.Repeat("x", 180) + `","n":1}`)}, Structured)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		r    *kgo.Record
+		fast bool
+	}{{"structured", loadStructured(b), true}, {"binary", loadBinary(b), true}, {"bench", bench, true}, {"bench-sdk", bench, false}} {
+		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := DecodeCommand(r, 0); err != nil {
+				if _, err := decodeCommand(c.r, 0, c.fast); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// fastSeeds are structured command events around the fast path's shape:
+// what producers write, and near misses it must leave to sdk-go.
+var fastSeeds = []string{
+	`{"specversion":"1.0","id":"n-1","source":"onceflight-bench","type":"bench.noop","subject":"e-1","datacontenttype":"application/json","data":{"a":"xx"},"idempotencykey":"k-1"}`,
+	`{"specversion":"1.0","id":"c1","source":"urn:a:b","type":"t","subject":"e1","time":"2025-03-01T12:00:00Z","data":{"b":1,"a":[1,2.0]},"deadline":"2025-03-01T12:05:00Z","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","expectedversion":"7"}`,
+	` {"data":{},"subject":"e1","type":"t","source":"s","id":"1","specversion":"1.0"} `,
+	`{"specversion":"1.0","id":"c\u0031","source":"s","type":"t","subject":"e1","data":{}}`,
+	`{"specversion":"1.0","id":"c1","id":"c2","source":"s","type":"t","subject":"e1"}`,
+	`{"specversion":"1.0","id":"c1","source":"HTTP://X/a b","type":"t","subject":"e1"}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","time":"yesterday"}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","data":{"a":1,"a":2}}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","expectedversion":3}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","datacontenttype":"text/plain","data":"x"}`,
+	`{"specversion":"1.0","id":"","source":"s","type":"t","subject":"e1"}`,
+	`{"specversion":"0.3","id":"c1","source":"s","type":"t","subject":"e1"}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","idempotencykey":"k\u0007"}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"é","data":{"x":"\ud800"}} x`,
+}
+
+// FuzzStructuredFastMatchesSDK: DecodeCommand with the structured fast
+// path (structuredFast) returns exactly what it returns through sdk-go —
+// the same command or the same error — for any value and record key.
+func FuzzStructuredFastMatchesSDK(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add([]byte("e1"), []byte(s))
+		f.Add([]byte(nil), []byte(s))
+	}
+	f.Add([]byte("order-1042"), loadStructured(f).Value)
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		r := &kgo.Record{Key: key, Value: value, Headers: structuredHeaders()}
+		fastCmd, fastErr := decodeCommand(r, 1<<16, true)
+		sdkCmd, sdkErr := decodeCommand(r, 1<<16, false)
+		// Where the fast path declines, both errors come from sdk-go,
+		// whose message can name any of several bad members (it walks a
+		// map): only whether it failed must match.
+		_, answered := structuredFast(value)
+		if (fastErr == nil) != (sdkErr == nil) || answered && fmt.Sprint(fastErr) != fmt.Sprint(sdkErr) {
+			t.Fatalf("errors differ (fast path answered: %v):\nfast: %v\nsdk:  %v", answered, fastErr, sdkErr)
+		}
+		if !reflect.DeepEqual(fastCmd, sdkCmd) {
+			t.Fatalf("commands differ:\nfast: %+v\nsdk:  %+v", fastCmd, sdkCmd)
+		}
+	})
+}
+
+// TestStructuredFastAnswers: the fast path answers for what producers
+// write (EncodeCommand's structured mode, the benchmark's commands), not
+// only leaves everything to sdk-go, and declines the near misses.
+func TestStructuredFastAnswers(t *testing.T) {
+	r, err := EncodeCommand(Command{ID: "n-1", Source: "onceflight-bench", Type: "bench.noop", Subject: "e-1", IdempotencyKey: "k-1",
+		Data: []byte(`{"b":"x","a":1}`), TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, Structured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range [][]byte{r.Value, []byte(fastSeeds[0]), []byte(fastSeeds[1]), []byte(fastSeeds[2])} {
+		if _, ok := structuredFast(v); !ok {
+			t.Errorf("fast path declined %s", v)
+		}
+	}
+	for _, s := range fastSeeds[3:] {
+		if _, ok := structuredFast([]byte(s)); ok {
+			t.Errorf("fast path answered %s", s)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // auditReport is the part of `onceflight audit --format json` the table
@@ -49,18 +50,37 @@ func (a auditReport) verdict() string {
 // verdict. Exit code 5 means a check failed (the report is still read);
 // any other failure means the audit could not run.
 func (b *bench) runAudit(ctx context.Context, phase string) (string, error) {
+	v, _, err := b.timedAudit(ctx, phase)
+	return v, err
+}
+
+// timedAudit is runAudit that also returns the audit process's peak RSS
+// in bytes (0 if unknown).
+func (b *bench) timedAudit(ctx context.Context, phase string) (string, int64, error) {
 	args := append([]string{"audit", "--format", "json", "--group", b.group}, b.kafkaArgs()...)
 	cmd := exec.CommandContext(ctx, b.bin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	runErr := cmd.Run()
-	_ = os.WriteFile(filepath.Join(b.dir, "audit-"+phase+".json"), out.Bytes(), 0o644)
+	var rss int64
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rss = ru.Maxrss * 1024
+		}
+	}
+	v, err := b.auditVerdict(phase, runErr, out.Bytes(), errb.String())
+	return v, rss, err
+}
+
+// auditVerdict reads an audit's JSON report into a verdict.
+func (b *bench) auditVerdict(phase string, runErr error, out []byte, stderr string) (string, error) {
+	_ = os.WriteFile(filepath.Join(b.dir, "audit-"+phase+".json"), out, 0o644)
 	var ee *exec.ExitError
 	if runErr != nil && (!errors.As(runErr, &ee) || ee.ExitCode() != 5) {
-		return "error", fmt.Errorf("audit after %s: %w: %s", phase, runErr, strings.TrimSpace(errb.String()))
+		return "error", fmt.Errorf("audit after %s: %w: %s", phase, runErr, strings.TrimSpace(stderr))
 	}
 	var rep auditReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+	if err := json.Unmarshal(out, &rep); err != nil {
 		return "error", fmt.Errorf("audit after %s: decode report: %w", phase, err)
 	}
 	v := rep.verdict()

@@ -160,6 +160,9 @@ type outcomeWatch struct {
 	cl       *kgo.Client
 	statuses map[string]int
 	replayed int
+	// onOutcome, if set, is called with each wanted id when its outcome
+	// is read (the hot phase's timings).
+	onOutcome func(id string, at time.Time)
 }
 
 func (b *bench) newOutcomeWatch(ctx context.Context) (*outcomeWatch, error) {
@@ -217,6 +220,9 @@ func (w *outcomeWatch) await(ctx context.Context, want map[string]struct{}, stal
 				return
 			}
 			delete(want, o.CausationID)
+			if w.onOutcome != nil {
+				w.onOutcome(o.CausationID, now)
+			}
 			w.statuses[string(o.Record.Status)]++
 			if o.Replayed {
 				w.replayed++

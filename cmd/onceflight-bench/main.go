@@ -42,7 +42,7 @@ import (
 
 // allPhases in the order they run; later phases reuse what earlier ones
 // left (the executor's data dir, its final keys, the journal).
-var allPhases = []string{"raw", "executor", "repeats", "latency", "http", "restore", "executors"}
+var allPhases = []string{"raw", "executor", "repeats", "latency", "http", "hot", "index", "restore", "audit", "executors"}
 
 // bench is one run's configuration and shared clients.
 type bench struct {
@@ -117,12 +117,14 @@ type options struct {
 	audit         bool
 	maxExecutors  int
 	executorsN    int
+	indexKeys     int
+	hotN, hotCold int
 }
 
 func main() {
 	var o options
 	fs := flag.NewFlagSet("onceflight-bench", flag.ExitOnError)
-	fs.StringVar(&o.phases, "phases", "raw,executor,repeats,latency,http,restore", "phases to run, comma-separated, from "+strings.Join(allPhases, ","))
+	fs.StringVar(&o.phases, "phases", "raw,executor,repeats,latency,http,hot,index,restore,audit", "phases to run, comma-separated, from "+strings.Join(allPhases, ","))
 	fs.IntVar(&o.n, "n", 50_000, "commands in the executor's and the repeats' backlog")
 	fs.IntVar(&o.rawN, "raw-n", 0, "inputs of the raw pipeline (0: 4 × -n, at least 200 000: it is fast, and a longer run is steadier)")
 	fs.IntVar(&o.rawPoll, "raw-poll", 0, "records per poll (and so per transaction) of the raw pipeline; 0: whatever one PollFetches returns (the strongest baseline); 500 is the executor's MaxPollRecords")
@@ -149,6 +151,16 @@ func main() {
 	fs.BoolVar(&o.audit, "audit", true, "run onceflight's audit command after every executor phase")
 	fs.IntVar(&o.maxExecutors, "max-executors", 3, "the executors phase (not in the defaults: make bench-scale) drains a backlog with 1, 2, … this many serve processes in one group")
 	fs.IntVar(&o.executorsN, "executors-n", 0, "commands of each executors run (0: -n)")
+	fs.IntVar(&o.indexKeys, "index-keys", 200_000, "keys of the index phase's dedupe index (issue 24 asks for 10 M: make bench-scale)")
+	fs.IntVar(&o.hotN, "hot-n", 10_000, "queued commands of the hot phase's hot entity")
+	fs.IntVar(&o.hotCold, "hot-others", 40, "commands of other entities of the hot entity's partition, queued behind its backlog")
+	if len(os.Args) > 1 && os.Args[1] == indexChildFlag {
+		if err := runIndexChild(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "onceflight-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	_ = fs.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -321,6 +333,12 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		}
 		r.Note = fmt.Sprintf("%d cmds, --max-inflight %d, ready %.1fs after start, %.2f journal offsets/cmd%s", exec.n, o.inflight, exec.readyAfter.Seconds(), perCmd, brokerNote(exec.brokerCPU, exec.n))
 		b.rep.Rows = append(b.rep.Rows, r)
+		if c := exec.cpuPerCmd(); c > 0 {
+			cr := row{Phase: "executor", Measure: "new keys, noop: CPU per command", Value: c, Unit: "µs", Vs: "raw", Ratio: ratio(c, perInput(raw.cpu, raw.inputs)),
+				Note: "serve's user+sys CPU over the drain / commands; the raw pipeline's per input is the floor"}
+			goalAtMost(&cr, c, 25, "25 µs")
+			b.rep.Rows = append(b.rep.Rows, cr)
+		}
 		// Issue 24: memory must not grow with the backlog. The goal is
 		// absolute; run with several -n (scripts/bench-memory.sh) to see
 		// that the figure stays flat.
@@ -341,7 +359,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		r := serveRow("repeats", "final keys again: cmds/s", rep)
 		r.Vs, r.Ratio = "executor", ratio(rep.rate(), exec.rate())
 		if r.Ratio > 0 {
-			goalAtLeast(&r, r.Ratio, 2, "2×")
+			goalAtLeast(&r, r.Ratio, 3, "3×")
 		}
 		r.Note = fmt.Sprintf("%d cmds, %d replayed%s", rep.n, rep.replayed, brokerNote(rep.brokerCPU, rep.n))
 		b.rep.Rows = append(b.rep.Rows, r)
@@ -375,6 +393,34 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		}
 		r.Note = fmt.Sprintf("%d cmds, %d POSTs, --max-inflight %d%s", h.n, got, o.httpInflight, brokerNote(h.brokerCPU, h.n))
 		b.rep.Rows = append(b.rep.Rows, r)
+		// The goal is 20 000/s, or where this machine's CPU is what
+		// bounds it, at most 1.5× a noop command's CPU.
+		if hc, nc := h.cpuPerCmd(), exec.cpuPerCmd(); hc > 0 && nc > 0 {
+			cr := row{Phase: "http", Measure: "CPU per command", Value: hc, Unit: "µs", Vs: "noop CPU/cmd", Ratio: ratio(hc, nc),
+				Note: "the http goal is met by either row: 20 000/s, or this ratio where CPU-bound"}
+			goalAtMost(&cr, cr.Ratio, 1.5, "1.5×")
+			b.rep.Rows = append(b.rep.Rows, cr)
+		}
+	}
+
+	if phases["hot"] {
+		fmt.Fprintf(os.Stderr, "hot: %d commands of one entity, then %d of other entities of its partition\n", o.hotN, o.hotCold)
+		hr, err := b.hotPhase(ctx, execDir, o.hotN, o.hotCold)
+		if err != nil {
+			b.problem("hot: %v", err)
+		} else {
+			b.rep.Rows = append(b.rep.Rows, hotRows(hr)...)
+		}
+	}
+
+	if phases["index"] {
+		fmt.Fprintf(os.Stderr, "index: a dedupe index of %d keys\n", o.indexKeys)
+		ir, err := b.indexPhase(ctx, o.indexKeys)
+		if err != nil {
+			b.problem("index: %v", err)
+		} else {
+			b.rep.Rows = append(b.rep.Rows, indexRows(ir)...)
+		}
 	}
 
 	if phases["restore"] {
@@ -404,6 +450,17 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			r.Note += fmt.Sprintf("; %d partition restores failed and were retried", rr.failures)
 		}
 		b.rep.Rows = append(b.rep.Rows, r)
+	}
+
+	if phases["audit"] {
+		fmt.Fprintln(os.Stderr, "audit: onceflight audit of the run's topics vs a raw read of them")
+		ar, err := b.auditPhase(ctx)
+		if err != nil {
+			b.problem("audit: %v", err)
+		}
+		if ar.took > 0 {
+			b.rep.Rows = append(b.rep.Rows, auditRows(ar)...)
+		}
 	}
 
 	if phases["executors"] {
@@ -473,7 +530,7 @@ func latencyRows(lr latencyRun) []row {
 		}
 		r99 := row{Phase: "latency", Measure: k.name + " p99", Value: ms(p99), Unit: "ms", Vs: k.name + " p50", Ratio: ratio(ms(p99), ms(p50))}
 		if r99.Ratio > 0 {
-			goalAtMost(&r99, r99.Ratio, 3, "3×")
+			goalAtMost(&r99, r99.Ratio, 2, "2×")
 		}
 		if k.withLog {
 			r50.CPUPerCmd, r50.RSSMB = lr.serve.cpuPerCmd(), lr.serve.rssMB()
