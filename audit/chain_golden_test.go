@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/schemas"
 )
 

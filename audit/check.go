@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/consumer/decide"
-	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/internal/decide"
+	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )

@@ -13,8 +13,8 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/onceflighttest"
-	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )

@@ -14,8 +14,8 @@ import (
 
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/onceflighttest"
 )
 

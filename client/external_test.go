@@ -91,7 +91,7 @@ import (
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/internal/outbox"
 )
 
 // DefaultMaxMessageBytes is max.message.bytes of the topics the executor

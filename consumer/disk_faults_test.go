@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/diskfault"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"

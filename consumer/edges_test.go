@@ -20,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/dedupe"
+	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/onceflighttest"
-	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )

@@ -22,9 +22,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/internal/config"
-	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/internal/dedupe"
+	"github.com/onceflight/onceflight/internal/outbox"
 )
 
 // errFenced means this process no longer owns a partition it tried to write

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/connectors"
-	"github.com/onceflight/onceflight/consumer/decide"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/decide"
 	"github.com/onceflight/onceflight/schemas"
 )
 

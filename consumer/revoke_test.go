@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"

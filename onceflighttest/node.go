@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/dedupe"
 )
 
 // Node is one in-process executor of a multi-executor test: its own

@@ -17,7 +17,7 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/connectors/connectortest"
 	httpconn "github.com/onceflight/onceflight/connectors/http"
-	"github.com/onceflight/onceflight/connectors/http/apifake"
+	"github.com/onceflight/onceflight/internal/apifake"
 )
 
 // newService starts the fake external system (apifake.Effects): not

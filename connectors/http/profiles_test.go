@@ -14,7 +14,7 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	httpconn "github.com/onceflight/onceflight/connectors/http"
-	"github.com/onceflight/onceflight/connectors/http/apifake"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/config"
 )
 
