@@ -103,9 +103,7 @@ func (j *job) hold(cmd schemas.Command, d decide.Decision) {
 	rec.Data = cmd.Data
 	rec.UniqueKey = d.UniqueKey
 	rec.Error = &schemas.Error{Code: d.Code, Message: d.Message}
-	if !j.e.fits(&rec) {
-		j.e.m.tooLarge.Inc()
-		j.reject(cmd, schemas.CodeTooLarge, tooLargeMessage("the held command's record", len(cmd.Data)+recordOverhead, j.e.cfg.MaxMessageBytes), true)
+	if j.tooLarge(cmd, d, &rec) {
 		return
 	}
 	j.e.log.Warn("suspected duplicate held for an operator", "entity", cmd.Subject, "key", cmd.IdempotencyKey,

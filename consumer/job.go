@@ -142,7 +142,7 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	case decide.Settle:
 		j.control(ctx, cmd, version)
 	case decide.Execute:
-		j.execute(ctx, cmd, a, version, d.UniqueKey)
+		j.execute(ctx, cmd, a, version, d)
 	default:
 		j.fail(fmt.Errorf("decision %q (row %s) has no handler", d.Verdict, d.Row))
 	}
@@ -219,22 +219,32 @@ func (j *job) settleInFlight(ctx context.Context, entity, key string, version *i
 }
 
 // execute runs a new command through its connector.
-func (j *job) execute(ctx context.Context, cmd schemas.Command, a *action, version *int64, uniqueKey string) {
+func (j *job) execute(ctx context.Context, cmd schemas.Command, a *action, version *int64, d decide.Decision) {
 	now := time.Now().UTC()
 	rec := j.base(cmd)
 	rec.StartedAt = &now
 	rec.Data = cmd.Data
-	rec.UniqueKey = uniqueKey
+	rec.UniqueKey = d.UniqueKey
 	probe := rec
 	probe.Status = schemas.StatusInProgress
-	if !j.e.fits(&probe) {
-		j.e.m.tooLarge.Inc()
-		j.reject(cmd, schemas.CodeTooLarge, tooLargeMessage("the command's record", len(cmd.Data)+recordOverhead, j.e.cfg.MaxMessageBytes), true)
+	if j.tooLarge(cmd, d, &probe) {
 		return
 	}
 	j.run(ctx, a, rec, cmd.ID, false, version, func(ctx context.Context, req connectors.Request, opt connectors.PerformOption) connectors.Decision {
 		return connectors.Perform(ctx, a.conn, req, a.policy, opt)
 	})
+}
+
+// tooLarge carries out decide.Sized for the record d would write: it
+// reports whether the command was rejected too_large instead.
+func (j *job) tooLarge(cmd schemas.Command, d decide.Decision, rec *schemas.Record) bool {
+	s := decide.Sized(d, j.e.fits(rec), len(cmd.Data)+recordOverhead, j.e.cfg.MaxMessageBytes)
+	if s.Verdict != decide.Reject {
+		return false
+	}
+	j.e.m.tooLarge.Inc()
+	j.reject(cmd, s.Code, s.Message, s.Journal)
+	return true
 }
 
 // inherit settles a key left in_progress by an earlier owner (or by our own
@@ -476,44 +486,41 @@ func (j *job) replay(cmd schemas.Command, prev schemas.Record) {
 }
 
 // tooLargeToForward answers a misrouted command whose copy would not fit
-// the commands topic: deadlettered (by reference: the original stays at its
-// offset) and rejected too_large, never executed out of place.
-func (j *job) tooLargeToForward(r *kgo.Record, cmd schemas.Command, err error) {
+// the commands topic (decide.Route, row too-large-to-forward):
+// deadlettered (by reference: the original stays at its offset) and
+// rejected too_large, never executed out of place.
+func (j *job) tooLargeToForward(r *kgo.Record, cmd schemas.Command, d decide.Decision) {
 	j.e.m.tooLarge.Inc()
-	msg := err.Error()
-	j.add(emit{deadletter: r, reason: "too_large: " + msg})
+	j.add(emit{deadletter: r, reason: d.Code + ": " + d.Message})
 	now := time.Now().UTC()
 	rec := j.base(cmd)
 	rec.Status = schemas.StatusRejected
 	rec.FinishedAt = &now
-	rec.Error = &schemas.Error{Code: schemas.CodeTooLarge, Message: msg}
+	rec.Error = &schemas.Error{Code: d.Code, Message: d.Message}
 	j.add(emit{outcome: &rec, causation: cmd.ID})
 }
 
 // undecodable sends r to the deadletter topic and, when an entity can be
-// read from it, answers it with a rejected outcome too (docs/events.md#execution-records).
-func (j *job) undecodable(r *kgo.Record, err error) {
+// read from it (d.Code set), answers it with a rejected outcome too
+// (decide.Route, row undecodable; docs/events.md#execution-records).
+func (j *job) undecodable(r *kgo.Record, err error, d decide.Decision) {
 	j.e.m.deadletters.Inc()
-	var de *schemas.DecodeError
-	reason := err.Error()
-	ent := ""
-	if errors.As(err, &de) {
-		reason, ent = de.Reason, de.Entity
-	}
+	reason := d.Message
 	j.add(emit{deadletter: r, reason: reason})
-	if ent == "" {
+	var de *schemas.DecodeError
+	if d.Code == "" || !errors.As(err, &de) {
 		return
 	}
 	now := time.Now().UTC()
 	ref := fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)
 	rec := schemas.Record{
 		IdempotencyKey: "invalid/" + ref,
-		Entity:         ent,
+		Entity:         de.Entity,
 		Status:         schemas.StatusRejected,
 		Command:        schemas.CommandRef{ID: ref, Partition: r.Partition, Offset: r.Offset},
 		FinishedAt:     &now,
 		Executor:       j.e.cfg.ExecutorID,
-		Error:          &schemas.Error{Code: schemas.CodeInvalidCommand, Message: reason},
+		Error:          &schemas.Error{Code: d.Code, Message: reason},
 	}
 	j.add(emit{outcome: &rec, causation: ref})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/decide"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -108,22 +109,30 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		return
 	}
 	cmd, err := schemas.DecodeCommand(r, e.cfg.MaxDataBytes)
-	if err != nil {
-		j := &job{p: p, e: e}
-		j.undecodable(r, err)
-		p.addBuffered(1)
-		p.stage(st, r.Offset, j)
-		return
+	in := decide.RouteInput{DecodeErr: err, Partition: r.Partition}
+	if err == nil {
+		in.Want = partitioner.ForEntity(cmd.Subject, e.nPart)
 	}
-	if want := partitioner.ForEntity(cmd.Subject, e.nPart); want != r.Partition {
-		// Never executed where it landed (docs/guarantees.md): the entity's owner is
-		// whoever owns partition want.
+	d := decide.Route(in)
+	if d.Verdict == decide.BuildCopy {
+		_, in.CopyErr = e.obTopics.ForwardCopy(r, cmd.Subject, in.Want)
+		in.CopyKnown = true
+		d = decide.Route(in)
+	}
+	if d.Verdict != decide.Dispatch {
+		// Answered here, with no record of its key read: never executed
+		// where it landed (docs/guarantees.md#decision-table, routing).
 		j := &job{p: p, e: e}
-		if _, err := e.obTopics.ForwardCopy(r, cmd.Subject, want); err != nil {
-			j.tooLargeToForward(r, cmd, err)
-		} else {
+		switch d.Verdict {
+		case decide.Deadletter:
+			j.undecodable(r, err, d)
+		case decide.Reject:
+			j.tooLargeToForward(r, cmd, d)
+		case decide.Forward:
 			e.m.forwarded.Inc()
-			j.add(emit{forward: r, entity: cmd.Subject, to: want})
+			j.add(emit{forward: r, entity: cmd.Subject, to: in.Want})
+		default:
+			j.fail(fmt.Errorf("routing decision %q (row %s) has no handler", d.Verdict, d.Row))
 		}
 		p.addBuffered(1)
 		p.stage(st, r.Offset, j)

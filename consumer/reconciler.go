@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/decide"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -59,8 +60,8 @@ func (e *Executor) reconcileOnce(ctx context.Context) {
 }
 
 // reconcilerSource is the source of the reconciler's own reconcile
-// requests; any other source is an operator's (onceflight reconcile).
-const reconcilerSource = "onceflight-reconciler"
+// requests (decide.ReconcilerSource).
+const reconcilerSource = decide.ReconcilerSource
 
 func (e *Executor) requestReconcile(ctx context.Context, rec schemas.Record) error {
 	id := fmt.Sprintf("reconcile-%s-%d", e.cfg.ExecutorID, time.Now().UnixNano())
@@ -77,64 +78,61 @@ func (e *Executor) requestReconcile(ctx context.Context, rec schemas.Record) err
 	return e.plain.ProduceSync(ctx, r).FirstErr()
 }
 
-// reconcileKey settles an unresolved record by confirmation (and, where the
-// connector says the effect did not happen, a new attempt). A record that
-// is still unknown stays as it is.
+// reconcileKey carries out decide.Reconcile: it gathers the request's
+// target (in the request's own subject: a request cannot reach another
+// entity's record) and its rate, and runs the confirmation it decides.
 func (j *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *int64) {
-	var req struct {
-		Key string `json:"key"`
+	in := decide.ReconcileInput{Cmd: cmd}
+	d := decide.Reconcile(in)
+	for d.Verdict == decide.LookUpTarget || d.Verdict == decide.CheckRate {
+		switch d.Verdict {
+		case decide.LookUpTarget:
+			target, found, err := j.lookup(cmd.Subject, d.Key)
+			if err != nil {
+				j.fail(err)
+				return
+			}
+			in.TargetKnown = true
+			if found {
+				in.Target = &target
+				if a := j.e.actions[target.Action]; a != nil {
+					_, confirms := connectors.ConfirmerOf(a.conn)
+					in.ActionConfigured, in.CanLearn = true, confirms || a.policy.IdempotentByKey
+				}
+			}
+		case decide.CheckRate:
+			// Reconcile requests are not signed (they only ask the
+			// connector to confirm), so anyone who can write the commands
+			// topic can send them: the rate is counted per (entity, key),
+			// whoever asks.
+			in.RateKnown, in.Allowed = true, j.p.reconcileAllowed(scopeOf(in.Target), j.e.reconcile.every/2)
+		}
+		d = decide.Reconcile(in)
 	}
-	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" {
-		return
-	}
-	// Scoped to the request's own subject: a request cannot reach another
-	// entity's record.
-	target, found, err := j.lookup(cmd.Subject, req.Key)
-	if err != nil {
-		j.fail(err)
-		return
-	}
-	if !found {
-		return
-	}
-	// Reconcile requests are not signed (they only ask the connector to
-	// confirm), so anyone who can write the commands topic can send them:
-	// each (entity, key) is confirmed at most once per half reconcile
-	// period, whoever asks; the rest are dropped here.
-	if !j.p.reconcileAllowed(scopeOf(&target), j.e.reconcile.every/2) {
-		j.e.log.Debug("reconcile request dropped: rate limit", "entity", cmd.Subject, "key", req.Key, "source", cmd.Source)
-		return
-	}
-	if target.Status == schemas.StatusInProgress {
+	switch d.Verdict {
+	case decide.Ignore:
+		if d.Row == "reconcile-rate-limited" {
+			j.e.log.Debug("reconcile request dropped: rate limit", "entity", cmd.Subject, "key", d.Key, "source", cmd.Source)
+		}
+	case decide.Inherit:
 		// Left in progress by a crashed owner or an interrupted reconcile
 		// attempt: inherit it like any in-progress key (deadline, confirm).
+		target := *in.Target
 		j.inherit(ctx, schemas.Command{ID: target.Command.ID, Subject: target.Entity, IdempotencyKey: target.IdempotencyKey}, target, version)
-		return
+	case decide.Confirm:
+		target := *in.Target
+		a := j.e.actions[target.Action]
+		rec := target
+		rec.Executor = j.e.cfg.ExecutorID
+		j.asker = d.Asker
+		defer func() { j.asker = "" }()
+		j.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
+			r.Attempt = target.Attempts
+			return connectors.Reconcile(ctx, a.conn, r, a.policy, opt)
+		}, func(dec connectors.Decision) bool {
+			return decide.Reconciled(dec.Outcome, j.intents > 0).Verdict == decide.Settle
+		})
+	default:
+		j.fail(fmt.Errorf("reconcile request: decision %q (row %s) has no handler", d.Verdict, d.Row))
 	}
-	if target.Status != schemas.StatusUnresolved {
-		return
-	}
-	a := j.e.actions[target.Action]
-	if a == nil {
-		return
-	}
-	if _, ok := connectors.ConfirmerOf(a.conn); !ok && !a.policy.IdempotentByKey {
-		return // nothing new can be learnt automatically
-	}
-	rec := target
-	rec.Executor = j.e.cfg.ExecutorID
-	j.asker = schemas.ByOperator
-	if cmd.Source == reconcilerSource {
-		j.asker = schemas.ByReconciler
-	}
-	defer func() { j.asker = "" }()
-	j.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
-		r.Attempt = target.Attempts
-		return connectors.Reconcile(ctx, a.conn, r, a.policy, opt)
-	}, func(d connectors.Decision) bool {
-		// A decision that settles nothing is not recorded — unless an
-		// attempt was made: its intent put the key back in progress, and
-		// leaving it there would hold it (and its entity) forever.
-		return d.Outcome != schemas.StatusUnresolved || j.intents > 0
-	})
 }

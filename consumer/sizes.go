@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -80,8 +79,4 @@ func (e *Executor) fit(rec *schemas.Record) bool {
 		rec.Evidence[i].Detail = ""
 	}
 	return true
-}
-
-func tooLargeMessage(what string, size, limit int) string {
-	return fmt.Sprintf("%s is %d bytes, over max.message.bytes %d with the fields it needs", what, size, limit)
 }

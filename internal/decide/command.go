@@ -92,6 +92,9 @@ type Decision struct {
 	// UniqueKey is the hash of the command's unique_by tuple, "" if the
 	// action has none (Execute, Hold, LookUpUnique).
 	UniqueKey string
+	// Deadletter, for Reject (Route): the command is also copied to the
+	// deadletter topic, by reference.
+	Deadletter bool
 }
 
 // Row is one row of the decision table: its name, when it applies (rows
@@ -119,7 +122,8 @@ var Rows = []Row{
 	{"unique-field-missing", "the data lacks a `unique_by` field", "rejected `invalid_command`"},
 	{"unique-lookup", "the action has `unique_by` and the holder of the tuple is not known yet", "the executor reads the `unique_by` index and decides again"},
 	{"duplicate-rejected", "another execution holds the `unique_by` tuple", "rejected `duplicate_business_key`"},
-	{"duplicate-held", "the same, with `on_duplicate: hold`", "held for an operator (`approve`, `resolve`)"},
+	{"too-large", "the record a hold or an execution would write, with the command's data, does not fit `max.message.bytes`", "rejected `too_large`"},
+	{"duplicate-held", "the same as `duplicate-rejected`, with `on_duplicate: hold`", "held for an operator (`approve`, `resolve`)"},
 	{"execute", "none of the above", "executed: intent recorded, then the attempt sent"},
 }
 
@@ -187,6 +191,22 @@ func Command(in Input) Decision {
 			Message: msg + "; held for an operator: onceflight approve or onceflight resolve --as rejected"}
 	}
 	return Decision{Row: "execute", Verdict: Execute, UniqueKey: uk}
+}
+
+// Sized is the too-large row, decided once the executor has built the
+// record d (Execute or Hold) would write and measured it against
+// max.message.bytes: a record over it would fail the whole transaction,
+// which carries every partition's work. size is what the record needs,
+// limit is max.message.bytes. Any other decision is returned as it is.
+func Sized(d Decision, fits bool, size, limit int) Decision {
+	if fits || (d.Verdict != Execute && d.Verdict != Hold) {
+		return d
+	}
+	what := "the command's record"
+	if d.Verdict == Hold {
+		what = "the held command's record"
+	}
+	return reject("too-large", schemas.CodeTooLarge, fmt.Sprintf("%s is %d bytes, over max.message.bytes %d with the fields it needs", what, size, limit))
 }
 
 // answeredBefore reports whether rec was written by a command after cmd

@@ -88,6 +88,29 @@ func TestCommandRows(t *testing.T) {
 			hit[d.Row] = true
 		})
 	}
+	for _, tc := range []struct {
+		name string
+		d    Decision
+		fits bool
+		row  string
+		verd Verdict
+		code string
+	}{
+		{"execution's record too large", Decision{Row: "execute", Verdict: Execute}, false, "too-large", Reject, schemas.CodeTooLarge},
+		{"held record too large", Decision{Row: "duplicate-held", Verdict: Hold, Code: schemas.CodeDuplicateBusinessKey}, false, "too-large", Reject, schemas.CodeTooLarge},
+		{"execution's record fits", Decision{Row: "execute", Verdict: Execute}, true, "execute", Execute, ""},
+		{"held record fits", Decision{Row: "duplicate-held", Verdict: Hold, Code: schemas.CodeDuplicateBusinessKey}, true, "duplicate-held", Hold, schemas.CodeDuplicateBusinessKey},
+		{"a rejection is not measured", Decision{Row: "expired", Verdict: Reject, Code: schemas.CodeExpired}, false, "expired", Reject, schemas.CodeExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Sized(tc.d, tc.fits, 2<<20, 1<<20)
+			wantRow(t, d, tc.row, tc.verd, tc.code)
+			if d.Row == "too-large" && (!d.Journal || d.Message == "") {
+				t.Fatalf("a too-large rejection is journaled, with a message: %+v", d)
+			}
+			hit[d.Row] = true
+		})
+	}
 	covered(t, Rows, hit)
 }
 

@@ -210,6 +210,18 @@ var rows = []mutant{
 		Pkgs: []string{decidePkg, consumerPkg},
 		Run:  "TestSeen|TestRefusalDoesNotBurnTheKey|" + sim,
 	},
+	{
+		Name: "route-forward", Guarantee: "routing table: a command on another partition than its entity's is forwarded, never executed where it landed",
+		Edits: []edit{{"internal/decide/route.go", "	if in.Partition != in.Want {", "	if false && in.Partition != in.Want {"}},
+		Pkgs:  []string{decidePkg, consumerPkg},
+		Run:   "TestRouteRows|TestNotableAnswersAreLogged|TestLagCountsUnansweredCommandsOnly|TestForwardTooLargeIsAnsweredNotStuck",
+	},
+	{
+		Name: "row-reconcile-not-unresolved", Guarantee: "reconcile table: a reconcile request settles only an unresolved record", Row: true,
+		Edits: []edit{{"internal/decide/reconcile.go", "	case t.Status != schemas.StatusUnresolved:", "	case false:"}},
+		Pkgs:  []string{decidePkg, consumerPkg},
+		Run:   "TestReconcileRows|" + sim + "|TestReconcilerConfirmationConsumedAgain|TestUnresolvedThenReconciled",
+	},
 	opRow("row-op-refused", "	if err := in.SignatureErr; err != nil {", "	if err := in.SignatureErr; false && err != nil {", "TestUniqueByRejectAndHold|TestReleaseMakesKeyNewWork"),
 	opRow("row-op-malformed", "err != nil || req.Key == \"\" || req.Reason == \"\" {", "err != nil {", "TestUniqueByRejectAndHold"),
 	opRow("row-op-applied", "	if cmd.Type == schemas.TypeApprove && t != nil && t.Resolution != nil && t.Resolution.DecisionID == cmd.ID {", "	if false {", "TestRedeliveredApproveAnsweredApplied|TestApprovalConsumedAgain"),
