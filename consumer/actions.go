@@ -69,7 +69,7 @@ func (s *system) slot(p int32) func(ctx context.Context) (func(), error) {
 // answered "not done" (connectors.WithNotDone): the attempt is over and
 // took no effect, and the command waits for the external system. Its error
 // is that answer (code connector_unavailable), which tells a new owner to
-// execute again rather than confirm (lastNotDone) and tells an operator
+// execute again rather than confirm (decide.Inheriting) and tells an operator
 // looking at an in_progress record what it waits for.
 func notDoneRecord(rec schemas.Record, r *connectors.Request, res connectors.Result) schemas.Record {
 	in := rec
@@ -80,12 +80,6 @@ func notDoneRecord(rec schemas.Record, r *connectors.Request, res connectors.Res
 	in.Result, in.FinishedAt = nil, nil
 	in.Error = &schemas.Error{Code: schemas.CodeConnectorUnavailable, Message: "waiting for the external system; last answer: " + res.Message}
 	return in
-}
-
-// lastNotDone reports whether an inherited in_progress record says its
-// last attempt was answered "not done" (notDoneRecord).
-func lastNotDone(prev schemas.Record) bool {
-	return prev.Status == schemas.StatusInProgress && prev.Error != nil && prev.Error.Code == schemas.CodeConnectorUnavailable
 }
 
 // buildSystems builds the systems of the file's `systems:` section; an

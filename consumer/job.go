@@ -208,7 +208,11 @@ func (j *job) settleInFlight(ctx context.Context, entity, key string, version *i
 		j.fail(err)
 		return false
 	}
-	if !found || prev.Status != schemas.StatusInProgress || prev.Entity == "" {
+	var rec *schemas.Record
+	if found {
+		rec = &prev
+	}
+	if decide.InFlight(rec).Verdict != decide.Inherit {
 		return true
 	}
 	j.e.log.Warn("entity has an execution in progress from an earlier owner or attempt; settling it first",
@@ -265,11 +269,11 @@ func (j *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Rec
 		}
 	}
 	a := j.e.actions[prev.Action]
-	if a == nil {
+	d := decide.Inheriting(prev, a != nil)
+	if d.Verdict == decide.Unresolved {
 		fin := prev
-		j.finalize(&fin, connectors.Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeUnknownAction,
-			Message: fmt.Sprintf("inherited in_progress execution of action %q, which is no longer configured", prev.Action), Attempts: prev.Attempts,
-			EstablishedBy: schemas.EstablishedByRule}, version)
+		j.finalize(&fin, connectors.Decision{Outcome: schemas.StatusUnresolved, Code: d.Code,
+			Message: d.Message, Attempts: prev.Attempts, EstablishedBy: schemas.EstablishedByRule}, version)
 		j.add(emit{journal: &fin, outcome: &fin, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
 		return
 	}
@@ -280,7 +284,7 @@ func (j *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Rec
 		if prev.Deadline != nil {
 			req.Deadline = *prev.Deadline
 		}
-		if lastNotDone(prev) {
+		if d.Verdict == decide.Reexecute {
 			opt = connectors.Options(opt, connectors.WithLastNotDone())
 		}
 		return connectors.Reconcile(ctx, a.conn, req, a.policy, opt)
@@ -362,7 +366,8 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	dec := perform(ctx, req, connectors.Options(opts...))
 	endSpan(dec)
 	j.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
-	if dec.Code == connectors.CodeNotStarted || dec.Code == connectors.CodeInterrupted {
+	d := decide.Performed(dec, j.asker)
+	if d.Verdict == decide.Ignore {
 		// No decision: the record stays in_progress in the journal with
 		// its deadline, and the command is not answered, so it is consumed
 		// again by whoever owns the partition.
@@ -372,9 +377,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	if len(keep) > 0 && !keep[0](dec) {
 		return
 	}
-	if j.asker == schemas.ByReconciler || j.asker == schemas.ByOperator {
-		dec.EstablishedBy = schemas.EstablishedByReconciler
-	}
+	dec.EstablishedBy = cmp.Or(d.EstablishedBy, dec.EstablishedBy)
 	j.finalize(&rec, dec, version)
 	j.add(emit{journal: &rec, outcome: &rec, causation: causation, replayed: replayed})
 }
@@ -611,15 +614,22 @@ func (j *job) safeHandle(ctx context.Context, it *item, version *int64) {
 		j.e.log.Error("panic while handling a command; answered unresolved", "key", it.cmd.IdempotencyKey,
 			"entity", it.cmd.Subject, "partition", it.rec.Partition, "offset", it.rec.Offset, "panic", r, "stack", string(debug.Stack()))
 		j.emits, j.err = nil, nil
+		prev, found, err := j.lookup(it.cmd.Subject, it.cmd.IdempotencyKey)
+		var seen *schemas.Record
+		if found {
+			seen = &prev
+		}
+		d := decide.Panicked(seen, r)
 		now := time.Now().UTC()
 		rec := j.base(it.cmd)
 		rec.Status = schemas.StatusUnresolved
 		rec.FinishedAt = &now
-		rec.Error = &schemas.Error{Code: "executor_error", Message: fmt.Sprintf("internal error while handling the command: %v", r)}
+		rec.Error = &schemas.Error{Code: d.Code, Message: d.Message}
 		rec.EstablishedBy = schemas.EstablishedByRule
 		e := emit{outcome: &rec, causation: it.cmd.ID}
-		// Never overwrite a final record of the key.
-		if prev, found, err := j.lookup(it.cmd.Subject, it.cmd.IdempotencyKey); err == nil && (!found || prev.Status == schemas.StatusInProgress) {
+		// Never overwrite a final record of the key (nor one the lookup
+		// could not read).
+		if err == nil && d.Journal {
 			e.journal = &rec
 		}
 		j.add(e)

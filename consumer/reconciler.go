@@ -31,7 +31,7 @@ func (e *Executor) reconcileOnce(ctx context.Context) {
 	// No record may stay in progress past its deadline without someone
 	// confirming it: one whose deadline (plus drift and a grace for the
 	// owner's own confirmation) has passed gets a reconcile request
-	// too, which inherits it in the entity's single flight.
+	// too, which inherits it in the entity's single flight (decide.Due).
 	stale, err := e.store.ByStatus(schemas.StatusInProgress, 10000)
 	if err != nil {
 		e.log.Warn("reconciler: list in progress", "err", err)
@@ -40,17 +40,13 @@ func (e *Executor) reconcileOnce(ctx context.Context) {
 	for _, p := range owned {
 		ownedSet[p] = true
 	}
-	for _, rec := range stale {
+	now := time.Now()
+	for _, rec := range append(recs, stale...) {
 		grace := e.cfg.ClockDrift + e.reconcile.every
 		if a := e.actions[rec.Action]; a != nil {
 			grace += a.policy.ConfirmTimeout
 		}
-		if ownedSet[rec.Command.Partition] && rec.Deadline != nil && time.Since(*rec.Deadline) > grace {
-			recs = append(recs, rec)
-		}
-	}
-	for _, rec := range recs {
-		if rec.FinishedAt != nil && time.Since(*rec.FinishedAt) > e.reconcile.window {
+		if decide.Due(rec, ownedSet[rec.Command.Partition], now, grace, e.reconcile.window).Verdict != decide.Request {
 			continue
 		}
 		if err := e.requestReconcile(ctx, rec); err != nil {

@@ -95,6 +95,9 @@ type Decision struct {
 	// Deadletter, for Reject (Route): the command is also copied to the
 	// deadletter topic, by reference.
 	Deadletter bool
+	// EstablishedBy, for Settle (Performed): who established the result,
+	// overriding the connector's decision ("" keeps it).
+	EstablishedBy string
 }
 
 // Row is one row of the decision table: its name, when it applies (rows

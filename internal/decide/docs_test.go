@@ -16,7 +16,7 @@ func TestDocsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	for name, rows := range map[string][]Row{"Rows": Rows, "DecisionRows": DecisionRows, "RouteRows": RouteRows, "ReconcileRows": ReconcileRows} {
+	for name, rows := range map[string][]Row{"Rows": Rows, "DecisionRows": DecisionRows, "RouteRows": RouteRows, "ReconcileRows": ReconcileRows, "InheritRows": InheritRows, "AnswerRows": AnswerRows, "DueRows": DueRows} {
 		begin, end := "<!-- table "+name+": begin (internal/decide."+name+", checked by TestDocsTable) -->", "<!-- table "+name+": end -->"
 		i, j := strings.Index(doc, begin), strings.Index(doc, end)
 		if i < 0 || j < i {

@@ -2,6 +2,7 @@ package decide
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -16,6 +17,9 @@ const (
 	// Ignore does nothing and answers nothing: a reconcile request is a
 	// request to look again, not a command with an answer of its own.
 	Ignore Verdict = "ignore"
+	// Request publishes a reconcile request for the record to its
+	// entity's partition (the reconciler's own chore).
+	Request Verdict = "request"
 	// Confirm asks the target's connector whether its effect happened
 	// and, where it says it did not, attempts it again (intent first);
 	// the result settles the record (Reconciled says whether to record it).
@@ -116,4 +120,34 @@ func Reconciled(outcome schemas.Status, attempted bool) Decision {
 		return Decision{Row: "reconcile-still-unknown", Verdict: Ignore}
 	}
 	return Decision{Row: "reconcile-settled", Verdict: Settle}
+}
+
+// DueRows is the reconciler's table, tried in order for each unresolved
+// or in-progress record it lists every `reconcile.every`: which of them it
+// asks to be confirmed again. It does not confirm by itself: it sends a
+// reconcile request to the entity's partition (ReconcileRows), so the
+// confirmation runs in the entity's single flight, under the owner's fence.
+var DueRows = []Row{
+	{"not-owned", "the record's partition is not owned by this executor", "nothing: its owner's reconciler asks"},
+	{"past-window", "the record finished more than `reconcile.for` ago", "nothing: it stays for an operator"},
+	{"due-unresolved", "the record is `unresolved`", "a reconcile request"},
+	{"due-stale", "the record is in progress and its deadline passed more than `--clock-drift` + `reconcile.every` + the action's `confirm_timeout` ago (its owner did not settle it)", "a reconcile request, which inherits it"},
+	{"not-due", "none of the above", "nothing"},
+}
+
+// Due decides whether the reconciler asks for rec to be confirmed again.
+// grace is the clock drift plus reconcile.every plus the action's
+// confirm_timeout, window is reconcile.for.
+func Due(rec schemas.Record, owned bool, now time.Time, grace, window time.Duration) Decision {
+	switch {
+	case !owned:
+		return Decision{Row: "not-owned", Verdict: Ignore}
+	case rec.FinishedAt != nil && now.Sub(*rec.FinishedAt) > window:
+		return Decision{Row: "past-window", Verdict: Ignore}
+	case rec.Status == schemas.StatusUnresolved:
+		return Decision{Row: "due-unresolved", Verdict: Request}
+	case rec.Status == schemas.StatusInProgress && rec.Deadline != nil && now.Sub(*rec.Deadline) > grace:
+		return Decision{Row: "due-stale", Verdict: Request}
+	}
+	return Decision{Row: "not-due", Verdict: Ignore}
 }

@@ -2,6 +2,7 @@ package decide
 
 import (
 	"testing"
+	"time"
 
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -72,4 +73,45 @@ func TestReconcileRows(t *testing.T) {
 	if d := Reconcile(ReconcileInput{Cmd: req("ops-console", `{"key":"k1"}`)}); d.Asker != schemas.ByOperator {
 		t.Fatalf("a request from another source is an operator's, got asker %q", d.Asker)
 	}
+}
+
+// TestDueRows: every row of the reconciler's table.
+func TestDueRows(t *testing.T) {
+	const grace, window = time.Minute, time.Hour
+	rec := func(st schemas.Status, finished, deadline time.Duration) schemas.Record {
+		r := schemas.Record{IdempotencyKey: "k1", Entity: "order-1", Action: "pay", Status: st}
+		if finished != 0 {
+			f := now.Add(-finished)
+			r.FinishedAt = &f
+		}
+		if deadline != 0 {
+			d := now.Add(-deadline)
+			r.Deadline = &d
+		}
+		return r
+	}
+	hit := map[string]bool{}
+	for _, tc := range []struct {
+		name  string
+		rec   schemas.Record
+		owned bool
+		row   string
+		verd  Verdict
+	}{
+		{"another executor's partition", rec(schemas.StatusUnresolved, time.Minute, 0), false, "not-owned", Ignore},
+		{"unresolved long ago", rec(schemas.StatusUnresolved, 2*time.Hour, 0), true, "past-window", Ignore},
+		{"unresolved", rec(schemas.StatusUnresolved, time.Minute, 0), true, "due-unresolved", Request},
+		{"unresolved, no finish time", rec(schemas.StatusUnresolved, 0, 0), true, "due-unresolved", Request},
+		{"in progress past deadline and grace", rec(schemas.StatusInProgress, 0, 2*time.Minute), true, "due-stale", Request},
+		{"in progress within grace", rec(schemas.StatusInProgress, 0, 30*time.Second), true, "not-due", Ignore},
+		{"in progress, no deadline", rec(schemas.StatusInProgress, 0, 0), true, "not-due", Ignore},
+		{"succeeded", rec(schemas.StatusSucceeded, time.Minute, 0), true, "not-due", Ignore},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Due(tc.rec, tc.owned, now, grace, window)
+			wantRow(t, d, tc.row, tc.verd, "")
+			hit[d.Row] = true
+		})
+	}
+	covered(t, DueRows, hit)
 }
