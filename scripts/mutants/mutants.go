@@ -222,6 +222,12 @@ var rows = []mutant{
 		Pkgs:  []string{decidePkg, consumerPkg},
 		Run:   "TestReconcileRows|" + sim + "|TestReconcilerConfirmationConsumedAgain|TestUnresolvedThenReconciled",
 	},
+	{
+		Name: "inherit-not-done", Guarantee: "inherit table: an inherited execution whose last attempt was answered \"not done\" is attempted again at once, not left to a confirmation",
+		Edits: []edit{{"internal/decide/inherit.go", "	case lastNotDone(rec):", "	case false:"}},
+		Pkgs:  []string{decidePkg, consumerPkg},
+		Run:   "TestInheritRows|TestWaitingCommandSurvivesRestart|TestOutageRiddenOut|" + sim,
+	},
 	opRow("row-op-refused", "	if err := in.SignatureErr; err != nil {", "	if err := in.SignatureErr; false && err != nil {", "TestUniqueByRejectAndHold|TestReleaseMakesKeyNewWork"),
 	opRow("row-op-malformed", "err != nil || req.Key == \"\" || req.Reason == \"\" {", "err != nil {", "TestUniqueByRejectAndHold"),
 	opRow("row-op-applied", "	if cmd.Type == schemas.TypeApprove && t != nil && t.Resolution != nil && t.Resolution.DecisionID == cmd.ID {", "	if false {", "TestRedeliveredApproveAnsweredApplied|TestApprovalConsumedAgain"),
