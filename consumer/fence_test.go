@@ -2,9 +2,6 @@ package consumer_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -73,38 +71,22 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		return nil, nil, false
 	})
 
-	var (
-		mu    sync.Mutex
-		posts int
-	)
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.Method == http.MethodPost {
-			posts++
-			if posts == 1 {
-				// A's intent is committed (it precedes the attempt):
-				// from now on A is a zombie that does not know it.
-				fakeHB.Store(true)
-				holdProduce.Store(true)
-			}
-			fmt.Fprint(w, `{"done":true}`)
-			return
+	svc := apifake.NewEffects(t, apifake.WithScript(func(_ string, n int) apifake.Fault {
+		if n == 1 {
+			// A's intent is committed (it precedes the attempt):
+			// from now on A is a zombie that does not know it.
+			fakeHB.Store(true)
+			holdProduce.Store(true)
 		}
-		if posts > 0 {
-			fmt.Fprint(w, `{"done":true}`)
-			return
-		}
-		http.NotFound(w, r)
+		return apifake.None
 	}))
-	defer svc.Close()
 	h.UseConfig(fmt.Sprintf(`actions:
   pay.call:
     connector: http
-    url: %[1]s/pay
-    confirm_url: %[1]s/pay/{key}
+    url: %[1]s
+    confirm_url: %[1]s/{key}
     timeout: 1s
-`, svc.URL))
+`, svc.URL("")))
 	tune := func(cfg *consumer.Config) {
 		cfg.SessionTimeout = 2 * time.Second
 		// Long enough that the broker never times A's transaction out
@@ -176,10 +158,8 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 			t.Errorf("c1: %s", o.Record.Status)
 		}
 	}
-	mu.Lock()
-	if posts != 1 {
-		t.Errorf("k1 posted %d times, want 1", posts)
+	if posts, _, _ := svc.Counts("k1"); len(posts) != 1 {
+		t.Errorf("k1 posted %d times, want 1", len(posts))
 	}
-	mu.Unlock()
 	h.Audit()
 }

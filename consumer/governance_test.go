@@ -2,13 +2,12 @@ package consumer_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
@@ -279,26 +278,19 @@ func TestReleaseMakesKeyNewWork(t *testing.T) {
 func TestUniqueByWhileFirstInFlight(t *testing.T) {
 	h := onceflighttest.New(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	var mu sync.Mutex
-	posts := map[string]int{}
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		mu.Lock()
-		posts[key]++
-		first := key == "a1" && posts[key] == 1
-		mu.Unlock()
-		if first {
+	// The first POST of a1 waits at the service (in flight, before its
+	// effect) until released.
+	svc := apifake.NewEffects(t, apifake.WithScript(func(key string, n int) apifake.Fault {
+		if key == "a1" && n == 1 {
 			close(started)
 			<-release
 		}
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{}`))
+		return apifake.None
 	}))
-	defer svc.Close()
 	var once sync.Once
 	let := func() { once.Do(func() { close(release) }) }
-	defer let() // before svc.Close, which waits for the held request
-	h.UseConfig(fmt.Sprintf("actions:\n  pay.once:\n    connector: http\n    url: %s/pay\n    timeout: 10s\n    unique_by: [order_id]\n", svc.URL))
+	defer let() // before the service's cleanup, which waits for the held request
+	h.UseConfig(fmt.Sprintf("actions:\n  pay.once:\n    connector: http\n    url: %s\n    timeout: 10s\n    unique_by: [order_id]\n", svc.URL("")))
 	h.Start(t.TempDir())
 	h.SubmitAction("c1", "pay.once", "order-1", "a1", `{"order_id":"o-1"}`)
 	within(t, started, 30*time.Second, "a1's request at the service")
@@ -312,10 +304,10 @@ func TestUniqueByWhileFirstInFlight(t *testing.T) {
 	if o := seen["c2"][0]; code(o) != schemas.CodeDuplicateBusinessKey {
 		t.Fatalf("second, consumed while the first was in flight: %s %s, want duplicate_business_key", o.Record.Status, code(o))
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if posts["a2"] != 0 || posts["a1"] != 1 {
-		t.Fatalf("posts: %v, want a1 once and a2 never", posts)
+	a1, _, _ := svc.Counts("a1")
+	a2, _, _ := svc.Counts("a2")
+	if len(a2) != 0 || len(a1) != 1 {
+		t.Fatalf("posts: a1 %d, a2 %d, want a1 once and a2 never", len(a1), len(a2))
 	}
 	h.Audit()
 }

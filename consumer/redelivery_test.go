@@ -2,55 +2,39 @@ package consumer_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// slowService answers POSTs 201 at once, except the first request of each
-// key in block, which it holds until the executor gives up on it (or the
-// test ends): an execution in flight across a stop.
+// slowService is the fake external system (apifake.Effects) answering
+// POSTs 201 at once, except the first request of each key in block, which
+// it holds without applying until the executor gives up on it: an
+// execution in flight across a stop.
 type slowService struct {
-	mu      sync.Mutex
-	block   map[string]bool
-	posts   map[string]int
+	*apifake.Effects
 	arrived chan string
-	quit    chan struct{}
 }
 
+// newSlowService starts it and returns its URL.
 func newSlowService(t *testing.T, block ...string) (*slowService, string) {
-	s := &slowService{block: map[string]bool{}, posts: map[string]int{}, arrived: make(chan string, 16), quit: make(chan struct{})}
+	held := map[string]bool{}
 	for _, k := range block {
-		s.block[k] = true
+		held[k] = true
 	}
-	svc := httptest.NewServer(s)
-	t.Cleanup(svc.Close)
-	t.Cleanup(func() { close(s.quit) })
-	return s, svc.URL
-}
-
-func (s *slowService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Idempotency-Key")
-	s.mu.Lock()
-	s.posts[key]++
-	hold := s.block[key] && s.posts[key] == 1
-	s.mu.Unlock()
-	if hold {
-		s.arrived <- key
-		select {
-		case <-r.Context().Done():
-		case <-s.quit:
+	s := &slowService{arrived: make(chan string, 16)}
+	s.Effects = apifake.NewEffects(t, apifake.WithScript(func(key string, n int) apifake.Fault {
+		if held[key] && n == 1 {
+			s.arrived <- key
+			return apifake.Fault{Before: true, Hang: true}
 		}
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write([]byte(`{}`))
+		return apifake.None
+	}))
+	return s, s.URL("")
 }
 
 func (s *slowService) wait(t *testing.T, key string) {
@@ -76,7 +60,7 @@ const redeliveryYAML = `actions:
     timeout: 500ms
   slow.call:
     connector: http
-    url: %[2]s/slow
+    url: %[2]s
     timeout: 8s
     idempotent_by_key: true
 %[3]s`
@@ -230,7 +214,7 @@ func TestRedeliveredApproveAnsweredApplied(t *testing.T) {
 			h.UseConfig(fmt.Sprintf(`actions:
   pay.hold:
     connector: http
-    url: %s/pay
+    url: %s
     timeout: 8s
     idempotent_by_key: true
     unique_by: [order_id]

@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/dedupe"
 	"github.com/onceflight/onceflight/onceflighttest"
@@ -28,27 +26,12 @@ import (
 // no confirmation and no second effect.
 func TestRevocationDrainsAndCommits(t *testing.T) {
 	h := onceflighttest.New(t)
-	var (
-		mu       sync.Mutex
-		effects  = map[string]int{}
-		confirms atomic.Int32
-	)
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			confirms.Add(1)
-			http.NotFound(w, r)
-			return
-		}
-		// Running while the group rebalances: joining takes kfake about
-		// 3.5 s here, so the revocation lands in the middle of this.
-		time.Sleep(6 * time.Second)
-		mu.Lock()
-		effects[r.Header.Get("Idempotency-Key")]++
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer svc.Close()
-	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %[1]s/do\n    confirm_url: %[1]s/do/{key}\n    timeout: 10s\n", svc.URL))
+	// Every execution runs while the group rebalances: joining takes
+	// kfake about 3.5 s here, so the revocation lands in the middle of
+	// it. A confirmation always answers "not found" (and counts).
+	svc := apifake.NewEffects(t, apifake.WithDelay(func() time.Duration { return 6 * time.Second }),
+		apifake.WithConfirmScript(func(string, int, bool) apifake.Fault { return apifake.Fault{Status: http.StatusNotFound} }))
+	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %[1]s\n    confirm_url: %[1]s/{key}\n    timeout: 10s\n", svc.URL("")))
 	h.Start(t.TempDir())
 
 	// One slow command on every partition, so whichever partition moves
@@ -113,14 +96,16 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the second executor never got a partition")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for k, n := range effects {
+	for k, n := range svc.EffectCounts() {
 		if n != 1 {
 			t.Errorf("%s: %d effects", k, n)
 		}
 	}
-	if n := confirms.Load(); n != 0 {
+	confirms := 0
+	for _, n := range svc.ConfirmsBy() {
+		confirms += n
+	}
+	if n := confirms; n != 0 {
 		t.Errorf("%d confirmations: a revoked execution was inherited instead of drained and committed", n)
 	}
 }
