@@ -17,7 +17,7 @@ func fastPolicy() connectors.Policy {
 	return connectors.Policy{
 		Timeout:        200 * time.Millisecond,
 		MaxAttempts:    3,
-		ConfirmTimeout: 300 * time.Millisecond,
+		ConfirmTimeout: time.Second, // a confirmation waits out the attempt's 200ms deadline first: room for a loaded machine
 		Backoff:        func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) },
 	}
 }

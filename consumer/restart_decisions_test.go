@@ -153,7 +153,7 @@ func (s *decisionService) effects(key string) int {
 // slowCallYAML is the slow.call action of startOwner, on slowURL.
 const slowCallYAML = `  slow.call:
     connector: http
-    url: %s/slow
+    url: %s
     timeout: 8s
     idempotent_by_key: true
 `
