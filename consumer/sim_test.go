@@ -210,18 +210,24 @@ func generate(seed uint64, w simWorld) simHistory {
 		}
 	}
 	running := []string{"a"}
-	// Faults: about one step in seven, spread over the history, at least
-	// one restart in the second half.
+	// Faults: about one step in seven, spread over the history.
 	holds := 0
 	for i := range simLength {
 		st := simStep{N: i}
 		e := w.ents[rng.IntN(len(w.ents))]
 		k := keysOf[e][rng.IntN(len(keysOf[e]))]
 		r := rng.IntN(100)
-		if i == simLength*2/3 && !slices.ContainsFunc(h.steps, func(s simStep) bool { return s.Op == opRestart && s.N > simLength/2 }) {
-			r = 90 // a restart
+		// Every history restarts an executor on its data dir (in its
+		// first half) and on an empty one (in its second half), unless it
+		// did already.
+		restarted := func(empty bool, from int) bool {
+			return slices.ContainsFunc(h.steps, func(s simStep) bool { return s.Op == opRestart && s.Empty == empty && s.N >= from })
 		}
 		switch {
+		case i == simLength/3 && !restarted(false, 0):
+			st.Op, st.Node = opRestart, running[rng.IntN(len(running))]
+		case i == simLength*2/3 && !restarted(true, simLength/2):
+			st.Op, st.Node, st.Empty = opRestart, running[rng.IntN(len(running))], true
 		case i == 0 || (r < 4 && holds < 4):
 			st.Op, st.ID, st.Entity, st.Key = opHold, fmt.Sprintf("slow%d", holds), w.slowEnt, fmt.Sprintf("kx%d", holds)
 			holds++
@@ -534,14 +540,18 @@ func simulate(t *testing.T, seed uint64, only map[int]bool) (kinds map[string]in
 	for _, id := range slices.Sorted(maps.Keys(r.nodes)) {
 		r.stop(id)
 	}
-	bad := simCheck(t, h, r.ks, svc, hist, r.ids)
+	bad, seen := simCheck(t, h, r.ks, svc, hist, r.ids)
 	if len(bad) > 0 {
 		for _, b := range bad {
 			t.Error(b.what)
 		}
 		reproduce(t, hist, bad)
 	}
-	return hist.faultKinds()
+	kinds = hist.faultKinds()
+	for k, n := range seen {
+		kinds[k] += n
+	}
+	return kinds
 }
 
 // violation is what the model found wrong, and the keys (entity/key, or
