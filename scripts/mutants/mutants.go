@@ -184,7 +184,7 @@ var guarantees = []mutant{
 var rows = []mutant{
 	row("row-key-in-flight", "	if in.ClaimedByOther {", "	if false && in.ClaimedByOther {", "TestKeyScopedToEntity"),
 	row("row-key-expired", "		case rec.Status.Final() && rec.FinishedAt != nil && in.Keep > 0", "		case false && rec.Status.Final() && rec.FinishedAt != nil && in.Keep > 0", "TestRetentionAndKeyMemory"),
-	row("row-replay", "			return Decision{Row: \"replay\", Verdict: Replay}", "			return Decision{Row: \"replay\", Verdict: Execute}", "TestRepeatReuseUnknownAndDeadletter"),
+	row("row-replay", "			return Decision{Row: \"replay\", Verdict: Replay}", "			return Decision{Row: \"replay\", Verdict: Execute}", "TestRepeatReuseUnknownAndDeadletter|TestApprovalConsumedAgain|TestResolutionConsumedAgain|TestReconcilerConfirmationConsumedAgain"),
 	row("row-inherit", "			return Decision{Row: \"inherit\", Verdict: Inherit}", "			return Decision{Row: \"inherit\", Verdict: Execute}", "TestFaultGraceConfirmWaitsForDeadlinePlusDrift"),
 	row("row-control", "	if schemas.IsDecision(cmd.Type) || cmd.Type == schemas.TypeReconcile {", "	if false {", "TestReleaseMakesKeyNewWork"),
 	row("row-expired", "	if cmd.Deadline != nil && in.Now.After(*cmd.Deadline) {", "	if false && cmd.Deadline != nil {", "TestNotableAnswersAreLogged"),
