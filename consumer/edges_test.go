@@ -379,6 +379,7 @@ func TestFencingTokenGrowsPerAttempt(t *testing.T) {
 // waits for its deadline and confirms — and the entity's next command does
 // not run before that deadline (G1). The key does not stay in progress.
 func TestInterruptedReconcileAttemptIsInherited(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	h := onceflighttest.New(t)
 	var (
 		mu       sync.Mutex

@@ -159,6 +159,7 @@ func TestEvidencePaths(t *testing.T) {
 // "ambiguous, confirmation pending"; the next owner confirms (never a
 // second POST) and the record says it was established by confirmation.
 func TestEvidenceCrashBeforeConfirmation(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	h := onceflighttest.New(t)
 	svc := newEvidenceService(t)
 	// confirm_timeout beyond the graceful stop's 5s bound: the stop

@@ -139,6 +139,7 @@ func executedOnce(t *testing.T, h *onceflighttest.Harness, o schemas.Outcome, wh
 // execute again with its old data, c1b is still rejected — and c2, the
 // command the release was for, executes.
 func TestReleaseDoesNotReArmRedeliveredCommands(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
 			h := onceflighttest.New(t)
@@ -205,6 +206,7 @@ func TestRefusalDoesNotBurnTheKey(t *testing.T) {
 // inherited (not started twice) and the approval is answered as applied,
 // not rejected not_unresolved.
 func TestRedeliveredApproveAnsweredApplied(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
 			svc, url := newSlowService(t, "b2")

@@ -258,6 +258,7 @@ func auditCatches(t *testing.T, h *onceflighttest.Harness, o schemas.Outcome, st
 // answered as it was (applied, not rejected not_unresolved), a later
 // duplicate is still held and a second approval of b2 is refused.
 func TestApprovalConsumedAgain(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	eachHandover(t, false, `actions:
   pay.hold:
     connector: http
@@ -316,6 +317,7 @@ func TestApprovalConsumedAgain(t *testing.T) {
 // operator's rejection is final for the key, it does not execute — and a
 // second resolution is refused.
 func TestResolutionConsumedAgain(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	eachHandover(t, true, `actions:
   pay.ask:
     connector: http
@@ -363,6 +365,7 @@ func TestResolutionConsumedAgain(t *testing.T) {
 // its settlement again, nothing is POSTed a second time, and a later
 // command with the key is a replay.
 func TestReconcilerConfirmationConsumedAgain(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	eachHandover(t, true, `reconcile:
   every: 300ms
 actions:

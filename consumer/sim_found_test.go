@@ -30,6 +30,7 @@ func submitExpecting(t *testing.T, h *onceflighttest.Harness, id, entity, key, d
 // idempotency_key_reused — a second, different answer. Now it keeps its
 // first answer, and c2 does not execute again.
 func TestRedeliveredRejectionAfterLaterExecution(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
 			h := onceflighttest.New(t)
@@ -66,6 +67,7 @@ func TestRedeliveredRejectionAfterLaterExecution(t *testing.T) {
 // a later c3 with other data is rejected idempotency_key_reused, and k1
 // took effect twice, not three times.
 func TestRedeliveredReleaseAfterLaterExecution(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
 			h := onceflighttest.New(t)
