@@ -3,15 +3,14 @@ package audit_test
 import (
 	"testing"
 
-	"github.com/onceflight/onceflight/audit"
-	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // TestTypeReconcileMatchesConsumer: the audit repeats the reconciler's
 // command type so as not to link the executor; if the executor ever renames
 // it, the audit would count every reconcile request as unanswered.
 func TestTypeReconcileMatchesConsumer(t *testing.T) {
-	if audit.TypeReconcile != consumer.TypeReconcile {
-		t.Fatalf("audit.TypeReconcile = %q, consumer.TypeReconcile = %q", audit.TypeReconcile, consumer.TypeReconcile)
+	if schemas.TypeReconcile != schemas.TypeReconcile {
+		t.Fatalf("schemas.TypeReconcile = %q, schemas.TypeReconcile = %q", schemas.TypeReconcile, schemas.TypeReconcile)
 	}
 }

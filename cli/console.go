@@ -198,7 +198,7 @@ proxy header, as serve does.`,
 	fs.StringSliceVar(&proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose header is believed")
 	fs.StringVar(&proxyRole, "http-trusted-proxy-role", "reader", "role of identities from the trusted proxy: reader or operator")
 	fs.BoolVar(&secure, "secure-cookies", false, "mark the login cookie Secure (set when users reach the console over HTTPS through a proxy)")
-	fs.IntVar(&maxData, "max-data-bytes", consumer.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page")
+	fs.IntVar(&maxData, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page")
 	return cmd
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
-	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/onceflighttest"
 )
 
@@ -45,17 +44,12 @@ func startExecutor() (brokers []string, stop func(), err error) {
 	if err != nil {
 		return fail(err)
 	}
-	store, err := dedupe.Open(filepath.Join(dir, "state"))
-	if err != nil {
-		return fail(err)
-	}
 	ex, err := consumer.New(consumer.Config{
-		Brokers: c.ListenAddrs(), Partitions: 3, SessionTimeout: 6 * time.Second,
+		Brokers: c.ListenAddrs(), DataDir: filepath.Join(dir, "state"), Partitions: 3, SessionTimeout: 6 * time.Second,
 		ClockDrift: 100 * time.Millisecond, ExecutorID: "example",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	}, cfg, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	}, cfg, consumer.WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {
-		store.Close()
 		return fail(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -66,7 +60,6 @@ func startExecutor() (brokers []string, stop func(), err error) {
 		if err := <-done; err != nil {
 			fmt.Fprintln(os.Stderr, "executor:", err)
 		}
-		store.Close()
 		c.Close()
 		os.RemoveAll(dir)
 	}

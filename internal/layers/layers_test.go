@@ -28,7 +28,7 @@ var floors = []struct {
 		"internal/brokertest", "internal/client", "internal/httpauth", "internal/broker", "internal/proctest", "internal/diskfault"}},
 	{"connectors", []string{"connectors", "connectors/...", "internal/apifake"}},
 	{"the actions file", []string{"internal/config"}},
-	{"the executor's state and staging", []string{"internal/dedupe", "internal/outbox"}},
+	{"the executor's state and staging", []string{"internal/dedupe", "internal/outbox", "internal/storeof"}},
 	{"the executor's decisions", []string{"internal/decide"}},
 	{"the executor", []string{"consumer"}},
 	{"the public client", []string{"client"}},

@@ -74,7 +74,7 @@ var guarantees = []mutant{
 	{
 		Name: "reconcile-without-confirm", Guarantee: "G3: an inherited or unresolved execution is confirmed before it runs again",
 		Edits: []edit{{"connectors/perform.go",
-			"	res, d, done := r.confirm(ctx, req)\n	if done {\n		return d\n	}\n	if res.Kind == Succeeded {\n		return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}\n	}\n	req.Attempt++ // NotFound",
+			"	res, d, done := r.confirm(ctx, req)\n	if done {\n		return d\n	}\n	if res.Kind == Succeeded {\n		return Decision{Outcome: schemas.StatusSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}\n	}\n	req.Attempt++ // NotFound",
 			"	req.Attempt++ // NotFound"}},
 		Pkgs: []string{"./connectors/", consumerPkg},
 		Run:  "TestReconcile|TestConfirmWaitsForDeadlineBeforeTrustingNotFound|TestUnresolvedThenReconciled|TestEvidencePaths|TestEvidenceCrashBeforeConfirmation|TestFaultGraceConfirmWaitsForDeadlinePlusDrift|TestInterruptedReconcileAttemptIsInherited|TestReconcilerConfirmationConsumedAgain",
