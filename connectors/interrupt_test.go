@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
 // TestPerformStoppedWhileRequestInFlight: a graceful stop cancels the

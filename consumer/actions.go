@@ -9,11 +9,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
-	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
-	"github.com/onceflight/onceflight/connectors/limit"
-	"github.com/onceflight/onceflight/connectors/noop"
 	"github.com/onceflight/onceflight/internal/config"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
+	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
+	"github.com/onceflight/onceflight/internal/connectors/limit"
+	"github.com/onceflight/onceflight/internal/connectors/noop"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )

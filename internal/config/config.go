@@ -20,7 +20,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )

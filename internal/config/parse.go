@@ -19,7 +19,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )

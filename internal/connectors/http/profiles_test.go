@@ -13,9 +13,9 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/config"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -38,7 +38,7 @@ const (
 // and returns its only action.
 func loadProfile(t *testing.T, name, host, base string) *config.Action {
 	t.Helper()
-	path := filepath.Join("..", "..", "examples", "apis", name+".yaml")
+	path := filepath.Join("..", "..", "..", "examples", "apis", name+".yaml")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/connectors/connectortest"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
 	"github.com/onceflight/onceflight/internal/apifake"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	"github.com/onceflight/onceflight/schemas"
 )
 

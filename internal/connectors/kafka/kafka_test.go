@@ -17,7 +17,7 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/connectors/connectortest"
-	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
+	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
