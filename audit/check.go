@@ -21,7 +21,7 @@ import (
 // it by hand; Run streams the same records from Kafka instead of holding
 // them.
 type Input struct {
-	Topics Topics
+	Topics schemas.Topics
 	// CommandPartitions is the commands topic's partition count: the
 	// canonical entity -> partition mapping depends on it (docs/guarantees.md).
 	CommandPartitions int
@@ -204,8 +204,8 @@ func newAuditor(in Input) *auditor {
 	if in.KeyMemory <= 0 {
 		in.KeyMemory = schemas.DefaultKeyMemory
 	}
-	if in.Topics == (Topics{}) {
-		in.Topics = DefaultTopics()
+	if in.Topics == (schemas.Topics{}) {
+		in.Topics = schemas.DefaultTopics()
 	}
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{

@@ -19,7 +19,7 @@ import (
 const nParts = 3
 
 var (
-	tops = DefaultTopics()
+	tops = schemas.DefaultTopics()
 	t0   = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 )
 

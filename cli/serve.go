@@ -365,7 +365,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		log.Info("health and metrics listening", "addr", mAddr)
 	}
 	if o.ingress.addr != "" {
-		oc, err := client.New(client.WithBrokers(brokers...), client.WithKafkaOpts(conn...), client.WithTopics(client.Topics(o.kf.Topics)),
+		oc, err := client.New(client.WithBrokers(brokers...), client.WithKafkaOpts(conn...), client.WithTopics(schemas.Topics(o.kf.Topics)),
 			client.WithSource(ingress.DefaultSource), client.WithLogger(log))
 		if err != nil {
 			return fmt.Errorf("ingress client: %w", err)

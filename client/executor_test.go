@@ -16,6 +16,7 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/onceflighttest"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // startExecutor starts kfake and a real executor with a noop action
@@ -64,7 +65,7 @@ func startExecutor() (brokers []string, stop func(), err error) {
 		os.RemoveAll(dir)
 	}
 	// The executor creates its topics as it starts; a client needs them.
-	if err := waitTopics(ctx, c.ListenAddrs(), client.DefaultTopics()); err != nil {
+	if err := waitTopics(ctx, c.ListenAddrs(), schemas.DefaultTopics()); err != nil {
 		stopAll()
 		return nil, nil, err
 	}
@@ -72,7 +73,7 @@ func startExecutor() (brokers []string, stop func(), err error) {
 }
 
 // waitTopics waits until every topic of t exists.
-func waitTopics(ctx context.Context, brokers []string, t client.Topics) error {
+func waitTopics(ctx context.Context, brokers []string, t schemas.Topics) error {
 	return onceflighttest.WaitTopics(ctx, brokers, t)
 }
 

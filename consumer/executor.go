@@ -25,6 +25,7 @@ import (
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/internal/storeof"
+	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -235,9 +236,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.plain, err = kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(e.cfg.Brokers...),
 		kgo.ProducerLinger(0),
-		// Uncompressed: franz-go defaults to snappy, which common clients
-		// (kafkajs without a codec plugin) cannot read.
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kafkaconf.WireCompression(),
 		kgo.ProducerBatchMaxBytes(int32(e.cfg.MaxMessageBytes)),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	}, e.opts...)...)
@@ -384,9 +383,7 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		// answer, and the group needs a heartbeat before the session ends.
 		kgo.HeartbeatInterval(min(3*time.Second, e.cfg.SessionTimeout/3)),
 		kgo.ProducerLinger(0),
-		// Uncompressed: franz-go defaults to snappy, which common clients
-		// (kafkajs without a codec plugin) cannot read.
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kafkaconf.WireCompression(),
 		kgo.ProducerBatchMaxBytes(int32(e.cfg.MaxMessageBytes)),
 		kgo.FetchMaxPartitionBytes(int32(max(e.cfg.MaxMessageBytes, 1<<20))),
 		// What franz-go holds ahead of the poll loop (memory.go): at most
