@@ -63,7 +63,7 @@ fuzz: ## longer fuzz runs of every decoder and of the HTTP ingress's request par
 	$(GO) test ./cli/internal/ingress -run '^$$' -fuzz '^FuzzIngressRequest$$' -fuzztime $(or $(LONGFUZZ),10m)
 
 bench: ## benchmarks (compare runs with benchstat)
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./dedupe ./partitioner | tee bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./internal/dedupe ./partitioner | tee bench.txt
 
 bench-rate: ## a system's rate limit (rate: 50) over a drain of 1 000 commands, about 20 s
 	$(GO) test ./consumer -run '^$$' -bench '^BenchmarkSystemRate$$' -benchtime 1x -count 1
@@ -73,7 +73,7 @@ bench-e2e: build ## end-to-end benchmark: raw Kafka+Pebble pipeline vs. serve, o
 	./bin/onceflight-bench -bin $(BIN) $(BENCH_ARGS)
 
 bench-scale: build ## scale facts, minutes long: a dedupe index of SCALE_KEYS keys (default 10 000 000: RSS, disk/key, lookup p50/p99, build rate), then 1, 2 and 3 executors sharing 12 partitions
-	ONCEFLIGHT_BENCH_SCALE=1 SCALE_KEYS=$(or $(SCALE_KEYS),10000000) $(GO) test ./dedupe -run '^$$' -bench '^BenchmarkIndexScale$$' -benchtime 1x -count 1 -timeout 90m -v
+	ONCEFLIGHT_BENCH_SCALE=1 SCALE_KEYS=$(or $(SCALE_KEYS),10000000) $(GO) test ./internal/dedupe -run '^$$' -bench '^BenchmarkIndexScale$$' -benchtime 1x -count 1 -timeout 90m -v
 	$(GO) build -o bin/onceflight-bench ./cmd/onceflight-bench
 	./bin/onceflight-bench -bin $(BIN) -phases executors -max-executors 3 -n $(or $(SCALE_N),50000) $(BENCH_ARGS)
 

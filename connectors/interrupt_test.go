@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
-	"github.com/onceflight/onceflight/connectors/http/apifake"
+	"github.com/onceflight/onceflight/internal/apifake"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
 // TestPerformStoppedWhileRequestInFlight: a graceful stop cancels the

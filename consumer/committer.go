@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflight/onceflight/outbox"
+	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/schemas"
 )
 

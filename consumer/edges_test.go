@@ -19,11 +19,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
-	"github.com/onceflight/onceflight/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -111,12 +111,7 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 	if _, err := kadm.NewClient(h.Client()).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &short}}, "onceflight.journal"); err != nil {
 		t.Fatal(err)
 	}
-	store, err := dedupe.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	ex, err := consumer.New(consumer.Config{Brokers: h.Brokers, Partitions: onceflighttest.Partitions}, h.Config, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	ex, err := consumer.New(consumer.Config{Brokers: h.Brokers, DataDir: t.TempDir(), Partitions: onceflighttest.Partitions}, h.Config, consumer.WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +470,7 @@ actions:
 	if k1Posts != 2 {
 		t.Fatalf("k1 posted %d times, want 2", k1Posts)
 	}
-	st, _, err := h.Ex.Store().Lookup("order-1", "k1")
+	st, _, err := storeof.Executor(h.Ex).Lookup("order-1", "k1")
 	if err != nil || st.Status != schemas.StatusSucceeded {
 		t.Fatalf("k1 record: %s %v", st.Status, err)
 	}

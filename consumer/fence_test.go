@@ -9,8 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -94,7 +95,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		cfg.TransactionTimeout = time.Minute
 		cfg.RevokeTimeout = 200 * time.Millisecond
 	}
-	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats})
 	onceflighttest.WaitFor(t, 20*time.Second, "A owning every partition", func() bool { return a.Owns(3) })
 	ms := h.GroupMembers()
 	if len(ms) != 1 {
@@ -110,9 +111,9 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 	}
 	onceflighttest.WaitFor(t, 20*time.Second, "A's session to expire", func() bool { return len(h.GroupMembers()) == 0 })
 
-	b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats})
 	onceflighttest.WaitFor(t, 30*time.Second, "B to answer k1", func() bool {
-		rec, ok, err := b.Store.Lookup("order-1", "k1")
+		rec, ok, err := storeof.Executor(b.Ex).Lookup("order-1", "k1")
 		return err == nil && ok && rec.Status.Final()
 	})
 	if !a.Ex.Ready() || len(a.Ex.Owned()) != 3 {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -137,14 +137,14 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 
 	// Forged approvals change nothing: unsigned, and signed with another
 	// key under the same id.
-	h.Decide(nil, "forged-1", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
+	h.Decide(nil, "forged-1", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
 	bad, _ := schemas.NewControlKey("ops-1")
-	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{bad}}, "forged-2", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
+	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{bad}}, "forged-2", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
 	// A valid signature for another entity does not reach order-1's record.
-	h.Decide(ks, "cross", consumer.TypeApprove, "order-2", schemas.Decision{Key: "b2", Reason: "r", By: "ann"})
+	h.Decide(ks, "cross", schemas.TypeApprove, "order-2", schemas.Decision{Key: "b2", Reason: "r", By: "ann"})
 	// The same for resolve.
-	h.Decide(nil, "forged-3", consumer.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "mallory"})
-	h.Decide(ks, "cross-resolve", consumer.TypeResolve, "order-2", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "ann"})
+	h.Decide(nil, "forged-3", schemas.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "mallory"})
+	h.Decide(ks, "cross-resolve", schemas.TypeResolve, "order-2", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "ann"})
 	h.Outcomes(12, seen, nil)
 	if o := seen["cross-resolve"][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeNotUnresolved {
 		t.Fatalf("cross-entity resolve: %s %s, want rejected", o.Record.Status, code(o))
@@ -161,10 +161,10 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 		t.Fatalf("b2 executed %d times by forged or foreign approvals", n)
 	}
 
-	h.Decide(ks, "ok-approve", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
-	h.Decide(ks, "ok-reject", consumer.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "rejected", Reason: "duplicate", By: "ann"})
+	h.Decide(ks, "ok-approve", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
+	h.Decide(ks, "ok-reject", schemas.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "rejected", Reason: "duplicate", By: "ann"})
 	// Approving again is refused: b2 is no longer held.
-	h.Decide(ks, "again", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
+	h.Decide(ks, "again", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
 	// approve: its own outcome + b2's second; resolve: its own + b3's; again.
 	h.Outcomes(17, seen, nil)
 	if o := seen["ok-approve"][0]; o.Record.Status != schemas.StatusSucceeded {
@@ -227,7 +227,7 @@ func TestDecisionsRefusedWithoutKey(t *testing.T) {
 	h := onceflighttest.New(t)
 	h.Start(t.TempDir())
 	k, _ := schemas.NewControlKey("ops-1")
-	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{k}}, "d1", consumer.TypeResolve, "order-1", schemas.Decision{Key: "k1", As: "failed", Reason: "r", By: "ann"})
+	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{k}}, "d1", schemas.TypeResolve, "order-1", schemas.Decision{Key: "k1", As: "failed", Reason: "r", By: "ann"})
 	seen := map[string][]schemas.Outcome{}
 	h.Outcomes(1, seen, nil)
 	if o := seen["d1"][0]; code(o) != schemas.CodeNotAllowed || !strings.Contains(o.Record.Error.Message, "keygen") {
@@ -248,8 +248,8 @@ func TestReleaseMakesKeyNewWork(t *testing.T) {
 	if !seen["c2"][0].Replayed {
 		t.Fatalf("repeat before release not replayed: %+v", seen["c2"][0])
 	}
-	h.Decide(nil, "unsigned", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "redo", By: "mallory"})
-	h.Decide(ks, "rel", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "refund must be redone", By: "ann"})
+	h.Decide(nil, "unsigned", schemas.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "redo", By: "mallory"})
+	h.Decide(ks, "rel", schemas.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "refund must be redone", By: "ann"})
 	h.Submit("c3", "order-1", "k1", `{"amount":7}`)
 	h.Submit("c4", "order-1", "k1", `{"amount":7}`)
 	h.Outcomes(6, seen, nil)

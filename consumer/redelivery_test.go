@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -147,7 +147,7 @@ func TestReleaseDoesNotReArmRedeliveredCommands(t *testing.T) {
 			ent, dir, _ := holdWatermark(t, h)
 			h.Submit("c1", ent, "k1", `{"amount":1}`)
 			h.Submit("c1b", ent, "k1", `{"amount":2}`)
-			h.Decide(ks, "rel", consumer.TypeRelease, ent, schemas.Decision{Key: "k1", Reason: "redo with the right amount", By: "ann"})
+			h.Decide(ks, "rel", schemas.TypeRelease, ent, schemas.Decision{Key: "k1", Reason: "redo with the right amount", By: "ann"})
 			seen := map[string][]schemas.Outcome{}
 			h.Outcomes(3, seen, nil)
 			if o := seen["rel"][0]; o.Record.Status != schemas.StatusSucceeded {
@@ -231,7 +231,7 @@ func TestRedeliveredApproveAnsweredApplied(t *testing.T) {
 			if o := seen["h2"][0]; o.Record.Status != schemas.StatusHeld {
 				t.Fatalf("h2: %s %s, want held", o.Record.Status, code(o))
 			}
-			h.Decide(ks, "ok", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
+			h.Decide(ks, "ok", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
 			svc.wait(t, "b2")
 			h.Stop()
 			if restart == "empty data dir" {

@@ -11,9 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/dedupe"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -51,14 +50,10 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // the first executor has started them
 
-	store, err := dedupe.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	second, err := consumer.New(consumer.Config{
-		Brokers: h.Brokers, Partitions: parts, SessionTimeout: 6 * time.Second, ExecutorID: "second",
+		Brokers: h.Brokers, DataDir: t.TempDir(), Partitions: parts, SessionTimeout: 6 * time.Second, ExecutorID: "second",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, h.Config, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	}, h.Config, consumer.WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +65,6 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 		if err := within(t, done, 30*time.Second, "the second executor's Run to return after its cancel"); err != nil {
 			t.Errorf("second executor: run: %v", err)
 		}
-		store.Close()
 	}()
 
 	t0 := time.Now()

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -74,7 +73,7 @@ func TestRedeliveredReleaseAfterLaterExecution(t *testing.T) {
 			ks := withKeys(t, h)
 			ent, dir, _ := holdWatermark(t, h)
 			h.Submit("c1", ent, "k1", `{"amount":1}`)
-			h.Decide(ks, "rel", consumer.TypeRelease, ent, schemas.Decision{Key: "k1", Reason: "redo", By: "ann"})
+			h.Decide(ks, "rel", schemas.TypeRelease, ent, schemas.Decision{Key: "k1", Reason: "redo", By: "ann"})
 			h.Submit("c2", ent, "k1", `{"amount":2}`)
 			seen := map[string][]schemas.Outcome{}
 			h.Outcomes(3, seen, nil)

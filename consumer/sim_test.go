@@ -248,14 +248,14 @@ func generate(seed uint64, w simWorld) simHistory {
 			}
 		case r < 72:
 			st.Op, st.ID, st.Entity, st.Key = opDecide, fmt.Sprintf("d%d", i), e, k
-			st.Action = []string{consumer.TypeRelease, consumer.TypeRelease, consumer.TypeResolve, consumer.TypeApprove}[rng.IntN(4)]
-			if st.Action == consumer.TypeResolve {
+			st.Action = []string{schemas.TypeRelease, schemas.TypeRelease, schemas.TypeResolve, schemas.TypeApprove}[rng.IntN(4)]
+			if st.Action == schemas.TypeResolve {
 				st.As = []string{"succeeded", "failed", "rejected"}[rng.IntN(3)]
 			}
 		case r < 78:
 			st.Op, st.ID, st.Entity, st.Key = opForge, fmt.Sprintf("f%d", i), e, k
-			st.Action = []string{consumer.TypeRelease, consumer.TypeResolve, consumer.TypeApprove}[rng.IntN(3)]
-			if st.Action == consumer.TypeResolve {
+			st.Action = []string{schemas.TypeRelease, schemas.TypeResolve, schemas.TypeApprove}[rng.IntN(3)]
+			if st.Action == schemas.TypeResolve {
 				st.As = "succeeded"
 			}
 			st.Forgery = []string{"unsigned", "unknown key", "bad signature"}[rng.IntN(3)]
@@ -381,7 +381,7 @@ func (r *simRun) start(id string) {
 			c.SessionTimeout = simSession
 			c.TransactionTimeout = 5 * time.Second
 		},
-		ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, onceflighttest.ShortHeartbeats...),
+		KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...),
 	})
 }
 
@@ -452,7 +452,7 @@ func (r *simRun) do(s simStep) {
 		r.ids = append(r.ids, s.ID)
 	case opReconcile:
 		data, _ := json.Marshal(map[string]string{"key": s.Key})
-		r.produce(schemas.Command{ID: s.ID, Source: "sim-operator", Type: consumer.TypeReconcile, Subject: s.Entity, IdempotencyKey: "reconcile/" + s.ID, Data: data})
+		r.produce(schemas.Command{ID: s.ID, Source: "sim-operator", Type: schemas.TypeReconcile, Subject: s.Entity, IdempotencyKey: "reconcile/" + s.ID, Data: data})
 	case opWait:
 		r.waitAnswered()
 	case opRestart:

@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/faultnet"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -179,8 +179,8 @@ func TestSoak(t *testing.T) {
 		c.TransactionTimeout = 5 * time.Second
 	}
 	fn := faultnet.New()
-	aOpts := onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, onceflighttest.ShortHeartbeats...)}
-	plain := onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats}
+	aOpts := onceflighttest.NodeOptions{Tune: tune, KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...)}
+	plain := onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats}
 	cDir := t.TempDir()
 	nodes := map[string]*onceflighttest.Node{
 		"A": h.StartNode("A", t.TempDir(), aOpts),

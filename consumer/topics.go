@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/internal/topics"
-	"github.com/onceflight/onceflight/outbox"
 )
 
 // journalRetention is the retention the journal needs: key memory plus the

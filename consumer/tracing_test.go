@@ -10,8 +10,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )

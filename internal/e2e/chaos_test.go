@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
+	"github.com/onceflight/onceflight/internal/apifake"
 )
 
 // Actions of the http connector tests (docs/connectors.md, docs/configuration.md). All point at one

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/connectors/http/apifake"
+	"github.com/onceflight/onceflight/internal/apifake"
 )
 
 // newService starts the fake external system every e2e test calls through

@@ -16,7 +16,7 @@ const module = "github.com/onceflight/onceflight"
 // floors lists the module's packages from the bottom up. A pattern ending
 // in "/..." is the folder and everything under it; the longest pattern that
 // matches a package places it. A package may import one on its own floor
-// (connectors/http imports connectors) or below, never above: the executor
+// (internal/connectors/http imports connectors) or below, never above: the executor
 // never reaches the command line, a connector never reaches the executor,
 // and internal/ holds only pieces below the executor.
 var floors = []struct {
@@ -26,10 +26,10 @@ var floors = []struct {
 	{"wire: what goes over Kafka, and how to reach it", []string{"schemas", "partitioner", "kafkaconf", "trust"}},
 	{"low internal pieces", []string{"internal/topics", "internal/dirlock", "internal/faultnet", "internal/kafkatest",
 		"internal/brokertest", "internal/client", "internal/httpauth", "internal/broker", "internal/proctest", "internal/diskfault"}},
-	{"connectors", []string{"connectors", "connectors/..."}},
+	{"connectors", []string{"connectors", "connectors/...", "internal/connectors/...", "internal/apifake"}},
 	{"the actions file", []string{"internal/config"}},
-	{"the executor's state and staging", []string{"dedupe", "outbox"}},
-	{"the executor's decisions", []string{"consumer/decide"}},
+	{"the executor's state and staging", []string{"internal/dedupe", "internal/outbox", "internal/storeof"}},
+	{"the executor's decisions", []string{"internal/decide"}},
 	{"the executor", []string{"consumer"}},
 	{"the public client", []string{"client"}},
 	{"the audit", []string{"audit"}},
@@ -110,8 +110,8 @@ func TestNoUpwardImports(t *testing.T) {
 func TestFloorOf(t *testing.T) {
 	for rel, want := range map[string]string{
 		"consumer":                  "the executor",
-		"consumer/decide":           "the executor's decisions",
-		"connectors/http/apifake":   "connectors",
+		"internal/decide":           "the executor's decisions",
+		"internal/apifake":          "connectors",
 		"cli/internal/api":          "the command line's pieces",
 		"cli":                       "the command line",
 		"internal/config":           "the actions file",

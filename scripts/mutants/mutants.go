@@ -17,13 +17,13 @@ type mutant struct {
 	Pkgs      []string
 	Run       string
 	// Row marks a mutant that removes a row of the decision table
-	// (consumer/decide): it must fail a table test and the simulation.
+	// (internal/decide): it must fail a table test and the simulation.
 	Row bool
 }
 
 const (
 	consumerPkg = "./consumer/"
-	decidePkg   = "./consumer/decide/"
+	decidePkg   = "./internal/decide/"
 	// sim is the simulation of whole histories (consumer/history_test.go).
 	sim = "TestSeededHistories"
 )
@@ -42,7 +42,7 @@ var guarantees = []mutant{
 	},
 	{
 		Name: "key-reuse-check", Guarantee: "G2: a key reused with other data is rejected idempotency_key_reused",
-		Edits: []edit{{"consumer/decide/command.go",
+		Edits: []edit{{"internal/decide/command.go",
 			"		case rec.Fingerprint != cmd.Fingerprint:",
 			"		case false && rec.Fingerprint != cmd.Fingerprint:"}},
 		Pkgs: []string{decidePkg, consumerPkg},
@@ -74,7 +74,7 @@ var guarantees = []mutant{
 	{
 		Name: "reconcile-without-confirm", Guarantee: "G3: an inherited or unresolved execution is confirmed before it runs again",
 		Edits: []edit{{"connectors/perform.go",
-			"	res, d, done := r.confirm(ctx, req)\n	if done {\n		return d\n	}\n	if res.Kind == Succeeded {\n		return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}\n	}\n	req.Attempt++ // NotFound",
+			"	res, d, done := r.confirm(ctx, req)\n	if done {\n		return d\n	}\n	if res.Kind == Succeeded {\n		return Decision{Outcome: schemas.StatusSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}\n	}\n	req.Attempt++ // NotFound",
 			"	req.Attempt++ // NotFound"}},
 		Pkgs: []string{"./connectors/", consumerPkg},
 		Run:  "TestReconcile|TestConfirmWaitsForDeadlineBeforeTrustingNotFound|TestUnresolvedThenReconciled|TestEvidencePaths|TestEvidenceCrashBeforeConfirmation|TestFaultGraceConfirmWaitsForDeadlinePlusDrift|TestInterruptedReconcileAttemptIsInherited|TestReconcilerConfirmationConsumedAgain",
@@ -113,7 +113,7 @@ var guarantees = []mutant{
 	},
 	{
 		Name: "unique-by-reject", Guarantee: "governance: a second execution of a unique_by tuple is rejected duplicate_business_key",
-		Edits: []edit{{"consumer/decide/command.go",
+		Edits: []edit{{"internal/decide/command.go",
 			"		if !hold {\n			d := reject(\"duplicate-rejected\"",
 			"		if !hold {\n			return Decision{Row: \"execute\", Verdict: Execute, UniqueKey: uk}\n		}\n		if false {\n			d := reject(\"duplicate-rejected\""}},
 		Pkgs: []string{decidePkg, consumerPkg},
@@ -121,7 +121,7 @@ var guarantees = []mutant{
 	},
 	{
 		Name: "unique-by-hold", Guarantee: "governance: with on_duplicate: hold a suspected duplicate waits for an operator",
-		Edits: []edit{{"consumer/decide/command.go",
+		Edits: []edit{{"internal/decide/command.go",
 			"		return Decision{Row: \"duplicate-held\", Verdict: Hold,",
 			"		return Decision{Row: \"duplicate-held\", Verdict: Execute,"}},
 		Pkgs: []string{decidePkg, consumerPkg},
@@ -179,7 +179,7 @@ var guarantees = []mutant{
 	},
 }
 
-// rows remove one row of the decision table each (consumer/decide):
+// rows remove one row of the decision table each (internal/decide):
 // the table tests and the simulation must fail.
 var rows = []mutant{
 	row("row-key-in-flight", "	if in.ClaimedByOther {", "	if false && in.ClaimedByOther {", "TestKeyScopedToEntity"),
@@ -196,7 +196,7 @@ var rows = []mutant{
 	row("row-execute", "	return Decision{Row: \"execute\", Verdict: Execute, UniqueKey: uk}\n}", "	return Decision{Row: \"execute\", Verdict: Replay, UniqueKey: uk}\n}", "TestKeyScopedToEntity"),
 	{
 		Name: "row-release-position", Guarantee: "decision table: a release frees the key only for the commands after it", Row: true,
-		Edits: []edit{{"consumer/decide/position.go",
+		Edits: []edit{{"internal/decide/position.go",
 			"		if rec.Command.Partition == pos.Partition && !rel.After(pos.Offset) {",
 			"		if false {"}},
 		Pkgs: []string{decidePkg, consumerPkg},
@@ -204,7 +204,7 @@ var rows = []mutant{
 	},
 	{
 		Name: "row-refusal-final", Guarantee: "decision table: a rejection of a command that never started answers that command only", Row: true,
-		Edits: []edit{{"consumer/decide/position.go",
+		Edits: []edit{{"internal/decide/position.go",
 			"	if found && retryable(&rec) && rec.Command.Partition == pos.Partition && pos.Offset > rec.Command.Offset {",
 			"	if false {"}},
 		Pkgs: []string{decidePkg, consumerPkg},
@@ -219,13 +219,13 @@ var rows = []mutant{
 
 func row(name, old, new, run string) mutant {
 	return mutant{Name: name, Guarantee: "decision table row " + name[len("row-"):], Row: true,
-		Edits: []edit{{"consumer/decide/command.go", old, new}},
+		Edits: []edit{{"internal/decide/command.go", old, new}},
 		Pkgs:  []string{decidePkg, consumerPkg}, Run: "TestCommandRows|" + sim + "|" + run}
 }
 
 func opRow(name, old, new, run string) mutant {
 	return mutant{Name: name, Guarantee: "operator decision row " + name[len("row-op-"):], Row: true,
-		Edits: []edit{{"consumer/decide/control.go", old, new}},
+		Edits: []edit{{"internal/decide/control.go", old, new}},
 		Pkgs:  []string{decidePkg, consumerPkg}, Run: "TestOperatorRows|" + sim + "|" + run}
 }
 

@@ -17,7 +17,7 @@ func TestDocsTable(t *testing.T) {
 	}
 	doc := string(b)
 	for name, rows := range map[string][]Row{"Rows": Rows, "DecisionRows": DecisionRows} {
-		begin, end := "<!-- table "+name+": begin (consumer/decide."+name+", checked by TestDocsTable) -->", "<!-- table "+name+": end -->"
+		begin, end := "<!-- table "+name+": begin (internal/decide."+name+", checked by TestDocsTable) -->", "<!-- table "+name+": end -->"
 		i, j := strings.Index(doc, begin), strings.Index(doc, end)
 		if i < 0 || j < i {
 			t.Errorf("docs/guarantees.md has no %q ... %q section", begin, end)
