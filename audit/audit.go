@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -19,13 +18,6 @@ import (
 // partition the commands topic does not have: the caller asked for
 // something that cannot exist, which a CLI reports as a usage error.
 var ErrBadPartition = errors.New("no such partition")
-
-// Topics names the four topics an audit reads; it is the client package's
-// type, so one value configures both. Empty fields take the defaults.
-type Topics = client.Topics
-
-// DefaultTopics returns the executor's default topic names (docs/README.md).
-func DefaultTopics() Topics { return client.DefaultTopics() }
 
 // Options configure Run. The zero value audits the default topics of group
 // "onceflight" through Client, which must then be set, or Brokers.
@@ -41,7 +33,7 @@ type Options struct {
 	Kafka   []kgo.Opt
 
 	// Topics: empty fields take the defaults (docs/README.md).
-	Topics Topics
+	Topics schemas.Topics
 	// Group is the executors' consumer group, whose committed offsets
 	// separate commands that must be answered from those that may still
 	// be in flight. Default "onceflight".

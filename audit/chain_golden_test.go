@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -20,7 +19,7 @@ func unchainedJournal(t *testing.T, p int32, linked bool, ents ...jent) []*kgo.R
 	out := journal(t, p, ents...)
 	prev := ""
 	for _, r := range out {
-		if string(headerOf(r, outbox.HeaderKind)) != outbox.KindRecord {
+		if string(headerOf(r, schemas.HeaderKind)) != schemas.KindRecord {
 			continue
 		}
 		rc, err := schemas.UnmarshalRecord(r.Value)

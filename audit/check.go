@@ -16,19 +16,12 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// TypeReconcile is the CloudEvents type of the reconciler's internal
-// requests, which by design get no outcome (wire protocol, schemas).
-const TypeReconcile = schemas.TypeReconcile
-
-// DefaultKeyMemory is the executors' default key_memory (docs/events.md#execution-records).
-const DefaultKeyMemory = schemas.DefaultKeyMemory
-
 // Input is everything Check needs: the records as read, and the few facts
 // about the cluster that the records do not carry themselves. Tests build
 // it by hand; Run streams the same records from Kafka instead of holding
 // them.
 type Input struct {
-	Topics Topics
+	Topics schemas.Topics
 	// CommandPartitions is the commands topic's partition count: the
 	// canonical entity -> partition mapping depends on it (docs/guarantees.md).
 	CommandPartitions int
@@ -53,7 +46,7 @@ type Input struct {
 	MaxDataBytes int
 	// KeyMemory is the executor's key_memory: a key executed again this
 	// long after its final record was forgotten, by design (docs/events.md#execution-records), so
-	// it is noted rather than counted against G2. 0: DefaultKeyMemory.
+	// it is noted rather than counted against G2. 0: schemas.DefaultKeyMemory.
 	KeyMemory time.Duration
 	// ControlKeys, if set, verify the signatures of accepted operator
 	// decisions (CheckDecisionsSigned).
@@ -269,10 +262,10 @@ var checkOrder = []string{CheckHashChain, CheckAnswered, CheckOutcomeIDs, CheckO
 
 func newAuditor(in Input) *auditor {
 	if in.KeyMemory <= 0 {
-		in.KeyMemory = DefaultKeyMemory
+		in.KeyMemory = schemas.DefaultKeyMemory
 	}
-	if in.Topics == (Topics{}) {
-		in.Topics = DefaultTopics()
+	if in.Topics == (schemas.Topics{}) {
+		in.Topics = schemas.DefaultTopics()
 	}
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{
@@ -534,10 +527,10 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 		}
 	}
 	switch d.kind {
-	case outbox.KindEpoch:
+	case schemas.KindEpoch:
 		cs.epoch = max(cs.epoch, markerEpoch(r))
 		return
-	case outbox.KindRecord:
+	case schemas.KindRecord:
 	default:
 		return // unknown kinds are skipped, as restore does
 	}
@@ -912,7 +905,7 @@ func (a *auditor) checkCommand(r *kgo.Record, d *decoded) {
 		a.misrouted = append(a.misrouted, misrouted{at: here, key: string(r.Key), causation: c, answered: a.answered(r.Partition, c),
 			want: fmt.Sprintf("misrouted (entity %q belongs on partition %d) but has no forwarded copy there, nor a deadletter copy and an outcome",
 				cmd.Subject, partitioner.ForEntity(cmd.Subject, n))})
-	case cmd.Type == TypeReconcile:
+	case cmd.Type == schemas.TypeReconcile:
 		// The reconciler's internal request: no outcome by design.
 	case schemas.IsDecision(cmd.Type):
 		a.decision(r, cmd)

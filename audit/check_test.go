@@ -19,7 +19,7 @@ import (
 const nParts = 3
 
 var (
-	tops = DefaultTopics()
+	tops = schemas.DefaultTopics()
 	t0   = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 )
 
@@ -58,7 +58,7 @@ func journal(t *testing.T, p int32, ents ...jent) []*kgo.Record {
 		if e.rec == nil {
 			r.Key = []byte("onceflight.epoch")
 			r.Value = []byte(`{"epoch":` + strconv.FormatInt(e.epoch, 10) + `,"executor":"t"}`)
-			r.Headers = []kgo.RecordHeader{{Key: outbox.HeaderKind, Value: []byte(outbox.KindEpoch)}}
+			r.Headers = []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindEpoch)}}
 			out = append(out, r)
 			continue
 		}
@@ -72,7 +72,7 @@ func journal(t *testing.T, p int32, ents ...jent) []*kgo.Record {
 		rc.Hash, prev = h, h
 		r.Key = []byte(rc.IdempotencyKey)
 		r.Value = mustMarshal(t, rc)
-		r.Headers = []kgo.RecordHeader{{Key: outbox.HeaderKind, Value: []byte(outbox.KindRecord)}}
+		r.Headers = []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)}}
 		out = append(out, r)
 	}
 	return out

@@ -46,7 +46,7 @@ type CheckpointOptions struct {
 
 func (o *CheckpointOptions) defaults() {
 	if o.Journal == "" {
-		o.Journal = DefaultTopics().Journal
+		o.Journal = schemas.DefaultTopics().Journal
 	}
 	if o.OriginPrefix == "" {
 		o.OriginPrefix = "onceflight/" + o.Journal

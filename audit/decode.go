@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -20,7 +19,7 @@ type decoded struct {
 	err error
 
 	// journal records
-	kind            string // outbox.HeaderKind
+	kind            string // schemas.HeaderKind
 	rec             schemas.Record
 	hash            string
 	hashErr         error
@@ -39,8 +38,8 @@ type decoded struct {
 func (a *auditor) decode(r *kgo.Record, d *decoded) {
 	switch r.Topic {
 	case a.in.Topics.Journal:
-		d.kind, _ = header(r, outbox.HeaderKind)
-		if d.kind != outbox.KindRecord || !a.isChecked(r.Partition) {
+		d.kind, _ = header(r, schemas.HeaderKind)
+		if d.kind != schemas.KindRecord || !a.isChecked(r.Partition) {
 			return
 		}
 		if d.rec, d.err = schemas.UnmarshalRecord(r.Value); d.err == nil {

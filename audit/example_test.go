@@ -10,13 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceflight/onceflight/audit"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // Audit a deployment from a cron job or a test: Run reads the topics and
 // checks them; the report says which guarantees held. Here the deployment
 // is a fresh cluster with the executor's topics and no traffic yet.
 func ExampleRun() {
-	d := audit.DefaultTopics()
+	d := schemas.DefaultTopics()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, d.Commands, d.Outcomes, d.Journal, d.Deadletter))
 	if err != nil {
 		log.Fatal(err)

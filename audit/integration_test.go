@@ -13,7 +13,6 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/client"
-	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -146,7 +145,7 @@ func TestAuditAgainstExecutor(t *testing.T) {
 	// flagged by single_flight as a replaced owner's write).
 	var victim *kgo.Record
 	err = client.Read(context.Background(), cl, "onceflight.journal", true, false, func(r *kgo.Record) error {
-		if k, _ := hdr(r, outbox.HeaderKind); k == outbox.KindRecord && string(r.Key) == "k7" {
+		if k, _ := hdr(r, schemas.HeaderKind); k == schemas.KindRecord && string(r.Key) == "k7" {
 			if rec, err := schemas.UnmarshalRecord(r.Value); err == nil && rec.Status == schemas.StatusSucceeded {
 				victim = r
 			}

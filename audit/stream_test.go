@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -188,7 +187,7 @@ func FuzzCheckRecords(f *testing.F) {
 		switch topic % 3 {
 		case 0:
 			in.Journal = append(in.Journal, &kgo.Record{Topic: tops.Journal, Partition: pe, Offset: int64(len(in.Journal)), Value: value,
-				Headers: []kgo.RecordHeader{{Key: outbox.HeaderKind, Value: []byte(outbox.KindRecord)}}})
+				Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)}}})
 		case 1:
 			in.Outcomes = append(in.Outcomes, &kgo.Record{Topic: tops.Outcomes, Offset: int64(len(in.Outcomes)), Value: value, Headers: []kgo.RecordHeader{ce}})
 		default:

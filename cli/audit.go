@@ -85,7 +85,7 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 			}
 			defer cl.Close()
 			rep, err := audit.Run(cmd.Context(), audit.Options{Client: cl, ControlKeys: keys,
-				Topics: audit.Topics(kf.Topics), Group: group, Partitions: ps,
+				Topics: schemas.Topics(kf.Topics), Group: group, Partitions: ps,
 				MaxDataBytes: maxDataBytes, KeyMemory: keyMemory, MaxViolations: maxViolations,
 			})
 			if errors.Is(err, audit.ErrBadPartition) {

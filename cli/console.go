@@ -51,14 +51,14 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 		return "", nil, err
 	}
 	p, err := console.OpenProjection(o.dataDir, o.brokers, console.WithKafkaOpts(o.conn...),
-		console.WithTopics(client.Topics(o.topics)), console.WithGroup(o.group), console.WithLogger(o.log))
+		console.WithTopics(schemas.Topics(o.topics)), console.WithGroup(o.group), console.WithLogger(o.log))
 	if err != nil {
 		return "", nil, err
 	}
 	var decider console.Decider
 	var oc *client.Client
 	if o.controlKeys != nil && !o.readOnly {
-		oc, err = client.New(client.WithBrokers(o.brokers...), client.WithKafkaOpts(o.conn...), client.WithTopics(client.Topics(o.topics)),
+		oc, err = client.New(client.WithBrokers(o.brokers...), client.WithKafkaOpts(o.conn...), client.WithTopics(schemas.Topics(o.topics)),
 			client.WithControlKeys(o.controlKeys), client.WithSource("onceflight-console"), client.WithLogger(o.log))
 		if err != nil {
 			_ = p.Close()
@@ -198,7 +198,7 @@ proxy header, as serve does.`,
 	fs.StringSliceVar(&proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose header is believed")
 	fs.StringVar(&proxyRole, "http-trusted-proxy-role", "reader", "role of identities from the trusted proxy: reader or operator")
 	fs.BoolVar(&secure, "secure-cookies", false, "mark the login cookie Secure (set when users reach the console over HTTPS through a proxy)")
-	fs.IntVar(&maxData, "max-data-bytes", consumer.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page")
+	fs.IntVar(&maxData, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page")
 	return cmd
 }
 

@@ -117,7 +117,7 @@ func (o *outcomesOptions) readRange(partitionSet bool, now time.Time) (client.Ra
 	started := true
 	switch {
 	case o.fromBeginning || o.offset == "beginning":
-		r.Start.Kind = client.StartBeginning
+		r.Start = client.FromBeginning()
 	case o.offset == "end":
 		// An empty read to the current end would be pointless: like
 		// no start, it follows.
@@ -127,13 +127,13 @@ func (o *outcomesOptions) readRange(partitionSet bool, now time.Time) (client.Ra
 		if err != nil {
 			return r, usageErrorf("--offset %q: want beginning, end, an offset N or -N (N before the end)", o.offset)
 		}
-		r.Start = client.Start{Kind: client.StartOffset, Offset: n}
+		r.Start = client.FromOffset(n)
 	case o.since != "":
 		t, err := parseTimeFlag(o.since, now)
 		if err != nil {
 			return r, usageErrorf("--since: %w", err)
 		}
-		r.Start = client.Start{Kind: client.StartTime, Time: t}
+		r.Start = client.FromTime(t)
 	default:
 		started = false
 	}
@@ -142,7 +142,7 @@ func (o *outcomesOptions) readRange(partitionSet bool, now time.Time) (client.Ra
 		if err != nil {
 			return r, usageErrorf("--until: %w", err)
 		}
-		if r.Start.Kind == client.StartTime && t.Before(r.Start.Time) {
+		if !r.Start.Time.IsZero() && t.Before(r.Start.Time) { // Time is set by --since only
 			return r, usageErrorf("--until %s is before --since %s", t.Format(time.RFC3339Nano), r.Start.Time.Format(time.RFC3339Nano))
 		}
 		r.Until = t

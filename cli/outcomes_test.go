@@ -32,19 +32,19 @@ func TestOutcomesRange(t *testing.T) {
 	}{
 		{"no start follows from the end", outcomesOptions{}, false, client.Range{Follow: true}},
 		{"end follows", outcomesOptions{offset: "end"}, false, client.Range{Follow: true}},
-		{"beginning reads to the end", outcomesOptions{offset: "beginning"}, false, client.Range{Start: client.Start{Kind: client.StartBeginning}}},
-		{"from-beginning alias", outcomesOptions{fromBeginning: true}, false, client.Range{Start: client.Start{Kind: client.StartBeginning}}},
-		{"from-beginning follow", outcomesOptions{fromBeginning: true, follow: true}, false, client.Range{Start: client.Start{Kind: client.StartBeginning}, Follow: true}},
+		{"beginning reads to the end", outcomesOptions{offset: "beginning"}, false, client.Range{Start: client.FromBeginning()}},
+		{"from-beginning alias", outcomesOptions{fromBeginning: true}, false, client.Range{Start: client.FromBeginning()}},
+		{"from-beginning follow", outcomesOptions{fromBeginning: true, follow: true}, false, client.Range{Start: client.FromBeginning(), Follow: true}},
 		{"follow alone", outcomesOptions{follow: true}, false, client.Range{Follow: true}},
-		{"offset", outcomesOptions{offset: "42", partition: 3}, true, client.Range{Partitions: []int32{3}, Start: client.Start{Kind: client.StartOffset, Offset: 42}}},
-		{"offset before the end", outcomesOptions{offset: "-10"}, false, client.Range{Start: client.Start{Kind: client.StartOffset, Offset: -10}}},
+		{"offset", outcomesOptions{offset: "42", partition: 3}, true, client.Range{Partitions: []int32{3}, Start: client.FromOffset(42)}},
+		{"offset before the end", outcomesOptions{offset: "-10"}, false, client.Range{Start: client.FromOffset(-10)}},
 		{"partition 0 counts", outcomesOptions{}, true, client.Range{Partitions: []int32{0}, Follow: true}},
-		{"since a duration", outcomesOptions{since: "15m"}, false, client.Range{Start: client.Start{Kind: client.StartTime, Time: now.Add(-15 * time.Minute)}}},
-		{"since a time", outcomesOptions{since: "2026-11-30T08:00:00Z"}, false, client.Range{Start: client.Start{Kind: client.StartTime, Time: at("2026-11-30T08:00:00Z")}}},
-		{"since unix ms", outcomesOptions{since: "1764576000000"}, false, client.Range{Start: client.Start{Kind: client.StartTime, Time: time.UnixMilli(1764576000000)}}},
+		{"since a duration", outcomesOptions{since: "15m"}, false, client.Range{Start: client.FromTime(now.Add(-15 * time.Minute))}},
+		{"since a time", outcomesOptions{since: "2026-11-30T08:00:00Z"}, false, client.Range{Start: client.FromTime(at("2026-11-30T08:00:00Z"))}},
+		{"since unix ms", outcomesOptions{since: "1764576000000"}, false, client.Range{Start: client.FromTime(time.UnixMilli(1764576000000))}},
 		{"until alone ends the follow", outcomesOptions{until: "now"}, false, client.Range{Until: now}},
 		{"until with follow", outcomesOptions{offset: "beginning", until: "2026-12-01T11:00:00+01:00", follow: true}, false,
-			client.Range{Start: client.Start{Kind: client.StartBeginning}, Until: at("2026-12-01T10:00:00Z"), Follow: true}},
+			client.Range{Start: client.FromBeginning(), Until: at("2026-12-01T10:00:00Z"), Follow: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.o.output = newEnum("json", "json", "table")

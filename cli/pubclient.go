@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // onceflightClient returns the public client (package client) over the
@@ -14,7 +15,7 @@ func (kf *kafkaFlags) onceflightClient(ctx context.Context, opts ...client.Optio
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err = client.New(append([]client.Option{client.WithClient(cl), client.WithTopics(client.Topics(kf.Topics))}, opts...)...)
+	c, err = client.New(append([]client.Option{client.WithClient(cl), client.WithTopics(schemas.Topics(kf.Topics))}, opts...)...)
 	if err != nil {
 		cl.Close()
 		return nil, nil, err

@@ -26,9 +26,9 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/config"
-	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -132,7 +132,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxInflight, "max-inflight", consumer.DefaultMaxInflight, "concurrent connector executions per process")
 	fs.IntVar(&o.maxPerPart, "max-inflight-per-partition", 0, "concurrent connector executions per partition (0: --max-inflight)")
 	fs.IntVar(&o.partitions, "partitions", consumer.DefaultPartitions, "partition count of the topics serve creates")
-	fs.IntVar(&o.maxDataBytes, "max-data-bytes", consumer.DefaultMaxDataBytes, "largest command data accepted")
+	fs.IntVar(&o.maxDataBytes, "max-data-bytes", schemas.DefaultMaxDataBytes, "largest command data accepted")
 	fs.IntVar(&o.maxMsgBytes, "max-message-bytes", consumer.DefaultMaxMessageBytes, "max.message.bytes of the topics serve creates, and the producer's record limit (existing topics must allow at least this)")
 	fs.IntVar(&o.maxBuffered, "max-buffered", consumer.DefaultMaxBuffered, "commands consumed and not yet answered, per process (the poll loop waits past it)")
 	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", consumer.DefaultMaxBufferedPerPartition, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
@@ -141,7 +141,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxSkipped, "max-skipped-per-partition", consumer.DefaultMaxSkippedPerPartition, "commands of hot entities read past and remembered by offset (8 bytes each), per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", consumer.DefaultMaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
 	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", consumer.DefaultMaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
-	fs.IntVar(&o.cacheSize, "cache-size", dedupe.DefaultCacheSize, "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
+	fs.IntVar(&o.cacheSize, "cache-size", consumer.DefaultCacheSize, "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
 	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else none (docs/memory.md)")
 	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
@@ -267,13 +267,6 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err := checkKafka(ctx, log, brokers, conn, cfg); err != nil {
 		return err
 	}
-	store, err := dedupe.Open(filepath.Join(o.dataDir, "state"), dedupe.WithLogger(log), dedupe.WithRebuildOnCorruption(),
-		dedupe.WithCacheSize(int64(o.cacheSize)))
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exOpts := append([]consumer.Option{consumer.WithRegisterer(reg)}, settingsOf(ctx).executorOptions()...)
@@ -296,6 +289,8 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	exOpts = append(exOpts, cpOpt...)
 	ex, err := consumer.New(consumer.Config{
 		Brokers:                      brokers,
+		DataDir:                      filepath.Join(o.dataDir, "state"),
+		CacheSize:                    int64(o.cacheSize),
 		KafkaOpts:                    conn,
 		Group:                        o.group,
 		Topics:                       o.kf.Topics,
@@ -317,10 +312,13 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		ClockDrift:                   o.clockDrift,
 		ExecutorID:                   o.executorID,
 		Logger:                       log,
-	}, cfg, store, exOpts...)
-	if err != nil {
+	}, cfg, exOpts...)
+	if errors.Is(err, consumer.ErrState) {
+		return err
+	} else if err != nil {
 		return usageError{err}
 	}
+	store := storeof.Executor(ex)
 
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
@@ -368,7 +366,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		log.Info("health and metrics listening", "addr", mAddr)
 	}
 	if o.ingress.addr != "" {
-		oc, err := client.New(client.WithBrokers(brokers...), client.WithKafkaOpts(conn...), client.WithTopics(client.Topics(o.kf.Topics)),
+		oc, err := client.New(client.WithBrokers(brokers...), client.WithKafkaOpts(conn...), client.WithTopics(schemas.Topics(o.kf.Topics)),
 			client.WithSource(ingress.DefaultSource), client.WithLogger(log))
 		if err != nil {
 			return fmt.Errorf("ingress client: %w", err)

@@ -29,7 +29,7 @@ var ErrClosed = errors.New("onceflight client closed")
 type Client struct {
 	cl     *kgo.Client
 	own    bool // cl was built by New, so Close closes it
-	topics Topics
+	topics schemas.Topics
 	source string
 	mode   schemas.Mode
 	keys   *schemas.ControlKeys // WithControlKeys
@@ -58,7 +58,7 @@ type config struct {
 	brokers []string
 	kopts   []kgo.Opt
 	cl      *kgo.Client
-	topics  Topics
+	topics  schemas.Topics
 	source  string
 	mode    schemas.Mode
 	logger  *slog.Logger
@@ -110,7 +110,7 @@ func WithClient(cl *kgo.Client) Option {
 
 // WithTopics overrides the executor's default topic names; empty fields
 // keep their defaults.
-func WithTopics(t Topics) Option {
+func WithTopics(t schemas.Topics) Option {
 	return func(c *config) { c.topics = t }
 }
 
@@ -185,7 +185,7 @@ func (c *Client) Ping(ctx context.Context) error {
 }
 
 // Topics returns the topic names the client uses.
-func (c *Client) Topics() Topics { return c.topics }
+func (c *Client) Topics() schemas.Topics { return c.topics }
 
 // Kafka returns the underlying franz-go client, for reads and admin calls
 // this package does not offer. Closing it is Close's job.

@@ -29,7 +29,7 @@ func cluster(t *testing.T) []string {
 
 func fakeCluster(t *testing.T) *kfake.Cluster {
 	t.Helper()
-	d := DefaultTopics()
+	d := schemas.DefaultTopics()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(nParts, d.Commands, d.Outcomes, d.Journal, d.Deadletter))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func outcomeFor(t *testing.T, cmd schemas.Command, st schemas.Status) *kgo.Recor
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Topic = DefaultTopics().Outcomes
+	r.Topic = schemas.DefaultTopics().Outcomes
 	return r
 }
 
@@ -84,7 +84,7 @@ func outcomeFor(t *testing.T, cmd schemas.Command, st schemas.Status) *kgo.Recor
 func responder(ctx context.Context, t *testing.T, brokers []string) (done <-chan struct{}) {
 	ch := make(chan struct{})
 	out := producer(t, brokers)
-	in := producer(t, brokers, kgo.ConsumeTopics(DefaultTopics().Commands), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	in := producer(t, brokers, kgo.ConsumeTopics(schemas.DefaultTopics().Commands), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	go func() {
 		defer close(ch)
 		for {
@@ -106,7 +106,7 @@ func responder(ctx context.Context, t *testing.T, brokers []string) (done <-chan
 					t.Errorf("responder: %v", err)
 					return
 				}
-				o.Topic = DefaultTopics().Outcomes
+				o.Topic = schemas.DefaultTopics().Outcomes
 				recs = append(recs, o)
 			})
 			if err := out.ProduceSync(ctx, recs...).FirstErr(); err != nil && ctx.Err() == nil {
@@ -194,7 +194,7 @@ func TestWaitSkipsWhatIsNotTheAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	junk := &kgo.Record{Topic: DefaultTopics().Outcomes, Key: []byte("ent"), Value: []byte("not an event")}
+	junk := &kgo.Record{Topic: schemas.DefaultTopics().Outcomes, Key: []byte("ent"), Value: []byte("not an event")}
 	other := outcomeFor(t, schemas.Command{ID: "cmd-other", Type: "noop.ping", Subject: "ent", IdempotencyKey: "k2"}, schemas.StatusSucceeded)
 	txn(true, junk, other)
 	txn(false, outcomeFor(t, cmd, schemas.StatusSucceeded))
@@ -312,7 +312,7 @@ func TestReadOutcomes(t *testing.T) {
 		r := outcomeFor(t, schemas.Command{ID: fmt.Sprint("c", i), Type: "a", Subject: "e", IdempotencyKey: fmt.Sprint("k", i)}, schemas.StatusSucceeded)
 		recs = append(recs, r)
 	}
-	recs = append(recs, &kgo.Record{Topic: DefaultTopics().Outcomes, Key: []byte("e"), Value: []byte("junk")})
+	recs = append(recs, &kgo.Record{Topic: schemas.DefaultTopics().Outcomes, Key: []byte("e"), Value: []byte("junk")})
 	if err := producer(t, brokers).ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func journalRec(t *testing.T, key, entity string, p int32, st schemas.Status) *k
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &kgo.Record{Topic: DefaultTopics().Journal, Partition: p, Key: []byte(key), Value: v,
+	return &kgo.Record{Topic: schemas.DefaultTopics().Journal, Partition: p, Key: []byte(key), Value: v,
 		Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)}}}
 }
 
@@ -400,7 +400,7 @@ func TestStatusAndRecords(t *testing.T) {
 	brokers := cluster(t)
 	ctx := testCtx(t)
 	c := newClient(t, brokers)
-	marker := &kgo.Record{Topic: DefaultTopics().Journal, Partition: 0, Key: []byte("k1"), Value: []byte("epoch"),
+	marker := &kgo.Record{Topic: schemas.DefaultTopics().Journal, Partition: 0, Key: []byte("k1"), Value: []byte("epoch"),
 		Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte("epoch")}}}
 	pr := producer(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := pr.ProduceSync(ctx,
@@ -446,7 +446,7 @@ func TestNewNeedsBrokers(t *testing.T) {
 	if _, err := New(); err == nil {
 		t.Fatal("New() without brokers succeeded")
 	}
-	if got := (Topics{Outcomes: "o"}).WithDefaults(); got.Outcomes != "o" || got.Commands != DefaultTopics().Commands {
+	if got := (schemas.Topics{Outcomes: "o"}).WithDefaults(); got.Outcomes != "o" || got.Commands != schemas.DefaultTopics().Commands {
 		t.Fatalf("WithDefaults = %+v", got)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
-	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/onceflighttest"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // startExecutor starts kfake and a real executor with a noop action
@@ -45,17 +45,12 @@ func startExecutor() (brokers []string, stop func(), err error) {
 	if err != nil {
 		return fail(err)
 	}
-	store, err := dedupe.Open(filepath.Join(dir, "state"))
-	if err != nil {
-		return fail(err)
-	}
 	ex, err := consumer.New(consumer.Config{
-		Brokers: c.ListenAddrs(), Partitions: 3, SessionTimeout: 6 * time.Second,
+		Brokers: c.ListenAddrs(), DataDir: filepath.Join(dir, "state"), Partitions: 3, SessionTimeout: 6 * time.Second,
 		ClockDrift: 100 * time.Millisecond, ExecutorID: "example",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	}, cfg, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	}, cfg, consumer.WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {
-		store.Close()
 		return fail(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -66,12 +61,11 @@ func startExecutor() (brokers []string, stop func(), err error) {
 		if err := <-done; err != nil {
 			fmt.Fprintln(os.Stderr, "executor:", err)
 		}
-		store.Close()
 		c.Close()
 		os.RemoveAll(dir)
 	}
 	// The executor creates its topics as it starts; a client needs them.
-	if err := waitTopics(ctx, c.ListenAddrs(), client.DefaultTopics()); err != nil {
+	if err := waitTopics(ctx, c.ListenAddrs(), schemas.DefaultTopics()); err != nil {
 		stopAll()
 		return nil, nil, err
 	}
@@ -79,7 +73,7 @@ func startExecutor() (brokers []string, stop func(), err error) {
 }
 
 // waitTopics waits until every topic of t exists.
-func waitTopics(ctx context.Context, brokers []string, t client.Topics) error {
+func waitTopics(ctx context.Context, brokers []string, t schemas.Topics) error {
 	return onceflighttest.WaitTopics(ctx, brokers, t)
 }
 

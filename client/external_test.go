@@ -91,7 +91,6 @@ import (
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -123,14 +122,9 @@ func TestUseFromAnotherModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := dedupe.Open(filepath.Join(dir, "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	ex, err := consumer.New(consumer.Config{Brokers: brokers, Partitions: 3, SessionTimeout: 6 * time.Second, ExecutorID: "user",
+	ex, err := consumer.New(consumer.Config{Brokers: brokers, DataDir: filepath.Join(dir, "state"), Partitions: 3, SessionTimeout: 6 * time.Second, ExecutorID: "user",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))},
-		actions, store, consumer.WithRegisterer(prometheus.NewRegistry()),
+		actions, consumer.WithRegisterer(prometheus.NewRegistry()),
 		consumer.WithConnector("greeter", func(a *consumer.Action) (connectors.Connector, error) {
 			return greeter{a.Settings["greeting"]}, nil
 		}))

@@ -11,37 +11,21 @@ import (
 	internal "github.com/onceflight/onceflight/internal/client"
 )
 
-// StartKind says where a read begins in each partition: StartEnd (only
-// events written from now), StartBeginning (the oldest retained event),
-// StartOffset (Start.Offset if >= 0, else that many events before the end,
-// as kcat's -o -N) or StartTime (the first event stamped at or after
-// Start.Time). It is the type ReadOutcomes's reader is written in, shared
-// rather than copied.
-type StartKind = internal.StartKind
-
-// The start kinds.
-const (
-	StartEnd       = internal.StartEnd
-	StartBeginning = internal.StartBeginning
-	StartOffset    = internal.StartOffset
-	StartTime      = internal.StartTime
-)
-
-// Start is where a read begins, in every partition read: a Kind, and the
-// Offset or Time it needs. The From functions build one.
+// Start is where a read begins, in every partition read; build one with
+// FromEnd, FromBeginning, FromOffset or FromTime.
 type Start = internal.Start
 
 // FromEnd starts at the current end: only new events.
-func FromEnd() Start { return Start{Kind: StartEnd} }
+func FromEnd() Start { return Start{Kind: internal.StartEnd} }
 
 // FromBeginning starts at the oldest retained event.
-func FromBeginning() Start { return Start{Kind: StartBeginning} }
+func FromBeginning() Start { return Start{Kind: internal.StartBeginning} }
 
 // FromOffset starts at offset n, or, if n < 0, -n events before the end.
-func FromOffset(n int64) Start { return Start{Kind: StartOffset, Offset: n} }
+func FromOffset(n int64) Start { return Start{Kind: internal.StartOffset, Offset: n} }
 
 // FromTime starts at the first event stamped at or after t.
-func FromTime(t time.Time) Start { return Start{Kind: StartTime, Time: t} }
+func FromTime(t time.Time) Start { return Start{Kind: internal.StartTime, Time: t} }
 
 // Range is what ReadOutcomes reads:
 //

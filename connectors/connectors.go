@@ -102,7 +102,7 @@ func (s Signal) String() string {
 }
 
 // Gate paces the requests to one external system: its concurrency and
-// rate limits and its breaker (connectors/limit). Perform takes a permit
+// rate limits and its breaker (internal/connectors/limit). Perform takes a permit
 // before each request it sends and gives it back with the answer, so a
 // command waiting for the system holds nothing but its own place in line.
 type Gate interface {

@@ -69,7 +69,7 @@ func TestRetryAfterIsTheEarliestNextAttempt(t *testing.T) {
 	p := fastPolicy()
 	p.MaxAttempts = 1 // "not done" uses up no attempt
 	d := connectors.Perform(context.Background(), conn, req("k"), p, connectors.WithGate(g))
-	if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 3 {
+	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 3 {
 		t.Fatalf("decision %+v", d)
 	}
 	for i := 1; i < len(conn.at); i++ {
@@ -93,7 +93,7 @@ func TestGateWaitEndsAtTheCommandsDeadline(t *testing.T) {
 	g := &recordingGate{closed: true}
 	d := connectors.Perform(context.Background(), conn, req("k"), fastPolicy(), connectors.WithGate(g),
 		connectors.WithNotAfter(time.Now().Add(50*time.Millisecond)))
-	if d.Outcome != connectors.OutcomeFailed || d.Code != schemas.CodeExpired || d.Attempts != 0 || len(conn.at) != 0 {
+	if d.Outcome != schemas.StatusFailed || d.Code != schemas.CodeExpired || d.Attempts != 0 || len(conn.at) != 0 {
 		t.Fatalf("decision %+v after %d requests", d, len(conn.at))
 	}
 	// With an answer before it, the record names it and the waits.
@@ -101,7 +101,7 @@ func TestGateWaitEndsAtTheCommandsDeadline(t *testing.T) {
 	p := fastPolicy()
 	p.GiveUpAfter = 100 * time.Millisecond
 	d = connectors.Perform(context.Background(), conn, req("k"), p, connectors.WithGate(&recordingGate{}))
-	if d.Outcome != connectors.OutcomeFailed || d.Code != connectors.CodeUnavailable || d.Attempts != len(conn.at) {
+	if d.Outcome != schemas.StatusFailed || d.Code != schemas.CodeConnectorUnavailable || d.Attempts != len(conn.at) {
 		t.Fatalf("decision %+v after %d requests", d, len(conn.at))
 	}
 }
@@ -117,7 +117,7 @@ func TestNotDoneHooksAndLastNotDone(t *testing.T) {
 	d := connectors.Perform(context.Background(), conn, req("k"), p, connectors.WithNotDone(func(_ context.Context, r *connectors.Request, res connectors.Result) {
 		hooked = append(hooked, r.Attempt)
 	}))
-	if d.Outcome != connectors.OutcomeSucceeded || len(hooked) != 2 || hooked[0] != 1 || hooked[1] != 2 {
+	if d.Outcome != schemas.StatusSucceeded || len(hooked) != 2 || hooked[0] != 1 || hooked[1] != 2 {
 		t.Fatalf("decision %+v, not-done hook for attempts %v", d, hooked)
 	}
 	conn = &busyThenOK{}
@@ -125,7 +125,7 @@ func TestNotDoneHooksAndLastNotDone(t *testing.T) {
 	r.Attempt = 7 // seven "not done" answers under the earlier owner
 	p.MaxAttempts = 1
 	d = connectors.Reconcile(context.Background(), conn, r, p, connectors.WithLastNotDone())
-	if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 8 || len(conn.at) != 1 {
+	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 8 || len(conn.at) != 1 {
 		t.Fatalf("decision %+v after %d requests", d, len(conn.at))
 	}
 }

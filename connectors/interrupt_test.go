@@ -2,13 +2,12 @@ package connectors_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	"github.com/onceflight/onceflight/internal/apifake"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
 // TestPerformStoppedWhileRequestInFlight: a graceful stop cancels the
@@ -18,17 +17,14 @@ import (
 // the next owner, who waits for its deadline and settles it), never
 // committed unresolved ambiguous_no_confirm, which would need a person.
 func TestPerformStoppedWhileRequestInFlight(t *testing.T) {
-	arrived, quit := make(chan struct{}, 1), make(chan struct{})
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	arrived := make(chan struct{}, 1)
+	// The service receives the request and answers nothing until the
+	// client gives up, applying nothing.
+	svc := apifake.NewEffects(t, apifake.WithScript(func(string, int) apifake.Fault {
 		arrived <- struct{}{}
-		select {
-		case <-r.Context().Done():
-		case <-quit:
-		}
+		return apifake.Fault{Before: true, Hang: true}
 	}))
-	defer svc.Close()
-	defer close(quit)
-	conn, err := httpconn.New(httpconn.Config{URL: svc.URL + "/pay"})
+	conn, err := httpconn.New(httpconn.Config{URL: svc.URL("")})
 	if err != nil {
 		t.Fatal(err)
 	}

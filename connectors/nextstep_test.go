@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // scripted answers Execute with first, then Succeeded; Confirm (when
@@ -46,15 +47,15 @@ func TestNextStepIsPerformsRule(t *testing.T) {
 				var ok bool
 				switch step {
 				case connectors.StepSucceed:
-					ok = d.Outcome == connectors.OutcomeSucceeded && conn.calls == 1
+					ok = d.Outcome == schemas.StatusSucceeded && conn.calls == 1
 				case connectors.StepFail:
-					ok = d.Outcome == connectors.OutcomeFailed && d.Code == connectors.CodeRejected && conn.calls == 1
+					ok = d.Outcome == schemas.StatusFailed && d.Code == schemas.CodeConnectorRejected && conn.calls == 1
 				case connectors.StepRetry, connectors.StepReexecute:
-					ok = d.Outcome == connectors.OutcomeSucceeded && string(d.Result) == `"executed"` && conn.calls == 2
+					ok = d.Outcome == schemas.StatusSucceeded && string(d.Result) == `"executed"` && conn.calls == 2
 				case connectors.StepConfirm:
-					ok = d.Outcome == connectors.OutcomeSucceeded && string(d.Result) == `"confirmed"` && conn.calls == 1
+					ok = d.Outcome == schemas.StatusSucceeded && string(d.Result) == `"confirmed"` && conn.calls == 1
 				case connectors.StepUnresolved:
-					ok = d.Outcome == connectors.OutcomeUnresolved && d.Code == connectors.CodeAmbiguousNoConfirm && conn.calls == 1
+					ok = d.Outcome == schemas.StatusUnresolved && d.Code == schemas.CodeAmbiguous && conn.calls == 1
 				}
 				if !ok {
 					t.Errorf("%s confirm=%v idempotent=%v: NextStep says %s, Perform gave %+v after %d executions", k, confirm, idem, step, d, conn.calls)

@@ -15,35 +15,18 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// Outcome is where Perform leaves an execution. It is the record status the
-// executor stores, so it is the schemas type itself: no mapping layer in
-// which a status could be lost.
-type Outcome = schemas.Status
-
-// The three outcomes Perform can reach.
+// Codes of a Decision that are not record codes: the executor's only,
+// they never reach a record as such (see Decision). The record codes are
+// schemas.Code*.
 const (
-	OutcomeSucceeded  = schemas.StatusSucceeded
-	OutcomeFailed     = schemas.StatusFailed
-	OutcomeUnresolved = schemas.StatusUnresolved
-)
-
-// Error codes carried by a Decision. The first four are the record codes of
-// docs/events.md#execution-records; CodeNotStarted and CodeInterrupted are for the executor only and
-// never reach a record as such (see Decision).
-const (
-	CodeRejected            = schemas.CodeConnectorRejected
-	CodeUnavailable         = schemas.CodeConnectorUnavailable
-	CodeConfirmationTimeout = schemas.CodeConfirmationTimeout
-	CodeAmbiguousNoConfirm  = schemas.CodeAmbiguous
-
-	// CodeNotStarted: the BeforeExecute hook failed, so the attempt it was
-	// asked about was not sent. Outcome is OutcomeUnresolved because earlier
+	// CodeNotStarted: the WithBeforeAttempt hook failed, so the attempt it was
+	// asked about was not sent. Outcome is schemas.StatusUnresolved because earlier
 	// attempts of the same call may have been sent; Attempts says how many
 	// were. The executor decides (typically: keep the record in_progress and
 	// let a later owner Reconcile it).
 	CodeNotStarted = "not_started"
 	// CodeInterrupted: ctx was cancelled (shutdown, partition lost) before a
-	// decision. Outcome is OutcomeUnresolved and the record must stay
+	// decision. Outcome is schemas.StatusUnresolved and the record must stay
 	// in_progress: whoever owns the entity next Reconciles it.
 	CodeInterrupted = "interrupted"
 )
@@ -105,8 +88,8 @@ func (p Policy) withDefaults() Policy {
 
 // Decision is what Perform and Reconcile concluded.
 type Decision struct {
-	Outcome  Outcome
-	Result   json.RawMessage // for OutcomeSucceeded
+	Outcome  schemas.Status  // succeeded, failed or unresolved
+	Result   json.RawMessage // for schemas.StatusSucceeded
 	Code     string          // when not succeeded: one of the Code* constants
 	Message  string
 	Attempts int // number of the last attempt executed (req.Attempt-1 if none)
@@ -230,20 +213,14 @@ type StopError struct {
 
 func (e *StopError) Error() string { return e.Code + ": " + e.Message }
 
-// WithBeforeExecute registers a hook called before every execution attempt
-// with the attempt number and that attempt's deadline. The executor records
-// intent there durably (in_progress, attempt, deadline) so that a new owner
-// after a crash knows until when the old attempt may still be in flight (G1).
-// If the hook returns an error nothing is sent and the Decision is
-// OutcomeUnresolved with CodeNotStarted.
-func WithBeforeExecute(fn func(ctx context.Context, attempt int, deadline time.Time) error) PerformOption {
-	return func(o *performOptions) {
-		o.beforeAttempt = func(ctx context.Context, req *Request) error { return fn(ctx, req.Attempt, req.Deadline) }
-	}
-}
-
-// WithBeforeAttempt is WithBeforeExecute with the whole request: the hook
-// sees the attempt number and deadline and may set req.FencingToken, so
+// WithBeforeAttempt registers a hook called before every execution attempt
+// with the request as it will be sent: its attempt number and deadline. The
+// executor records intent there durably (in_progress, attempt, deadline) so
+// that a new owner after a crash knows until when the old attempt may still
+// be in flight (G1). If the hook returns an error nothing is sent and the
+// Decision is schemas.StatusUnresolved with CodeNotStarted.
+//
+// The hook may set req.FencingToken, so
 // that each attempt carries a larger token than the one before (a late
 // write of attempt 1 is refusable once attempt 2 was seen). The deadline is
 // taken again after the hook if the hook used up more than half the
@@ -292,7 +269,7 @@ func ConfirmerOf(conn Connector) (Confirmer, bool) {
 // never failed: "failed" promises the effect did not happen.
 //
 // Each attempt gets its own deadline, now + Timeout, in req.Deadline and in
-// its context. ctx cancellation ends the call with OutcomeUnresolved and
+// its context. ctx cancellation ends the call with schemas.StatusUnresolved and
 // CodeInterrupted.
 func Perform(ctx context.Context, conn Connector, req Request, p Policy, opts ...PerformOption) Decision {
 	r := newRunner(conn, p, opts)
@@ -324,7 +301,7 @@ func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts 
 	}
 	if !r.canConfirm {
 		if !p.IdempotentByKey {
-			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
+			return Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeAmbiguous,
 				Message: "earlier attempt may have taken effect and the connector cannot confirm", Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByRule}
 		}
 		req.Attempt++
@@ -335,7 +312,7 @@ func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts 
 		return d
 	}
 	if res.Kind == Succeeded {
-		return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}
+		return Decision{Outcome: schemas.StatusSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}
 	}
 	req.Attempt++ // NotFound: a new attempt with the same key is safe
 	return r.loop(ctx, req, false)
@@ -426,15 +403,15 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 
 		switch NextStep(res.Kind, r.canConfirm, r.p.IdempotentByKey, mayHaveHappened) {
 		case StepSucceed:
-			return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: executed}
+			return Decision{Outcome: schemas.StatusSucceeded, Result: res.Result, Attempts: executed}
 		case StepFail:
-			return Decision{Outcome: OutcomeFailed, Code: CodeRejected, Message: res.Message, Attempts: executed}
+			return Decision{Outcome: schemas.StatusFailed, Code: schemas.CodeConnectorRejected, Message: res.Message, Attempts: executed}
 		case StepUnresolved:
 			msg := res.Message
 			if res.Kind == Rejected {
 				msg = "rejected after an earlier attempt may have taken effect: " + res.Message
 			}
-			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: msg, Attempts: executed}
+			return Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeAmbiguous, Message: msg, Attempts: executed}
 		case StepRetry:
 			// Not done: no attempt used up; wait and try again.
 			notDone++
@@ -456,7 +433,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 				until = until.Add(time.Since(asked))
 			}
 			if cres.Kind == Succeeded {
-				return Decision{Outcome: OutcomeSucceeded, Result: cres.Result, Attempts: executed, EstablishedBy: schemas.EstablishedByConfirmation}
+				return Decision{Outcome: schemas.StatusSucceeded, Result: cres.Result, Attempts: executed, EstablishedBy: schemas.EstablishedByConfirmation}
 			}
 			mayHaveHappened = false // NotFound: this attempt did not take effect
 			last = "confirmed not found after: " + res.Message
@@ -484,12 +461,12 @@ func (r *runner) before(ctx context.Context, req *Request, executed int, mayHave
 		case ctx.Err() != nil:
 			return interrupted(executed, ctx.Err()), true
 		case errors.As(err, &stop) && !mayHaveHappened:
-			return Decision{Outcome: OutcomeFailed, Code: stop.Code, Message: stop.Message, Attempts: executed, EstablishedBy: schemas.EstablishedByRule}, true
+			return Decision{Outcome: schemas.StatusFailed, Code: stop.Code, Message: stop.Message, Attempts: executed, EstablishedBy: schemas.EstablishedByRule}, true
 		case errors.As(err, &stop):
-			return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm,
+			return Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeAmbiguous,
 				Message: "an earlier attempt may have taken effect; then " + stop.Message, Attempts: executed}, true
 		default:
-			return Decision{Outcome: OutcomeUnresolved, Code: CodeNotStarted,
+			return Decision{Outcome: schemas.StatusUnresolved, Code: CodeNotStarted,
 				Message: fmt.Sprintf("attempt %d not started: %v", req.Attempt, err), Attempts: executed}, true
 		}
 		if try >= 2 || time.Until(req.Deadline) >= r.p.Timeout/2 {
@@ -568,7 +545,7 @@ func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last st
 	bound := fmt.Sprintf("give_up_after (%s)", r.p.GiveUpAfter)
 	if r.boundIsDeadline {
 		if !sent && !mayHaveHappened && waits == 0 {
-			return Decision{Outcome: OutcomeFailed, Code: schemas.CodeExpired,
+			return Decision{Outcome: schemas.StatusFailed, Code: schemas.CodeExpired,
 				Message: fmt.Sprintf("deadline %s passed while waiting for the external system's limits", r.o.notAfter.UTC().Format(time.RFC3339)), Attempts: executed,
 				EstablishedBy: schemas.EstablishedByRule}
 		}
@@ -586,9 +563,9 @@ func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last st
 		by = schemas.EstablishedByRule // nothing was asked of the system in this call
 	}
 	if mayHaveHappened {
-		return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: "an earlier attempt may have taken effect; then " + msg, Attempts: executed, EstablishedBy: by}
+		return Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeAmbiguous, Message: "an earlier attempt may have taken effect; then " + msg, Attempts: executed, EstablishedBy: by}
 	}
-	return Decision{Outcome: OutcomeFailed, Code: CodeUnavailable, Message: msg, Attempts: executed, EstablishedBy: by}
+	return Decision{Outcome: schemas.StatusFailed, Code: schemas.CodeConnectorUnavailable, Message: msg, Attempts: executed, EstablishedBy: by}
 }
 
 // Step is what Perform does next with one Execute answer. It is exported so
@@ -670,9 +647,9 @@ func (r *runner) exhausted(executed int, mayHaveHappened bool, last string) Deci
 		msg += ": " + last
 	}
 	if mayHaveHappened {
-		return Decision{Outcome: OutcomeUnresolved, Code: CodeAmbiguousNoConfirm, Message: msg, Attempts: executed}
+		return Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeAmbiguous, Message: msg, Attempts: executed}
 	}
-	return Decision{Outcome: OutcomeFailed, Code: CodeUnavailable, Message: msg, Attempts: executed}
+	return Decision{Outcome: schemas.StatusFailed, Code: schemas.CodeConnectorUnavailable, Message: msg, Attempts: executed}
 }
 
 // confirm asks the Confirmer about req until it answers Succeeded or NotFound
@@ -694,7 +671,7 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 	gaveUp := func(res Result, msg string) (Result, Decision, bool) {
 		r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
 			EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerUnknown, Detail: msg})
-		return res, Decision{Outcome: OutcomeUnresolved, Code: CodeConfirmationTimeout, Message: msg, Attempts: req.Attempt,
+		return res, Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeConfirmationTimeout, Message: msg, Attempts: req.Attempt,
 			EstablishedBy: schemas.EstablishedByConfirmation}, true
 	}
 	for {
@@ -742,7 +719,7 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 }
 
 func interrupted(executed int, err error) Decision {
-	return Decision{Outcome: OutcomeUnresolved, Code: CodeInterrupted,
+	return Decision{Outcome: schemas.StatusUnresolved, Code: CodeInterrupted,
 		Message: fmt.Sprintf("interrupted: %v", err), Attempts: executed}
 }
 

@@ -11,13 +11,14 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	ct "github.com/onceflight/onceflight/connectors/connectortest"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 func fastPolicy() connectors.Policy {
 	return connectors.Policy{
 		Timeout:        200 * time.Millisecond,
 		MaxAttempts:    3,
-		ConfirmTimeout: 300 * time.Millisecond,
+		ConfirmTimeout: time.Second, // a confirmation waits out the attempt's 200ms deadline first: room for a loaded machine
 		Backoff:        func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) },
 	}
 }
@@ -38,7 +39,7 @@ var notDoneForever = func() []ct.Fault {
 
 func TestPerformRules(t *testing.T) {
 	type want struct {
-		outcome    connectors.Outcome
+		outcome    schemas.Status
 		code       string
 		attempts   int
 		effects    int
@@ -51,23 +52,23 @@ func TestPerformRules(t *testing.T) {
 		idem   bool
 		want   want
 	}{
-		{"succeeds", &ct.Faulty{}, nil, false, want{connectors.OutcomeSucceeded, "", 1, 1, 1}},
-		{"rejected not retried", &ct.Faulty{}, []ct.Fault{ct.FaultReject}, false, want{connectors.OutcomeFailed, connectors.CodeRejected, 1, 0, 1}},
-		{"unavailable then ok", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable}, false, want{connectors.OutcomeSucceeded, "", 3, 1, 3}},
-		{"not done uses up no attempt", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable, ct.FaultUnavailable}, false, want{connectors.OutcomeSucceeded, "", 4, 1, 4}},
-		{"ambiguous applied, confirm found", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeSucceeded, "", 1, 1, 1}},
-		{"ambiguous not applied, confirm not found, re-executed", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousBefore}, false, want{connectors.OutcomeSucceeded, "", 2, 1, 2}},
-		{"confirm flaps then found", &ct.Faulty{ConfirmUnknown: 2}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeSucceeded, "", 1, 1, 1}},
-		{"confirm never answers", &ct.Faulty{ConfirmUnknown: -1}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeUnresolved, connectors.CodeConfirmationTimeout, 1, 1, 1}},
-		{"no confirm, not idempotent", &ct.Faulty{NoConfirm: true}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 1, 1, 1}},
-		{"no confirm, idempotent", &ct.Faulty{NoConfirm: true, IdempotentByKey: true}, []ct.Fault{ct.FaultAmbiguousAfter}, true, want{connectors.OutcomeSucceeded, "", 2, 1, 2}},
+		{"succeeds", &ct.Faulty{}, nil, false, want{schemas.StatusSucceeded, "", 1, 1, 1}},
+		{"rejected not retried", &ct.Faulty{}, []ct.Fault{ct.FaultReject}, false, want{schemas.StatusFailed, schemas.CodeConnectorRejected, 1, 0, 1}},
+		{"unavailable then ok", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable}, false, want{schemas.StatusSucceeded, "", 3, 1, 3}},
+		{"not done uses up no attempt", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable, ct.FaultUnavailable}, false, want{schemas.StatusSucceeded, "", 4, 1, 4}},
+		{"ambiguous applied, confirm found", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{schemas.StatusSucceeded, "", 1, 1, 1}},
+		{"ambiguous not applied, confirm not found, re-executed", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousBefore}, false, want{schemas.StatusSucceeded, "", 2, 1, 2}},
+		{"confirm flaps then found", &ct.Faulty{ConfirmUnknown: 2}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{schemas.StatusSucceeded, "", 1, 1, 1}},
+		{"confirm never answers", &ct.Faulty{ConfirmUnknown: -1}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{schemas.StatusUnresolved, schemas.CodeConfirmationTimeout, 1, 1, 1}},
+		{"no confirm, not idempotent", &ct.Faulty{NoConfirm: true}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{schemas.StatusUnresolved, schemas.CodeAmbiguous, 1, 1, 1}},
+		{"no confirm, idempotent", &ct.Faulty{NoConfirm: true, IdempotentByKey: true}, []ct.Fault{ct.FaultAmbiguousAfter}, true, want{schemas.StatusSucceeded, "", 2, 1, 2}},
 		{"idempotent: ambiguous then not done until the end stays unresolved", &ct.Faulty{NoConfirm: true, IdempotentByKey: true},
-			append([]ct.Fault{ct.FaultAmbiguousAfter}, notDoneForever...), true, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, -1, 1, -1}},
-		{"not done until give_up_after", &ct.Faulty{}, notDoneForever, false, want{connectors.OutcomeFailed, connectors.CodeUnavailable, -1, 0, -1}},
+			append([]ct.Fault{ct.FaultAmbiguousAfter}, notDoneForever...), true, want{schemas.StatusUnresolved, schemas.CodeAmbiguous, -1, 1, -1}},
+		{"not done until give_up_after", &ct.Faulty{}, notDoneForever, false, want{schemas.StatusFailed, schemas.CodeConnectorUnavailable, -1, 0, -1}},
 		{"idempotent: ambiguous then rejected stays unresolved", &ct.Faulty{NoConfirm: true, IdempotentByKey: true},
-			[]ct.Fault{ct.FaultAmbiguousAfter, ct.FaultReject}, true, want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 2, 1, 2}},
+			[]ct.Fault{ct.FaultAmbiguousAfter, ct.FaultReject}, true, want{schemas.StatusUnresolved, schemas.CodeAmbiguous, 2, 1, 2}},
 		{"not found counts toward max attempts", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousBefore, ct.FaultAmbiguousBefore, ct.FaultAmbiguousBefore}, false,
-			want{connectors.OutcomeFailed, connectors.CodeUnavailable, 3, 0, 3}},
+			want{schemas.StatusFailed, schemas.CodeConnectorUnavailable, 3, 0, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.faulty
@@ -89,7 +90,7 @@ func TestPerformRules(t *testing.T) {
 			if got != tc.want {
 				t.Fatalf("got %+v (message %q), want %+v", got, d.Message, tc.want)
 			}
-			if d.Outcome == connectors.OutcomeSucceeded && len(d.Result) == 0 {
+			if d.Outcome == schemas.StatusSucceeded && len(d.Result) == 0 {
 				t.Fatal("succeeded without a result")
 			}
 		})
@@ -105,12 +106,12 @@ func TestPerformDeadlinePerAttemptAndHook(t *testing.T) {
 	r.Attempt = 4 // two earlier attempts happened under another owner
 	p := fastPolicy()
 	p.MaxAttempts = 5
-	d := connectors.Perform(context.Background(), f, r, p, connectors.WithBeforeExecute(func(_ context.Context, attempt int, dl time.Time) error {
-		hooked = append(hooked, attempt)
-		hookDeadlines = append(hookDeadlines, dl)
+	d := connectors.Perform(context.Background(), f, r, p, connectors.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
+		hooked = append(hooked, r.Attempt)
+		hookDeadlines = append(hookDeadlines, r.Deadline)
 		return nil
 	}))
-	if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 5 {
+	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 5 {
 		t.Fatalf("decision %+v", d)
 	}
 	dls := f.Deadlines("k")
@@ -129,10 +130,10 @@ func TestPerformDeadlinePerAttemptAndHook(t *testing.T) {
 
 func TestPerformHookErrorSendsNothing(t *testing.T) {
 	f := ct.NewFaulty()
-	d := connectors.Perform(context.Background(), f, req("k"), fastPolicy(), connectors.WithBeforeExecute(func(context.Context, int, time.Time) error {
+	d := connectors.Perform(context.Background(), f, req("k"), fastPolicy(), connectors.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
 		return errors.New("journal down")
 	}))
-	if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeNotStarted || d.Attempts != 0 || f.Executions("k") != 0 {
+	if d.Outcome != schemas.StatusUnresolved || d.Code != connectors.CodeNotStarted || d.Attempts != 0 || f.Executions("k") != 0 {
 		t.Fatalf("decision %+v, executions %d", d, f.Executions("k"))
 	}
 }
@@ -145,7 +146,7 @@ func TestPerformInterruptedDuringBackoff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	d := connectors.Perform(ctx, f, req("k"), p)
-	if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeInterrupted || d.Attempts != 1 {
+	if d.Outcome != schemas.StatusUnresolved || d.Code != connectors.CodeInterrupted || d.Attempts != 1 {
 		t.Fatalf("decision %+v", d)
 	}
 }
@@ -161,7 +162,7 @@ func TestConfirmWaitsForDeadlineBeforeTrustingNotFound(t *testing.T) {
 	p.ConfirmTimeout = time.Second
 	late := &lateApplier{Faulty: f, delay: 100 * time.Millisecond}
 	d := connectors.Perform(context.Background(), late, req("k"), p)
-	if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 1 || f.Effects("k") != 1 {
+	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 || f.Effects("k") != 1 {
 		t.Fatalf("decision %+v, effects %d", d, f.Effects("k"))
 	}
 }
@@ -191,7 +192,7 @@ func TestReconcile(t *testing.T) {
 		r := req("k")
 		r.Attempt, r.Deadline = 2, past
 		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
-		if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
+		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
 			t.Fatalf("decision %+v executions %d", d, f.Executions("k"))
 		}
 	})
@@ -200,7 +201,7 @@ func TestReconcile(t *testing.T) {
 		r := req("k")
 		r.Attempt, r.Deadline = 2, past
 		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
-		if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 3 || f.Effects("k") != 1 {
+		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 3 || f.Effects("k") != 1 {
 			t.Fatalf("decision %+v effects %d", d, f.Effects("k"))
 		}
 	})
@@ -209,7 +210,7 @@ func TestReconcile(t *testing.T) {
 		r := req("k")
 		r.Deadline = past
 		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
-		if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeAmbiguousNoConfirm || f.Executions("k") != 0 {
+		if d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeAmbiguous || f.Executions("k") != 0 {
 			t.Fatalf("decision %+v", d)
 		}
 	})
@@ -220,7 +221,7 @@ func TestReconcile(t *testing.T) {
 		p := fastPolicy()
 		p.IdempotentByKey = true
 		d := connectors.Reconcile(context.Background(), f, r, p)
-		if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
+		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
 			t.Fatalf("decision %+v", d)
 		}
 	})
@@ -229,7 +230,7 @@ func TestReconcile(t *testing.T) {
 		r := req("k")
 		r.Deadline = past
 		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
-		if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeConfirmationTimeout || f.Executions("k") != 0 {
+		if d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeConfirmationTimeout || f.Executions("k") != 0 {
 			t.Fatalf("decision %+v", d)
 		}
 	})
@@ -249,10 +250,10 @@ func (p panicky) Confirm(context.Context, connectors.Request) connectors.Result 
 // retry: its attempt is ambiguous and goes to confirmation.
 func TestPanickingConnectorIsAmbiguous(t *testing.T) {
 	p := connectors.Policy{Timeout: 50 * time.Millisecond, ConfirmTimeout: 100 * time.Millisecond}
-	if d := connectors.Perform(context.Background(), panicky{}, connectors.Request{Key: "k"}, p); d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 1 {
+	if d := connectors.Perform(context.Background(), panicky{}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 		t.Fatalf("confirmed after panic: %+v", d)
 	}
-	if d := connectors.Perform(context.Background(), panicky{confirm: true}, connectors.Request{Key: "k"}, p); d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeConfirmationTimeout {
+	if d := connectors.Perform(context.Background(), panicky{confirm: true}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeConfirmationTimeout {
 		t.Fatalf("panicking confirm: %+v", d)
 	}
 }
@@ -275,7 +276,7 @@ func TestBeforeAttemptRetakesAUsedUpDeadline(t *testing.T) {
 		}
 		return nil
 	}))
-	if d.Outcome != connectors.OutcomeSucceeded || len(calls) != 2 {
+	if d.Outcome != schemas.StatusSucceeded || len(calls) != 2 {
 		t.Fatalf("decision %+v after %d hook calls", d, len(calls))
 	}
 	dls := f.Deadlines("k")
@@ -298,7 +299,7 @@ func TestBeforeAttemptSlowerThanTheTimeout(t *testing.T) {
 		time.Sleep(p.Timeout + p.Timeout/2)
 		return nil
 	}))
-	if d.Outcome != connectors.OutcomeSucceeded || f.Executions("k") != 1 {
+	if d.Outcome != schemas.StatusSucceeded || f.Executions("k") != 1 {
 		t.Fatalf("decision %+v, executions %d, hook calls %d", d, f.Executions("k"), len(recorded))
 	}
 	dls := f.Deadlines("k")
@@ -315,7 +316,7 @@ func TestBeforeAttemptStop(t *testing.T) {
 	d := connectors.Perform(context.Background(), f, req("k"), fastPolicy(), connectors.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
 		return &connectors.StopError{Code: "expired", Message: "deadline passed"}
 	}))
-	if d.Outcome != connectors.OutcomeFailed || d.Code != "expired" || f.Executions("k") != 0 {
+	if d.Outcome != schemas.StatusFailed || d.Code != "expired" || f.Executions("k") != 0 {
 		t.Fatalf("decision %+v, executions %d", d, f.Executions("k"))
 	}
 }

@@ -9,11 +9,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
-	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
-	"github.com/onceflight/onceflight/connectors/limit"
-	"github.com/onceflight/onceflight/connectors/noop"
 	"github.com/onceflight/onceflight/internal/config"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
+	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
+	"github.com/onceflight/onceflight/internal/connectors/limit"
+	"github.com/onceflight/onceflight/internal/connectors/noop"
+	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -186,9 +187,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 				}
 			}
 			cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0),
-				// Uncompressed: franz-go defaults to snappy, which common clients
-				// (kafkajs without a codec plugin) cannot read.
-				kgo.ProducerBatchCompression(kgo.NoCompression()),
+				kafkaconf.WireCompression(),
 				kgo.RecordDeliveryTimeout(p.Timeout)}, connOpts...)...)
 			if err != nil {
 				return nil, fmt.Errorf("action %q: kafka client: %w", name, err)

@@ -172,7 +172,7 @@ func runBatchCases(t *testing.T, batched bool) batchRun {
 		if prodErr != nil {
 			t.Fatal(prodErr)
 		}
-		h.Opts = []consumer.Option{consumer.WithKgoOpts(kgo.WithHooks(&fetched))}
+		h.Tune = func(c *consumer.Config) { c.KafkaOpts = append(c.KafkaOpts, kgo.WithHooks(&fetched)) }
 		h.Start(t.TempDir())
 		h.Outcomes(len(batchCases), seen, nil)
 		if got := fetched.first("onceflight.commands"); got != len(batchCases) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/outbox"
 )
 
@@ -28,7 +29,6 @@ const (
 	DefaultSessionTimeout               = 45 * time.Second
 	DefaultMaxInflight                  = 64
 	DefaultMaxPollRecords               = 500
-	DefaultMaxDataBytes                 = schemas.DefaultMaxDataBytes
 	DefaultClockDrift                   = time.Second
 	DefaultTransactionTimeout           = 10 * time.Second
 	DefaultMaxBuffered                  = 10000
@@ -42,6 +42,7 @@ const (
 	DefaultPartitionCheckInterval       = 10 * time.Second
 	DefaultRestoreTimeout               = 45 * time.Second
 	DefaultRevokeTimeout                = 10 * time.Second
+	DefaultCacheSize                    = dedupe.DefaultCacheSize
 )
 
 // Bounds of MaxFetchBytes: below 64 KiB a fetch carries a handful of
@@ -56,6 +57,14 @@ const (
 type Config struct {
 	// Brokers to bootstrap from. Required.
 	Brokers []string
+	// DataDir is where the executor keeps its state: a Pebble index of the
+	// journal, which is the truth, so New rebuilds it from the journal
+	// when it is missing, of an older layout or corrupted (the corrupted
+	// one is moved aside and logged). Required; one executor per directory.
+	DataDir string
+	// CacheSize is the state's block cache in bytes: the hot part of each
+	// partition's index should fit in it (docs/memory.md). Default 64 MiB.
+	CacheSize int64
 	// KafkaOpts are the connection options (TLS, SASL, client id: see
 	// package kafkaconf) of every client the executor creates, and of
 	// kafka actions that have no connection of their own.
@@ -221,7 +230,7 @@ func (c *Config) setDefaults() {
 		c.RevokeTimeout = DefaultRevokeTimeout
 	}
 	if c.MaxDataBytes == 0 {
-		c.MaxDataBytes = DefaultMaxDataBytes
+		c.MaxDataBytes = schemas.DefaultMaxDataBytes
 	}
 	if c.ClockDrift == 0 {
 		c.ClockDrift = DefaultClockDrift
@@ -233,6 +242,9 @@ func (c *Config) setDefaults() {
 		h, _ := os.Hostname()
 		c.ExecutorID = fmt.Sprintf("%s-%d", h, os.Getpid())
 	}
+	if c.CacheSize <= 0 {
+		c.CacheSize = DefaultCacheSize
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -242,6 +254,9 @@ func (c *Config) validate() error {
 	var errs []error
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("brokers: at least one broker is required"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data dir: a directory for the executor's state is required"))
 	}
 	if c.Partitions < 1 {
 		errs = append(errs, fmt.Errorf("partitions: %d, must be at least 1", c.Partitions))

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
-	"github.com/onceflight/onceflight/internal/config"
 )
 
 // Protection is how the executor will perform one configured action: the
@@ -49,7 +48,7 @@ type SystemLimits struct {
 // opens no connection: connectors dial on first use, and none is used.
 // Of opts only WithConnector matters: a registered kind is built by its
 // factory, as the executor would build it.
-func Protections(c *config.Config, opts ...Option) (map[string]Protection, error) {
+func Protections(c *Actions, opts ...Option) (map[string]Protection, error) {
 	var e Executor
 	for _, o := range opts {
 		o(&e)

@@ -14,6 +14,7 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/diskfault"
+	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -41,7 +42,7 @@ func TestFaultDisk(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn})).With("executor", "A")
 			}
 			dirA := t.TempDir()
-			a := h.StartNode("A", dirA, onceflighttest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(disk.FS)}, ExecutorOpts: onceflighttest.ShortHeartbeats})
+			a := h.StartNode("A", dirA, onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(dedupe.WithFS(disk.FS))}})
 			onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 
 			var ids []string
@@ -78,7 +79,7 @@ func TestFaultDisk(t *testing.T) {
 			t.Logf("A stopped: %s", a.Ex.NotReady())
 
 			// B answers what A could not.
-			b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: onceflighttest.ShortHeartbeats})
+			b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{KafkaOpts: onceflighttest.ShortHeartbeats})
 			h.Outcomes(len(ids), seen, nil)
 			if err := b.Stop(); err != nil {
 				t.Errorf("B: %v", err)
@@ -152,7 +153,7 @@ func TestFaultCorruptDataDir(t *testing.T) {
 	}
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a = h.StartNode("A", dir, onceflighttest.NodeOptions{StoreOpts: []dedupe.Option{dedupe.WithRebuildOnCorruption(), dedupe.WithLogger(log)}})
+	a = h.StartNode("A", dir, onceflighttest.NodeOptions{Tune: func(c *consumer.Config) { c.Logger = log }})
 	for _, id := range ids {
 		h.Submit("again-"+id, seen[id][0].Record.Entity, "k-"+id, `{}`)
 	}
@@ -185,10 +186,10 @@ func TestFaultDiskWhileIdle(t *testing.T) {
 	h := onceflighttest.New(t)
 	disk := diskfault.New(nil)
 	tune := func(c *consumer.Config) { c.SessionTimeout = 2 * time.Second }
-	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, StoreOpts: []dedupe.Option{dedupe.WithFS(disk.FS)}, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(dedupe.WithFS(disk.FS))}})
 	onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 	disk.Fail()
-	b := a.Store.NewBatch()
+	b := storeof.Executor(a.Ex).NewBatch()
 	b.PutRecord(schemas.Record{IdempotencyKey: "k", Entity: "e", Status: schemas.StatusSucceeded})
 	if err := b.Commit(); err == nil {
 		t.Fatal("a commit on the failing disk succeeded")

@@ -20,8 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/dedupe"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -110,12 +111,7 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 	if _, err := kadm.NewClient(h.Client()).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &short}}, "onceflight.journal"); err != nil {
 		t.Fatal(err)
 	}
-	store, err := dedupe.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	ex, err := consumer.New(consumer.Config{Brokers: h.Brokers, Partitions: onceflighttest.Partitions}, h.Config, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	ex, err := consumer.New(consumer.Config{Brokers: h.Brokers, DataDir: t.TempDir(), Partitions: onceflighttest.Partitions}, h.Config, consumer.WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,17 +298,14 @@ func TestLargeHTMLCommandDoesNotStopOthers(t *testing.T) {
 func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 	h := onceflighttest.New(t)
 	release := make(chan struct{})
-	var posts atomic.Int32
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Onceflight-Entity") == "hot" {
-			posts.Add(1)
+	svc := apifake.NewEffects(t, apifake.WithScript(func(key string, _ int) apifake.Fault {
+		if strings.HasPrefix(key, "h-") { // the hot entity's: held in flight
 			<-release
 		}
-		fmt.Fprint(w, `{}`)
+		return apifake.None
 	}))
-	defer svc.Close()
 	defer close(release)
-	h.UseConfig(fmt.Sprintf("actions:\n  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 60s\n", svc.URL))
+	h.UseConfig(fmt.Sprintf("actions:\n  slow.call:\n    connector: http\n    url: %s\n    timeout: 60s\n", svc.URL("")))
 	h.Tune = func(c *consumer.Config) {
 		c.MaxBuffered = 20
 		c.MaxBufferedPerEntity = 5
@@ -323,7 +316,7 @@ func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 	for i := range 40 {
 		h.SubmitAction(fmt.Sprintf("h%d", i), "slow.call", "hot", fmt.Sprintf("h-%d", i), `{}`)
 	}
-	onceflighttest.WaitFor(t, 30*time.Second, "the hot entity's first request at the service", func() bool { return posts.Load() > 0 })
+	onceflighttest.WaitFor(t, 30*time.Second, "the hot entity's first request at the service", func() bool { return svc.InflightOf("") > 0 })
 	var others []string
 	for i := 0; len(others) < 5; i++ {
 		ent := fmt.Sprintf("cold-%d", i)
@@ -348,39 +341,29 @@ func TestHotEntityDoesNotStarveOthers(t *testing.T) {
 // attempt 2.
 func TestFencingTokenGrowsPerAttempt(t *testing.T) {
 	h := onceflighttest.New(t)
-	var mu sync.Mutex
-	var tokens []int64
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, _ := strconv.ParseInt(r.Header.Get("Onceflight-Fencing-Token"), 10, 64)
-		mu.Lock()
-		tokens = append(tokens, tok)
-		n := len(tokens)
-		mu.Unlock()
+	svc := apifake.NewEffects(t, apifake.WithScript(func(_ string, n int) apifake.Fault {
 		if n < 3 {
-			http.Error(w, "busy", http.StatusServiceUnavailable)
-			return
+			return apifake.Fault{Before: true, Status: http.StatusServiceUnavailable, Body: "busy", ContentType: "text/plain"}
 		}
-		fmt.Fprint(w, `{}`)
+		return apifake.None
 	}))
-	defer svc.Close()
-	h.UseConfig(fmt.Sprintf("actions:\n  flaky.call:\n    connector: http\n    url: %s/x\n    timeout: 1s\n", svc.URL))
+	h.UseConfig(fmt.Sprintf("actions:\n  flaky.call:\n    connector: http\n    url: %s\n    timeout: 1s\n", svc.URL("")))
 	h.Start(t.TempDir())
 	h.SubmitAction("c1", "flaky.call", "order-1", "k1", `{}`)
 	seen := map[string][]schemas.Outcome{}
 	h.Outcomes(1, seen, nil)
 	rec := seen["c1"][0].Record
-	mu.Lock()
-	defer mu.Unlock()
-	if rec.Status != schemas.StatusSucceeded || len(tokens) != 3 {
-		t.Fatalf("%s after %d attempts", rec.Status, len(tokens))
+	posts, _, _ := svc.Counts("k1")
+	if rec.Status != schemas.StatusSucceeded || len(posts) != 3 {
+		t.Fatalf("%s after %d attempts", rec.Status, len(posts))
 	}
-	for i := 1; i < len(tokens); i++ {
-		if tokens[i] <= tokens[i-1] {
-			t.Fatalf("attempt %d token %d not above attempt %d's %d", i+1, tokens[i], i, tokens[i-1])
+	for i := 1; i < len(posts); i++ {
+		if posts[i].Token <= posts[i-1].Token {
+			t.Fatalf("attempt %d token %d not above attempt %d's %d", i+1, posts[i].Token, i, posts[i-1].Token)
 		}
 	}
-	if rec.FencingToken != tokens[2] {
-		t.Fatalf("record token %d, last attempt's %d", rec.FencingToken, tokens[2])
+	if rec.FencingToken != posts[2].Token {
+		t.Fatalf("record token %d, last attempt's %d", rec.FencingToken, posts[2].Token)
 	}
 	h.Stop()
 	h.Audit()
@@ -391,6 +374,7 @@ func TestFencingTokenGrowsPerAttempt(t *testing.T) {
 // waits for its deadline and confirms — and the entity's next command does
 // not run before that deadline (G1). The key does not stay in progress.
 func TestInterruptedReconcileAttemptIsInherited(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	h := onceflighttest.New(t)
 	var (
 		mu       sync.Mutex
@@ -486,7 +470,7 @@ actions:
 	if k1Posts != 2 {
 		t.Fatalf("k1 posted %d times, want 2", k1Posts)
 	}
-	st, _, err := h.Ex.Store().Lookup("order-1", "k1")
+	st, _, err := storeof.Executor(h.Ex).Lookup("order-1", "k1")
 	if err != nil || st.Status != schemas.StatusSucceeded {
 		t.Fatalf("k1 record: %s %v", st.Status, err)
 	}

@@ -2,86 +2,49 @@ package consumer_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// evidenceService is a refunds service on loopback whose behaviour is
-// chosen per idempotency key by its prefix:
+// evidenceService is the fake external system (apifake.Effects) whose
+// behaviour is chosen per idempotency key by its prefix:
 //
-//	fast-     POST 200
-//	retry-    POST 503 (not done) once, then 200
+//	fast-     POST 201
+//	retry-    POST 503 (not done) once, then 201
 //	slow-     POST applies, then answers after the attempt's timeout; GET finds it
-//	lost-     first POST times out without applying (GET 404), the next one 200
+//	lost-     first POST times out without applying (GET 404), the next one 201
 //	crash-    POST applies and times out; GET hangs until release is closed
 type evidenceService struct {
-	mu      sync.Mutex
-	posts   map[string]int
-	applied map[string]bool
+	*apifake.Effects
 	release chan struct{}
-	srv     *httptest.Server
 }
 
 func newEvidenceService(t *testing.T) *evidenceService {
-	s := &evidenceService{posts: map[string]int{}, applied: map[string]bool{}, release: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		if key == "" {
-			key = r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
-		}
-		s.mu.Lock()
-		if r.Method == http.MethodGet {
-			applied := s.applied[key]
-			s.mu.Unlock()
-			if strings.HasPrefix(key, "crash-") {
-				select {
-				case <-s.release:
-				case <-r.Context().Done():
-					return
-				}
-			}
-			if !applied {
-				http.Error(w, "no such refund", http.StatusNotFound)
-				return
-			}
-			fmt.Fprintf(w, `{"refund_id":"re-%s"}`, key)
-			return
-		}
-		s.posts[key]++
-		n := s.posts[key]
-		slow := strings.HasPrefix(key, "slow-") || strings.HasPrefix(key, "crash-") || (strings.HasPrefix(key, "lost-") && n == 1)
+	s := &evidenceService{release: make(chan struct{})}
+	s.Effects = apifake.NewEffects(t, apifake.WithScript(func(key string, n int) apifake.Fault {
 		switch {
 		case strings.HasPrefix(key, "retry-") && n == 1:
-			s.mu.Unlock()
-			http.Error(w, "busy", http.StatusServiceUnavailable)
-			return
+			return apifake.Fault{Before: true, Status: http.StatusServiceUnavailable, Body: "busy", ContentType: "text/plain"}
 		case strings.HasPrefix(key, "lost-") && n == 1:
-		default:
-			s.applied[key] = true
+			return apifake.Fault{Before: true, Hang: true}
+		case strings.HasPrefix(key, "slow-"), strings.HasPrefix(key, "crash-"):
+			return apifake.HangAfterEffect // answered after the client gave up: ambiguous
 		}
-		s.mu.Unlock()
-		if slow {
-			// Answer after the client gave up (timeout: ambiguous).
-			_, _ = io.Copy(io.Discard, r.Body)
-			select {
-			case <-r.Context().Done():
-			case <-time.After(time.Second):
-			}
-			return
+		return apifake.None
+	}), apifake.WithConfirmScript(func(key string, _ int, _ bool) apifake.Fault {
+		if strings.HasPrefix(key, "crash-") {
+			<-s.release
 		}
-		fmt.Fprintf(w, `{"refund_id":"re-%s"}`, key)
+		return apifake.None
 	}))
-	t.Cleanup(s.srv.Close)
 	t.Cleanup(func() {
 		select {
 		case <-s.release:
@@ -93,16 +56,15 @@ func newEvidenceService(t *testing.T) *evidenceService {
 }
 
 func (s *evidenceService) postsOf(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.posts[key]
+	posts, _, _ := s.Counts(key)
+	return len(posts)
 }
 
 const evidenceYAML = `actions:
   payments.refund:
     connector: http
-    url: %[1]s/refunds
-    confirm_url: %[1]s/refunds/{key}
+    url: %[1]s
+    confirm_url: %[1]s/{key}
     timeout: 300ms
     confirm_timeout: 5s
 `
@@ -144,7 +106,7 @@ func wantEvidence(t *testing.T, rec schemas.Record, status schemas.Status, by st
 func TestEvidencePaths(t *testing.T) {
 	h := onceflighttest.New(t)
 	svc := newEvidenceService(t)
-	h.UseConfig(fmt.Sprintf(evidenceYAML, svc.srv.URL))
+	h.UseConfig(fmt.Sprintf(evidenceYAML, svc.URL("")))
 	reg := prometheus.NewRegistry()
 	h.Reg = reg
 	h.Start(t.TempDir())
@@ -197,11 +159,12 @@ func TestEvidencePaths(t *testing.T) {
 // "ambiguous, confirmation pending"; the next owner confirms (never a
 // second POST) and the record says it was established by confirmation.
 func TestEvidenceCrashBeforeConfirmation(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	h := onceflighttest.New(t)
 	svc := newEvidenceService(t)
 	// confirm_timeout beyond the graceful stop's 5s bound: the stop
 	// abandons the confirmation, as a crash would.
-	h.UseConfig(strings.Replace(fmt.Sprintf(evidenceYAML, svc.srv.URL), "confirm_timeout: 5s", "confirm_timeout: 60s", 1))
+	h.UseConfig(strings.Replace(fmt.Sprintf(evidenceYAML, svc.URL("")), "confirm_timeout: 5s", "confirm_timeout: 60s", 1))
 	dir := t.TempDir()
 	h.Start(dir)
 	h.SubmitAction("c-crash", "payments.refund", "order-c", "crash-1", `{"amount":1}`)

@@ -22,10 +22,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/internal/storeof"
+	"github.com/onceflight/onceflight/kafkaconf"
+	"github.com/onceflight/onceflight/schemas"
 )
+
+func init() {
+	storeof.Executor = func(ex any) *dedupe.Store { return ex.(*Executor).store }
+}
+
+// ErrState is returned by New when the executor's state cannot be opened
+// (a disk problem or another process on DataDir), so that a caller can tell
+// it from a configuration New refuses.
+var ErrState = errors.New("consumer: cannot open the executor's state")
 
 // errFenced means this process no longer owns a partition it tried to write
 // for. It is expected during rebalances and after pauses; the work is left
@@ -45,7 +56,8 @@ type Executor struct {
 	actions   map[string]*action
 	retention retention
 	reconcile struct{ every, window time.Duration }
-	store     *dedupe.Store
+	store     *dedupe.Store   // opened by New, closed when Run returns
+	storeOpts []dedupe.Option // tests: a failing disk (export_test.go)
 	m         *metrics
 	log       *slog.Logger
 	opts      []kgo.Opt
@@ -115,22 +127,18 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(e *Executor) { e.m = newMetrics(reg) }
 }
 
-// WithKgoOpts adds franz-go options to every client (tests use it for
-// short timeouts).
-func WithKgoOpts(opts ...kgo.Opt) Option {
-	return func(e *Executor) { e.opts = append(e.opts, opts...) }
-}
-
-// New builds an executor. It opens no connection; Run does.
-func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option) (*Executor, error) {
+// New builds an executor of the actions (nil: none, the defaults of the
+// actions file) and opens its state in cfg.DataDir. It opens no
+// connection; Run does, and closes the state when it returns.
+func New(cfg Config, actions *Actions, opts ...Option) (*Executor, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("consumer: config: %w", err)
 	}
-	e := &Executor{cfg: cfg, store: store, log: cfg.Logger, refetchSem: make(chan struct{}, 1)}
+	e := &Executor{cfg: cfg, log: cfg.Logger, refetchSem: make(chan struct{}, 1)}
 	e.mu.parts, e.mu.held = map[int32]*partState{}, map[int32]error{}
-	e.opts = append([]kgo.Opt(nil), cfg.KafkaOpts...) // WithKgoOpts appends to them
-	e.retention = retention{keep: config.DefaultDedupeRetention, memory: config.DefaultKeyMemory}
+	e.opts = append([]kgo.Opt(nil), cfg.KafkaOpts...)
+	e.retention = retention{keep: schemas.DefaultDedupeRetention, memory: schemas.DefaultKeyMemory}
 	if actions != nil {
 		e.retention = retention{keep: actions.DedupeRetention, memory: actions.KeyMemory}
 		e.reconcile.every, e.reconcile.window = actions.Reconcile.Every, actions.Reconcile.For
@@ -157,6 +165,13 @@ func New(cfg Config, actions *config.Config, store *dedupe.Store, opts ...Option
 	}
 	e.m.precreate(names)
 	e.m.watchSystems(e.systemStats)
+	// Last, so that nothing above leaves it open. Rebuilding on corruption
+	// is safe because the journal is the truth and the index its cache.
+	e.store, err = dedupe.Open(cfg.DataDir, append([]dedupe.Option{dedupe.WithLogger(cfg.Logger),
+		dedupe.WithRebuildOnCorruption(), dedupe.WithCacheSize(cfg.CacheSize)}, e.storeOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s): %w", ErrState, cfg.DataDir, err)
+	}
 	e.m.mem.ex.Store(e)
 	return e, nil
 }
@@ -193,9 +208,6 @@ func (e *Executor) NotReady() string {
 	return ""
 }
 
-// Store is the dedupe index, for the HTTP API.
-func (e *Executor) Store() *dedupe.Store { return e.store }
-
 // Owned lists the partitions this process owns now.
 func (e *Executor) Owned() []int32 {
 	e.mu.Lock()
@@ -211,16 +223,20 @@ func (e *Executor) Owned() []int32 {
 // fetching, let running commands finish, commit their answers with the
 // watermarks (one transaction), leave the group, stop the chores
 // (reconciler, partition watch, gauges, prune) and wait for them, close
-// the connectors and the clients. When Run returns nothing it started is
-// running: Pebble is the caller's to close, after Run returns.
+// the connectors and the clients, and last the state New opened. When Run
+// returns nothing it started is running; an Executor runs once.
 func (e *Executor) Run(ctx context.Context) error {
+	// Deferred first, so it runs after everything else Run defers.
+	defer func() {
+		if err := e.store.Close(); err != nil {
+			e.log.Error("closing the executor's state", "dir", e.cfg.DataDir, "err", err)
+		}
+	}()
 	var err error
 	e.plain, err = kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(e.cfg.Brokers...),
 		kgo.ProducerLinger(0),
-		// Uncompressed: franz-go defaults to snappy, which common clients
-		// (kafkajs without a codec plugin) cannot read.
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kafkaconf.WireCompression(),
 		kgo.ProducerBatchMaxBytes(int32(e.cfg.MaxMessageBytes)),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 	}, e.opts...)...)
@@ -367,9 +383,7 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		// answer, and the group needs a heartbeat before the session ends.
 		kgo.HeartbeatInterval(min(3*time.Second, e.cfg.SessionTimeout/3)),
 		kgo.ProducerLinger(0),
-		// Uncompressed: franz-go defaults to snappy, which common clients
-		// (kafkajs without a codec plugin) cannot read.
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kafkaconf.WireCompression(),
 		kgo.ProducerBatchMaxBytes(int32(e.cfg.MaxMessageBytes)),
 		kgo.FetchMaxPartitionBytes(int32(max(e.cfg.MaxMessageBytes, 1<<20))),
 		// What franz-go holds ahead of the poll loop (memory.go): at most

@@ -2,9 +2,6 @@ package consumer_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -73,38 +72,22 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		return nil, nil, false
 	})
 
-	var (
-		mu    sync.Mutex
-		posts int
-	)
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.Method == http.MethodPost {
-			posts++
-			if posts == 1 {
-				// A's intent is committed (it precedes the attempt):
-				// from now on A is a zombie that does not know it.
-				fakeHB.Store(true)
-				holdProduce.Store(true)
-			}
-			fmt.Fprint(w, `{"done":true}`)
-			return
+	svc := apifake.NewEffects(t, apifake.WithScript(func(_ string, n int) apifake.Fault {
+		if n == 1 {
+			// A's intent is committed (it precedes the attempt):
+			// from now on A is a zombie that does not know it.
+			fakeHB.Store(true)
+			holdProduce.Store(true)
 		}
-		if posts > 0 {
-			fmt.Fprint(w, `{"done":true}`)
-			return
-		}
-		http.NotFound(w, r)
+		return apifake.None
 	}))
-	defer svc.Close()
 	h.UseConfig(fmt.Sprintf(`actions:
   pay.call:
     connector: http
-    url: %[1]s/pay
-    confirm_url: %[1]s/pay/{key}
+    url: %[1]s
+    confirm_url: %[1]s/{key}
     timeout: 1s
-`, svc.URL))
+`, svc.URL("")))
 	tune := func(cfg *consumer.Config) {
 		cfg.SessionTimeout = 2 * time.Second
 		// Long enough that the broker never times A's transaction out
@@ -112,7 +95,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		cfg.TransactionTimeout = time.Minute
 		cfg.RevokeTimeout = 200 * time.Millisecond
 	}
-	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats})
 	onceflighttest.WaitFor(t, 20*time.Second, "A owning every partition", func() bool { return a.Owns(3) })
 	ms := h.GroupMembers()
 	if len(ms) != 1 {
@@ -128,9 +111,9 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 	}
 	onceflighttest.WaitFor(t, 20*time.Second, "A's session to expire", func() bool { return len(h.GroupMembers()) == 0 })
 
-	b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats})
+	b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats})
 	onceflighttest.WaitFor(t, 30*time.Second, "B to answer k1", func() bool {
-		rec, ok, err := b.Store.Lookup("order-1", "k1")
+		rec, ok, err := storeof.Executor(b.Ex).Lookup("order-1", "k1")
 		return err == nil && ok && rec.Status.Final()
 	})
 	if !a.Ex.Ready() || len(a.Ex.Owned()) != 3 {
@@ -176,10 +159,8 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 			t.Errorf("c1: %s", o.Record.Status)
 		}
 	}
-	mu.Lock()
-	if posts != 1 {
-		t.Errorf("k1 posted %d times, want 1", posts)
+	if posts, _, _ := svc.Counts("k1"); len(posts) != 1 {
+		t.Errorf("k1 posted %d times, want 1", len(posts))
 	}
-	mu.Unlock()
 	h.Audit()
 }

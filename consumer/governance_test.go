@@ -2,14 +2,13 @@ package consumer_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -138,14 +137,14 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 
 	// Forged approvals change nothing: unsigned, and signed with another
 	// key under the same id.
-	h.Decide(nil, "forged-1", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
+	h.Decide(nil, "forged-1", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
 	bad, _ := schemas.NewControlKey("ops-1")
-	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{bad}}, "forged-2", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
+	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{bad}}, "forged-2", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "r", By: "mallory"})
 	// A valid signature for another entity does not reach order-1's record.
-	h.Decide(ks, "cross", consumer.TypeApprove, "order-2", schemas.Decision{Key: "b2", Reason: "r", By: "ann"})
+	h.Decide(ks, "cross", schemas.TypeApprove, "order-2", schemas.Decision{Key: "b2", Reason: "r", By: "ann"})
 	// The same for resolve.
-	h.Decide(nil, "forged-3", consumer.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "mallory"})
-	h.Decide(ks, "cross-resolve", consumer.TypeResolve, "order-2", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "ann"})
+	h.Decide(nil, "forged-3", schemas.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "mallory"})
+	h.Decide(ks, "cross-resolve", schemas.TypeResolve, "order-2", schemas.Decision{Key: "b3", As: "succeeded", Reason: "r", By: "ann"})
 	h.Outcomes(12, seen, nil)
 	if o := seen["cross-resolve"][0]; o.Record.Status != schemas.StatusRejected || code(o) != schemas.CodeNotUnresolved {
 		t.Fatalf("cross-entity resolve: %s %s, want rejected", o.Record.Status, code(o))
@@ -162,10 +161,10 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 		t.Fatalf("b2 executed %d times by forged or foreign approvals", n)
 	}
 
-	h.Decide(ks, "ok-approve", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
-	h.Decide(ks, "ok-reject", consumer.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "rejected", Reason: "duplicate", By: "ann"})
+	h.Decide(ks, "ok-approve", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
+	h.Decide(ks, "ok-reject", schemas.TypeResolve, "order-1", schemas.Decision{Key: "b3", As: "rejected", Reason: "duplicate", By: "ann"})
 	// Approving again is refused: b2 is no longer held.
-	h.Decide(ks, "again", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
+	h.Decide(ks, "again", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
 	// approve: its own outcome + b2's second; resolve: its own + b3's; again.
 	h.Outcomes(17, seen, nil)
 	if o := seen["ok-approve"][0]; o.Record.Status != schemas.StatusSucceeded {
@@ -228,7 +227,7 @@ func TestDecisionsRefusedWithoutKey(t *testing.T) {
 	h := onceflighttest.New(t)
 	h.Start(t.TempDir())
 	k, _ := schemas.NewControlKey("ops-1")
-	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{k}}, "d1", consumer.TypeResolve, "order-1", schemas.Decision{Key: "k1", As: "failed", Reason: "r", By: "ann"})
+	h.Decide(&schemas.ControlKeys{Keys: []schemas.ControlKey{k}}, "d1", schemas.TypeResolve, "order-1", schemas.Decision{Key: "k1", As: "failed", Reason: "r", By: "ann"})
 	seen := map[string][]schemas.Outcome{}
 	h.Outcomes(1, seen, nil)
 	if o := seen["d1"][0]; code(o) != schemas.CodeNotAllowed || !strings.Contains(o.Record.Error.Message, "keygen") {
@@ -249,8 +248,8 @@ func TestReleaseMakesKeyNewWork(t *testing.T) {
 	if !seen["c2"][0].Replayed {
 		t.Fatalf("repeat before release not replayed: %+v", seen["c2"][0])
 	}
-	h.Decide(nil, "unsigned", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "redo", By: "mallory"})
-	h.Decide(ks, "rel", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "refund must be redone", By: "ann"})
+	h.Decide(nil, "unsigned", schemas.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "redo", By: "mallory"})
+	h.Decide(ks, "rel", schemas.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "refund must be redone", By: "ann"})
 	h.Submit("c3", "order-1", "k1", `{"amount":7}`)
 	h.Submit("c4", "order-1", "k1", `{"amount":7}`)
 	h.Outcomes(6, seen, nil)
@@ -279,26 +278,19 @@ func TestReleaseMakesKeyNewWork(t *testing.T) {
 func TestUniqueByWhileFirstInFlight(t *testing.T) {
 	h := onceflighttest.New(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	var mu sync.Mutex
-	posts := map[string]int{}
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		mu.Lock()
-		posts[key]++
-		first := key == "a1" && posts[key] == 1
-		mu.Unlock()
-		if first {
+	// The first POST of a1 waits at the service (in flight, before its
+	// effect) until released.
+	svc := apifake.NewEffects(t, apifake.WithScript(func(key string, n int) apifake.Fault {
+		if key == "a1" && n == 1 {
 			close(started)
 			<-release
 		}
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{}`))
+		return apifake.None
 	}))
-	defer svc.Close()
 	var once sync.Once
 	let := func() { once.Do(func() { close(release) }) }
-	defer let() // before svc.Close, which waits for the held request
-	h.UseConfig(fmt.Sprintf("actions:\n  pay.once:\n    connector: http\n    url: %s/pay\n    timeout: 10s\n    unique_by: [order_id]\n", svc.URL))
+	defer let() // before the service's cleanup, which waits for the held request
+	h.UseConfig(fmt.Sprintf("actions:\n  pay.once:\n    connector: http\n    url: %s\n    timeout: 10s\n    unique_by: [order_id]\n", svc.URL("")))
 	h.Start(t.TempDir())
 	h.SubmitAction("c1", "pay.once", "order-1", "a1", `{"order_id":"o-1"}`)
 	within(t, started, 30*time.Second, "a1's request at the service")
@@ -312,10 +304,10 @@ func TestUniqueByWhileFirstInFlight(t *testing.T) {
 	if o := seen["c2"][0]; code(o) != schemas.CodeDuplicateBusinessKey {
 		t.Fatalf("second, consumed while the first was in flight: %s %s, want duplicate_business_key", o.Record.Status, code(o))
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if posts["a2"] != 0 || posts["a1"] != 1 {
-		t.Fatalf("posts: %v, want a1 once and a2 never", posts)
+	a1, _, _ := svc.Counts("a1")
+	a2, _, _ := svc.Counts("a2")
+	if len(a2) != 0 || len(a1) != 1 {
+		t.Fatalf("posts: a1 %d, a2 %d, want a1 once and a2 never", len(a1), len(a2))
 	}
 	h.Audit()
 }

@@ -2,10 +2,7 @@ package consumer_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -46,18 +44,8 @@ func TestFaultIntentBeforeEffect(t *testing.T) {
 	})
 	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
 	type post struct{ key, attempt, token string }
-	var (
-		mu    sync.Mutex
-		posts []post
-	)
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		posts = append(posts, post{r.Header.Get("Idempotency-Key"), r.Header.Get("Onceflight-Attempt"), r.Header.Get("Onceflight-Fencing-Token")})
-		mu.Unlock()
-		fmt.Fprint(w, `{}`)
-	}))
-	defer svc.Close()
-	h.UseConfig(fmt.Sprintf("actions:\n  pay.call:\n    connector: http\n    url: %s/pay\n    timeout: 2s\n", svc.URL))
+	svc := apifake.NewEffects(t)
+	h.UseConfig(fmt.Sprintf("actions:\n  pay.call:\n    connector: http\n    url: %s\n    timeout: 2s\n", svc.URL("")))
 	h.Start(t.TempDir())
 	onceflighttest.WaitFor(t, 20*time.Second, "the executor to be ready", h.Ex.Ready)
 	armed.Store(true)
@@ -77,8 +65,10 @@ func TestFaultIntentBeforeEffect(t *testing.T) {
 			intents[post{rec.IdempotencyKey, strconv.Itoa(rec.Attempts), strconv.FormatInt(rec.FencingToken, 10)}] = true
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	var posts []post
+	for _, e := range svc.EventsWhere(func(apifake.Event) bool { return true }) {
+		posts = append(posts, post{e.Key, e.Attempt, e.Header.Get("Onceflight-Fencing-Token")})
+	}
 	if len(posts) != 1 {
 		t.Errorf("service saw %d requests, want 1: %+v", len(posts), posts)
 	}

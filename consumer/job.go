@@ -17,18 +17,6 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// Control command types: operator and reconciler requests travel through
-// the commands topic, so they are ordered with the entity's commands and
-// applied by the entity's owner under the same fence as everything else.
-// They act only on records of their own subject (docs/guarantees.md): every lookup
-// here is scoped to the command's entity.
-const (
-	TypeResolve   = schemas.TypeResolve
-	TypeApprove   = schemas.TypeApprove
-	TypeRelease   = schemas.TypeRelease
-	TypeReconcile = schemas.TypeReconcile
-)
-
 // item is one consumed command.
 type item struct {
 	rec     *kgo.Record
@@ -158,7 +146,7 @@ func (p policy) Unique() ([]string, bool) {
 // control applies a control command: an operator decision once its
 // signature verifies, or a reconcile request.
 func (j *job) control(ctx context.Context, cmd schemas.Command, version *int64) {
-	if cmd.Type == TypeReconcile {
+	if cmd.Type == schemas.TypeReconcile {
 		j.reconcileKey(ctx, cmd, version)
 		return
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
+	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )

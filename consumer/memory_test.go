@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -175,18 +173,9 @@ func TestBacklogDrainsWithinMemoryBounds(t *testing.T) {
 // attempt, every command is answered and executed exactly once.
 func TestTightStagingBoundWithIntents(t *testing.T) {
 	const n = 300
-	var mu sync.Mutex
-	calls := map[string]int{}
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls[r.Header.Get("Idempotency-Key")]++
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprint(w, `{"ok":true}`)
-	}))
-	defer svc.Close()
+	svc := apifake.NewEffects(t)
 	h := onceflighttest.New(t)
-	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s/do\n    timeout: 10s\n", svc.URL))
+	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s\n    timeout: 10s\n", svc.URL("")))
 	seen := drainBacklog(t, h, "work.do", n, 50, func(c *consumer.Config) {
 		c.MaxBuffered, c.MaxBufferedBytes, c.MaxPollRecords, c.MaxInflight = 10, 8<<10, 5, 32
 	})
@@ -195,8 +184,7 @@ func TestTightStagingBoundWithIntents(t *testing.T) {
 			t.Fatalf("%s: %s", id, o[0].Record.Status)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	calls := svc.EffectCounts() // every POST applies: one effect per POST
 	if len(calls) != n {
 		t.Errorf("%d distinct keys reached the service, want %d", len(calls), n)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/onceflight/onceflight/connectors/limit"
+	"github.com/onceflight/onceflight/internal/connectors/limit"
 	"github.com/onceflight/onceflight/schemas"
 )
 

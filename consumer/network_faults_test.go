@@ -255,7 +255,7 @@ func TestFaultNetworkLatency(t *testing.T) {
 		fn := faultnet.New()
 		fn.SetLatency(150 * time.Millisecond)
 		nodes = append(nodes, h.StartNode(id, t.TempDir(), onceflighttest.NodeOptions{Tune: netTune,
-			ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, onceflighttest.ShortHeartbeats...)}))
+			KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...)}))
 	}
 	a, b := nodes[0], nodes[1]
 	onceflighttest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
@@ -323,8 +323,8 @@ func stopAndCheck(t testing.TB, h *onceflighttest.Harness, nodes []*onceflightte
 func startPair(t testing.TB, h *onceflighttest.Harness, fn *faultnet.Net, tune func(*consumer.Config)) (a, b *onceflighttest.Node) {
 	t.Helper()
 	a = h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune,
-		ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, onceflighttest.ShortHeartbeats...)})
-	b = h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats})
+		KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...)})
+	b = h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats})
 	onceflighttest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
 	return a, b
 }

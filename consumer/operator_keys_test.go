@@ -37,8 +37,8 @@ func TestEd25519DecisionsVerifierOnly(t *testing.T) {
 	if err := pub.SignControl(&schemas.Command{}); err == nil {
 		t.Fatal("the public copy signed")
 	}
-	h.Decide(forger, "forged", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "again", By: "mallory"})
-	h.Decide(ops, "rel", consumer.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "refund must be redone", By: "ann"})
+	h.Decide(forger, "forged", schemas.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "again", By: "mallory"})
+	h.Decide(ops, "rel", schemas.TypeRelease, "order-1", schemas.Decision{Key: "k1", Reason: "refund must be redone", By: "ann"})
 	h.Submit("c2", "order-1", "k1", `{"amount":7}`)
 	h.Outcomes(4, seen, nil)
 	if o := seen["forged"][0]; o.Record.Status != schemas.StatusRejected || o.Record.Error.Code != schemas.CodeNotAllowed {

@@ -2,11 +2,10 @@ package consumer_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -18,16 +17,14 @@ import (
 func TestSlowEntityDoesNotBlockOthers(t *testing.T) {
 	h := onceflighttest.New(t)
 	release := make(chan struct{})
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.Header.Get("Onceflight-Entity"), "slow") {
+	svc := apifake.NewEffects(t, apifake.WithScript(func(key string, _ int) apifake.Fault {
+		if strings.HasPrefix(key, "slow") { // the slow entity's: held in flight
 			<-release
 		}
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprint(w, `{}`)
+		return apifake.None
 	}))
-	defer svc.Close()
 	defer close(release)
-	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s/do\n    timeout: 30s\n", svc.URL))
+	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %s\n    timeout: 30s\n", svc.URL("")))
 	h.Start(t.TempDir())
 
 	h.SubmitAction("s1", "work.do", "slow-1", "slow-key-1", `{}`)

@@ -3,11 +3,10 @@ package consumer_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -18,40 +17,27 @@ import (
 // with the one effect the service applied, never a second POST.
 func TestUnresolvedThenReconciled(t *testing.T) {
 	h := onceflighttest.New(t)
-	var (
-		mu       sync.Mutex
-		effects  = map[string]int{}
-		healthy  atomic.Bool
-		confirms atomic.Int32
-	)
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		switch r.Method {
-		case http.MethodPost:
-			mu.Lock()
-			effects[key]++
-			mu.Unlock()
-			http.Error(w, "boom after applying", http.StatusInternalServerError)
-		case http.MethodGet:
-			confirms.Add(1)
+	var healthy atomic.Bool
+	svc := apifake.NewEffects(t,
+		apifake.WithScript(func(string, int) apifake.Fault {
+			return apifake.Fault{Status: http.StatusInternalServerError, Body: "boom after applying", ContentType: "text/plain"}
+		}),
+		apifake.WithConfirmScript(func(string, int, bool) apifake.Fault {
 			if !healthy.Load() {
-				http.Error(w, "confirm unavailable", http.StatusServiceUnavailable)
-				return
+				return apifake.Fault{Status: http.StatusServiceUnavailable, Body: "confirm unavailable", ContentType: "text/plain"}
 			}
-			fmt.Fprint(w, `{"refund_id":"re_1"}`)
-		}
-	}))
-	defer svc.Close()
+			return apifake.None // 200 when applied
+		}))
 	h.UseConfig(fmt.Sprintf(`reconcile:
   every: 300ms
 actions:
   payments.refund:
     connector: http
-    url: %[1]s/refunds
-    confirm_url: %[1]s/refunds/{key}
+    url: %[1]s
+    confirm_url: %[1]s/{key}
     timeout: 300ms
     confirm_timeout: 600ms
-`, svc.URL))
+`, svc.URL("")))
 	h.Start(t.TempDir())
 	h.SubmitAction("c1", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
 	seen := map[string][]schemas.Outcome{}
@@ -86,9 +72,7 @@ actions:
 		[]string{"attempt 1 ambiguous", "confirm executor unknown", "confirm reconciler found"},
 		"confirm asked by reconciler → found → succeeded, established by reconciler")
 	h.Audit()
-	mu.Lock()
-	defer mu.Unlock()
-	if effects["refund-9"] != 1 {
-		t.Fatalf("effects %d, want 1", effects["refund-9"])
+	if n := svc.Effects("refund-9"); n != 1 {
+		t.Fatalf("effects %d, want 1", n)
 	}
 }

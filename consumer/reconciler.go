@@ -63,7 +63,7 @@ func (e *Executor) requestReconcile(ctx context.Context, rec schemas.Record) err
 	id := fmt.Sprintf("reconcile-%s-%d", e.cfg.ExecutorID, time.Now().UnixNano())
 	data, _ := json.Marshal(map[string]string{"key": rec.IdempotencyKey})
 	r, err := schemas.EncodeCommand(schemas.Command{
-		ID: id, Source: reconcilerSource, Type: TypeReconcile, Subject: rec.Entity,
+		ID: id, Source: reconcilerSource, Type: schemas.TypeReconcile, Subject: rec.Entity,
 		IdempotencyKey: "reconcile/" + id, Data: data,
 	}, schemas.Binary)
 	if err != nil {

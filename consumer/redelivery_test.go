@@ -2,55 +2,39 @@ package consumer_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// slowService answers POSTs 201 at once, except the first request of each
-// key in block, which it holds until the executor gives up on it (or the
-// test ends): an execution in flight across a stop.
+// slowService is the fake external system (apifake.Effects) answering
+// POSTs 201 at once, except the first request of each key in block, which
+// it holds without applying until the executor gives up on it: an
+// execution in flight across a stop.
 type slowService struct {
-	mu      sync.Mutex
-	block   map[string]bool
-	posts   map[string]int
+	*apifake.Effects
 	arrived chan string
-	quit    chan struct{}
 }
 
+// newSlowService starts it and returns its URL.
 func newSlowService(t *testing.T, block ...string) (*slowService, string) {
-	s := &slowService{block: map[string]bool{}, posts: map[string]int{}, arrived: make(chan string, 16), quit: make(chan struct{})}
+	held := map[string]bool{}
 	for _, k := range block {
-		s.block[k] = true
+		held[k] = true
 	}
-	svc := httptest.NewServer(s)
-	t.Cleanup(svc.Close)
-	t.Cleanup(func() { close(s.quit) })
-	return s, svc.URL
-}
-
-func (s *slowService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Idempotency-Key")
-	s.mu.Lock()
-	s.posts[key]++
-	hold := s.block[key] && s.posts[key] == 1
-	s.mu.Unlock()
-	if hold {
-		s.arrived <- key
-		select {
-		case <-r.Context().Done():
-		case <-s.quit:
+	s := &slowService{arrived: make(chan string, 16)}
+	s.Effects = apifake.NewEffects(t, apifake.WithScript(func(key string, n int) apifake.Fault {
+		if held[key] && n == 1 {
+			s.arrived <- key
+			return apifake.Fault{Before: true, Hang: true}
 		}
-		return
-	}
-	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write([]byte(`{}`))
+		return apifake.None
+	}))
+	return s, s.URL("")
 }
 
 func (s *slowService) wait(t *testing.T, key string) {
@@ -76,7 +60,7 @@ const redeliveryYAML = `actions:
     timeout: 500ms
   slow.call:
     connector: http
-    url: %[2]s/slow
+    url: %[2]s
     timeout: 8s
     idempotent_by_key: true
 %[3]s`
@@ -155,6 +139,7 @@ func executedOnce(t *testing.T, h *onceflighttest.Harness, o schemas.Outcome, wh
 // execute again with its old data, c1b is still rejected — and c2, the
 // command the release was for, executes.
 func TestReleaseDoesNotReArmRedeliveredCommands(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
 			h := onceflighttest.New(t)
@@ -162,7 +147,7 @@ func TestReleaseDoesNotReArmRedeliveredCommands(t *testing.T) {
 			ent, dir, _ := holdWatermark(t, h)
 			h.Submit("c1", ent, "k1", `{"amount":1}`)
 			h.Submit("c1b", ent, "k1", `{"amount":2}`)
-			h.Decide(ks, "rel", consumer.TypeRelease, ent, schemas.Decision{Key: "k1", Reason: "redo with the right amount", By: "ann"})
+			h.Decide(ks, "rel", schemas.TypeRelease, ent, schemas.Decision{Key: "k1", Reason: "redo with the right amount", By: "ann"})
 			seen := map[string][]schemas.Outcome{}
 			h.Outcomes(3, seen, nil)
 			if o := seen["rel"][0]; o.Record.Status != schemas.StatusSucceeded {
@@ -221,6 +206,7 @@ func TestRefusalDoesNotBurnTheKey(t *testing.T) {
 // inherited (not started twice) and the approval is answered as applied,
 // not rejected not_unresolved.
 func TestRedeliveredApproveAnsweredApplied(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
 			svc, url := newSlowService(t, "b2")
@@ -230,7 +216,7 @@ func TestRedeliveredApproveAnsweredApplied(t *testing.T) {
 			h.UseConfig(fmt.Sprintf(`actions:
   pay.hold:
     connector: http
-    url: %s/pay
+    url: %s
     timeout: 8s
     idempotent_by_key: true
     unique_by: [order_id]
@@ -245,7 +231,7 @@ func TestRedeliveredApproveAnsweredApplied(t *testing.T) {
 			if o := seen["h2"][0]; o.Record.Status != schemas.StatusHeld {
 				t.Fatalf("h2: %s %s, want held", o.Record.Status, code(o))
 			}
-			h.Decide(ks, "ok", consumer.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
+			h.Decide(ks, "ok", schemas.TypeApprove, "order-1", schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
 			svc.wait(t, "b2")
 			h.Stop()
 			if restart == "empty data dir" {

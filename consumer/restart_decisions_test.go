@@ -153,7 +153,7 @@ func (s *decisionService) effects(key string) int {
 // slowCallYAML is the slow.call action of startOwner, on slowURL.
 const slowCallYAML = `  slow.call:
     connector: http
-    url: %s/slow
+    url: %s
     timeout: 8s
     idempotent_by_key: true
 `
@@ -258,6 +258,7 @@ func auditCatches(t *testing.T, h *onceflighttest.Harness, o schemas.Outcome, st
 // answered as it was (applied, not rejected not_unresolved), a later
 // duplicate is still held and a second approval of b2 is refused.
 func TestApprovalConsumedAgain(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	eachHandover(t, false, `actions:
   pay.hold:
     connector: http
@@ -273,14 +274,14 @@ func TestApprovalConsumedAgain(t *testing.T) {
 		if o := seen["h2"][0]; o.Record.Status != schemas.StatusHeld {
 			t.Fatalf("h2 before the approval: %s %s, want held", o.Record.Status, code(o))
 		}
-		h.Decide(s.ks, "ok", consumer.TypeApprove, s.ent, schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
+		h.Decide(s.ks, "ok", schemas.TypeApprove, s.ent, schemas.Decision{Key: "b2", Reason: "customer asked twice", By: "ann"})
 		h.Outcomes(4, seen, nil) // the approval's answer and h2's settlement
 		if n := s.svc.effects("b2"); n != 1 {
 			t.Fatalf("b2 took effect %d times after its approval, want 1", n)
 		}
 		s.o.handOver(how)
 		h.SubmitAction("h3", "pay.hold", s.ent, "b3", `{"order_id":"o-9","note":"thrice"}`)
-		h.Decide(s.ks, "ok2", consumer.TypeApprove, s.ent, schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
+		h.Decide(s.ks, "ok2", schemas.TypeApprove, s.ent, schemas.Decision{Key: "b2", Reason: "again", By: "ann"})
 		until(h, seen, func() bool {
 			return len(seen["h1"]) > 1 && len(seen["h2"]) > 2 && len(seen["ok"]) > 1 &&
 				len(seen["h3"]) > 0 && len(seen["ok2"]) > 0 && len(seen["slow"]) > 0
@@ -316,6 +317,7 @@ func TestApprovalConsumedAgain(t *testing.T) {
 // operator's rejection is final for the key, it does not execute — and a
 // second resolution is refused.
 func TestResolutionConsumedAgain(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	eachHandover(t, true, `actions:
   pay.ask:
     connector: http
@@ -328,11 +330,11 @@ func TestResolutionConsumedAgain(t *testing.T) {
 		if o := seen["u1"][0]; o.Record.Status != schemas.StatusUnresolved {
 			t.Fatalf("u1: %s %s, want unresolved", o.Record.Status, code(o))
 		}
-		h.Decide(s.ks, "res", consumer.TypeResolve, s.ent, schemas.Decision{Key: "u", As: "rejected", Reason: "the bank refused it", By: "ann"})
+		h.Decide(s.ks, "res", schemas.TypeResolve, s.ent, schemas.Decision{Key: "u", As: "rejected", Reason: "the bank refused it", By: "ann"})
 		h.Outcomes(3, seen, nil) // the resolution's answer and u1's settlement
 		s.o.handOver(how)
 		h.SubmitAction("u2", "pay.ask", s.ent, "u", `{"amount":1}`)
-		h.Decide(s.ks, "res2", consumer.TypeResolve, s.ent, schemas.Decision{Key: "u", As: "succeeded", Reason: "changed my mind", By: "bob"})
+		h.Decide(s.ks, "res2", schemas.TypeResolve, s.ent, schemas.Decision{Key: "u", As: "succeeded", Reason: "changed my mind", By: "bob"})
 		until(h, seen, func() bool {
 			return len(seen["u1"]) > 2 && len(seen["res"]) > 1 && len(seen["u2"]) > 0 && len(seen["res2"]) > 0 && len(seen["slow"]) > 0
 		})
@@ -363,6 +365,7 @@ func TestResolutionConsumedAgain(t *testing.T) {
 // its settlement again, nothing is POSTed a second time, and a later
 // command with the key is a replay.
 func TestReconcilerConfirmationConsumedAgain(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	eachHandover(t, true, `reconcile:
   every: 300ms
 actions:

@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/dedupe"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -28,27 +25,12 @@ import (
 // no confirmation and no second effect.
 func TestRevocationDrainsAndCommits(t *testing.T) {
 	h := onceflighttest.New(t)
-	var (
-		mu       sync.Mutex
-		effects  = map[string]int{}
-		confirms atomic.Int32
-	)
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			confirms.Add(1)
-			http.NotFound(w, r)
-			return
-		}
-		// Running while the group rebalances: joining takes kfake about
-		// 3.5 s here, so the revocation lands in the middle of this.
-		time.Sleep(6 * time.Second)
-		mu.Lock()
-		effects[r.Header.Get("Idempotency-Key")]++
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer svc.Close()
-	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %[1]s/do\n    confirm_url: %[1]s/do/{key}\n    timeout: 10s\n", svc.URL))
+	// Every execution runs while the group rebalances: joining takes
+	// kfake about 3.5 s here, so the revocation lands in the middle of
+	// it. A confirmation always answers "not found" (and counts).
+	svc := apifake.NewEffects(t, apifake.WithDelay(func() time.Duration { return 6 * time.Second }),
+		apifake.WithConfirmScript(func(string, int, bool) apifake.Fault { return apifake.Fault{Status: http.StatusNotFound} }))
+	h.UseConfig(fmt.Sprintf("actions:\n  work.do:\n    connector: http\n    url: %[1]s\n    confirm_url: %[1]s/{key}\n    timeout: 10s\n", svc.URL("")))
 	h.Start(t.TempDir())
 
 	// One slow command on every partition, so whichever partition moves
@@ -68,14 +50,10 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // the first executor has started them
 
-	store, err := dedupe.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	second, err := consumer.New(consumer.Config{
-		Brokers: h.Brokers, Partitions: parts, SessionTimeout: 6 * time.Second, ExecutorID: "second",
+		Brokers: h.Brokers, DataDir: t.TempDir(), Partitions: parts, SessionTimeout: 6 * time.Second, ExecutorID: "second",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, h.Config, store, consumer.WithRegisterer(prometheus.NewRegistry()))
+	}, h.Config, consumer.WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +65,6 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 		if err := within(t, done, 30*time.Second, "the second executor's Run to return after its cancel"); err != nil {
 			t.Errorf("second executor: run: %v", err)
 		}
-		store.Close()
 	}()
 
 	t0 := time.Now()
@@ -113,14 +90,16 @@ func TestRevocationDrainsAndCommits(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the second executor never got a partition")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for k, n := range effects {
+	for k, n := range svc.EffectCounts() {
 		if n != 1 {
 			t.Errorf("%s: %d effects", k, n)
 		}
 	}
-	if n := confirms.Load(); n != 0 {
+	confirms := 0
+	for _, n := range svc.ConfirmsBy() {
+		confirms += n
+	}
+	if n := confirms; n != 0 {
 		t.Errorf("%d confirmations: a revoked execution was inherited instead of drained and committed", n)
 	}
 }

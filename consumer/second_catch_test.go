@@ -167,7 +167,7 @@ func TestHeldDuplicateWaitsForAnOperator(t *testing.T) {
 	if n := svc.effects("ship-2"); n != 0 {
 		t.Fatalf("the held shipment reached the service %d times", n)
 	}
-	h.Decide(ks, "no", consumer.TypeResolve, "cust-1", schemas.Decision{Key: "ship-2", As: "rejected", Reason: "already shipped", By: "ann"})
+	h.Decide(ks, "no", schemas.TypeResolve, "cust-1", schemas.Decision{Key: "ship-2", As: "rejected", Reason: "already shipped", By: "ann"})
 	h.Outcomes(6, seen, nil)
 	if got := seen["s2"]; len(got) != 2 || got[1].Record.Status != schemas.StatusRejected || got[1].Record.Resolution == nil {
 		t.Errorf("s2 after resolve --as rejected: %+v", got)

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -75,15 +74,13 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 	h := onceflighttest.New(t)
 	h.Reg = prometheus.NewRegistry()
 	release := make(chan struct{})
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Onceflight-Entity") == "stuck" {
-			<-release
-		}
-		fmt.Fprint(w, `{}`)
+	// slow.call is called only for the entity "stuck": held in flight.
+	svc := apifake.NewEffects(t, apifake.WithScript(func(string, int) apifake.Fault {
+		<-release
+		return apifake.None
 	}))
-	defer svc.Close()
 	defer close(release)
-	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 60s\n", svc.URL))
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n  slow.call:\n    connector: http\n    url: %s\n    timeout: 60s\n", svc.URL("")))
 	h.Start(t.TempDir())
 	onceflighttest.WaitFor(t, 30*time.Second, "ready", h.Ex.Ready)
 
@@ -165,10 +162,8 @@ func (s *syncBuffer) String() string {
 // not allowed, deadlettered, forwarded — with key, entity and offset.
 func TestNotableAnswersAreLogged(t *testing.T) {
 	h := onceflighttest.New(t)
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(time.Second) // past the timeout: ambiguous, and nothing can confirm
-	}))
-	defer svc.Close()
+	// Past the timeout: ambiguous, and nothing can confirm.
+	svc := apifake.NewEffects(t, apifake.WithDelay(func() time.Duration { return time.Second }))
 	h.UseConfig(fmt.Sprintf(`actions:
   noop.ping:
     connector: noop
@@ -177,10 +172,10 @@ func TestNotableAnswersAreLogged(t *testing.T) {
     allowed_sources: [ops]
   pay.out:
     connector: http
-    url: %s/pay
+    url: %s
     timeout: 200ms
     max_attempts: 1
-`, svc.URL))
+`, svc.URL("")))
 	logs := &syncBuffer{}
 	h.Tune = func(c *consumer.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) }
 	h.Start(t.TempDir())

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -30,6 +29,7 @@ func submitExpecting(t *testing.T, h *onceflighttest.Harness, id, entity, key, d
 // idempotency_key_reused — a second, different answer. Now it keeps its
 // first answer, and c2 does not execute again.
 func TestRedeliveredRejectionAfterLaterExecution(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
 			h := onceflighttest.New(t)
@@ -66,13 +66,14 @@ func TestRedeliveredRejectionAfterLaterExecution(t *testing.T) {
 // a later c3 with other data is rejected idempotency_key_reused, and k1
 // took effect twice, not three times.
 func TestRedeliveredReleaseAfterLaterExecution(t *testing.T) {
+	t.Parallel() // waits out timeouts and sessions, mostly idle: beside the others of its kind (make test stays short)
 	for _, restart := range []string{"same data dir", "empty data dir"} {
 		t.Run(restart, func(t *testing.T) {
 			h := onceflighttest.New(t)
 			ks := withKeys(t, h)
 			ent, dir, _ := holdWatermark(t, h)
 			h.Submit("c1", ent, "k1", `{"amount":1}`)
-			h.Decide(ks, "rel", consumer.TypeRelease, ent, schemas.Decision{Key: "k1", Reason: "redo", By: "ann"})
+			h.Decide(ks, "rel", schemas.TypeRelease, ent, schemas.Decision{Key: "k1", Reason: "redo", By: "ann"})
 			h.Submit("c2", ent, "k1", `{"amount":2}`)
 			seen := map[string][]schemas.Outcome{}
 			h.Outcomes(3, seen, nil)

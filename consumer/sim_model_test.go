@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -33,12 +34,13 @@ import (
 //     evidence, a succeeded record's effect happened and a failed one's
 //     attempts took no effect;
 //   - G5: onceflight audit passes.
-func simCheck(t *testing.T, h *onceflighttest.Harness, ks *schemas.ControlKeys, svc *simService, hist simHistory, ids []string) []violation {
+func simCheck(t *testing.T, h *onceflighttest.Harness, ks *schemas.ControlKeys, svc *simService, hist simHistory, ids []string) (bad []violation, seen map[string]int) {
 	t.Helper()
 	outs := h.AllOutcomes()
 	journal := h.JournalAll()
 	calls, effects, overlaps := svc.snapshot()
-	var bad []violation
+	// seen counts what the history made happen, for make sim's report.
+	seen = map[string]int{}
 	add := func(what string, keys ...string) { bad = append(bad, violation{what: what, keys: keys}) }
 
 	steps := map[string]simStep{}
@@ -84,6 +86,9 @@ func simCheck(t *testing.T, h *onceflighttest.Harness, ks *schemas.ControlKeys, 
 				}
 			}
 		}
+		if len(distinct) > 1 {
+			seen["observed settlements"]++
+		}
 		for _, o := range distinct[1:] {
 			if res := o.Record.Resolution; o.Record.EstablishedBy == schemas.EstablishedByOperator {
 				if d, ok := steps[decisionOf(res)]; !ok || d.Op != opDecide || d.Action != schemas.TypeResolve || d.Key != o.Record.IdempotencyKey || d.Entity != o.Record.Entity {
@@ -115,7 +120,13 @@ func simCheck(t *testing.T, h *onceflighttest.Harness, ks *schemas.ControlKeys, 
 			byKey[rec.IdempotencyKey] = append(byKey[rec.IdempotencyKey], keyEvent{at: rel.At, release: rel.DecisionID})
 		}
 	}
+	seen["observed releases applied"] = len(releases)
 	for k, evs := range byKey {
+		for _, ev := range evs {
+			if ev.release == "" {
+				seen["observed effects"]++
+			}
+		}
 		if what := overEffectBudget(evs); what != "" {
 			add(fmt.Sprintf("G2: %s %s", k, what), k)
 		}
@@ -136,6 +147,9 @@ func simCheck(t *testing.T, h *onceflighttest.Harness, ks *schemas.ControlKeys, 
 			continue
 		}
 		checked[rec.Hash] = true
+		if rec.Status.Final() || rec.Status == schemas.StatusUnresolved {
+			seen["observed records established by "+cmp.Or(rec.EstablishedBy, "-")]++
+		}
 		for _, w := range evidenceMismatches(rec, postsOf[rec.IdempotencyKey], getsOf[rec.IdempotencyKey], len(effects[rec.IdempotencyKey]) > 0) {
 			add(fmt.Sprintf("evidence: record of %s/%s (%s %s, established by %q, command %s): %s",
 				rec.Entity, rec.IdempotencyKey, rec.Status, errCode(rec.Error), rec.EstablishedBy, rec.Command.ID, w), rec.IdempotencyKey)
@@ -149,6 +163,7 @@ func simCheck(t *testing.T, h *onceflighttest.Harness, ks *schemas.ControlKeys, 
 	if err != nil {
 		t.Fatalf("audit: %v", err)
 	}
+	seen["observed commands consumed again and republished"] = rep.Counts.Republications
 	if !rep.OK() {
 		var b strings.Builder
 		_ = rep.WriteText(&b)
@@ -158,7 +173,7 @@ func simCheck(t *testing.T, h *onceflighttest.Harness, ks *schemas.ControlKeys, 
 		}
 		add("G5: audit failed:\n"+b.String(), keys...)
 	}
-	return bad
+	return bad, seen
 }
 
 // keyEvent is an effect of a key at the service, or (release != "") an

@@ -210,18 +210,24 @@ func generate(seed uint64, w simWorld) simHistory {
 		}
 	}
 	running := []string{"a"}
-	// Faults: about one step in seven, spread over the history, at least
-	// one restart in the second half.
+	// Faults: about one step in seven, spread over the history.
 	holds := 0
 	for i := range simLength {
 		st := simStep{N: i}
 		e := w.ents[rng.IntN(len(w.ents))]
 		k := keysOf[e][rng.IntN(len(keysOf[e]))]
 		r := rng.IntN(100)
-		if i == simLength*2/3 && !slices.ContainsFunc(h.steps, func(s simStep) bool { return s.Op == opRestart && s.N > simLength/2 }) {
-			r = 90 // a restart
+		// Every history restarts an executor on its data dir (in its
+		// first half) and on an empty one (in its second half), unless it
+		// did already.
+		restarted := func(empty bool, from int) bool {
+			return slices.ContainsFunc(h.steps, func(s simStep) bool { return s.Op == opRestart && s.Empty == empty && s.N >= from })
 		}
 		switch {
+		case i == simLength/3 && !restarted(false, 0):
+			st.Op, st.Node = opRestart, running[rng.IntN(len(running))]
+		case i == simLength*2/3 && !restarted(true, simLength/2):
+			st.Op, st.Node, st.Empty = opRestart, running[rng.IntN(len(running))], true
 		case i == 0 || (r < 4 && holds < 4):
 			st.Op, st.ID, st.Entity, st.Key = opHold, fmt.Sprintf("slow%d", holds), w.slowEnt, fmt.Sprintf("kx%d", holds)
 			holds++
@@ -242,14 +248,14 @@ func generate(seed uint64, w simWorld) simHistory {
 			}
 		case r < 72:
 			st.Op, st.ID, st.Entity, st.Key = opDecide, fmt.Sprintf("d%d", i), e, k
-			st.Action = []string{consumer.TypeRelease, consumer.TypeRelease, consumer.TypeResolve, consumer.TypeApprove}[rng.IntN(4)]
-			if st.Action == consumer.TypeResolve {
+			st.Action = []string{schemas.TypeRelease, schemas.TypeRelease, schemas.TypeResolve, schemas.TypeApprove}[rng.IntN(4)]
+			if st.Action == schemas.TypeResolve {
 				st.As = []string{"succeeded", "failed", "rejected"}[rng.IntN(3)]
 			}
 		case r < 78:
 			st.Op, st.ID, st.Entity, st.Key = opForge, fmt.Sprintf("f%d", i), e, k
-			st.Action = []string{consumer.TypeRelease, consumer.TypeResolve, consumer.TypeApprove}[rng.IntN(3)]
-			if st.Action == consumer.TypeResolve {
+			st.Action = []string{schemas.TypeRelease, schemas.TypeResolve, schemas.TypeApprove}[rng.IntN(3)]
+			if st.Action == schemas.TypeResolve {
 				st.As = "succeeded"
 			}
 			st.Forgery = []string{"unsigned", "unknown key", "bad signature"}[rng.IntN(3)]
@@ -375,7 +381,7 @@ func (r *simRun) start(id string) {
 			c.SessionTimeout = simSession
 			c.TransactionTimeout = 5 * time.Second
 		},
-		ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, onceflighttest.ShortHeartbeats...),
+		KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...),
 	})
 }
 
@@ -446,7 +452,7 @@ func (r *simRun) do(s simStep) {
 		r.ids = append(r.ids, s.ID)
 	case opReconcile:
 		data, _ := json.Marshal(map[string]string{"key": s.Key})
-		r.produce(schemas.Command{ID: s.ID, Source: "sim-operator", Type: consumer.TypeReconcile, Subject: s.Entity, IdempotencyKey: "reconcile/" + s.ID, Data: data})
+		r.produce(schemas.Command{ID: s.ID, Source: "sim-operator", Type: schemas.TypeReconcile, Subject: s.Entity, IdempotencyKey: "reconcile/" + s.ID, Data: data})
 	case opWait:
 		r.waitAnswered()
 	case opRestart:
@@ -534,14 +540,18 @@ func simulate(t *testing.T, seed uint64, only map[int]bool) (kinds map[string]in
 	for _, id := range slices.Sorted(maps.Keys(r.nodes)) {
 		r.stop(id)
 	}
-	bad := simCheck(t, h, r.ks, svc, hist, r.ids)
+	bad, seen := simCheck(t, h, r.ks, svc, hist, r.ids)
 	if len(bad) > 0 {
 		for _, b := range bad {
 			t.Error(b.what)
 		}
 		reproduce(t, hist, bad)
 	}
-	return hist.faultKinds()
+	kinds = hist.faultKinds()
+	for k, n := range seen {
+		kinds[k] += n
+	}
+	return kinds
 }
 
 // violation is what the model found wrong, and the keys (entity/key, or

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -92,13 +91,11 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 		poll        = 100
 	)
 	release := make(chan struct{})
-	var posts atomic.Int32
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		posts.Add(1)
+	// Every POST is held in flight until released.
+	svc := apifake.NewEffects(t, apifake.WithScript(func(string, int) apifake.Fault {
 		<-release
-		fmt.Fprint(w, `{}`)
+		return apifake.None
 	}))
-	defer svc.Close()
 	var once atomic.Bool
 	let := func() {
 		if once.CompareAndSwap(false, true) {
@@ -109,7 +106,7 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 
 	h := onceflighttest.New(t)
 	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n"+
-		"  slow.call:\n    connector: http\n    url: %s/x\n    timeout: 5m\n", h.Effects, svc.URL))
+		"  slow.call:\n    connector: http\n    url: %s\n    timeout: 5m\n", h.Effects, svc.URL("")))
 	h.Reg = prometheus.NewRegistry()
 	h.Tune = func(c *consumer.Config) {
 		c.MaxBuffered, c.MaxBufferedPerEntity, c.MaxPollRecords = maxBuffered, perEntity, poll
@@ -119,7 +116,7 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 
 	hotP := partitioner.ForEntity("hot", onceflighttest.Partitions)
 	h.SubmitAction("hot0", "slow.call", "hot", "k-hot0", `{}`)
-	onceflighttest.WaitFor(t, 30*time.Second, "the hot entity's first command running", func() bool { return posts.Load() > 0 })
+	onceflighttest.WaitFor(t, 30*time.Second, "the hot entity's first command running", func() bool { return svc.InflightOf("") > 0 })
 	hotIDs := append([]string{"hot0"}, produceCommands(t, h, "hot", "hot", 1, hotN)...)
 	var otherIDs []string
 	for _, ent := range sameEntities(hotP, others, "cold") {

@@ -179,8 +179,8 @@ func TestSoak(t *testing.T) {
 		c.TransactionTimeout = 5 * time.Second
 	}
 	fn := faultnet.New()
-	aOpts := onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: append([]consumer.Option{consumer.WithKgoOpts(kgo.Dialer(fn.Dial))}, onceflighttest.ShortHeartbeats...)}
-	plain := onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats}
+	aOpts := onceflighttest.NodeOptions{Tune: tune, KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...)}
+	plain := onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats}
 	cDir := t.TempDir()
 	nodes := map[string]*onceflighttest.Node{
 		"A": h.StartNode("A", t.TempDir(), aOpts),

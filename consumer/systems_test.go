@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -410,7 +411,7 @@ func TestWaitingCommandSurvivesRestart(t *testing.T) {
 	h.Start(dir)
 	ids := submitMany(t, h, "w", "payments.refund", 1)
 	onceflighttest.WaitFor(t, 20*time.Second, "the not-done record", func() bool {
-		rec, ok, err := h.Ex.Store().Lookup("ent-w0", "key-w0")
+		rec, ok, err := storeof.Executor(h.Ex).Lookup("ent-w0", "key-w0")
 		return err == nil && ok && rec.Status == schemas.StatusInProgress && rec.Error != nil
 	})
 	h.Stop()

@@ -3,18 +3,15 @@ package consumer_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -27,33 +24,8 @@ import (
 // span as traceparent; the attributes name action, key, entity, attempt
 // and status.
 func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
-	var mu sync.Mutex
-	applied := map[string]bool{}
-	var gotParent string
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		switch r.Method {
-		case http.MethodPost:
-			mu.Lock()
-			applied[key] = true
-			gotParent = r.Header.Get("traceparent")
-			mu.Unlock()
-			select { // the effect happened; the answer never comes in time
-			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
-			}
-		case http.MethodGet:
-			mu.Lock()
-			ok := applied[strings.TrimPrefix(r.URL.Path, "/confirm/")]
-			mu.Unlock()
-			if !ok {
-				http.NotFound(w, r)
-				return
-			}
-			fmt.Fprint(w, `{"found":true}`)
-		}
-	}))
-	defer svc.Close()
+	// The effect happens; the answer never comes in time. Confirm finds it.
+	svc := apifake.NewEffects(t, apifake.WithScript(func(string, int) apifake.Fault { return apifake.HangAfterEffect }))
 
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -61,10 +33,10 @@ func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
 	h.UseConfig(fmt.Sprintf(`actions:
   payments.refund:
     connector: http
-    url: %s/refunds
-    confirm_url: %s/confirm/{key}
+    url: %[1]s
+    confirm_url: %[1]s/{key}
     timeout: 300ms
-`, svc.URL, svc.URL))
+`, svc.URL("")))
 	h.Opts = append(h.Opts, consumer.WithTracerProvider(tp))
 	h.Start(t.TempDir())
 
@@ -139,10 +111,9 @@ func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
 	if a := attrs(exec); a["onceflight.status"] != "succeeded" || a["onceflight.attempt"] != "1" {
 		t.Errorf("execute span attributes %v", a)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	want := fmt.Sprintf("00-%s-%s-01", att.SpanContext.TraceID(), att.SpanContext.SpanID())
-	if gotParent != want {
+	posts, _, _ := svc.Counts("refund-1")
+	if gotParent := posts[0].Header.Get("traceparent"); gotParent != want {
 		t.Errorf("the external system got traceparent %q, want the attempt's %q", gotParent, want)
 	}
 	if !wait.StartTime.Equal(cmd.StartTime) || wait.EndTime.Before(wait.StartTime) {

@@ -472,3 +472,9 @@ func mechNames(ms []sasl.Mechanism) string {
 	}
 	return strings.Join(names, "/")
 }
+
+// WireCompression is the batch compression of every producer of Onceflight's
+// topics: none. The topics are a wire contract read by clients in other
+// languages, and franz-go's default (snappy) is unreadable by common ones
+// (kafkajs without a codec plugin, examples/kafkajs).
+func WireCompression() kgo.Opt { return kgo.ProducerBatchCompression(kgo.NoCompression()) }

@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -147,11 +146,8 @@ func (h *Harness) config(id string) consumer.Config {
 // apply; an error returned by Run fails the test.
 func (h *Harness) Start(dataDir string) {
 	h.t.Helper()
-	store, err := dedupe.Open(dataDir)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	cfg := h.config("test")
+	cfg.DataDir = dataDir
 	if h.Tune != nil {
 		h.Tune(&cfg)
 	}
@@ -159,7 +155,7 @@ func (h *Harness) Start(dataDir string) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	ex, err := consumer.New(cfg, h.Config, store, append([]consumer.Option{consumer.WithRegisterer(reg)}, h.Opts...)...)
+	ex, err := consumer.New(cfg, h.Config, append([]consumer.Option{consumer.WithRegisterer(reg)}, h.Opts...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -174,14 +170,13 @@ func (h *Harness) Start(dataDir string) {
 			if err := stopped(h.t, done); err != nil {
 				h.t.Errorf("run: %v", err)
 			}
-			store.Close()
 		})
 	}
 	h.t.Cleanup(h.stop)
 }
 
-// Stop stops the executor of the last Start and closes its Pebble; it
-// returns once Run has. Stopping twice is a no-op.
+// Stop stops the executor of the last Start; it returns once Run has
+// (and with it closed the executor's Pebble). Stopping twice is a no-op.
 func (h *Harness) Stop() {
 	if h.stop != nil {
 		h.stop()

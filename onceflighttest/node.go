@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/internal/dedupe"
 )
 
 // Node is one in-process executor of a multi-executor test: its own
@@ -28,8 +27,6 @@ type Node struct {
 	Ex *consumer.Executor
 	// Reg is the registry of the executor's metrics.
 	Reg *prometheus.Registry
-	// Store is the executor's Pebble.
-	Store *dedupe.Store
 	// Done receives what Run returned. A test that takes it must send it
 	// back, for Stop (and the cleanup) to return.
 	Done chan error
@@ -40,32 +37,31 @@ type Node struct {
 type NodeOptions struct {
 	// Tune adjusts the executor config before start.
 	Tune func(*consumer.Config)
-	// StoreOpts open the node's Pebble.
-	StoreOpts []dedupe.Option
+	// KafkaOpts are more franz-go options for the executor's clients
+	// (ShortHeartbeats, a faulty dialer).
+	KafkaOpts []kgo.Opt
 	// ExecutorOpts are more executor options.
 	ExecutorOpts []consumer.Option
 }
 
 // ShortHeartbeats lets a session timeout below kgo's 3s default heartbeat
 // interval hold: without it a 2s session expires between heartbeats.
-var ShortHeartbeats = []consumer.Option{consumer.WithKgoOpts(kgo.HeartbeatInterval(300 * time.Millisecond))}
+var ShortHeartbeats = []kgo.Opt{kgo.HeartbeatInterval(300 * time.Millisecond)}
 
 // StartNode runs an executor named id on the harness's brokers and
 // Config, with its Pebble under dataDir and its logs tagged with id. The
 // node's Stop is also a cleanup; what Run returned is Stop's to report.
 func (h *Harness) StartNode(id, dataDir string, o NodeOptions) *Node {
 	h.t.Helper()
-	store, err := dedupe.Open(dataDir, o.StoreOpts...)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	cfg := h.config(id)
+	cfg.DataDir = dataDir
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: LogLevel()})).With("executor", id)
 	if o.Tune != nil {
 		o.Tune(&cfg)
 	}
-	n := &Node{t: h.t, ID: id, Reg: prometheus.NewRegistry(), Store: store, Done: make(chan error, 1)}
-	ex, err := consumer.New(cfg, h.Config, store, append([]consumer.Option{consumer.WithRegisterer(n.Reg)}, o.ExecutorOpts...)...)
+	cfg.KafkaOpts = append(cfg.KafkaOpts, o.KafkaOpts...)
+	n := &Node{t: h.t, ID: id, Reg: prometheus.NewRegistry(), Done: make(chan error, 1)}
+	ex, err := consumer.New(cfg, h.Config, append([]consumer.Option{consumer.WithRegisterer(n.Reg)}, o.ExecutorOpts...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -78,7 +74,6 @@ func (h *Harness) StartNode(id, dataDir string, o NodeOptions) *Node {
 		once.Do(func() {
 			cancel()
 			runErr = stopped(n.t, n.Done)
-			store.Close()
 		})
 		return runErr
 	}

@@ -51,7 +51,7 @@ func Start(t testing.TB, yaml string) (*client.Client, *consumer.Actions) {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	h.Start(filepath.Join(t.TempDir(), "state"))
-	if err := WaitTopics(context.Background(), h.Brokers, client.DefaultTopics()); err != nil {
+	if err := WaitTopics(context.Background(), h.Brokers, schemas.DefaultTopics()); err != nil {
 		t.Fatal(err)
 	}
 	oc, err := client.New(client.WithBrokers(h.Brokers...), client.WithControlKeys(keys))
@@ -66,7 +66,7 @@ func Start(t testing.TB, yaml string) (*client.Client, *consumer.Actions) {
 // creates its topics as it starts, and a client needs them. It returns an
 // error rather than failing a test so that examples, which have no
 // testing.TB, can use it too.
-func WaitTopics(ctx context.Context, brokers []string, tp client.Topics) error {
+func WaitTopics(ctx context.Context, brokers []string, tp schemas.Topics) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return err

@@ -10,11 +10,18 @@ const (
 	DefaultDeadletterTopic = "onceflight.deadletter"
 )
 
-// Topics is the set of topic names one deployment uses.
+// Topics names the four topics of one deployment (docs/README.md): the
+// executor, the client, the audit and the CLI take this one type, so one
+// value configures them all. An empty field means its default
+// (WithDefaults).
 type Topics struct {
-	Commands   string
-	Outcomes   string
-	Journal    string
+	// Commands is where commands are submitted.
+	Commands string
+	// Outcomes is where the executor publishes outcome events.
+	Outcomes string
+	// Journal holds the execution records, the source of truth.
+	Journal string
+	// Deadletter holds commands that could not be decoded.
 	Deadletter string
 }
 
@@ -26,4 +33,21 @@ func DefaultTopics() Topics {
 // All returns the topic names, commands first.
 func (t Topics) All() []string {
 	return []string{t.Commands, t.Journal, t.Outcomes, t.Deadletter}
+}
+
+// WithDefaults returns t with every empty field set to its default, so
+// that a deployment that renamed one topic sets only that field.
+func (t Topics) WithDefaults() Topics {
+	d := DefaultTopics()
+	for _, f := range []struct {
+		v *string
+		d string
+	}{
+		{&t.Commands, d.Commands}, {&t.Outcomes, d.Outcomes}, {&t.Journal, d.Journal}, {&t.Deadletter, d.Deadletter},
+	} {
+		if *f.v == "" {
+			*f.v = f.d
+		}
+	}
+	return t
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/proctest"
+	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -280,11 +281,11 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		b.rep.Brokers += " (onceflight broker, a separate process)"
 	}
 
-	if b.prod, err = kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ProducerBatchCompression(kgo.NoCompression())); err != nil {
+	if b.prod, err = kgo.NewClient(kgo.SeedBrokers(b.brokers...), kafkaconf.WireCompression()); err != nil {
 		return fmt.Errorf("producer: %w", err)
 	}
 	defer b.prod.Close()
-	if b.lat, err = kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression())); err != nil {
+	if b.lat, err = kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ProducerLinger(0), kafkaconf.WireCompression()); err != nil {
 		return fmt.Errorf("latency producer: %w", err)
 	}
 	defer b.lat.Close()

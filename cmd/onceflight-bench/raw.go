@@ -12,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // rawResult is one run of the design-minimal pipeline.
@@ -63,7 +65,7 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 		kgo.ConsumeTopics(in),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kafkaconf.WireCompression(),
 		kgo.ProducerLinger(0),
 	)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // Features says what the connector under test can do.
@@ -62,7 +63,7 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 		h, p := setup(t)
 		req := newRequest(t)
 		d := connectors.Perform(context.Background(), h.Conn, req, p)
-		if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 1 {
+		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 			t.Fatalf("decision = %+v, want succeeded after 1 attempt", d)
 		}
 		if !json.Valid(d.Result) || len(d.Result) == 0 {
@@ -95,7 +96,7 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 			t.Fatalf("Execute with cancelled ctx succeeded")
 		}
 		d := connectors.Perform(ctx, h.Conn, req, p)
-		if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeInterrupted || d.Attempts != 0 {
+		if d.Outcome != schemas.StatusUnresolved || d.Code != connectors.CodeInterrupted || d.Attempts != 0 {
 			t.Fatalf("decision = %+v, want unresolved interrupted, 0 attempts", d)
 		}
 		if n := h.Effects(req.Key); n != 0 {
@@ -128,13 +129,13 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 			h, p := setup(t)
 			req := newRequest(t)
 			d := connectors.Perform(context.Background(), h.Conn, req, p)
-			if d.Outcome != connectors.OutcomeSucceeded {
+			if d.Outcome != schemas.StatusSucceeded {
 				t.Fatalf("perform = %+v", d)
 			}
 			req.Attempt = d.Attempts
 			req.Deadline = time.Now().Add(-time.Millisecond)
 			d = connectors.Reconcile(context.Background(), h.Conn, req, p)
-			if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 1 {
+			if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 				t.Fatalf("reconcile = %+v, want succeeded with attempts 1", d)
 			}
 			if n := h.Effects(req.Key); n != 1 {
@@ -148,7 +149,7 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 			req.Attempt = 1
 			req.Deadline = time.Now().Add(-time.Millisecond)
 			d := connectors.Reconcile(context.Background(), h.Conn, req, p)
-			if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 2 {
+			if d.Outcome != schemas.StatusSucceeded || d.Attempts != 2 {
 				t.Fatalf("reconcile = %+v, want succeeded as attempt 2", d)
 			}
 			if n := h.Effects(req.Key); n != 1 {
@@ -167,10 +168,10 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 			h.ApplyThenAmbiguous(req.Key)
 			d := connectors.Perform(context.Background(), h.Conn, req, p)
 			if f.Confirm {
-				if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 1 {
+				if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 					t.Fatalf("decision = %+v, want succeeded by confirmation after 1 attempt", d)
 				}
-			} else if d.Outcome != connectors.OutcomeUnresolved || d.Code != connectors.CodeAmbiguousNoConfirm {
+			} else if d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeAmbiguous {
 				t.Fatalf("decision = %+v, want unresolved ambiguous_no_confirm", d)
 			}
 			if n := h.Effects(req.Key); n != 1 {

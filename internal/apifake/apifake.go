@@ -42,7 +42,8 @@ type Fault struct {
 	// (default application/json).
 	Body, ContentType string
 	// Hang applies the effect and then does not answer until the client
-	// gives up: "a timeout after the effect".
+	// gives up: "a timeout after the effect". With Before it applies
+	// nothing: "a timeout before the effect".
 	Hang bool
 	// Reset applies the effect and then resets the connection.
 	Reset bool

@@ -381,6 +381,9 @@ func (s *Effects) execute(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(s.delay())
 	}
 	if f.Before {
+		if f.Hang { // a timeout before the effect
+			hang(r)
+		}
 		answer(w, f, http.StatusInternalServerError, "")
 		return
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // New returns a client for brokers with the settings every Onceflight CLI
@@ -39,9 +41,7 @@ func New(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	base := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ProducerLinger(0),
-		// Uncompressed: franz-go defaults to snappy, which common clients
-		// (kafkajs without a codec plugin) cannot read.
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kafkaconf.WireCompression(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
 	cl, err := kgo.NewClient(append(base, opts...)...)

@@ -20,7 +20,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -43,14 +43,12 @@ const (
 // policy defaults are those of connectors.Policy, which applies them to
 // policies built in code too.
 const (
-	DefaultTimeout         = connectors.DefaultTimeout
-	DefaultMaxAttempts     = connectors.DefaultMaxAttempts
-	DefaultConfirmTimeout  = connectors.DefaultConfirmTimeout
-	DefaultReconcileEvery  = 5 * time.Minute
-	DefaultReconcileFor    = 24 * time.Hour
-	DefaultDedupeRetention = schemas.DefaultDedupeRetention
-	DefaultKeyMemory       = schemas.DefaultKeyMemory
-	DefaultGiveUpAfter     = connectors.DefaultGiveUpAfter
+	DefaultTimeout        = connectors.DefaultTimeout
+	DefaultMaxAttempts    = connectors.DefaultMaxAttempts
+	DefaultConfirmTimeout = connectors.DefaultConfirmTimeout
+	DefaultReconcileEvery = 5 * time.Minute
+	DefaultReconcileFor   = 24 * time.Hour
+	DefaultGiveUpAfter    = connectors.DefaultGiveUpAfter
 )
 
 // DefaultPath is the actions file the commands read without --config.
@@ -218,10 +216,10 @@ type System struct {
 func (c *Config) setDefaults() {
 	c.Reconcile.setDefaults()
 	if c.DedupeRetention == 0 {
-		c.DedupeRetention = DefaultDedupeRetention
+		c.DedupeRetention = schemas.DefaultDedupeRetention
 	}
 	if c.KeyMemory == 0 {
-		c.KeyMemory = DefaultKeyMemory
+		c.KeyMemory = schemas.DefaultKeyMemory
 	}
 	for _, a := range c.Actions {
 		a.setDefaults()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
 // minimal is a valid action body used by tests that vary one thing.

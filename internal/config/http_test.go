@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
 // TestRealAPIErrors: every mistake in the real-API block stops the load

@@ -19,8 +19,9 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	"github.com/onceflight/onceflight/kafkaconf"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // fileDoc is the shape of an actions file (docs/configuration.md). A key
@@ -329,8 +330,8 @@ func (p *loader) validate(doc *fileDoc) *Config {
 		}
 	}
 	if cfg.DedupeRetention != 0 || cfg.KeyMemory != 0 {
-		ret := cmp.Or(cfg.DedupeRetention, DefaultDedupeRetention)
-		mem := cmp.Or(cfg.KeyMemory, DefaultKeyMemory)
+		ret := cmp.Or(cfg.DedupeRetention, schemas.DefaultDedupeRetention)
+		mem := cmp.Or(cfg.KeyMemory, schemas.DefaultKeyMemory)
 		if mem < ret {
 			p.errAt(nil, loc{"", "key_memory"}, "%s is shorter than dedupe_retention %s: a key would be forgotten while its result is still replayed", formatDays(mem), formatDays(ret))
 		}

@@ -6,12 +6,12 @@
 // G5): every record written here was first, or is in the same step, appended
 // to the journal, and a lost or deleted data directory is rebuilt by replaying
 // the journal from the offset stored in Progress. That is why nothing here is
-// replicated, and why DropPartition keeps data instead of deleting it.
+// replicated, and why a partition that moves away keeps its data here.
 //
 // Key layout (one Pebble keyspace, prefixes keep the kinds apart):
 //
 //	r/<scope>                           record, JSON of schemas.Record
-//	e/<entity>                          EntityState, JSON
+//	e/<entity>                          EntityState, binary (entity.go; JSON in older stores)
 //	p/<partition, 10 digits>            Progress, JSON
 //	s/<status>/<scope>                  status index, empty value
 //	u/<partition, 10 digits>/<scope>    unresolved-by-partition index, empty value

@@ -3,10 +3,11 @@
 // and kills. Every test starts its own broker on a free port.
 //
 // This file is the one harness every test uses: processes (startProc,
-// startBroker, startServe), the actions file (writeConfig), commands (command,
-// commandRecord, kcatProduce, producer), outcomes (outcome, readOutcomes,
-// kcatOutcomes, waitOutcomes, checkOutcomes), effects (countEffects, the
-// service in service_test.go), metrics and the audit. A new fault scenario
+// startBroker, startServe, over internal/proctest), the actions file
+// (writeConfig), commands (command, commandRecord, kcatProduce, producer),
+// outcomes (outcome, readOutcomes, kcatOutcomes, waitOutcomes,
+// checkOutcomes), effects (countEffects, the apifake.Effects service of
+// service_test.go), metrics and the audit. A new fault scenario
 // is a chaosCluster (chaos_test.go), a producer, the fault, and checkChaos.
 package e2e
 

@@ -16,7 +16,7 @@ const module = "github.com/onceflight/onceflight"
 // floors lists the module's packages from the bottom up. A pattern ending
 // in "/..." is the folder and everything under it; the longest pattern that
 // matches a package places it. A package may import one on its own floor
-// (connectors/http imports connectors) or below, never above: the executor
+// (internal/connectors/http imports connectors) or below, never above: the executor
 // never reaches the command line, a connector never reaches the executor,
 // and internal/ holds only pieces below the executor.
 var floors = []struct {
@@ -26,9 +26,9 @@ var floors = []struct {
 	{"wire: what goes over Kafka, and how to reach it", []string{"schemas", "partitioner", "kafkaconf", "trust"}},
 	{"low internal pieces", []string{"internal/topics", "internal/dirlock", "internal/faultnet", "internal/kafkatest",
 		"internal/brokertest", "internal/client", "internal/httpauth", "internal/broker", "internal/proctest", "internal/diskfault"}},
-	{"connectors", []string{"connectors", "connectors/...", "internal/apifake"}},
+	{"connectors", []string{"connectors", "connectors/...", "internal/connectors/...", "internal/apifake"}},
 	{"the actions file", []string{"internal/config"}},
-	{"the executor's state and staging", []string{"internal/dedupe", "internal/outbox"}},
+	{"the executor's state and staging", []string{"internal/dedupe", "internal/outbox", "internal/storeof"}},
 	{"the executor's decisions", []string{"internal/decide"}},
 	{"the executor", []string{"consumer"}},
 	{"the public client", []string{"client"}},

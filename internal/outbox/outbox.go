@@ -35,11 +35,6 @@ const (
 // Header names on journal records. Readers skip anything whose kind they do
 // not know, so new marker kinds can be added without breaking restore.
 const (
-	HeaderKind  = schemas.HeaderKind
-	KindRecord  = schemas.KindRecord
-	KindEpoch   = schemas.KindEpoch
-	HeaderEpoch = schemas.HeaderEpoch
-
 	// A forwarded command carries where it first landed.
 	HeaderForwardedFromPartition = "onceflight-forwarded-from-partition"
 	HeaderForwardedFromOffset    = "onceflight-forwarded-from-offset"
@@ -114,8 +109,8 @@ func (b *Batch) JournalBytes(p int32, rec *schemas.Record, v []byte) error {
 		Key:       []byte(rec.IdempotencyKey),
 		Value:     v,
 		Headers: []kgo.RecordHeader{
-			{Key: HeaderKind, Value: []byte(KindRecord)},
-			{Key: HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
+			{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)},
+			{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
 		},
 	}
 	if err := b.topics.check("journal record", r); err != nil {
@@ -135,8 +130,8 @@ func (b *Batch) Epoch(p int32, epoch int64, executor string, partitions int) {
 		Key:       []byte("onceflight.epoch"),
 		Value:     schemas.EncodeEpochMarker(schemas.EpochMarker{Epoch: epoch, Executor: executor, Partitions: partitions}),
 		Headers: []kgo.RecordHeader{
-			{Key: HeaderKind, Value: []byte(KindEpoch)},
-			{Key: HeaderEpoch, Value: []byte(strconv.FormatInt(epoch, 10))},
+			{Key: schemas.HeaderKind, Value: []byte(schemas.KindEpoch)},
+			{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(epoch, 10))},
 		},
 	}
 	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r})
@@ -151,8 +146,8 @@ func (b *Batch) Seal(p int32, epoch int64, note []byte) {
 		Key:       []byte("onceflight.seal"),
 		Value:     note,
 		Headers: []kgo.RecordHeader{
-			{Key: HeaderKind, Value: []byte(schemas.KindSeal)},
-			{Key: HeaderEpoch, Value: []byte(strconv.FormatInt(epoch, 10))},
+			{Key: schemas.HeaderKind, Value: []byte(schemas.KindSeal)},
+			{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(epoch, 10))},
 		},
 	}
 	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r})

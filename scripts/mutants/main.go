@@ -38,7 +38,7 @@ func main() {
 	only := flag.String("only", "", "run only the mutants whose name matches this regexp")
 	full := flag.Bool("full", false, "run every test of each mutant's packages, not only its -run filter")
 	timeout := flag.Duration("timeout", 8*time.Minute, "go test -timeout for each mutant")
-	min := flag.Int("min", 2, "independent tests each guarantee mutant must fail")
+	minTests := flag.Int("min", 2, "independent tests each guarantee mutant must fail")
 	list := flag.Bool("list", false, "list the mutants and exit")
 	keep := flag.Bool("keep", false, "keep the temporary copy of the tree (its path is printed)")
 	flag.Parse()
@@ -82,7 +82,7 @@ func main() {
 	for _, m := range ms {
 		start := time.Now()
 		res, err := runMutant(tmp, m, *full, *timeout)
-		verdict, code := judge(m, res, err, *min)
+		verdict, code := judge(m, res, err, *minTests)
 		worst = max(worst, code)
 		fmt.Printf("| `%s` | %s | %s | %s (%s) |\n", m.Name, m.Guarantee, res.String(), verdict, time.Since(start).Round(time.Second))
 	}
@@ -115,7 +115,7 @@ func (r result) String() string {
 // judge says whether m was caught well enough: two independent tests (a
 // test that only hangs until -timeout does not count), or for a row of the
 // decision table a table test and the simulation.
-func judge(m mutant, r result, err error, min int) (string, int) {
+func judge(m mutant, r result, err error, minTests int) (string, int) {
 	switch {
 	case err != nil:
 		return "ERROR: " + err.Error(), 2
@@ -133,10 +133,10 @@ func judge(m mutant, r result, err error, min int) (string, int) {
 			return "caught by the simulation only", 1
 		}
 		return "NOT CAUGHT", 1
-	case len(r.failed) >= min:
+	case len(r.failed) >= minTests:
 		return "caught", 0
 	case len(r.failed) > 0:
-		return fmt.Sprintf("caught by %d test(s), want %d", len(r.failed), min), 1
+		return fmt.Sprintf("caught by %d test(s), want %d", len(r.failed), minTests), 1
 	}
 	return "NOT CAUGHT", 1
 }

@@ -74,7 +74,7 @@ var guarantees = []mutant{
 	{
 		Name: "reconcile-without-confirm", Guarantee: "G3: an inherited or unresolved execution is confirmed before it runs again",
 		Edits: []edit{{"connectors/perform.go",
-			"	res, d, done := r.confirm(ctx, req)\n	if done {\n		return d\n	}\n	if res.Kind == Succeeded {\n		return Decision{Outcome: OutcomeSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}\n	}\n	req.Attempt++ // NotFound",
+			"	res, d, done := r.confirm(ctx, req)\n	if done {\n		return d\n	}\n	if res.Kind == Succeeded {\n		return Decision{Outcome: schemas.StatusSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}\n	}\n	req.Attempt++ // NotFound",
 			"	req.Attempt++ // NotFound"}},
 		Pkgs: []string{"./connectors/", consumerPkg},
 		Run:  "TestReconcile|TestConfirmWaitsForDeadlineBeforeTrustingNotFound|TestUnresolvedThenReconciled|TestEvidencePaths|TestEvidenceCrashBeforeConfirmation|TestFaultGraceConfirmWaitsForDeadlinePlusDrift|TestInterruptedReconcileAttemptIsInherited|TestReconcilerConfirmationConsumedAgain",
@@ -184,7 +184,7 @@ var guarantees = []mutant{
 var rows = []mutant{
 	row("row-key-in-flight", "	if in.ClaimedByOther {", "	if false && in.ClaimedByOther {", "TestKeyScopedToEntity"),
 	row("row-key-expired", "		case rec.Status.Final() && rec.FinishedAt != nil && in.Keep > 0", "		case false && rec.Status.Final() && rec.FinishedAt != nil && in.Keep > 0", "TestRetentionAndKeyMemory"),
-	row("row-replay", "			return Decision{Row: \"replay\", Verdict: Replay}", "			return Decision{Row: \"replay\", Verdict: Execute}", "TestRepeatReuseUnknownAndDeadletter"),
+	row("row-replay", "			return Decision{Row: \"replay\", Verdict: Replay}", "			return Decision{Row: \"replay\", Verdict: Execute}", "TestRepeatReuseUnknownAndDeadletter|TestApprovalConsumedAgain|TestResolutionConsumedAgain|TestReconcilerConfirmationConsumedAgain"),
 	row("row-inherit", "			return Decision{Row: \"inherit\", Verdict: Inherit}", "			return Decision{Row: \"inherit\", Verdict: Execute}", "TestFaultGraceConfirmWaitsForDeadlinePlusDrift"),
 	row("row-control", "	if schemas.IsDecision(cmd.Type) || cmd.Type == schemas.TypeReconcile {", "	if false {", "TestReleaseMakesKeyNewWork"),
 	row("row-expired", "	if cmd.Deadline != nil && in.Now.After(*cmd.Deadline) {", "	if false && cmd.Deadline != nil {", "TestNotableAnswersAreLogged"),

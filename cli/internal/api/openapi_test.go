@@ -16,6 +16,7 @@ import (
 	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/cli/internal/openapitest"
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -52,7 +53,7 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.Handler(n.Ex, n.Store, n.Reg, api.WithActions(acts)))
+	srv := httptest.NewServer(api.Handler(n.Ex, storeof.Executor(n.Ex), n.Reg, api.WithActions(acts)))
 	defer srv.Close()
 	for _, c := range []struct {
 		path string
@@ -105,7 +106,7 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asrv := httptest.NewServer(api.Handler(n.Ex, n.Store, n.Reg, api.WithActions(acts), api.WithAuth(auth)))
+	asrv := httptest.NewServer(api.Handler(n.Ex, storeof.Executor(n.Ex), n.Reg, api.WithActions(acts), api.WithAuth(auth)))
 	defer asrv.Close()
 	for _, bearer := range []string{"", "wrong-0123456789abcdef"} {
 		req, _ := http.NewRequest(http.MethodGet, asrv.URL+"/v1/executions/k1", nil)

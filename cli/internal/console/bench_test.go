@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -40,7 +39,7 @@ func BenchmarkProjectionKeepsUp(b *testing.B) {
 			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 		}
 		h.Start(filepath.Join(b.TempDir(), "state"))
-		if err := onceflighttest.WaitTopics(context.Background(), h.Brokers, client.DefaultTopics()); err != nil {
+		if err := onceflighttest.WaitTopics(context.Background(), h.Brokers, schemas.DefaultTopics()); err != nil {
 			b.Fatal(err)
 		}
 		p, err := OpenProjection(b.TempDir(), h.Brokers, WithStatsInterval(100*time.Millisecond),

@@ -73,7 +73,7 @@ func newEnv(t *testing.T) *env {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	h.Start(filepath.Join(t.TempDir(), "state"))
-	if err := onceflighttest.WaitTopics(context.Background(), h.Brokers, client.DefaultTopics()); err != nil {
+	if err := onceflighttest.WaitTopics(context.Background(), h.Brokers, schemas.DefaultTopics()); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{h: h, keys: keys, p: startProjection(t, t.TempDir(), h.Brokers)}

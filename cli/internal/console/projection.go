@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -30,7 +29,7 @@ type Projection struct {
 	db      *pebble.DB
 	brokers []string
 	kopts   []kgo.Opt
-	topics  client.Topics
+	topics  schemas.Topics
 	group   string
 	log     *slog.Logger
 	every   time.Duration
@@ -58,8 +57,8 @@ func WithKafkaOpts(o ...kgo.Opt) ProjectionOption {
 	return func(p *Projection) { p.kopts = append(p.kopts, o...) }
 }
 
-// WithTopics sets the topic names (default client.DefaultTopics()).
-func WithTopics(t client.Topics) ProjectionOption {
+// WithTopics sets the topic names (default schemas.DefaultTopics()).
+func WithTopics(t schemas.Topics) ProjectionOption {
 	return func(p *Projection) { p.topics = t.WithDefaults() }
 }
 
@@ -80,7 +79,7 @@ func OpenProjection(dir string, brokers []string, opts ...ProjectionOption) (*Pr
 	if len(brokers) == 0 {
 		return nil, errors.New("console: no brokers")
 	}
-	p := &Projection{brokers: brokers, topics: client.DefaultTopics(), group: "onceflight", log: slog.Default(), every: 2 * time.Second, ready: make(chan struct{})}
+	p := &Projection{brokers: brokers, topics: schemas.DefaultTopics(), group: "onceflight", log: slog.Default(), every: 2 * time.Second, ready: make(chan struct{})}
 	for _, o := range opts {
 		o(p)
 	}

@@ -22,7 +22,7 @@ func TestProjectionThreeExecutorsTwelvePartitions(t *testing.T) {
 	tune := func(c *consumer.Config) { c.Partitions = 12 }
 	var nodes []*onceflighttest.Node
 	for i := range 3 {
-		nodes = append(nodes, h.StartNode(fmt.Sprintf("ex-%d", i), filepath.Join(t.TempDir(), "state"), onceflighttest.NodeOptions{Tune: tune, ExecutorOpts: onceflighttest.ShortHeartbeats}))
+		nodes = append(nodes, h.StartNode(fmt.Sprintf("ex-%d", i), filepath.Join(t.TempDir(), "state"), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats}))
 	}
 	onceflighttest.WaitFor(t, 60*time.Second, "three executors sharing 12 partitions", func() bool {
 		n := 0

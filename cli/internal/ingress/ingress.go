@@ -30,9 +30,8 @@ import (
 
 // Defaults of Config fields left zero.
 const (
-	DefaultMaxDataBytes = schemas.DefaultMaxDataBytes
-	DefaultMaxWait      = 30 * time.Second
-	DefaultMaxInflight  = 256
+	DefaultMaxWait     = 30 * time.Second
+	DefaultMaxInflight = 256
 	// DefaultSource is the CloudEvents source of ingress commands: with the
 	// command id it makes the default idempotency key, though the ingress
 	// requires an explicit Idempotency-Key.
@@ -56,7 +55,7 @@ type Config struct {
 	Token []byte
 	// MaxDataBytes bounds the body (the command data); the executor's
 	// --max-data-bytes, so too large data is refused before it is
-	// published. Default DefaultMaxDataBytes.
+	// published. Default schemas.DefaultMaxDataBytes.
 	MaxDataBytes int
 	// MaxWait caps Prefer: wait. Default DefaultMaxWait.
 	MaxWait time.Duration
@@ -107,7 +106,7 @@ const HeaderReplayed = "Idempotent-Replayed"
 
 func (c *Config) withDefaults() {
 	if c.MaxDataBytes <= 0 {
-		c.MaxDataBytes = DefaultMaxDataBytes
+		c.MaxDataBytes = schemas.DefaultMaxDataBytes
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = DefaultMaxWait

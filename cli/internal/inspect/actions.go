@@ -23,10 +23,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
-	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
+	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
 )
 
 // Action describes one configured action.

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	httpconn "github.com/onceflight/onceflight/connectors/http"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
 // Request is how an http action calls a real API (config.Action.API),

@@ -25,7 +25,7 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/connectors/connectortest"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
 func newConn(t *testing.T, cfg httpconn.Config) *httpconn.Connector {

@@ -13,9 +13,10 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/config"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // The profiles of examples/apis, loaded as a user would load them (with
@@ -37,7 +38,7 @@ const (
 // and returns its only action.
 func loadProfile(t *testing.T, name, host, base string) *config.Action {
 	t.Helper()
-	path := filepath.Join("..", "..", "examples", "apis", name+".yaml")
+	path := filepath.Join("..", "..", "..", "examples", "apis", name+".yaml")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -93,15 +94,15 @@ func TestPaymentsProfile(t *testing.T) {
 		name    string
 		fault   apifake.Fault
 		status  string // refund status the API answers
-		outcome connectors.Outcome
+		outcome schemas.Status
 		calls   int
 		lookup  bool
 		result  string
 	}{
-		{"plain success", apifake.None, "", connectors.OutcomeSucceeded, 1, false, `{"refund_id":"re_1","status":"succeeded"}`},
-		{"timeout after the effect: listed, found", apifake.HangAfterEffect, "", connectors.OutcomeSucceeded, 1, true, `{"refund_id":"re_1","status":"succeeded"}`},
-		{"500 before the effect: empty list, executed again", apifake.FailBeforeEffect, "", connectors.OutcomeSucceeded, 2, true, `{"refund_id":"re_2","status":"succeeded"}`},
-		{"200 with status failed", apifake.None, "failed", connectors.OutcomeFailed, 1, false, ""},
+		{"plain success", apifake.None, "", schemas.StatusSucceeded, 1, false, `{"refund_id":"re_1","status":"succeeded"}`},
+		{"timeout after the effect: listed, found", apifake.HangAfterEffect, "", schemas.StatusSucceeded, 1, true, `{"refund_id":"re_1","status":"succeeded"}`},
+		{"500 before the effect: empty list, executed again", apifake.FailBeforeEffect, "", schemas.StatusSucceeded, 2, true, `{"refund_id":"re_2","status":"succeeded"}`},
+		{"200 with status failed", apifake.None, "failed", schemas.StatusFailed, 1, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			api := apifake.NewPayments(t, paymentsKey)
@@ -112,11 +113,11 @@ func TestPaymentsProfile(t *testing.T) {
 			if d.Outcome != c.outcome || api.Calls() != c.calls || (api.Lookups() > 0) != c.lookup {
 				t.Fatalf("decision %+v after %d calls, %d lookups", d, api.Calls(), api.Lookups())
 			}
-			if c.outcome == connectors.OutcomeSucceeded {
+			if c.outcome == schemas.StatusSucceeded {
 				if api.Effects("refund-1042") != 1 || string(d.Result) != c.result {
 					t.Errorf("effects %d, result %s, want 1 and %s", api.Effects("refund-1042"), d.Result, c.result)
 				}
-			} else if d.Code != connectors.CodeRejected || !strings.Contains(d.Message, "rejected_when holds") {
+			} else if d.Code != schemas.CodeConnectorRejected || !strings.Contains(d.Message, "rejected_when holds") {
 				t.Errorf("decision %+v, want connector_rejected by rejected_when", d)
 			}
 			for _, h := range api.Headers() {
@@ -135,7 +136,7 @@ func TestPaymentsWrongKey(t *testing.T) {
 	api := apifake.NewPayments(t, paymentsKey)
 	a := loadProfile(t, "payments", "https://api.payments.example", api.URL())
 	d := perform(t, profileConnector(t, a), a, "refund-1", refundData)
-	if d.Outcome != connectors.OutcomeFailed || d.Code != connectors.CodeRejected || !strings.Contains(d.Message, "HTTP 401") || api.Calls() != 1 {
+	if d.Outcome != schemas.StatusFailed || d.Code != schemas.CodeConnectorRejected || !strings.Contains(d.Message, "HTTP 401") || api.Calls() != 1 {
 		t.Fatalf("decision %+v after %d calls", d, api.Calls())
 	}
 	if !strings.Contains(d.Message, "Invalid API Key provided: "+httpconn.Redacted) {
@@ -153,15 +154,15 @@ func TestMessagingProfile(t *testing.T) {
 		name    string
 		fault   apifake.Fault
 		data    string
-		outcome connectors.Outcome
+		outcome schemas.Status
 		calls   int
 		effects int
 		lookup  bool
 	}{
-		{"plain success", apifake.None, smsData, connectors.OutcomeSucceeded, 1, 1, false},
-		{"timeout after the effect: found by reference", apifake.HangAfterEffect, smsData, connectors.OutcomeSucceeded, 1, 1, true},
-		{"500 before the effect: not found, sent again", apifake.FailBeforeEffect, smsData, connectors.OutcomeSucceeded, 2, 1, true},
-		{"unreachable number: 200 failed", apifake.None, `{"to":"` + apifake.Unreachable + `","text":"x"}`, connectors.OutcomeFailed, 1, 0, false},
+		{"plain success", apifake.None, smsData, schemas.StatusSucceeded, 1, 1, false},
+		{"timeout after the effect: found by reference", apifake.HangAfterEffect, smsData, schemas.StatusSucceeded, 1, 1, true},
+		{"500 before the effect: not found, sent again", apifake.FailBeforeEffect, smsData, schemas.StatusSucceeded, 2, 1, true},
+		{"unreachable number: 200 failed", apifake.None, `{"to":"` + apifake.Unreachable + `","text":"x"}`, schemas.StatusFailed, 1, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			api := apifake.NewMessaging(t, msgAccount, msgToken)
@@ -171,7 +172,7 @@ func TestMessagingProfile(t *testing.T) {
 			if d.Outcome != c.outcome || api.Calls() != c.calls || api.Effects("sms-7") != c.effects || (api.Lookups() > 0) != c.lookup {
 				t.Fatalf("decision %+v after %d calls, %d effects, %d lookups", d, api.Calls(), api.Effects("sms-7"), api.Lookups())
 			}
-			if c.outcome == connectors.OutcomeSucceeded && !strings.HasPrefix(string(d.Result), `{"message_id":"SM`) {
+			if c.outcome == schemas.StatusSucceeded && !strings.HasPrefix(string(d.Result), `{"message_id":"SM`) {
 				t.Errorf("result %s", d.Result)
 			}
 			for _, h := range api.Headers() {
@@ -186,7 +187,7 @@ func TestMessagingProfile(t *testing.T) {
 		api := apifake.NewMessaging(t, msgAccount, msgToken)
 		a := loadProfile(t, "messaging", "https://api.messaging.example", api.URL())
 		d := perform(t, profileConnector(t, a), a, "sms-8", smsData)
-		if d.Outcome != connectors.OutcomeFailed || !strings.Contains(d.Message, "HTTP 401") {
+		if d.Outcome != schemas.StatusFailed || !strings.Contains(d.Message, "HTTP 401") {
 			t.Fatalf("decision %+v", d)
 		}
 		noSecret(t, "message", d.Message, "not-the-token-123", msgAccount)
@@ -199,7 +200,7 @@ func TestWebhooksProfile(t *testing.T) {
 		rcv := apifake.NewWebhooks(t, webhookKey)
 		a := loadProfile(t, "webhooks", "https://hooks.partner.example/onceflight", rcv.URL()+"/hooks")
 		d := perform(t, profileConnector(t, a), a, "hook-1", `{"order":"A-1042"}`)
-		if d.Outcome != connectors.OutcomeSucceeded || rcv.Effects("hook-1") != 1 || string(rcv.Bodies[0]) != `{"order":"A-1042"}` {
+		if d.Outcome != schemas.StatusSucceeded || rcv.Effects("hook-1") != 1 || string(rcv.Bodies[0]) != `{"order":"A-1042"}` {
 			t.Fatalf("decision %+v, effects %d", d, rcv.Effects("hook-1"))
 		}
 	})
@@ -209,7 +210,7 @@ func TestWebhooksProfile(t *testing.T) {
 		a := loadProfile(t, "webhooks", "https://hooks.partner.example/onceflight", rcv.URL()+"/hooks")
 		d := perform(t, profileConnector(t, a), a, "hook-2", `{"order":"A-7"}`)
 		hs := rcv.Headers()
-		if d.Outcome != connectors.OutcomeSucceeded || rcv.Calls() != 2 || rcv.Effects("hook-2") != 1 ||
+		if d.Outcome != schemas.StatusSucceeded || rcv.Calls() != 2 || rcv.Effects("hook-2") != 1 ||
 			hs[0].Get("webhook-id") != "hook-2" || hs[1].Get("webhook-id") != "hook-2" {
 			t.Fatalf("decision %+v after %d calls, %d effects, headers %v", d, rcv.Calls(), rcv.Effects("hook-2"), hs)
 		}
@@ -220,7 +221,7 @@ func TestWebhooksProfile(t *testing.T) {
 		rcv := apifake.NewWebhooks(t, webhookKey)
 		a := loadProfile(t, "webhooks", "https://hooks.partner.example/onceflight", rcv.URL()+"/hooks")
 		d := perform(t, profileConnector(t, a), a, "hook-3", `{}`)
-		if d.Outcome != connectors.OutcomeFailed || !strings.Contains(d.Message, "HTTP 401") || rcv.Effects("hook-3") != 0 {
+		if d.Outcome != schemas.StatusFailed || !strings.Contains(d.Message, "HTTP 401") || rcv.Effects("hook-3") != 0 {
 			t.Fatalf("decision %+v", d)
 		}
 		noSecret(t, "message", d.Message, other)
@@ -248,7 +249,7 @@ func TestPaymentsMissingKey(t *testing.T) {
 	a := loadProfile(t, "payments", "https://api.payments.example", api.URL())
 	a.API.Headers = nil
 	d := perform(t, profileConnector(t, a), a, "refund-2", refundData)
-	if d.Outcome != connectors.OutcomeFailed || d.Code != connectors.CodeRejected || !strings.Contains(d.Message, "HTTP 401") ||
+	if d.Outcome != schemas.StatusFailed || d.Code != schemas.CodeConnectorRejected || !strings.Contains(d.Message, "HTTP 401") ||
 		!strings.Contains(d.Message, "You did not provide an API key") || api.Calls() != 1 || api.Effects("refund-2") != 0 {
 		t.Fatalf("decision %+v after %d calls", d, api.Calls())
 	}

@@ -16,8 +16,9 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/connectors/connectortest"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
 	"github.com/onceflight/onceflight/internal/apifake"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // newService starts the fake external system (apifake.Effects): not
@@ -82,7 +83,7 @@ func request() connectors.Request {
 
 func TestPerform(t *testing.T) {
 	type want struct {
-		outcome  connectors.Outcome
+		outcome  schemas.Status
 		code     string
 		attempts int
 		effects  int
@@ -96,7 +97,7 @@ func TestPerform(t *testing.T) {
 		want       want
 		check      func(t *testing.T, s *apifake.Effects, d connectors.Decision)
 	}{
-		{name: "2xx", want: want{connectors.OutcomeSucceeded, "", 1, 1},
+		{name: "2xx", want: want{schemas.StatusSucceeded, "", 1, 1},
 			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
 				if string(d.Result) != `{"http_status":201,"body":{"effect_id":"e-refund 1042/é"}}` {
 					t.Errorf("result %s", d.Result)
@@ -115,49 +116,49 @@ func TestPerform(t *testing.T) {
 				}
 			}},
 		{name: "4xx rejected", script: always(apifake.Fault{Before: true, Status: 422, Body: `{"message":"amount exceeds charge"}`}),
-			want: want{connectors.OutcomeFailed, connectors.CodeRejected, 1, 0},
+			want: want{schemas.StatusFailed, schemas.CodeConnectorRejected, 1, 0},
 			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
 				if d.Message != "HTTP 422: amount exceeds charge" {
 					t.Errorf("message %q", d.Message)
 				}
 			}},
 		{name: "503 before applying, then success", script: first(apifake.Fault{Before: true, Status: 503}, apifake.Fault{Status: 200}),
-			want: want{connectors.OutcomeSucceeded, "", 2, 1}},
+			want: want{schemas.StatusSucceeded, "", 2, 1}},
 		// "Not done" uses up no attempt: retried until give_up_after.
 		{name: "429 until give_up_after", script: always(apifake.Fault{Before: true, Status: 429, Body: "slow down", ContentType: "text/plain"}),
-			want: want{connectors.OutcomeFailed, connectors.CodeUnavailable, -1, 0},
+			want: want{schemas.StatusFailed, schemas.CodeConnectorUnavailable, -1, 0},
 			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
 				if !strings.Contains(d.Message, "last answer: HTTP 429: slow down") || !strings.Contains(d.Message, "waited") {
 					t.Errorf("message %q", d.Message)
 				}
 			}},
 		{name: "slow past timeout after applying, confirm 200", script: always(apifake.HangAfterEffect),
-			want: want{connectors.OutcomeSucceeded, "", 1, 1},
+			want: want{schemas.StatusSucceeded, "", 1, 1},
 			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
 				if string(d.Result) != `{"http_status":200,"body":{"confirmed":true,"key":"refund 1042/é","effect_id":"e-refund 1042/é"}}` {
 					t.Errorf("result %s", d.Result)
 				}
 			}},
-		{name: "500 after applying, confirm 200", script: always(apifake.Fault{Status: 500}), want: want{connectors.OutcomeSucceeded, "", 1, 1}},
+		{name: "500 after applying, confirm 200", script: always(apifake.Fault{Status: 500}), want: want{schemas.StatusSucceeded, "", 1, 1}},
 		{name: "500 before applying, confirm 404, executed again", script: first(apifake.FailBeforeEffect, apifake.None),
-			want: want{connectors.OutcomeSucceeded, "", 2, 1}},
+			want: want{schemas.StatusSucceeded, "", 2, 1}},
 		{name: "connection closed mid-response after applying", script: always(apifake.Fault{Cut: true}),
-			want: want{connectors.OutcomeSucceeded, "", 1, 1}},
+			want: want{schemas.StatusSucceeded, "", 1, 1}},
 		{name: "confirm flaps 500 then 200", script: always(apifake.Fault{Status: 502}),
 			confirm: func(_ string, n int, applied bool) apifake.Fault {
 				if n == 1 || !applied {
 					return apifake.Fault{Status: 500}
 				}
 				return apifake.None
-			}, want: want{connectors.OutcomeSucceeded, "", 1, 1}},
+			}, want: want{schemas.StatusSucceeded, "", 1, 1}},
 		{name: "no confirm_url, not idempotent", noConfirm: true, script: always(apifake.Fault{Status: 504}),
-			want: want{connectors.OutcomeUnresolved, connectors.CodeAmbiguousNoConfirm, 1, 1}},
+			want: want{schemas.StatusUnresolved, schemas.CodeAmbiguous, 1, 1}},
 		{name: "no confirm_url, idempotent by key", noConfirm: true, idempotent: true,
 			script: first(apifake.Fault{Status: 500}, apifake.Fault{Dedupe: true}),
-			want:   want{connectors.OutcomeSucceeded, "", 2, 1}},
+			want:   want{schemas.StatusSucceeded, "", 2, 1}},
 		{name: "confirm never answers", script: always(apifake.Fault{Status: 500}),
 			confirm: func(string, int, bool) apifake.Fault { return apifake.Fault{Hang: true} },
-			want:    want{connectors.OutcomeUnresolved, connectors.CodeConfirmationTimeout, 1, 1}},
+			want:    want{schemas.StatusUnresolved, schemas.CodeConfirmationTimeout, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newService(t, tc.script, tc.confirm)

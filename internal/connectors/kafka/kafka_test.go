@@ -17,8 +17,9 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/connectors/connectortest"
-	kafkaconn "github.com/onceflight/onceflight/connectors/kafka"
+	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
 	"github.com/onceflight/onceflight/partitioner"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 const topic = "t"
@@ -210,7 +211,7 @@ func TestConfirmWhileProduceOutstanding(t *testing.T) {
 					t.Errorf("confirm %d said not found while a produce of the key could land (answers %v)", i+1, answers)
 				}
 			}
-			if d.Outcome != connectors.OutcomeSucceeded || d.Attempts != 1 {
+			if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 				t.Errorf("decision = %v after %d attempts (%s %s), want succeeded by confirmation after 1 attempt", d.Outcome, d.Attempts, d.Code, d.Message)
 			}
 			if n := effects(t, cl, req.Key); n != 1 {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
-	"github.com/onceflight/onceflight/connectors/limit"
+	"github.com/onceflight/onceflight/internal/connectors/limit"
 )
 
 var (

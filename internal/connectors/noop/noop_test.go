@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/onceflight/onceflight/connectors/connectortest"
-	"github.com/onceflight/onceflight/connectors/noop"
+	"github.com/onceflight/onceflight/internal/connectors/noop"
 )
 
 func TestConformance(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
-	httpconn "github.com/onceflight/onceflight/connectors/http"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
 // connServer counts the connections it accepted and the most open at once.

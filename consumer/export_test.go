@@ -1,0 +1,9 @@
+package consumer
+
+import "github.com/onceflight/onceflight/internal/dedupe"
+
+// WithStoreOptions opens the executor's state with opts too: the tests'
+// failing disk (dedupe.WithFS).
+func WithStoreOptions(opts ...dedupe.Option) Option {
+	return func(e *Executor) { e.storeOpts = append(e.storeOpts, opts...) }
+}
