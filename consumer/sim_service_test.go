@@ -25,22 +25,24 @@ const (
 )
 
 // confirmForever: the key's confirmations answer 500 (unknown) forever.
-const confirmForever = 1 << 30
+const confirmForever = 100 * time.Hour
 
 // keyScript is how the external system answers one key: its POSTs take
-// the answers of posts in turn (then ok), and its first unknown GETs
-// answer 500 (then the truth: 200 if the key was applied, else 404).
+// the answers of posts in turn (then ok), and its GETs answer 500 for
+// unknown after the first one (then the truth: 200 if the key was
+// applied, else 404). An unknown longer than the action's confirm_timeout
+// leaves the record unresolved for the reconciler to settle.
 type keyScript struct {
 	posts   []string
-	unknown int
+	unknown time.Duration
 }
 
 func (s keyScript) String() string {
-	u := strconv.Itoa(s.unknown)
+	u := s.unknown.String()
 	if s.unknown == confirmForever {
 		u = "forever"
 	}
-	return fmt.Sprintf("posts %v then ok, confirm unknown %s", s.posts, u)
+	return fmt.Sprintf("posts %v then ok, confirm unknown for %s", s.posts, u)
 }
 
 // svcCall is one request the external system answered, as it saw it.
@@ -65,7 +67,7 @@ type simService struct {
 	mu       sync.Mutex
 	scripts  map[string]keyScript
 	posts    map[string]int
-	gets     map[string]int
+	firstGet map[string]time.Time
 	effects  map[string][]time.Time // by key
 	inflight map[string]int         // by entity
 	overlaps []string
@@ -75,7 +77,7 @@ type simService struct {
 }
 
 func newSimService(t *testing.T, scripts map[string]keyScript) *simService {
-	s := &simService{scripts: scripts, posts: map[string]int{}, gets: map[string]int{},
+	s := &simService{scripts: scripts, posts: map[string]int{}, firstGet: map[string]time.Time{},
 		effects: map[string][]time.Time{}, inflight: map[string]int{}, quit: make(chan struct{})}
 	s.srv = httptest.NewServer(s)
 	// Closed before the server: a hanging handler returns, so Close does
@@ -150,11 +152,13 @@ func (s *simService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *simService) confirm(w http.ResponseWriter, r *http.Request) {
 	key := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
 	s.mu.Lock()
-	n := s.gets[key]
-	s.gets[key]++
 	c := svcCall{method: http.MethodGet, key: key, at: time.Now()}
+	first, ok := s.firstGet[key]
+	if !ok {
+		first, s.firstGet[key] = c.at, c.at
+	}
 	switch {
-	case n < s.scripts[key].unknown:
+	case c.at.Sub(first) < s.scripts[key].unknown:
 		c.class = "unknown"
 	case len(s.effects[key]) > 0:
 		c.class = "found"

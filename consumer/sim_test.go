@@ -202,7 +202,9 @@ func generate(seed uint64, w simWorld) simHistory {
 			}
 			switch rng.IntN(6) {
 			case 0, 1:
-				sc.unknown = 3
+				// Past confirm_timeout (800ms): unresolved, then the
+				// reconciler (every 500ms) finds the truth.
+				sc.unknown = 1500 * time.Millisecond
 			case 2:
 				sc.unknown = confirmForever
 			}
