@@ -38,17 +38,14 @@ const (
 	OnDuplicateHold   = "hold"
 )
 
-// Defaults applied by setDefaults to fields the file leaves out. They are
-// exported so that flags, docs and tests can refer to the same values. The
-// policy defaults are those of connectors.Policy, which applies them to
-// policies built in code too.
+// Defaults of the actions file that are not a connector policy's. The
+// policy defaults (timeout, max_attempts, confirm_timeout, give_up_after)
+// are defined once, in connectors (connectors.DefaultTimeout, …), which
+// applies them to policies built in code too; setDefaults fills them in
+// here so that a described action shows the values it runs with.
 const (
-	DefaultTimeout        = connectors.DefaultTimeout
-	DefaultMaxAttempts    = connectors.DefaultMaxAttempts
-	DefaultConfirmTimeout = connectors.DefaultConfirmTimeout
 	DefaultReconcileEvery = 5 * time.Minute
 	DefaultReconcileFor   = 24 * time.Hour
-	DefaultGiveUpAfter    = connectors.DefaultGiveUpAfter
 )
 
 // DefaultPath is the actions file the commands read without --config.
@@ -240,19 +237,19 @@ func (r *ReconcileConfig) setDefaults() {
 // OnDuplicate ("reject") and GiveUpAfter (1h) when unset.
 func (a *Action) setDefaults() {
 	if a.Timeout == 0 {
-		a.Timeout = DefaultTimeout
+		a.Timeout = connectors.DefaultTimeout
 	}
 	if a.MaxAttempts == 0 {
-		a.MaxAttempts = DefaultMaxAttempts
+		a.MaxAttempts = connectors.DefaultMaxAttempts
 	}
 	if a.ConfirmTimeout == 0 {
-		a.ConfirmTimeout = DefaultConfirmTimeout
+		a.ConfirmTimeout = connectors.DefaultConfirmTimeout
 	}
 	if a.OnDuplicate == "" {
 		a.OnDuplicate = OnDuplicateReject
 	}
 	if a.GiveUpAfter == 0 {
-		a.GiveUpAfter = DefaultGiveUpAfter
+		a.GiveUpAfter = connectors.DefaultGiveUpAfter
 	}
 }
 

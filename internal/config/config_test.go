@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/onceflight/onceflight/connectors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -370,7 +371,7 @@ actions:
 	if a := cfg.Actions["payments.refund"]; a.System != "payments" || a.GiveUpAfter != 10*time.Minute {
 		t.Errorf("payments.refund = %+v", a)
 	}
-	if a := cfg.Actions["ping"]; a.System != "" || a.GiveUpAfter != DefaultGiveUpAfter {
+	if a := cfg.Actions["ping"]; a.System != "" || a.GiveUpAfter != connectors.DefaultGiveUpAfter {
 		t.Errorf("ping = %+v", a)
 	}
 }
