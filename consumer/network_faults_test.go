@@ -110,8 +110,10 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 				t.Fatalf("the %s blackhole swallowed nothing: the test did not test it", dir)
 			}
 			fn.Resume()
-			onceflighttest.WaitFor(t, 30*time.Second, "A ready again after the blackhole", func() bool {
-				return a.Ex.Ready() && len(a.Ex.Owned()) > 0
+			// A may read ready on its view from before the fault for a
+			// moment: wait for the group to hold it again too.
+			onceflighttest.WaitFor(t, 30*time.Second, "A ready again after the blackhole, in a group of two", func() bool {
+				return a.Ex.Ready() && len(a.Ex.Owned()) > 0 && len(h.GroupMembers()) == 2
 			})
 			// A came back under a new membership: the old one stays gone.
 			after := h.GroupMembers()
