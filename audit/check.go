@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/decide"
-	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -883,7 +882,7 @@ func (a *auditor) command(r *kgo.Record) {
 
 // checkCommand is command for a record decoded already.
 func (a *auditor) checkCommand(r *kgo.Record, d *decoded) {
-	if s, ok := sourceOf(r, outbox.HeaderForwardedFromPartition, outbox.HeaderForwardedFromOffset); ok {
+	if s, ok := sourceOf(r, schemas.HeaderForwardedFromPartition, schemas.HeaderForwardedFromOffset); ok {
 		a.fwd[s] = struct{}{}
 	}
 	if !a.isChecked(r.Partition) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -166,8 +165,8 @@ func forwardK3(t *testing.T, in *Input) {
 	in.Committed[wrong] = 1
 	fw := command(t, "cmd-k3", ent, "k3", pe, 2)
 	fw.Headers = append(fw.Headers,
-		kgo.RecordHeader{Key: outbox.HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
-		kgo.RecordHeader{Key: outbox.HeaderForwardedFromOffset, Value: []byte("0")})
+		kgo.RecordHeader{Key: schemas.HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(wrong)))},
+		kgo.RecordHeader{Key: schemas.HeaderForwardedFromOffset, Value: []byte("0")})
 	in.Commands = append(in.Commands, fw)
 	in.Committed[pe] = 3
 }

@@ -20,6 +20,14 @@ const (
 	HeaderEpoch = "onceflight-epoch"
 )
 
+// Headers of a command the executor forwarded to its entity's partition
+// (it had landed on another): where it first landed, so that the audit
+// pairs the copy with the original and answers are traced to both.
+const (
+	HeaderForwardedFromPartition = "onceflight-forwarded-from-partition"
+	HeaderForwardedFromOffset    = "onceflight-forwarded-from-offset"
+)
+
 // EpochMarker is written to a journal partition by each new owner before it
 // processes the partition (docs/guarantees.md#g1-single-flight): its epoch,
 // the executor, and the partition count it works with, so that a restore

@@ -32,14 +32,6 @@ const (
 	KindForward
 )
 
-// Header names on journal records. Readers skip anything whose kind they do
-// not know, so new marker kinds can be added without breaking restore.
-const (
-	// A forwarded command carries where it first landed.
-	HeaderForwardedFromPartition = "onceflight-forwarded-from-partition"
-	HeaderForwardedFromOffset    = "onceflight-forwarded-from-offset"
-)
-
 // Entry is one staged record.
 type Entry struct {
 	Kind   Kind
@@ -214,8 +206,8 @@ func (b *Batch) Forward(orig *kgo.Record, entity string, to int32) error {
 func (t Topics) ForwardCopy(orig *kgo.Record, entity string, to int32) (*kgo.Record, error) {
 	hs := append([]kgo.RecordHeader(nil), orig.Headers...)
 	hs = append(hs,
-		kgo.RecordHeader{Key: HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(orig.Partition)))},
-		kgo.RecordHeader{Key: HeaderForwardedFromOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
+		kgo.RecordHeader{Key: schemas.HeaderForwardedFromPartition, Value: []byte(strconv.Itoa(int(orig.Partition)))},
+		kgo.RecordHeader{Key: schemas.HeaderForwardedFromOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
 	)
 	r := &kgo.Record{Topic: t.Commands, Partition: to, Key: []byte(entity), Value: orig.Value, Headers: hs}
 	if err := t.check("forwarded command", r); err != nil {
