@@ -28,6 +28,10 @@ const freshMaxBits = 2 << 20 * 8
 // safe for concurrent use.
 type Fresh struct {
 	f *bloom.BloomFilter
+	// buf is the scope byte and the name being tested, reused so that a
+	// test costs no allocation per restored record (a Fresh has one user
+	// at a time).
+	buf []byte
 }
 
 // NewFresh returns a Fresh sized for about records journal records (each
@@ -53,7 +57,7 @@ func (b *Batch) seenKey(key string) bool {
 	if b.fresh == nil {
 		return true
 	}
-	return b.fresh.f.TestOrAddString("k" + key)
+	return b.fresh.seen('k', key)
 }
 
 // seenEntity is seenKey for an entity's state.
@@ -61,5 +65,11 @@ func (b *Batch) seenEntity(entity string) bool {
 	if b.fresh == nil {
 		return true
 	}
-	return b.fresh.f.TestOrAddString("e" + entity)
+	return b.fresh.seen('e', entity)
+}
+
+// seen tests scope+name and adds it.
+func (f *Fresh) seen(scope byte, name string) bool {
+	f.buf = append(append(f.buf[:0], scope), name...)
+	return f.f.TestOrAdd(f.buf)
 }
