@@ -263,9 +263,7 @@ func newAuditor(in Input) *auditor {
 	if in.KeyMemory <= 0 {
 		in.KeyMemory = schemas.DefaultKeyMemory
 	}
-	if in.Topics == (schemas.Topics{}) {
-		in.Topics = schemas.DefaultTopics()
-	}
+	in.Topics = in.Topics.WithDefaults()
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},

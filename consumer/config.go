@@ -165,19 +165,7 @@ func (c *Config) setDefaults() {
 	if c.Group == "" {
 		c.Group = DefaultGroup
 	}
-	d := schemas.DefaultTopics()
-	if c.Topics.Commands == "" {
-		c.Topics.Commands = d.Commands
-	}
-	if c.Topics.Outcomes == "" {
-		c.Topics.Outcomes = d.Outcomes
-	}
-	if c.Topics.Journal == "" {
-		c.Topics.Journal = d.Journal
-	}
-	if c.Topics.Deadletter == "" {
-		c.Topics.Deadletter = d.Deadletter
-	}
+	c.Topics = c.Topics.WithDefaults()
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
