@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/onceflight/onceflight/internal/broker"
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -405,5 +406,36 @@ func TestDemoServiceOnly(t *testing.T) {
 	}
 	if code, _, _ := runCLI("demo", "--listen", "127.0.0.1:0"); code != exitUsage {
 		t.Errorf("demo --listen without --service-only: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestServeReleasesStateWhenStartFails: serve that fails after the
+// executor opened its state (here: --http already in use) releases it, so
+// that a retry in the same process (an embedder's, a test's) can open the
+// data dir again instead of finding Pebble's lock held.
+func TestServeReleasesStateWhenStartFails(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	o := &serveOptions{
+		kf: &kafkaFlags{Topics: schemas.DefaultTopics()}, configPath: writeConfig(t), group: "g", httpAddr: busy.Addr().String(),
+		dataDir: dir, executorID: "busy-test", sessionTimeout: 6 * time.Second, clockDrift: time.Second,
+		maxInflight: 1, partitions: 1, maxDataBytes: 1 << 10, maxMsgBytes: 1 << 20, maxBuffered: 10,
+		maxBufPart: 10, maxBufBytes: 1 << 20, maxBufEntity: 10, embeddedAddr: "127.0.0.1:0",
+	}
+	if err := runServe(ctx, o); err == nil || !strings.Contains(err.Error(), "--http") {
+		t.Fatalf("serve with --http in use: %v, want an error naming --http", err)
+	}
+	s, err := dedupe.Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatalf("the executor's state after a failed start: %v (still held by the process)", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -318,6 +318,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	} else if err != nil {
 		return usageError{err}
 	}
+	// Run closes the state when it returns; this releases it (and the data
+	// dir) when serve fails before Run, e.g. an address in use.
+	defer ex.Close()
 	store := storeof.Executor(ex)
 
 	ln, err := net.Listen("tcp", o.httpAddr)

@@ -219,6 +219,14 @@ func (e *Executor) Owned() []int32 {
 	return ps
 }
 
+// Close releases the state New opened, for an Executor that will not Run
+// (its caller failed between New and Run): without it the data dir stays
+// locked until the process exits. After Run it does nothing; Run closes
+// the state itself. Close must not be called while Run is running.
+func (e *Executor) Close() error {
+	return e.store.Close()
+}
+
 // Run consumes until ctx is cancelled, then shuts down in order: stop
 // fetching, let running commands finish, commit their answers with the
 // watermarks (one transaction), leave the group, stop the chores
