@@ -536,10 +536,9 @@ func (c *committer) encode(queue []entry) *txn {
 				ob.Deadletter(em.deadletter, em.reason)
 				continue
 			case em.forward != nil:
-				if err := ob.Forward(em.forward, em.entity, em.to); err != nil {
-					e.log.Error("forward too large; deadlettered instead", "entity", em.entity, "err", err)
-					ob.Deadletter(em.forward, err.Error())
-				}
+				// Built and checked against the limit when the command was
+				// routed: staged as it is, not built again.
+				ob.StageForward(em.fwdCopy)
 				continue
 			}
 			if em.journal != nil {

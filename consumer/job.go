@@ -39,7 +39,8 @@ type emit struct {
 	replayed   bool
 	deadletter *kgo.Record
 	reason     string
-	forward    *kgo.Record
+	forward    *kgo.Record // a misrouted command, as consumed
+	fwdCopy    *kgo.Record // its copy for partition to, built and size-checked by the routing decision
 	entity     string
 	to         int32
 }

@@ -114,8 +114,9 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		in.Want = partitioner.ForEntity(cmd.Subject, e.nPart)
 	}
 	d := decide.Route(in)
+	var fwd *kgo.Record
 	if d.Verdict == decide.BuildCopy {
-		_, in.CopyErr = e.obTopics.ForwardCopy(r, cmd.Subject, in.Want)
+		fwd, in.CopyErr = e.obTopics.ForwardCopy(r, cmd.Subject, in.Want)
 		in.CopyKnown = true
 		d = decide.Route(in)
 	}
@@ -130,7 +131,7 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 			j.tooLargeToForward(r, cmd, d)
 		case decide.Forward:
 			e.m.forwarded.Inc()
-			j.add(emit{forward: r, entity: cmd.Subject, to: in.Want})
+			j.add(emit{forward: r, fwdCopy: fwd, entity: cmd.Subject, to: in.Want})
 		default:
 			j.fail(fmt.Errorf("routing decision %q (row %s) has no handler", d.Verdict, d.Row))
 		}

@@ -196,8 +196,14 @@ func (b *Batch) Forward(orig *kgo.Record, entity string, to int32) error {
 	if err != nil {
 		return err
 	}
-	b.entries = append(b.entries, Entry{Kind: KindForward, Record: r})
+	b.StageForward(r)
 	return nil
+}
+
+// StageForward stages a copy ForwardCopy built (and so checked against
+// the limit), for a caller that built it to decide how to answer.
+func (b *Batch) StageForward(copy *kgo.Record) {
+	b.entries = append(b.entries, Entry{Kind: KindForward, Record: copy})
 }
 
 // ForwardCopy is the copy Forward stages for a misrouted command, or an
