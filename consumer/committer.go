@@ -49,6 +49,49 @@ type committer struct {
 	wake    chan struct{}   // a send wakes the loop: something was queued
 	flushes chan chan error // flushNow's requests, answered by the loop
 	done    chan struct{}   // closed when the loop has returned
+
+	// landing is closed when the transaction under way has been committed
+	// and applied to Pebble (or has failed); nil between transactions. A
+	// reader of Pebble that misses a record waits for it (settled): the
+	// transaction's outcome events are visible to consumers from the
+	// moment the broker commits it, one local write before Pebble holds
+	// its records, and a client that reads an outcome and then asks for
+	// its record must find it.
+	landing struct {
+		sync.Mutex
+		ch chan struct{}
+	}
+}
+
+// settled waits until the transaction under way, if any, has been applied
+// to Pebble or has failed, or ctx ends.
+func (c *committer) settled(ctx context.Context) error {
+	c.landing.Lock()
+	ch := c.landing.ch
+	c.landing.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// land marks a transaction under way until the returned func is called.
+func (c *committer) land() (landed func()) {
+	ch := make(chan struct{})
+	c.landing.Lock()
+	c.landing.ch = ch
+	c.landing.Unlock()
+	return func() {
+		c.landing.Lock()
+		c.landing.ch = nil
+		c.landing.Unlock()
+		close(ch)
+	}
 }
 
 // entry is an intent, a staged answer or an epoch marker, in journal order.
@@ -450,6 +493,8 @@ func (c *committer) flush(ctx context.Context) error {
 	}
 	e.m.outboxBacklog.Set(float64(tx.ob.Len()))
 
+	landed := c.land()
+	defer landed()
 	last, err := c.commit(ctx, tx, member, gen, wms)
 	if err != nil {
 		if errors.Is(err, errRetry) {

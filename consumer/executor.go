@@ -31,6 +31,14 @@ import (
 
 func init() {
 	storeof.Executor = func(ex any) *dedupe.Store { return ex.(*Executor).store }
+	storeof.Settled = func(ex any, ctx context.Context) error {
+		if e, ok := ex.(*Executor); ok {
+			if p := e.pipe.Load(); p != nil {
+				return p.cm.settled(ctx)
+			}
+		}
+		return nil
+	}
 }
 
 // ErrState is returned by New when the executor's state cannot be opened

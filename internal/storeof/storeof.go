@@ -5,8 +5,20 @@
 // out of the executor's public API.
 package storeof
 
-import "github.com/onceflight/onceflight/internal/dedupe"
+import (
+	"context"
+
+	"github.com/onceflight/onceflight/internal/dedupe"
+)
 
 // Executor returns the state of ex, a *consumer.Executor; package consumer
 // sets it when it is initialized. The store is closed once ex.Run returns.
 var Executor func(ex any) *dedupe.Store
+
+// Settled waits until the transaction ex is committing, if any, is in its
+// state (or has failed), or ctx ends. A transaction's outcome events are
+// visible to consumers as soon as the broker commits it, one local write
+// before the state holds its records: a reader that misses a record waits
+// here and looks again, so a client that has read an outcome finds its
+// record. ex is a *consumer.Executor; for anything else it returns at once.
+var Settled = func(ex any, ctx context.Context) error { return nil }

@@ -5,15 +5,18 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -54,7 +57,7 @@ func Handler(ex Executor, store *dedupe.Store, gather prometheus.Gatherer, opts 
 	for _, o := range opts {
 		o(s)
 	}
-	s.recordRoutes(store)
+	s.recordRoutes(ex, store)
 	mux := healthMux(ex, gather)
 	// Every /v1/ path, also one no route matches, answers 401 without
 	// credentials: an unknown path says nothing to a stranger.
@@ -90,12 +93,26 @@ func healthMux(ex Executor, gather prometheus.Gatherer) *http.ServeMux {
 	return mux
 }
 
-func (s *settings) recordRoutes(store *dedupe.Store) {
+// settleWait bounds how long a read waits for the transaction under way to
+// reach the state: past it (a broker that does not answer), the answer is
+// what the state holds.
+const settleWait = 2 * time.Second
+
+func (s *settings) recordRoutes(ex Executor, store *dedupe.Store) {
 	mux := s.records
+	// Every read first waits for the transaction under way: its outcomes
+	// may already be in a client's hands, and the record that client asks
+	// for next must not be older than the outcome it read (storeof.Settled).
+	settle := func(r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), settleWait)
+		defer cancel()
+		_ = storeof.Settled(ex, ctx)
+	}
 	// A key is scoped to its entity (docs/events.md#execution-records): the records of every entity
 	// that used key (normally one), or with ?entity= that entity's only.
 	mux.HandleFunc("GET /v1/executions/{key...}", func(w http.ResponseWriter, r *http.Request) {
 		key := r.PathValue("key")
+		settle(r)
 		var recs []schemas.Record
 		var err error
 		if ent, ok := r.URL.Query()["entity"]; ok {
@@ -133,6 +150,7 @@ func (s *settings) recordRoutes(store *dedupe.Store) {
 			}
 			limit = n
 		}
+		settle(r)
 		recs, err := store.ByStatus(st, limit)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, err.Error())
@@ -145,6 +163,7 @@ func (s *settings) recordRoutes(store *dedupe.Store) {
 	})
 	mux.HandleFunc("GET /v1/entities/{entity...}", func(w http.ResponseWriter, r *http.Request) {
 		ent := r.PathValue("entity")
+		settle(r)
 		es, ok, err := store.Entity(ent)
 		switch {
 		case err != nil:
