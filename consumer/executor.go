@@ -208,7 +208,7 @@ func (e *Executor) NotReady() string {
 		return reason
 	}
 	if !e.ready.Load() {
-		return "not consuming yet"
+		return "not a member of the consumer group with its partitions restored yet (joining, rejoining or restoring)"
 	}
 	if !e.inContact() {
 		return fmt.Sprintf("no answer from the brokers to a fetch or heartbeat for more than the session timeout (%s)", e.cfg.SessionTimeout)
@@ -570,6 +570,11 @@ func (e *Executor) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[str
 // so nothing more may be written for them (the committer drops their
 // staged work, and their running commands are cancelled).
 func (e *Executor) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	// The membership is gone, whatever this process still hears from the
+	// brokers: a fetch answered after a network fault heals restores
+	// contact before the group has taken this member back. Ready again
+	// only when a new assignment is restored (onAssigned).
+	e.ready.Store(false)
 	if ps := lost[e.cfg.Topics.Commands]; len(ps) > 0 {
 		e.log.Warn("ownership lost (session expired or fenced): running commands of these partitions are cancelled and their answers dropped; their new owner settles them",
 			"partitions", ps)
