@@ -51,7 +51,7 @@ func (m Mode) String() string {
 }
 
 // Message is a *kgo.Record seen as a binding.Message. It also implements
-// binding.MessageMetadataReader: binding.ToEvent type-asserts to it for binary
+// binding.MessageMetadataReader: binding.toEvent type-asserts to it for binary
 // messages and panics when a reader lacks it.
 type Message struct {
 	rec      *kgo.Record
@@ -65,10 +65,10 @@ var (
 	_ binding.MessageMetadataReader = (*Message)(nil)
 )
 
-// NewMessage wraps r. The content mode is decided here, once: a content-type
+// newMessage wraps r. The content mode is decided here, once: a content-type
 // header naming a CloudEvents format means structured, a ce_specversion
 // header means binary, anything else is EncodingUnknown.
-func NewMessage(r *kgo.Record) *Message {
+func newMessage(r *kgo.Record) *Message {
 	m := &Message{rec: r, encoding: binding.EncodingUnknown}
 	if ct, ok := header(r, headerContentType); ok && format.IsFormat(mediaType(ct)) {
 		if f := format.Lookup(mediaType(ct)); f != nil {
@@ -239,9 +239,9 @@ func (w *recordWriter) SetExtension(name string, value interface{}) error {
 	return nil
 }
 
-// ToRecord writes ev into a new record in the given mode. The key is the
+// toRecord writes ev into a new record in the given mode. The key is the
 // event's subject (the entity); Topic is left for the caller.
-func ToRecord(ev *event.Event, mode Mode) (*kgo.Record, error) {
+func toRecord(ev *event.Event, mode Mode) (*kgo.Record, error) {
 	if err := ev.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid event: %w", err)
 	}
@@ -270,11 +270,11 @@ func ToRecord(ev *event.Event, mode Mode) (*kgo.Record, error) {
 	return rec, nil
 }
 
-// ToEvent reads r as a CloudEvent in either mode. It never panics: sdk-go's
+// toEvent reads r as a CloudEvent in either mode. It never panics: sdk-go's
 // JSON reader can panic on some malformed input (e.g. a non-string
 // data_base64), so a panic is turned into an error.
-func ToEvent(r *kgo.Record) (ev *event.Event, err error) {
-	m := NewMessage(r)
+func toEvent(r *kgo.Record) (ev *event.Event, err error) {
+	m := newMessage(r)
 	switch m.ReadEncoding() {
 	case binding.EncodingStructured:
 		if m.format != format.JSON {

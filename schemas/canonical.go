@@ -18,7 +18,7 @@ const fingerprintDomain = "onceflight/fingerprint/v1"
 
 func jsonValid(b []byte) bool { return json.Valid(b) }
 
-// CanonicalJSON returns one canonical text for a JSON value, so that two
+// canonicalJSON returns one canonical text for a JSON value, so that two
 // encodings of the same value (key order, whitespace, escapes) hash alike:
 // object keys sorted by byte order of their UTF-8, no insignificant
 // whitespace, strings re-escaped minimally (only '"', '\\' and control
@@ -26,11 +26,11 @@ func jsonValid(b []byte) bool { return json.Valid(b) }
 // not guess the sender's numeric semantics). Duplicate object keys are an
 // error: which one a consumer would see is ambiguous. Trailing data after the
 // value is an error.
-func CanonicalJSON(raw []byte) ([]byte, error) {
+func canonicalJSON(raw []byte) ([]byte, error) {
 	return canonical(raw, true)
 }
 
-// canonical implements CanonicalJSON; with strict false a duplicate key keeps
+// canonical implements canonicalJSON; with strict false a duplicate key keeps
 // its last value (encoding/json's rule), for hashing data we did not accept
 // ourselves (connector results) where failing is worse than choosing.
 func canonical(raw []byte, strict bool) ([]byte, error) {
@@ -48,7 +48,7 @@ func Fingerprint(typ, subject string, data json.RawMessage) (string, error) {
 	var canon []byte
 	if len(data) > 0 {
 		var err error
-		if canon, err = CanonicalJSON(data); err != nil {
+		if canon, err = canonicalJSON(data); err != nil {
 			return "", fmt.Errorf("canonicalize data: %w", err)
 		}
 	}

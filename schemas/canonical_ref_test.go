@@ -15,7 +15,7 @@ import (
 	"unicode/utf8"
 )
 
-// canonical implements CanonicalJSON; with strict false a duplicate key keeps
+// canonical implements canonicalJSON; with strict false a duplicate key keeps
 // its last value (encoding/json's rule), for hashing data we did not accept
 // ourselves (connector results) where failing is worse than choosing.
 func canonicalReference(raw []byte, strict bool) ([]byte, error) {

@@ -16,14 +16,14 @@ func TestCanonicalJSON(t *testing.T) {
 		{`[]`, `[]`},
 	}
 	for _, tt := range tests {
-		got, err := CanonicalJSON([]byte(tt.in))
+		got, err := canonicalJSON([]byte(tt.in))
 		if err != nil || string(got) != tt.want {
-			t.Errorf("CanonicalJSON(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+			t.Errorf("canonicalJSON(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
 		}
 	}
 	for _, bad := range []string{``, `{`, `{"a":1}x`, `{"a":1,"a":1}`, `[1,]`, `{'a':1}`, `NaN`} {
-		if got, err := CanonicalJSON([]byte(bad)); err == nil {
-			t.Errorf("CanonicalJSON(%q) = %s, want error", bad, got)
+		if got, err := canonicalJSON([]byte(bad)); err == nil {
+			t.Errorf("canonicalJSON(%q) = %s, want error", bad, got)
 		}
 	}
 }

@@ -23,7 +23,7 @@ type ceAttrs struct {
 	// of its datacontenttype ("" when absent).
 	data      []byte
 	mediaType string
-	// canon is data's CanonicalJSON when the fast path computed it on the
+	// canon is data's canonicalJSON when the fast path computed it on the
 	// way (nil: not computed).
 	canon []byte
 }

@@ -96,7 +96,7 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 	}()
 
 	structured := false
-	m := NewMessage(r)
+	m := newMessage(r)
 	switch m.ReadEncoding() {
 	case binding.EncodingBinary:
 		// Cheap early reject before any parsing.
@@ -112,7 +112,7 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 		a, ok = structuredFast(r.Value)
 	}
 	if !ok {
-		ev, err := ToEvent(r)
+		ev, err := toEvent(r)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -215,7 +215,7 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 		}
 		canon := a.canon
 		if canon == nil {
-			if canon, err = CanonicalJSON(data); err != nil {
+			if canon, err = canonicalJSON(data); err != nil {
 				return fail("data is not a JSON object: %v", err)
 			}
 		}

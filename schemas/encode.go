@@ -57,7 +57,7 @@ func EncodeCommand(c Command, mode Mode) (*kgo.Record, error) {
 		ev.DataEncoded = []byte(c.Data)
 		ev.DataBase64 = false
 	}
-	rec, err := ToRecord(&ev, mode)
+	rec, err := toRecord(&ev, mode)
 	if err != nil {
 		return nil, fmt.Errorf("encode command %q: %w", c.ID, err)
 	}

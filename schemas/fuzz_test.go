@@ -73,7 +73,7 @@ func FuzzDecodeCommand(f *testing.F) {
 			t.Fatalf("key %q accepted with subject %q", key, c.Subject)
 		}
 		if len(c.Data) > 0 {
-			if _, err := CanonicalJSON(c.Data); err != nil {
+			if _, err := canonicalJSON(c.Data); err != nil {
 				t.Fatalf("accepted data is not canonicalizable: %v", err)
 			}
 		}
@@ -86,11 +86,11 @@ func FuzzCanonicalJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		c1, err := CanonicalJSON(in)
+		c1, err := canonicalJSON(in)
 		if err != nil {
 			return
 		}
-		c2, err := CanonicalJSON(c1)
+		c2, err := canonicalJSON(c1)
 		if err != nil {
 			t.Fatalf("canonical output rejected: %q: %v", c1, err)
 		}

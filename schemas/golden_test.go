@@ -231,7 +231,7 @@ func TestWireGoldenJournal(t *testing.T) {
 			t.Errorf("line %d decoded\n got %+v\nwant %+v", i, got, want[i])
 		}
 		// Canonical: JCS leaves it unchanged.
-		if c, err := JCS(line); err != nil || !bytes.Equal(c, line) {
+		if c, err := canonicalJCS(line); err != nil || !bytes.Equal(c, line) {
 			t.Errorf("line %d is not in RFC 8785 form (%v):\n%s\n%s", i, err, line, c)
 		}
 		var m map[string]json.RawMessage
@@ -246,13 +246,13 @@ func TestWireGoldenJournal(t *testing.T) {
 		}
 		delete(m, "hash")
 		nohash, _ := json.Marshal(m)
-		canon, err := JCS(nohash)
+		canon, err := canonicalJCS(nohash)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(canon)
 		if want := "sha256:" + hex.EncodeToString(sum[:]); h != want {
-			t.Errorf("line %d: hash %s, want sha256(JCS(record without hash)) = %s", i, h, want)
+			t.Errorf("line %d: hash %s, want sha256(canonicalJCS(record without hash)) = %s", i, h, want)
 		}
 		if rh, err := RecordHash(line); err != nil || rh != h {
 			t.Errorf("line %d: RecordHash %s (%v), want %s", i, rh, err, h)
@@ -302,7 +302,7 @@ func canonicalRecord(t *testing.T, rec Record) Record {
 	if len(rec.Result) == 0 || string(rec.Result) == "null" {
 		rec.Result = nil
 	} else {
-		c, err := JCS(rec.Result)
+		c, err := canonicalJCS(rec.Result)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +311,7 @@ func canonicalRecord(t *testing.T, rec Record) Record {
 	if len(rec.Data) == 0 {
 		rec.Data = nil
 	} else {
-		c, err := JCS(rec.Data)
+		c, err := canonicalJCS(rec.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -474,7 +474,7 @@ func TestWireGoldenEvidence(t *testing.T) {
 	if !reflect.DeepEqual(canonicalRecord(t, got), canonicalRecord(t, rec)) {
 		t.Errorf("decoded\n got %+v\nwant %+v", got, rec)
 	}
-	if c, err := JCS(line); err != nil || !bytes.Equal(c, line) {
+	if c, err := canonicalJCS(line); err != nil || !bytes.Equal(c, line) {
 		t.Errorf("not in RFC 8785 form (%v):\n%s\n%s", err, line, c)
 	}
 	if h, err := RecordHash(line); err != nil || h != rec.Hash {

@@ -53,10 +53,10 @@ func appendCanonical(dst, src []byte, m canonMode) ([]byte, error) {
 	return p.out, nil
 }
 
-// JCS returns the RFC 8785 canonical form of a JSON text. Duplicate object
+// canonicalJCS returns the RFC 8785 canonical form of a JSON text. Duplicate object
 // keys are an error (RFC 8785 requires I-JSON); numbers must fit IEEE 754
 // doubles.
-func JCS(raw []byte) ([]byte, error) {
+func canonicalJCS(raw []byte) ([]byte, error) {
 	return appendCanonical(make([]byte, 0, len(raw)), raw, canonMode{jcs: true, strict: true})
 }
 

@@ -48,7 +48,7 @@ func FuzzJCSMatchesLibrary(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		got, err := JCS(in)
+		got, err := canonicalJCS(in)
 		if err != nil || !utf8Clean(in) {
 			return
 		}
@@ -57,7 +57,7 @@ func FuzzJCSMatchesLibrary(f *testing.F) {
 			return // the library is stricter in places (e.g. top-level scalars)
 		}
 		if !bytes.Equal(got, want) {
-			t.Fatalf("JCS(%q) = %q, gowebpki/jcs %q", in, got, want)
+			t.Fatalf("canonicalJCS(%q) = %q, gowebpki/jcs %q", in, got, want)
 		}
 	})
 }
@@ -79,14 +79,14 @@ func TestJCSVectors(t *testing.T) {
 		{`{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}`,
 			`{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`},
 	} {
-		got, err := JCS([]byte(tt.in))
+		got, err := canonicalJCS([]byte(tt.in))
 		if err != nil || string(got) != tt.want {
-			t.Errorf("JCS(%s)\n got %s, %v\nwant %s", tt.in, got, err, tt.want)
+			t.Errorf("canonicalJCS(%s)\n got %s, %v\nwant %s", tt.in, got, err, tt.want)
 		}
 	}
 	for _, bad := range []string{`1e400`, `{"a":1,"a":2}`, `[1,]`, ``} {
-		if got, err := JCS([]byte(bad)); err == nil {
-			t.Errorf("JCS(%q) = %s, want error", bad, got)
+		if got, err := canonicalJCS([]byte(bad)); err == nil {
+			t.Errorf("canonicalJCS(%q) = %s, want error", bad, got)
 		}
 	}
 }
@@ -156,7 +156,7 @@ func TestRecordHashIsJCS(t *testing.T) {
 func TestEncodeOutcomeDataDecodes(t *testing.T) {
 	rec := htmlRecord()
 	rec.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	data, err := AppendRecord(nil, &rec)
+	data, err := appendRecordJSON(nil, &rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestEncodeOutcomeDataDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, r.Value)
 	}
-	ev, err := ToEvent(r)
+	ev, err := toEvent(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestEncodeOutcomeDataDecodes(t *testing.T) {
 		o.Subject != rec.Entity || o.IdempotencyKey != rec.IdempotencyKey || o.Type != OutcomeTypePrefix+string(rec.Status) {
 		t.Errorf("decoded %+v", o)
 	}
-	back, _ := AppendRecord(nil, &o.Record)
+	back, _ := appendRecordJSON(nil, &o.Record)
 	if !bytes.Equal(back, data) || string(r.Key) != rec.Entity {
 		t.Errorf("data %s\nwant %s", back, data)
 	}
@@ -198,7 +198,7 @@ func FuzzDecodeRecordFast(f *testing.F) {
 	f.Add([]byte(`{"evidence":[{"answer":"ambiguous","at":"2026-12-02T01:00:00Z","attempt":1} , {"kind":"confirm","ended_at":null}],"evidence_dropped":3}`))
 	f.Add([]byte(`{"evidence":[],"established_by":null}`))
 	for _, rec := range []Record{testRecord(), htmlRecord(), settled, positioned, evidenceRecord(), {}} {
-		b, _ := AppendRecord(nil, &rec)
+		b, _ := appendRecordJSON(nil, &rec)
 		f.Add(b)
 		j, _ := json.Marshal(rec)
 		f.Add(j)
@@ -227,7 +227,7 @@ func TestDecodeRecordFastTakesOwnEncoding(t *testing.T) {
 		if !decodeRecordFast(b, &got) {
 			t.Fatalf("fast decoder declined %s", b)
 		}
-		again, _ := AppendRecord(nil, &got)
+		again, _ := appendRecordJSON(nil, &got)
 		if !bytes.Equal(again, b) {
 			t.Fatalf("round trip\n%s\nwant\n%s", again, b)
 		}

@@ -8,11 +8,11 @@ import (
 )
 
 // MarshalRecord encodes a record as the journal value and the outcome
-// event's data: its RFC 8785 canonical JSON (AppendRecord), hash included as
+// event's data: its RFC 8785 canonical JSON (appendRecordJSON), hash included as
 // rec.Hash says. Strings are not HTML-escaped, so HTML-heavy data or results
 // do not grow 6× on their way to the journal (issue 7).
 func MarshalRecord(rec Record) ([]byte, error) {
-	return AppendRecord(nil, &rec)
+	return appendRecordJSON(nil, &rec)
 }
 
 // UnmarshalRecord decodes a record's JSON: records in the shape the

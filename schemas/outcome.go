@@ -82,7 +82,7 @@ func SettlementDecision(rec *Record, causationID string) string {
 // causationid are omitted when empty (an undecodable command may have
 // neither). Topic is left empty.
 func EncodeOutcome(rec Record, causationID string, replayed bool) (*kgo.Record, error) {
-	data, err := AppendRecord(nil, &rec)
+	data, err := appendRecordJSON(nil, &rec)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func DecodeOutcome(r *kgo.Record) (Outcome, error) {
 	if r == nil {
 		return Outcome{}, errors.New("decode outcome: nil record")
 	}
-	ev, err := ToEvent(r)
+	ev, err := toEvent(r)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("decode outcome: %w", err)
 	}

@@ -21,8 +21,8 @@ import (
 // the hot path of the executor (reflection-based encoding/json and the
 // canonicalization of its output were most of the CPU of a command).
 
-// AppendRecord appends rec as JCS JSON, hash included as rec.Hash says.
-func AppendRecord(dst []byte, rec *Record) ([]byte, error) {
+// appendRecordJSON appends rec as JCS JSON, hash included as rec.Hash says.
+func appendRecordJSON(dst []byte, rec *Record) ([]byte, error) {
 	out, _, err := appendRecord(dst, rec, true)
 	return out, err
 }
@@ -258,7 +258,7 @@ func appendTimeMember(b []byte, name string, t time.Time) ([]byte, error) {
 	return append(b, '"'), nil
 }
 
-// EncodeOutcomeData is EncodeOutcome for a record whose bytes (AppendRecord
+// EncodeOutcomeData is EncodeOutcome for a record whose bytes (appendRecordJSON
 // or SealRecord) are already at hand: they become the event's data as they
 // are, and the CloudEvent around them is written directly (structured mode),
 // as the sdk-go writer would write it, without a second encoding.

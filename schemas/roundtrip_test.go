@@ -60,7 +60,7 @@ func canon(t *testing.T, b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	c, err := CanonicalJSON(b)
+	c, err := canonicalJSON(b)
 	if err != nil {
 		t.Fatal(err)
 	}

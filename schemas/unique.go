@@ -50,7 +50,7 @@ func UniqueKey(paths []string, data json.RawMessage) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("unique_by field %q: %w", path, err)
 		}
-		canon, err := JCS(raw)
+		canon, err := canonicalJCS(raw)
 		if err != nil {
 			return "", fmt.Errorf("unique_by field %q: %w", path, err)
 		}
