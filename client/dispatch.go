@@ -153,17 +153,6 @@ func (d *dispatcher) forget(id string, w *waiter) {
 	}
 }
 
-// waiting is the number of registered waiters, for tests.
-func (d *dispatcher) waiting() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for _, ws := range d.mu.waiters {
-		n += len(ws)
-	}
-	return n
-}
-
 // stopErr is why the reader stopped (nil while it runs).
 func (d *dispatcher) stopErr() error {
 	d.mu.Lock()

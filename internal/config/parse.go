@@ -215,18 +215,14 @@ func formatDays(d time.Duration) string {
 	return d.String()
 }
 
-// Parse parses and validates an actions file. path is used in messages and
-// as the base for relative schema and effects paths; it is not read.
+// ParseWith parses and validates an actions file. path is used in
+// messages and as the base for relative schema and effects paths; it is
+// not read. kinds are the connector kinds registered by the program
+// (consumer.WithConnector), whose actions take their own keys under
+// `settings:`.
 //
 // Every problem is reported, each with its line and column where there is
 // one: see decoder. Anchors, aliases and merge keys (<<) are resolved.
-func Parse(path string, data []byte) (*Config, error) {
-	return ParseWith(path, data, nil)
-}
-
-// ParseWith is Parse that also accepts the connector kinds in kinds
-// (connectors registered by the program, consumer.WithConnector), whose
-// actions take their own keys under `settings:`.
 func ParseWith(path string, data []byte, kinds []string) (*Config, error) {
 	p := &loader{
 		decoder: decoder{file: path, index: map[loc]written{}, bad: map[loc]bool{}},
