@@ -75,13 +75,6 @@ type pruneConfig struct {
 // PruneOption configures one Prune call.
 type PruneOption func(*pruneConfig)
 
-// PruneLimit bounds the records one call examines (stubbed, forgotten,
-// skipped or backfilled together); n <= 0 means DefaultPruneLimit. The bound
-// is what makes a call short enough to run periodically in the executor.
-func PruneLimit(n int) PruneOption {
-	return func(c *pruneConfig) { c.limit = n }
-}
-
 // PruneForgetEntities also deletes an entity's state when the key Prune
 // forgets is the entity's LastKey and nothing is in flight for it.
 //

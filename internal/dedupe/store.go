@@ -197,24 +197,10 @@ const DefaultMemTableSize = 8 << 20
 // than queue a third memtable behind a slow flush.
 const memTables = 2
 
-// WithMemTableSize sets the size of one memtable in bytes (default
-// DefaultMemTableSize; at least 1 MiB). Larger memtables batch more
-// writes per flush and cost memtables × size of memory.
-func WithMemTableSize(bytes int64) Option {
-	return func(c *config) { c.memTable = bytes }
-}
-
 // DefaultEntryCacheEntries is the size of one generation of each of the
 // two in-memory caches (entities, record metas: cache.go) when
 // WithEntryCache is not given: each holds at most twice this many entries.
 const DefaultEntryCacheEntries = 1 << 14
-
-// WithEntryCache sets the entries of one generation of the in-memory
-// entity and record caches (default DefaultEntryCacheEntries; at least
-// 1024). Each costs about 200 bytes per entry with short keys.
-func WithEntryCache(entries int) Option {
-	return func(c *config) { c.entries = entries }
-}
 
 // Limits are the memory bounds the store was opened with.
 type Limits struct {
