@@ -252,3 +252,25 @@ func TestRecordHashGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestSealRecordAllocs: sealing allocates the sealed bytes once and the
+// hash string beside what the encoder needs, nothing more (no growth of the buffer, no second copy),
+// for records of the usual shapes: the executor seals one per answer.
+func TestSealRecordAllocs(t *testing.T) {
+	for _, rec := range []Record{testRecord(), htmlRecord(), evidenceRecord()} {
+		r := rec
+		raw, err := SealRecord(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cap(raw); c > 2*len(raw) {
+			t.Errorf("sealed %d bytes into a buffer of %d: the estimate carries too much slack", len(raw), c)
+		}
+		// The encoder's own allocations (canonicalizing data and result)
+		// into a buffer that never grows, plus the hash string.
+		enc := testing.AllocsPerRun(50, func() { appendRecord(make([]byte, 0, 8192), &rec, false) })
+		if n := testing.AllocsPerRun(50, func() { r := rec; _, _ = SealRecord(&r) }); n > enc+1 {
+			t.Errorf("SealRecord of %s: %.0f allocations, want at most %.0f (the encoder's into one buffer, and the hash)", rec.IdempotencyKey, n, enc+1)
+		}
+	}
+}

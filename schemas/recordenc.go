@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -30,22 +31,51 @@ func appendRecordJSON(dst []byte, rec *Record) ([]byte, error) {
 // SealRecord computes rec's hash over its contents (prev_hash included, so
 // the hash chains), stores it in rec.Hash, and returns the record's bytes.
 func SealRecord(rec *Record) ([]byte, error) {
-	body, at, err := appendRecord(make([]byte, 0, 512+len(rec.Data)+len(rec.Result)), rec, false)
+	// One buffer for the body and, after hashing it, the hash member
+	// spliced in place: sized so that neither the encoder nor the splice
+	// grows it for a record of the usual shape (the executor seals one per
+	// answer; a second buffer and the growths were a fifth of its
+	// allocations).
+	const member = `,"hash":"` // + 71 bytes of "sha256:<hex>" + `"`
+	const hashLen = 7 + 64
+	body, at, err := appendRecord(make([]byte, 0, sealedSize(rec)+len(member)+hashLen+1), rec, false)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(body)
-	var h [7 + 64]byte
+	var h [hashLen]byte
 	copy(h[:], "sha256:")
 	hex.Encode(h[7:], sum[:])
 	rec.Hash = string(h[:])
-	const member = `,"hash":""`
-	out := make([]byte, 0, len(body)+len(member)+len(h))
-	out = append(out, body[:at]...)
-	out = append(out, `,"hash":"`...)
-	out = append(out, h[:]...)
-	out = append(out, '"')
-	return append(out, body[at:]...), nil
+	n := len(member) + hashLen + 1
+	body = slices.Grow(body, n)[:len(body)+n]
+	copy(body[at+n:], body[at:len(body)-n])
+	copy(body[at:], member)
+	copy(body[at+len(member):], h[:])
+	body[at+n-1] = '"'
+	return body, nil
+}
+
+// sealedSize is a close upper estimate of rec's encoded size without the
+// hash member: the sealed bytes are kept (staged, then in Pebble's batch)
+// until the transaction commits, so the buffer should neither grow nor
+// carry much slack.
+func sealedSize(rec *Record) int {
+	n := 640 + len(rec.IdempotencyKey) + len(rec.Entity) + len(rec.Action) + len(rec.Fingerprint) +
+		len(rec.Executor) + len(rec.TraceParent) + len(rec.UniqueKey) + len(rec.PrevHash) +
+		len(rec.Command.ID) + len(rec.Command.Source) + len(rec.Data) + len(rec.Result)
+	if rec.Error != nil {
+		n += 64 + len(rec.Error.Message)
+	}
+	for _, r := range []*Resolution{rec.Resolution, rec.Release} {
+		if r != nil {
+			n += 256 + len(r.Reason) + len(r.By)
+		}
+	}
+	for _, ev := range rec.Evidence {
+		n += 160 + len(ev.Detail) + len(ev.By)
+	}
+	return n
 }
 
 // RecordHash is what the hash of the record whose JSON is raw must be:
