@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -192,4 +195,27 @@ func TestEvidenceCrashBeforeConfirmation(t *testing.T) {
 		t.Errorf("crash-1: %d POSTs, want 1", n)
 	}
 	h.Audit()
+}
+
+// auditWithKeys audits h's topics with the control keys ks, so that the
+// evidence check matches every record established by an operator with its
+// signed decision; it fails t unless every check holds.
+func auditWithKeys(t *testing.T, h *onceflighttest.Harness, ks *schemas.ControlKeys) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rep, err := audit.Run(ctx, audit.Options{Client: cl, ControlKeys: ks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		var b strings.Builder
+		_ = rep.WriteText(&b)
+		t.Fatalf("audit with the control keys:\n%s", b.String())
+	}
 }
