@@ -76,3 +76,54 @@ actions:
 		t.Fatalf("effects %d, want 1", n)
 	}
 }
+
+// An operator's reconcile request (an onceflight.reconcile command from
+// any source but the reconciler's) confirms an unresolved record at once:
+// the confirmation is recorded as asked by the operator, and the status
+// as established by the reconciler (docs/events.md#evidence).
+func TestOperatorReconcileRequest(t *testing.T) {
+	h := onceflighttest.New(t)
+	var healthy atomic.Bool
+	svc := apifake.NewEffects(t,
+		apifake.WithScript(func(string, int) apifake.Fault {
+			return apifake.Fault{Status: http.StatusInternalServerError, Body: "boom after applying", ContentType: "text/plain"}
+		}),
+		apifake.WithConfirmScript(func(string, int, bool) apifake.Fault {
+			if !healthy.Load() {
+				return apifake.Fault{Status: http.StatusServiceUnavailable, Body: "confirm unavailable", ContentType: "text/plain"}
+			}
+			return apifake.None
+		}))
+	// The reconciler's own round is an hour away: only the operator asks.
+	h.UseConfig(fmt.Sprintf(`reconcile:
+  every: 1h
+actions:
+  payments.refund:
+    connector: http
+    url: %[1]s
+    confirm_url: %[1]s/{key}
+    timeout: 300ms
+    confirm_timeout: 600ms
+`, svc.URL("")))
+	h.Start(t.TempDir())
+	h.SubmitAction("c1", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
+	seen := map[string][]schemas.Outcome{}
+	h.Outcomes(1, seen, nil)
+	if first := seen["c1"][0].Record; first.Status != schemas.StatusUnresolved {
+		t.Fatalf("want unresolved, got %s %+v", first.Status, first.Error)
+	}
+	healthy.Store(true)
+	h.SubmitAction("op-1", schemas.TypeReconcile, "order-9", "reconcile/op-1", `{"key":"refund-9"}`)
+	h.Outcomes(2, seen, nil)
+	settled := seen["c1"][1]
+	wantEvidence(t, settled.Record, schemas.StatusSucceeded, schemas.EstablishedByReconciler,
+		[]string{"attempt 1 ambiguous", "confirm executor unknown", "confirm operator found"},
+		"confirm asked by executor → unknown", "confirm asked by operator → found → succeeded, established by reconciler")
+	if settled.Replayed {
+		t.Errorf("the settlement is marked replayed")
+	}
+	if n := svc.Effects("refund-9"); n != 1 {
+		t.Fatalf("effects %d, want 1", n)
+	}
+	h.Audit()
+}
