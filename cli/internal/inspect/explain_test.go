@@ -57,8 +57,9 @@ func TestExplain(t *testing.T) {
 		return o
 	}
 
-	if o := run(client.Command{Action: "ship.label", Entity: "order-1", Key: "label-1", Data: json.RawMessage(`{"n":1}`)}); o.Status != schemas.StatusSucceeded {
-		t.Fatalf("label: %s %s", o.Status, o.ErrorCode)
+	// The client's Outcome says how its status was established.
+	if o := run(client.Command{Action: "ship.label", Entity: "order-1", Key: "label-1", Data: json.RawMessage(`{"n":1}`)}); o.Status != schemas.StatusSucceeded || o.EstablishedBy != schemas.EstablishedByConfirmation {
+		t.Fatalf("label: %s %s, established by %q", o.Status, o.ErrorCode, o.EstablishedBy)
 	}
 	s, err := Explain(ctx, oc, "label-1", "")
 	if err != nil {
@@ -87,8 +88,8 @@ func TestExplain(t *testing.T) {
 		t.Errorf("in_progress step lacks fencing token or deadline: %+v", r)
 	}
 
-	if o := run(client.Command{Action: "ship.pickup", Entity: "order-2", Key: "pickup-1"}); o.Status != schemas.StatusUnresolved {
-		t.Fatalf("pickup: %s %s", o.Status, o.ErrorCode)
+	if o := run(client.Command{Action: "ship.pickup", Entity: "order-2", Key: "pickup-1"}); o.Status != schemas.StatusUnresolved || o.EstablishedBy != schemas.EstablishedByAnswer {
+		t.Fatalf("pickup: %s %s, established by %q", o.Status, o.ErrorCode, o.EstablishedBy)
 	}
 	data, _ := json.Marshal(map[string]string{"key": "pickup-1", "as": "succeeded", "reason": "carrier confirmed by phone", "by": "alice"})
 	if o := run(client.Command{Action: "onceflight.resolve", Entity: "order-2", Key: "resolve/pickup-1/1", Data: data}); o.Status != schemas.StatusSucceeded {
