@@ -77,6 +77,10 @@ func TestExplain(t *testing.T) {
 		!strings.HasSuffix(schemas.EvidenceText(r), "→ confirmation pending") {
 		t.Errorf("pending step: %+v: %s", r.Error, schemas.EvidenceText(r))
 	}
+	if sum := s.Steps[1].Summary; !strings.HasPrefix(sum, "attempt 1 answered ambiguously, confirmation pending, deadline ") ||
+		!strings.Contains(sum, "; last observed: attempt 1 → ambiguous (after ") || strings.Contains(sum, "started") {
+		t.Errorf("pending step's summary: %s", sum)
+	}
 	if !strings.Contains(text.String(), "evidence: attempt 1 → ambiguous (after ") ||
 		!strings.Contains(text.String(), "HTTP 504) → confirm asked by executor → found → succeeded, established by confirmation\n") {
 		t.Errorf("explain does not tell the confirmation:\n%s", text.String())
