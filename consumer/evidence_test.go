@@ -134,12 +134,17 @@ func TestEvidencePaths(t *testing.T) {
 			t.Errorf("%s: %d POSTs, want %d", key, n, want)
 		}
 	}
-	// Outcomes by how they were established: three answers, one
-	// confirmation.
-	for by, want := range map[string]float64{schemas.EstablishedByAnswer: 3, schemas.EstablishedByConfirmation: 1, schemas.EstablishedByOperator: 0} {
-		if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "established_by", by); !ok || got != want {
-			t.Errorf("onceflight_outcomes_established_total{established_by=%q} = %v (%v), want %v", by, got, ok, want)
+	// Successes by how they were established: three answers, one
+	// confirmation, none by the reconciler or an operator (yet: the
+	// series exist from the start).
+	for by, want := range map[string]float64{schemas.EstablishedByAnswer: 3, schemas.EstablishedByConfirmation: 1,
+		schemas.EstablishedByReconciler: 0, schemas.EstablishedByOperator: 0} {
+		if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", "succeeded", "established_by", by); !ok || got != want {
+			t.Errorf("onceflight_outcomes_established_total{status=\"succeeded\",established_by=%q} = %v (%v), want %v", by, got, ok, want)
 		}
+	}
+	if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", "unresolved", "established_by", schemas.EstablishedByConfirmation); !ok || got != 0 {
+		t.Errorf("unresolved by confirmation = %v (%v), want 0", got, ok)
 	}
 	// The ambiguous answer was journaled before its confirmation.
 	pending := 0
