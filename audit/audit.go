@@ -105,6 +105,7 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 		CommandPartitions: nCmd,
 		Partitions:        opts.Partitions,
 		JournalStart:      starts[tp.Journal],
+		CommandsStart:     starts[tp.Commands],
 		Committed:         committed,
 		MaxDataBytes:      opts.MaxDataBytes,
 		KeyMemory:         opts.KeyMemory,

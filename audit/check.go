@@ -3,6 +3,7 @@ package audit
 import (
 	"cmp"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -36,6 +37,11 @@ type Input struct {
 	// retention deleted the start of the chain, so the first record read
 	// cannot be linked to its predecessor.
 	JournalStart map[int32]int64
+	// CommandsStart is each commands partition's log start offset. Above
+	// 0, retention deleted the operator decisions that were there, so a
+	// record naming one of them cannot be matched (a note, not a
+	// violation).
+	CommandsStart map[int32]int64
 	// Committed is the executors' group's committed offset per commands
 	// partition (absent: none). Commands at or above it may legitimately
 	// be unanswered still; they count as pending.
@@ -243,11 +249,35 @@ type auditor struct {
 
 	dbuf [2][]decoded // records' decodings: the chunk checked, the chunk decoded
 
+	// decisions are the operator decisions read (with ControlKeys), by
+	// id; claims are the records established by an operator, judged in
+	// finish against them. Both hold operator actions only: few.
+	decisions map[digest]decisionSeen
+	claims    []operatorClaim
+
 	// Keys dropped with their partition, for Counts.
 	keysDropped, unresolvedDropped int
 	// live is the number of per-key, per-entity and per-answer entries
 	// held now, peak the most at once: what the memory bound is about.
 	live, peak int
+}
+
+// decisionSeen is what the evidence check keeps of one operator decision.
+type decisionSeen struct {
+	signed bool   // its signature verifies with one of the control keys
+	says   digest // of (entity, key, as) it decides
+}
+
+// operatorClaim is a record whose status claims an operator's decision
+// (established_by operator): its resolution must name a signed decision
+// on the commands topic that decided this key of this entity as this
+// status. Judged in finish, since commands are read after the journal.
+type operatorClaim struct {
+	v        Violation // the record; Message is filled in when it fails
+	claim    string    // "succeeded established by operator"
+	decision string    // the resolution's decision_id
+	want     digest    // of (entity, key, status)
+	p        int32     // the commands partition the decision is on
 }
 
 // deferredCmd is a command found unanswered, awaiting finish.
@@ -270,6 +300,7 @@ func newAuditor(in Input) *auditor {
 		chains: map[int32]*chainState{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
 		causes: map[int32]map[digest]uint8{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
+		decisions: map[digest]decisionSeen{},
 	}
 	if len(in.Partitions) > 0 {
 		a.checked = map[int32]bool{}
@@ -300,6 +331,7 @@ func (a *auditor) finish() Report {
 		}
 	}
 	a.deferred = nil
+	a.judgeClaims()
 	for _, m := range a.misrouted {
 		if _, ok := a.dead[m.at]; ok {
 			if m.answered || a.answered(m.at.p, m.causation) {
@@ -588,6 +620,8 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 			ev := v
 			ev.Message = msg
 			a.violate(CheckEvidence, ev)
+		} else if rec.EstablishedBy == schemas.EstablishedByOperator {
+			a.claimOperator(rec, v)
 		}
 	}
 	a.onceKey(r.Partition, d.keyID, r.Offset, rec, v)
@@ -940,6 +974,9 @@ func (a *auditor) decision(r *kgo.Record, cmd *schemas.Command) {
 		return
 	}
 	err := a.in.ControlKeys.VerifyControl(cmd)
+	var says schemas.Decision
+	_ = json.Unmarshal(cmd.Data, &says) // undecodable: decides nothing a record can name
+	a.decisions[digestOf(cmd.ID)] = decisionSeen{signed: err == nil, says: digestOf(cmd.Subject, says.Key, says.As)}
 	if err == nil {
 		return
 	}
@@ -977,6 +1014,54 @@ func sourceOf(r *kgo.Record, pHeader, oHeader string) (src, bool) {
 		return src{}, false
 	}
 	return src{int32(p), o}, true
+}
+
+// claimOperator remembers rec, established by an operator, to be matched
+// with its decision in finish (judgeClaims). Without control keys a
+// decision's signature cannot be checked (a note says so), and a record
+// written before resolutions named their decision (2026-12-01) names none.
+func (a *auditor) claimOperator(rec *schemas.Record, v Violation) {
+	if a.in.ControlKeys == nil || rec.Resolution == nil || rec.Resolution.DecisionID == "" {
+		return
+	}
+	p := rec.Command.Partition
+	if n := a.in.CommandPartitions; n > 0 {
+		p = partitioner.ForEntity(rec.Entity, n)
+	}
+	a.claims = append(a.claims, operatorClaim{v: v, claim: fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy),
+		decision: rec.Resolution.DecisionID, want: digestOf(rec.Entity, rec.IdempotencyKey, string(rec.Status)), p: p})
+}
+
+// judgeClaims checks that every record established by an operator names
+// a decision the commands topic holds, signed by a control key, that
+// decided this key of this entity as this status: a status an operator
+// did not decide is not established by an operator, whatever the journal
+// says (docs/events.md#evidence).
+func (a *auditor) judgeClaims() {
+	noted := map[int32]bool{}
+	for _, c := range a.claims {
+		d, ok := a.decisions[digestOf(c.decision)]
+		v := c.v
+		switch {
+		case !ok && a.in.CommandsStart[c.p] > 0:
+			if noted[c.p] {
+				continue
+			}
+			noted[c.p] = true
+			a.notef(noteRetention, "commands partition %d starts at offset %d (retention): records established by an operator whose decision was deleted are not matched with it", c.p, a.in.CommandsStart[c.p])
+			continue
+		case !ok:
+			v.Message = fmt.Sprintf("%s, but its decision %q is not on the commands topic", c.claim, c.decision)
+		case !d.signed:
+			v.Message = fmt.Sprintf("%s, but the signature of its decision %q does not verify", c.claim, c.decision)
+		case d.says != c.want:
+			v.Message = fmt.Sprintf("%s, but its decision %q decided another key, entity or status", c.claim, c.decision)
+		default:
+			continue
+		}
+		a.violate(CheckEvidence, v)
+	}
+	a.claims = nil
 }
 
 // EvidenceProblem says what rec's evidence lacks for the way its status

@@ -4,38 +4,53 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// An accepted operator decision without a valid signature of a known key
-// is a violation; one the executor refused is counted, not a violation;
-// a signed one passes; without keys the check is left out and noted.
-func TestDecisionsSigned(t *testing.T) {
+// resolveCommand is a resolve of entity ent's key forKey as succeeded, at
+// offset off of its partition, signed with ks (unsigned when nil).
+func resolveCommand(t *testing.T, id, key, forKey string, off int64, ks *schemas.ControlKeys) *kgo.Record {
+	t.Helper()
+	data, _ := json.Marshal(schemas.Decision{Key: forKey, As: "succeeded", Reason: "checked", By: "alice"})
+	c := schemas.Command{ID: id, Source: "ops", Type: schemas.TypeResolve, Subject: ent, IdempotencyKey: key, Data: data}
+	if ks != nil {
+		if err := ks.SignControl(&c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := schemas.EncodeCommand(c, schemas.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic, r.Partition, r.Offset = tops.Commands, pe, off
+	return r
+}
+
+// opsKeys are the operators' keys and a forger's key of the same id.
+func opsKeys(t *testing.T) (keys, forger *schemas.ControlKeys) {
+	t.Helper()
 	key, err := schemas.NewControlKey("ops")
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := &schemas.ControlKeys{Keys: []schemas.ControlKey{key}}
-	other, _ := schemas.NewControlKey("ops")
-	forger := &schemas.ControlKeys{Keys: []schemas.ControlKey{other}}
+	other, err := schemas.NewControlKey("ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &schemas.ControlKeys{Keys: []schemas.ControlKey{key}}, &schemas.ControlKeys{Keys: []schemas.ControlKey{other}}
+}
+
+// An accepted operator decision without a valid signature of a known key
+// is a violation; one the executor refused is counted, not a violation;
+// a signed one passes; without keys the check is left out and noted.
+func TestDecisionsSigned(t *testing.T) {
+	keys, forger := opsKeys(t)
 	decision := func(id string, off int64, ks *schemas.ControlKeys) *kgo.Record {
-		t.Helper()
-		data, _ := json.Marshal(map[string]string{"key": "k1", "as": "succeeded", "reason": "checked", "by": "alice"})
-		c := schemas.Command{ID: id, Source: "ops", Type: schemas.TypeResolve, Subject: ent, IdempotencyKey: "resolve/k1/" + id, Data: data}
-		if ks != nil {
-			if err := ks.SignControl(&c); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r, err := schemas.EncodeCommand(c, schemas.Binary)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Topic, r.Partition, r.Offset = tops.Commands, pe, off
-		return r
+		return resolveCommand(t, id, "resolve/k1/"+id, "k1", off, ks)
 	}
 	in := base(t)
 	in.Commands = append(in.Commands,
@@ -71,5 +86,74 @@ func TestDecisionsSigned(t *testing.T) {
 		if r := find(rep, name); !r.OK {
 			t.Errorf("%s: %+v", name, r)
 		}
+	}
+}
+
+// A record established by an operator must name a signed decision on the
+// commands topic that decided this key as this status (with the control
+// keys): a journal record that claims an operator's resolution nobody
+// signed, or borrows another key's decision, fails the evidence check.
+func TestOperatorEvidenceNamesItsDecision(t *testing.T) {
+	keys, forger := opsKeys(t)
+	resolveCmd := func(id, forKey string, ks *schemas.ControlKeys) *kgo.Record {
+		return resolveCommand(t, id, "resolve/"+id, forKey, 2, ks)
+	}
+	ambiguous := schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: 1, At: t0, Answer: schemas.AnswerAmbiguous, Detail: "HTTP 500"}
+	// setup: k1 resolved as succeeded by an operator whose decision id is
+	// named; the decision command (offset 2) and its outcome.
+	setup := func(named string, decision *kgo.Record) Input {
+		in := base(t)
+		k1 := rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0)
+		k1.rec.EstablishedBy, k1.rec.Evidence = schemas.EstablishedByOperator, []schemas.Evidence{ambiguous}
+		k1.rec.Resolution = &schemas.Resolution{By: "alice", At: t0, Reason: "checked", As: schemas.StatusSucceeded, DecisionID: named}
+		in.Journal = journal(t, pe, marker(1),
+			rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), k1,
+			rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second),
+			rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
+		if decision != nil {
+			in.Commands = append(in.Commands, decision)
+			in.Outcomes = append(in.Outcomes, outcome(t, "resolve/d-1", ent, "d-1", schemas.StatusSucceeded, pe, 2))
+			in.Committed[pe] = 3
+		}
+		in.ControlKeys = keys
+		return in
+	}
+	for _, tt := range []struct {
+		name    string
+		in      Input
+		problem string // "" = the evidence check holds
+		signed  bool   // decisions_signed holds
+	}{
+		{"its signed decision", setup("d-1", resolveCmd("d-1", "k1", keys)), "", true},
+		{"no such decision", setup("d-9", resolveCmd("d-1", "k1", keys)), `decision "d-9" is not on the commands topic`, true},
+		{"no decision at all", setup("d-1", nil), `decision "d-1" is not on the commands topic`, true},
+		{"another key's decision", setup("d-1", resolveCmd("d-1", "k2", keys)), `decision "d-1" decided another key, entity or status`, true},
+		{"a forged decision", setup("d-1", resolveCmd("d-1", "k1", forger)), `the signature of its decision "d-1" does not verify`, false},
+		{"deleted by retention", func() Input {
+			in := setup("d-1", nil)
+			in.CommandsStart = map[int32]int64{pe: 2}
+			in.Commands = nil
+			in.Committed = map[int32]int64{}
+			return in
+		}(), "", true},
+		{"without keys", func() Input { in := setup("d-9", nil); in.ControlKeys = nil; return in }(), "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := Check(tt.in)
+			c := find(rep, CheckEvidence)
+			switch {
+			case tt.problem == "" && !c.OK:
+				t.Errorf("evidence failed: %v", c.Violations)
+			case tt.problem != "" && (c.OK || c.Count != 1 || c.Violations[0].Offset != 2 ||
+				!strings.Contains(c.Violations[0].Message, "succeeded established by operator, but") || !strings.Contains(c.Violations[0].Message, tt.problem)):
+				t.Errorf("evidence = %+v, want one violation at offset 2 saying %q", c, tt.problem)
+			}
+			if d := find(rep, CheckDecisionsSigned); tt.in.ControlKeys != nil && d.OK != tt.signed {
+				t.Errorf("decisions_signed ok=%v, want %v: %v", d.OK, tt.signed, d.Violations)
+			}
+			if tt.name == "deleted by retention" && !hasNote(rep, "commands partition") {
+				t.Errorf("no retention note: %v", rep.Notes)
+			}
+		})
 	}
 }

@@ -36,6 +36,8 @@ var examples = map[string]string{
   onceflight approve refund-1042-b --reason "the customer asked for a second refund"`,
 	"onceflight release": `  onceflight release refund-1042 --entity order-1042 --reason "PSP rejected the refund; redo it" \
     --control-key-file /etc/onceflight/control-keys.json`,
+	"onceflight reconcile": `  onceflight reconcile refund-2001                     # confirm it now; prints the new outcome
+  onceflight reconcile refund-2001 --entity order-2001 --timeout 2m`,
 	"onceflight keygen": `  onceflight keygen --out /etc/onceflight/operator-keys.json          # + operator-keys.pub.json for executors
   onceflight keygen --out /etc/onceflight/operator-keys.json --id ops-2027-01   # rotation: add a key
   onceflight keygen --kind executor --id executor-eu-1 --out /etc/onceflight/executor.key \

@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -131,12 +134,17 @@ func TestEvidencePaths(t *testing.T) {
 			t.Errorf("%s: %d POSTs, want %d", key, n, want)
 		}
 	}
-	// Outcomes by how they were established: three answers, one
-	// confirmation.
-	for by, want := range map[string]float64{schemas.EstablishedByAnswer: 3, schemas.EstablishedByConfirmation: 1, schemas.EstablishedByOperator: 0} {
-		if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "established_by", by); !ok || got != want {
-			t.Errorf("onceflight_outcomes_established_total{established_by=%q} = %v (%v), want %v", by, got, ok, want)
+	// Successes by how they were established: three answers, one
+	// confirmation, none by the reconciler or an operator (yet: the
+	// series exist from the start).
+	for by, want := range map[string]float64{schemas.EstablishedByAnswer: 3, schemas.EstablishedByConfirmation: 1,
+		schemas.EstablishedByReconciler: 0, schemas.EstablishedByOperator: 0} {
+		if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", "succeeded", "established_by", by); !ok || got != want {
+			t.Errorf("onceflight_outcomes_established_total{status=\"succeeded\",established_by=%q} = %v (%v), want %v", by, got, ok, want)
 		}
+	}
+	if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", "unresolved", "established_by", schemas.EstablishedByConfirmation); !ok || got != 0 {
+		t.Errorf("unresolved by confirmation = %v (%v), want 0", got, ok)
 	}
 	// The ambiguous answer was journaled before its confirmation.
 	pending := 0
@@ -192,4 +200,27 @@ func TestEvidenceCrashBeforeConfirmation(t *testing.T) {
 		t.Errorf("crash-1: %d POSTs, want 1", n)
 	}
 	h.Audit()
+}
+
+// auditWithKeys audits h's topics with the control keys ks, so that the
+// evidence check matches every record established by an operator with its
+// signed decision; it fails t unless every check holds.
+func auditWithKeys(t *testing.T, h *onceflighttest.Harness, ks *schemas.ControlKeys) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rep, err := audit.Run(ctx, audit.Options{Client: cl, ControlKeys: ks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		var b strings.Builder
+		_ = rep.WriteText(&b)
+		t.Fatalf("audit with the control keys:\n%s", b.String())
+	}
 }

@@ -99,7 +99,7 @@ func (j *job) hold(cmd schemas.Command, d decide.Decision) {
 	rec := j.base(cmd)
 	rec.Status = schemas.StatusHeld
 	rec.EstablishedBy = schemas.EstablishedByRule
-	j.e.m.established.WithLabelValues(schemas.EstablishedByRule).Inc()
+	j.e.m.establish(&rec)
 	rec.Data = cmd.Data
 	rec.UniqueKey = d.UniqueKey
 	rec.Error = &schemas.Error{Code: d.Code, Message: d.Message}

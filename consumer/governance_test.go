@@ -204,6 +204,7 @@ func TestUniqueByRejectAndHold(t *testing.T) {
 	wantEvidence(t, seen["h3"][1].Record, schemas.StatusRejected, schemas.EstablishedByOperator, nil,
 		`resolved by ann: "duplicate" → rejected, established by operator`)
 	h.Audit()
+	auditWithKeys(t, h, ks) // h3's resolution names ok-reject, signed by ks
 
 	// The unique_by index is a cache of the journal too: an executor with
 	// an empty data dir still knows a1 holds the tuple, and that b3's

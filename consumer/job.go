@@ -387,7 +387,7 @@ func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *in
 	rec.EntityVersion = *version
 	rec.Executor = j.e.cfg.ExecutorID
 	rec.EstablishedBy = cmp.Or(dec.EstablishedBy, schemas.EstablishedByAnswer)
-	j.e.m.established.WithLabelValues(rec.EstablishedBy).Inc()
+	j.e.m.establish(rec)
 }
 
 // evidence writes every attempt's answer and every confirmation into rec
@@ -429,7 +429,7 @@ func (j *job) resolve(cmd schemas.Command, req schemas.Decision, target schemas.
 	res.Status = as
 	res.FinishedAt = &now
 	res.EstablishedBy = schemas.EstablishedByOperator
-	j.e.m.established.WithLabelValues(schemas.EstablishedByOperator).Inc()
+	j.e.m.establish(&res)
 	if as == schemas.StatusSucceeded {
 		res.Error = nil
 	} else if res.Error == nil {
@@ -461,7 +461,7 @@ func (j *job) reject(cmd schemas.Command, code, msg string, journal bool) {
 	rec.FinishedAt = &now
 	rec.Error = &schemas.Error{Code: code, Message: msg}
 	rec.EstablishedBy = schemas.EstablishedByRule
-	j.e.m.established.WithLabelValues(schemas.EstablishedByRule).Inc()
+	j.e.m.establish(&rec)
 	e := emit{outcome: &rec, causation: cmd.ID}
 	if journal {
 		e.journal = &rec

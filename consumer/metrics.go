@@ -50,8 +50,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		established: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "onceflight_outcomes_established_total",
-			Help: "Records that got a new status, by how the status was established (answer, confirmation, reconciler, operator, rule).",
-		}, []string{"established_by"}),
+			Help: "Records that got a new status, by the status and how it was established (answer, confirmation, reconciler, operator, rule).",
+		}, []string{"status", "established_by"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "onceflight_execution_duration_seconds", Help: "Connector execution time, from first attempt to decision.",
 			// 1 ms to 149 s: up to past a 30 s confirm_timeout and the
@@ -112,9 +112,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
 	reg.MustRegister(m.established)
-	for _, by := range []string{schemas.EstablishedByAnswer, schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler,
-		schemas.EstablishedByOperator, schemas.EstablishedByRule} {
-		m.established.WithLabelValues(by)
+	// The series an operator compares start at 0, so a ratio (successes
+	// that needed a confirmation, of all successes) exists from the start.
+	for st, bys := range establishedSeries {
+		for _, by := range bys {
+			m.established.WithLabelValues(string(st), by)
+		}
 	}
 	m.gov = newGovMetrics(reg)
 	m.systems = newSystemsCollector()
@@ -287,4 +290,20 @@ func (c *memCollector) Collect(ch chan<- prometheus.Metric) {
 		g(memDescLimit, float64(l.MemTableBytes), "dedupe_memtable_bytes")
 		g(memDescLimit, float64(l.EntryCacheEntries), "dedupe_entry_cache_entries")
 	}
+}
+
+// establishedSeries are the (status, established_by) pairs the executor
+// writes, each started at 0 (docs/http.md#metrics).
+var establishedSeries = map[schemas.Status][]string{
+	schemas.StatusSucceeded:  {schemas.EstablishedByAnswer, schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler, schemas.EstablishedByOperator},
+	schemas.StatusFailed:     {schemas.EstablishedByAnswer, schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler, schemas.EstablishedByOperator},
+	schemas.StatusUnresolved: {schemas.EstablishedByAnswer, schemas.EstablishedByConfirmation},
+	schemas.StatusRejected:   {schemas.EstablishedByRule, schemas.EstablishedByOperator},
+	schemas.StatusHeld:       {schemas.EstablishedByRule},
+}
+
+// establish counts rec's new status by how it was established
+// (onceflight_outcomes_established_total).
+func (m *metrics) establish(rec *schemas.Record) {
+	m.established.WithLabelValues(string(rec.Status), rec.EstablishedBy).Inc()
 }

@@ -1,14 +1,8 @@
 package consumer_test
 
 import (
-	"context"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -54,20 +48,5 @@ func TestEd25519DecisionsVerifierOnly(t *testing.T) {
 		t.Fatalf("k1 executed %d times, want 2", n)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	rep, err := audit.Run(ctx, audit.Options{Client: cl, ControlKeys: pub})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
-		var b strings.Builder
-		_ = rep.WriteText(&b)
-		t.Fatalf("audit with the public copy:\n%s", b.String())
-	}
+	auditWithKeys(t, h, pub) // the public copy verifies what the operators signed
 }

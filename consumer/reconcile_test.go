@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -38,6 +40,8 @@ actions:
     timeout: 300ms
     confirm_timeout: 600ms
 `, svc.URL("")))
+	reg := prometheus.NewRegistry()
+	h.Reg = reg
 	h.Start(t.TempDir())
 	h.SubmitAction("c1", "payments.refund", "order-9", "refund-9", `{"amount":3}`)
 	seen := map[string][]schemas.Outcome{}
@@ -71,6 +75,15 @@ actions:
 	wantEvidence(t, settled.Record, schemas.StatusSucceeded, schemas.EstablishedByReconciler,
 		[]string{"attempt 1 ambiguous", "confirm executor unknown", "confirm reconciler found"},
 		"confirm asked by reconciler → found → succeeded, established by reconciler")
+	// The figure an operator watches: one record went unresolved for
+	// want of a confirmation, one success was the reconciler's.
+	for _, c := range []struct {
+		status, by string
+	}{{"unresolved", schemas.EstablishedByConfirmation}, {"succeeded", schemas.EstablishedByReconciler}} {
+		if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", c.status, "established_by", c.by); !ok || got != 1 {
+			t.Errorf("onceflight_outcomes_established_total{status=%q,established_by=%q} = %v (%v), want 1", c.status, c.by, got, ok)
+		}
+	}
 	h.Audit()
 	if n := svc.Effects("refund-9"); n != 1 {
 		t.Fatalf("effects %d, want 1", n)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +100,25 @@ func TestOpenAPIDescribesAnswers(t *testing.T) {
 			continue
 		}
 		openapitest.Check(t, req, resp, body)
+	}
+	// A record says how its status was established, with its evidence
+	// (docs/events.md#evidence): k1 by the connector's answer to attempt
+	// 1, u2 held by the executor's rules.
+	for path, want := range map[string][]string{
+		"/v1/executions/k1": {`"established_by":"answer"`, `"evidence":[{"kind":"attempt","attempt":1,`, `"answer":"succeeded"`},
+		"/v1/executions/u2": {`"status":"held"`, `"established_by":"rule"`},
+	} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, w := range want {
+			if !strings.Contains(string(body), w) {
+				t.Errorf("GET %s lacks %s: %s", path, w, body)
+			}
+		}
 	}
 
 	// With authentication on: the refusals are documented too.

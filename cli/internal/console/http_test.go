@@ -102,6 +102,10 @@ func TestConsoleHTTPAccessAndBadInput(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "msg-9") {
 		t.Fatalf("bearer GET: %d\n%s", code, body)
 	}
+	// The page says how the status was established (docs/events.md#evidence).
+	if !strings.Contains(body, `<strong>How:</strong> attempt 1 → ambiguous (`) || !strings.Contains(body, "→ unresolved, established by answer</p>") {
+		t.Errorf("the execution page does not tell how msg-9 became unresolved:\n%s", body)
+	}
 	resp, err = http.Get(e.url + "/login")
 	if err != nil {
 		t.Fatal(err)

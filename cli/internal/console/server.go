@@ -546,12 +546,14 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	for i, e := range others {
 		orows[i] = s.row(e)
 	}
-	var data, result string
+	var data, result, evidence string
 	if current != nil {
-		data, result = pretty(current.Data), pretty(current.Result)
+		// How the status was established (docs/events.md#evidence), from
+		// the redacted record: evidence details quote the system's answers.
+		data, result, evidence = pretty(current.Data), pretty(current.Result), schemas.EvidenceText(current)
 	}
 	d := s.data(rc, "Execution "+key, map[string]any{
-		"E": v.Exec, "Why": s.why(v.Exec), "Steps": steps, "Current": current, "Data": data, "Result": result,
+		"E": v.Exec, "Why": s.why(v.Exec), "Steps": steps, "Current": current, "Data": data, "Result": result, "Evidence": evidence,
 		"Redacted": paths, "Decisions": decisions, "Others": orows, "URL": execURL(ent, key),
 		"Live": "x",
 	})

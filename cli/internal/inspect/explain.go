@@ -194,8 +194,16 @@ func isRecord(r *kgo.Record) bool {
 // confirmation_timeout.
 func summarize(prev, r *schemas.Record) string {
 	var b strings.Builder
-	switch r.Status {
-	case schemas.StatusInProgress:
+	// An ambiguous answer journaled before its confirmation is not a new
+	// attempt: its detail is in the evidence, printed below.
+	pending := r.Status == schemas.StatusInProgress && r.Error != nil && r.Error.Code == schemas.CodeConfirmationPending
+	switch {
+	case pending:
+		fmt.Fprintf(&b, "attempt %d answered ambiguously, confirmation pending", r.Attempts)
+		if r.Deadline != nil {
+			fmt.Fprintf(&b, ", deadline %s", timeString(*r.Deadline))
+		}
+	case r.Status == schemas.StatusInProgress:
 		fmt.Fprintf(&b, "attempt %d started", r.Attempts)
 		if prev != nil && prev.Status == schemas.StatusInProgress && prev.Executor != r.Executor {
 			fmt.Fprintf(&b, " by %s, which took the entity over from %s", r.Executor, prev.Executor)
@@ -206,7 +214,7 @@ func summarize(prev, r *schemas.Record) string {
 	default:
 		fmt.Fprintf(&b, "%s after %d attempt(s)", r.Status, r.Attempts)
 	}
-	if r.Error != nil {
+	if r.Error != nil && !pending {
 		fmt.Fprintf(&b, ": %s (%s)", r.Error.Code, r.Error.Message)
 	}
 	if res := r.Resolution; res != nil && (prev == nil || prev.Resolution == nil || *prev.Resolution != *res) {

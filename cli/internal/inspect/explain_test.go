@@ -57,8 +57,9 @@ func TestExplain(t *testing.T) {
 		return o
 	}
 
-	if o := run(client.Command{Action: "ship.label", Entity: "order-1", Key: "label-1", Data: json.RawMessage(`{"n":1}`)}); o.Status != schemas.StatusSucceeded {
-		t.Fatalf("label: %s %s", o.Status, o.ErrorCode)
+	// The client's Outcome says how its status was established.
+	if o := run(client.Command{Action: "ship.label", Entity: "order-1", Key: "label-1", Data: json.RawMessage(`{"n":1}`)}); o.Status != schemas.StatusSucceeded || o.EstablishedBy != schemas.EstablishedByConfirmation {
+		t.Fatalf("label: %s %s, established by %q", o.Status, o.ErrorCode, o.EstablishedBy)
 	}
 	s, err := Explain(ctx, oc, "label-1", "")
 	if err != nil {
@@ -76,6 +77,10 @@ func TestExplain(t *testing.T) {
 		!strings.HasSuffix(schemas.EvidenceText(r), "→ confirmation pending") {
 		t.Errorf("pending step: %+v: %s", r.Error, schemas.EvidenceText(r))
 	}
+	if sum := s.Steps[1].Summary; !strings.HasPrefix(sum, "attempt 1 answered ambiguously, confirmation pending, deadline ") ||
+		!strings.Contains(sum, "; last observed: attempt 1 → ambiguous (after ") || strings.Contains(sum, "started") {
+		t.Errorf("pending step's summary: %s", sum)
+	}
 	if !strings.Contains(text.String(), "evidence: attempt 1 → ambiguous (after ") ||
 		!strings.Contains(text.String(), "HTTP 504) → confirm asked by executor → found → succeeded, established by confirmation\n") {
 		t.Errorf("explain does not tell the confirmation:\n%s", text.String())
@@ -87,8 +92,8 @@ func TestExplain(t *testing.T) {
 		t.Errorf("in_progress step lacks fencing token or deadline: %+v", r)
 	}
 
-	if o := run(client.Command{Action: "ship.pickup", Entity: "order-2", Key: "pickup-1"}); o.Status != schemas.StatusUnresolved {
-		t.Fatalf("pickup: %s %s", o.Status, o.ErrorCode)
+	if o := run(client.Command{Action: "ship.pickup", Entity: "order-2", Key: "pickup-1"}); o.Status != schemas.StatusUnresolved || o.EstablishedBy != schemas.EstablishedByAnswer {
+		t.Fatalf("pickup: %s %s, established by %q", o.Status, o.ErrorCode, o.EstablishedBy)
 	}
 	data, _ := json.Marshal(map[string]string{"key": "pickup-1", "as": "succeeded", "reason": "carrier confirmed by phone", "by": "alice"})
 	if o := run(client.Command{Action: "onceflight.resolve", Entity: "order-2", Key: "resolve/pickup-1/1", Data: data}); o.Status != schemas.StatusSucceeded {
