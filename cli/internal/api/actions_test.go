@@ -14,7 +14,7 @@ import (
 )
 
 func TestActions(t *testing.T) {
-	cfg, err := config.Parse("t.yaml", []byte("actions:\n  payments.refund:\n    connector: http\n    url: http://x/r\n  noop.ping:\n    connector: noop\n"))
+	cfg, err := config.ParseWith("t.yaml", []byte("actions:\n  payments.refund:\n    connector: http\n    url: http://x/r\n  noop.ping:\n    connector: noop\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

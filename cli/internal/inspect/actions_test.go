@@ -11,7 +11,7 @@ import (
 
 func parse(t *testing.T, yaml string) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(yaml))
+	cfg, err := config.ParseWith("test.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}

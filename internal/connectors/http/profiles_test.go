@@ -43,7 +43,7 @@ func loadProfile(t *testing.T, name, host, base string) *config.Action {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(path, []byte(strings.ReplaceAll(string(raw), host, base)))
+	cfg, err := config.ParseWith(path, []byte(strings.ReplaceAll(string(raw), host, base)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
