@@ -54,8 +54,8 @@ var guarantees = []mutant{
 		Name: "entity-lanes", Guarantee: "G1: one entity's commands run one at a time, in order",
 		Edits: []edit{
 			{"consumer/pipeline.go",
-				"	if !running {\n		p.workers.Add(1)\n		go p.runEntity(cmd.Subject, st)",
-				"	if true {\n		p.workers.Add(1)\n		go p.runEntity(cmd.Subject, st)"},
+				"	if !running {\n		p.workers.Add(1)\n		p.startEntity(entityTask{cmd.Subject, st})",
+				"	if true {\n		p.workers.Add(1)\n		p.startEntity(entityTask{cmd.Subject, st})"},
 			{"consumer/pipeline.go",
 				"		q := p.mu.queues[entity]\n		if len(q.items) == 0 && len(q.skipped) > 0",
 				"		q := p.mu.queues[entity]\n		if q == nil {\n			p.mu.Unlock()\n			return\n		}\n		if len(q.items) == 0 && len(q.skipped) > 0"},
