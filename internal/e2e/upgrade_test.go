@@ -14,12 +14,12 @@ const envOldBin = "ONCEFLIGHT_E2E_OLD_BIN"
 // TestUpgradeInPlace: two executors of an earlier release run a stream of
 // effects against the test service (each call takes 20–40 ms, so some are
 // always in flight). This build's `topics apply` raises what the new build
-// needs on the live cluster (a second run changes nothing); then one old executor is stopped with SIGTERM
-// and the other killed (-9), each with calls in flight, and each is
-// replaced by this build on the same data dir. Every command must be
-// answered once, each key take effect once, the inherited in-flight
-// executions be confirmed rather than repeated, and the audit (this
-// build's) pass over the journal both releases wrote.
+// needs on the live cluster (a second run changes nothing); then one old
+// executor is stopped with SIGTERM and the other killed (-9), each with
+// calls in flight, and each is replaced by this build on the same data
+// dir. Every command must be answered once, each key take effect once, the
+// inherited in-flight executions be confirmed rather than repeated, and
+// the audit (this build's) pass over the journal both releases wrote.
 func TestUpgradeInPlace(t *testing.T) {
 	old := os.Getenv(envOldBin)
 	if old == "" {
