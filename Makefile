@@ -96,15 +96,20 @@ mutants: ## remove each guarantee (and each decision-table row) on purpose, one 
 soak: ## mixed load on three executors with a fault every few minutes and one broker restart for DURATION (or SOAK_DURATION, default 10m), then audit and a leak check (not in test)
 	ONCEFLIGHT_SOAK=1 SOAK_DURATION=$(or $(DURATION),$(SOAK_DURATION),10m) $(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./consumer
 
-# The release an in-place upgrade starts from: the commit of the last
-# release (round 2, 2026-12-01) unless UPGRADE_FROM names another.
-UPGRADE_FROM ?= ffc9246
-upgrade-test: ## upgrade in place from UPGRADE_FROM (a git revision, built here) with executions in flight; checked from the records (not in test)
-	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	git archive --format=tar $(UPGRADE_FROM) | tar -x -C "$$tmp"; \
-	echo "building the release at $(UPGRADE_FROM)"; \
-	(cd "$$tmp" && $(GO) build -ldflags '-X main.version=$(UPGRADE_FROM) -X github.com/onceflight/onceflight/cli.version=$(UPGRADE_FROM)' -o "$$tmp/onceflight-old" ./cmd/onceflight); \
-	ONCEFLIGHT_E2E_OLD_BIN="$$tmp/onceflight-old" $(GO) test -count=1 -timeout 20m -v -run '^TestUpgradeInPlace$$' ./internal/e2e/
+# The releases an in-place upgrade starts from, one run each: the last
+# commit of round 1 (2026-11-30; its topics have 1 MiB max.message.bytes
+# and a 7-day journal, which `topics apply` must raise on the live cluster)
+# and of round 2 (2026-12-01). UPGRADE_FROM=<rev> names others.
+UPGRADE_FROM ?= d30b609 ffc9246
+upgrade-test: ## upgrade in place from each of UPGRADE_FROM (git revisions, built here) with executions in flight; checked from the records (not in test)
+	@set -e; for rev in $(UPGRADE_FROM); do \
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	git archive --format=tar $$rev | tar -x -C "$$tmp"; \
+	echo "building the release at $$rev"; \
+	(cd "$$tmp" && $(GO) build -ldflags "-X main.version=$$rev -X github.com/onceflight/onceflight/cli.version=$$rev" -o "$$tmp/onceflight-old" ./cmd/onceflight); \
+	ONCEFLIGHT_E2E_OLD_BIN="$$tmp/onceflight-old" $(GO) test -count=1 -timeout 20m -v -run '^TestUpgradeInPlace$$' ./internal/e2e/; \
+	rm -rf "$$tmp"; \
+	done
 
 demo: build ## run the demo: embedded broker, executor, demo service, a table of outcomes
 	./$(BIN) demo

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
@@ -20,9 +21,9 @@ import (
 // after the effect happened, and whose confirmation finds it, is traced as
 // one command span (linked to the producer's trace) with a wait span and
 // an execution span, under which one attempt span (ambiguous) and one
-// confirm span (found) hang; the external system received the attempt's
-// span as traceparent; the attributes name action, key, entity, attempt
-// and status.
+// confirm span (found) hang, each over the connector's HTTP call (otelhttp);
+// the external system received the POST's span as traceparent; the
+// attributes name action, key, entity, attempt and status.
 func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
 	// The effect happens; the answer never comes in time. Confirm finds it.
 	svc := apifake.NewEffects(t, apifake.WithScript(func(string, int) apifake.Fault { return apifake.HangAfterEffect }))
@@ -33,7 +34,7 @@ func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
 	h.UseConfig(fmt.Sprintf(`actions:
   payments.refund:
     connector: http
-    url: %[1]s
+    url: %[1]s?customer={data.customer}
     confirm_url: %[1]s/{key}
     timeout: 300ms
 `, svc.URL("")))
@@ -42,7 +43,7 @@ func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
 
 	const producer = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	c := schemas.Command{ID: "c1", Source: "test", Type: "payments.refund", Subject: "order-1", IdempotencyKey: "refund-1",
-		Data: json.RawMessage(`{"amount":25}`), TraceParent: producer}
+		Data: json.RawMessage(`{"amount":25,"customer":"Jane Doe"}`), TraceParent: producer}
 	r, err := schemas.EncodeCommand(c, schemas.Binary)
 	if err != nil {
 		t.Fatal(err)
@@ -111,10 +112,22 @@ func TestTraceOfTimeoutConfirmSucceeded(t *testing.T) {
 	if a := attrs(exec); a["onceflight.status"] != "succeeded" || a["onceflight.attempt"] != "1" {
 		t.Errorf("execute span attributes %v", a)
 	}
-	want := fmt.Sprintf("00-%s-%s-01", att.SpanContext.TraceID(), att.SpanContext.SpanID())
+	// The connector's HTTP calls are otelhttp client spans, one under the
+	// attempt (the POST) and one under the confirmation (the GET), and
+	// the POST's span is the traceparent the external system received.
+	post, get := one("HTTP POST"), one("HTTP GET")
+	childOf(post, att)
+	childOf(get, conf)
+	if post.SpanKind != trace.SpanKindClient || attrs(post)["http.request.method"] != "POST" || attrs(get)["http.response.status_code"] != "200" {
+		t.Errorf("HTTP spans: POST %v %v, GET %v", post.SpanKind, attrs(post), attrs(get))
+	}
+	if u := attrs(post)["url.full"]; u != svc.URL("") {
+		t.Errorf("HTTP POST url.full = %q, want %q", u, svc.URL(""))
+	}
+	want := fmt.Sprintf("00-%s-%s-01", post.SpanContext.TraceID(), post.SpanContext.SpanID())
 	posts, _, _ := svc.Counts("refund-1")
 	if gotParent := posts[0].Header.Get("traceparent"); gotParent != want {
-		t.Errorf("the external system got traceparent %q, want the attempt's %q", gotParent, want)
+		t.Errorf("the external system got traceparent %q, want the HTTP POST span's %q", gotParent, want)
 	}
 	if !wait.StartTime.Equal(cmd.StartTime) || wait.EndTime.Before(wait.StartTime) {
 		t.Errorf("wait span %v..%v, command span from %v", wait.StartTime, wait.EndTime, cmd.StartTime)

@@ -216,8 +216,9 @@ func New(cfg Config) (*Connector, error) {
 	if base == nil && sh.tls != nil {
 		return nil, errors.New("httpconn: tls settings need an *http.Transport, the Client has another RoundTripper")
 	}
-	c.client = client
 	sh.startOAuth(base, client.Transport)
+	client.Transport = traced(client.Transport)
+	c.client = client
 	return c, nil
 }
 
