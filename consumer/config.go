@@ -78,11 +78,14 @@ type Config struct {
 	Partitions int
 	// SessionTimeout of the consumer group. Default 45s.
 	SessionTimeout time.Duration
-	// MaxInflight bounds concurrent connector executions per process.
+	// MaxInflight bounds the requests in flight to each external system
+	// that has no max_concurrent of its own: every system has a pool of
+	// its own (the bulkhead), so a slow one cannot take another's.
 	// Default 64.
 	MaxInflight int
-	// MaxInflightPerPartition bounds concurrent connector executions of
-	// one partition (different entities). Default MaxInflight.
+	// MaxInflightPerPartition bounds the requests in flight from one
+	// partition (different entities) to one external system. Default
+	// MaxInflight.
 	MaxInflightPerPartition int
 	// MaxPollRecords bounds one poll. Default 500.
 	MaxPollRecords int

@@ -17,6 +17,7 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
+	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -155,12 +156,8 @@ func outcomesOf(t testing.TB, h *onceflighttest.Harness, seen map[string][]schem
 // fails, each is applied once, the API never sees more at once than the
 // executor's ceiling (max_concurrent 8), and the capacity it had is used.
 func TestBacklogAgainstRateLimitedAPI(t *testing.T) {
-	api := &fakeAPI{capacity: 4, work: 60 * time.Millisecond, retryAfter: "1", applied: map[string]int{}}
-	url := serve(t, api)
-	h := onceflighttest.New(t)
-	reg := prometheus.NewRegistry()
-	h.Reg = reg
-	h.UseConfig(fmt.Sprintf(`systems:
+	drainAgainstRateLimitedAPI(t, "payments", 8, func(url string) string {
+		return fmt.Sprintf(`systems:
   payments:
     max_concurrent: 8
 actions:
@@ -169,7 +166,37 @@ actions:
     url: %s/refunds
     timeout: 5s
     system: payments
-`, url))
+`, url)
+	})
+}
+
+// The same backlog as a new user meets it: no `systems:` block, so the
+// action is a system of its own with the ceiling --max-inflight (64),
+// sixteen times the API's capacity, the setting of the issue's report
+// (195 of 400 failed). The adaptive limit has to find the API's 4 on its
+// own; no refund fails meanwhile.
+func TestBacklogAgainstRateLimitedAPIWithoutLimits(t *testing.T) {
+	drainAgainstRateLimitedAPI(t, "payments.refund", consumer.DefaultMaxInflight, func(url string) string {
+		return fmt.Sprintf(`actions:
+  payments.refund:
+    connector: http
+    url: %s/refunds
+    timeout: 5s
+`, url)
+	})
+}
+
+// drainAgainstRateLimitedAPI drains 400 refunds through the executor
+// configured by yaml (given the API's URL) against an API that takes 4
+// at a time, answering the rest 429 with Retry-After: 1; system names the
+// action's system in the metrics, ceiling is its max_concurrent.
+func drainAgainstRateLimitedAPI(t *testing.T, system string, ceiling int, yaml func(url string) string) {
+	api := &fakeAPI{capacity: 4, work: 60 * time.Millisecond, retryAfter: "1", applied: map[string]int{}}
+	url := serve(t, api)
+	h := onceflighttest.New(t)
+	reg := prometheus.NewRegistry()
+	h.Reg = reg
+	h.UseConfig(yaml(url))
 	h.Start(t.TempDir())
 	const n = 400
 	ids := submitMany(t, h, "r", "payments.refund", n)
@@ -191,18 +218,18 @@ actions:
 		}
 	}
 	api.mu.Unlock()
-	if p := api.peak.Load(); p > 8 {
-		t.Fatalf("the API saw %d requests at once; the executor's ceiling is 8", p)
+	if p := api.peak.Load(); int(p) > ceiling {
+		t.Fatalf("the API saw %d requests at once; the executor's ceiling is %d", p, ceiling)
 	}
-	limitNow, _ := onceflighttest.Gauge(t, reg, "onceflight_system_concurrency_limit", "system", "payments")
-	refused, _ := onceflighttest.Gauge(t, reg, "onceflight_system_refused_total", "system", "payments", "answer", "busy")
+	limitNow, _ := onceflighttest.Gauge(t, reg, "onceflight_system_concurrency_limit", "system", system)
+	refused, _ := onceflighttest.Gauge(t, reg, "onceflight_system_refused_total", "system", system, "answer", "busy")
 	if int64(refused) != api.refused.Load() {
 		t.Errorf("metric says %v refused, the API refused %d", refused, api.refused.Load())
 	}
 	// Measured, not asserted: the goal is 80 % (docs: "Protecting the
 	// external system"); a loaded CI host measures less.
-	t.Logf("capacity used while draining: %.0f%% (goal ≥ 80%%); %d POSTs for %d refunds, %d answered 429; peak at the API %d (capacity 4, ceiling 8); adaptive limit now %v",
-		100*api.utilisation(), api.posts.Load(), n, api.refused.Load(), api.peak.Load(), limitNow)
+	t.Logf("capacity used while draining: %.0f%% (goal ≥ 80%%); %d POSTs for %d refunds, %d answered 429; peak at the API %d (capacity 4, ceiling %d); adaptive limit now %v",
+		100*api.utilisation(), api.posts.Load(), n, api.refused.Load(), api.peak.Load(), ceiling, limitNow)
 	h.Stop()
 	h.Audit()
 }
@@ -255,13 +282,22 @@ actions:
 		v, _ := onceflighttest.Gauge(t, reg, "onceflight_system_breaker_state", "system", "payments")
 		return v == 1
 	})
-	waiting, _ := onceflighttest.Gauge(t, reg, "onceflight_system_waiting_commands", "system", "payments")
 	if !h.Ex.Ready() {
 		// The executor is fine; the system is not (the metrics say so).
 		t.Fatalf("not ready while a system is down: %s", h.Ex.NotReady())
 	}
 	ids = append(ids, submitMany(t, h, "p", "payments.refund", 25)...) // arriving during the outage
-	time.Sleep(time.Until(began.Add(down)))
+	// The commands waiting for the system are visible while it is down:
+	// the most the metric showed until the service comes back.
+	var waiting float64
+	for time.Now().Before(began.Add(down)) {
+		w, _ := onceflighttest.Gauge(t, reg, "onceflight_system_waiting_commands", "system", "payments")
+		waiting = max(waiting, w)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if waiting < 1 {
+		t.Fatalf("no command showed as waiting for the system during its outage")
+	}
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("the service cannot come back on %s: %v", addr, err)
@@ -291,7 +327,7 @@ actions:
 	if !h.Ex.Ready() {
 		t.Fatalf("not ready after the outage: %s", h.Ex.NotReady())
 	}
-	t.Logf("outage %s: %v connections refused, breaker opened %v times, %v commands waiting while open, %d POSTs once back for %d commands",
+	t.Logf("outage %s: %v connections refused, breaker opened %v times, at most %v commands waiting, %d POSTs once back for %d commands",
 		down, refusedDown, opened, waiting, api.posts.Load(), len(ids))
 	h.Stop()
 	h.Audit()
@@ -328,11 +364,17 @@ func TestSlowSystemDoesNotStarveHealthyOne(t *testing.T) {
 `, slow, fastURL))
 	h.Tune = func(c *consumer.Config) { c.MaxInflight = 256 }
 	h.Start(t.TempDir())
+	seen := map[string][]schemas.Outcome{}
+	// The healthy service's latency alone, to compare with (logged).
+	began := time.Now()
+	outcomesOf(t, h, seen, submitMany(t, h, "g", "notify.send", 20), 30*time.Second)
+	alone := time.Since(began)
 	slowIDs := submitMany(t, h, "s", "payments.refund", 300)
 	onceflighttest.WaitFor(t, 30*time.Second, "200 requests in flight to the slow service", func() bool { return slowIn.Load() >= 200 })
+	began = time.Now()
 	fastIDs := submitMany(t, h, "f", "notify.send", 20)
-	seen := map[string][]schemas.Outcome{}
 	count := outcomesOf(t, h, seen, fastIDs, 30*time.Second)
+	beside := time.Since(began)
 	stillOut := slowIn.Load()
 	for _, id := range slowIDs {
 		if len(seen[id]) > 0 {
@@ -342,6 +384,8 @@ func TestSlowSystemDoesNotStarveHealthyOne(t *testing.T) {
 	if count[schemas.StatusSucceeded] != len(fastIDs) || stillOut < 200 {
 		t.Fatalf("healthy commands %v; %d slow requests still out", count, stillOut)
 	}
+	// Measured, not asserted (no timing thresholds in tests).
+	t.Logf("20 commands for the healthy service: submitted and answered in %s alone, in %s with %d requests held at the slow one", alone.Round(time.Millisecond), beside.Round(time.Millisecond), stillOut)
 	close(release)
 	count = outcomesOf(t, h, seen, slowIDs, time.Minute)
 	if count[schemas.StatusSucceeded] != len(slowIDs) {
@@ -428,4 +472,77 @@ func TestWaitingCommandSurvivesRestart(t *testing.T) {
 	if api.applied["key-w0"] != 1 {
 		t.Fatalf("applied %d times", api.applied["key-w0"])
 	}
+}
+
+// Issue 21, item 7 and the second half of item 6: a command waiting for
+// its system (here a Retry-After) keeps its entity's turn, so the
+// entity's next command does not overtake it, and holds no execution
+// slot, so another entity's command goes out meanwhile even with
+// --max-inflight 1. The API refuses the first command until the other
+// entity's command has been applied: were the slot held while waiting,
+// neither could finish (the first gives up after give_up_after).
+func TestWaitingCommandKeepsItsTurnAndNoSlot(t *testing.T) {
+	var mu sync.Mutex
+	var applied []string
+	overtook, refusals := 0, 0
+	has := func(k string) bool {
+		for _, a := range applied {
+			if a == k {
+				return true
+			}
+		}
+		return false
+	}
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		k := r.Header.Get("Idempotency-Key")
+		switch {
+		case k == "key-e1" && !has("key-f1"):
+			refusals++
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		case k == "key-e2" && !has("key-e1"):
+			overtook++
+		}
+		applied = append(applied, k)
+		fmt.Fprint(w, `{}`)
+	}))
+	h := onceflighttest.New(t)
+	h.UseConfig(fmt.Sprintf("actions:\n  payments.refund:\n    connector: http\n    url: %s/refunds\n    give_up_after: 20s\n", url))
+	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxInflightPerPartition = 1, 1 }
+	h.Start(t.TempDir())
+	h.SubmitAction("e1", "payments.refund", "ent-e", "key-e1", `{}`)
+	h.SubmitAction("e2", "payments.refund", "ent-e", "key-e2", `{}`)
+	onceflighttest.WaitFor(t, 20*time.Second, "the first command to be told to wait", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return refusals > 0
+	})
+	// The other entity is on the same partition, so that neither the
+	// process's slot nor the partition's is free for it unless the
+	// waiting command gave its own back.
+	other := "ent-f"
+	for i := 0; partitioner.ForEntity(other, onceflighttest.Partitions) != partitioner.ForEntity("ent-e", onceflighttest.Partitions); i++ {
+		other = fmt.Sprintf("ent-f%d", i)
+	}
+	h.SubmitAction("f1", "payments.refund", other, "key-f1", `{}`)
+	ids := []string{"e1", "e2", "f1"}
+	seen := map[string][]schemas.Outcome{}
+	count := outcomesOf(t, h, seen, ids, time.Minute)
+	if count[schemas.StatusSucceeded] != len(ids) {
+		for _, id := range ids {
+			r := seen[id][0].Record
+			t.Logf("%s: %s %+v", id, r.Status, r.Error)
+		}
+		t.Fatalf("statuses %v, want %d succeeded", count, len(ids))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if overtook != 0 || strings.Join(applied, ",") != "key-f1,key-e1,key-e2" {
+		t.Fatalf("applied in the order %v (%d overtakings); want the other entity first, then the entity's commands in order", applied, overtook)
+	}
+	h.Stop()
+	h.Audit()
 }

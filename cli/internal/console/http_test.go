@@ -223,7 +223,8 @@ func TestConsoleHTTPAccessAndBadInput(t *testing.T) {
 	// The Actions page describes what protects each action, as
 	// `onceflight actions` does.
 	code, body = op.do(http.MethodGet, "/actions", nil)
-	for _, w := range []string{"dup.refund", "messages.send", "Unique by", "order_id", "HTTP 5xx"} {
+	for _, w := range []string{"dup.refund", "messages.send", "Unique by", "order_id", "HTTP 5xx",
+		`give up on "not done" after 1h0m0s`, "messages.send (its own): at most --max-inflight requests in flight (adapted to its answers)"} {
 		if code != http.StatusOK || !strings.Contains(body, w) {
 			t.Errorf("/actions (%d) lacks %q", code, w)
 		}

@@ -376,7 +376,7 @@ func WriteText(w io.Writer, acts []Action) error {
 		}
 		fmt.Fprintf(tw, "  data:\tat most %s, schema %s, sources %s\n", size, schema, strings.Join(l.AllowedSources, ", "))
 		fmt.Fprintf(tw, "  time:\tattempt %s, max_attempts %d, confirm %s, give up on \"not done\" after %s; deadline %s\n", l.Timeout, l.MaxAttempts, l.ConfirmTimeout, l.GiveUpAfter, l.Deadline)
-		fmt.Fprintf(tw, "  system:\t%s\n", systemLine(l.System))
+		fmt.Fprintf(tw, "  system:\t%s\n", l.System.Line())
 		section()
 		fmt.Fprintf(tw, "  answer\tkind\tthen\n")
 		for _, r := range a.Answers {
@@ -397,8 +397,9 @@ func WriteText(w io.Writer, acts []Action) error {
 	return nil
 }
 
-// systemLine is an action's system for a terminal.
-func systemLine(s System) string {
+// Line is the system's limits in one line, for a terminal and the
+// console's Actions page.
+func (s System) Line() string {
 	own := "its own"
 	if s.Shared {
 		own = "shared by name"

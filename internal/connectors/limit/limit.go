@@ -147,10 +147,15 @@ type System struct {
 	timer    *time.Timer
 	// counters (Stats)
 	busy, down, opened, closed uint64
-	// logging of limit changes (logEvery)
+	// logging of limit changes: at most one line per logEvery; a change
+	// within it is written when it ends (logTimer), so the last line
+	// always tells the limit the system settled at.
+	logEvery    time.Duration
 	loggedAt    time.Time
 	loggedLimit int
-	changes     int
+	lastLimit   int // the limit after the previous answer, to count changes
+	changes     int // changes since the last line
+	logTimer    *time.Timer
 	reason      string // why the limit was last cut
 	// refusedAt is the limit at which the system last refused: the limit
 	// climbs back to it patience times slower than elsewhere, so that a
@@ -180,7 +185,7 @@ func New(cfg Config) *System {
 		cfg.Logger = slog.Default()
 	}
 	s := &System{cfg: cfg, log: cfg.Logger.With("system", cfg.Name), limit: float64(cfg.MaxConcurrent)}
-	s.loggedLimit = cfg.MaxConcurrent
+	s.loggedLimit, s.lastLimit, s.logEvery = cfg.MaxConcurrent, cfg.MaxConcurrent, logEvery
 	if cfg.Rate > 0 {
 		burst := cfg.Burst
 		if burst <= 0 {
@@ -404,19 +409,35 @@ func (s *System) healthy(p *permit, now time.Time, took time.Duration) {
 }
 
 // logLimit writes a line when the limit changed, at most one per logEvery
-// and system: the limit may move with every few answers under load.
+// and system: the limit may move with every few answers under load. A
+// change too soon after the last line is written once logEvery has
+// passed, unless the limit is back where that line left it.
 func (s *System) logLimit(now time.Time) {
 	cur := s.current()
+	if cur != s.lastLimit {
+		s.changes++
+		s.lastLimit = cur
+	}
 	if cur == s.loggedLimit {
 		return
 	}
-	s.changes++
-	if now.Sub(s.loggedAt) < logEvery {
+	if wait := s.logEvery - now.Sub(s.loggedAt); wait > 0 {
+		if s.logTimer == nil {
+			s.logTimer = time.AfterFunc(wait, s.logLater)
+		}
 		return
 	}
 	s.log.Info("external system concurrency limit changed", "from", s.loggedLimit, "to", cur,
 		"ceiling", s.cfg.MaxConcurrent, "changes", s.changes, "last_cut", s.reason, "busy_answers", s.busy, "down_answers", s.down)
 	s.loggedAt, s.loggedLimit, s.changes = now, cur, 0
+}
+
+// logLater writes the line logLimit held back.
+func (s *System) logLater() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logTimer = nil
+	s.logLimit(time.Now())
 }
 
 // open stops sending until the next probe.

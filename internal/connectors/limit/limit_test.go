@@ -2,6 +2,7 @@ package limit_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -179,5 +180,59 @@ func TestLatencyRiseCuts(t *testing.T) {
 	}
 	if l := s.Stats().Limit; l >= 4 {
 		t.Fatalf("limit %d after latency rose tenfold, want it cut", l)
+	}
+}
+
+// records keeps the log records a System writes.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec.Clone())
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+// limitLines returns the "from → to (changes)" of each line about the limit.
+func (r *records) limitLines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.recs {
+		if rec.Message != "external system concurrency limit changed" {
+			continue
+		}
+		a := map[string]string{}
+		rec.Attrs(func(at slog.Attr) bool { a[at.Key] = at.Value.String(); return true })
+		out = append(out, a["from"]+"→"+a["to"]+" ("+a["changes"]+")")
+	}
+	return out
+}
+
+// The limit's changes are logged, not each answer: the first at once,
+// the ones soon after it in one line when the interval has passed, which
+// names the limit the system settled at.
+func TestLimitChangesLoggedNotEachAnswer(t *testing.T) {
+	logs := &records{}
+	s := limit.New(limit.Config{Name: "svc", MaxConcurrent: 10, Logger: slog.New(logs)})
+	limit.SetLogEvery(s, 100*time.Millisecond)
+	for range 5 { // five rounds of busy answers: 10 → 9 → 8 → 7 → 6 → 5
+		acquire(t, s).Done(busy, time.Millisecond)
+	}
+	if got := logs.limitLines(); len(got) != 1 || got[0] != "10→9 (1)" {
+		t.Fatalf("lines right after the cuts: %q, want one for the first", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(logs.limitLines()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := logs.limitLines(); len(got) != 2 || got[1] != "9→5 (4)" {
+		t.Fatalf("lines: %q, want the held-back changes in one line naming the limit now (5)", got)
 	}
 }
