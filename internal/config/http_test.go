@@ -48,6 +48,8 @@ func TestRealAPIErrors(t *testing.T) {
 			`field "confirm": give confirm_url or confirm, not both`},
 		{"lookup that cannot tell attempts apart", head + "    confirm:\n      url: https://api.example/v1/refunds\n",
 			`field "confirm.url": has no placeholder`},
+		{"search lookup with the default found", head + "    confirm:\n      url: https://api.example/v1/refunds?idempotency_key={key}\n",
+			`c.yaml:6:10: action "pay": field "confirm.found": the lookup searches by a query`},
 		{"only http", "actions:\n  k:\n    connector: kafka\n    topic: t\n    headers: {A: b}\n",
 			`c.yaml:5:5: action "k": field "headers": only valid for connector http`},
 		{"reserved header", head + "    headers:\n      Idempotency-Key: x\n",

@@ -294,16 +294,30 @@ func compileShape(cfg Config) (*shape, []error) {
 	case a.Confirm != nil && cfg.ConfirmURL != "":
 		fail("confirm", errors.New("give confirm_url or confirm, not both"))
 	case a.Confirm != nil:
-		s.lookup = s.compileLookup(*a.Confirm, fail)
+		s.lookup = s.compileLookup(*a.Confirm, false, fail)
 	case cfg.ConfirmURL != "" && !a.IsZero():
 		// confirm_url with credentials: the same lookup through the
 		// request path that sends them.
-		s.lookup = s.compileLookup(Confirm{URL: cfg.ConfirmURL}, fail)
+		s.lookup = s.compileLookup(Confirm{URL: cfg.ConfirmURL}, true, fail)
 	}
 	return s, errs
 }
 
-func (s *shape) compileLookup(c Confirm, fail func(string, error)) *lookup {
+// searchNeedsFound refuses a lookup that searches by a query with the
+// default found rule: a search answers 200 {"data": []} when nothing
+// matches, and "status == 200" would read that as "it happened" — a wrong
+// confirmation, the worst answer the product can give. The user writes
+// what found means for this API, even if it is "status == 200".
+func searchNeedsFound(short bool) error {
+	fix := `write found (and not_found) for the API's answer`
+	if short {
+		fix = `use confirm: with its url, found and not_found instead of confirm_url`
+	}
+	return fmt.Errorf(`the lookup searches by a query (a placeholder after "?"), and a search answers 200 with an empty list when nothing matches, which the default found rule %q would read as "it happened": %s, e.g. found: "status == 200 && size(body.data) > 0", not_found: "status == 200 && size(body.data) == 0"`, DefaultFound, fix)
+}
+
+// compileLookup compiles c; short: it is confirm_url with credentials.
+func (s *shape) compileLookup(c Confirm, short bool, fail func(string, error)) *lookup {
 	l := &lookup{method: cmpOr(strings.ToUpper(c.Method), http.MethodGet)}
 	var err error
 	if c.URL == "" {
@@ -319,6 +333,13 @@ func (s *shape) compileLookup(c Confirm, fail func(string, error)) *lookup {
 		fail("confirm.method", fmt.Errorf("invalid method %q", c.Method))
 	}
 	l.headers = s.resolveHeaders("confirm.headers", c.Headers, append(slices.Clone(reservedHeaders), s.idemHeader), fail)
+	switch {
+	case c.Found != "" || l.url == nil || !l.url.SearchesByQuery():
+	case short:
+		fail("confirm_url", searchNeedsFound(true))
+	default:
+		fail("confirm.found", searchNeedsFound(false))
+	}
 	if l.found, err = CompilePredicate(cmpOr(c.Found, DefaultFound)); err != nil {
 		fail("confirm.found", err)
 	}
@@ -530,12 +551,12 @@ func WebhookSignature(key []byte, id, timestamp string, body []byte) string {
 }
 
 // succeeded is a 2xx answer to Execute after rejected_when and result.
-func (c *Connector) succeeded(code int, h http.Header, raw []byte, cut bool) connectors.Result {
+func (c *Connector) succeeded(req connectors.Request, code int, h http.Header, raw []byte, cut bool) connectors.Result {
 	s := c.shape
 	if !s.hasRules {
 		return connectors.Result{Kind: connectors.Succeeded, Result: c.result(code, raw, cut)}
 	}
-	a := newAnswer(code, h, raw)
+	a := newAnswer(req, code, h, raw)
 	if s.rejected != nil {
 		bad, err := s.rejected.holds(a)
 		if err != nil {

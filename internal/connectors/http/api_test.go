@@ -153,6 +153,68 @@ func TestLookupRule(t *testing.T) {
 	}
 }
 
+// TestLookupChecksTheKey: a found rule can require the listed object to
+// be the one asked about (key is a CEL variable). An API that ignores the
+// filter and lists other objects then gets "unknown", not "found", and an
+// empty list is still "not found".
+func TestLookupChecksTheKey(t *testing.T) {
+	var body atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(body.Load().(string)))
+	}))
+	defer srv.Close()
+	conn := newConn(t, httpconn.Config{URL: srv.URL + "/x", API: httpconn.API{Confirm: &httpconn.Confirm{
+		URL:      srv.URL + "/x?ref={key}",
+		Found:    "status == 200 && body.data.exists(m, m.ref == key && m.to == entity)",
+		NotFound: "status == 200 && size(body.data) == 0",
+	}}})
+	for _, c := range []struct {
+		body string
+		want connectors.Kind
+	}{
+		{`{"data":[{"ref":"other-key","to":"e/1"}]}`, connectors.Ambiguous}, // the filter ignored: not ours
+		{`{"data":[{"ref":"k","to":"e/2"}]}`, connectors.Ambiguous},         // another entity's
+		{`{"data":[{"ref":"other-key"},{"ref":"k","to":"e/1"}]}`, connectors.Succeeded},
+		{`{"data":[]}`, connectors.NotFound},
+	} {
+		body.Store(c.body)
+		if r := conn.Confirm(context.Background(), req("k", `{}`)); r.Kind != c.want {
+			t.Errorf("%s: %+v, want %v", c.body, r, c.want)
+		}
+	}
+}
+
+// TestSearchLookupNeedsFound: a lookup that searches by a query cannot
+// keep the default found rule, under which a 200 {"data": []} — no such
+// object — would confirm the effect. A lookup of one object by its path
+// may keep the defaults (200 found, 404 not found).
+func TestSearchLookupNeedsFound(t *testing.T) {
+	const base = "http://127.0.0.1:1"
+	for _, c := range []struct {
+		name string
+		cfg  httpconn.Config
+		want string // "" for no error
+	}{
+		{"confirm searching with the default found", httpconn.Config{URL: base + "/r", API: httpconn.API{Confirm: &httpconn.Confirm{URL: base + "/r?idempotency_key={key}"}}},
+			`confirm.found: the lookup searches by a query`},
+		{"only not_found written", httpconn.Config{URL: base + "/r", API: httpconn.API{Confirm: &httpconn.Confirm{URL: base + "/r?k={key}", NotFound: "status == 200 && size(body.data) == 0"}}},
+			`confirm.found: the lookup searches by a query`},
+		{"confirm_url searching, with credentials", httpconn.Config{URL: base + "/r", ConfirmURL: base + "/r?k={key}", API: httpconn.API{Headers: map[string]string{"X-Team": "a"}}},
+			`confirm_url: the lookup searches by a query`},
+		{"found written", httpconn.Config{URL: base + "/r", API: httpconn.API{Confirm: &httpconn.Confirm{URL: base + "/r?k={key}", Found: "status == 200"}}}, ""},
+		{"one object by its path", httpconn.Config{URL: base + "/r", API: httpconn.API{Confirm: &httpconn.Confirm{URL: base + "/r/{key}?expand=all"}}}, ""},
+		{"Onceflight's own protocol", httpconn.Config{URL: base + "/r", ConfirmURL: base + "/r?k={key}"}, ""},
+	} {
+		_, err := httpconn.New(c.cfg)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
 // TestSecretsRedacted: an API that echoes the request's headers back in an
 // error and in a success body does not get the secrets into a message or a
 // recorded result.

@@ -54,7 +54,7 @@ func (c *Connector) confirmByLookup(ctx context.Context, req connectors.Request)
 	if rerr != nil {
 		return unknown("HTTP %d: read body: %v", resp.StatusCode, rerr)
 	}
-	a := newAnswer(resp.StatusCode, resp.Header, raw)
+	a := newAnswer(req, resp.StatusCode, resp.Header, raw)
 	found, ferr := l.found.holds(a)
 	notFound, nerr := l.notFound.holds(a)
 	switch {

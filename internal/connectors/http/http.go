@@ -372,7 +372,7 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) (res co
 	switch k := ClassifyStatus(code); k {
 	case connectors.Succeeded:
 		// The status says it happened; a broken body does not change that.
-		return c.succeeded(code, resp.Header, raw, truncated || rerr != nil)
+		return c.succeeded(req, code, resp.Header, raw, truncated || rerr != nil)
 	case connectors.Ambiguous:
 		c.dropConnections()
 		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
