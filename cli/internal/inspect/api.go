@@ -1,11 +1,15 @@
 package inspect
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
+
+	"golang.org/x/oauth2"
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
@@ -159,13 +163,19 @@ func apiGuarantees(a *config.Action, p consumer.Protection, gs []Guarantee) []Gu
 
 // apiAnswers are the answers a real API's rules add to the table.
 func apiAnswers(a *config.Action) []answer {
-	if a.API.RejectedWhen == "" {
-		return nil
+	var out []answer
+	if a.API.RejectedWhen != "" {
+		out = append(out,
+			answer{"2xx where rejected_when holds (" + a.API.RejectedWhen + ")", httpconn.ClassifyRejectedWhen(true)},
+			answer{"2xx where rejected_when cannot be evaluated", httpconn.ClassifyRejectedWhen(false)})
 	}
-	return []answer{
-		{"2xx where rejected_when holds (" + a.API.RejectedWhen + ")", httpconn.ClassifyRejectedWhen(true)},
-		{"2xx where rejected_when cannot be evaluated", httpconn.ClassifyRejectedWhen(false)},
+	if a.API.OAuth2 != nil {
+		refused := &oauth2.RetrieveError{Response: &http.Response{StatusCode: http.StatusUnauthorized}}
+		out = append(out,
+			answer{"OAuth2 token refused (4xx from token_url, not 408, 425, 429)", httpconn.ClassifyTokenError(refused)},
+			answer{"OAuth2 token not fetched (token_url unreachable, busy, 5xx)", httpconn.ClassifyTokenError(errors.New("unreachable"))})
 	}
+	return out
 }
 
 // writeRequest writes the Request and ConfirmRule lines of the text form.

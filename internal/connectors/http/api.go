@@ -529,6 +529,21 @@ func (s *shape) authorize(hr *http.Request, extra []header) error {
 	return nil
 }
 
+// ClassifyTokenError is what Execute makes of a failure to get an OAuth2
+// token, when nothing was sent to the API: rejected when the token
+// endpoint refused the client (a 4xx other than 408, 425, 429: a wrong
+// client secret or scope, which waiting will not fix, so the record says
+// failed with the endpoint's answer instead of retrying for give_up_after);
+// unavailable otherwise (the endpoint unreachable, busy or failing).
+// Exported so that `onceflight actions` describes what Execute does.
+func ClassifyTokenError(err error) connectors.Kind {
+	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && re.Response != nil &&
+		ClassifyStatus(re.Response.StatusCode) == connectors.Rejected {
+		return connectors.Rejected
+	}
+	return connectors.Unavailable
+}
+
 // sign adds the Standard Webhooks headers for body.
 func (s *shape) sign(hr *http.Request, id string, body []byte, now time.Time) {
 	if s.signKey == nil {

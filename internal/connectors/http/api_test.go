@@ -354,9 +354,13 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	const secret = "client-secret-5d4c3b2a"
 	t.Setenv("OAUTH_SECRET", secret)
 	var tokens atomic.Int64
-	var refuse atomic.Bool
+	var refuse, down atomic.Bool
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		id, sec, ok := r.BasicAuth()
 		if !ok {
 			_ = r.ParseForm()
@@ -394,13 +398,21 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	if tokens.Load() != 1 {
 		t.Errorf("%d tokens fetched for 4 requests, want 1", tokens.Load())
 	}
+	// A token endpoint that refuses the client (a wrong secret) is a
+	// failure waiting will not fix: rejected, nothing sent to the API.
 	refuse.Store(true)
 	fresh := newConn(t, httpconn.Config{URL: srv.URL + "/api/x", API: api})
 	r := fresh.Execute(context.Background(), req("k", `{}`))
-	if r.Kind != connectors.Unavailable || !strings.Contains(r.Message, "oauth2 token") {
+	if r.Kind != connectors.Rejected || !strings.Contains(r.Message, "not sent: oauth2 token") || !strings.Contains(r.Message, "invalid_client") {
 		t.Errorf("refused token: %+v", r)
 	}
 	noSecret(t, "message", r.Message, secret)
+	// One that is down is "not done": retried.
+	down.Store(true)
+	r = newConn(t, httpconn.Config{URL: srv.URL + "/api/x", API: api}).Execute(context.Background(), req("k", `{}`))
+	if r.Kind != connectors.Unavailable || !strings.Contains(r.Message, "oauth2 token") {
+		t.Errorf("token endpoint down: %+v", r)
+	}
 }
 
 // TestConformanceRealAPI runs the connector conformance suite on a

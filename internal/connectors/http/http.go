@@ -344,7 +344,7 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) (res co
 		h.Set("traceparent", req.TraceParent)
 	}
 	if err := c.shape.authorize(hr, nil); err != nil {
-		return unavailable(fmt.Sprintf("not sent: %v", err))
+		return connectors.Result{Kind: ClassifyTokenError(err), Message: fmt.Sprintf("not sent: %v", err)}
 	}
 	c.shape.sign(hr, req.Key, out.body, time.Now())
 
