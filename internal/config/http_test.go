@@ -96,3 +96,42 @@ func TestRealAPIExamplesLoad(t *testing.T) {
 		t.Errorf("payments.refund API = %+v", a.API)
 	}
 }
+
+// TestRealAPISharedCredentials: the credentials of one external system,
+// written once under an x- key and merged into each of its actions
+// (docs/connectors.md#credentials), reach every action; a secret missing
+// there is reported on the shared block's line for each action using it.
+func TestRealAPISharedCredentials(t *testing.T) {
+	const file = `x-payments: &payments
+  connector: http
+  headers: {X-Api-Key: "${env:SHARED_PAY_KEY}"}
+  basic_auth: {username: ops, password: "${file:pay.pass}"}
+actions:
+  payments.refund: {<<: *payments, url: "https://api.payments.example/v1/refunds"}
+  payments.payout: {<<: *payments, url: "https://api.payments.example/v1/payouts"}
+`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pay.pass"), []byte("pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHARED_PAY_KEY", "k")
+	cfg, err := Parse(filepath.Join(dir, "c.yaml"), []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"payments.refund", "payments.payout"} {
+		a := cfg.Actions[name]
+		if a == nil || a.API.Headers["X-Api-Key"] != "${env:SHARED_PAY_KEY}" || a.API.BasicAuth == nil ||
+			a.API.BasicAuth.Password != "${file:"+filepath.Join(dir, "pay.pass")+"}" {
+			t.Errorf("%s: %+v", name, a)
+		}
+	}
+	os.Unsetenv("SHARED_PAY_KEY")
+	_, err = Parse(filepath.Join(dir, "c.yaml"), []byte(file))
+	for _, name := range []string{"payments.refund", "payments.payout"} {
+		want := `c.yaml:3:24: action "` + name + `": field "headers.X-Api-Key": environment variable SHARED_PAY_KEY is not set`
+		if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), filepath.Join(dir, "c.yaml"), "c.yaml"), want) {
+			t.Errorf("error %v, want %q", err, want)
+		}
+	}
+}
