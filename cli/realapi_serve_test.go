@@ -28,7 +28,8 @@ import (
 // output the product has — serve's log, submit's and explain's answers, the
 // outcomes, the audit, config validate, actions (text and JSON), the record
 // API (actions, executions), /metrics, the ingress's answer, the console's
-// pages — and looks for every secret in all of it.
+// pages, the spans sent to an OTLP collector — and looks for every secret
+// in all of it.
 func TestServeRealAPISecretsNowhere(t *testing.T) {
 	secrets := map[string]string{
 		"PAYMENTS_API_KEY":   "sk_test_serveGoodKey0123456789",
@@ -65,6 +66,16 @@ func TestServeRealAPISecretsNowhere(t *testing.T) {
 		fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":3600}`, secrets["PAYMENTS_API_KEY"])
 	}))
 	defer tokens.Close()
+	// A trace collector: spans are an output too.
+	var spans lockedBuffer
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = spans.Write(b)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "none")
 
 	// One actions file with the three profiles as shipped (hosts pointed
 	// at the fakes) and two more actions: the payments profile with the
@@ -274,6 +285,10 @@ func TestServeRealAPISecretsNowhere(t *testing.T) {
 	}
 	stop()
 	collect("serve's log", serveLog)
+	collect("the spans sent to the collector", spans.String())
+	if !strings.Contains(spans.String(), "onceflight.confirm") {
+		t.Errorf("the collector got no confirmation span (%d bytes)", len(spans.String()))
+	}
 
 	text := all.String()
 	for _, want := range []string{"refund-2", "Invalid API Key provided: [redacted]", "from ${env:PAYMENTS_API_KEY}",

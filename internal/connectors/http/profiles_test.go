@@ -215,6 +215,17 @@ func TestWebhooksProfile(t *testing.T) {
 			t.Fatalf("decision %+v after %d calls, %d effects, headers %v", d, rcv.Calls(), rcv.Effects("hook-2"), hs)
 		}
 	})
+	t.Run("500 before the effect: sent again with the same webhook-id, delivered once", func(t *testing.T) {
+		rcv := apifake.NewWebhooks(t, webhookKey)
+		rcv.Inject(apifake.FailBeforeEffect)
+		a := loadProfile(t, "webhooks", "https://hooks.partner.example/onceflight", rcv.URL()+"/hooks")
+		d := perform(t, profileConnector(t, a), a, "hook-4", `{"order":"A-8"}`)
+		hs := rcv.Headers()
+		if d.Outcome != schemas.StatusSucceeded || rcv.Calls() != 2 || rcv.Effects("hook-4") != 1 ||
+			hs[0].Get("webhook-id") != "hook-4" || hs[1].Get("webhook-id") != "hook-4" {
+			t.Fatalf("decision %+v after %d calls, %d effects, headers %v", d, rcv.Calls(), rcv.Effects("hook-4"), hs)
+		}
+	})
 	t.Run("wrong secret", func(t *testing.T) {
 		other := "whsec_" + "c2VjcmV0LW9mLWFub3RoZXItc2VuZGVy"
 		t.Setenv("WEBHOOK_SECRET", other)
