@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -176,6 +178,43 @@ func apiAnswers(a *config.Action) []answer {
 			answer{"OAuth2 token not fetched (token_url unreachable, busy, 5xx)", httpconn.ClassifyTokenError(errors.New("unreachable"))})
 	}
 	return out
+}
+
+// apiWarnings: credentials that would cross the network in clear text,
+// to a URL that is http:// and not this machine.
+func apiWarnings(a *config.Action) []string {
+	api := a.API
+	if a.Connector != config.ConnectorHTTP || api.IsZero() {
+		return nil
+	}
+	creds := api.BasicAuth != nil || api.OAuth2 != nil || slices.ContainsFunc(slices.Collect(maps.Keys(api.Headers)), func(k string) bool {
+		return config.CredentialHeader(k) || httpconn.HasSecretRef(api.Headers[k])
+	})
+	if !creds {
+		return nil
+	}
+	urls := []string{a.URL}
+	if api.Confirm != nil {
+		urls = append(urls, api.Confirm.URL)
+	} else if a.ConfirmURL != "" {
+		urls = append(urls, a.ConfirmURL)
+	}
+	if api.OAuth2 != nil {
+		urls = append(urls, api.OAuth2.TokenURL)
+	}
+	var w []string
+	for _, raw := range urls {
+		u, err := url.Parse(strings.NewReplacer("{", "", "}", "").Replace(raw))
+		if err != nil || u.Scheme != "http" {
+			continue
+		}
+		if h := u.Hostname(); h == "localhost" || net.ParseIP(h).IsLoopback() {
+			continue
+		}
+		w = append(w, fmt.Sprintf("credentials are sent in clear text to %s (http://): anyone on the path can read them; use https://", u.Host))
+		break
+	}
+	return w
 }
 
 // writeRequest writes the Request and ConfirmRule lines of the text form.

@@ -300,7 +300,27 @@ func compileShape(cfg Config) (*shape, []error) {
 		// request path that sends them.
 		s.lookup = s.compileLookup(Confirm{URL: cfg.ConfirmURL}, true, fail)
 	}
+	if s.tls != nil {
+		// TLS settings on a plain-http request would be dropped without a
+		// word, and the client certificate the user meant to prove who
+		// is calling (and the credentials) would go unprotected.
+		for _, u := range []struct {
+			field string
+			t     *Template
+		}{{"url", s.url}, {"confirm.url", lookupURL(s.lookup)}} {
+			if u.t != nil && strings.HasPrefix(strings.ToLower(u.t.Sample()), "http:") {
+				fail("tls", fmt.Errorf("%s is http://, where tls settings do not apply: use https://", u.field))
+			}
+		}
+	}
 	return s, errs
+}
+
+func lookupURL(l *lookup) *Template {
+	if l == nil {
+		return nil
+	}
+	return l.url
 }
 
 // searchNeedsFound refuses a lookup that searches by a query with the

@@ -316,6 +316,16 @@ func TestTLSSettings(t *testing.T) {
 	if _, err := httpconn.New(httpconn.Config{URL: srv.URL, API: httpconn.API{TLS: httpconn.TLS{CertFile: ca, KeyFile: ca}}}); err == nil || !strings.Contains(err.Error(), "tls.cert_file") {
 		t.Errorf("unreadable key pair: %v", err)
 	}
+	// On a plain-http URL the settings would be dropped without a word.
+	plain := strings.Replace(srv.URL, "https:", "http:", 1)
+	for _, cfg := range []httpconn.Config{
+		{URL: plain, API: httpconn.API{TLS: httpconn.TLS{CAFile: ca}}},
+		{URL: srv.URL, API: httpconn.API{TLS: httpconn.TLS{CAFile: ca}, Confirm: &httpconn.Confirm{URL: plain + "/{key}"}}},
+	} {
+		if _, err := httpconn.New(cfg); err == nil || !strings.Contains(err.Error(), "tls: ") || !strings.Contains(err.Error(), "is http://, where tls settings do not apply") {
+			t.Errorf("tls with %s / %v: %v", cfg.URL, cfg.API.Confirm, err)
+		}
+	}
 }
 
 func writePEM(t *testing.T, path, typ string, der []byte) {
