@@ -42,6 +42,8 @@ func TestRealAPIErrors(t *testing.T) {
 			`c.yaml:6:16: action "pay": field "tls.ca_file": ` + filepath.Join(dir, "junk.pem") + ` holds no PEM certificate`},
 		{"tls on a plain-http URL", "actions:\n  pay:\n    connector: http\n    url: http://api.example/v1/refunds\n    tls:\n      server_name: api.example\n",
 			`c.yaml:6:18: action "pay": field "tls": url is http://, where tls settings do not apply: use https://`},
+		{"secret in a body template", head + "    body: template\n    body_template: '{\"api_key\": \"${env:CFG_TEST_KEY}\"}'\n",
+			`c.yaml:6:20: action "pay": field "body_template": secret references are not resolved in a body`},
 		{"credential written in the file", head + "    headers:\n      Authorization: Bearer " + secret + "\n",
 			`field "headers.Authorization": a credential is not written in the file`},
 		{"secret in a URL", "actions:\n  pay:\n    connector: http\n    url: https://api.example/v1/refunds?key=${env:CFG_TEST_KEY}\n",

@@ -226,6 +226,10 @@ func compileShape(cfg Config) (*shape, []error) {
 	case BodyTemplate:
 		if a.BodyTemplate == "" {
 			fail("body_template", fmt.Errorf("required with body: template"))
+		} else if strings.Contains(a.BodyTemplate, "${") {
+			// Not resolved here: it would be sent as the literal text,
+			// and a body is recorded where a header is not.
+			fail("body_template", errors.New("secret references are not resolved in a body, which a result or an error message may quote: send the secret in a header"))
 		} else if s.bodyTmpl, err = ParseTemplate(a.BodyTemplate); err != nil {
 			fail("body_template", err)
 		}
