@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -155,11 +156,16 @@ type shape struct {
 	lookup      *lookup
 	secrets     redactor
 
-	tokens   oauth2.TokenSource // set by startOAuth, read-only after; safe for concurrent use
-	hasRules bool               // rejected or result set: Execute answers go through them
+	// tokens is the OAuth2 token source: set by startOAuth, replaced
+	// by renewToken when the API refuses a token it handed out; each
+	// source is safe for concurrent use.
+	tokens   atomic.Pointer[tokenSource]
+	tokenCtx context.Context // carries the token endpoint's client
+	hasRules bool            // rejected or result set: Execute answers go through them
 	// tok guards the last access token seen, so that each new one is
-	// added to the redacted secrets once. Lock order: tok, then
-	// secrets.mu (added under it); nothing else.
+	// added to the redacted secrets once, and the swap of tokens by
+	// renewToken. Lock order: tok, then secrets.mu (added under it);
+	// nothing else.
 	tok struct {
 		sync.Mutex
 		last string
@@ -474,7 +480,26 @@ func (s *shape) startOAuth(base *http.Transport, foreign http.RoundTripper) {
 		rt = t
 	}
 	hc := &http.Client{Transport: rt, Timeout: 10 * time.Second}
-	s.tokens = s.oauth.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, hc))
+	s.tokenCtx = context.WithValue(context.Background(), oauth2.HTTPClient, hc)
+	s.tokens.Store(&tokenSource{s.oauth.TokenSource(s.tokenCtx)})
+}
+
+// tokenSource wraps the interface for atomic.Pointer.
+type tokenSource struct{ oauth2.TokenSource }
+
+// renewToken drops the cached token when the API refused it (401) though
+// it had not expired by its expires_in — revoked, or the server lost it —
+// so the next request fetches a new one instead of failing with the stale
+// one until it expires. Concurrent requests refused with the same token
+// renew it once.
+func (s *shape) renewToken(stale string) {
+	s.tok.Lock()
+	defer s.tok.Unlock()
+	if s.tok.last != stale {
+		return // renewed already
+	}
+	s.tokens.Store(&tokenSource{s.oauth.TokenSource(s.tokenCtx)})
+	s.tok.last = ""
 }
 
 // request is an Execute request's method, URL and body.
@@ -526,8 +551,9 @@ func (s *shape) build(req connectors.Request) (request, error) {
 	return out, nil
 }
 
-// authorize adds the configured headers and credentials to hr.
-func (s *shape) authorize(hr *http.Request, extra []header) error {
+// authorize adds the configured headers and credentials to hr, and
+// returns the OAuth2 access token it used, if any.
+func (s *shape) authorize(hr *http.Request, extra []header) (string, error) {
 	for _, h := range s.headers {
 		hr.Header.Set(h.name, h.value)
 	}
@@ -537,20 +563,22 @@ func (s *shape) authorize(hr *http.Request, extra []header) error {
 	if s.basic != "" {
 		hr.Header.Set("Authorization", s.basic)
 	}
-	if s.tokens != nil {
-		tok, err := s.tokens.Token()
-		if err != nil {
-			return fmt.Errorf("oauth2 token: %w", err)
-		}
-		s.tok.Lock()
-		if tok.AccessToken != s.tok.last {
-			s.tok.last = tok.AccessToken
-			s.secrets.add(tok.AccessToken)
-		}
-		s.tok.Unlock()
-		tok.SetAuthHeader(hr)
+	ts := s.tokens.Load()
+	if ts == nil {
+		return "", nil
 	}
-	return nil
+	tok, err := ts.Token()
+	if err != nil {
+		return "", fmt.Errorf("oauth2 token: %w", err)
+	}
+	s.tok.Lock()
+	if tok.AccessToken != s.tok.last {
+		s.tok.last = tok.AccessToken
+		s.secrets.add(tok.AccessToken)
+	}
+	s.tok.Unlock()
+	tok.SetAuthHeader(hr)
+	return tok.AccessToken, nil
 }
 
 // ClassifyTokenError is what Execute makes of a failure to get an OAuth2

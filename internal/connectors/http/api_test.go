@@ -425,6 +425,74 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	}
 }
 
+// TestOAuth2TokenRevoked: when the API refuses a token before its
+// expires_in (revoked), Execute fetches a new one and sends the request
+// once more — one effect, no failure — instead of failing every command
+// until the old token expires; an API that refuses every token is the
+// API's 401 after one renewal, not a loop. A lookup refused the same way
+// is unknown and renews the token for the next one.
+func TestOAuth2TokenRevoked(t *testing.T) {
+	t.Setenv("OAUTH_SECRET", "s")
+	var mu sync.Mutex
+	issued, valid, effects := 0, "", 0
+	refuseAll := false
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		issued++
+		valid = "at-" + string(rune('0'+issued))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"` + valid + `","token_type":"Bearer","expires_in":3600}`))
+	})
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuseAll || r.Header.Get("Authorization") != "Bearer "+valid {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"message":"invalid token"}`))
+			return
+		}
+		if r.Method == http.MethodPost {
+			effects++
+		}
+		_, _ = w.Write([]byte(`{"data":[{"id":"x"}]}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	revoke := func() { mu.Lock(); valid = "revoked"; mu.Unlock() }
+	count := func() (int, int) { mu.Lock(); defer mu.Unlock(); return issued, effects }
+	conn := newConn(t, httpconn.Config{URL: srv.URL + "/api/x", API: httpconn.API{
+		OAuth2:  &httpconn.OAuth2{TokenURL: srv.URL + "/token", ClientID: "c", ClientSecret: "${env:OAUTH_SECRET}"},
+		Confirm: &httpconn.Confirm{URL: srv.URL + "/api/x?k={key}", Found: "status == 200 && size(body.data) > 0", NotFound: "status == 200 && size(body.data) == 0"},
+	}})
+	if r := conn.Execute(context.Background(), req("k1", `{}`)); r.Kind != connectors.Succeeded {
+		t.Fatalf("first: %+v", r)
+	}
+	revoke()
+	if r := conn.Execute(context.Background(), req("k2", `{}`)); r.Kind != connectors.Succeeded {
+		t.Fatalf("after the revocation: %+v", r)
+	}
+	if i, e := count(); i != 2 || e != 2 {
+		t.Errorf("%d tokens, %d effects; want 2 and 2", i, e)
+	}
+	revoke()
+	if r := conn.Confirm(context.Background(), req("k2", `{}`)); r.Kind != connectors.Ambiguous {
+		t.Errorf("lookup with a revoked token: %+v, want unknown", r)
+	}
+	if r := conn.Confirm(context.Background(), req("k2", `{}`)); r.Kind != connectors.Succeeded {
+		t.Errorf("the next lookup, with a new token: %+v", r)
+	}
+	mu.Lock()
+	refuseAll = true
+	mu.Unlock()
+	i0, e0 := count()
+	r := conn.Execute(context.Background(), req("k3", `{}`))
+	if i, e := count(); r.Kind != connectors.Rejected || !strings.Contains(r.Message, "HTTP 401") || i != i0+1 || e != e0 {
+		t.Errorf("an API refusing every token: %+v after %d more tokens, %d more effects; want rejected after one renewal", r, i-i0, e-e0)
+	}
+}
+
 // TestConformanceRealAPI runs the connector conformance suite on a
 // connector configured for a real API — bearer credentials, form body, its
 // own idempotency header, and a list lookup judged by CEL — so the new

@@ -41,7 +41,8 @@ func (c *Connector) confirmByLookup(ctx context.Context, req connectors.Request)
 		return unknown("build request: %v", err)
 	}
 	hr.Header.Set(c.shape.idemHeader, req.Key)
-	if err := c.shape.authorize(hr, l.headers); err != nil {
+	token, err := c.shape.authorize(hr, l.headers)
+	if err != nil {
 		return unknown("%v", err)
 	}
 	resp, err := c.client.Do(hr)
@@ -53,6 +54,9 @@ func (c *Connector) confirmByLookup(ctx context.Context, req connectors.Request)
 	raw, truncated, rerr := c.readBody(resp.Body)
 	if rerr != nil {
 		return unknown("HTTP %d: read body: %v", resp.StatusCode, rerr)
+	}
+	if resp.StatusCode == http.StatusUnauthorized && token != "" {
+		c.shape.renewToken(token) // the next confirmation asks with a new one
 	}
 	a := newAnswer(req, resp.StatusCode, resp.Header, raw)
 	found, ferr := l.found.holds(a)
