@@ -40,6 +40,10 @@ func TestRealAPIErrors(t *testing.T) {
 			`action "pay": field "basic_auth.password": secret file: open ` + filepath.Join(dir, "nope", "pass")},
 		{"unreadable certificate", head + "    tls:\n      ca_file: junk.pem\n",
 			`c.yaml:6:16: action "pay": field "tls.ca_file": ` + filepath.Join(dir, "junk.pem") + ` holds no PEM certificate`},
+		{"tls on a plain-http URL", "actions:\n  pay:\n    connector: http\n    url: http://api.example/v1/refunds\n    tls:\n      server_name: api.example\n",
+			`c.yaml:6:18: action "pay": field "tls": url is http://, where tls settings do not apply: use https://`},
+		{"secret in a body template", head + "    body: template\n    body_template: '{\"api_key\": \"${env:CFG_TEST_KEY}\"}'\n",
+			`c.yaml:6:20: action "pay": field "body_template": secret references are not resolved in a body`},
 		{"credential written in the file", head + "    headers:\n      Authorization: Bearer " + secret + "\n",
 			`field "headers.Authorization": a credential is not written in the file`},
 		{"secret in a URL", "actions:\n  pay:\n    connector: http\n    url: https://api.example/v1/refunds?key=${env:CFG_TEST_KEY}\n",
@@ -48,6 +52,8 @@ func TestRealAPIErrors(t *testing.T) {
 			`field "confirm": give confirm_url or confirm, not both`},
 		{"lookup that cannot tell attempts apart", head + "    confirm:\n      url: https://api.example/v1/refunds\n",
 			`field "confirm.url": has no placeholder`},
+		{"search lookup with the default found", head + "    confirm:\n      url: https://api.example/v1/refunds?idempotency_key={key}\n",
+			`c.yaml:6:10: action "pay": field "confirm.found": the lookup searches by a query`},
 		{"only http", "actions:\n  k:\n    connector: kafka\n    topic: t\n    headers: {A: b}\n",
 			`c.yaml:5:5: action "k": field "headers": only valid for connector http`},
 		{"reserved header", head + "    headers:\n      Idempotency-Key: x\n",
@@ -92,5 +98,44 @@ func TestRealAPIExamplesLoad(t *testing.T) {
 	a := cfg.Actions["payments.refund"]
 	if a.API.Body != httpconn.BodyForm || a.API.Confirm == nil || a.API.Headers["Authorization"] != "Bearer ${env:PAYMENTS_API_KEY}" {
 		t.Errorf("payments.refund API = %+v", a.API)
+	}
+}
+
+// TestRealAPISharedCredentials: the credentials of one external system,
+// written once under an x- key and merged into each of its actions
+// (docs/connectors.md#credentials), reach every action; a secret missing
+// there is reported on the shared block's line for each action using it.
+func TestRealAPISharedCredentials(t *testing.T) {
+	const file = `x-payments: &payments
+  connector: http
+  headers: {X-Api-Key: "${env:SHARED_PAY_KEY}"}
+  basic_auth: {username: ops, password: "${file:pay.pass}"}
+actions:
+  payments.refund: {<<: *payments, url: "https://api.payments.example/v1/refunds"}
+  payments.payout: {<<: *payments, url: "https://api.payments.example/v1/payouts"}
+`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pay.pass"), []byte("pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHARED_PAY_KEY", "k")
+	cfg, err := Parse(filepath.Join(dir, "c.yaml"), []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"payments.refund", "payments.payout"} {
+		a := cfg.Actions[name]
+		if a == nil || a.API.Headers["X-Api-Key"] != "${env:SHARED_PAY_KEY}" || a.API.BasicAuth == nil ||
+			a.API.BasicAuth.Password != "${file:"+filepath.Join(dir, "pay.pass")+"}" {
+			t.Errorf("%s: %+v", name, a)
+		}
+	}
+	os.Unsetenv("SHARED_PAY_KEY")
+	_, err = Parse(filepath.Join(dir, "c.yaml"), []byte(file))
+	for _, name := range []string{"payments.refund", "payments.payout"} {
+		want := `c.yaml:3:24: action "` + name + `": field "headers.X-Api-Key": environment variable SHARED_PAY_KEY is not set`
+		if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), filepath.Join(dir, "c.yaml"), "c.yaml"), want) {
+			t.Errorf("error %v, want %q", err, want)
+		}
 	}
 }

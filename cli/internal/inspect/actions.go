@@ -191,6 +191,7 @@ func describe(a *config.Action, p consumer.Protection, maxDataBytes int) Action 
 	d.Endpoints.Request, d.Endpoints.ConfirmRule = requestOf(a), confirmRule(a)
 	d.Guarantees = apiGuarantees(a, p, guarantees(a, p))
 	d.Warnings = append(d.Warnings, warnings(a, p)...)
+	d.Warnings = append(d.Warnings, apiWarnings(a)...)
 	return d
 }
 

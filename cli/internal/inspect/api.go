@@ -1,11 +1,17 @@
 package inspect
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
+
+	"golang.org/x/oauth2"
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
@@ -159,13 +165,56 @@ func apiGuarantees(a *config.Action, p consumer.Protection, gs []Guarantee) []Gu
 
 // apiAnswers are the answers a real API's rules add to the table.
 func apiAnswers(a *config.Action) []answer {
-	if a.API.RejectedWhen == "" {
+	var out []answer
+	if a.API.RejectedWhen != "" {
+		out = append(out,
+			answer{"2xx where rejected_when holds (" + a.API.RejectedWhen + ")", httpconn.ClassifyRejectedWhen(true)},
+			answer{"2xx where rejected_when cannot be evaluated", httpconn.ClassifyRejectedWhen(false)})
+	}
+	if a.API.OAuth2 != nil {
+		refused := &oauth2.RetrieveError{Response: &http.Response{StatusCode: http.StatusUnauthorized}}
+		out = append(out,
+			answer{"OAuth2 token refused (4xx from token_url, not 408, 425, 429)", httpconn.ClassifyTokenError(refused)},
+			answer{"OAuth2 token not fetched (token_url unreachable, busy, 5xx)", httpconn.ClassifyTokenError(errors.New("unreachable"))})
+	}
+	return out
+}
+
+// apiWarnings: credentials that would cross the network in clear text,
+// to a URL that is http:// and not this machine.
+func apiWarnings(a *config.Action) []string {
+	api := a.API
+	if a.Connector != config.ConnectorHTTP || api.IsZero() {
 		return nil
 	}
-	return []answer{
-		{"2xx where rejected_when holds (" + a.API.RejectedWhen + ")", httpconn.ClassifyRejectedWhen(true)},
-		{"2xx where rejected_when cannot be evaluated", httpconn.ClassifyRejectedWhen(false)},
+	creds := api.BasicAuth != nil || api.OAuth2 != nil || slices.ContainsFunc(slices.Collect(maps.Keys(api.Headers)), func(k string) bool {
+		return config.CredentialHeader(k) || httpconn.HasSecretRef(api.Headers[k])
+	})
+	if !creds {
+		return nil
 	}
+	urls := []string{a.URL}
+	if api.Confirm != nil {
+		urls = append(urls, api.Confirm.URL)
+	} else if a.ConfirmURL != "" {
+		urls = append(urls, a.ConfirmURL)
+	}
+	if api.OAuth2 != nil {
+		urls = append(urls, api.OAuth2.TokenURL)
+	}
+	var w []string
+	for _, raw := range urls {
+		u, err := url.Parse(strings.NewReplacer("{", "", "}", "").Replace(raw))
+		if err != nil || u.Scheme != "http" {
+			continue
+		}
+		if h := u.Hostname(); h == "localhost" || net.ParseIP(h).IsLoopback() {
+			continue
+		}
+		w = append(w, fmt.Sprintf("credentials are sent in clear text to %s (http://): anyone on the path can read them; use https://", u.Host))
+		break
+	}
+	return w
 }
 
 // writeRequest writes the Request and ConfirmRule lines of the text form.

@@ -57,3 +57,36 @@ func TestDescribeRealAPI(t *testing.T) {
 		t.Errorf("own protocol described as a real API: %+v", plain.Endpoints)
 	}
 }
+
+// TestCredentialsInClearTextWarned: credentials bound for an http:// URL
+// that is not this machine are warned about; https, loopback and an action
+// without credentials are not; OAuth2's token URL counts too, and the
+// OAuth2 answers join the table.
+func TestCredentialsInClearTextWarned(t *testing.T) {
+	t.Setenv("INSPECT_KEY", "k")
+	const clear = "credentials are sent in clear text"
+	for _, c := range []struct {
+		name, block string
+		warned      bool
+	}{
+		{"bearer over http", "    url: http://api.partner.example/v1/x\n    headers: {Authorization: \"Bearer ${env:INSPECT_KEY}\"}\n", true},
+		{"lookup over http", "    url: https://api.partner.example/v1/x\n    headers: {X-Api-Key: \"${env:INSPECT_KEY}\"}\n    confirm: {url: \"http://api.partner.example/v1/x/{key}\"}\n", true},
+		{"oauth2 token over http", "    url: https://api.partner.example/v1/x\n    oauth2: {token_url: \"http://auth.partner.example/token\", client_id: c, client_secret: \"${env:INSPECT_KEY}\"}\n", true},
+		{"https", "    url: https://api.partner.example/v1/x\n    headers: {Authorization: \"Bearer ${env:INSPECT_KEY}\"}\n", false},
+		{"loopback", "    url: http://127.0.0.1:8080/v1/x\n    basic_auth: {username: u, password: \"${env:INSPECT_KEY}\"}\n", false},
+		{"no credentials", "    url: http://api.partner.example/v1/x\n    headers: {Stripe-Version: \"2024-06-20\"}\n", false},
+	} {
+		a := only(t, "actions:\n  x.send:\n    connector: http\n"+c.block)
+		got := strings.Contains(strings.Join(a.Warnings, "|"), clear)
+		if got != c.warned {
+			t.Errorf("%s: warnings %q, want clear-text warning %v", c.name, a.Warnings, c.warned)
+		}
+		if c.name == "oauth2 token over http" {
+			st := steps(a)
+			if st["OAuth2 token refused (4xx from token_url, not 408, 425, 429)"] != "rejected→failed" ||
+				!strings.HasPrefix(st["OAuth2 token not fetched (token_url unreachable, busy, 5xx)"], "unavailable") {
+				t.Errorf("answers = %v", st)
+			}
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -155,11 +156,16 @@ type shape struct {
 	lookup      *lookup
 	secrets     redactor
 
-	tokens   oauth2.TokenSource // set by startOAuth, read-only after; safe for concurrent use
-	hasRules bool               // rejected or result set: Execute answers go through them
+	// tokens is the OAuth2 token source: set by startOAuth, replaced
+	// by renewToken when the API refuses a token it handed out; each
+	// source is safe for concurrent use.
+	tokens   atomic.Pointer[tokenSource]
+	tokenCtx context.Context // carries the token endpoint's client
+	hasRules bool            // rejected or result set: Execute answers go through them
 	// tok guards the last access token seen, so that each new one is
-	// added to the redacted secrets once. Lock order: tok, then
-	// secrets.mu (added under it); nothing else.
+	// added to the redacted secrets once, and the swap of tokens by
+	// renewToken. Lock order: tok, then secrets.mu (added under it);
+	// nothing else.
 	tok struct {
 		sync.Mutex
 		last string
@@ -226,6 +232,10 @@ func compileShape(cfg Config) (*shape, []error) {
 	case BodyTemplate:
 		if a.BodyTemplate == "" {
 			fail("body_template", fmt.Errorf("required with body: template"))
+		} else if strings.Contains(a.BodyTemplate, "${") {
+			// Not resolved here: it would be sent as the literal text,
+			// and a body is recorded where a header is not.
+			fail("body_template", errors.New("secret references are not resolved in a body, which a result or an error message may quote: send the secret in a header"))
 		} else if s.bodyTmpl, err = ParseTemplate(a.BodyTemplate); err != nil {
 			fail("body_template", err)
 		}
@@ -294,16 +304,50 @@ func compileShape(cfg Config) (*shape, []error) {
 	case a.Confirm != nil && cfg.ConfirmURL != "":
 		fail("confirm", errors.New("give confirm_url or confirm, not both"))
 	case a.Confirm != nil:
-		s.lookup = s.compileLookup(*a.Confirm, fail)
+		s.lookup = s.compileLookup(*a.Confirm, false, fail)
 	case cfg.ConfirmURL != "" && !a.IsZero():
 		// confirm_url with credentials: the same lookup through the
 		// request path that sends them.
-		s.lookup = s.compileLookup(Confirm{URL: cfg.ConfirmURL}, fail)
+		s.lookup = s.compileLookup(Confirm{URL: cfg.ConfirmURL}, true, fail)
+	}
+	if s.tls != nil {
+		// TLS settings on a plain-http request would be dropped without a
+		// word, and the client certificate the user meant to prove who
+		// is calling (and the credentials) would go unprotected.
+		for _, u := range []struct {
+			field string
+			t     *Template
+		}{{"url", s.url}, {"confirm.url", lookupURL(s.lookup)}} {
+			if u.t != nil && strings.HasPrefix(strings.ToLower(u.t.Sample()), "http:") {
+				fail("tls", fmt.Errorf("%s is http://, where tls settings do not apply: use https://", u.field))
+			}
+		}
 	}
 	return s, errs
 }
 
-func (s *shape) compileLookup(c Confirm, fail func(string, error)) *lookup {
+func lookupURL(l *lookup) *Template {
+	if l == nil {
+		return nil
+	}
+	return l.url
+}
+
+// searchNeedsFound refuses a lookup that searches by a query with the
+// default found rule: a search answers 200 {"data": []} when nothing
+// matches, and "status == 200" would read that as "it happened" — a wrong
+// confirmation, the worst answer the product can give. The user writes
+// what found means for this API, even if it is "status == 200".
+func searchNeedsFound(short bool) error {
+	fix := `write found (and not_found) for the API's answer`
+	if short {
+		fix = `use confirm: with its url, found and not_found instead of confirm_url`
+	}
+	return fmt.Errorf(`the lookup searches by a query (a placeholder after "?"), and a search answers 200 with an empty list when nothing matches, which the default found rule %q would read as "it happened": %s, e.g. found: "status == 200 && size(body.data) > 0", not_found: "status == 200 && size(body.data) == 0"`, DefaultFound, fix)
+}
+
+// compileLookup compiles c; short: it is confirm_url with credentials.
+func (s *shape) compileLookup(c Confirm, short bool, fail func(string, error)) *lookup {
 	l := &lookup{method: cmpOr(strings.ToUpper(c.Method), http.MethodGet)}
 	var err error
 	if c.URL == "" {
@@ -319,6 +363,13 @@ func (s *shape) compileLookup(c Confirm, fail func(string, error)) *lookup {
 		fail("confirm.method", fmt.Errorf("invalid method %q", c.Method))
 	}
 	l.headers = s.resolveHeaders("confirm.headers", c.Headers, append(slices.Clone(reservedHeaders), s.idemHeader), fail)
+	switch {
+	case c.Found != "" || l.url == nil || !l.url.SearchesByQuery():
+	case short:
+		fail("confirm_url", searchNeedsFound(true))
+	default:
+		fail("confirm.found", searchNeedsFound(false))
+	}
 	if l.found, err = CompilePredicate(cmpOr(c.Found, DefaultFound)); err != nil {
 		fail("confirm.found", err)
 	}
@@ -429,7 +480,26 @@ func (s *shape) startOAuth(base *http.Transport, foreign http.RoundTripper) {
 		rt = t
 	}
 	hc := &http.Client{Transport: rt, Timeout: 10 * time.Second}
-	s.tokens = s.oauth.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, hc))
+	s.tokenCtx = context.WithValue(context.Background(), oauth2.HTTPClient, hc)
+	s.tokens.Store(&tokenSource{s.oauth.TokenSource(s.tokenCtx)})
+}
+
+// tokenSource wraps the interface for atomic.Pointer.
+type tokenSource struct{ oauth2.TokenSource }
+
+// renewToken drops the cached token when the API refused it (401) though
+// it had not expired by its expires_in — revoked, or the server lost it —
+// so the next request fetches a new one instead of failing with the stale
+// one until it expires. Concurrent requests refused with the same token
+// renew it once.
+func (s *shape) renewToken(stale string) {
+	s.tok.Lock()
+	defer s.tok.Unlock()
+	if s.tok.last != stale {
+		return // renewed already
+	}
+	s.tokens.Store(&tokenSource{s.oauth.TokenSource(s.tokenCtx)})
+	s.tok.last = ""
 }
 
 // request is an Execute request's method, URL and body.
@@ -481,8 +551,9 @@ func (s *shape) build(req connectors.Request) (request, error) {
 	return out, nil
 }
 
-// authorize adds the configured headers and credentials to hr.
-func (s *shape) authorize(hr *http.Request, extra []header) error {
+// authorize adds the configured headers and credentials to hr, and
+// returns the OAuth2 access token it used, if any.
+func (s *shape) authorize(hr *http.Request, extra []header) (string, error) {
 	for _, h := range s.headers {
 		hr.Header.Set(h.name, h.value)
 	}
@@ -492,20 +563,37 @@ func (s *shape) authorize(hr *http.Request, extra []header) error {
 	if s.basic != "" {
 		hr.Header.Set("Authorization", s.basic)
 	}
-	if s.tokens != nil {
-		tok, err := s.tokens.Token()
-		if err != nil {
-			return fmt.Errorf("oauth2 token: %w", err)
-		}
-		s.tok.Lock()
-		if tok.AccessToken != s.tok.last {
-			s.tok.last = tok.AccessToken
-			s.secrets.add(tok.AccessToken)
-		}
-		s.tok.Unlock()
-		tok.SetAuthHeader(hr)
+	ts := s.tokens.Load()
+	if ts == nil {
+		return "", nil
 	}
-	return nil
+	tok, err := ts.Token()
+	if err != nil {
+		return "", fmt.Errorf("oauth2 token: %w", err)
+	}
+	s.tok.Lock()
+	if tok.AccessToken != s.tok.last {
+		s.tok.last = tok.AccessToken
+		s.secrets.add(tok.AccessToken)
+	}
+	s.tok.Unlock()
+	tok.SetAuthHeader(hr)
+	return tok.AccessToken, nil
+}
+
+// ClassifyTokenError is what Execute makes of a failure to get an OAuth2
+// token, when nothing was sent to the API: rejected when the token
+// endpoint refused the client (a 4xx other than 408, 425, 429: a wrong
+// client secret or scope, which waiting will not fix, so the record says
+// failed with the endpoint's answer instead of retrying for give_up_after);
+// unavailable otherwise (the endpoint unreachable, busy or failing).
+// Exported so that `onceflight actions` describes what Execute does.
+func ClassifyTokenError(err error) connectors.Kind {
+	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && re.Response != nil &&
+		ClassifyStatus(re.Response.StatusCode) == connectors.Rejected {
+		return connectors.Rejected
+	}
+	return connectors.Unavailable
 }
 
 // sign adds the Standard Webhooks headers for body.
@@ -530,12 +618,12 @@ func WebhookSignature(key []byte, id, timestamp string, body []byte) string {
 }
 
 // succeeded is a 2xx answer to Execute after rejected_when and result.
-func (c *Connector) succeeded(code int, h http.Header, raw []byte, cut bool) connectors.Result {
+func (c *Connector) succeeded(req connectors.Request, code int, h http.Header, raw []byte, cut bool) connectors.Result {
 	s := c.shape
 	if !s.hasRules {
 		return connectors.Result{Kind: connectors.Succeeded, Result: c.result(code, raw, cut)}
 	}
-	a := newAnswer(code, h, raw)
+	a := newAnswer(req, code, h, raw)
 	if s.rejected != nil {
 		bad, err := s.rejected.holds(a)
 		if err != nil {

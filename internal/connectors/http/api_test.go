@@ -153,6 +153,68 @@ func TestLookupRule(t *testing.T) {
 	}
 }
 
+// TestLookupChecksTheKey: a found rule can require the listed object to
+// be the one asked about (key is a CEL variable). An API that ignores the
+// filter and lists other objects then gets "unknown", not "found", and an
+// empty list is still "not found".
+func TestLookupChecksTheKey(t *testing.T) {
+	var body atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(body.Load().(string)))
+	}))
+	defer srv.Close()
+	conn := newConn(t, httpconn.Config{URL: srv.URL + "/x", API: httpconn.API{Confirm: &httpconn.Confirm{
+		URL:      srv.URL + "/x?ref={key}",
+		Found:    "status == 200 && body.data.exists(m, m.ref == key && m.to == entity)",
+		NotFound: "status == 200 && size(body.data) == 0",
+	}}})
+	for _, c := range []struct {
+		body string
+		want connectors.Kind
+	}{
+		{`{"data":[{"ref":"other-key","to":"e/1"}]}`, connectors.Ambiguous}, // the filter ignored: not ours
+		{`{"data":[{"ref":"k","to":"e/2"}]}`, connectors.Ambiguous},         // another entity's
+		{`{"data":[{"ref":"other-key"},{"ref":"k","to":"e/1"}]}`, connectors.Succeeded},
+		{`{"data":[]}`, connectors.NotFound},
+	} {
+		body.Store(c.body)
+		if r := conn.Confirm(context.Background(), req("k", `{}`)); r.Kind != c.want {
+			t.Errorf("%s: %+v, want %v", c.body, r, c.want)
+		}
+	}
+}
+
+// TestSearchLookupNeedsFound: a lookup that searches by a query cannot
+// keep the default found rule, under which a 200 {"data": []} — no such
+// object — would confirm the effect. A lookup of one object by its path
+// may keep the defaults (200 found, 404 not found).
+func TestSearchLookupNeedsFound(t *testing.T) {
+	const base = "http://127.0.0.1:1"
+	for _, c := range []struct {
+		name string
+		cfg  httpconn.Config
+		want string // "" for no error
+	}{
+		{"confirm searching with the default found", httpconn.Config{URL: base + "/r", API: httpconn.API{Confirm: &httpconn.Confirm{URL: base + "/r?idempotency_key={key}"}}},
+			`confirm.found: the lookup searches by a query`},
+		{"only not_found written", httpconn.Config{URL: base + "/r", API: httpconn.API{Confirm: &httpconn.Confirm{URL: base + "/r?k={key}", NotFound: "status == 200 && size(body.data) == 0"}}},
+			`confirm.found: the lookup searches by a query`},
+		{"confirm_url searching, with credentials", httpconn.Config{URL: base + "/r", ConfirmURL: base + "/r?k={key}", API: httpconn.API{Headers: map[string]string{"X-Team": "a"}}},
+			`confirm_url: the lookup searches by a query`},
+		{"found written", httpconn.Config{URL: base + "/r", API: httpconn.API{Confirm: &httpconn.Confirm{URL: base + "/r?k={key}", Found: "status == 200"}}}, ""},
+		{"one object by its path", httpconn.Config{URL: base + "/r", API: httpconn.API{Confirm: &httpconn.Confirm{URL: base + "/r/{key}?expand=all"}}}, ""},
+		{"Onceflight's own protocol", httpconn.Config{URL: base + "/r", ConfirmURL: base + "/r?k={key}"}, ""},
+	} {
+		_, err := httpconn.New(c.cfg)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
 // TestSecretsRedacted: an API that echoes the request's headers back in an
 // error and in a success body does not get the secrets into a message or a
 // recorded result.
@@ -254,6 +316,16 @@ func TestTLSSettings(t *testing.T) {
 	if _, err := httpconn.New(httpconn.Config{URL: srv.URL, API: httpconn.API{TLS: httpconn.TLS{CertFile: ca, KeyFile: ca}}}); err == nil || !strings.Contains(err.Error(), "tls.cert_file") {
 		t.Errorf("unreadable key pair: %v", err)
 	}
+	// On a plain-http URL the settings would be dropped without a word.
+	plain := strings.Replace(srv.URL, "https:", "http:", 1)
+	for _, cfg := range []httpconn.Config{
+		{URL: plain, API: httpconn.API{TLS: httpconn.TLS{CAFile: ca}}},
+		{URL: srv.URL, API: httpconn.API{TLS: httpconn.TLS{CAFile: ca}, Confirm: &httpconn.Confirm{URL: plain + "/{key}"}}},
+	} {
+		if _, err := httpconn.New(cfg); err == nil || !strings.Contains(err.Error(), "tls: ") || !strings.Contains(err.Error(), "is http://, where tls settings do not apply") {
+			t.Errorf("tls with %s / %v: %v", cfg.URL, cfg.API.Confirm, err)
+		}
+	}
 }
 
 func writePEM(t *testing.T, path, typ string, der []byte) {
@@ -292,9 +364,13 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	const secret = "client-secret-5d4c3b2a"
 	t.Setenv("OAUTH_SECRET", secret)
 	var tokens atomic.Int64
-	var refuse atomic.Bool
+	var refuse, down atomic.Bool
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		id, sec, ok := r.BasicAuth()
 		if !ok {
 			_ = r.ParseForm()
@@ -332,13 +408,89 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	if tokens.Load() != 1 {
 		t.Errorf("%d tokens fetched for 4 requests, want 1", tokens.Load())
 	}
+	// A token endpoint that refuses the client (a wrong secret) is a
+	// failure waiting will not fix: rejected, nothing sent to the API.
 	refuse.Store(true)
 	fresh := newConn(t, httpconn.Config{URL: srv.URL + "/api/x", API: api})
 	r := fresh.Execute(context.Background(), req("k", `{}`))
-	if r.Kind != connectors.Unavailable || !strings.Contains(r.Message, "oauth2 token") {
+	if r.Kind != connectors.Rejected || !strings.Contains(r.Message, "not sent: oauth2 token") || !strings.Contains(r.Message, "invalid_client") {
 		t.Errorf("refused token: %+v", r)
 	}
 	noSecret(t, "message", r.Message, secret)
+	// One that is down is "not done": retried.
+	down.Store(true)
+	r = newConn(t, httpconn.Config{URL: srv.URL + "/api/x", API: api}).Execute(context.Background(), req("k", `{}`))
+	if r.Kind != connectors.Unavailable || !strings.Contains(r.Message, "oauth2 token") {
+		t.Errorf("token endpoint down: %+v", r)
+	}
+}
+
+// TestOAuth2TokenRevoked: when the API refuses a token before its
+// expires_in (revoked), Execute fetches a new one and sends the request
+// once more — one effect, no failure — instead of failing every command
+// until the old token expires; an API that refuses every token is the
+// API's 401 after one renewal, not a loop. A lookup refused the same way
+// is unknown and renews the token for the next one.
+func TestOAuth2TokenRevoked(t *testing.T) {
+	t.Setenv("OAUTH_SECRET", "s")
+	var mu sync.Mutex
+	issued, valid, effects := 0, "", 0
+	refuseAll := false
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		issued++
+		valid = "at-" + string(rune('0'+issued))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"` + valid + `","token_type":"Bearer","expires_in":3600}`))
+	})
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuseAll || r.Header.Get("Authorization") != "Bearer "+valid {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"message":"invalid token"}`))
+			return
+		}
+		if r.Method == http.MethodPost {
+			effects++
+		}
+		_, _ = w.Write([]byte(`{"data":[{"id":"x"}]}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	revoke := func() { mu.Lock(); valid = "revoked"; mu.Unlock() }
+	count := func() (int, int) { mu.Lock(); defer mu.Unlock(); return issued, effects }
+	conn := newConn(t, httpconn.Config{URL: srv.URL + "/api/x", API: httpconn.API{
+		OAuth2:  &httpconn.OAuth2{TokenURL: srv.URL + "/token", ClientID: "c", ClientSecret: "${env:OAUTH_SECRET}"},
+		Confirm: &httpconn.Confirm{URL: srv.URL + "/api/x?k={key}", Found: "status == 200 && size(body.data) > 0", NotFound: "status == 200 && size(body.data) == 0"},
+	}})
+	if r := conn.Execute(context.Background(), req("k1", `{}`)); r.Kind != connectors.Succeeded {
+		t.Fatalf("first: %+v", r)
+	}
+	revoke()
+	if r := conn.Execute(context.Background(), req("k2", `{}`)); r.Kind != connectors.Succeeded {
+		t.Fatalf("after the revocation: %+v", r)
+	}
+	if i, e := count(); i != 2 || e != 2 {
+		t.Errorf("%d tokens, %d effects; want 2 and 2", i, e)
+	}
+	revoke()
+	if r := conn.Confirm(context.Background(), req("k2", `{}`)); r.Kind != connectors.Ambiguous {
+		t.Errorf("lookup with a revoked token: %+v, want unknown", r)
+	}
+	if r := conn.Confirm(context.Background(), req("k2", `{}`)); r.Kind != connectors.Succeeded {
+		t.Errorf("the next lookup, with a new token: %+v", r)
+	}
+	mu.Lock()
+	refuseAll = true
+	mu.Unlock()
+	i0, e0 := count()
+	r := conn.Execute(context.Background(), req("k3", `{}`))
+	if i, e := count(); r.Kind != connectors.Rejected || !strings.Contains(r.Message, "HTTP 401") || i != i0+1 || e != e0 {
+		t.Errorf("an API refusing every token: %+v after %d more tokens, %d more effects; want rejected after one renewal", r, i-i0, e-e0)
+	}
 }
 
 // TestConformanceRealAPI runs the connector conformance suite on a

@@ -14,14 +14,23 @@ import (
 	"cel.dev/cel-go/common/types"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/onceflight/onceflight/connectors"
 )
 
 // Rules over an API's answer are CEL expressions (the expression language
-// Kubernetes uses for admission rules) over three variables:
+// Kubernetes uses for admission rules) over these variables:
 //
 //	status   int                  the HTTP status
 //	headers  map(string, string)  response headers, names in lower case, first value
 //	body     dyn                  the body parsed as JSON; the text when it is not JSON; {} when empty
+//	key      string               the command's idempotency key
+//	entity   string               the command's entity
+//
+// key and entity let a lookup check that what it found is the attempt it
+// asked about (body.data.exists(r, r.client_ref == key)): an API that
+// ignores an unknown filter answers with a list of other objects, which
+// "size(body.data) > 0" would read as found.
 //
 // A CEL expression cannot loop or call out, and its cost is bounded
 // (celCostLimit), so a rule can neither hang the executor nor reach
@@ -45,6 +54,8 @@ func answerEnv() (*cel.Env, error) {
 			cel.Variable("status", cel.IntType),
 			cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
 			cel.Variable("body", cel.DynType),
+			cel.Variable("key", cel.StringType),
+			cel.Variable("entity", cel.StringType),
 		)
 	})
 	return celEnv, celEnvErr
@@ -101,13 +112,13 @@ type answer struct {
 	vars    map[string]any
 }
 
-func newAnswer(status int, headers http.Header, body []byte) answer {
+func newAnswer(req connectors.Request, status int, headers http.Header, body []byte) answer {
 	a := answer{status: status, headers: headers, body: body}
-	a.vars = a.activation()
+	a.vars = a.activation(req)
 	return a
 }
 
-func (a answer) activation() map[string]any {
+func (a answer) activation(req connectors.Request) map[string]any {
 	h := make(map[string]string, len(a.headers))
 	for k, vs := range a.headers {
 		if len(vs) > 0 {
@@ -120,7 +131,7 @@ func (a answer) activation() map[string]any {
 			body = string(a.body)
 		}
 	}
-	return map[string]any{"status": int64(a.status), "headers": h, "body": body}
+	return map[string]any{"status": int64(a.status), "headers": h, "body": body, "key": req.Key, "entity": req.Entity}
 }
 
 // holds evaluates a predicate.

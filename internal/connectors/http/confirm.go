@@ -41,7 +41,8 @@ func (c *Connector) confirmByLookup(ctx context.Context, req connectors.Request)
 		return unknown("build request: %v", err)
 	}
 	hr.Header.Set(c.shape.idemHeader, req.Key)
-	if err := c.shape.authorize(hr, l.headers); err != nil {
+	token, err := c.shape.authorize(hr, l.headers)
+	if err != nil {
 		return unknown("%v", err)
 	}
 	resp, err := c.client.Do(hr)
@@ -54,7 +55,10 @@ func (c *Connector) confirmByLookup(ctx context.Context, req connectors.Request)
 	if rerr != nil {
 		return unknown("HTTP %d: read body: %v", resp.StatusCode, rerr)
 	}
-	a := newAnswer(resp.StatusCode, resp.Header, raw)
+	if resp.StatusCode == http.StatusUnauthorized && token != "" {
+		c.shape.renewToken(token) // the next confirmation asks with a new one
+	}
+	a := newAnswer(req, resp.StatusCode, resp.Header, raw)
 	found, ferr := l.found.holds(a)
 	notFound, nerr := l.notFound.holds(a)
 	switch {

@@ -311,8 +311,13 @@ func (s *sendState) sent() bool {
 
 // Execute POSTs req.Data to the configured URL (or sends the request
 // Config.API shapes) and classifies the answer by docs/connectors.md.
-func (c *Connector) Execute(ctx context.Context, req connectors.Request) (res connectors.Result) {
-	defer func() { res = c.redact(res) }()
+func (c *Connector) Execute(ctx context.Context, req connectors.Request) connectors.Result {
+	return c.redact(c.execute(ctx, req, false))
+}
+
+// execute is Execute; renewed: the OAuth2 token was renewed after the API
+// refused the cached one, so a second 401 is the answer.
+func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed bool) connectors.Result {
 	if !req.Deadline.IsZero() && !time.Now().Before(req.Deadline) {
 		return unavailable(ErrDeadlinePassed.Error())
 	}
@@ -344,8 +349,9 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) (res co
 	if req.TraceParent != "" {
 		h.Set("traceparent", req.TraceParent)
 	}
-	if err := c.shape.authorize(hr, nil); err != nil {
-		return unavailable(fmt.Sprintf("not sent: %v", err))
+	token, err := c.shape.authorize(hr, nil)
+	if err != nil {
+		return connectors.Result{Kind: ClassifyTokenError(err), Message: fmt.Sprintf("not sent: %v", err)}
 	}
 	c.shape.sign(hr, req.Key, out.body, time.Now())
 
@@ -370,10 +376,20 @@ func (c *Connector) Execute(ctx context.Context, req connectors.Request) (res co
 	defer resp.Body.Close()
 	raw, truncated, rerr := c.readBody(resp.Body)
 	code := resp.StatusCode
+	if code == http.StatusUnauthorized && token != "" && !renewed {
+		// The API refused a token it handed out and that has not
+		// expired by its expires_in (revoked, or lost by a restart):
+		// nothing was done, so the same request goes once more with a
+		// new token rather than failing every command until the old
+		// one expires.
+		resp.Body.Close()
+		c.shape.renewToken(token)
+		return c.execute(ctx, req, true)
+	}
 	switch k := ClassifyStatus(code); k {
 	case connectors.Succeeded:
 		// The status says it happened; a broken body does not change that.
-		return c.succeeded(code, resp.Header, raw, truncated || rerr != nil)
+		return c.succeeded(req, code, resp.Header, raw, truncated || rerr != nil)
 	case connectors.Ambiguous:
 		c.dropConnections()
 		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}

@@ -103,6 +103,8 @@ func TestPaymentsProfile(t *testing.T) {
 		{"timeout after the effect: listed, found", apifake.HangAfterEffect, "", schemas.StatusSucceeded, 1, true, `{"refund_id":"re_1","status":"succeeded"}`},
 		{"500 before the effect: empty list, executed again", apifake.FailBeforeEffect, "", schemas.StatusSucceeded, 2, true, `{"refund_id":"re_2","status":"succeeded"}`},
 		{"200 with status failed", apifake.None, "failed", schemas.StatusFailed, 1, false, ""},
+		// The lookup lists the refund, but it failed: not "succeeded".
+		{"timeout after a failed refund: listed, neither found nor not found", apifake.HangAfterEffect, "failed", schemas.StatusUnresolved, 1, true, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			api := apifake.NewPayments(t, paymentsKey)
@@ -113,11 +115,16 @@ func TestPaymentsProfile(t *testing.T) {
 			if d.Outcome != c.outcome || api.Calls() != c.calls || (api.Lookups() > 0) != c.lookup {
 				t.Fatalf("decision %+v after %d calls, %d lookups", d, api.Calls(), api.Lookups())
 			}
-			if c.outcome == schemas.StatusSucceeded {
+			switch {
+			case c.outcome == schemas.StatusSucceeded:
 				if api.Effects("refund-1042") != 1 || string(d.Result) != c.result {
 					t.Errorf("effects %d, result %s, want 1 and %s", api.Effects("refund-1042"), d.Result, c.result)
 				}
-			} else if d.Code != schemas.CodeConnectorRejected || !strings.Contains(d.Message, "rejected_when holds") {
+			case c.outcome == schemas.StatusUnresolved:
+				if d.Code != schemas.CodeConfirmationTimeout || api.Effects("refund-1042") != 1 {
+					t.Errorf("decision %+v, want unresolved confirmation_timeout", d)
+				}
+			case d.Code != schemas.CodeConnectorRejected || !strings.Contains(d.Message, "rejected_when holds"):
 				t.Errorf("decision %+v, want connector_rejected by rejected_when", d)
 			}
 			for _, h := range api.Headers() {
@@ -213,6 +220,17 @@ func TestWebhooksProfile(t *testing.T) {
 		if d.Outcome != schemas.StatusSucceeded || rcv.Calls() != 2 || rcv.Effects("hook-2") != 1 ||
 			hs[0].Get("webhook-id") != "hook-2" || hs[1].Get("webhook-id") != "hook-2" {
 			t.Fatalf("decision %+v after %d calls, %d effects, headers %v", d, rcv.Calls(), rcv.Effects("hook-2"), hs)
+		}
+	})
+	t.Run("500 before the effect: sent again with the same webhook-id, delivered once", func(t *testing.T) {
+		rcv := apifake.NewWebhooks(t, webhookKey)
+		rcv.Inject(apifake.FailBeforeEffect)
+		a := loadProfile(t, "webhooks", "https://hooks.partner.example/onceflight", rcv.URL()+"/hooks")
+		d := perform(t, profileConnector(t, a), a, "hook-4", `{"order":"A-8"}`)
+		hs := rcv.Headers()
+		if d.Outcome != schemas.StatusSucceeded || rcv.Calls() != 2 || rcv.Effects("hook-4") != 1 ||
+			hs[0].Get("webhook-id") != "hook-4" || hs[1].Get("webhook-id") != "hook-4" {
+			t.Fatalf("decision %+v after %d calls, %d effects, headers %v", d, rcv.Calls(), rcv.Effects("hook-4"), hs)
 		}
 	})
 	t.Run("wrong secret", func(t *testing.T) {

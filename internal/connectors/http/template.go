@@ -76,6 +76,13 @@ func (t *Template) HasPlaceholder() bool {
 	return slices.ContainsFunc(t.parts, func(p tmplPart) bool { return p.field != nil })
 }
 
+// SearchesByQuery reports whether a placeholder sits in the query, after
+// the "?": the request searches a collection (GET /refunds?key={key})
+// rather than naming one object (GET /refunds/{key}).
+func (t *Template) SearchesByQuery() bool {
+	return slices.ContainsFunc(t.parts, func(p tmplPart) bool { return p.field != nil && p.query })
+}
+
 // DataPaths lists the data paths t reads, e.g. ["order_id"] for
 // {data.order_id}; the loader checks them against the action's schema.
 func (t *Template) DataPaths() [][]string {
