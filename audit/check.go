@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/onceflight/onceflight/internal/decide"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
 )
 
 // Input is everything Check needs: the records as read, and the few facts
@@ -50,6 +52,13 @@ type Input struct {
 	// ControlKeys, if set, verify the signatures of accepted operator
 	// decisions (CheckDecisionsSigned).
 	ControlKeys *schemas.ControlKeys
+	// Trusted, if set, are the executors' public keys: every journal
+	// record must be covered by a transaction seal one of them signed
+	// (CheckJournalSigned, docs/trust.md#signed-transactions).
+	Trusted *trust.TrustedKeys
+	// OriginPrefix names the journal's partitions in seals; default
+	// "onceflight/" + the journal topic.
+	OriginPrefix string
 	// MaxViolations bounds the violations listed per check (all are
 	// counted). 0 lists none.
 	MaxViolations int
@@ -210,6 +219,9 @@ type auditor struct {
 	notes   [nNoteKinds][]string
 
 	chains map[int32]*chainState
+	// seals are the journal partitions' seal checks (Input.Trusted),
+	// ended with the partition (endJournal).
+	seals map[int32]*sealChecker
 	// keys and ents are the journal partitions' keys (entity NUL key)
 	// and entities; Run reads one journal partition at a time, and
 	// dropping them ends that partition's G1 and G2.
@@ -257,17 +269,20 @@ type deferredCmd struct {
 	key, want string
 }
 
-var checkOrder = []string{CheckHashChain, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned, CheckEvidence}
+var checkOrder = []string{CheckHashChain, CheckJournalSigned, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned, CheckEvidence}
 
 func newAuditor(in Input) *auditor {
 	if in.KeyMemory <= 0 {
 		in.KeyMemory = schemas.DefaultKeyMemory
 	}
 	in.Topics = in.Topics.WithDefaults()
+	if in.OriginPrefix == "" {
+		in.OriginPrefix = "onceflight/" + in.Topics.Journal
+	}
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
-		chains: map[int32]*chainState{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
+		chains: map[int32]*chainState{}, seals: map[int32]*sealChecker{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
 		causes: map[int32]map[digest]uint8{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 	}
@@ -294,6 +309,9 @@ func newAuditor(in Input) *auditor {
 // finish judges what could only be judged after the last record and
 // returns the report.
 func (a *auditor) finish() Report {
+	for _, p := range slices.Sorted(maps.Keys(a.seals)) {
+		a.endJournal(p)
+	}
 	for _, d := range a.deferred {
 		if _, ok := a.cause(d.at.p, d.causation); !ok {
 			a.unanswered(d.at, d.key, d.want)
@@ -330,6 +348,9 @@ func (a *auditor) finish() Report {
 	for _, name := range checkOrder {
 		if name == CheckDecisionsSigned && a.in.ControlKeys == nil {
 			continue // not checked without keys (a note says so)
+		}
+		if name == CheckJournalSigned && a.in.Trusted == nil {
+			continue // not checked without trusted keys
 		}
 		rep.Checks = append(rep.Checks, *a.results[name])
 	}
@@ -523,6 +544,14 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 			a.notef(noteRetention, "journal partition %d starts at offset %d (retention): its chain is checked from there", r.Partition, start)
 		}
 	}
+	if a.in.Trusted != nil {
+		sc := a.seals[r.Partition]
+		if sc == nil {
+			sc = newSealChecker(trust.Origin(a.in.OriginPrefix, r.Partition), a.in.Trusted, a.in.JournalStart[r.Partition] > 0)
+			a.seals[r.Partition] = sc
+		}
+		sc.add(r)
+	}
 	switch d.kind {
 	case schemas.KindEpoch:
 		cs.epoch = max(cs.epoch, markerEpoch(r))
@@ -592,6 +621,24 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	}
 	a.onceKey(r.Partition, d.keyID, r.Offset, rec, v)
 	a.singleFlight(d.entityID, r.Offset, rec, v)
+}
+
+// endJournal judges journal partition p's seals after its last record:
+// each stretch of records no trusted seal covers is a violation of
+// CheckJournalSigned, named by its first offset and its range.
+func (a *auditor) endJournal(p int32) {
+	sc := a.seals[p]
+	if sc == nil {
+		return
+	}
+	delete(a.seals, p)
+	us, skipped := sc.end()
+	for _, u := range us {
+		a.violate(CheckJournalSigned, Violation{Topic: a.in.Topics.Journal, Partition: p, Offset: u.From, Message: u.Error()})
+	}
+	if skipped > 0 {
+		a.notef(noteRetention, "journal partition %d: %d record(s) up to its first transaction seal follow records retention deleted; that seal covers deleted records too, so they were not signature-checked", p, skipped)
+	}
 }
 
 // markerEpoch reads an epoch marker's epoch as restore does.

@@ -67,6 +67,13 @@ func TestAuditWithAPublicKey(t *testing.T) {
 		t.Fatalf("verify: exit %d\n%s%s", code, out, errOut)
 	}
 
+	// The guarantee audit with the public keys: every journal record is
+	// under a seal of a trusted key (check journal_signed).
+	code, out, errOut = execCLI(ctx, "audit", "--brokers", addr, "--trusted-keys", trusted)
+	if code != exitOK || !strings.Contains(out, "journal_signed") {
+		t.Fatalf("audit --trusted-keys: exit %d\n%s%s", code, out, errOut)
+	}
+
 	// Offline: a directory with the proof and the public keys only.
 	files, _ := filepath.Glob(filepath.Join(proofs, "*.tlog-proof"))
 	if len(files) == 0 {
@@ -111,6 +118,9 @@ func TestAuditWithAPublicKey(t *testing.T) {
 	badKeys := write("bad-keys", []byte("# keys\nexecutor-a+deadbeef+AAAA\n"))
 	if code, _, errOut := runCLI("audit", "check-proof", proof, "--trusted-keys", badKeys); code != exitUsage || !strings.Contains(errOut, badKeys+" line 2") {
 		t.Errorf("malformed trusted keys: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := execCLI(ctx, "audit", "--brokers", addr, "--trusted-keys", badKeys); code != exitUsage || !strings.Contains(errOut, badKeys+" line 2") {
+		t.Errorf("audit with malformed trusted keys: exit %d %s", code, errOut)
 	}
 	sv, _ := os.ReadFile(saved)
 	badSig := write("bad-sig", bytes.Replace(sv, []byte("onceflight.journal/0\n"), []byte("onceflight.journal/1\n"), 1))
