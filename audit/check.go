@@ -221,7 +221,7 @@ type auditor struct {
 	chains map[int32]*chainState
 	// seals are the journal partitions' seal checks (Input.Trusted),
 	// ended with the partition (endJournal).
-	seals map[int32]*sealChecker
+	seals map[int32]*trust.SealScan
 	// keys and ents are the journal partitions' keys (entity NUL key)
 	// and entities; Run reads one journal partition at a time, and
 	// dropping them ends that partition's G1 and G2.
@@ -282,7 +282,7 @@ func newAuditor(in Input) *auditor {
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
-		chains: map[int32]*chainState{}, seals: map[int32]*sealChecker{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
+		chains: map[int32]*chainState{}, seals: map[int32]*trust.SealScan{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
 		causes: map[int32]map[digest]uint8{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 	}
@@ -547,10 +547,10 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	if a.in.Trusted != nil {
 		sc := a.seals[r.Partition]
 		if sc == nil {
-			sc = newSealChecker(trust.Origin(a.in.OriginPrefix, r.Partition), a.in.Trusted, a.in.JournalStart[r.Partition] > 0)
+			sc = trust.NewSealScan(trust.Origin(a.in.OriginPrefix, r.Partition), a.in.Trusted, a.in.JournalStart[r.Partition] > 0)
 			a.seals[r.Partition] = sc
 		}
-		sc.add(r)
+		sc.Add(r)
 	}
 	switch d.kind {
 	case schemas.KindEpoch:
@@ -632,7 +632,7 @@ func (a *auditor) endJournal(p int32) {
 		return
 	}
 	delete(a.seals, p)
-	us, skipped := sc.end()
+	us, skipped := sc.End()
 	for _, u := range us {
 		a.violate(CheckJournalSigned, Violation{Topic: a.in.Topics.Journal, Partition: p, Offset: u.From, Message: u.Error()})
 	}

@@ -305,16 +305,16 @@ func checkSeals(ctx context.Context, o CheckpointOptions, ps []int32, starts, en
 	if !o.RequireSigned {
 		return out, nil
 	}
-	cs := map[int32]*sealChecker{}
+	cs := map[int32]*trust.SealScan{}
 	for _, p := range ps {
-		cs[p] = newSealChecker(trust.Origin(o.OriginPrefix, p), o.Trusted, starts[p] > 0)
+		cs[p] = trust.NewSealScan(trust.Origin(o.OriginPrefix, p), o.Trusted, starts[p] > 0)
 	}
-	err := replay(ctx, o.Client, o.Journal, ps, starts, ends, func(r *kgo.Record) { cs[r.Partition].add(r) })
+	err := replay(ctx, o.Client, o.Journal, ps, starts, ends, func(r *kgo.Record) { cs[r.Partition].Add(r) })
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range ps {
-		us, _ := cs[p].end()
+		us, _ := cs[p].End()
 		for _, u := range us {
 			out[p] = append(out[p], u.Error())
 		}

@@ -4,16 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // The auditor's three commands from the README, against a real serve that
@@ -140,6 +145,74 @@ func TestAuditWithAPublicKey(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, key) || !strings.Contains(errOut, "chmod 600") {
 		t.Errorf("key file 0644: exit %d %s", code, errOut)
 	}
+
+	// A record appended by a writer without an executor key, chained
+	// correctly after r-3: a refund r-9 that never ran. explain and the
+	// guarantee audit, given the public keys, refuse it; a signed key's
+	// story stays clean.
+	p, off := forgeAfter(t, addr, "r-3", "r-9")
+	code, out, _ = execCLI(ctx, "explain", "r-9", "--brokers", addr, "--trusted-keys", trusted)
+	if code != exitAuditFailed || !strings.Contains(out, "WARNING: 1 journal record(s)") || !strings.Contains(out, "UNSIGNED (no seal follows them)") {
+		t.Errorf("explain of a forged record: exit %d\n%s", code, out)
+	}
+	if code, out, _ := execCLI(ctx, "explain", "r-9", "--brokers", addr); code != exitOK || strings.Contains(out, "UNSIGNED") {
+		t.Errorf("explain without trusted keys: exit %d\n%s", code, out)
+	}
+	if code, out, _ := execCLI(ctx, "explain", "r-2", "--brokers", addr, "--trusted-keys", trusted, "-o", "json"); code != exitOK || !strings.Contains(out, `"signatures": "checked"`) || strings.Contains(out, `"unsigned"`) {
+		t.Errorf("explain of a signed record: exit %d\n%s", code, out)
+	}
+	code, out, _ = execCLI(ctx, "audit", "--brokers", addr, "--trusted-keys", trusted)
+	if want := fmt.Sprintf("partition %d offset %d", p, off); code != exitAuditFailed || !strings.Contains(out, "journal_signed") || !strings.Contains(out, want) {
+		t.Errorf("audit of a forged record: exit %d, want %q\n%s", code, want, out)
+	}
+}
+
+// forgeAfter appends to the journal, as a client without an executor key,
+// a succeeded record of key forged chained after the last record of key
+// after (which must be its partition's last record). It returns the
+// partition and offset written.
+func forgeAfter(t *testing.T, addr, after, forged string) (int32, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(schemas.DefaultTopics().Journal),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var last schemas.Record
+	var p int32
+	for last.Status != schemas.StatusSucceeded {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("no succeeded record of %s in the journal", after)
+		}
+		for _, r := range fs.Records() {
+			if schemas.JournalKind(r) == schemas.KindRecord && string(r.Key) == after {
+				if last, err = schemas.UnmarshalRecord(r.Value); err != nil {
+					t.Fatal(err)
+				}
+				p = r.Partition
+			}
+		}
+	}
+	now := time.Now().UTC()
+	rec := schemas.Record{IdempotencyKey: forged, Entity: last.Entity, Action: last.Action, Status: schemas.StatusSucceeded,
+		Fingerprint: last.Fingerprint, Attempts: 1, Epoch: last.Epoch, Executor: last.Executor, StartedAt: &now, FinishedAt: &now, PrevHash: last.Hash}
+	v, err := schemas.SealRecord(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &kgo.Record{Topic: schemas.DefaultTopics().Journal, Partition: p, Key: []byte(forged), Value: v, Headers: []kgo.RecordHeader{
+		{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)},
+		{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
+	}}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return p, r.Offset
 }
 
 type fixedCheckpoints map[int32][]byte
