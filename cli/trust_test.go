@@ -145,6 +145,11 @@ func TestAuditWithAPublicKey(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, key) || !strings.Contains(errOut, "chmod 600") {
 		t.Errorf("key file 0644: exit %d %s", code, errOut)
 	}
+	// Signatures required, no key to sign with: serve refuses to start.
+	code, _, errOut = execCLI(ctx, "serve", "--brokers", addr, "--config", cfg, "--data-dir", t.TempDir(), "--require-signed-journal", "--trusted-keys", trusted)
+	if code != exitUsage || !strings.Contains(errOut, "--require-signed-journal needs --checkpoint-key-file") {
+		t.Errorf("serve requiring signatures without a key: exit %d %s", code, errOut)
+	}
 
 	// A record appended by a writer without an executor key, chained
 	// correctly after r-3: a refund r-9 that never ran. explain and the
