@@ -73,6 +73,7 @@ func Check(in Input) Report {
 	for _, r := range sorted(in.Journal) {
 		a.journalRecord(r)
 	}
+	a.endJournals()
 	for _, r := range sorted(in.Outcomes) {
 		a.outcome(r)
 	}
@@ -309,9 +310,7 @@ func newAuditor(in Input) *auditor {
 // finish judges what could only be judged after the last record and
 // returns the report.
 func (a *auditor) finish() Report {
-	for _, p := range slices.Sorted(maps.Keys(a.seals)) {
-		a.endJournal(p)
-	}
+	a.endJournals()
 	for _, d := range a.deferred {
 		if _, ok := a.cause(d.at.p, d.causation); !ok {
 			a.unanswered(d.at, d.key, d.want)
@@ -528,11 +527,45 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	a.checkJournal(r, &d)
 }
 
-// checkJournal is journalRecord for a record decoded already.
+// checkJournal is journalRecord for a record decoded already. With
+// trusted keys, a record is judged only once a trusted seal covers it,
+// as restore applies it only then: a record no trusted seal covers is a
+// violation of CheckJournalSigned and is not judged by the other checks.
 func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	if !a.isChecked(r.Partition) {
 		return
 	}
+	if a.in.Trusted == nil {
+		a.judgeJournal(r, d)
+		return
+	}
+	sc := a.seals[r.Partition]
+	if sc == nil {
+		sc = trust.NewSealScan(trust.Origin(a.in.OriginPrefix, r.Partition), a.in.Trusted, a.in.JournalStart[r.Partition] > 0)
+		a.seals[r.Partition] = sc
+	}
+	// d is reused for the next chunk: what the journal checks read is
+	// copied.
+	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID}}
+	a.judgeHeld(sc.Add(r, h))
+}
+
+// heldJournal is a journal record waiting for a trusted seal.
+type heldJournal struct {
+	r *kgo.Record
+	d decoded
+}
+
+func (a *auditor) judgeHeld(vs []any) {
+	for _, v := range vs {
+		h := v.(*heldJournal)
+		a.judgeJournal(h.r, &h.d)
+	}
+}
+
+// judgeJournal runs the journal checks on one record of a checked
+// partition, in offset order within it.
+func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	cs := a.chains[r.Partition]
 	if cs == nil {
 		cs = &chainState{havePrev: true, prevOff: -1}
@@ -543,14 +576,6 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 			cs.havePrev = false
 			a.notef(noteRetention, "journal partition %d starts at offset %d (retention): its chain is checked from there", r.Partition, start)
 		}
-	}
-	if a.in.Trusted != nil {
-		sc := a.seals[r.Partition]
-		if sc == nil {
-			sc = trust.NewSealScan(trust.Origin(a.in.OriginPrefix, r.Partition), a.in.Trusted, a.in.JournalStart[r.Partition] > 0)
-			a.seals[r.Partition] = sc
-		}
-		sc.Add(r)
 	}
 	switch d.kind {
 	case schemas.KindEpoch:
@@ -623,6 +648,13 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	a.singleFlight(d.entityID, r.Offset, rec, v)
 }
 
+// endJournals ends every journal partition still open.
+func (a *auditor) endJournals() {
+	for _, p := range slices.Sorted(maps.Keys(a.seals)) {
+		a.endJournal(p)
+	}
+}
+
 // endJournal judges journal partition p's seals after its last record:
 // each stretch of records no trusted seal covers is a violation of
 // CheckJournalSigned, named by its first offset and its range.
@@ -632,7 +664,8 @@ func (a *auditor) endJournal(p int32) {
 		return
 	}
 	delete(a.seals, p)
-	us, skipped := sc.End()
+	released, us, skipped := sc.End()
+	a.judgeHeld(released)
 	for _, u := range us {
 		a.violate(CheckJournalSigned, Violation{Topic: a.in.Topics.Journal, Partition: p, Offset: u.From, Message: u.Error()})
 	}

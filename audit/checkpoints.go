@@ -309,12 +309,12 @@ func checkSeals(ctx context.Context, o CheckpointOptions, ps []int32, starts, en
 	for _, p := range ps {
 		cs[p] = trust.NewSealScan(trust.Origin(o.OriginPrefix, p), o.Trusted, starts[p] > 0)
 	}
-	err := replay(ctx, o.Client, o.Journal, ps, starts, ends, func(r *kgo.Record) { cs[r.Partition].Add(r) })
+	err := replay(ctx, o.Client, o.Journal, ps, starts, ends, func(r *kgo.Record) { cs[r.Partition].Add(r, nil) })
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range ps {
-		us, _ := cs[p].End()
+		_, us, _ := cs[p].End()
 		for _, u := range us {
 			out[p] = append(out[p], u.Error())
 		}

@@ -115,6 +115,9 @@ func TestJournalSigned(t *testing.T) {
 	if h, _ := checkNamed(rep, CheckHashChain); !h.OK {
 		t.Fatalf("the forged record's chain is correct, yet: %+v", h)
 	}
+	if rep.Counts.JournalRecords != 3 {
+		t.Fatalf("%d journal records judged, want the 3 signed ones", rep.Counts.JournalRecords)
+	}
 	var text strings.Builder
 	_ = rep.WriteText(&text)
 	if !strings.Contains(text.String(), fmt.Sprintf("partition %d offset 7", pe)) {
@@ -136,6 +139,31 @@ func TestJournalSigned(t *testing.T) {
 	c, _ = checkNamed(rep, CheckJournalSigned)
 	if c.OK || c.Count != 1 || !strings.Contains(c.Violations[0].Message, "mallory") {
 		t.Fatalf("forger's seal: %+v", c)
+	}
+
+	// A forged, chained in_progress of k1 after its succeeded record
+	// would break once_per_key; unsigned, it is judged only as unsigned,
+	// as restore never applies it.
+	in = base(t)
+	in.Trusted = tk
+	in.Journal = sealJournal(t, signer, journal(t, pe,
+		marker(1),
+		rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
+		rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+		rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second),
+		rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second),
+		rec("k1", ent, schemas.StatusInProgress, 2, 3, 4*time.Second),
+	), 1, 1, 2, 1)
+	rep = Check(in)
+	if c, _ := checkNamed(rep, CheckJournalSigned); c.OK || c.Violations[0].Offset != 9 {
+		t.Fatalf("forged in_progress: %+v", c)
+	}
+	if c, _ := checkNamed(rep, CheckOncePerKey); !c.OK {
+		t.Fatalf("an unsigned record was judged by once_per_key: %+v", c)
+	}
+	in.Trusted = nil
+	if c, _ := checkNamed(Check(in), CheckOncePerKey); c.OK {
+		t.Fatal("without trusted keys the forged in_progress passes once_per_key: the test shows nothing")
 	}
 
 	// Without trusted keys the check is left out.

@@ -56,7 +56,8 @@ from the records alone:
   journal_signed          with --trusted-keys: every journal record is covered
                           by a transaction seal a trusted executor key signed
                           (docs/trust.md); a record appended by a writer
-                          without a key is named by its offsets
+                          without a key is named by its offsets, and the
+                          other checks judge only records a seal covers
 
 Commands at or above the group's committed offset may still be in flight:
 they are counted as pending, not as violations. --partitions (e.g. 0,3,5-7)

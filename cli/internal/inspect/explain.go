@@ -118,7 +118,7 @@ func Explain(ctx context.Context, c *client.Client, key, entity string, opts ...
 				sc = trust.NewSealScan(trust.Origin(o.OriginPrefix, rec.Partition), o.Trusted, rec.Offset > 0)
 				scans[rec.Partition] = sc
 			}
-			sc.Add(rec)
+			sc.Add(rec, nil)
 		}
 		if string(rec.Key) != key || !isRecord(rec) || rec.Value == nil {
 			return nil
@@ -179,7 +179,7 @@ func markUnsigned(st *Story, scans map[int32]*trust.SealScan) {
 	st.Signatures, st.Current = "checked", nil
 	unsigned := map[int32][]*trust.UnsignedError{}
 	for p, sc := range scans {
-		unsigned[p], _ = sc.End()
+		_, unsigned[p], _ = sc.End()
 	}
 	for i := range st.Steps {
 		step := &st.Steps[i]
