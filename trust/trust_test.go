@@ -385,3 +385,45 @@ func TestRecordLeafHash(t *testing.T) {
 		t.Fatal("streamed leaf hash differs")
 	}
 }
+
+// A scan names each stretch no trusted seal covers and goes on; the
+// records trusted seals covered before a refusal are still returned.
+func TestSealScan(t *testing.T) {
+	a, va := newSigner(t, "executor-a")
+	tk := trusted(t, va)
+	const origin = "onceflight/j/0"
+	t1, _ := sealed(t, a, origin, 1, nil, 0, 3)
+	bad, _ := sealed(t, a, origin, 1, SealHash([]byte("not a seal")), 4, 2) // does not follow t1's seal
+	t3, _ := sealed(t, a, origin, 2, nil, 7, 1)
+	recs := append(append(append([]gateRec{}, t1...), bad...), t3...)
+	recs = append(recs, gateRec{off: 9, leaf: leafAt(99)}) // appended, no seal
+	sc := NewSealScan(origin, tk, false)
+	var got []int64
+	for _, r := range recs {
+		kr := &kgo.Record{Offset: r.off, Key: []byte("onceflight.seal"), Value: r.seal,
+			Headers: []kgo.RecordHeader{{Key: "onceflight-kind", Value: []byte("seal")}}}
+		if r.seal == nil {
+			l, err := SplitLeafData(r.leaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kr.Key, kr.Value, kr.Headers = l.Key, l.Value, nil
+			for _, h := range l.Headers {
+				kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
+			}
+		}
+		for _, v := range sc.Add(kr, r.off) {
+			got = append(got, v.(int64))
+		}
+	}
+	rel, us, _ := sc.End()
+	for _, v := range rel {
+		got = append(got, v.(int64))
+	}
+	if fmt.Sprint(got) != "[0 1 2 3 7 8]" {
+		t.Fatalf("released %v, want t1 and t3", got)
+	}
+	if len(us) != 2 || us[0].From != 4 || us[0].To != 6 || us[1].From != 9 || !strings.Contains(us[0].Why, "does not follow") {
+		t.Fatalf("unsigned: %v", us)
+	}
+}
