@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
 )
 
 // ErrBadPartition is returned (wrapped) when Options.Partitions names a
@@ -48,6 +49,11 @@ type Options struct {
 	// decisions with (`--control-key-file`): accepted decisions must carry
 	// a valid signature of one of them.
 	ControlKeys *schemas.ControlKeys
+	// Trusted, if set, are the executors' public keys: every journal
+	// record must be covered by a transaction seal one of them signed
+	// (CheckJournalSigned). OriginPrefix as in CheckpointOptions.
+	Trusted      *trust.TrustedKeys
+	OriginPrefix string
 }
 
 // Run reads the four topics (read_committed, bounded by the end offsets
@@ -111,6 +117,8 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 		KeyMemory:         opts.KeyMemory,
 		MaxViolations:     opts.MaxViolations,
 		ControlKeys:       opts.ControlKeys,
+		Trusted:           opts.Trusted,
+		OriginPrefix:      opts.OriginPrefix,
 	})
 	if a.idStore, err = openIDStore(""); err != nil {
 		return Report{}, err
@@ -198,6 +206,7 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 			return err
 		}
 		if p < n {
+			a.endJournal(p)
 			a.endAnswers()
 		}
 		if p > 0 {

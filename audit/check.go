@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/onceflight/onceflight/internal/decide"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
 )
 
 // Input is everything Check needs: the records as read, and the few facts
@@ -56,6 +58,13 @@ type Input struct {
 	// ControlKeys, if set, verify the signatures of accepted operator
 	// decisions (CheckDecisionsSigned).
 	ControlKeys *schemas.ControlKeys
+	// Trusted, if set, are the executors' public keys: every journal
+	// record must be covered by a transaction seal one of them signed
+	// (CheckJournalSigned, docs/trust.md#signed-transactions).
+	Trusted *trust.TrustedKeys
+	// OriginPrefix names the journal's partitions in seals; default
+	// "onceflight/" + the journal topic.
+	OriginPrefix string
 	// MaxViolations bounds the violations listed per check (all are
 	// counted). 0 lists none.
 	MaxViolations int
@@ -70,6 +79,7 @@ func Check(in Input) Report {
 	for _, r := range sorted(in.Journal) {
 		a.journalRecord(r)
 	}
+	a.endJournals()
 	for _, r := range sorted(in.Outcomes) {
 		a.outcome(r)
 	}
@@ -216,6 +226,9 @@ type auditor struct {
 	notes   [nNoteKinds][]string
 
 	chains map[int32]*chainState
+	// seals are the journal partitions' seal checks (Input.Trusted),
+	// ended with the partition (endJournal).
+	seals map[int32]*trust.SealScan
 	// keys and ents are the journal partitions' keys (entity NUL key)
 	// and entities; Run reads one journal partition at a time, and
 	// dropping them ends that partition's G1 and G2.
@@ -287,17 +300,20 @@ type deferredCmd struct {
 	key, want string
 }
 
-var checkOrder = []string{CheckHashChain, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned, CheckEvidence}
+var checkOrder = []string{CheckHashChain, CheckJournalSigned, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned, CheckEvidence}
 
 func newAuditor(in Input) *auditor {
 	if in.KeyMemory <= 0 {
 		in.KeyMemory = schemas.DefaultKeyMemory
 	}
 	in.Topics = in.Topics.WithDefaults()
+	if in.OriginPrefix == "" {
+		in.OriginPrefix = "onceflight/" + in.Topics.Journal
+	}
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
-		chains: map[int32]*chainState{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
+		chains: map[int32]*chainState{}, seals: map[int32]*trust.SealScan{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
 		causes: map[int32]map[digest]uint8{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 		decisions: map[digest]decisionSeen{},
@@ -325,6 +341,7 @@ func newAuditor(in Input) *auditor {
 // finish judges what could only be judged after the last record and
 // returns the report.
 func (a *auditor) finish() Report {
+	a.endJournals()
 	for _, d := range a.deferred {
 		if _, ok := a.cause(d.at.p, d.causation); !ok {
 			a.unanswered(d.at, d.key, d.want)
@@ -362,6 +379,9 @@ func (a *auditor) finish() Report {
 	for _, name := range checkOrder {
 		if name == CheckDecisionsSigned && a.in.ControlKeys == nil {
 			continue // not checked without keys (a note says so)
+		}
+		if name == CheckJournalSigned && a.in.Trusted == nil {
+			continue // not checked without trusted keys
 		}
 		rep.Checks = append(rep.Checks, *a.results[name])
 	}
@@ -539,11 +559,45 @@ func (a *auditor) journalRecord(r *kgo.Record) {
 	a.checkJournal(r, &d)
 }
 
-// checkJournal is journalRecord for a record decoded already.
+// checkJournal is journalRecord for a record decoded already. With
+// trusted keys, a record is judged only once a trusted seal covers it,
+// as restore applies it only then: a record no trusted seal covers is a
+// violation of CheckJournalSigned and is not judged by the other checks.
 func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	if !a.isChecked(r.Partition) {
 		return
 	}
+	if a.in.Trusted == nil {
+		a.judgeJournal(r, d)
+		return
+	}
+	sc := a.seals[r.Partition]
+	if sc == nil {
+		sc = trust.NewSealScan(trust.Origin(a.in.OriginPrefix, r.Partition), a.in.Trusted, a.in.JournalStart[r.Partition] > 0)
+		a.seals[r.Partition] = sc
+	}
+	// d is reused for the next chunk: what the journal checks read is
+	// copied.
+	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID}}
+	a.judgeHeld(sc.Add(r, h))
+}
+
+// heldJournal is a journal record waiting for a trusted seal.
+type heldJournal struct {
+	r *kgo.Record
+	d decoded
+}
+
+func (a *auditor) judgeHeld(vs []any) {
+	for _, v := range vs {
+		h := v.(*heldJournal)
+		a.judgeJournal(h.r, &h.d)
+	}
+}
+
+// judgeJournal runs the journal checks on one record of a checked
+// partition, in offset order within it.
+func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	cs := a.chains[r.Partition]
 	if cs == nil {
 		cs = &chainState{havePrev: true, prevOff: -1}
@@ -626,6 +680,32 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	}
 	a.onceKey(r.Partition, d.keyID, r.Offset, rec, v)
 	a.singleFlight(d.entityID, r.Offset, rec, v)
+}
+
+// endJournals ends every journal partition still open.
+func (a *auditor) endJournals() {
+	for _, p := range slices.Sorted(maps.Keys(a.seals)) {
+		a.endJournal(p)
+	}
+}
+
+// endJournal judges journal partition p's seals after its last record:
+// each stretch of records no trusted seal covers is a violation of
+// CheckJournalSigned, named by its first offset and its range.
+func (a *auditor) endJournal(p int32) {
+	sc := a.seals[p]
+	if sc == nil {
+		return
+	}
+	delete(a.seals, p)
+	released, us, skipped := sc.End()
+	a.judgeHeld(released)
+	for _, u := range us {
+		a.violate(CheckJournalSigned, Violation{Topic: a.in.Topics.Journal, Partition: p, Offset: u.From, Message: u.Error()})
+	}
+	if skipped > 0 {
+		a.notef(noteRetention, "journal partition %d: %d record(s) up to its first transaction seal follow records retention deleted; that seal covers deleted records too, so they were not signature-checked", p, skipped)
+	}
 }
 
 // markerEpoch reads an epoch marker's epoch as restore does.

@@ -291,61 +291,32 @@ func Verify(ctx context.Context, o CheckpointOptions) (VerifyReport, error) {
 	rep := VerifyReport{Journal: o.Journal, Refused: refused}
 	for _, p := range ps {
 		v := *verdicts[p]
-		if u, ok := unsigned[p]; ok {
-			v.Problems = append(v.Problems, u)
-		}
+		v.Problems = append(v.Problems, unsigned[p]...)
 		rep.Partitions = append(rep.Partitions, v)
 	}
 	return rep, nil
 }
 
-// checkSeals replays ps (when o.RequireSigned) through a seal gate each
-// and returns, per partition, the first records no trusted seal covers.
-func checkSeals(ctx context.Context, o CheckpointOptions, ps []int32, starts, ends map[int32]int64) (map[int32]string, error) {
-	out := map[int32]string{}
+// checkSeals replays ps (when o.RequireSigned) through a seal checker
+// each and returns, per partition, every stretch of records no trusted
+// seal covers.
+func checkSeals(ctx context.Context, o CheckpointOptions, ps []int32, starts, ends map[int32]int64) (map[int32][]string, error) {
+	out := map[int32][]string{}
 	if !o.RequireSigned {
 		return out, nil
 	}
-	gates := map[int32]*trust.SealGate{}
+	cs := map[int32]*trust.SealScan{}
 	for _, p := range ps {
-		gates[p] = trust.NewSealGate(trust.Origin(o.OriginPrefix, p), o.Trusted)
+		cs[p] = trust.NewSealScan(trust.Origin(o.OriginPrefix, p), o.Trusted, starts[p] > 0)
 	}
-	fail := func(p int32, err error) {
-		if _, done := out[p]; !done {
-			out[p] = err.Error()
-		}
-	}
-	err := replay(ctx, o.Client, o.Journal, ps, starts, ends, func(r *kgo.Record) {
-		g := gates[r.Partition]
-		if _, done := out[r.Partition]; done {
-			return
-		}
-		h := trust.RecordLeafHash(r)
-		if schemas.JournalKind(r) != schemas.KindSeal {
-			g.Add(r.Offset, h, nil)
-			return
-		}
-		if err := g.AddSeal(r.Offset, r.Value, h, nil); err != nil {
-			fail(r.Partition, err)
-			return
-		}
-		if g.Sealed() >= 10_000 {
-			if _, err := g.Release(); err != nil {
-				fail(r.Partition, err)
-			}
-		}
-	})
+	err := replay(ctx, o.Client, o.Journal, ps, starts, ends, func(r *kgo.Record) { cs[r.Partition].Add(r, nil) })
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range ps {
-		if _, done := out[p]; done {
-			continue
-		}
-		if _, err := gates[p].Release(); err != nil {
-			fail(p, err)
-		} else if err := gates[p].End(); err != nil {
-			fail(p, err)
+		_, us, _ := cs[p].End()
+		for _, u := range us {
+			out[p] = append(out[p], u.Error())
 		}
 	}
 	return out, nil

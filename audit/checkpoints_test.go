@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
@@ -23,6 +24,12 @@ import (
 // wrote). It returns the trusted keys and the checkpoints an auditor
 // saved from the topic.
 func checkpointed(t *testing.T, n int) (*harness, *trust.TrustedKeys, [][]byte) {
+	h, tk, notes, _ := checkpointedBy(t, n)
+	return h, tk, notes
+}
+
+// checkpointedBy is checkpointed that also returns the executor's signer.
+func checkpointedBy(t *testing.T, n int) (*harness, *trust.TrustedKeys, [][]byte, note.Signer) {
 	t.Helper()
 	skey, vkey, err := trust.GenerateKey("executor-a")
 	if err != nil {
@@ -51,7 +58,7 @@ func checkpointed(t *testing.T, n int) (*harness, *trust.TrustedKeys, [][]byte) 
 	if err != nil || len(refused) > 0 {
 		t.Fatalf("saved checkpoints: %v %v", err, refused)
 	}
-	return h, tk, notes
+	return h, tk, notes, signer
 }
 
 // copyJournal writes the journal into a new topic, partition by partition,
@@ -89,7 +96,7 @@ func busiest(rep audit.VerifyReport) int32 {
 }
 
 func TestVerifyCheckpointsAgainstJournal(t *testing.T) {
-	h, tk, notes := checkpointed(t, 30)
+	h, tk, notes, signer := checkpointedBy(t, 30)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	opts := audit.CheckpointOptions{Client: h.cl, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic}
@@ -159,6 +166,34 @@ func TestVerifyCheckpointsAgainstJournal(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// A holder of the executor's key rewrites the partition's history and
+	// signs a checkpoint of the new one: the auditor's saved checkpoint of
+	// the old history is not consistent with it, and Verify names both.
+	copyJournal(t, h, "rewritten-and-signed", p, alter)
+	var l trust.Log
+	for _, r := range alter(h.Journal(p)) {
+		l.Append(trust.RecordLeafHash(r))
+	}
+	root, err := l.RootAt(l.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := trust.Checkpoint{Origin: trust.Origin("onceflight/onceflight.journal", p), Size: l.Size(), Root: root, Time: time.Now()}
+	forged, err := cp.Sign(signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = audit.Verify(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: tk, Journal: "rewritten-and-signed",
+		OriginPrefix: "onceflight/onceflight.journal", Checkpoints: append(slices.Clone(notes), forged), Partitions: []int32{p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text.Reset()
+	_ = rep.WriteText(&text)
+	if rep.OK() || !strings.Contains(text.String(), "are not consistent: two different histories were signed") {
+		t.Fatalf("a rewritten history with a new signed checkpoint:\n%s", text.String())
 	}
 
 	// Checkpoints signed by a key nobody trusts are refused, named.

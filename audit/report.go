@@ -35,6 +35,7 @@ var guarantees = map[string]string{
 	CheckOncePerKey:      "G2",
 	CheckSingleFlight:    "G1",
 	CheckDecisionsSigned: "control commands",
+	CheckJournalSigned:   "signed journal",
 	CheckEvidence:        "G3",
 }
 

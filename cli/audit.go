@@ -13,6 +13,7 @@ import (
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
 )
 
 // exitAuditFailed is audit's exit code when a check does not hold: distinct
@@ -28,6 +29,8 @@ func newAuditCmd() *cobra.Command {
 		maxDataBytes  int
 		keyMemory     time.Duration
 		keyFile       string
+		trustedF      string
+		origin        string
 		format        = newEnum("text", "text", "json")
 		kf            *kafkaFlags // set below, before RunE can run
 	)
@@ -50,6 +53,11 @@ from the records alone:
                           rejected record; attempt numbers never go down
   single_flight (G1)      no two keys of an entity in_progress at once;
                           fencing tokens strictly increase per entity
+  journal_signed          with --trusted-keys: every journal record is covered
+                          by a transaction seal a trusted executor key signed
+                          (docs/trust.md); a record appended by a writer
+                          without a key is named by its offsets, and the
+                          other checks judge only records a seal covers
 
 Commands at or above the group's committed offset may still be in flight:
 they are counted as pending, not as violations. --partitions (e.g. 0,3,5-7)
@@ -79,12 +87,18 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 					return usageErrorf("--control-key-file: %w", err)
 				}
 			}
+			var tk *trust.TrustedKeys
+			if trustedF != "" {
+				if tk, err = loadTrusted(trustedF); err != nil {
+					return err
+				}
+			}
 			cl, err := kf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			rep, err := audit.Run(cmd.Context(), audit.Options{Client: cl, ControlKeys: keys,
+			rep, err := audit.Run(cmd.Context(), audit.Options{Client: cl, ControlKeys: keys, Trusted: tk, OriginPrefix: origin,
 				Topics: schemas.Topics(kf.Topics), Group: group, Partitions: ps,
 				MaxDataBytes: maxDataBytes, KeyMemory: keyMemory, MaxViolations: maxViolations,
 			})
@@ -116,6 +130,8 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 	fs.StringVar(&partitions, "partitions", "", "command/journal partitions to check, e.g. 0,3,5-7 (default all)")
 	fs.Var(format, "format", "report format: text or json")
 	fs.StringVar(&keyFile, "control-key-file", "", "the executors' control key file: accepted operator decisions must carry a valid signature of one of its keys (check decisions_signed)")
+	fs.StringVar(&trustedF, "trusted-keys", "", "the executors' trusted-keys file: every journal record must be covered by a transaction seal of one of its keys (check journal_signed, docs/trust.md)")
+	fs.StringVar(&origin, "origin-prefix", "", "seal origin prefix with --trusted-keys (default onceflight/<journal topic>)")
 	fs.IntVar(&maxViolations, "max-violations", 20, "violations listed per check (all are counted)")
 	fs.StringVar(&group, "group", consumer.DefaultGroup, "consumer group of the executors (its committed offsets mark what must be answered)")
 	fs.IntVar(&maxDataBytes, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes: larger commands are expected on the deadletter topic")

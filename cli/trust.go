@@ -163,7 +163,7 @@ checkpoints file); 1 the check could not run.`,
 				return err
 			}
 			if !rep.OK() {
-				return exitErr{exitAuditFailed, errors.New("audit verify: the journal does not match its checkpoints")}
+				return exitErr{exitAuditFailed, errors.New("audit verify: the journal does not match its checkpoints, or holds records no trusted signature covers (the report names them)")}
 			}
 			return nil
 		},

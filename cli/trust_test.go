@@ -4,16 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // The auditor's three commands from the README, against a real serve that
@@ -67,6 +72,13 @@ func TestAuditWithAPublicKey(t *testing.T) {
 		t.Fatalf("verify: exit %d\n%s%s", code, out, errOut)
 	}
 
+	// The guarantee audit with the public keys: every journal record is
+	// under a seal of a trusted key (check journal_signed).
+	code, out, errOut = execCLI(ctx, "audit", "--brokers", addr, "--trusted-keys", trusted)
+	if code != exitOK || !strings.Contains(out, "journal_signed") {
+		t.Fatalf("audit --trusted-keys: exit %d\n%s%s", code, out, errOut)
+	}
+
 	// Offline: a directory with the proof and the public keys only.
 	files, _ := filepath.Glob(filepath.Join(proofs, "*.tlog-proof"))
 	if len(files) == 0 {
@@ -112,6 +124,9 @@ func TestAuditWithAPublicKey(t *testing.T) {
 	if code, _, errOut := runCLI("audit", "check-proof", proof, "--trusted-keys", badKeys); code != exitUsage || !strings.Contains(errOut, badKeys+" line 2") {
 		t.Errorf("malformed trusted keys: exit %d %s", code, errOut)
 	}
+	if code, _, errOut := execCLI(ctx, "audit", "--brokers", addr, "--trusted-keys", badKeys); code != exitUsage || !strings.Contains(errOut, badKeys+" line 2") {
+		t.Errorf("audit with malformed trusted keys: exit %d %s", code, errOut)
+	}
 	sv, _ := os.ReadFile(saved)
 	badSig := write("bad-sig", bytes.Replace(sv, []byte("onceflight.journal/0\n"), []byte("onceflight.journal/1\n"), 1))
 	code, out, _ = execCLI(ctx, "audit", "verify", "--brokers", addr, "--checkpoints", badSig, "--trusted-keys", trusted)
@@ -130,6 +145,79 @@ func TestAuditWithAPublicKey(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, key) || !strings.Contains(errOut, "chmod 600") {
 		t.Errorf("key file 0644: exit %d %s", code, errOut)
 	}
+	// Signatures required, no key to sign with: serve refuses to start.
+	code, _, errOut = execCLI(ctx, "serve", "--brokers", addr, "--config", cfg, "--data-dir", t.TempDir(), "--require-signed-journal", "--trusted-keys", trusted)
+	if code != exitUsage || !strings.Contains(errOut, "--require-signed-journal needs --checkpoint-key-file") {
+		t.Errorf("serve requiring signatures without a key: exit %d %s", code, errOut)
+	}
+
+	// A record appended by a writer without an executor key, chained
+	// correctly after r-3: a refund r-9 that never ran. explain and the
+	// guarantee audit, given the public keys, refuse it; a signed key's
+	// story stays clean.
+	p, off := forgeAfter(t, addr, "r-3", "r-9")
+	code, out, _ = execCLI(ctx, "explain", "r-9", "--brokers", addr, "--trusted-keys", trusted)
+	if code != exitAuditFailed || !strings.Contains(out, "WARNING: 1 journal record(s)") || !strings.Contains(out, "UNSIGNED (no seal follows them)") {
+		t.Errorf("explain of a forged record: exit %d\n%s", code, out)
+	}
+	if code, out, _ := execCLI(ctx, "explain", "r-9", "--brokers", addr); code != exitOK || strings.Contains(out, "UNSIGNED") {
+		t.Errorf("explain without trusted keys: exit %d\n%s", code, out)
+	}
+	if code, out, _ := execCLI(ctx, "explain", "r-2", "--brokers", addr, "--trusted-keys", trusted, "-o", "json"); code != exitOK || !strings.Contains(out, `"signatures": "checked"`) || strings.Contains(out, `"unsigned"`) {
+		t.Errorf("explain of a signed record: exit %d\n%s", code, out)
+	}
+	code, out, _ = execCLI(ctx, "audit", "--brokers", addr, "--trusted-keys", trusted)
+	if want := fmt.Sprintf("partition %d offset %d", p, off); code != exitAuditFailed || !strings.Contains(out, "journal_signed") || !strings.Contains(out, want) {
+		t.Errorf("audit of a forged record: exit %d, want %q\n%s", code, want, out)
+	}
+}
+
+// forgeAfter appends to the journal, as a client without an executor key,
+// a succeeded record of key forged chained after the last record of key
+// after (which must be its partition's last record). It returns the
+// partition and offset written.
+func forgeAfter(t *testing.T, addr, after, forged string) (int32, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(schemas.DefaultTopics().Journal),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var last schemas.Record
+	var p int32
+	for last.Status != schemas.StatusSucceeded {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("no succeeded record of %s in the journal", after)
+		}
+		for _, r := range fs.Records() {
+			if schemas.JournalKind(r) == schemas.KindRecord && string(r.Key) == after {
+				if last, err = schemas.UnmarshalRecord(r.Value); err != nil {
+					t.Fatal(err)
+				}
+				p = r.Partition
+			}
+		}
+	}
+	now := time.Now().UTC()
+	rec := schemas.Record{IdempotencyKey: forged, Entity: last.Entity, Action: last.Action, Status: schemas.StatusSucceeded,
+		Fingerprint: last.Fingerprint, Attempts: 1, Epoch: last.Epoch, Executor: last.Executor, StartedAt: &now, FinishedAt: &now, PrevHash: last.Hash}
+	v, err := schemas.SealRecord(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &kgo.Record{Topic: schemas.DefaultTopics().Journal, Partition: p, Key: []byte(forged), Value: v, Headers: []kgo.RecordHeader{
+		{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)},
+		{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
+	}}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return p, r.Offset
 }
 
 type fixedCheckpoints map[int32][]byte

@@ -86,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "onceflight_store_failed", Help: "1 when a write to the dedupe index failed for good (I/O error, disk full): the executor stopped taking work and left its group. Restart it on a healthy disk; the journal rebuilds the index.",
 		}),
 		heldParts: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "onceflight_held_partitions", Help: "Assigned partitions not processed because their journal lost records this executor never read.",
+			Name: "onceflight_held_partitions", Help: "Assigned partitions not processed because their journal lost records this executor never read, or holds records no trusted executor signature covers.",
 		}),
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "onceflight_paused_partitions", Help: "Partitions whose fetching is paused because their buffered commands reached a bound.",

@@ -241,6 +241,18 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 	// once a trusted seal covers them, and the progress moves only past
 	// them: a restart never skips a record it held back.
 	gate := e.seals.gate(p)
+	if gate != nil && afterGap {
+		// Retention may have cut a transaction: its surviving records
+		// and its seal cannot be checked and are not applied (the gap
+		// was accepted: they are older than key_memory, or an
+		// operator accepted the loss).
+		gate.StartsAfterGap()
+		defer func() {
+			if n := gate.Skipped(); n > 0 {
+				e.log.Warn("journal gap: records before the first seal after it not applied (their transaction's signature covers deleted records)", "partition", p, "records", n)
+			}
+		}()
+	}
 	apply := func(r *kgo.Record) {
 		e.applyJournal(b, r, &prog)
 		prog.JournalOffset = r.Offset + 1

@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,7 +128,8 @@ func TestUnsignedJournalRecordRefused(t *testing.T) {
 	if err := na.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	nb := h.StartNode("b", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: signing(b, both)})
+	dirB := t.TempDir()
+	nb := h.StartNode("b", dirB, onceflighttest.NodeOptions{ExecutorOpts: signing(b, both)})
 	onceflighttest.WaitFor(t, 30*time.Second, "b ready", func() bool { return nb.Owns(onceflighttest.Partitions) })
 	h.Submit("c9", "order-0", "k9", `{}`)
 	h.Outcomes(10, seen, nil)
@@ -135,8 +137,30 @@ func TestUnsignedJournalRecordRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Audit() // the guarantee checks read past the seals
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// The guarantee audit with the trusted keys: every record is sealed.
+	grep, err := audit.Run(ctx, audit.Options{Client: cl, Trusted: both, MaxViolations: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !grep.OK() || !slices.ContainsFunc(grep.Checks, func(c audit.CheckResult) bool { return c.Name == audit.CheckJournalSigned && c.OK }) {
+		t.Fatalf("audit of a signed journal: %+v", grep.Checks)
+	}
 
 	p := forge(t, h, "order-0")
+	// The executor that wrote the partition, restarted on its own data
+	// dir: its catch-up from its saved position meets the record.
+	nb = h.StartNode("b2", dirB, onceflighttest.NodeOptions{ExecutorOpts: signing(b, both)})
+	heldOnly(t, nb, p, "not covered by a trusted executor signature")
+	if err := nb.Stop(); err != nil {
+		t.Fatal(err)
+	}
 	// Takeover by another executor (fresh data dir: restore from the journal).
 	nc := h.StartNode("c", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: signing(a, both)})
 	heldOnly(t, nc, p, "not covered by a trusted executor signature")
@@ -159,14 +183,21 @@ func TestUnsignedJournalRecordRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The audit names it.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...))
+	// The audits name it: the guarantee audit with the trusted keys,
+	// and audit verify --require-signed.
+	grep, err = audit.Run(ctx, audit.Options{Client: cl, Trusted: both, MaxViolations: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	var named bool
+	for _, c := range grep.Checks {
+		for _, v := range c.Violations {
+			named = named || c.Name == audit.CheckJournalSigned && v.Partition == p && strings.Contains(v.Message, "not covered by a trusted executor signature")
+		}
+	}
+	if grep.OK() || !named {
+		t.Fatalf("guarantee audit of a forged record: %+v", grep.Checks)
+	}
 	rep, err := audit.Verify(ctx, audit.CheckpointOptions{Client: cl, Trusted: both, RequireSigned: true})
 	if err != nil {
 		t.Fatal(err)
@@ -234,4 +265,46 @@ func TestRunLeavesNothingRunningSigned(t *testing.T) {
 			t.Fatalf("round %d: goroutines left after Run returned:\n%v", i, err)
 		}
 	}
+}
+
+// Retention that cuts a signed transaction (DeleteRecords standing in
+// for it, up to the transaction's seal) leaves a journal whose first seal
+// covers a record that is gone. Once the gap is accepted, restore passes
+// over that transaction's remains instead of holding the partition, and
+// still checks every seal after it.
+func TestSignedJournalAfterRetentionCut(t *testing.T) {
+	h := onceflighttest.New(t)
+	k := newExecKey(t, "executor-a")
+	tk := trustedKeys(t, k.line)
+	h.Opts = signing(k, tk)
+	h.Start(t.TempDir())
+	h.Submit("c1", "order-1", "k1", `{}`)
+	h.Submit("c2", "order-1", "k2", `{}`)
+	seen := map[string][]schemas.Outcome{}
+	h.Outcomes(2, seen, nil)
+	h.Stop()
+	p := partitioner.ForEntity("order-1", onceflighttest.Partitions)
+	var cut int64 = -1
+	afterK1 := false
+	for _, r := range h.Journal(p) {
+		switch {
+		case schemas.JournalKind(r) == schemas.KindRecord && string(r.Key) == "k1":
+			afterK1 = true
+		case afterK1 && schemas.JournalKind(r) == schemas.KindSeal && cut < 0:
+			cut = r.Offset // k1's transaction's seal: its records go, it stays
+		}
+	}
+	if cut < 0 {
+		t.Fatal("no seal after k1's record")
+	}
+	deleteJournal(t, h, p, cut)
+
+	h.Tune = func(c *consumer.Config) { c.AcceptJournalGap = true }
+	h.Start(t.TempDir())
+	h.Submit("c3", "order-1", "k2", `{}`) // k2's transaction was kept whole
+	until(h, seen, func() bool { return len(seen["c3"]) > 0 })
+	if o := seen["c3"][0]; !o.Replayed {
+		t.Fatalf("k2 again after the cut: %s replayed=%v, want a replay of its signed record", o.Record.Status, o.Replayed)
+	}
+	h.Stop()
 }

@@ -181,6 +181,11 @@ type SealGate struct {
 	lastSeal Seal
 	lastOff  int64
 	lastOK   bool
+
+	// skip: the partition's earlier records are gone (StartsAfterGap),
+	// so what precedes the first seal read cannot be checked.
+	skip    bool
+	skipped int
 }
 
 type gated struct {
@@ -193,6 +198,21 @@ type gated struct {
 func NewSealGate(origin string, tk *TrustedKeys) *SealGate {
 	return &SealGate{trusted: tk, origin: origin}
 }
+
+// StartsAfterGap says the records before the first one passed were
+// deleted (retention): the first records read may be the end of a
+// transaction whose beginning is gone, so that the first seal covers more
+// records than precede it, some nobody can read any more. Then they and
+// that seal are passed over (Skipped counts them, Release never returns
+// them) and checking starts after it; a first transaction read whole is
+// checked as usual. Writers can only append, so what retention left before
+// the first seal was not appended later by someone without a key; a
+// forger needs to delete records too, and then only hides what stood
+// there.
+func (g *SealGate) StartsAfterGap() { g.skip = true }
+
+// Skipped is the number of records passed over after StartsAfterGap.
+func (g *SealGate) Skipped() int { return g.skipped }
 
 // Add passes a record that is not a seal; v is returned by Release once a
 // trusted seal covers it.
@@ -209,6 +229,15 @@ func (g *SealGate) unsigned(items []gated, why string) error {
 func (g *SealGate) AddSeal(off int64, msg, leafHash []byte, v any) error {
 	s, err := parseSeal(msg)
 	self := gated{off, leafHash, v}
+	if g.skip {
+		g.skip = false
+		if err == nil && s.Origin == g.origin && s.Records > len(g.pending) {
+			// The end of a transaction cut by retention.
+			g.skipped += len(g.pending) + 1
+			g.pending = nil
+			return nil
+		}
+	}
 	if err != nil {
 		return g.unsigned(append(g.pending, self), fmt.Sprintf("the seal at offset %d is malformed: %v", off, err))
 	}
@@ -241,6 +270,12 @@ func (g *SealGate) AddSeal(off int64, msg, leafHash []byte, v any) error {
 		}
 		if s.Prev != nil {
 			return g.unsigned(append(covered, self), fmt.Sprintf("the seal at offset %d does not follow the seal at offset %d", off, g.lastOff))
+		}
+		// Every owner's epoch is above the ones before it, so a chain
+		// that starts at or below the last one is a copy of an old
+		// owner's first transaction, appended again.
+		if s.Epoch <= g.lastSeal.Epoch {
+			return g.unsigned(append(covered, self), fmt.Sprintf("the seal at offset %d starts a chain of epoch %d after the seal at offset %d of epoch %d: a transaction copied from earlier in the journal", off, s.Epoch, g.lastOff, g.lastSeal.Epoch))
 		}
 	}
 	g.sealed = append(append(g.sealed, covered...), self)

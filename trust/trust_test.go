@@ -326,11 +326,104 @@ func TestSealGate(t *testing.T) {
 	// Revoked and expired keys.
 	unsigned(good, trusted(t, va+" revoked", vb), "revoked")
 	unsigned(good, trusted(t, va, vb+" not_after=2020-01-01T00:00:00Z"), "expired")
+	// An owner's first transaction (a chain's start, validly signed)
+	// appended again later: its epoch is not above the last chain's.
+	unsigned(append(append([]gateRec{}, good...), reoff(t3, 9)...), tk, "starts a chain of epoch 2 after the seal at offset 8 of epoch 2")
+	unsigned(append(append([]gateRec{}, good...), reoff(t1, 9)...), tk, "starts a chain of epoch 1")
+}
+
+// reoff returns recs moved to start at offset off.
+func reoff(recs []gateRec, off int64) []gateRec {
+	out := append([]gateRec{}, recs...)
+	for i := range out {
+		out[i].off = off + int64(i)
+	}
+	return out
+}
+
+// After retention deleted the partition's beginning, the records before
+// the first seal read (the end of a transaction whose start is gone) and
+// that seal are passed over, unchecked and never released; the chain is
+// checked from there, so a forged record later is still refused.
+func TestSealGateAfterGap(t *testing.T) {
+	a, va := newSigner(t, "executor-a")
+	tk := trusted(t, va)
+	const origin = "onceflight/j/0"
+	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3)
+	t2, s2 := sealed(t, a, origin, 1, SealHash(s1), 4, 2)
+	t3, _ := sealed(t, a, origin, 1, SealHash(s2), 7, 2)
+	all := append(append(append([]gateRec{}, t1...), t2...), t3...)
+	// Retention deleted offsets 0..1: the gate starts inside t1.
+	tail := all[2:]
+	if _, err := runGate(NewSealGate(origin, tk), tail); err == nil || !strings.Contains(err.Error(), "covers 3 records, 1 precede it") {
+		t.Fatalf("without StartsAfterGap: %v", err)
+	}
+	g := NewSealGate(origin, tk)
+	g.StartsAfterGap()
+	n, err := runGate(g, tail)
+	if err != nil || n != len(t2)+len(t3) || g.Skipped() != 2 {
+		t.Fatalf("after a gap: %d released, %d skipped, %v", n, g.Skipped(), err)
+	}
+	// Retention cut at a transaction's end: the first one read is whole
+	// and checked (released) as usual.
+	g = NewSealGate(origin, tk)
+	g.StartsAfterGap()
+	if n, err := runGate(g, all[4:]); err != nil || n != len(t2)+len(t3) || g.Skipped() != 0 {
+		t.Fatalf("gap at a transaction's end: %d released, %d skipped, %v", n, g.Skipped(), err)
+	}
+	g = NewSealGate(origin, tk)
+	g.StartsAfterGap()
+	forged := append(append([]gateRec{}, tail...), gateRec{off: 10, leaf: leafAt(99)})
+	if _, err := runGate(g, forged); err == nil || !strings.Contains(err.Error(), "offsets 10..10") {
+		t.Fatalf("forged record after a gap: %v", err)
+	}
 }
 
 func TestRecordLeafHash(t *testing.T) {
 	r := &kgo.Record{Key: []byte("k"), Value: []byte(`{"a":1}`), Headers: []kgo.RecordHeader{{Key: "onceflight-kind", Value: []byte("record")}}}
 	if !bytes.Equal(RecordLeafHash(r), LeafHash(RecordLeafData(r))) {
 		t.Fatal("streamed leaf hash differs")
+	}
+}
+
+// A scan names each stretch no trusted seal covers and goes on; the
+// records trusted seals covered before a refusal are still returned.
+func TestSealScan(t *testing.T) {
+	a, va := newSigner(t, "executor-a")
+	tk := trusted(t, va)
+	const origin = "onceflight/j/0"
+	t1, _ := sealed(t, a, origin, 1, nil, 0, 3)
+	bad, _ := sealed(t, a, origin, 1, SealHash([]byte("not a seal")), 4, 2) // does not follow t1's seal
+	t3, _ := sealed(t, a, origin, 2, nil, 7, 1)
+	recs := append(append(append([]gateRec{}, t1...), bad...), t3...)
+	recs = append(recs, gateRec{off: 9, leaf: leafAt(99)}) // appended, no seal
+	sc := NewSealScan(origin, tk, false)
+	var got []int64
+	for _, r := range recs {
+		kr := &kgo.Record{Offset: r.off, Key: []byte("onceflight.seal"), Value: r.seal,
+			Headers: []kgo.RecordHeader{{Key: "onceflight-kind", Value: []byte("seal")}}}
+		if r.seal == nil {
+			l, err := SplitLeafData(r.leaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kr.Key, kr.Value, kr.Headers = l.Key, l.Value, nil
+			for _, h := range l.Headers {
+				kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
+			}
+		}
+		for _, v := range sc.Add(kr, r.off) {
+			got = append(got, v.(int64))
+		}
+	}
+	rel, us, _ := sc.End()
+	for _, v := range rel {
+		got = append(got, v.(int64))
+	}
+	if fmt.Sprint(got) != "[0 1 2 3 7 8]" {
+		t.Fatalf("released %v, want t1 and t3", got)
+	}
+	if len(us) != 2 || us[0].From != 4 || us[0].To != 6 || us[1].From != 9 || !strings.Contains(us[0].Why, "does not follow") {
+		t.Fatalf("unsigned: %v", us)
 	}
 }

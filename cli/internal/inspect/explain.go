@@ -17,6 +17,7 @@ import (
 	"github.com/onceflight/onceflight/client"
 	internal "github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
 )
 
 // ErrNoStory is returned (wrapped) by Explain when neither the journal nor
@@ -32,6 +33,23 @@ type Story struct {
 	// (retention removed it, or only outcomes are left).
 	Current *schemas.Record `json:"current,omitempty"`
 	Steps   []Step          `json:"steps"`
+	// Signatures is "checked" when the journal's seals were checked
+	// (ExplainOptions.Trusted), else empty.
+	Signatures string `json:"signatures,omitempty"`
+	// Unsigned counts the key's journal records no trusted seal covers.
+	Unsigned int `json:"unsigned,omitempty"`
+}
+
+// ExplainOptions: what Explain checks besides reading.
+type ExplainOptions struct {
+	// Trusted, if set, are the executors' public keys: a journal record
+	// no transaction seal of theirs covers is shown marked (Step.Unsigned)
+	// and is not the story's Current, as executors that require signed
+	// journals do not act on it (docs/trust.md#signed-transactions).
+	Trusted *trust.TrustedKeys
+	// OriginPrefix names the journal's partitions in seals; default
+	// "onceflight/" + the journal topic.
+	OriginPrefix string
 }
 
 // Step is one entry of the timeline: a journal record (a state of the
@@ -47,6 +65,9 @@ type Step struct {
 	Record *schemas.Record `json:"record,omitempty"`
 	// Outcome is the published event (Source "outcomes").
 	Outcome *OutcomeEvent `json:"outcome,omitempty"`
+	// Unsigned, for a journal record, says why no trusted executor
+	// signature covers it (only with ExplainOptions.Trusted).
+	Unsigned string `json:"unsigned,omitempty"`
 }
 
 // OutcomeEvent is what a subscriber saw of one outcome event.
@@ -63,7 +84,11 @@ type OutcomeEvent struct {
 // start to its end at the time of the call, and returns the story of key
 // for entity; an empty entity accepts the key's only entity. Like
 // client.Status it costs a full read of both topics: it is for people.
-func Explain(ctx context.Context, c *client.Client, key, entity string) (Story, error) {
+func Explain(ctx context.Context, c *client.Client, key, entity string, opts ...ExplainOptions) (Story, error) {
+	var o ExplainOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	type found struct {
 		steps []Step
 		last  *schemas.Record
@@ -78,7 +103,23 @@ func Explain(ctx context.Context, c *client.Client, key, entity string) (Story, 
 		return f
 	}
 	topics := c.Topics()
+	if o.OriginPrefix == "" {
+		o.OriginPrefix = "onceflight/" + topics.Journal
+	}
+	// Every record of every partition goes through its partition's seal
+	// scan: a seal covers its transaction's records whatever their keys.
+	scans := map[int32]*trust.SealScan{}
 	err := internal.Read(ctx, c.Kafka(), topics.Journal, true, false, func(rec *kgo.Record) error {
+		if o.Trusted != nil {
+			sc := scans[rec.Partition]
+			if sc == nil {
+				// The first record read is past offset 0 when retention
+				// deleted the partition's beginning.
+				sc = trust.NewSealScan(trust.Origin(o.OriginPrefix, rec.Partition), o.Trusted, rec.Offset > 0)
+				scans[rec.Partition] = sc
+			}
+			sc.Add(rec, nil)
+		}
 		if string(rec.Key) != key || !isRecord(rec) || rec.Value == nil {
 			return nil
 		}
@@ -123,9 +164,39 @@ func Explain(ctx context.Context, c *client.Client, key, entity string) (Story, 
 		return Story{}, fmt.Errorf("key %q: %w (%s); name the entity", key, client.ErrAmbiguous, strings.Join(ents, ", "))
 	}
 	for e, f := range byEntity {
-		return Story{Key: key, Entity: e, Current: f.last, Steps: order(f.steps)}, nil
+		st := Story{Key: key, Entity: e, Current: f.last, Steps: order(f.steps)}
+		if o.Trusted != nil {
+			markUnsigned(&st, scans)
+		}
+		return st, nil
 	}
 	panic("unreachable")
+}
+
+// markUnsigned marks the story's journal steps that no trusted seal
+// covers and makes Current the last record one covers.
+func markUnsigned(st *Story, scans map[int32]*trust.SealScan) {
+	st.Signatures, st.Current = "checked", nil
+	unsigned := map[int32][]*trust.UnsignedError{}
+	for p, sc := range scans {
+		_, unsigned[p], _ = sc.End()
+	}
+	for i := range st.Steps {
+		step := &st.Steps[i]
+		if step.Source != "journal" {
+			continue
+		}
+		for _, u := range unsigned[step.Partition] {
+			if step.Offset >= u.From && step.Offset <= u.To {
+				step.Unsigned = u.Why
+			}
+		}
+		if step.Unsigned != "" {
+			st.Unsigned++
+			continue
+		}
+		st.Current = step.Record
+	}
 }
 
 // order puts the steps of one entity (all in one partition of each topic)
@@ -254,8 +325,15 @@ func WriteStoryText(w io.Writer, s Story) error {
 			fmt.Fprintf(&b, "evidence: %s\n", ev)
 		}
 	}
+	if s.Unsigned > 0 {
+		fmt.Fprintf(&b, "WARNING: %d journal record(s) of this key are not covered by a trusted executor signature (marked UNSIGNED): someone without an executor key wrote them, and executors requiring signed journals do not act on them (docs/trust.md#threat-model)\n", s.Unsigned)
+	}
 	for _, st := range s.Steps {
-		fmt.Fprintf(&b, "%s  %-8s %d/%-6d %s\n", timeString(st.Time), st.Source, st.Partition, st.Offset, st.Summary)
+		mark := ""
+		if st.Unsigned != "" {
+			mark = "UNSIGNED (" + st.Unsigned + ") "
+		}
+		fmt.Fprintf(&b, "%s  %-8s %d/%-6d %s%s\n", timeString(st.Time), st.Source, st.Partition, st.Offset, mark, st.Summary)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write story: %w", err)
