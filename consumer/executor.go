@@ -207,11 +207,14 @@ func (e *Executor) NotReady() string {
 	if reason := e.heldReason(); reason != "" {
 		return reason
 	}
+	// Lost contact is named before the membership it costs: it is the
+	// cause an operator can act on. Before the first contact there is
+	// none to lose (joining).
+	if !e.inContact() && e.lastContact.Load() != 0 {
+		return fmt.Sprintf("no answer from the brokers to a fetch or heartbeat for more than the session timeout (%s)", e.cfg.SessionTimeout)
+	}
 	if !e.ready.Load() {
 		return "not a member of the consumer group with its partitions restored yet (joining, rejoining or restoring)"
-	}
-	if !e.inContact() {
-		return fmt.Sprintf("no answer from the brokers to a fetch or heartbeat for more than the session timeout (%s)", e.cfg.SessionTimeout)
 	}
 	return ""
 }
