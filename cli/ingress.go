@@ -55,6 +55,17 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 		if token = bytes.TrimSpace(b); len(token) == 0 {
 			return "", fmt.Errorf("--ingress-token-file %s is empty", o.tokenFile)
 		}
+		// The ingress token triggers effects and reads the records on this
+		// listener, so it is held to the rules of --http-token-file's tokens,
+		// and may not be one of them: a reader of records would then also
+		// be a producer of refunds.
+		if len(token) < httpauth.MinTokenBytes {
+			return "", usageErrorf("--ingress-token-file %s: the token is %d characters, want at least %d (openssl rand -hex 32)", o.tokenFile, len(token), httpauth.MinTokenBytes)
+		}
+		probe := &http.Request{Header: http.Header{"Authorization": {"Bearer " + string(token)}}}
+		if id, err := auth.Authenticate(probe); err == nil {
+			return "", usageErrorf("--ingress-token-file %s holds the token of %s in --http-token-file: the one token would read the records and also submit commands; give the ingress a token of its own", o.tokenFile, id.Name)
+		}
 		auth = auth.With(httpauth.WithTokens(httpauth.Token{Name: "ingress", Role: httpauth.RoleReader, Value: string(token)}))
 	} else if !loopback(o.addr) {
 		return "", usageErrorf("--ingress %s is not a loopback address: give --ingress-token-file, or listen on 127.0.0.1", o.addr)

@@ -61,6 +61,10 @@ func (r Role) Allows(need Role) bool {
 const (
 	MethodToken = "token"
 	MethodProxy = "proxy"
+	// MethodNone is how a request was let through by a disabled
+	// Authenticator (serve on a loopback address without authentication):
+	// it names no identity.
+	MethodNone = "none"
 )
 
 // Identity is who made a request: the name of its token, or the user the
@@ -264,11 +268,20 @@ func printable(s string) bool {
 // WWW-Authenticate: Bearer (no or wrong credentials) or 403 (a role too
 // small), and a JSON error that says which, never next's answer.
 //
-// A nil or disabled a lets every request through without an identity: the
-// caller decides, with CheckListen, where that is allowed.
+// A nil or disabled a lets every request through without an identity
+// (the caller decides where that is allowed: serve only on a loopback
+// address), and still logs each one as read by nobody in particular, so
+// the log says who read what whichever way serve was started.
 func (a *Authenticator) Require(need Role, next http.Handler) http.Handler {
 	if !a.Enabled() {
-		return next
+		log := slog.Default()
+		if a != nil && a.log != nil {
+			log = a.log
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			log.Info("http: record access", accessAttrs(r, "", MethodNone)...)
+			next.ServeHTTP(w, r)
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := a.Authenticate(r)
@@ -287,9 +300,21 @@ func (a *Authenticator) Require(need Role, next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("%s has role %s; this needs %s", id.Name, id.Role, need))
 			return
 		}
-		a.log.Info("http: record access", "identity", id.Name, "by", id.Method, "method", r.Method, "path", r.URL.Path)
+		a.log.Info("http: record access", accessAttrs(r, id.Name, id.Method)...)
 		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
 	})
+}
+
+// accessAttrs are the attributes of a record read in the log: who, how,
+// what (the path and query name keys, entities and statuses, never data;
+// the body is never logged) and from where (the TCP peer; behind a proxy,
+// the proxy).
+func accessAttrs(r *http.Request, name, method string) []any {
+	attrs := []any{"identity", name, "by", method, "method", r.Method, "path", r.URL.Path}
+	if r.URL.RawQuery != "" {
+		attrs = append(attrs, "query", r.URL.RawQuery)
+	}
+	return append(attrs, "remote", r.RemoteAddr)
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
@@ -330,12 +355,17 @@ func (a *Authenticator) With(opts ...Option) *Authenticator {
 }
 
 // ParseProxies reads trusted proxy addresses: CIDR ranges (10.0.0.0/8) or
-// single addresses (127.0.0.1, ::1).
+// single addresses (127.0.0.1, ::1). It refuses a range of every address
+// (0.0.0.0/0, ::/0): the header would be believed from anyone, so anyone
+// could read the records as whoever they named.
 func ParseProxies(list []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range list {
 		s = strings.TrimSpace(s)
 		if p, err := netip.ParsePrefix(s); err == nil {
+			if p.Bits() == 0 {
+				return nil, fmt.Errorf("%q is every address: the user header would be believed from anyone, who could then read the records as any name; list the proxies' own addresses (127.0.0.1 for a sidecar)", s)
+			}
 			out = append(out, p.Masked())
 			continue
 		}

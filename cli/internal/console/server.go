@@ -492,6 +492,7 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		s.internal(w, rc, err)
 		return
 	}
+	s.logAccess(r, rc, "entity", ent, "key", key)
 	paths := s.redact(v.Exec.Action)
 	// Summaries compare each record with the one before; they are made
 	// from the redacted records, so an error message never shows what
@@ -565,6 +566,23 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	}
 	d["NoDecider"] = s.decider == nil && !s.readOnly
 	s.render(w, http.StatusOK, "execution", d)
+}
+
+// refreshHeader marks the requests console.js makes to refresh a page
+// already shown, on a live update.
+const refreshHeader = "X-Console-Refresh"
+
+// logAccess records who read an execution's record, as the record API
+// does for its reads (docs/console.md#who-may-use-it): INFO when a person
+// opens the page, DEBUG for the live refreshes of a page already open,
+// which come up to twice a second while the index changes. It names
+// the key and entity, never data.
+func (s *Server) logAccess(r *http.Request, rc *reqCtx, kv ...any) {
+	level := slog.LevelInfo
+	if r.Header.Get(refreshHeader) != "" {
+		level = slog.LevelDebug
+	}
+	s.log.Log(r.Context(), level, "console: record access", append([]any{"identity", rc.ID.Name, "by", rc.ID.Method}, append(kv, "remote", r.RemoteAddr)...)...)
 }
 
 // pretty indents JSON for people: as written (numbers kept), and with
