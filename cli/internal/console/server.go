@@ -670,7 +670,7 @@ func (s *Server) stale(w http.ResponseWriter, rc *reqCtx, v View, k Kind) {
 	msg := fmt.Sprintf("Nothing was sent. %q can be taken on a record that is %s; key %q of entity %q is now %s.", k.Label, joinStatuses(k.From), v.Exec.Key, v.Exec.Entity, st)
 	for i := len(v.Steps) - 1; i >= 0; i-- {
 		if rec := v.Steps[i].Record; rec != nil {
-			if res := rec.Resolution; res != nil {
+			if res := api.RedactRecord(*rec, s.redact(rec.Action)).Resolution; res != nil {
 				msg += fmt.Sprintf(" It was resolved as %s by %s: %q.", res.As, res.By, res.Reason)
 			}
 			break
