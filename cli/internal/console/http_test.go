@@ -118,8 +118,8 @@ func TestConsoleHTTPAccessAndBadInput(t *testing.T) {
 		if got := strings.Contains(body, `href="/x/customer-9/msg-9"`); got != want {
 			t.Errorf("/decide%s lists msg-9: %v, want %v", q, got, want)
 		}
-		if want && !strings.Contains(body, "ambiguous_no_confirm") {
-			t.Errorf("/decide%s does not say why msg-9 waits", q)
+		if want && (!strings.Contains(body, "ambiguous_no_confirm") || !strings.Contains(body, "attempt 1 → ambiguous")) {
+			t.Errorf("/decide%s does not say why msg-9 waits (its error code and what the service answered)", q)
 		}
 	}
 	// Redacted fields never show, nor their text elsewhere.
@@ -233,6 +233,28 @@ func TestConsoleHTTPAccessAndBadInput(t *testing.T) {
 	code, _ = ro.do(http.MethodPost, "/x/customer-7/refund-a/decide/release", url.Values{"csrf": {ro.csrf("/")}, "reason": {"r"}, "confirm": {"yes"}})
 	if code != http.StatusForbidden {
 		t.Errorf("read-only console decision: %d, want 403", code)
+	}
+}
+
+// TestEvidenceStory: why an execution waits, in the external system's
+// answers, a run of the same answer counted once; without the details
+// (which may quote data) for an action with redacted fields.
+func TestEvidenceStory(t *testing.T) {
+	evs := []schemas.Evidence{
+		{Kind: schemas.EvidenceAttempt, Attempt: 1, Answer: schemas.AnswerAmbiguous, Detail: "timeout after 2s"},
+		{Kind: schemas.EvidenceConfirm, By: "executor", Answer: schemas.AnswerUnavailable, Detail: "HTTP 503"},
+		{Kind: schemas.EvidenceConfirm, By: "executor", Answer: schemas.AnswerUnavailable, Detail: "HTTP 503"},
+		{Kind: schemas.EvidenceConfirm, By: "executor", Answer: schemas.AnswerUnavailable, Detail: "HTTP 503"},
+		{Kind: schemas.EvidenceConfirm, By: "reconciler", Answer: schemas.AnswerUnavailable, Detail: "connection refused"},
+	}
+	if got, want := evidenceStory(evs, false), "attempt 1 → ambiguous (timeout after 2s), confirm asked by executor → unavailable (HTTP 503) ×3, confirm asked by reconciler → unavailable (connection refused)"; got != want {
+		t.Errorf("story:\n got %s\nwant %s", got, want)
+	}
+	if got, want := evidenceStory(evs, true), "attempt 1 → ambiguous, confirm asked by executor → unavailable ×3, confirm asked by reconciler → unavailable"; got != want {
+		t.Errorf("story without details:\n got %s\nwant %s", got, want)
+	}
+	if got := evidenceStory(nil, false); got != "" {
+		t.Errorf("no evidence: %q", got)
 	}
 }
 

@@ -339,7 +339,7 @@ func (p *Projection) applyJournal(b *pebble.Batch, rec *kgo.Record) (string, err
 	}
 	e.Journal = true
 	e.Action, e.Status, e.Released, e.Attempts = r.Action, r.Status, released, r.Attempts
-	e.CommandID, e.Error = r.Command.ID, r.Error
+	e.CommandID, e.Error, e.Evidence = r.Command.ID, r.Error, r.Evidence
 	e.UpdatedAt, e.Partition, e.Offset = rec.Timestamp, rec.Partition, rec.Offset
 	st := storedStep{Source: "journal", Partition: rec.Partition, Offset: rec.Offset, Time: rec.Timestamp, Record: &r}
 	if err := setJSON(b, stepKey(id, srcJournal, rec.Partition, rec.Offset), st); err != nil {

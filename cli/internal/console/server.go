@@ -367,9 +367,12 @@ func (s *Server) row(e Execution) row {
 	return row{Execution: e, URL: execURL(e.Entity, e.Key), Why: s.why(e)}
 }
 
-// why says why e waits (or what it is), from its latest error. Error
-// messages can quote data, so an action with redacted fields shows only
-// the code here; its execution page shows the scrubbed message.
+// why says why e waits (or what it is), from its evidence and latest
+// error: "unresolved after attempt 1: … — attempt 1 → ambiguous
+// (timeout), confirm asked by executor → unavailable (HTTP 503) ×3 —
+// ambiguous_no_confirm". Error messages and evidence details can quote
+// data, so an action with redacted fields shows only the codes and
+// answers here; its execution page shows the scrubbed texts.
 func (s *Server) why(e Execution) string {
 	var b strings.Builder
 	switch {
@@ -379,6 +382,12 @@ func (s *Server) why(e Execution) string {
 		fmt.Fprintf(&b, "unresolved after attempt %d: nobody knows whether the effect happened", e.Attempts)
 	case e.Status == schemas.StatusHeld:
 		b.WriteString("held as a suspected duplicate: it runs only if someone approves it")
+	}
+	if story := evidenceStory(e.Evidence, len(s.redact(e.Action)) > 0); story != "" && e.Status != schemas.StatusHeld {
+		if b.Len() > 0 {
+			b.WriteString(" — ")
+		}
+		b.WriteString(story)
 	}
 	if e.Error != nil {
 		if b.Len() > 0 {
@@ -390,6 +399,37 @@ func (s *Server) why(e Execution) string {
 		}
 	}
 	return b.String()
+}
+
+// evidenceStory words evs as the external system's answers in order,
+// a run of the same answer once with its count ("confirm asked by
+// executor → unavailable (HTTP 503) ×3"); without details when they may
+// quote redacted data.
+func evidenceStory(evs []schemas.Evidence, hideDetails bool) string {
+	var parts []string
+	last, n := "", 0
+	flush := func() {
+		if n > 1 {
+			last += fmt.Sprintf(" ×%d", n)
+		}
+		if n > 0 {
+			parts = append(parts, last)
+		}
+	}
+	for _, ev := range evs {
+		if hideDetails {
+			ev.Detail = ""
+		}
+		t := ev.Text()
+		if t == last {
+			n++
+			continue
+		}
+		flush()
+		last, n = t, 1
+	}
+	flush()
+	return strings.Join(parts, ", ")
 }
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
