@@ -62,6 +62,9 @@ type Config struct {
 	// (default 1h).
 	SessionTTL, CSRFTTL time.Duration
 	Logger              *slog.Logger
+	// Audits, if set, runs the audit on a schedule; the overview shows
+	// its last result. Nil: the overview points to `onceflight audit`.
+	Audits *Audits
 }
 
 // Server serves the console's pages.
@@ -82,6 +85,7 @@ type Server struct {
 	// page may be left open longer than a decision form.
 	loginCSRF *csrf
 	mux       *http.ServeMux
+	audits    *Audits
 }
 
 // CheckListen refuses to serve the console on a non-loopback address
@@ -100,7 +104,7 @@ func New(c Config) (*Server, error) {
 		return nil, errors.New("console: no projection")
 	}
 	s := &Server{p: c.Projection, auth: c.Auth, localUser: c.LocalUser, readOnly: c.ReadOnly, decider: c.Decider,
-		actions: c.Actions, redact: c.Redact, secure: c.SecureCookies, log: c.Logger}
+		actions: c.Actions, redact: c.Redact, secure: c.SecureCookies, log: c.Logger, audits: c.Audits}
 	if s.localUser == "" {
 		s.localUser = "local"
 	}
@@ -339,7 +343,14 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	for _, st := range []schemas.Status{schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected, schemas.StatusUnresolved, schemas.StatusHeld, schemas.StatusInProgress} {
 		cs = append(cs, sc{st, counts[st]})
 	}
-	s.render(w, http.StatusOK, "overview", s.data(rc, "Overview", map[string]any{"Wait": ws, "Counts": cs, "Stats": s.p.Stats(), "Live": "*"}))
+	d := map[string]any{"Wait": ws, "Counts": cs, "Stats": s.p.Stats(), "Live": "*"}
+	if s.audits != nil {
+		d["AuditEvery"] = s.audits.Every()
+		if r, ok := s.audits.Last(); ok {
+			d["Audit"] = r
+		}
+	}
+	s.render(w, http.StatusOK, "overview", s.data(rc, "Overview", d))
 }
 
 func (s *Server) waiting(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
