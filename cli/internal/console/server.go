@@ -394,7 +394,8 @@ func (s *Server) why(e Execution) string {
 	case e.Status == schemas.StatusHeld:
 		b.WriteString("held as a suspected duplicate: it runs only if someone approves it")
 	}
-	if story := evidenceStory(e.Evidence, len(s.redact(e.Action)) > 0); story != "" && e.Status != schemas.StatusHeld {
+	// The answers explain what waits or failed; a success needs no why.
+	if story := evidenceStory(e.Evidence, len(s.redact(e.Action)) > 0); story != "" && (e.Status == schemas.StatusUnresolved || e.Status == schemas.StatusFailed) {
 		if b.Len() > 0 {
 			b.WriteString(" — ")
 		}
