@@ -104,7 +104,7 @@ func New(c Config) (*Server, error) {
 		return nil, errors.New("console: no projection")
 	}
 	s := &Server{p: c.Projection, auth: c.Auth, localUser: c.LocalUser, readOnly: c.ReadOnly, decider: c.Decider,
-		actions: c.Actions, redact: c.Redact, secure: c.SecureCookies, log: c.Logger, audits: c.Audits}
+		actions: api.PublicActions(c.Actions), redact: c.Redact, secure: c.SecureCookies, log: c.Logger, audits: c.Audits}
 	if s.localUser == "" {
 		s.localUser = "local"
 	}
