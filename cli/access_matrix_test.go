@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -78,7 +80,7 @@ func TestEveryRecordEndpointOnEveryListener(t *testing.T) {
 	_, stop := serveForAccess(t, base("http")+"/readyz",
 		"--http", "0.0.0.0:"+ports["http"], "--ingress", "0.0.0.0:"+ports["ingress"], "--console", "0.0.0.0:"+ports["console"],
 		"--http-token-file", tokens, "--ingress-token-file", ingToken, "--control-key-file", keyFile,
-		"--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "127.0.0.2")
+		"--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "127.0.0.2", "--console-secure-cookies")
 
 	// From 127.0.0.1 (not a trusted proxy) and from 127.0.0.2 (the
 	// trusted proxy), both to the listeners on 127.0.0.1.
@@ -129,7 +131,7 @@ func TestEveryRecordEndpointOnEveryListener(t *testing.T) {
 	leaks := func(body string) bool {
 		return strings.Contains(body, accessIBAN) || strings.Contains(body, matrixCustomer) || strings.Contains(body, `"amount"`)
 	}
-	url := func(p string) string {
+	pathOf := func(p string) string {
 		p = strings.NewReplacer("{key}", "refund-1", "{entity}", "order-1", "{action}", "payments.refund").Replace(p)
 		switch p {
 		case "/v1/executions":
@@ -184,9 +186,9 @@ func TestEveryRecordEndpointOnEveryListener(t *testing.T) {
 						extra[1] = "refund-1" // a repeat: answered from the record, nothing new
 					}
 				}
-				got, h, answer := send(cl, method, base(listener)+url(path), body, extra...)
+				got, h, answer := send(cl, method, base(listener)+pathOf(path), body, extra...)
 				w := want(listener, method, path, cl)
-				what := fmt.Sprintf("%s %s on --%s by %s", method, url(path), listener, cl.name)
+				what := fmt.Sprintf("%s %s on --%s by %s", method, pathOf(path), listener, cl.name)
 				if got != w {
 					t.Errorf("%s: %d, want %d\n%s", what, got, w, answer)
 				}
@@ -228,6 +230,19 @@ func TestEveryRecordEndpointOnEveryListener(t *testing.T) {
 		if code != wantCode {
 			t.Errorf("console decision form for %s: %d, want %d\n%s", cl.name, code, wantCode, body)
 		}
+	}
+	// A browser logs in to the console with a token of the token file;
+	// its session cookie is HttpOnly, SameSite=Strict and, with
+	// --console-secure-cookies, Secure.
+	_, _, page := send(callers[0], http.MethodGet, base("console")+"/login", "", "Accept", "text/html")
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the console's login page has no CSRF token:\n%s", page)
+	}
+	form := url.Values{"csrf": {m[1]}, "token": {matrixReader}, "next": {"/"}}.Encode()
+	code, h, body := send(callers[0], http.MethodPost, base("console")+"/login", form, "Content-Type", "application/x-www-form-urlencoded")
+	if c := h.Get("Set-Cookie"); code != http.StatusSeeOther || !strings.Contains(c, "HttpOnly") || !strings.Contains(c, "Secure") || !strings.Contains(c, "SameSite=Strict") {
+		t.Errorf("console login: %d, cookie %q\n%s", code, c, body)
 	}
 	// Health, readiness and metrics stay open on --http.
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
