@@ -264,6 +264,7 @@ func TestEveryRecordEndpointOnEveryListener(t *testing.T) {
 		`msg="http: request refused: not authenticated" reason="unknown bearer token"`,
 		`msg="console: request refused: not authenticated"`,
 		`msg="console: record access" identity=alice by=token entity=order-1 key=refund-1`,
+		`msg="ingress: command refused: not authenticated" action=payments.refund entity=order-1 key=forged-`,
 	} {
 		if !strings.Contains(serveLog, w) {
 			t.Errorf("the log lacks %q", w)

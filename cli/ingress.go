@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/onceflight/onceflight/cli/internal/api"
@@ -75,7 +76,7 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 		return "", fmt.Errorf("--ingress %s: %w", o.addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/commands/{action}", ingress.Handler(ingress.Config{
+	mux.Handle("POST /v1/commands/{action}", logCommands(log, ingress.Handler(ingress.Config{
 		Client: oc, Token: token, MaxDataBytes: maxData, MaxWait: o.maxWait, Rate: o.rate, Burst: o.burst,
 		Known: func(a string) bool { _, ok := cfg.Action(a); return ok },
 		Redact: func(rec schemas.Record) schemas.Record {
@@ -84,7 +85,7 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 			}
 			return rec
 		},
-	}))
+	})))
 	mux.Handle("/", records(auth))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -104,3 +105,48 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 // loopback reports whether addr (host:port) listens only on a loopback
 // interface; an empty host listens on every interface.
 func loopback(addr string) bool { return httpauth.Loopback(addr) }
+
+// logCommands logs every command the ingress refuses for its credentials
+// at WARN, as the record API logs refused reads, and every other answer at
+// DEBUG: who sent what from where, by action, entity and key (the data is
+// in the body, which is never logged; the token never is).
+func logCommands(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		ent := r.URL.Query().Get("entity")
+		if ent == "" {
+			ent = r.Header.Get("Onceflight-Entity")
+		}
+		// A stranger's input: bounded, and quoted by the handler.
+		attrs := []any{"action", clip(r.PathValue("action")), "entity", clip(ent), "key", clip(r.Header.Get("Idempotency-Key")), "status", sw.code, "remote", r.RemoteAddr}
+		if sw.code == http.StatusUnauthorized || sw.code == http.StatusForbidden {
+			log.Warn("ingress: command refused: not authenticated", attrs...)
+			return
+		}
+		log.Debug("ingress: command", attrs...)
+	})
+}
+
+// statusWriter remembers the status an answer was sent with.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// clip bounds a logged value from a request.
+func clip(s string) string {
+	const most = 200
+	if len(s) <= most {
+		return s
+	}
+	return strings.ToValidUTF8(s[:most], "") + "…"
+}
