@@ -268,10 +268,11 @@ func printable(s string) bool {
 // WWW-Authenticate: Bearer (no or wrong credentials) or 403 (a role too
 // small), and a JSON error that says which, never next's answer.
 //
-// A nil or disabled a lets every request through without an identity
-// (the caller decides where that is allowed: serve only on a loopback
-// address), and still logs each one as read by nobody in particular, so
-// the log says who read what whichever way serve was started.
+// A nil or disabled a lets through without an identity every request
+// addressed to a loopback name (LoopbackHost; the caller decides where
+// that is allowed: serve only on a loopback address), and still logs each
+// one as read by nobody in particular, so the log says who read what
+// whichever way serve was started.
 func (a *Authenticator) Require(need Role, next http.Handler) http.Handler {
 	if !a.Enabled() {
 		log := slog.Default()
@@ -279,6 +280,11 @@ func (a *Authenticator) Require(need Role, next http.Handler) http.Handler {
 			log = a.log
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !LoopbackHost(r.Host) {
+				log.Warn("http: request refused: not addressed to a loopback name", "host", clipHost(r.Host), "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+				writeError(w, http.StatusForbidden, ErrNotLoopbackHost.Error())
+				return
+			}
 			log.Info("http: record access", accessAttrs(r, "", MethodNone)...)
 			next.ServeHTTP(w, r)
 		})
@@ -322,6 +328,40 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// ErrNotLoopbackHost is the refusal of a request to a server without
+// authentication whose Host header is not a loopback name.
+var ErrNotLoopbackHost = errors.New("without authentication this server answers only requests addressed to 127.0.0.1, [::1] or localhost " +
+	"(a web page could otherwise reach it through DNS rebinding); use one of those in the URL, or configure a token file")
+
+// LoopbackHost reports whether a request's Host header names the loopback
+// interface: 127.0.0.0/8, ::1, localhost or a name under .localhost
+// (which browsers resolve to loopback themselves). A server that answers
+// without authentication because it listens on loopback must also check
+// this: a page on another site can make a browser's name for it resolve
+// to 127.0.0.1 (DNS rebinding) and then read, as the same origin,
+// whatever the server answers to that name. The browser still sends the
+// page's name as Host, which this refuses.
+func LoopbackHost(hostport string) bool {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// clipHost bounds a logged Host header.
+func clipHost(h string) string {
+	if len(h) > 100 {
+		return strings.ToValidUTF8(h[:100], "") + "…"
+	}
+	return h
 }
 
 // Loopback reports whether addr (host:port) listens only on a loopback

@@ -4,10 +4,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -272,6 +274,47 @@ func TestSafeNext(t *testing.T) {
 	} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestConsoleWithoutAuthenticationAnswersOnlyLoopbackNames: a console
+// without authentication (on loopback, every visitor the local operator)
+// refuses requests whose Host is not a loopback name, so a page of
+// another site rebound to 127.0.0.1 (DNS rebinding) reads nothing.
+func TestConsoleWithoutAuthenticationAnswersOnlyLoopbackNames(t *testing.T) {
+	e := newEnv(t)
+	e.h.SubmitAction("c-msg", "messages.send", "customer-9", "msg-9", `{"text":"hi"}`)
+	waitExec(t, e.p, "customer-9", "msg-9", schemas.StatusUnresolved)
+	s, err := New(Config{Projection: e.p, LocalUser: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	// A console that answered /live would stream: the timeout fails it.
+	cl := &http.Client{Timeout: 10 * time.Second}
+	for host, want := range map[string]int{"": http.StatusOK, "localhost": http.StatusOK, "rebind.attacker.test": http.StatusForbidden, "rebind.attacker.test:80": http.StatusForbidden} {
+		for _, path := range []string{"/x/customer-9/msg-9", "/decide", "/live"} {
+			req, _ := http.NewRequest(http.MethodGet, hs.URL+path, nil)
+			if host != "" {
+				req.Host = host
+			}
+			if path == "/live" {
+				if want == http.StatusOK {
+					continue // a stream: its 200 is tested by the browser
+				}
+			}
+			resp, err := cl.Do(req)
+			if err != nil {
+				t.Errorf("GET %s with Host %q: %v, want %d", path, host, err, want)
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want || (want != http.StatusOK && strings.Contains(string(b), "msg-9")) {
+				t.Errorf("GET %s with Host %q: %d, want %d\n%s", path, host, resp.StatusCode, want, b)
+			}
 		}
 	}
 }

@@ -173,6 +173,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "internal error: the console could not render this page; see its log", http.StatusInternalServerError)
 		}
 	}()
+	// Without authentication every visitor acts as the local operator, so
+	// the console must not answer a page of another site that a browser
+	// reaches through DNS rebinding (httpauth.LoopbackHost).
+	if !s.auth.Enabled() && !httpauth.LoopbackHost(r.Host) {
+		s.log.Warn("console: request refused: not addressed to a loopback name", "remote", r.RemoteAddr, "path", r.URL.Path)
+		http.Error(w, "refused: "+httpauth.ErrNotLoopbackHost.Error(), http.StatusForbidden)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
