@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -277,4 +278,38 @@ func request(t *testing.T, cl *http.Client, method, url, body string, header ...
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(b)
+}
+
+// TestIngressWithoutTokenAnswersOnlyLoopbackNames: an ingress without a
+// token (allowed on loopback only) refuses commands whose Host is not a
+// loopback name, so a web page rebound to 127.0.0.1 (DNS rebinding)
+// cannot trigger effects; the refusal is logged.
+func TestIngressWithoutTokenAnswersOnlyLoopbackNames(t *testing.T) {
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	records := func(*httpauth.Authenticator) http.Handler { return http.NotFoundHandler() }
+	addr, err := startIngress(ctx, ingressOptions{addr: "127.0.0.1:0"}, nil, nil, 1024, nil, records, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/commands/payments.refund?entity=order-1", strings.NewReader(`{"amount":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebind.attacker.test:8081"
+	req.Header.Set("Idempotency-Key", "refund-9")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "DNS rebinding") {
+		t.Errorf("a command addressed to another name: %d %s, want 403", resp.StatusCode, b)
+	}
+	if want := `msg="ingress: command refused: not authenticated" action=payments.refund entity=order-1 key=refund-9 status=403`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %s:\n%s", want, logs.String())
+	}
 }
