@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/onceflight/onceflight/internal/httpauth"
 )
 
 const (
@@ -57,6 +60,8 @@ func TestServeRefusesOpenRecords(t *testing.T) {
 		{"malformed token line", []string{"--http-token-file", writeSecret(t, "ops:"+accessToken+"\n\nops "+accessToken+"x\n", 0o600)},
 			[]string{"--http-token-file", "http-tokens line 3: want NAME:TOKEN or NAME:TOKEN:ROLE"}},
 		{"missing token file", []string{"--http-token-file", good + ".missing"}, []string{"--http-token-file", "no such file"}},
+		{"every peer a trusted proxy", []string{"--http", "0.0.0.0:0", "--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "10.0.0.0/8,0.0.0.0/0"},
+			[]string{"--http-trusted-proxies", `"0.0.0.0/0" is every address`}},
 	}
 	for _, c := range cases {
 		args := append([]string{"serve", "--config", cfg, "--data-dir", t.TempDir(), "--brokers", deadAddr(t)}, c.args...)
@@ -84,75 +89,22 @@ func TestServeRefusesOpenRecords(t *testing.T) {
 // action's redact list hidden; the log shows neither the IBAN nor the
 // token.
 func TestServeRecordAccess(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()[0]
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "onceflight.yaml")
-	actions := "actions:\n  payments.refund:\n    connector: noop\n    redact: [customer.name, iban]\n"
-	if err := os.WriteFile(cfg, []byte(actions), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	tokens := writeSecret(t, "# who may read the records\nops:"+accessToken+"\n", 0o640)
 	_, port, _ := net.SplitHostPort(freeAddr(t))
 	httpAddr := "0.0.0.0:" + port // every interface; the test reaches it on loopback
 	local := "http://127.0.0.1:" + port
 	metrics := freeAddr(t)
 	ing := freeAddr(t)
-	ingToken := writeSecret(t, "ingress-t0ken\n", 0o600)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan string, 1)
-	go func() {
-		code, _, errOut := execCLI(ctx, "serve", "--brokers", brokers, "--config", cfg, "--data-dir", dir, "--http", httpAddr,
-			"--http-token-file", tokens, "--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "192.0.2.0/24",
-			"--metrics-http", metrics, "--ingress", ing, "--ingress-token-file", ingToken, "--log-level", "debug",
-			"--group", "access", "--partitions", "1", "--session-timeout", "6s", "--executor-id", "access")
-		done <- fmt.Sprintf("exit %d\n%s", code, errOut)
-	}()
+	ingToken := writeSecret(t, "ingress-t0ken-0123456789\n", 0o600)
+	brokers, stopServe := serveForAccess(t, local+"/readyz", "--http", httpAddr,
+		"--http-token-file", tokens, "--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "192.0.2.0/24",
+		"--metrics-http", metrics, "--ingress", ing, "--ingress-token-file", ingToken, "--log-level", "debug")
 	var serveLog string
-	stop := func() {
-		if cancel != nil {
-			cancel()
-			serveLog = <-done
-			cancel = nil
-		}
-	}
+	stop := func() { serveLog = stopServe() }
 	defer stop()
-
 	get := func(url string, header ...string) (int, http.Header, string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, nil, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(b)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if code, _, _ := get(local + "/readyz"); code == http.StatusOK {
-			break
-		}
-		select {
-		case out := <-done:
-			t.Fatalf("serve stopped before it was ready: %s", out)
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve not ready within 60s")
-		}
+		return request(t, http.DefaultClient, http.MethodGet, url, "", header...)
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer scancel()
@@ -206,7 +158,7 @@ func TestServeRecordAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Idempotency-Key", "refund-2")
-	req.Header.Set("Authorization", "Bearer ingress-t0ken")
+	req.Header.Set("Authorization", "Bearer ingress-t0ken-0123456789")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -230,12 +182,129 @@ func TestServeRecordAccess(t *testing.T) {
 	}
 }
 
-// TestIngressTokenFileMode: the ingress token file follows the rule of
-// every secret file, before anything listens.
+// TestIngressTokenFileMode: the ingress token file follows the rules of
+// every secret file and token, before anything listens: not readable by
+// others, at least 16 characters, and not a token of --http-token-file
+// (whose readers would then also submit commands).
 func TestIngressTokenFileMode(t *testing.T) {
-	f := writeSecret(t, "t0ken\n", 0o604)
+	f := writeSecret(t, "t0ken-0123456789abcdef\n", 0o604)
 	_, err := startIngress(context.Background(), ingressOptions{addr: "127.0.0.1:0", tokenFile: f}, nil, nil, 1024, nil, nil, nil)
 	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "--ingress-token-file") || !strings.Contains(fmt.Sprint(err), f+" has mode 0604") {
 		t.Errorf("world-readable ingress token file: %v", err)
+	}
+	f = writeSecret(t, "t0ken\n", 0o600)
+	_, err = startIngress(context.Background(), ingressOptions{addr: "127.0.0.1:0", tokenFile: f}, nil, nil, 1024, nil, nil, nil)
+	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "the token is 5 characters, want at least 16") || strings.Contains(fmt.Sprint(err), "t0ken\n") {
+		t.Errorf("short ingress token: %v", err)
+	}
+	auth, err := httpauth.New(httpauth.WithTokens(httpauth.Token{Name: "ops", Role: httpauth.RoleReader, Value: accessToken}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = writeSecret(t, accessToken+"\n", 0o600)
+	_, err = startIngress(context.Background(), ingressOptions{addr: "127.0.0.1:0", tokenFile: f}, nil, nil, 1024, auth, nil, nil)
+	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "holds the token of ops in --http-token-file") || strings.Contains(fmt.Sprint(err), accessToken) {
+		t.Errorf("an --http token as the ingress token: %v", err)
+	}
+}
+
+// accessActions is the actions file of the access tests: a refund whose
+// customer name and IBAN are redacted.
+const accessActions = "actions:\n  payments.refund:\n    connector: noop\n    redact: [customer.name, iban]\n"
+
+// serveForAccess runs serve with accessActions and args on a kfake
+// cluster of its own until the test ends or stop is called, and waits
+// until readyURL answers 200. stop returns serve's exit code and log.
+func serveForAccess(t *testing.T, readyURL string, args ...string) (brokers string, stop func() string) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers = c.ListenAddrs()[0]
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "onceflight.yaml")
+	if err := os.WriteFile(cfg, []byte(accessActions), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan string, 1)
+	go func() {
+		code, _, errOut := execCLI(ctx, append([]string{"serve", "--brokers", brokers, "--config", cfg, "--data-dir", dir,
+			"--group", "access", "--partitions", "1", "--session-timeout", "6s", "--executor-id", "access"}, args...)...)
+		done <- fmt.Sprintf("exit %d\n%s", code, errOut)
+	}()
+	var log string
+	stop = func() string {
+		if cancel != nil {
+			cancel()
+			log = <-done
+			cancel = nil
+		}
+		return log
+	}
+	t.Cleanup(func() { stop() })
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if code, _, _ := request(t, http.DefaultClient, http.MethodGet, readyURL, ""); code == http.StatusOK {
+			return brokers, stop
+		}
+		select {
+		case out := <-done:
+			t.Fatalf("serve stopped before it was ready: %s", out)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve not ready within 60s")
+		}
+	}
+}
+
+// request sends method url with body and the header pairs (Host among
+// them) through cl; a connection error is status 0 with the error as the
+// body.
+func request(t *testing.T, cl *http.Client, method, url, body string, header ...string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, nil, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// TestIngressWithoutTokenAnswersOnlyLoopbackNames: an ingress without a
+// token (allowed on loopback only) refuses commands whose Host is not a
+// loopback name, so a web page rebound to 127.0.0.1 (DNS rebinding)
+// cannot trigger effects; the refusal is logged.
+func TestIngressWithoutTokenAnswersOnlyLoopbackNames(t *testing.T) {
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	records := func(*httpauth.Authenticator) http.Handler { return http.NotFoundHandler() }
+	addr, err := startIngress(ctx, ingressOptions{addr: "127.0.0.1:0"}, nil, nil, 1024, nil, records, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, b := request(t, http.DefaultClient, http.MethodPost, "http://"+addr+"/v1/commands/payments.refund?entity=order-1", `{"amount":1}`,
+		"Host", "rebind.attacker.test:8081", "Idempotency-Key", "refund-9")
+	if code != http.StatusForbidden || !strings.Contains(b, "DNS rebinding") {
+		t.Errorf("a command addressed to another name: %d %s, want 403", code, b)
+	}
+	if want := `msg="ingress: command refused: not authenticated" action=payments.refund entity=order-1 key=refund-9 status=403`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %s:\n%s", want, logs.String())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/cli/internal/console"
 	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/client"
@@ -36,7 +37,10 @@ type consoleOptions struct {
 	controlKeys   *schemas.ControlKeys
 	readOnly      bool
 	secureCookies bool
-	log           *slog.Logger
+	// auditEvery, if positive, runs the audit of the topics that often;
+	// the overview shows the last result.
+	auditEvery time.Duration
+	log        *slog.Logger
 }
 
 // startConsole starts the projection and the console's HTTP server on
@@ -66,6 +70,13 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 		}
 		decider = console.ClientDecider{C: oc}
 	}
+	var audits *console.Audits
+	if o.auditEvery > 0 {
+		audits = console.NewAudits(o.auditEvery, func(ctx context.Context) (audit.Report, error) {
+			return audit.Run(ctx, audit.Options{Brokers: o.brokers, Kafka: o.conn, Topics: schemas.Topics(o.topics), Group: o.group,
+				MaxDataBytes: o.maxDataBytes, KeyMemory: o.cfg.KeyMemory, ControlKeys: o.controlKeys})
+		}, o.log)
+	}
 	srv, err := console.New(console.Config{
 		Projection: p, Auth: o.auth, LocalUser: defaultBy(), ReadOnly: o.readOnly, Decider: decider, Actions: acts,
 		Redact: func(action string) []string {
@@ -74,7 +85,7 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 			}
 			return nil
 		},
-		SecureCookies: o.secureCookies, Logger: o.log,
+		SecureCookies: o.secureCookies, Logger: o.log, Audits: audits,
 	})
 	if err == nil {
 		var ln net.Listener
@@ -85,6 +96,13 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 				defer close(runDone)
 				if err := p.Run(pctx); err != nil {
 					o.log.Error("console projection stopped", "err", err)
+				}
+			}()
+			auditDone := make(chan struct{})
+			go func() {
+				defer close(auditDone)
+				if audits != nil {
+					audits.Run(pctx)
 				}
 			}()
 			// Requests live in reqCtx, cancelled first at stop, so the
@@ -105,6 +123,7 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 				_ = hs.Close()
 				cancel()
 				<-runDone
+				<-auditDone
 				_ = p.Close()
 				if oc != nil {
 					oc.Close()
@@ -128,6 +147,7 @@ func newConsoleCmd() *cobra.Command {
 		proxies                                   []string
 		readOnly, secure                          bool
 		maxData                                   int
+		auditEvery                                time.Duration
 		kf                                        *kafkaFlags
 	)
 	cmd := &cobra.Command{
@@ -162,6 +182,9 @@ proxy header, as serve does.`,
 			if err := console.CheckListen(addr, auth); err != nil {
 				return usageErrorf("--http: %v", err)
 			}
+			if auditEvery < 0 || (auditEvery > 0 && auditEvery < time.Minute) {
+				return usageErrorf("--audit-every must be 0 (off) or at least 1m: each audit reads the four topics whole, got %s", auditEvery)
+			}
 			var keys *schemas.ControlKeys
 			if keyFile != "" {
 				if keys, err = schemas.LoadControlKeys(keyFile); err != nil {
@@ -175,7 +198,7 @@ proxy header, as serve does.`,
 			defer func() { _ = lock.Release() }()
 			got, stop, err := startConsole(cmd.Context(), consoleOptions{addr: addr, dataDir: dataDir, brokers: kf.Brokers, conn: conn,
 				topics: kf.Topics, group: group, cfg: cfg, maxDataBytes: maxData, auth: auth, controlKeys: keys,
-				readOnly: readOnly, secureCookies: secure, log: log})
+				readOnly: readOnly, secureCookies: secure, auditEvery: auditEvery, log: log})
 			if err != nil {
 				return err
 			}
@@ -198,7 +221,8 @@ proxy header, as serve does.`,
 	fs.StringSliceVar(&proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose header is believed")
 	fs.StringVar(&proxyRole, "http-trusted-proxy-role", "reader", "role of identities from the trusted proxy: reader or operator")
 	fs.BoolVar(&secure, "secure-cookies", false, "mark the login cookie Secure (set when users reach the console over HTTPS through a proxy)")
-	fs.IntVar(&maxData, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page")
+	fs.IntVar(&maxData, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page and the audit")
+	fs.DurationVar(&auditEvery, "audit-every", 0, "run the audit of the topics (onceflight audit) at start and then this often, and show its last result on the overview; 0: off. Each audit reads the four topics whole (BENCHMARKS.md: about 13 KB of memory per command)")
 	return cmd
 }
 

@@ -20,6 +20,9 @@ func TestConsoleRefusesOpenAddress(t *testing.T) {
 		{"console, header without proxies", []string{"console", "--http-trusted-proxy-header", "X-Forwarded-User"}, []string{"go together"}},
 		{"console, bad proxy role", []string{"console", "--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "127.0.0.1", "--http-trusted-proxy-role", "admin"},
 			[]string{"--http-trusted-proxy-role", `unknown role "admin"`}},
+		{"console, every peer a trusted proxy", []string{"console", "--http", "0.0.0.0:0", "--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "::/0", "--http-trusted-proxy-role", "operator"},
+			[]string{"--http-trusted-proxies", `"::/0" is every address`}},
+		{"console, audits too often", []string{"console", "--audit-every", "10s"}, []string{"--audit-every must be 0 (off) or at least 1m"}},
 		{"serve --console on every interface", []string{"serve", "--console", "0.0.0.0:0"}, []string{"--console: 0.0.0.0:0 is not a loopback address"}},
 	}
 	for _, c := range cases {

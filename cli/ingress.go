@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/onceflight/onceflight/cli/internal/api"
@@ -55,6 +56,17 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 		if token = bytes.TrimSpace(b); len(token) == 0 {
 			return "", fmt.Errorf("--ingress-token-file %s is empty", o.tokenFile)
 		}
+		// The ingress token triggers effects and reads the records on this
+		// listener, so it is held to the rules of --http-token-file's tokens,
+		// and may not be one of them: a reader of records would then also
+		// be a producer of refunds.
+		if len(token) < httpauth.MinTokenBytes {
+			return "", usageErrorf("--ingress-token-file %s: the token is %d characters, want at least %d (openssl rand -hex 32)", o.tokenFile, len(token), httpauth.MinTokenBytes)
+		}
+		probe := &http.Request{Header: http.Header{"Authorization": {"Bearer " + string(token)}}}
+		if id, err := auth.Authenticate(probe); err == nil {
+			return "", usageErrorf("--ingress-token-file %s holds the token of %s in --http-token-file: the one token would read the records and also submit commands; give the ingress a token of its own", o.tokenFile, id.Name)
+		}
 		auth = auth.With(httpauth.WithTokens(httpauth.Token{Name: "ingress", Role: httpauth.RoleReader, Value: string(token)}))
 	} else if !loopback(o.addr) {
 		return "", usageErrorf("--ingress %s is not a loopback address: give --ingress-token-file, or listen on 127.0.0.1", o.addr)
@@ -64,7 +76,13 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 		return "", fmt.Errorf("--ingress %s: %w", o.addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/commands/{action}", ingress.Handler(ingress.Config{
+	commands := func(h http.Handler) http.Handler { return logCommands(log, h) }
+	if token == nil {
+		// Without a token only loopback reaches it; a web page must not
+		// reach it either, through DNS rebinding, to trigger effects.
+		commands = func(h http.Handler) http.Handler { return logCommands(log, loopbackHostOnly(h)) }
+	}
+	mux.Handle("POST /v1/commands/{action}", commands(ingress.Handler(ingress.Config{
 		Client: oc, Token: token, MaxDataBytes: maxData, MaxWait: o.maxWait, Rate: o.rate, Burst: o.burst,
 		Known: func(a string) bool { _, ok := cfg.Action(a); return ok },
 		Redact: func(rec schemas.Record) schemas.Record {
@@ -73,7 +91,7 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 			}
 			return rec
 		},
-	}))
+	})))
 	mux.Handle("/", records(auth))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -93,3 +111,60 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 // loopback reports whether addr (host:port) listens only on a loopback
 // interface; an empty host listens on every interface.
 func loopback(addr string) bool { return httpauth.Loopback(addr) }
+
+// logCommands logs every command the ingress refuses for its credentials
+// at WARN, as the record API logs refused reads, and every other answer at
+// DEBUG: who sent what from where, by action, entity and key (the data is
+// in the body, which is never logged; the token never is).
+func logCommands(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		ent := r.URL.Query().Get("entity")
+		if ent == "" {
+			ent = r.Header.Get("Onceflight-Entity")
+		}
+		// A stranger's input: bounded, and quoted by the handler.
+		attrs := []any{"action", clip(r.PathValue("action")), "entity", clip(ent), "key", clip(r.Header.Get("Idempotency-Key")), "status", sw.code, "remote", r.RemoteAddr}
+		if sw.code == http.StatusUnauthorized || sw.code == http.StatusForbidden {
+			log.Warn("ingress: command refused: not authenticated", attrs...)
+			return
+		}
+		log.Debug("ingress: command", attrs...)
+	})
+}
+
+// statusWriter remembers the status an answer was sent with.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// clip bounds a logged value from a request.
+func clip(s string) string {
+	const most = 200
+	if len(s) <= most {
+		return s
+	}
+	return strings.ToValidUTF8(s[:most], "") + "…"
+}
+
+// loopbackHostOnly refuses requests whose Host is not a loopback name
+// (httpauth.LoopbackHost) with 403.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpauth.LoopbackHost(r.Host) {
+			http.Error(w, "refused: "+httpauth.ErrNotLoopbackHost.Error(), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -92,7 +92,7 @@ func TestServeIngress(t *testing.T) {
 	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte("ingress-t0ken-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ing := freeAddr(t)
@@ -120,13 +120,13 @@ func TestServeIngress(t *testing.T) {
 	if code, body := do(http.MethodPost, "/v1/commands/noop.ping?entity=dev-1", ""); code != http.StatusUnauthorized {
 		t.Errorf("no token: %d %s", code, body)
 	}
-	if code, body := do(http.MethodPost, "/v1/commands/noop.ping?entity=dev-1", "t0ken"); code != http.StatusOK || !strings.Contains(body, `"status":"succeeded"`) {
+	if code, body := do(http.MethodPost, "/v1/commands/noop.ping?entity=dev-1", "ingress-t0ken-0123456789"); code != http.StatusOK || !strings.Contains(body, `"status":"succeeded"`) {
 		t.Fatalf("with token: %d %s", code, body)
 	}
 	// The record endpoints beside the ingress are not open to whoever
 	// reaches it: the ingress token reads them (its Locations), nothing
 	// less does.
-	if code, body := do(http.MethodGet, "/v1/actions/noop.ping", "t0ken"); code != http.StatusOK || !strings.Contains(body, `"connector":"noop"`) {
+	if code, body := do(http.MethodGet, "/v1/actions/noop.ping", "ingress-t0ken-0123456789"); code != http.StatusOK || !strings.Contains(body, `"connector":"noop"`) {
 		t.Errorf("GET /v1/actions/noop.ping on the ingress listener: %d %s", code, body)
 	}
 	for _, path := range []string{"/v1/actions/noop.ping", "/v1/executions/ing-1?entity=dev-1"} {
@@ -137,7 +137,7 @@ func TestServeIngress(t *testing.T) {
 	// The outcome the POST waited for is read from the outcome topic; the
 	// record endpoint reads this instance's index, which waits for the
 	// transaction to land (docs/http.md): no retry is needed.
-	if code, body := do(http.MethodGet, "/v1/executions/ing-1?entity=dev-1", "t0ken"); code != http.StatusOK || !strings.Contains(body, `"n":1`) {
+	if code, body := do(http.MethodGet, "/v1/executions/ing-1?entity=dev-1", "ingress-t0ken-0123456789"); code != http.StatusOK || !strings.Contains(body, `"n":1`) {
 		t.Fatalf("GET the ingress's Location with its token right after the answer: %d %s", code, body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

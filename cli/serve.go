@@ -70,6 +70,7 @@ type serveOptions struct {
 	// (docs/console.md), its index under dataDir/console.
 	consoleAddr     string
 	consoleReadOnly bool
+	consoleSecure   bool
 	// consoleStarted, if set, is called with the console's address.
 	consoleStarted func(addr string)
 	// started, if set, is called with the broker address and the HTTP
@@ -152,6 +153,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.ingress.burst, "ingress-burst", 0, "ingress requests accepted at once above --ingress-rate (0: the rate, at least 1)")
 	fs.StringVar(&o.consoleAddr, "console", "", "address of the operator console (docs/console.md), run in this process with the --http authentication; off when empty")
 	fs.BoolVar(&o.consoleReadOnly, "console-read-only", false, "the console hides and refuses every decision")
+	fs.BoolVar(&o.consoleSecure, "console-secure-cookies", false, "mark the console's login cookie Secure (set when users reach it over HTTPS through a proxy)")
 	o.checkpoints.addFlags(fs)
 	o.embeddedAddr = defaultBrokers
 	return cmd
@@ -384,7 +386,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if o.consoleAddr != "" {
 		addr, stop, err := startConsole(ctx, consoleOptions{addr: o.consoleAddr, dataDir: filepath.Join(o.dataDir, "console"), brokers: brokers, conn: conn,
 			topics: o.kf.Topics, group: o.group, cfg: cfg, maxDataBytes: o.maxDataBytes, auth: auth, controlKeys: controlKeys,
-			readOnly: o.consoleReadOnly, log: log})
+			readOnly: o.consoleReadOnly, secureCookies: o.consoleSecure, log: log})
 		if err != nil {
 			return err
 		}

@@ -61,6 +61,10 @@ func (r Role) Allows(need Role) bool {
 const (
 	MethodToken = "token"
 	MethodProxy = "proxy"
+	// MethodNone is how a request was let through by a disabled
+	// Authenticator (serve on a loopback address without authentication):
+	// it names no identity.
+	MethodNone = "none"
 )
 
 // Identity is who made a request: the name of its token, or the user the
@@ -264,11 +268,26 @@ func printable(s string) bool {
 // WWW-Authenticate: Bearer (no or wrong credentials) or 403 (a role too
 // small), and a JSON error that says which, never next's answer.
 //
-// A nil or disabled a lets every request through without an identity: the
-// caller decides, with CheckListen, where that is allowed.
+// A nil or disabled a lets through without an identity every request
+// addressed to a loopback name (LoopbackHost; the caller decides where
+// that is allowed: serve only on a loopback address), and still logs each
+// one as read by nobody in particular, so the log says who read what
+// whichever way serve was started.
 func (a *Authenticator) Require(need Role, next http.Handler) http.Handler {
 	if !a.Enabled() {
-		return next
+		log := slog.Default()
+		if a != nil && a.log != nil {
+			log = a.log
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !LoopbackHost(r.Host) {
+				log.Warn("http: request refused: not addressed to a loopback name", "host", clipHost(r.Host), "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+				writeError(w, http.StatusForbidden, ErrNotLoopbackHost.Error())
+				return
+			}
+			log.Info("http: record access", accessAttrs(r, "", MethodNone)...)
+			next.ServeHTTP(w, r)
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := a.Authenticate(r)
@@ -287,9 +306,21 @@ func (a *Authenticator) Require(need Role, next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("%s has role %s; this needs %s", id.Name, id.Role, need))
 			return
 		}
-		a.log.Info("http: record access", "identity", id.Name, "by", id.Method, "method", r.Method, "path", r.URL.Path)
+		a.log.Info("http: record access", accessAttrs(r, id.Name, id.Method)...)
 		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
 	})
+}
+
+// accessAttrs are the attributes of a record read in the log: who, how,
+// what (the path and query name keys, entities and statuses, never data;
+// the body is never logged) and from where (the TCP peer; behind a proxy,
+// the proxy).
+func accessAttrs(r *http.Request, name, method string) []any {
+	attrs := []any{"identity", name, "by", method, "method", r.Method, "path", r.URL.Path}
+	if r.URL.RawQuery != "" {
+		attrs = append(attrs, "query", r.URL.RawQuery)
+	}
+	return append(attrs, "remote", r.RemoteAddr)
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
@@ -297,6 +328,40 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// ErrNotLoopbackHost is the refusal of a request to a server without
+// authentication whose Host header is not a loopback name.
+var ErrNotLoopbackHost = errors.New("without authentication this server answers only requests addressed to 127.0.0.1, [::1] or localhost " +
+	"(a web page could otherwise reach it through DNS rebinding); use one of those in the URL, or configure a token file")
+
+// LoopbackHost reports whether a request's Host header names the loopback
+// interface: 127.0.0.0/8, ::1, localhost or a name under .localhost
+// (which browsers resolve to loopback themselves). A server that answers
+// without authentication because it listens on loopback must also check
+// this: a page on another site can make a browser's name for it resolve
+// to 127.0.0.1 (DNS rebinding) and then read, as the same origin,
+// whatever the server answers to that name. The browser still sends the
+// page's name as Host, which this refuses.
+func LoopbackHost(hostport string) bool {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// clipHost bounds a logged Host header.
+func clipHost(h string) string {
+	if len(h) > 100 {
+		return strings.ToValidUTF8(h[:100], "") + "…"
+	}
+	return h
 }
 
 // Loopback reports whether addr (host:port) listens only on a loopback
@@ -330,12 +395,17 @@ func (a *Authenticator) With(opts ...Option) *Authenticator {
 }
 
 // ParseProxies reads trusted proxy addresses: CIDR ranges (10.0.0.0/8) or
-// single addresses (127.0.0.1, ::1).
+// single addresses (127.0.0.1, ::1). It refuses a range of every address
+// (0.0.0.0/0, ::/0): the header would be believed from anyone, so anyone
+// could read the records as whoever they named.
 func ParseProxies(list []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range list {
 		s = strings.TrimSpace(s)
 		if p, err := netip.ParsePrefix(s); err == nil {
+			if p.Bits() == 0 {
+				return nil, fmt.Errorf("%q is every address: the user header would be believed from anyone, who could then read the records as any name; list the proxies' own addresses (127.0.0.1 for a sidecar)", s)
+			}
 			out = append(out, p.Masked())
 			continue
 		}

@@ -106,6 +106,11 @@ func TestParseProxies(t *testing.T) {
 	if _, err := ParseProxies([]string{"10.0.0.0/33"}); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is neither`) {
 		t.Errorf("bad range: %v", err)
 	}
+	for _, all := range []string{"0.0.0.0/0", "::/0", "10.0.0.0/0"} {
+		if _, err := ParseProxies([]string{"127.0.0.1", all}); err == nil || !strings.Contains(err.Error(), "is every address") {
+			t.Errorf("%s accepted as a trusted proxy: %v", all, err)
+		}
+	}
 }
 
 func TestNewNeedsBothProxySettings(t *testing.T) {
@@ -213,13 +218,44 @@ func TestRequire(t *testing.T) {
 	}
 }
 
-// TestRequireDisabled: without a method Require is the handler itself;
-// serve decides where that is allowed (only on loopback).
+// TestRequireDisabled: without a method Require lets every request
+// through to the handler (serve decides where that is allowed: only on
+// loopback) and still logs each read, naming no identity.
 func TestRequireDisabled(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	disabled, err := New(WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := FromContext(r.Context()); ok {
+			t.Error("an identity without authentication")
+		}
+		fmt.Fprint(w, "the record")
+	})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/v1/executions/k?entity=e", nil)
+	req.Host = "127.0.0.1:8080"
+	disabled.Require(RoleOperator, h).ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Body.String() != "the record" {
+		t.Errorf("disabled: %d %q, want the handler's answer", rec.Code, rec.Body.String())
+	}
+	if want := `msg="http: record access" identity="" by=none method=GET path=/v1/executions/k query="entity=e" remote=192.0.2.1:1234`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %s:\n%s", want, logs.String())
+	}
 	var nilAuth *Authenticator
-	h := http.NotFoundHandler()
-	if fmt.Sprint(nilAuth.Require(RoleReader, h)) != fmt.Sprint(h) {
-		t.Error("a disabled Authenticator wraps the handler")
+	// httptest.NewRequest addresses example.com: a page's name, rebound to
+	// 127.0.0.1, is refused; loopback names are served.
+	for host, want := range map[string]int{"example.com": 403, "rebind.attacker.test:8080": 403, "127.0.0.1.nip.io:8080": 403,
+		"127.0.0.1:8080": 200, "localhost:8080": 200, "LOCALHOST": 200, "[::1]:8080": 200, "console.localhost:8090": 200, "127.9.9.9": 200} {
+		rec = httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/v1/executions/k", nil)
+		req.Host = host
+		nilAuth.Require(RoleReader, h).ServeHTTP(rec, req)
+		if rec.Code != want || (want == 403 && (strings.Contains(rec.Body.String(), "the record") || !strings.Contains(rec.Body.String(), "DNS rebinding"))) {
+			t.Errorf("Host %s without authentication: %d %s, want %d", host, rec.Code, rec.Body.String(), want)
+		}
 	}
 	a := nilAuth.With(WithTokens(Token{"ingress", RoleReader, "t0ken"}))
 	r := httptest.NewRequest(http.MethodGet, "/", nil)

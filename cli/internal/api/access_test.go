@@ -189,8 +189,14 @@ func TestRedactRecord(t *testing.T) {
 	// record given is not changed.
 	rec = schemas.Record{Data: json.RawMessage(`{"card":"4111-1111"}`),
 		Evidence: []schemas.Evidence{{Kind: schemas.EvidenceAttempt, Attempt: 1, Answer: schemas.AnswerRejected, Detail: "HTTP 422: card 4111-1111 declined"}}}
+	rec.Resolution = &schemas.Resolution{By: "alice", As: schemas.StatusFailed, Reason: "PSP has no charge on 4111-1111"}
+	rec.Release = &schemas.Resolution{By: "bob", Reason: "card 4111-1111 may be charged again"}
 	got := RedactRecord(rec, []string{"card"})
 	if d := got.Evidence[0].Detail; strings.Contains(d, "4111-1111") || rec.Evidence[0].Detail != "HTTP 422: card 4111-1111 declined" {
 		t.Errorf("evidence detail %q (original now %q)", d, rec.Evidence[0].Detail)
+	}
+	if got.Resolution.Reason != "PSP has no charge on [redacted]" || got.Release.Reason != "card [redacted] may be charged again" ||
+		got.Resolution.By != "alice" || rec.Resolution.Reason != "PSP has no charge on 4111-1111" {
+		t.Errorf("reasons: resolution %+v, release %+v (original now %q)", got.Resolution, got.Release, rec.Resolution.Reason)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,5 +60,40 @@ func TestActions(t *testing.T) {
 	get("/v1/actions/nope", http.StatusNotFound, &e)
 	if e["error"] == "" {
 		t.Errorf("unknown action: %v", e)
+	}
+}
+
+// TestActionsHideURLCredentials: the values of credential-like query
+// parameters (the actions file refuses user info in a URL) never show in the actions'
+// descriptions (GET /v1/actions, the console's Actions page); the rest
+// of the URL does.
+func TestActionsHideURLCredentials(t *testing.T) {
+	const yaml = "actions:\n  payments.refund:\n    connector: http\n" +
+		"    url: https://psp.example/refunds?api_key=k-live-7781&currency=EUR\n" +
+		"    confirm_url: https://psp.example/refunds/{key}?access_token=tok-55129&x=1\n"
+	cfg, err := config.Parse("t.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts, err := inspect.Describe(cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(acts); !strings.Contains(string(b), "k-live-7781") {
+		t.Fatalf("the description does not quote the URL at all, so this test proves nothing: %s", b)
+	}
+	pub := PublicActions(acts)
+	b, _ := json.Marshal(pub)
+	for _, secret := range []string{"k-live-7781", "tok-55129"} {
+		if strings.Contains(string(b), secret) {
+			t.Errorf("the public description shows %q: %s", secret, b)
+		}
+	}
+	if e := pub[0].Endpoints; e.URL != "https://psp.example/refunds?api_key=[redacted]&currency=EUR" ||
+		e.ConfirmURL != "https://psp.example/refunds/{key}?access_token=[redacted]&x=1" {
+		t.Errorf("endpoints %+v", e)
+	}
+	if acts[0].Endpoints.URL == pub[0].Endpoints.URL {
+		t.Errorf("the description given was changed")
 	}
 }

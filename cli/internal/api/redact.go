@@ -21,8 +21,9 @@ const minSecret = 4
 // (config.Action.Redact; dotted, a step that meets a list applies to each
 // of its items) replaced by "[redacted]". The text of those fields is also
 // scrubbed where it is quoted elsewhere in the record: in the result's
-// strings (an external system echoing an IBAN) and in the error message
-// (a schema error quoting the value). Data that cannot be read is hidden
+// strings (an external system echoing an IBAN), the error message (a
+// schema error quoting the value), the evidence details and an
+// operator's reasons. Data that cannot be read is hidden
 // whole: with paths to hide, showing it would risk the very fields.
 func RedactRecord(rec schemas.Record, paths []string) schemas.Record {
 	if len(paths) == 0 {
@@ -50,6 +51,14 @@ func RedactRecord(rec schemas.Record, paths []string) schemas.Record {
 			evs[i] = ev
 		}
 		rec.Evidence = evs
+	}
+	// An operator's reason may quote the data too ("refund to DE89…").
+	for _, res := range []**schemas.Resolution{&rec.Resolution, &rec.Release} {
+		if *res != nil {
+			r := **res
+			r.Reason = scrub(r.Reason, secrets)
+			*res = &r
+		}
 	}
 	return rec
 }

@@ -32,14 +32,24 @@ func chromium() string {
 	return ""
 }
 
-// newBrowser starts headless Chromium for the test and returns a tab's
-// context.
-func newBrowser(t *testing.T) context.Context {
+// needChromium returns chromium() or skips the test, saying how to get it.
+func needChromium(t *testing.T) string {
 	t.Helper()
 	path := chromium()
 	if path == "" {
 		t.Skip("Chromium is not installed, so the browser tests cannot run: apt-get install chromium (.ci/run does), or set CHROMIUM to a Chrome binary")
 	}
+	if _, err := exec.LookPath(path); err != nil {
+		t.Skipf("Chromium at %s cannot be run (%v), so the browser tests cannot run: apt-get install chromium (.ci/run does), or set CHROMIUM to a Chrome binary", path, err)
+	}
+	return path
+}
+
+// newBrowser starts headless Chromium for the test and returns a tab's
+// context.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	path := needChromium(t)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
@@ -105,8 +115,9 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // refused; keys, entities and data with markup render as text and run
 // nothing; a read-only console shows no decision.
 func TestConsoleBrowser(t *testing.T) {
+	needChromium(t) // where it is missing, skip before starting an executor
 	e := newEnv(t)
-	ctx := newBrowser(t)
+	ctx := newBrowser(t) // closed first at the end: its live-update streams would hold the servers open
 
 	e.h.SubmitAction("c-a", "dup.refund", "customer-77", "refund-a", `{"order_id":"o-77","amount":30,"iban":"DE44500105175407324931"}`)
 	waitExec(t, e.p, "customer-77", "refund-a", schemas.StatusSucceeded)

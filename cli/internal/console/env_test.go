@@ -33,6 +33,10 @@ type env struct {
 	expURL   string // forms expire at once
 	operator string // token of "alice", operator
 	reader   string // token of "bob", reader
+	// serve starts one more console over the projection with c (its
+	// projection, authentication, actions and redaction filled in) and
+	// returns its URL.
+	serve func(c Config) string
 }
 
 const (
@@ -112,7 +116,7 @@ func newEnv(t *testing.T) *env {
 	e.url = serve(Config{Decider: ClientDecider{C: oc}})
 	e.roURL = serve(Config{Decider: ClientDecider{C: oc}, ReadOnly: true})
 	e.expURL = serve(Config{Decider: ClientDecider{C: oc}, CSRFTTL: time.Nanosecond})
-	e.operator, e.reader = operatorToken, readerToken
+	e.operator, e.reader, e.serve = operatorToken, readerToken, serve
 	return e
 }
 

@@ -4,10 +4,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -122,8 +124,8 @@ func TestConsoleHTTPAccessAndBadInput(t *testing.T) {
 		if got := strings.Contains(body, `href="/x/customer-9/msg-9"`); got != want {
 			t.Errorf("/decide%s lists msg-9: %v, want %v", q, got, want)
 		}
-		if want && !strings.Contains(body, "ambiguous_no_confirm") {
-			t.Errorf("/decide%s does not say why msg-9 waits", q)
+		if want && (!strings.Contains(body, "ambiguous_no_confirm") || !strings.Contains(body, "attempt 1 → ambiguous")) {
+			t.Errorf("/decide%s does not say why msg-9 waits (its error code and what the service answered)", q)
 		}
 	}
 	// Redacted fields never show, nor their text elsewhere.
@@ -241,6 +243,28 @@ func TestConsoleHTTPAccessAndBadInput(t *testing.T) {
 	}
 }
 
+// TestEvidenceStory: why an execution waits, in the external system's
+// answers, a run of the same answer counted once; without the details
+// (which may quote data) for an action with redacted fields.
+func TestEvidenceStory(t *testing.T) {
+	evs := []schemas.Evidence{
+		{Kind: schemas.EvidenceAttempt, Attempt: 1, Answer: schemas.AnswerAmbiguous, Detail: "timeout after 2s"},
+		{Kind: schemas.EvidenceConfirm, By: "executor", Answer: schemas.AnswerUnavailable, Detail: "HTTP 503"},
+		{Kind: schemas.EvidenceConfirm, By: "executor", Answer: schemas.AnswerUnavailable, Detail: "HTTP 503"},
+		{Kind: schemas.EvidenceConfirm, By: "executor", Answer: schemas.AnswerUnavailable, Detail: "HTTP 503"},
+		{Kind: schemas.EvidenceConfirm, By: "reconciler", Answer: schemas.AnswerUnavailable, Detail: "connection refused"},
+	}
+	if got, want := evidenceStory(evs, false), "attempt 1 → ambiguous (timeout after 2s), confirm asked by executor → unavailable (HTTP 503) ×3, confirm asked by reconciler → unavailable (connection refused)"; got != want {
+		t.Errorf("story:\n got %s\nwant %s", got, want)
+	}
+	if got, want := evidenceStory(evs, true), "attempt 1 → ambiguous, confirm asked by executor → unavailable ×3, confirm asked by reconciler → unavailable"; got != want {
+		t.Errorf("story without details:\n got %s\nwant %s", got, want)
+	}
+	if got := evidenceStory(nil, false); got != "" {
+		t.Errorf("no evidence: %q", got)
+	}
+}
+
 func TestSafeNext(t *testing.T) {
 	for in, want := range map[string]string{
 		"/x/e/k?sent=1":      "/x/e/k?sent=1",
@@ -255,6 +279,47 @@ func TestSafeNext(t *testing.T) {
 	} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestConsoleWithoutAuthenticationAnswersOnlyLoopbackNames: a console
+// without authentication (on loopback, every visitor the local operator)
+// refuses requests whose Host is not a loopback name, so a page of
+// another site rebound to 127.0.0.1 (DNS rebinding) reads nothing.
+func TestConsoleWithoutAuthenticationAnswersOnlyLoopbackNames(t *testing.T) {
+	e := newEnv(t)
+	e.h.SubmitAction("c-msg", "messages.send", "customer-9", "msg-9", `{"text":"hi"}`)
+	waitExec(t, e.p, "customer-9", "msg-9", schemas.StatusUnresolved)
+	s, err := New(Config{Projection: e.p, LocalUser: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	// A console that answered /live would stream: the timeout fails it.
+	cl := &http.Client{Timeout: 10 * time.Second}
+	for host, want := range map[string]int{"": http.StatusOK, "localhost": http.StatusOK, "rebind.attacker.test": http.StatusForbidden, "rebind.attacker.test:80": http.StatusForbidden} {
+		for _, path := range []string{"/x/customer-9/msg-9", "/decide", "/live"} {
+			req, _ := http.NewRequest(http.MethodGet, hs.URL+path, nil)
+			if host != "" {
+				req.Host = host
+			}
+			if path == "/live" {
+				if want == http.StatusOK {
+					continue // a stream: its 200 is tested by the browser
+				}
+			}
+			resp, err := cl.Do(req)
+			if err != nil {
+				t.Errorf("GET %s with Host %q: %v, want %d", path, host, err, want)
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want || (want != http.StatusOK && strings.Contains(string(b), "msg-9")) {
+				t.Errorf("GET %s with Host %q: %d, want %d\n%s", path, host, resp.StatusCode, want, b)
+			}
 		}
 	}
 }

@@ -59,6 +59,10 @@ type Execution struct {
 	Attempts  int            `json:"attempts"`
 	CommandID string         `json:"command_id"`
 	Error     *schemas.Error `json:"error,omitempty"`
+	// Evidence is the latest journal record's evidence: what the external
+	// system answered to each attempt and confirmation, so a list can
+	// say why an execution waits without reading its timeline.
+	Evidence []schemas.Evidence `json:"evidence,omitempty"`
 	// FirstAt and UpdatedAt are the timestamps of the first and latest
 	// journal records (or outcome events, for an execution the journal no
 	// longer holds).

@@ -339,7 +339,7 @@ func (p *Projection) applyJournal(b *pebble.Batch, rec *kgo.Record) (string, err
 	}
 	e.Journal = true
 	e.Action, e.Status, e.Released, e.Attempts = r.Action, r.Status, released, r.Attempts
-	e.CommandID, e.Error = r.Command.ID, r.Error
+	e.CommandID, e.Error, e.Evidence = r.Command.ID, r.Error, r.Evidence
 	e.UpdatedAt, e.Partition, e.Offset = rec.Timestamp, rec.Partition, rec.Offset
 	st := storedStep{Source: "journal", Partition: rec.Partition, Offset: rec.Offset, Time: rec.Timestamp, Record: &r}
 	if err := setJSON(b, stepKey(id, srcJournal, rec.Partition, rec.Offset), st); err != nil {
@@ -496,6 +496,11 @@ type PartitionStat struct {
 	Lag int64
 	// Commands is the partition's end offset on the commands topic.
 	Commands int64
+	// Behind is how many commands of the partition the executors' group
+	// has not committed yet (Commands minus the group's committed
+	// offset): the executors' lag, what onceflight_consumer_lag says on
+	// the owner. -1 when the group's offsets could not be read.
+	Behind int64
 }
 
 // Stats returns the latest live view.
@@ -570,9 +575,26 @@ func (p *Projection) statsLoop(ctx context.Context, adm *kadm.Client) {
 				}
 			}
 		}
+		// The group's committed offsets on the commands topic: a partition
+		// without one has committed nothing, so all of it is behind.
+		committed := map[int32]int64{}
+		offsetsKnown := false
+		if of, err := adm.FetchOffsets(ctx, p.group); err == nil {
+			offsetsKnown = true
+			of.Each(func(o kadm.OffsetResponse) {
+				if o.Err == nil && o.Topic == p.topics.Commands {
+					committed[o.Partition] = o.At
+				}
+			})
+		} else {
+			errs = append(errs, fmt.Sprintf("offsets of group %s: %v", p.group, err))
+		}
 		p.mu.Lock()
 		for part, end := range ends[p.topics.Journal] {
-			ps := PartitionStat{Partition: part, Owner: owners[part], LastWriter: p.mu.lastW[part], Commands: cmds[part]}
+			ps := PartitionStat{Partition: part, Owner: owners[part], LastWriter: p.mu.lastW[part], Commands: cmds[part], Behind: -1}
+			if offsetsKnown {
+				ps.Behind = max(0, cmds[part]-max(0, committed[part]))
+			}
 			ps.Lag = max(0, end-p.mu.pos[p.topics.Journal][part])
 			ps.Lag += max(0, ends[p.topics.Outcomes][part]-p.mu.pos[p.topics.Outcomes][part])
 			s.Partitions = append(s.Partitions, ps)

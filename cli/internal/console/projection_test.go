@@ -43,14 +43,22 @@ func TestProjectionThreeExecutorsTwelvePartitions(t *testing.T) {
 	waitAll(t, p.p, 0, first)
 	// The overview is a snapshot refreshed every few seconds: it shows
 	// the writers once its refresh has passed the records just indexed.
+	// Once the executors committed the commands, no partition is behind,
+	// and every partition has an owner.
 	writers := map[string]bool{}
-	onceflighttest.WaitFor(t, 30*time.Second, "the overview naming the three executors as the partitions' writers", func() bool {
+	var st Stats
+	onceflighttest.WaitFor(t, 30*time.Second, "the overview naming the three executors as the partitions' writers, owners, none behind", func() bool {
 		clear(writers)
-		st := p.p.Stats()
+		st = p.p.Stats()
+		total := int64(0)
 		for _, ps := range st.Partitions {
 			writers[ps.LastWriter] = true
+			if ps.Owner == "" || ps.Behind != 0 {
+				return false
+			}
+			total += ps.Commands
 		}
-		return len(st.Partitions) == 12 && len(writers) == 3 && !writers[""]
+		return len(st.Partitions) == 12 && len(writers) == 3 && !writers[""] && total >= first
 	})
 
 	// Kill one executor: its partitions move, and the console keeps
@@ -78,6 +86,24 @@ func TestProjectionThreeExecutorsTwelvePartitions(t *testing.T) {
 	if got := p.p.Applied(); got > 30 {
 		t.Errorf("after restart the projection applied %d entries for 10 new commands (want at most 30; it indexed %d before): it re-read what it had", got, before)
 	}
+
+	// With every executor stopped, commands sent now are the executors'
+	// lag on the overview.
+	for _, nd := range nodes[1:] {
+		if err := nd.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		h.Submit(fmt.Sprintf("c-late-%d", i), fmt.Sprintf("ent-%d", i), fmt.Sprintf("late-%d", i), `{"n":1}`)
+	}
+	onceflighttest.WaitFor(t, 30*time.Second, "the overview counting the 5 commands no executor took as behind", func() bool {
+		behind := int64(0)
+		for _, ps := range p.p.Stats().Partitions {
+			behind += ps.Behind
+		}
+		return behind == 5
+	})
 }
 
 type stoppable struct {

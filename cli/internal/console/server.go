@@ -62,6 +62,9 @@ type Config struct {
 	// (default 1h).
 	SessionTTL, CSRFTTL time.Duration
 	Logger              *slog.Logger
+	// Audits, if set, runs the audit on a schedule; the overview shows
+	// its last result. Nil: the overview points to `onceflight audit`.
+	Audits *Audits
 }
 
 // Server serves the console's pages.
@@ -82,6 +85,7 @@ type Server struct {
 	// page may be left open longer than a decision form.
 	loginCSRF *csrf
 	mux       *http.ServeMux
+	audits    *Audits
 }
 
 // CheckListen refuses to serve the console on a non-loopback address
@@ -100,7 +104,7 @@ func New(c Config) (*Server, error) {
 		return nil, errors.New("console: no projection")
 	}
 	s := &Server{p: c.Projection, auth: c.Auth, localUser: c.LocalUser, readOnly: c.ReadOnly, decider: c.Decider,
-		actions: c.Actions, redact: c.Redact, secure: c.SecureCookies, log: c.Logger}
+		actions: api.PublicActions(c.Actions), redact: c.Redact, secure: c.SecureCookies, log: c.Logger, audits: c.Audits}
 	if s.localUser == "" {
 		s.localUser = "local"
 	}
@@ -169,6 +173,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "internal error: the console could not render this page; see its log", http.StatusInternalServerError)
 		}
 	}()
+	// Without authentication every visitor acts as the local operator, so
+	// the console must not answer a page of another site that a browser
+	// reaches through DNS rebinding (httpauth.LoopbackHost).
+	if !s.auth.Enabled() && !httpauth.LoopbackHost(r.Host) {
+		s.log.Warn("console: request refused: not addressed to a loopback name", "remote", r.RemoteAddr, "path", r.URL.Path)
+		http.Error(w, "refused: "+httpauth.ErrNotLoopbackHost.Error(), http.StatusForbidden)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -339,7 +351,14 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	for _, st := range []schemas.Status{schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected, schemas.StatusUnresolved, schemas.StatusHeld, schemas.StatusInProgress} {
 		cs = append(cs, sc{st, counts[st]})
 	}
-	s.render(w, http.StatusOK, "overview", s.data(rc, "Overview", map[string]any{"Wait": ws, "Counts": cs, "Stats": s.p.Stats(), "Live": "*"}))
+	d := map[string]any{"Wait": ws, "Counts": cs, "Stats": s.p.Stats(), "Live": "*"}
+	if s.audits != nil {
+		d["AuditEvery"] = s.audits.Every()
+		if r, ok := s.audits.Last(); ok {
+			d["Audit"] = r
+		}
+	}
+	s.render(w, http.StatusOK, "overview", s.data(rc, "Overview", d))
 }
 
 func (s *Server) waiting(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
@@ -367,9 +386,12 @@ func (s *Server) row(e Execution) row {
 	return row{Execution: e, URL: execURL(e.Entity, e.Key), Why: s.why(e)}
 }
 
-// why says why e waits (or what it is), from its latest error. Error
-// messages can quote data, so an action with redacted fields shows only
-// the code here; its execution page shows the scrubbed message.
+// why says why e waits (or what it is), from its evidence and latest
+// error: "unresolved after attempt 1: … — attempt 1 → ambiguous
+// (timeout), confirm asked by executor → unavailable (HTTP 503) ×3 —
+// ambiguous_no_confirm". Error messages and evidence details can quote
+// data, so an action with redacted fields shows only the codes and
+// answers here; its execution page shows the scrubbed texts.
 func (s *Server) why(e Execution) string {
 	var b strings.Builder
 	switch {
@@ -379,6 +401,13 @@ func (s *Server) why(e Execution) string {
 		fmt.Fprintf(&b, "unresolved after attempt %d: nobody knows whether the effect happened", e.Attempts)
 	case e.Status == schemas.StatusHeld:
 		b.WriteString("held as a suspected duplicate: it runs only if someone approves it")
+	}
+	// The answers explain what waits or failed; a success needs no why.
+	if story := evidenceStory(e.Evidence, len(s.redact(e.Action)) > 0); story != "" && (e.Status == schemas.StatusUnresolved || e.Status == schemas.StatusFailed) {
+		if b.Len() > 0 {
+			b.WriteString(" — ")
+		}
+		b.WriteString(story)
 	}
 	if e.Error != nil {
 		if b.Len() > 0 {
@@ -390,6 +419,37 @@ func (s *Server) why(e Execution) string {
 		}
 	}
 	return b.String()
+}
+
+// evidenceStory words evs as the external system's answers in order,
+// a run of the same answer once with its count ("confirm asked by
+// executor → unavailable (HTTP 503) ×3"); without details when they may
+// quote redacted data.
+func evidenceStory(evs []schemas.Evidence, hideDetails bool) string {
+	var parts []string
+	last, n := "", 0
+	flush := func() {
+		if n > 1 {
+			last += fmt.Sprintf(" ×%d", n)
+		}
+		if n > 0 {
+			parts = append(parts, last)
+		}
+	}
+	for _, ev := range evs {
+		if hideDetails {
+			ev.Detail = ""
+		}
+		t := ev.Text()
+		if t == last {
+			n++
+			continue
+		}
+		flush()
+		last, n = t, 1
+	}
+	flush()
+	return strings.Join(parts, ", ")
 }
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
@@ -492,6 +552,7 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		s.internal(w, rc, err)
 		return
 	}
+	s.logAccess(r, rc, "entity", ent, "key", key)
 	paths := s.redact(v.Exec.Action)
 	// Summaries compare each record with the one before; they are made
 	// from the redacted records, so an error message never shows what
@@ -567,6 +628,23 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	}
 	d["NoDecider"] = s.decider == nil && !s.readOnly
 	s.render(w, http.StatusOK, "execution", d)
+}
+
+// refreshHeader marks the requests console.js makes to refresh a page
+// already shown, on a live update.
+const refreshHeader = "X-Console-Refresh"
+
+// logAccess records who read an execution's record, as the record API
+// does for its reads (docs/console.md#who-may-use-it): INFO when a person
+// opens the page, DEBUG for the live refreshes of a page already open,
+// which come up to twice a second while the index changes. It names
+// the key and entity, never data.
+func (s *Server) logAccess(r *http.Request, rc *reqCtx, kv ...any) {
+	level := slog.LevelInfo
+	if r.Header.Get(refreshHeader) != "" {
+		level = slog.LevelDebug
+	}
+	s.log.Log(r.Context(), level, "console: record access", append([]any{"identity", rc.ID.Name, "by", rc.ID.Method}, append(kv, "remote", r.RemoteAddr)...)...)
 }
 
 // pretty indents JSON for people: as written (numbers kept), and with
@@ -654,7 +732,7 @@ func (s *Server) stale(w http.ResponseWriter, rc *reqCtx, v View, k Kind) {
 	msg := fmt.Sprintf("Nothing was sent. %q can be taken on a record that is %s; key %q of entity %q is now %s.", k.Label, joinStatuses(k.From), v.Exec.Key, v.Exec.Entity, st)
 	for i := len(v.Steps) - 1; i >= 0; i-- {
 		if rec := v.Steps[i].Record; rec != nil {
-			if res := rec.Resolution; res != nil {
+			if res := api.RedactRecord(*rec, s.redact(rec.Action)).Resolution; res != nil {
 				msg += fmt.Sprintf(" It was resolved as %s by %s: %q.", res.As, res.By, res.Reason)
 			}
 			break

@@ -30,7 +30,7 @@
     var a = document.activeElement;
     if (a && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName)) { return; } // do not swap a form being typed in
     busy = true;
-    fetch(window.location.href, { headers: { "Accept": "text/html" }, credentials: "same-origin" })
+    fetch(window.location.href, { headers: { "Accept": "text/html", "X-Console-Refresh": "1" }, credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         busy = false;
