@@ -71,7 +71,7 @@ func TestActionsHideURLCredentials(t *testing.T) {
 	const yaml = "actions:\n  payments.refund:\n    connector: http\n" +
 		"    url: https://psp.example/refunds?api_key=k-live-7781&currency=EUR\n" +
 		"    confirm_url: https://psp.example/refunds/{key}?access_token=tok-55129&x=1\n"
-	cfg, err := config.Parse("t.yaml", []byte(yaml))
+	cfg, err := config.ParseWith("t.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
