@@ -95,7 +95,7 @@ func holdWatermark(t *testing.T, h *onceflighttest.Harness) (ent, dir, url strin
 	return same[1], dir, url
 }
 
-// until reads outcomes into seen until cond holds (30s per outcome).
+// until reads outcomes into seen until cond holds (60s per outcome).
 func until(h *onceflighttest.Harness, seen map[string][]schemas.Outcome, cond func() bool) {
 	total := 0
 	for _, v := range seen {

@@ -213,11 +213,13 @@ func (h *Harness) Produce(r *kgo.Record) {
 }
 
 // Outcomes reads outcome events into seen, keyed by causation id, until it
-// holds n (those already in seen count), failing after 30s. Deadletter
+// holds n (those already in seen count), failing after 60s (a handover
+// on a loaded machine — rebalance, restore, an inherited attempt's
+// deadline — took 45s between two outcomes). Deadletter
 // records read meanwhile are appended to dead, or dropped if dead is nil.
 func (h *Harness) Outcomes(n int, seen map[string][]schemas.Outcome, dead *[]*kgo.Record) {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	got := 0
 	for _, v := range seen {
