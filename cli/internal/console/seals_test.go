@@ -70,7 +70,7 @@ func appendUnsigned(t *testing.T, h *onceflighttest.Harness, entity, key string,
 
 // runProjection runs a projection with opts until stop (or the test's
 // end).
-func runProjection(t *testing.T, dir string, brokers []string, opts ...ProjectionOption) (*Projection, func()) {
+func runProjection(t testing.TB, dir string, brokers []string, opts ...ProjectionOption) (*Projection, func()) {
 	t.Helper()
 	opts = append([]ProjectionOption{WithStatsInterval(200 * time.Millisecond),
 		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4})))}, opts...)
@@ -281,4 +281,69 @@ func TestConsoleRefusesUnsignedJournalRecords(t *testing.T) {
 	h.Outcomes(1, map[string][]schemas.Outcome{}, nil)
 	waitExec(t, checked, ent, "later", schemas.StatusSucceeded)
 	check(checked)
+}
+
+// BenchmarkProjectionCatchUpSigned: a signing executor writes n noop
+// commands; a new console indexes its topics from the start without and
+// with seal checking. Reports plain and checked entries/s and their
+// ratio (checked/plain: 1 means checking costs nothing).
+func BenchmarkProjectionCatchUpSigned(b *testing.B) {
+	const n = 4000
+	for range b.N {
+		h := onceflighttest.New(b)
+		skey, vkey, err := trust.GenerateKey("executor-a")
+		if err != nil {
+			b.Fatal(err)
+		}
+		signer, err := trust.NewSigner(skey)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tk, err := trust.ParseTrustedKeys("trusted-keys", []byte(vkey+"\n"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.Opts = []consumer.Option{consumer.WithSignedJournal(consumer.SignedJournal{Signer: signer, Trusted: tk})}
+		h.Tune = func(c *consumer.Config) {
+			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		}
+		h.Start(b.TempDir())
+		for i := range n {
+			h.Submit(strconv.Itoa(i), "e-"+strconv.Itoa(i%500), "k-"+strconv.Itoa(i), `{}`)
+		}
+		h.Outcomes(n, map[string][]schemas.Outcome{}, nil)
+		// How many entries the topics hold: a first console, read to
+		// the end.
+		p0, stop0 := runProjection(b, b.TempDir(), h.Brokers)
+		onceflighttest.WaitFor(b, 2*time.Minute, "a console caught up", func() bool { return caughtUp(p0) })
+		want := p0.Applied()
+		stop0()
+		rate := func(opts ...ProjectionOption) float64 {
+			p, stop := runProjection(b, b.TempDir(), h.Brokers, opts...)
+			defer stop()
+			t0 := time.Now()
+			onceflighttest.WaitFor(b, 2*time.Minute, "a console's catch-up", func() bool { return p.Applied() >= want })
+			return float64(want) / time.Since(t0).Seconds()
+		}
+		plain := rate()
+		checked := rate(WithTrustedKeys(tk, ""))
+		b.ReportMetric(plain, "plain_entries/s")
+		b.ReportMetric(checked, "checked_entries/s")
+		b.ReportMetric(checked/plain, "checked/plain")
+		h.Stop()
+	}
+}
+
+// caughtUp: every partition's lag is 0 after a stats refresh.
+func caughtUp(p *Projection) bool {
+	s := p.Stats()
+	if s.At.IsZero() || len(s.Partitions) == 0 {
+		return false
+	}
+	for _, ps := range s.Partitions {
+		if ps.Lag > 0 {
+			return false
+		}
+	}
+	return true
 }
