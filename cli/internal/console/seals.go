@@ -90,6 +90,11 @@ func (ps *partSeals) add(rec *kgo.Record) {
 	}
 	if schemas.JournalKind(rec) != schemas.KindSeal {
 		ps.buf = append(ps.buf, rec)
+		if len(ps.buf) > maxUnsealed {
+			// Bounded memory: no executor's transaction is this long.
+			ps.refuse(ps.buf[:1], fmt.Sprintf("no seal follows it within %d records", maxUnsealed))
+			ps.buf = ps.buf[1:]
+		}
 		return
 	}
 	batch := ps.buf
@@ -243,6 +248,11 @@ func (ps *partSeals) flush(next int64) (out []*kgo.Record, refused []refusal, re
 	}
 	return out, refused, resume
 }
+
+// maxUnsealed bounds the records of a partition kept waiting for a seal;
+// an executor's transaction holds at most a few records per command of
+// one poll (MaxPollRecords, 500 by default).
+const maxUnsealed = 100_000
 
 const pendingWhy = "no seal follows it yet: a record of a transaction still being read, or one appended by a writer without an executor key"
 
