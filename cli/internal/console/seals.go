@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,10 +71,53 @@ type partSeals struct {
 	marked  map[int64][]byte
 	out     []*kgo.Record
 	refused []refusal
+
+	// fresh: the gate has accepted no seal since it was (re)made, so it
+	// has no chain to hold the next seal to; lastSeal and lastEpoch are
+	// the last trusted seal's note and epoch, which then take its place.
+	fresh     bool
+	lastSeal  []byte
+	lastEpoch int64
+	lastOff   int64
 }
 
 func newPartSeals(origin string, tk *trust.TrustedKeys, from int64) *partSeals {
-	return &partSeals{origin: origin, tk: tk, gate: trust.NewSealGate(origin, tk), from: from, marked: map[int64][]byte{}}
+	return &partSeals{origin: origin, tk: tk, gate: trust.NewSealGate(origin, tk), from: from, marked: map[int64][]byte{}, fresh: true}
+}
+
+// reset starts a new gate after one refused a chain.
+func (ps *partSeals) reset() {
+	ps.gate = trust.NewSealGate(ps.origin, ps.tk)
+	ps.fresh = true
+}
+
+// breaks says why seal cannot come next after the last trusted seal when
+// the gate has no chain of its own ("" when it can): a gate that refused
+// a chain starts again, and without this a copy of an older transaction,
+// appended after a refused chain, would start a new one.
+func (ps *partSeals) breaks(seal *kgo.Record) string {
+	if !ps.fresh || ps.lastSeal == nil {
+		return ""
+	}
+	s, err := trust.ParseSeal(seal.Value)
+	if err != nil {
+		return "" // the gate names it
+	}
+	if s.Prev != nil && bytes.Equal(s.Prev, trust.SealHash(ps.lastSeal)) || s.Prev == nil && s.Epoch > ps.lastEpoch {
+		return ""
+	}
+	return fmt.Sprintf("the seal at offset %d neither follows the last trusted seal (offset %d) nor starts a chain of an epoch above its %d: a transaction copied from earlier in the journal",
+		seal.Offset, ps.lastOff, ps.lastEpoch)
+}
+
+// trust takes r as covered by a trusted seal.
+func (ps *partSeals) trust(r *kgo.Record) {
+	ps.out = append(ps.out, r)
+	if schemas.JournalKind(r) == schemas.KindSeal {
+		if s, err := trust.ParseSeal(r.Value); err == nil {
+			ps.lastSeal, ps.lastEpoch, ps.lastOff = r.Value, s.Epoch, r.Offset
+		}
+	}
 }
 
 // add passes the partition's next committed data record.
@@ -114,6 +158,10 @@ func (ps *partSeals) add(rec *kgo.Record) {
 // gate refused something.
 func (ps *partSeals) feed(cur []*kgo.Record) bool {
 	seal := cur[len(cur)-1]
+	if why := ps.breaks(seal); why != "" {
+		ps.refuse(cur, why)
+		return false
+	}
 	for _, r := range cur[:len(cur)-1] {
 		ps.gate.Add(r.Offset, trust.RecordLeafHash(r), r)
 	}
@@ -126,6 +174,7 @@ func (ps *partSeals) feed(cur []*kgo.Record) bool {
 			// deleted: passed over, as restore does.
 			ps.inGate = nil
 		}
+		ps.fresh = false
 		return true
 	}
 	old := ps.gate
@@ -136,7 +185,7 @@ func (ps *partSeals) feed(cur []*kgo.Record) bool {
 	} else {
 		ps.released(rel)
 	}
-	ps.gate = trust.NewSealGate(ps.origin, ps.tk)
+	ps.reset()
 	// Left in the gate: records before this transaction that the old gate
 	// had found covered by a checked seal (its Release failed only on a
 	// later chain), and the records of this transaction no error named:
@@ -145,7 +194,7 @@ func (ps *partSeals) feed(cur []*kgo.Record) bool {
 	var rest []*kgo.Record
 	for _, r := range ps.inGate {
 		if r.Offset < cur[0].Offset {
-			ps.out = append(ps.out, r)
+			ps.trust(r)
 		} else {
 			rest = append(rest, r)
 		}
@@ -158,15 +207,21 @@ func (ps *partSeals) feed(cur []*kgo.Record) bool {
 		ps.refuse(rest, "part of a transaction whose seal was refused")
 		return false
 	}
+	if why := ps.breaks(seal); why != "" {
+		ps.refuse(rest, why)
+		return false
+	}
 	for _, r := range rest[:len(rest)-1] {
 		ps.gate.Add(r.Offset, trust.RecordLeafHash(r), r)
 	}
 	ps.inGate = rest
 	if err := ps.gate.AddSeal(seal.Offset, seal.Value, trust.RecordLeafHash(seal), seal); err != nil {
-		ps.refuse(ps.inGate, err.Error())
+		ps.refuse(ps.inGate, whyOf(err))
 		ps.inGate = nil
-		ps.gate = trust.NewSealGate(ps.origin, ps.tk)
+		ps.reset()
+		return false
 	}
+	ps.fresh = false
 	return false
 }
 
@@ -178,9 +233,11 @@ func (ps *partSeals) release() {
 		ps.refuseErr(err)
 		// What the error does not name, the gate had found covered by
 		// an earlier, checked seal.
-		ps.out = append(ps.out, ps.inGate...)
+		for _, r := range ps.inGate {
+			ps.trust(r)
+		}
 		ps.inGate = nil
-		ps.gate = trust.NewSealGate(ps.origin, ps.tk)
+		ps.reset()
 		return
 	}
 	ps.released(rel)
@@ -194,7 +251,7 @@ func (ps *partSeals) released(rel []any) {
 	for _, v := range rel {
 		r := v.(*kgo.Record)
 		done[r.Offset] = true
-		ps.out = append(ps.out, r)
+		ps.trust(r)
 	}
 	ps.drop(done)
 }
@@ -203,7 +260,7 @@ func (ps *partSeals) released(rel []any) {
 func (ps *partSeals) refuseErr(err error) {
 	ue, ok := errors.AsType[*trust.UnsignedError](err)
 	if !ok {
-		ps.refuse(ps.inGate, err.Error())
+		ps.refuse(ps.inGate, whyOf(err))
 		ps.inGate = nil
 		return
 	}
@@ -217,6 +274,14 @@ func (ps *partSeals) refuseErr(err error) {
 	}
 	ps.refuse(rs, ue.Why)
 	ps.drop(done)
+}
+
+// whyOf is the reason an error of the gate gives.
+func whyOf(err error) string {
+	if ue, ok := errors.AsType[*trust.UnsignedError](err); ok {
+		return ue.Why
+	}
+	return err.Error()
 }
 
 func (ps *partSeals) drop(done map[int64]bool) {

@@ -1,0 +1,132 @@
+package console
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
+)
+
+// journalWriter makes one journal partition's records by hand: executor
+// transactions sealed with a key, and records nobody sealed.
+type journalWriter struct {
+	t      *testing.T
+	origin string
+	off    int64
+	recs   []*kgo.Record
+}
+
+func (w *journalWriter) record(key string) *kgo.Record {
+	v, err := schemas.SealRecord(&schemas.Record{IdempotencyKey: key, Entity: "e", Action: "noop.ping", Status: schemas.StatusSucceeded})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return w.add(&kgo.Record{Key: []byte(key), Value: v, Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)}}})
+}
+
+func (w *journalWriter) add(r *kgo.Record) *kgo.Record {
+	r = &kgo.Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Offset: w.off, Timestamp: time.Now()}
+	w.off++
+	w.recs = append(w.recs, r)
+	return r
+}
+
+// txn writes records keys and a seal over them signed by s, of epoch,
+// after the seal prev (nil: it starts a chain); bad: the seal's digest
+// does not match them.
+func (w *journalWriter) txn(s *trust.Signer, epoch int64, prev *kgo.Record, bad bool, keys ...string) *kgo.Record {
+	var hs [][]byte
+	for _, k := range keys {
+		hs = append(hs, trust.RecordLeafHash(w.record(k)))
+	}
+	if bad {
+		hs[0] = trust.RecordLeafHash(w.recs[0])
+	}
+	seal := trust.Seal{Origin: w.origin, Epoch: epoch, Records: len(keys), Digest: trust.DigestLeaves(hs), Time: time.Now()}
+	if prev != nil {
+		seal.Prev = trust.SealHash(prev.Value)
+	}
+	msg, err := seal.Sign(s)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return w.add(&kgo.Record{Key: []byte("onceflight.seal"), Value: msg, Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindSeal)}}})
+}
+
+func testSigner(t *testing.T, name string) *trust.Signer {
+	t.Helper()
+	skey, _, err := trust.GenerateKey(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := trust.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestPartSealsJudgesEachRecord: what the console's seal checking of a
+// partition believes and refuses, record by record — forged records
+// between transactions, a chain signed by an untrusted key, a copy of an
+// old transaction appended after it, a seal that does not match its
+// records — read in one fetch or one record per fetch.
+func TestPartSealsJudgesEachRecord(t *testing.T) {
+	exec, stranger := testSigner(t, "executor-a"), testSigner(t, "intruder")
+	tk, err := trust.ParseTrustedKeys("trusted-keys", []byte(exec.VerifierKey()+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &journalWriter{t: t, origin: "onceflight/onceflight.journal/0"}
+	s1 := w.txn(exec, 1, nil, false, "a", "b")   // 0 1 2
+	w.record("forged-1")                         // 3
+	s2 := w.txn(exec, 1, s1, false, "c")         // 4 5
+	w.txn(stranger, 2, nil, false, "intruder")   // 6 7
+	s3 := w.txn(exec, 1, s2, false, "d")         // 8 9
+	w.txn(stranger, 3, nil, false, "intruder-2") // 10 11
+	w.add(w.recs[4])                             // 12: a copy of transaction 4..5
+	w.add(w.recs[5])                             // 13
+	w.txn(exec, 1, s3, true, "e")                // 14 15: the digest is not theirs
+	w.txn(exec, 1, s3, false, "f")               // 16 17
+	w.txn(exec, 4, nil, false, "new-owner")      // 18 19
+	w.record("forged-tail")                      // 20
+	wantOut := []int64{0, 1, 2, 4, 5, 8, 9, 16, 17, 18, 19}
+	wantRefused := []int64{3, 6, 7, 10, 11, 12, 13, 14, 15}
+
+	for _, perFetch := range []int{len(w.recs), 1, 3} {
+		t.Run(fmt.Sprintf("%d records per fetch", perFetch), func(t *testing.T) {
+			ps := newPartSeals(w.origin, tk, 0)
+			var out, refused []int64
+			var resume int64
+			for i := 0; i < len(w.recs); i += perFetch {
+				end := min(i+perFetch, len(w.recs))
+				for _, r := range w.recs[i:end] {
+					ps.add(r)
+				}
+				o, rf, res := ps.flush(w.recs[end-1].Offset + 1)
+				for _, r := range o {
+					out = append(out, r.Offset)
+				}
+				for _, r := range rf {
+					refused = append(refused, r.rec.Offset)
+				}
+				resume = res
+			}
+			slices.Sort(refused)
+			if !slices.Equal(out, wantOut) {
+				t.Errorf("believed %v, want %v", out, wantOut)
+			}
+			if !slices.Equal(refused, wantRefused) {
+				t.Errorf("refused %v, want %v", refused, wantRefused)
+			}
+			if resume != 20 || len(ps.buf) != 1 {
+				t.Errorf("resume at %d with %d records waiting, want 20 and the forged tail", resume, len(ps.buf))
+			}
+		})
+	}
+}
