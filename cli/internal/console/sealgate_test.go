@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func (w *journalWriter) txn(s *trust.Signer, epoch int64, prev *kgo.Record, bad 
 	return w.add(&kgo.Record{Key: []byte("onceflight.seal"), Value: msg, Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindSeal)}}})
 }
 
-func testSigner(t *testing.T, name string) *trust.Signer {
+func testSigner(t testing.TB, name string) *trust.Signer {
 	t.Helper()
 	skey, _, err := trust.GenerateKey(name)
 	if err != nil {
@@ -71,6 +72,16 @@ func testSigner(t *testing.T, name string) *trust.Signer {
 	return s
 }
 
+// trusting is a trusted-keys file of the verifier keys vkeys.
+func trusting(t testing.TB, vkeys ...string) *trust.TrustedKeys {
+	t.Helper()
+	tk, err := trust.ParseTrustedKeys("trusted-keys", []byte(strings.Join(vkeys, "\n")+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
 // TestPartSealsJudgesEachRecord: what the console's seal checking of a
 // partition believes and refuses, record by record — forged records
 // between transactions, a chain signed by an untrusted key, a copy of an
@@ -78,10 +89,7 @@ func testSigner(t *testing.T, name string) *trust.Signer {
 // records — read in one fetch or one record per fetch.
 func TestPartSealsJudgesEachRecord(t *testing.T) {
 	exec, stranger := testSigner(t, "executor-a"), testSigner(t, "intruder")
-	tk, err := trust.ParseTrustedKeys("trusted-keys", []byte(exec.VerifierKey()+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := trusting(t, exec.VerifierKey())
 	w := &journalWriter{t: t, origin: "onceflight/onceflight.journal/0"}
 	s1 := w.txn(exec, 1, nil, false, "a", "b")   // 0 1 2
 	w.record("forged-1")                         // 3

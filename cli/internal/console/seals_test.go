@@ -21,7 +21,6 @@ import (
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
-	"github.com/onceflight/onceflight/trust"
 )
 
 // appendUnsigned writes to the journal, as a writer without an executor
@@ -108,18 +107,8 @@ func runProjection(t testing.TB, dir string, brokers []string, opts ...Projectio
 // a restart.
 func TestConsoleRefusesUnsignedJournalRecords(t *testing.T) {
 	h := onceflighttest.New(t)
-	skey, vkey, err := trust.GenerateKey("executor-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := trust.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := trust.ParseTrustedKeys("trusted-keys", []byte(vkey+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := testSigner(t, "executor-a")
+	tk := trusting(t, signer.VerifierKey())
 	h.StartNode("a", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: []consumer.Option{
 		consumer.WithSignedJournal(consumer.SignedJournal{Signer: signer, Trusted: tk})}})
 	const ent = "order-7"
@@ -133,14 +122,7 @@ func TestConsoleRefusesUnsignedJournalRecords(t *testing.T) {
 	waitExec(t, checked, ent, "paid", schemas.StatusSucceeded)
 	waitExec(t, plain, ent, "paid", schemas.StatusSucceeded)
 	// Trusting another key, nothing of this executor is believed.
-	_, otherV, err := trust.GenerateKey("executor-other")
-	if err != nil {
-		t.Fatal(err)
-	}
-	otk, err := trust.ParseTrustedKeys("trusted-keys", []byte(otherV+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	otk := trusting(t, testSigner(t, "executor-other").VerifierKey())
 	stranger, _ := runProjection(t, t.TempDir(), h.Brokers, WithTrustedKeys(otk, ""))
 	onceflighttest.WaitFor(t, 30*time.Second, "a console trusting another key refusing the executor's records", func() bool {
 		v, err := stranger.Get(ent, "paid")
@@ -291,18 +273,8 @@ func BenchmarkProjectionCatchUpSigned(b *testing.B) {
 	const n = 4000
 	for range b.N {
 		h := onceflighttest.New(b)
-		skey, vkey, err := trust.GenerateKey("executor-a")
-		if err != nil {
-			b.Fatal(err)
-		}
-		signer, err := trust.NewSigner(skey)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tk, err := trust.ParseTrustedKeys("trusted-keys", []byte(vkey+"\n"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		signer := testSigner(b, "executor-a")
+		tk := trusting(b, signer.VerifierKey())
 		h.Opts = []consumer.Option{consumer.WithSignedJournal(consumer.SignedJournal{Signer: signer, Trusted: tk})}
 		h.Tune = func(c *consumer.Config) {
 			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
