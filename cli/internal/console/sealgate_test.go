@@ -138,3 +138,48 @@ func TestPartSealsJudgesEachRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestSplitTransactionPendingThenApplied: a transaction whose seal comes
+// in the next fetch shows its records as pending UNSIGNED for that moment,
+// then as the execution's state with no UNSIGNED mark left.
+func TestSplitTransactionPendingThenApplied(t *testing.T) {
+	exec := testSigner(t, "executor-a")
+	p, err := OpenProjection(t.TempDir(), []string{"127.0.0.1:1"}, WithTrustedKeys(trusting(t, exec.VerifierKey()), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w := &journalWriter{t: t, origin: "onceflight/onceflight.journal/0"}
+	w.txn(exec, 1, nil, false, "k")
+	ps := newPartSeals(w.origin, p.trusted, 0)
+	fetch := func(recs ...*kgo.Record) int64 {
+		t.Helper()
+		for _, r := range recs {
+			ps.add(r)
+		}
+		b := p.db.NewIndexedBatch()
+		defer b.Close()
+		_, resume, err := p.applySealed(b, ps, recs[len(recs)-1].Offset+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(nil); err != nil {
+			t.Fatal(err)
+		}
+		return resume
+	}
+	if resume := fetch(w.recs[0]); resume != 0 {
+		t.Fatalf("resume at %d, want 0: the record waits for its seal", resume)
+	}
+	v, err := p.Get("e", "k")
+	if err != nil || len(v.Unsigned) != 1 || !v.Unsigned[0].Pending || v.Exec.Journal {
+		t.Fatalf("before the seal: %+v %v", v, err)
+	}
+	if resume := fetch(w.recs[1]); resume != 2 {
+		t.Fatalf("resume at %d, want 2", resume)
+	}
+	v, err = p.Get("e", "k")
+	if err != nil || len(v.Unsigned) != 0 || v.Exec.Status != schemas.StatusSucceeded {
+		t.Fatalf("after the seal: %+v %v", v, err)
+	}
+}
