@@ -1,7 +1,10 @@
 package console
 
 import (
+	"cmp"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/httpauth"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -18,12 +22,13 @@ import (
 type journalWriter struct {
 	t      *testing.T
 	origin string
+	status schemas.Status // of the records it writes; succeeded if empty
 	off    int64
 	recs   []*kgo.Record
 }
 
 func (w *journalWriter) record(key string) *kgo.Record {
-	v, err := schemas.SealRecord(&schemas.Record{IdempotencyKey: key, Entity: "e", Action: "noop.ping", Status: schemas.StatusSucceeded})
+	v, err := schemas.SealRecord(&schemas.Record{IdempotencyKey: key, Entity: "e", Action: "noop.ping", Status: cmp.Or(w.status, schemas.StatusSucceeded), Attempts: 1})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -152,22 +157,7 @@ func TestSplitTransactionPendingThenApplied(t *testing.T) {
 	w := &journalWriter{t: t, origin: "onceflight/onceflight.journal/0"}
 	w.txn(exec, 1, nil, false, "k")
 	ps := newPartSeals(w.origin, p.trusted, 0)
-	fetch := func(recs ...*kgo.Record) int64 {
-		t.Helper()
-		for _, r := range recs {
-			ps.add(r)
-		}
-		b := p.db.NewIndexedBatch()
-		defer b.Close()
-		_, resume, err := p.applySealed(b, ps, recs[len(recs)-1].Offset+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Commit(nil); err != nil {
-			t.Fatal(err)
-		}
-		return resume
-	}
+	fetch := func(recs ...*kgo.Record) int64 { return indexFetch(t, p, ps, recs...) }
 	if resume := fetch(w.recs[0]); resume != 0 {
 		t.Fatalf("resume at %d, want 0: the record waits for its seal", resume)
 	}
@@ -181,5 +171,71 @@ func TestSplitTransactionPendingThenApplied(t *testing.T) {
 	v, err = p.Get("e", "k")
 	if err != nil || len(v.Unsigned) != 0 || v.Exec.Status != schemas.StatusSucceeded {
 		t.Fatalf("after the seal: %+v %v", v, err)
+	}
+}
+
+// indexFetch passes recs to ps and writes what they settle into p's
+// index, as one fetch of the partition does; it returns the position
+// stored.
+func indexFetch(t *testing.T, p *Projection, ps *partSeals, recs ...*kgo.Record) int64 {
+	t.Helper()
+	for _, r := range recs {
+		ps.add(r)
+	}
+	b := p.db.NewIndexedBatch()
+	defer b.Close()
+	_, resume, err := p.applySealed(b, ps, recs[len(recs)-1].Offset+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(nil); err != nil {
+		t.Fatal(err)
+	}
+	return resume
+}
+
+// TestNeedsADecisionFlagsUnsignedKeys: an execution whose signed state
+// is unresolved stays in Needs a decision, but when its key also has a
+// record nobody trusted signed, its row says the console takes no
+// decision on it.
+func TestNeedsADecisionFlagsUnsignedKeys(t *testing.T) {
+	exec := testSigner(t, "executor-a")
+	p, err := OpenProjection(t.TempDir(), []string{"127.0.0.1:1"}, WithTrustedKeys(trusting(t, exec.VerifierKey()), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w := &journalWriter{t: t, origin: "onceflight/onceflight.journal/0", status: schemas.StatusUnresolved}
+	w.txn(exec, 1, nil, false, "clean", "tampered")
+	w.status = schemas.StatusSucceeded
+	w.record("tampered") // forged: claims it succeeded
+	indexFetch(t, p, newPartSeals(w.origin, p.trusted, 0), w.recs...)
+	auth, err := httpauth.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Projection: p, Auth: auth, LocalUser: "tester"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	code, body := get(t, hs.URL+"/decide", "")
+	if code != http.StatusOK {
+		t.Fatalf("/decide: %d\n%s", code, body)
+	}
+	rowOf := func(key string) string {
+		i := strings.Index(body, ">"+key+"</a>")
+		if i < 0 {
+			t.Fatalf("/decide lacks %s:\n%s", key, body)
+		}
+		end := strings.Index(body[i:], "</tr>")
+		return body[i : i+end]
+	}
+	if r := rowOf("tampered"); !strings.Contains(r, "UNSIGNED journal records on this key") {
+		t.Errorf("the tampered key's row does not say so: %s", r)
+	}
+	if r := rowOf("clean"); strings.Contains(r, "UNSIGNED") {
+		t.Errorf("the clean key's row is flagged: %s", r)
 	}
 }

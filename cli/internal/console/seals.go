@@ -444,6 +444,17 @@ func (p *Projection) unsigned(id []byte) ([]UnsignedRecord, error) {
 	return out, err
 }
 
+// HasUnsigned reports whether the execution of key for entity has
+// journal records no trusted seal covers.
+func (p *Projection) HasUnsigned(entity, key string) (bool, error) {
+	found := false
+	err := p.scan(withPrefix(pfxUnsigned, execID(entity, key)), func(_, _ []byte) (bool, error) {
+		found = true
+		return false, nil
+	})
+	return found, err
+}
+
 // UnsignedCount counts the journal records kept aside because no trusted
 // seal covers them, up to limit.
 func (p *Projection) UnsignedCount(limit int) (int, error) {

@@ -381,6 +381,11 @@ func (s *Server) waiting(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	rows := make([]row, len(list))
 	for i, e := range list {
 		rows[i] = s.row(e)
+		// Its signed state waits, but the key also has records nobody
+		// trusted signed: the console takes no decision on it.
+		if u, err := s.p.HasUnsigned(e.Entity, e.Key); err == nil && u {
+			rows[i].Why = unsignedRowWhy + rows[i].Why
+		}
 	}
 	s.render(w, http.StatusOK, "decide", s.data(rc, "Needs a decision", map[string]any{"Rows": rows, "F": f, "Live": "*"}))
 }
@@ -867,6 +872,8 @@ func (s *Server) internal(w http.ResponseWriter, rc *reqCtx, err error) {
 	s.log.Error("console: page failed", "err", err)
 	s.fail(w, rc, http.StatusInternalServerError, "The console could not read its index", "See the console's log for the cause. The executors are not affected.")
 }
+
+const unsignedRowWhy = "UNSIGNED journal records on this key: the console takes no decision on it (see its page) — "
 
 // maxUnsignedCount bounds the count of unsigned records every page shows.
 const maxUnsignedCount = 1000
