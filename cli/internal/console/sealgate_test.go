@@ -148,12 +148,7 @@ func TestPartSealsJudgesEachRecord(t *testing.T) {
 // in the next fetch shows its records as pending UNSIGNED for that moment,
 // then as the execution's state with no UNSIGNED mark left.
 func TestSplitTransactionPendingThenApplied(t *testing.T) {
-	exec := testSigner(t, "executor-a")
-	p, err := OpenProjection(t.TempDir(), []string{"127.0.0.1:1"}, WithTrustedKeys(trusting(t, exec.VerifierKey()), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	exec, p := signedIndex(t)
 	w := &journalWriter{t: t, origin: "onceflight/onceflight.journal/0"}
 	w.txn(exec, 1, nil, false, "k")
 	ps := newPartSeals(w.origin, p.trusted, 0)
@@ -172,6 +167,18 @@ func TestSplitTransactionPendingThenApplied(t *testing.T) {
 	if err != nil || len(v.Unsigned) != 0 || v.Exec.Status != schemas.StatusSucceeded {
 		t.Fatalf("after the seal: %+v %v", v, err)
 	}
+}
+
+// signedIndex is an executor key and an index (never run) that trusts it.
+func signedIndex(t *testing.T) (*trust.Signer, *Projection) {
+	t.Helper()
+	exec := testSigner(t, "executor-a")
+	p, err := OpenProjection(t.TempDir(), []string{"127.0.0.1:1"}, WithTrustedKeys(trusting(t, exec.VerifierKey()), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return exec, p
 }
 
 // indexFetch passes recs to ps and writes what they settle into p's
@@ -199,12 +206,7 @@ func indexFetch(t *testing.T, p *Projection, ps *partSeals, recs ...*kgo.Record)
 // record nobody trusted signed, its row says the console takes no
 // decision on it.
 func TestNeedsADecisionFlagsUnsignedKeys(t *testing.T) {
-	exec := testSigner(t, "executor-a")
-	p, err := OpenProjection(t.TempDir(), []string{"127.0.0.1:1"}, WithTrustedKeys(trusting(t, exec.VerifierKey()), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	exec, p := signedIndex(t)
 	w := &journalWriter{t: t, origin: "onceflight/onceflight.journal/0", status: schemas.StatusUnresolved}
 	w.txn(exec, 1, nil, false, "clean", "tampered")
 	w.status = schemas.StatusSucceeded
