@@ -21,6 +21,7 @@ import (
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/httpauth"
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
 )
 
 // consoleOptions is what the console needs, from `onceflight console`,
@@ -40,7 +41,10 @@ type consoleOptions struct {
 	// auditEvery, if positive, runs the audit of the topics that often;
 	// the overview shows the last result.
 	auditEvery time.Duration
-	log        *slog.Logger
+	// trusted, if set, are the executors' public keys: only journal
+	// records their seals cover are believed (docs/console.md#signed-journals).
+	trusted *trust.TrustedKeys
+	log     *slog.Logger
 }
 
 // startConsole starts the projection and the console's HTTP server on
@@ -54,8 +58,12 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 	if err != nil {
 		return "", nil, err
 	}
-	p, err := console.OpenProjection(o.dataDir, o.brokers, console.WithKafkaOpts(o.conn...),
-		console.WithTopics(schemas.Topics(o.topics)), console.WithGroup(o.group), console.WithLogger(o.log))
+	popts := []console.ProjectionOption{console.WithKafkaOpts(o.conn...),
+		console.WithTopics(schemas.Topics(o.topics)), console.WithGroup(o.group), console.WithLogger(o.log)}
+	if o.trusted != nil {
+		popts = append(popts, console.WithTrustedKeys(o.trusted, ""))
+	}
+	p, err := console.OpenProjection(o.dataDir, o.brokers, popts...)
 	if err != nil {
 		return "", nil, err
 	}
@@ -74,7 +82,7 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 	if o.auditEvery > 0 {
 		audits = console.NewAudits(o.auditEvery, func(ctx context.Context) (audit.Report, error) {
 			return audit.Run(ctx, audit.Options{Brokers: o.brokers, Kafka: o.conn, Topics: schemas.Topics(o.topics), Group: o.group,
-				MaxDataBytes: o.maxDataBytes, KeyMemory: o.cfg.KeyMemory, ControlKeys: o.controlKeys})
+				MaxDataBytes: o.maxDataBytes, KeyMemory: o.cfg.KeyMemory, ControlKeys: o.controlKeys, Trusted: o.trusted})
 		}, o.log)
 	}
 	srv, err := console.New(console.Config{
@@ -143,6 +151,7 @@ func startConsole(ctx context.Context, o consoleOptions) (string, func(), error)
 func newConsoleCmd() *cobra.Command {
 	var (
 		addr, dataDir, configPath, group, keyFile string
+		trustedFile                               string
 		tokenFile, proxyHeader, proxyRole         string
 		proxies                                   []string
 		readOnly, secure                          bool
@@ -160,7 +169,9 @@ the executions that need a decision, one execution's timeline, search and
 the configured actions. With --control-key-file, operators (token role
 operator) resolve, approve, reject and release from the pages; the console
 signs the control command and records the logged-in identity as its
-author. --read-only hides every decision.
+author. --read-only hides every decision. With --trusted-keys, only journal
+records a trusted executor signature covers are believed; others show as
+UNSIGNED and take no decision.
 
 On an address other than loopback it needs --http-token-file or a trusted
 proxy header, as serve does.`,
@@ -185,6 +196,12 @@ proxy header, as serve does.`,
 			if auditEvery < 0 || (auditEvery > 0 && auditEvery < time.Minute) {
 				return usageErrorf("--audit-every must be 0 (off) or at least 1m: each audit reads the four topics whole, got %s", auditEvery)
 			}
+			var tk *trust.TrustedKeys
+			if trustedFile != "" {
+				if tk, err = trust.LoadTrustedKeys(trustedFile); err != nil {
+					return usageErrorf("--trusted-keys: %w", err)
+				}
+			}
 			var keys *schemas.ControlKeys
 			if keyFile != "" {
 				if keys, err = schemas.LoadControlKeys(keyFile); err != nil {
@@ -198,7 +215,7 @@ proxy header, as serve does.`,
 			defer func() { _ = lock.Release() }()
 			got, stop, err := startConsole(cmd.Context(), consoleOptions{addr: addr, dataDir: dataDir, brokers: kf.Brokers, conn: conn,
 				topics: kf.Topics, group: group, cfg: cfg, maxDataBytes: maxData, auth: auth, controlKeys: keys,
-				readOnly: readOnly, secureCookies: secure, auditEvery: auditEvery, log: log})
+				readOnly: readOnly, secureCookies: secure, auditEvery: auditEvery, trusted: tk, log: log})
 			if err != nil {
 				return err
 			}
@@ -216,6 +233,7 @@ proxy header, as serve does.`,
 	fs.StringVar(&group, "group", consumer.DefaultGroup, "the executors' consumer group, whose members the overview shows as partition owners")
 	fs.StringVar(&keyFile, "control-key-file", "", "control key file (onceflight keygen) whose last key signs decisions taken in the console; without it the console takes none")
 	fs.BoolVar(&readOnly, "read-only", false, "hide and refuse every decision")
+	fs.StringVar(&trustedFile, "trusted-keys", "", "trusted-keys file: the executors' public keys (docs/trust.md); only journal records a trusted executor signature covers are shown as an execution's state, others are marked UNSIGNED and take no decision")
 	fs.StringVar(&tokenFile, "http-token-file", "", "file of bearer tokens, one NAME:TOKEN[:ROLE] a line (docs/http.md#bearer-tokens); browsers log in with one; decisions need the role operator")
 	fs.StringVar(&proxyHeader, "http-trusted-proxy-header", "", "header carrying the user's name set by an authenticating reverse proxy; honoured only from --http-trusted-proxies")
 	fs.StringSliceVar(&proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose header is believed")

@@ -17,6 +17,8 @@ package console
 //	w <since:8> <id>                                -> "" (waiting for a person, oldest first)
 //	n <status>                                      -> count of outcome events (8)
 //	d <id> <decision id>                            -> Decision sent from this console (JSON)
+//	u <id> <partition:4> <offset:8>                 -> UnsignedRecord (JSON): no trusted seal covers it
+//	S                                               -> 1: the journal carries seals, unchecked here
 //
 // Big-endian numbers keep offsets and times in order under Pebble's
 // byte-wise comparison.
@@ -43,6 +45,10 @@ const (
 	pfxWaiting  = 'w'
 	pfxCount    = 'n'
 	pfxDecision = 'd'
+	// pfxUnsigned: journal records no trusted seal covers (seals.go).
+	pfxUnsigned = 'u'
+	// pfxSealsSeen: the journal carries seals this index did not check.
+	pfxSealsSeen = 'S'
 
 	srcJournal  = 'j'
 	srcOutcomes = 'o'

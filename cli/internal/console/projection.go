@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
 )
 
 // Projection keeps the console's index of every execution up to date with
@@ -34,6 +35,13 @@ type Projection struct {
 	log     *slog.Logger
 	every   time.Duration
 
+	// trusted, when set, makes journal records count only once a
+	// trusted executor seal covers them (seals.go); seals is each
+	// journal partition's checking, used by Run's goroutine only.
+	trusted      *trust.TrustedKeys
+	originPrefix string
+	seals        map[int32]*partSeals
+
 	// mu guards the fields in it: the live view of the cluster that the
 	// stats loop refreshes, and the subscribers of changes.
 	mu struct {
@@ -43,8 +51,11 @@ type Projection struct {
 		pos     map[string]map[int32]int64
 		subs    map[chan struct{}]struct{}
 		version uint64
-		bad     int   // undecodable entries skipped
-		applied int64 // journal and outcome entries applied since open
+		bad     int // undecodable entries skipped
+		// sealsSeen: the journal carries executor seals that this
+		// projection, without trusted keys, does not check.
+		sealsSeen bool
+		applied   int64 // journal and outcome entries applied since open
 	}
 	ready chan struct{} // closed when the reader has started
 }
@@ -91,6 +102,15 @@ func OpenProjection(dir string, brokers []string, opts ...ProjectionOption) (*Pr
 	p.mu.lastW = map[int32]string{}
 	p.mu.pos = map[string]map[int32]int64{}
 	p.mu.subs = map[chan struct{}]struct{}{}
+	if p.originPrefix == "" {
+		p.originPrefix = "onceflight/" + p.topics.Journal
+	}
+	_, seen, err := getUint(db, []byte{pfxSealsSeen})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	p.mu.sealsSeen = seen
 	return p, nil
 }
 
@@ -151,6 +171,12 @@ func (p *Projection) Run(ctx context.Context) error {
 	if err != nil {
 		return nil //nolint:nilerr // ctx ended while waiting
 	}
+	if p.trusted != nil {
+		if err := p.dropPending(); err != nil {
+			return err
+		}
+		p.seals = map[int32]*partSeals{}
+	}
 	start := map[string]map[int32]kgo.Offset{}
 	for topic, ps := range parts {
 		start[topic] = map[int32]kgo.Offset{}
@@ -161,6 +187,9 @@ func (p *Projection) Run(ctx context.Context) error {
 			n, ok, err := getUint(p.db, posKey(topic, part))
 			if err != nil {
 				return err
+			}
+			if p.trusted != nil && topic == p.topics.Journal {
+				p.seals[part] = newPartSeals(trust.Origin(p.originPrefix, part), p.trusted, int64(n))
 			}
 			if ok {
 				start[topic][part] = kgo.NewOffset().At(int64(n))
@@ -252,9 +281,31 @@ func (p *Projection) apply(fs kgo.Fetches) error {
 	lastW := map[int32]string{}
 	pos := map[string]map[int32]int64{}
 	var err error
+	p.mu.Lock()
+	sealsSeen := p.mu.sealsSeen
+	p.mu.Unlock()
+	newlySeen := false
 	fs.EachPartition(func(ft kgo.FetchTopicPartition) {
 		if err != nil || len(ft.Records) == 0 {
 			return
+		}
+		next := ft.Records[len(ft.Records)-1].Offset + 1
+		resume := next
+		if ps := p.seals[ft.Partition]; ps != nil && ft.Topic == p.topics.Journal {
+			for _, rec := range ft.Records {
+				if !rec.Attrs.IsControl() {
+					n++
+				}
+				ps.add(rec)
+			}
+			var w string
+			if w, resume, err = p.applySealed(b, ps, next); err != nil {
+				return
+			}
+			if w != "" {
+				lastW[ft.Partition] = w
+			}
+			ft.Records = nil
 		}
 		for _, rec := range ft.Records {
 			if rec.Attrs.IsControl() {
@@ -264,6 +315,9 @@ func (p *Projection) apply(fs kgo.Fetches) error {
 			var e error
 			switch ft.Topic {
 			case p.topics.Journal:
+				if !sealsSeen && schemas.JournalKind(rec) == schemas.KindSeal {
+					sealsSeen = true
+				}
 				var w string
 				w, e = p.applyJournal(b, rec)
 				if w != "" {
@@ -282,15 +336,24 @@ func (p *Projection) apply(fs kgo.Fetches) error {
 				return
 			}
 		}
-		next := ft.Records[len(ft.Records)-1].Offset + 1
 		if pos[ft.Topic] == nil {
 			pos[ft.Topic] = map[int32]int64{}
 		}
 		pos[ft.Topic][ft.Partition] = next
-		err = setUint(b, posKey(ft.Topic, ft.Partition), uint64(next))
+		err = setUint(b, posKey(ft.Topic, ft.Partition), uint64(resume))
 	})
 	if err != nil {
 		return err
+	}
+	if sealsSeen && p.trusted == nil {
+		p.mu.Lock()
+		newlySeen = !p.mu.sealsSeen
+		p.mu.Unlock()
+		if newlySeen {
+			if err := setUint(b, []byte{pfxSealsSeen}, 1); err != nil {
+				return err
+			}
+		}
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("console: write index: %w", err)
@@ -304,6 +367,7 @@ func (p *Projection) apply(fs kgo.Fetches) error {
 		maps.Copy(p.mu.pos[t], m)
 	}
 	p.mu.bad += bad
+	p.mu.sealsSeen = p.mu.sealsSeen || newlySeen
 	p.mu.applied += n
 	p.mu.Unlock()
 	p.notify()

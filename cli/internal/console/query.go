@@ -26,6 +26,10 @@ type View struct {
 	Steps []inspect.Step
 	// Decisions are those sent from this console, oldest first.
 	Decisions []Decision
+	// Unsigned are journal records of the execution that no trusted
+	// executor seal covers (with trusted keys only): never its state.
+	// With no other record, Exec has only the entity and key.
+	Unsigned []UnsignedRecord
 }
 
 // Get returns the execution of key for entity.
@@ -35,10 +39,18 @@ func (p *Projection) Get(entity, key string) (View, error) {
 	if err != nil {
 		return View{}, err
 	}
-	if e == nil {
-		return View{}, fmt.Errorf("key %q of entity %q: %w", key, entity, ErrNotFound)
+	us, err := p.unsigned(id)
+	if err != nil {
+		return View{}, err
 	}
-	v := View{Exec: *e}
+	if e == nil {
+		if len(us) == 0 {
+			return View{}, fmt.Errorf("key %q of entity %q: %w", key, entity, ErrNotFound)
+		}
+		// Known only from records nobody trusted signed: no state.
+		e = &Execution{Entity: entity, Key: key, Partition: -1, Offset: -1}
+	}
+	v := View{Exec: *e, Unsigned: us}
 	sp := withPrefix(pfxStep, id)
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: sp, UpperBound: prefixEnd(sp)})
 	if err != nil {

@@ -317,6 +317,15 @@ func (s *Server) data(rc *reqCtx, title string, d map[string]any) map[string]any
 	d["Auth"] = s.auth.Enabled()
 	d["Session"] = rc.ID.Method == MethodSession
 	d["Version"] = s.p.Version()
+	// Whether the journal's seals are checked (docs/console.md#signed-journals).
+	switch s.p.Checking() {
+	case "unchecked":
+		d["SealsUnchecked"] = true
+	case "checked":
+		if n, err := s.p.UnsignedCount(maxUnsignedCount); err == nil && n > 0 {
+			d["UnsignedN"] = countText(n, maxUnsignedCount)
+		}
+	}
 	return d
 }
 
@@ -372,6 +381,11 @@ func (s *Server) waiting(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	rows := make([]row, len(list))
 	for i, e := range list {
 		rows[i] = s.row(e)
+		// Its signed state waits, but the key also has records nobody
+		// trusted signed: the console takes no decision on it.
+		if u, err := s.p.HasUnsigned(e.Entity, e.Key); err == nil && u {
+			rows[i].Why = unsignedRowWhy + rows[i].Why
+		}
 	}
 	s.render(w, http.StatusOK, "decide", s.data(rc, "Needs a decision", map[string]any{"Rows": rows, "F": f, "Live": "*"}))
 }
@@ -623,7 +637,19 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if sent := r.URL.Query().Get("sent"); sent != "" && slices.ContainsFunc(decisions, func(d decisionView) bool { return d.ID == sent && d.State == "sent" }) {
 		d["JustSent"] = sent
 	}
-	if s.canDecide(rc) {
+	if len(v.Unsigned) > 0 {
+		uvs := make([]unsignedView, len(v.Unsigned))
+		for i, u := range v.Unsigned {
+			uvs[i] = unsignedView{UnsignedRecord: u}
+			if u.Record != nil {
+				red := api.RedactRecord(*u.Record, s.redact(u.Record.Action))
+				b, _ := json.Marshal(red)
+				uvs[i].Details = pretty(b)
+			}
+		}
+		d["Unsigned"] = uvs
+		d["NoState"] = !v.Exec.Journal && v.Exec.Status == ""
+	} else if s.canDecide(rc) {
 		d["Kinds"] = kindsFor(v.Exec)
 	}
 	d["NoDecider"] = s.decider == nil && !s.readOnly
@@ -705,6 +731,16 @@ func (s *Server) decisionTarget(w http.ResponseWriter, r *http.Request, rc *reqC
 	}
 	if err != nil {
 		s.internal(w, rc, err)
+		return View{}, Kind{}, false
+	}
+	if len(v.Unsigned) > 0 {
+		u := v.Unsigned[len(v.Unsigned)-1]
+		s.log.Warn("console: decision refused: unsigned journal records", "identity", rc.ID.Name, "entity", ent, "key", key, "partition", u.Partition, "offset", u.Offset)
+		s.render(w, http.StatusConflict, "error", s.data(rc, "Not decided", map[string]any{"Title": "This execution has UNSIGNED journal records",
+			"Msg": fmt.Sprintf("Nothing was sent. Key %q of entity %q has %d journal record(s) that no trusted executor signature covers (the latest at partition %d offset %d: %s). "+
+				"Someone without an executor key may have written them; the console does not act on them. Check who writes the journal topic (docs/trust.md#threat-model), then decide with `onceflight resolve`, `approve` or `release` if the executor's own state needs it.",
+				key, ent, len(v.Unsigned), u.Partition, u.Offset, u.Why),
+			"Code": http.StatusConflict, "Link": execURL(ent, key)}))
 		return View{}, Kind{}, false
 	}
 	return v, k, true
@@ -835,4 +871,22 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request, _ *reqCtx) {
 func (s *Server) internal(w http.ResponseWriter, rc *reqCtx, err error) {
 	s.log.Error("console: page failed", "err", err)
 	s.fail(w, rc, http.StatusInternalServerError, "The console could not read its index", "See the console's log for the cause. The executors are not affected.")
+}
+
+const unsignedRowWhy = "UNSIGNED journal records on this key: the console takes no decision on it (see its page) — "
+
+// maxUnsignedCount bounds the count of unsigned records every page shows.
+const maxUnsignedCount = 1000
+
+func countText(n, limit int) string {
+	if n >= limit {
+		return fmt.Sprintf("%d or more", limit)
+	}
+	return fmt.Sprint(n)
+}
+
+// unsignedView is an UNSIGNED record on the execution page.
+type unsignedView struct {
+	UnsignedRecord
+	Details string
 }
