@@ -70,9 +70,9 @@ func (c *SealScan) take() []any {
 	return out
 }
 
-// fail records what the gate refused and starts again after it with a
-// gate that has seen nothing: the next seal starts a chain. What the old
-// gate had already found covered is kept.
+// fail records what the gate refused and goes on after it with the
+// gate's successor, which holds the next seal to the last trusted one.
+// What the old gate had already found covered is kept.
 func (c *SealScan) fail(err error) {
 	ue, ok := errors.AsType[*UnsignedError](err)
 	if !ok {
@@ -81,7 +81,7 @@ func (c *SealScan) fail(err error) {
 	c.unsigned = append(c.unsigned, ue)
 	c.skipped += c.g.Skipped()
 	c.out = append(c.out, c.g.ready...)
-	c.g = NewSealGate(c.origin, c.trusted)
+	c.g = c.g.successor()
 }
 
 // End judges what remains after the partition's last record. It returns

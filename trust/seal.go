@@ -188,6 +188,15 @@ type SealGate struct {
 	lastOff  int64
 	lastOK   bool
 
+	// lastTrusted is the last seal whose signature was checked (lastOK): a
+	// gate that takes over after refused records (successor) chains to
+	// it, so that a copy of an older transaction cannot start afresh.
+	lastTrusted struct {
+		note []byte
+		seal Seal
+		off  int64
+	}
+
 	// skip: the partition's earlier records are gone (StartsAfterGap),
 	// so what precedes the first seal read cannot be checked.
 	skip    bool
@@ -203,6 +212,20 @@ type gated struct {
 // NewSealGate checks the records of the partition named origin.
 func NewSealGate(origin string, tk *TrustedKeys) *SealGate {
 	return &SealGate{trusted: tk, origin: origin}
+}
+
+// successor is the gate that judges what follows records g refused: it
+// has nothing pending, and the next seal must follow the last seal g
+// trusted or start the chain of a later epoch (AddSeal). A gate that
+// started afresh would take a copy of any older signed transaction,
+// appended after a forged stretch, as the start of a new chain.
+func (g *SealGate) successor() *SealGate {
+	n := NewSealGate(g.origin, g.trusted)
+	if t := g.lastTrusted; t.note != nil {
+		n.last, n.lastSeal, n.lastOff, n.lastOK = t.note, t.seal, t.off, true
+		n.lastTrusted = t
+	}
+	return n
 }
 
 // StartsAfterGap says the records before the first one passed were
@@ -301,6 +324,7 @@ func (g *SealGate) checkLast() error {
 			return g.unsigned(g.sealed, fmt.Sprintf("the seal at offset %d covering them is not trusted: %v", g.lastOff, err))
 		}
 		g.lastOK = true
+		g.lastTrusted.note, g.lastTrusted.seal, g.lastTrusted.off = g.last, g.lastSeal, g.lastOff
 	}
 	for _, s := range g.sealed {
 		g.ready = append(g.ready, s.v)

@@ -427,3 +427,62 @@ func TestSealScan(t *testing.T) {
 		t.Fatalf("unsigned: %v", us)
 	}
 }
+
+// TestSealScanCopyAfterRefusal: after a stretch the scan refused, a copy
+// of an older signed transaction — one that followed an earlier seal, or
+// one that started the chain — is not taken for a new chain; the owner's
+// real next transaction, which follows the last trusted seal, is.
+func TestSealScanCopyAfterRefusal(t *testing.T) {
+	a, va := newSigner(t, "executor-a")
+	tk := trusted(t, va)
+	const origin = "onceflight/j/0"
+	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3)          // 0..3
+	t2, s2 := sealed(t, a, origin, 1, SealHash(s1), 4, 2) // 4..6
+	bad, _ := sealed(t, a, origin, 1, SealHash([]byte("not a seal")), 7, 2)
+	moved := func(recs []gateRec, to int64) []gateRec {
+		out := make([]gateRec, len(recs))
+		for i, r := range recs {
+			out[i] = r
+			out[i].off = to + int64(i)
+		}
+		return out
+	}
+	t3, _ := sealed(t, a, origin, 1, SealHash(s2), 17, 1) // 17..18
+	var recs []gateRec
+	for _, part := range [][]gateRec{t1, t2, bad, moved(t2, 10), moved(t1, 13), t3} {
+		recs = append(recs, part...)
+	}
+	sc := NewSealScan(origin, tk, false)
+	var got []int64
+	for _, r := range recs {
+		kr := &kgo.Record{Offset: r.off, Key: []byte("onceflight.seal"), Value: r.seal,
+			Headers: []kgo.RecordHeader{{Key: "onceflight-kind", Value: []byte("seal")}}}
+		if r.seal == nil {
+			l, err := SplitLeafData(r.leaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kr.Key, kr.Value, kr.Headers = l.Key, l.Value, nil
+			for _, h := range l.Headers {
+				kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
+			}
+		}
+		for _, v := range sc.Add(kr, r.off) {
+			got = append(got, v.(int64))
+		}
+	}
+	rel, us, _ := sc.End()
+	for _, v := range rel {
+		got = append(got, v.(int64))
+	}
+	if fmt.Sprint(got) != "[0 1 2 3 4 5 6 17 18]" {
+		t.Fatalf("released %v, want t1, t2 and t3, not the copies", got)
+	}
+	var refused []string
+	for _, u := range us {
+		refused = append(refused, fmt.Sprintf("%d-%d", u.From, u.To))
+	}
+	if fmt.Sprint(refused) != "[7-9 10-12 13-16]" {
+		t.Fatalf("refused %v, want the forged stretch and both copies: %v", refused, us)
+	}
+}
