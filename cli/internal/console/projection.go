@@ -43,8 +43,11 @@ type Projection struct {
 		pos     map[string]map[int32]int64
 		subs    map[chan struct{}]struct{}
 		version uint64
-		bad     int   // undecodable entries skipped
-		applied int64 // journal and outcome entries applied since open
+		bad     int // undecodable entries skipped
+		// status is each executor's latest status record (status.go).
+		status    map[string]schemas.ExecutorStatus
+		badStatus int   // undecodable status records skipped
+		applied   int64 // journal and outcome entries applied since open
 	}
 	ready chan struct{} // closed when the reader has started
 }
@@ -83,6 +86,7 @@ func OpenProjection(dir string, brokers []string, opts ...ProjectionOption) (*Pr
 	for _, o := range opts {
 		o(p)
 	}
+	p.topics = p.topics.WithDefaults()
 	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
 		return nil, fmt.Errorf("console: open index %s: %w", dir, err)
@@ -90,6 +94,7 @@ func OpenProjection(dir string, brokers []string, opts ...ProjectionOption) (*Pr
 	p.db = db
 	p.mu.lastW = map[int32]string{}
 	p.mu.pos = map[string]map[int32]int64{}
+	p.mu.status = map[string]schemas.ExecutorStatus{}
 	p.mu.subs = map[chan struct{}]struct{}{}
 	return p, nil
 }
@@ -199,6 +204,12 @@ func (p *Projection) Run(ctx context.Context) error {
 		p.statsLoop(ctx, adm)
 	}()
 	defer func() { <-statsDone }()
+	statusDone := make(chan struct{})
+	go func() {
+		defer close(statusDone)
+		p.statusLoop(ctx)
+	}()
+	defer func() { <-statusDone }()
 	p.log.Info("console projection reading", "journal", p.topics.Journal, "outcomes", p.topics.Outcomes,
 		"partitions", len(parts[p.topics.Journal]))
 	for {
@@ -481,6 +492,8 @@ type Stats struct {
 	Err string
 	// Undecodable counts journal and outcome entries skipped.
 	Undecodable int
+	// BadStatus counts status records skipped.
+	BadStatus int
 }
 
 // PartitionStat is one partition's line on the overview.
@@ -501,6 +514,13 @@ type PartitionStat struct {
 	// offset): the executors' lag, what onceflight_consumer_lag says on
 	// the owner. -1 when the group's offsets could not be read.
 	Behind int64
+	// State is what the latest status of the executor owning the
+	// partition says (StateOK, StateHeld, ...), StateUnknown when no
+	// current status names it; Reason says why it is held or halted, or
+	// why unknown; StatusFrom is that executor and StatusAge the age of
+	// its status.
+	State, Reason, StatusFrom string
+	StatusAge                 time.Duration
 }
 
 // Stats returns the latest live view.
@@ -510,6 +530,12 @@ func (p *Projection) Stats() Stats {
 	s := p.mu.stats
 	s.Partitions = slices.Clone(s.Partitions)
 	s.Undecodable = p.mu.bad
+	s.BadStatus = p.mu.badStatus
+	now := time.Now()
+	for i := range s.Partitions {
+		ps := &s.Partitions[i]
+		ps.State, ps.Reason, ps.StatusFrom, ps.StatusAge = partitionState(ps.Partition, p.mu.status, now)
+	}
 	return s
 }
 
