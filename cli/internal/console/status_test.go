@@ -76,7 +76,7 @@ func TestOverviewShowsHeldPartition(t *testing.T) {
 		return strings.Contains(h.Ex.NotReady(), "held")
 	})
 	ps = partStat(t, e.p, part, "the partition held in the console", func(ps PartitionStat) bool { return ps.State == StateHeld })
-	if ps.StatusFrom != "test" || !strings.Contains(ps.Reason, "journal") {
+	if ps.StatusFrom != "test" || !strings.Contains(ps.Reason, "journal gap") {
 		t.Fatalf("held partition: %+v, want the executor's reason naming the journal", ps)
 	}
 	partStat(t, e.p, other, "another partition processing", func(ps PartitionStat) bool { return ps.State == StateOK })
