@@ -86,9 +86,8 @@ func (p *Projection) applyStatus(rec *kgo.Record) bool {
 		delete(p.mu.status, string(rec.Key))
 		return true
 	}
-	if prev, had := p.mu.status[s.Executor]; had && prev.At.After(s.At) {
-		return false // an older status, published late
-	}
+	// The topic's order is the executor's: its later record replaces
+	// the earlier whatever their clocks say.
 	p.mu.status[s.Executor] = s
 	return true
 }
