@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -144,12 +143,22 @@ func (e *Executor) publishStatus(ctx context.Context) {
 }
 
 // deleteStatus writes this executor's tombstone, waiting at most a
-// second: a stopped executor whose tombstone was lost shows as stale.
+// second: a stopped executor whose tombstone was lost shows as stale. It
+// waits on the callback, not on ProduceSync: a record already sent to a
+// broker that stopped answering is failed only when the client closes,
+// and the stop must not wait for that.
 func (e *Executor) deleteStatus() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	rec := &kgo.Record{Topic: e.cfg.Topics.Status, Partition: 0, Key: []byte(e.cfg.ExecutorID)}
-	if err := e.plain.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		e.log.Debug("executor status not deleted at stop", "err", fmt.Sprint(err))
+	done := make(chan error, 1)
+	e.plain.TryProduce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			e.log.Debug("executor status not deleted at stop", "err", err)
+		}
+	case <-ctx.Done():
+		e.log.Debug("executor status not deleted at stop: no answer within a second")
 	}
 }
