@@ -43,11 +43,15 @@ type Projection struct {
 		pos     map[string]map[int32]int64
 		subs    map[chan struct{}]struct{}
 		version uint64
-		bad     int // undecodable entries skipped
-		// status is each executor's latest status record (status.go).
-		status    map[string]schemas.ExecutorStatus
-		badStatus int   // undecodable status records skipped
-		applied   int64 // journal and outcome entries applied since open
+		bad     int   // undecodable entries skipped
+		applied int64 // journal and outcome entries applied since open
+	}
+	// st guards the executors' statuses (status.go); taken after mu when
+	// both are.
+	st struct {
+		sync.Mutex
+		status map[string]schemas.ExecutorStatus // each executor's latest
+		bad    int                               // undecodable status records skipped
 	}
 	ready chan struct{} // closed when the reader has started
 }
@@ -94,7 +98,7 @@ func OpenProjection(dir string, brokers []string, opts ...ProjectionOption) (*Pr
 	p.db = db
 	p.mu.lastW = map[int32]string{}
 	p.mu.pos = map[string]map[int32]int64{}
-	p.mu.status = map[string]schemas.ExecutorStatus{}
+	p.st.status = map[string]schemas.ExecutorStatus{}
 	p.mu.subs = map[chan struct{}]struct{}{}
 	return p, nil
 }
@@ -530,12 +534,7 @@ func (p *Projection) Stats() Stats {
 	s := p.mu.stats
 	s.Partitions = slices.Clone(s.Partitions)
 	s.Undecodable = p.mu.bad
-	s.BadStatus = p.mu.badStatus
-	now := time.Now()
-	for i := range s.Partitions {
-		ps := &s.Partitions[i]
-		ps.State, ps.Reason, ps.StatusFrom, ps.StatusAge = partitionState(ps.Partition, p.mu.status, now)
-	}
+	p.statusOf(&s)
 	return s
 }
 

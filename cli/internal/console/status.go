@@ -75,21 +75,34 @@ func (p *Projection) statusLoop(ctx context.Context) {
 // log line naming where it is and why.
 func (p *Projection) applyStatus(rec *kgo.Record) bool {
 	s, ok, err := schemas.DecodeStatus(rec.Key, rec.Value)
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.st.Lock()
+	defer p.st.Unlock()
 	if err != nil {
-		p.mu.badStatus++
+		p.st.bad++
 		p.log.Warn("console projection: skipped a status record it cannot decode", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		return false
 	}
 	if !ok {
-		delete(p.mu.status, string(rec.Key))
+		delete(p.st.status, string(rec.Key))
 		return true
 	}
 	// The topic's order is the executor's: its later record replaces
 	// the earlier whatever their clocks say.
-	p.mu.status[s.Executor] = s
+	p.st.status[s.Executor] = s
 	return true
+}
+
+// statusOf fills in s the state of each partition and the count of bad
+// status records.
+func (p *Projection) statusOf(s *Stats) {
+	p.st.Lock()
+	defer p.st.Unlock()
+	s.BadStatus = p.st.bad
+	now := time.Now()
+	for i := range s.Partitions {
+		ps := &s.Partitions[i]
+		ps.State, ps.Reason, ps.StatusFrom, ps.StatusAge = partitionState(ps.Partition, p.st.status, now)
+	}
 }
 
 // partitionState is what the executors' statuses say of partition part at
