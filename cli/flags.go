@@ -140,6 +140,7 @@ func addKafkaFlagsDefault(cmd *cobra.Command, brokers []string, brokersHelp stri
 	fs.StringVar(&kf.Topics.Outcomes, "outcomes-topic", d.Outcomes, "topic of outcome events")
 	fs.StringVar(&kf.Topics.Journal, "journal-topic", d.Journal, "topic of execution records")
 	fs.StringVar(&kf.Topics.Deadletter, "deadletter-topic", d.Deadletter, "topic of undecodable commands")
+	fs.StringVar(&kf.Topics.Status, "status-topic", d.Status, "topic of the executors' status (held, paused, halted), compacted")
 	return kf
 }
 

@@ -40,6 +40,7 @@ const (
 	DefaultMaxFetchBytes                = 8 << 20
 	DefaultMaxConcurrentFetches         = 2
 	DefaultPartitionCheckInterval       = 10 * time.Second
+	DefaultStatusInterval               = 10 * time.Second
 	DefaultRestoreTimeout               = 45 * time.Second
 	DefaultRevokeTimeout                = 10 * time.Second
 	DefaultCacheSize                    = dedupe.DefaultCacheSize
@@ -150,6 +151,11 @@ type Config struct {
 	// PartitionCheckInterval is how often the topics' partition counts are
 	// checked; a change halts new work. Default 10s; negative disables.
 	PartitionCheckInterval time.Duration
+	// StatusInterval is how often the executor publishes its status
+	// (owned, held, paused partitions, halted) to the status topic, besides
+	// within a second of a change (status.go). Default 10s; negative
+	// disables.
+	StatusInterval time.Duration
 	// RestoreTimeout bounds the restore of the partitions of one
 	// assignment (run in parallel), so that it ends within the group's
 	// rebalance timeout. Default 45s.
@@ -210,6 +216,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = DefaultStatusInterval
 	}
 	if c.PartitionCheckInterval == 0 {
 		c.PartitionCheckInterval = DefaultPartitionCheckInterval

@@ -90,6 +90,9 @@ type Executor struct {
 	obTopics outbox.Topics
 	// commandsID is the commands topic's id (TxnOffsetCommit v6+).
 	commandsID [16]byte
+	// statusTopic is false when the status topic could not be created
+	// (status.go): nothing is published then.
+	statusTopic bool
 
 	// mu guards the partitions this executor holds: taken by the
 	// franz-go callbacks, the HTTP server and the chores. Lock order:
@@ -298,6 +301,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	chores.Go(func() { every(rctx, e.reconcile.every, func() { e.reconcileOnce(rctx) }) })
 	chores.Go(func() { e.watchPartitions(rctx, e.cfg.PartitionCheckInterval) })
 	chores.Go(func() { every(rctx, time.Second, e.refreshGauges) })
+	chores.Go(func() { e.publishStatus(rctx) })
 	chores.Go(func() { every(rctx, time.Minute, func() { e.prune(rctx) }) })
 	for {
 		cl, err := e.newClient()

@@ -47,6 +47,7 @@ func (e *Executor) ensureTopics(ctx context.Context) error {
 	if err := e.checkTopicConfigs(ctx, adm); err != nil {
 		return err
 	}
+	e.ensureStatusTopic(ctx, adm)
 	counts, ids, err := e.partitionCounts(ctx, adm)
 	if err != nil {
 		return err

@@ -8,9 +8,10 @@ const (
 	DefaultOutcomesTopic   = "onceflight.outcomes"
 	DefaultJournalTopic    = "onceflight.journal"
 	DefaultDeadletterTopic = "onceflight.deadletter"
+	DefaultStatusTopic     = "onceflight.status"
 )
 
-// Topics names the four topics of one deployment (docs/README.md): the
+// Topics names the topics of one deployment (docs/README.md): the
 // executor, the client, the audit and the CLI take this one type, so one
 // value configures them all. An empty field means its default
 // (WithDefaults).
@@ -23,11 +24,15 @@ type Topics struct {
 	Journal string
 	// Deadletter holds commands that could not be decoded.
 	Deadletter string
+	// Status holds each executor's latest status (ExecutorStatus):
+	// compacted, one partition, not part of All (nothing of an execution
+	// is in it, and its partition count is not the commands topic's).
+	Status string
 }
 
 // DefaultTopics returns the default topic names.
 func DefaultTopics() Topics {
-	return Topics{DefaultCommandsTopic, DefaultOutcomesTopic, DefaultJournalTopic, DefaultDeadletterTopic}
+	return Topics{DefaultCommandsTopic, DefaultOutcomesTopic, DefaultJournalTopic, DefaultDeadletterTopic, DefaultStatusTopic}
 }
 
 // All returns the topic names, commands first.
@@ -44,6 +49,7 @@ func (t Topics) WithDefaults() Topics {
 		d string
 	}{
 		{&t.Commands, d.Commands}, {&t.Outcomes, d.Outcomes}, {&t.Journal, d.Journal}, {&t.Deadletter, d.Deadletter},
+		{&t.Status, d.Status},
 	} {
 		if *f.v == "" {
 			*f.v = f.d

@@ -56,6 +56,11 @@ func (n Needs) Create(topic string) map[string]*string {
 		cfg["retention.ms"] = s(strconv.FormatInt(n.JournalRetention.Milliseconds(), 10))
 		cfg["retention.bytes"] = s("-1")
 	}
+	if topic == n.Topics.Status {
+		// One record per executor, its latest status: older ones are
+		// worthless, so compaction keeps the topic small.
+		cfg["cleanup.policy"] = s("compact")
+	}
 	return cfg
 }
 

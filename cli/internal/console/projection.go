@@ -57,6 +57,13 @@ type Projection struct {
 		sealsSeen bool
 		applied   int64 // journal and outcome entries applied since open
 	}
+	// st guards the executors' statuses (status.go); taken after mu when
+	// both are.
+	st struct {
+		sync.Mutex
+		status map[string]schemas.ExecutorStatus // each executor's latest
+		bad    int                               // undecodable status records skipped
+	}
 	ready chan struct{} // closed when the reader has started
 }
 
@@ -94,6 +101,7 @@ func OpenProjection(dir string, brokers []string, opts ...ProjectionOption) (*Pr
 	for _, o := range opts {
 		o(p)
 	}
+	p.topics = p.topics.WithDefaults()
 	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
 		return nil, fmt.Errorf("console: open index %s: %w", dir, err)
@@ -101,6 +109,7 @@ func OpenProjection(dir string, brokers []string, opts ...ProjectionOption) (*Pr
 	p.db = db
 	p.mu.lastW = map[int32]string{}
 	p.mu.pos = map[string]map[int32]int64{}
+	p.st.status = map[string]schemas.ExecutorStatus{}
 	p.mu.subs = map[chan struct{}]struct{}{}
 	if p.originPrefix == "" {
 		p.originPrefix = "onceflight/" + p.topics.Journal
@@ -228,6 +237,12 @@ func (p *Projection) Run(ctx context.Context) error {
 		p.statsLoop(ctx, adm)
 	}()
 	defer func() { <-statsDone }()
+	statusDone := make(chan struct{})
+	go func() {
+		defer close(statusDone)
+		p.statusLoop(ctx)
+	}()
+	defer func() { <-statusDone }()
 	p.log.Info("console projection reading", "journal", p.topics.Journal, "outcomes", p.topics.Outcomes,
 		"partitions", len(parts[p.topics.Journal]))
 	for {
@@ -545,6 +560,8 @@ type Stats struct {
 	Err string
 	// Undecodable counts journal and outcome entries skipped.
 	Undecodable int
+	// BadStatus counts status records skipped.
+	BadStatus int
 }
 
 // PartitionStat is one partition's line on the overview.
@@ -565,6 +582,13 @@ type PartitionStat struct {
 	// offset): the executors' lag, what onceflight_consumer_lag says on
 	// the owner. -1 when the group's offsets could not be read.
 	Behind int64
+	// State is what the latest status of the executor owning the
+	// partition says (StateOK, StateHeld, ...), StateUnknown when no
+	// current status names it; Reason says why it is held or halted, or
+	// why unknown; StatusFrom is that executor and StatusAge the age of
+	// its status.
+	State, Reason, StatusFrom string
+	StatusAge                 time.Duration
 }
 
 // Stats returns the latest live view.
@@ -574,6 +598,7 @@ func (p *Projection) Stats() Stats {
 	s := p.mu.stats
 	s.Partitions = slices.Clone(s.Partitions)
 	s.Undecodable = p.mu.bad
+	p.statusOf(&s)
 	return s
 }
 

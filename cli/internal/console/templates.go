@@ -11,9 +11,10 @@ var pages = []string{"login", "error", "overview", "decide", "search", "actions"
 
 func (s *Server) parseTemplates() error {
 	funcs := template.FuncMap{
-		"iso": func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") },
-		"utc": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-		"age": func(t time.Time) string { return age(time.Since(t)) },
+		"iso":      func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") },
+		"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+		"age":      func(t time.Time) string { return age(time.Since(t)) },
+		"duration": age,
 		"short": func(h string) string {
 			if len(h) > 12 {
 				return h[:12]
