@@ -398,28 +398,7 @@ func TestSealScan(t *testing.T) {
 	recs := append(append(append([]gateRec{}, t1...), bad...), t3...)
 	recs = append(recs, gateRec{off: 9, leaf: leafAt(99)}) // appended, no seal
 	sc := NewSealScan(origin, tk, false)
-	var got []int64
-	for _, r := range recs {
-		kr := &kgo.Record{Offset: r.off, Key: []byte("onceflight.seal"), Value: r.seal,
-			Headers: []kgo.RecordHeader{{Key: "onceflight-kind", Value: []byte("seal")}}}
-		if r.seal == nil {
-			l, err := SplitLeafData(r.leaf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kr.Key, kr.Value, kr.Headers = l.Key, l.Value, nil
-			for _, h := range l.Headers {
-				kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
-			}
-		}
-		for _, v := range sc.Add(kr, r.off) {
-			got = append(got, v.(int64))
-		}
-	}
-	rel, us, _ := sc.End()
-	for _, v := range rel {
-		got = append(got, v.(int64))
-	}
+	got, us := scanAll(t, sc, recs)
 	if fmt.Sprint(got) != "[0 1 2 3 7 8]" {
 		t.Fatalf("released %v, want t1 and t3", got)
 	}
@@ -453,6 +432,23 @@ func TestSealScanCopyAfterRefusal(t *testing.T) {
 		recs = append(recs, part...)
 	}
 	sc := NewSealScan(origin, tk, false)
+	got, us := scanAll(t, sc, recs)
+	if fmt.Sprint(got) != "[0 1 2 3 4 5 6 17 18]" {
+		t.Fatalf("released %v, want t1, t2 and t3, not the copies", got)
+	}
+	var refused []string
+	for _, u := range us {
+		refused = append(refused, fmt.Sprintf("%d-%d", u.From, u.To))
+	}
+	if fmt.Sprint(refused) != "[7-9 10-12 13-16]" {
+		t.Fatalf("refused %v, want the forged stretch and both copies: %v", refused, us)
+	}
+}
+
+// scanAll passes recs to sc as journal records and returns the offsets
+// sc released and the stretches it refused.
+func scanAll(t *testing.T, sc *SealScan, recs []gateRec) ([]int64, []*UnsignedError) {
+	t.Helper()
 	var got []int64
 	for _, r := range recs {
 		kr := &kgo.Record{Offset: r.off, Key: []byte("onceflight.seal"), Value: r.seal,
@@ -475,14 +471,5 @@ func TestSealScanCopyAfterRefusal(t *testing.T) {
 	for _, v := range rel {
 		got = append(got, v.(int64))
 	}
-	if fmt.Sprint(got) != "[0 1 2 3 4 5 6 17 18]" {
-		t.Fatalf("released %v, want t1, t2 and t3, not the copies", got)
-	}
-	var refused []string
-	for _, u := range us {
-		refused = append(refused, fmt.Sprintf("%d-%d", u.From, u.To))
-	}
-	if fmt.Sprint(refused) != "[7-9 10-12 13-16]" {
-		t.Fatalf("refused %v, want the forged stretch and both copies: %v", refused, us)
-	}
+	return got, us
 }
