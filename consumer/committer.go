@@ -57,6 +57,10 @@ type committer struct {
 	// moment the broker commits it, one local write before Pebble holds
 	// its records, and a client that reads an outcome and then asks for
 	// its record must find it.
+	//
+	// ch is set and cleared only by the committer loop (flush, via land);
+	// readers (the record API, any goroutine) only load it. The mutex is a
+	// leaf: nothing else is locked while it is held (DESIGN.md#lock-order).
 	landing struct {
 		sync.Mutex
 		ch chan struct{}
