@@ -120,13 +120,17 @@ func logCommands(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(sw, r)
+		refused := sw.code == http.StatusUnauthorized || sw.code == http.StatusForbidden
+		if !refused && !log.Enabled(r.Context(), slog.LevelDebug) {
+			return // the attributes below are built per command only when logged
+		}
 		ent := r.URL.Query().Get("entity")
 		if ent == "" {
 			ent = r.Header.Get("Onceflight-Entity")
 		}
 		// A stranger's input: bounded, and quoted by the handler.
 		attrs := []any{"action", clip(r.PathValue("action")), "entity", clip(ent), "key", clip(r.Header.Get("Idempotency-Key")), "status", sw.code, "remote", r.RemoteAddr}
-		if sw.code == http.StatusUnauthorized || sw.code == http.StatusForbidden {
+		if refused {
 			log.Warn("ingress: command refused: not authenticated", attrs...)
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -142,7 +143,9 @@ func (r *redactor) add(vs ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, v := range vs {
-		if v == "" {
+		// A token renewed after a 401 may come back the same: every answer
+		// scans the list, so it must not grow with each renewal.
+		if v == "" || slices.Contains(r.mu.values, v) {
 			continue
 		}
 		r.mu.values = append(r.mu.values, v)
