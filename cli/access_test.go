@@ -188,12 +188,12 @@ func TestServeRecordAccess(t *testing.T) {
 // (whose readers would then also submit commands).
 func TestIngressTokenFileMode(t *testing.T) {
 	f := writeSecret(t, "t0ken-0123456789abcdef\n", 0o604)
-	_, err := startIngress(context.Background(), ingressOptions{addr: "127.0.0.1:0", tokenFile: f}, nil, nil, 1024, nil, nil, nil)
+	_, _, err := startIngress(ingressOptions{addr: "127.0.0.1:0", tokenFile: f}, nil, nil, 1024, nil, nil, nil)
 	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "--ingress-token-file") || !strings.Contains(fmt.Sprint(err), f+" has mode 0604") {
 		t.Errorf("world-readable ingress token file: %v", err)
 	}
 	f = writeSecret(t, "t0ken\n", 0o600)
-	_, err = startIngress(context.Background(), ingressOptions{addr: "127.0.0.1:0", tokenFile: f}, nil, nil, 1024, nil, nil, nil)
+	_, _, err = startIngress(ingressOptions{addr: "127.0.0.1:0", tokenFile: f}, nil, nil, 1024, nil, nil, nil)
 	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "the token is 5 characters, want at least 16") || strings.Contains(fmt.Sprint(err), "t0ken\n") {
 		t.Errorf("short ingress token: %v", err)
 	}
@@ -202,7 +202,7 @@ func TestIngressTokenFileMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	f = writeSecret(t, accessToken+"\n", 0o600)
-	_, err = startIngress(context.Background(), ingressOptions{addr: "127.0.0.1:0", tokenFile: f}, nil, nil, 1024, auth, nil, nil)
+	_, _, err = startIngress(ingressOptions{addr: "127.0.0.1:0", tokenFile: f}, nil, nil, 1024, auth, nil, nil)
 	if exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "holds the token of ops in --http-token-file") || strings.Contains(fmt.Sprint(err), accessToken) {
 		t.Errorf("an --http token as the ingress token: %v", err)
 	}
@@ -292,13 +292,12 @@ func request(t *testing.T, cl *http.Client, method, url, body string, header ...
 func TestIngressWithoutTokenAnswersOnlyLoopbackNames(t *testing.T) {
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	records := func(*httpauth.Authenticator) http.Handler { return http.NotFoundHandler() }
-	addr, err := startIngress(ctx, ingressOptions{addr: "127.0.0.1:0"}, nil, nil, 1024, nil, records, log)
+	srv, addr, err := startIngress(ingressOptions{addr: "127.0.0.1:0"}, nil, nil, 1024, nil, records, log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer srv.Close()
 	code, _, b := request(t, http.DefaultClient, http.MethodPost, "http://"+addr+"/v1/commands/payments.refund?entity=order-1", `{"amount":1}`,
 		"Host", "rebind.attacker.test:8081", "Idempotency-Key", "refund-9")
 	if code != http.StatusForbidden || !strings.Contains(b, "DNS rebinding") {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,39 +40,39 @@ type ingressOptions struct {
 // and the ingress token too, as the reader of its own Locations; before,
 // they answered anyone who reached the ingress. It returns the listener's
 // address; the server stops when ctx ends.
-func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg *config.Config, maxData int,
-	auth *httpauth.Authenticator, records func(*httpauth.Authenticator) http.Handler, log *slog.Logger) (string, error) {
+func startIngress(o ingressOptions, oc *client.Client, cfg *config.Config, maxData int,
+	auth *httpauth.Authenticator, records func(*httpauth.Authenticator) http.Handler, log *slog.Logger) (*http.Server, string, error) {
 	var token []byte
 	if o.tokenFile != "" {
 		// The same rule as every other secret file: not readable by others.
 		if err := httpauth.CheckPrivate(o.tokenFile); err != nil {
-			return "", usageErrorf("--ingress-token-file: %v", err)
+			return nil, "", usageErrorf("--ingress-token-file: %v", err)
 		}
 		b, err := os.ReadFile(o.tokenFile)
 		if err != nil {
-			return "", fmt.Errorf("--ingress-token-file: %w", err)
+			return nil, "", fmt.Errorf("--ingress-token-file: %w", err)
 		}
 		if token = bytes.TrimSpace(b); len(token) == 0 {
-			return "", fmt.Errorf("--ingress-token-file %s is empty", o.tokenFile)
+			return nil, "", fmt.Errorf("--ingress-token-file %s is empty", o.tokenFile)
 		}
 		// The ingress token triggers effects and reads the records on this
 		// listener, so it is held to the rules of --http-token-file's tokens,
 		// and may not be one of them: a reader of records would then also
 		// be a producer of refunds.
 		if len(token) < httpauth.MinTokenBytes {
-			return "", usageErrorf("--ingress-token-file %s: the token is %d characters, want at least %d (openssl rand -hex 32)", o.tokenFile, len(token), httpauth.MinTokenBytes)
+			return nil, "", usageErrorf("--ingress-token-file %s: the token is %d characters, want at least %d (openssl rand -hex 32)", o.tokenFile, len(token), httpauth.MinTokenBytes)
 		}
 		probe := &http.Request{Header: http.Header{"Authorization": {"Bearer " + string(token)}}}
 		if id, err := auth.Authenticate(probe); err == nil {
-			return "", usageErrorf("--ingress-token-file %s holds the token of %s in --http-token-file: the one token would read the records and also submit commands; give the ingress a token of its own", o.tokenFile, id.Name)
+			return nil, "", usageErrorf("--ingress-token-file %s holds the token of %s in --http-token-file: the one token would read the records and also submit commands; give the ingress a token of its own", o.tokenFile, id.Name)
 		}
 		auth = auth.With(httpauth.WithTokens(httpauth.Token{Name: "ingress", Role: httpauth.RoleReader, Value: string(token)}))
 	} else if !loopback(o.addr) {
-		return "", usageErrorf("--ingress %s is not a loopback address: give --ingress-token-file, or listen on 127.0.0.1", o.addr)
+		return nil, "", usageErrorf("--ingress %s is not a loopback address: give --ingress-token-file, or listen on 127.0.0.1", o.addr)
 	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
-		return "", fmt.Errorf("--ingress %s: %w", o.addr, err)
+		return nil, "", fmt.Errorf("--ingress %s: %w", o.addr, err)
 	}
 	mux := http.NewServeMux()
 	commands := func(h http.Handler) http.Handler { return logCommands(log, h) }
@@ -99,13 +98,7 @@ func startIngress(ctx context.Context, o ingressOptions, oc *client.Client, cfg 
 			log.Error("ingress server", "err", err)
 		}
 	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return ln.Addr().String(), nil
+	return srv, ln.Addr().String(), nil
 }
 
 // loopback reports whether addr (host:port) listens only on a loopback

@@ -68,7 +68,7 @@ func TestIngressRefusesOpenAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = startIngress(context.Background(), ingressOptions{addr: "0.0.0.0:0"}, nil, cfg, 1024, nil,
+	_, _, err = startIngress(ingressOptions{addr: "0.0.0.0:0"}, nil, cfg, 1024, nil,
 		func(*httpauth.Authenticator) http.Handler { return http.NotFoundHandler() }, slog.Default())
 	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--ingress-token-file") {
 		t.Errorf("non-loopback without token: %v", err)

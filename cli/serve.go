@@ -377,11 +377,19 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		if err != nil {
 			return fmt.Errorf("ingress client: %w", err)
 		}
-		defer oc.Close()
-		addr, err := startIngress(ctx, o.ingress, oc, cfg, o.maxDataBytes, auth, records, log)
+		isrv, addr, err := startIngress(o.ingress, oc, cfg, o.maxDataBytes, auth, records, log)
 		if err != nil {
+			oc.Close()
 			return err
 		}
+		// Shut down in order with the other listeners when Run returns;
+		// on the way out through an error, its handlers stop before the
+		// client they publish with is closed.
+		servers = append(servers, isrv)
+		defer func() {
+			_ = isrv.Close()
+			oc.Close()
+		}()
 		log.Info("ingress listening", "addr", addr, "token", o.ingress.tokenFile != "")
 	}
 	if o.consoleAddr != "" {
