@@ -3,6 +3,7 @@ package trust
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -43,6 +44,16 @@ func (c *SealScan) Add(r *kgo.Record, v any) []any {
 		c.g.Add(r.Offset, h, v)
 		return c.take()
 	}
+	if s, err := parseSeal(r.Value); err == nil && s.Origin == c.origin && s.Records < len(c.g.pending) {
+		// Records before this transaction that no seal covers: named
+		// here, and the transaction judged on its own (a gate refuses
+		// both at once, which is right for restore, that stops there, and
+		// would lose a real transaction after a forged record here).
+		cut := len(c.g.pending) - s.Records
+		c.unsigned = append(c.unsigned, c.g.unsigned(c.g.pending[:cut],
+			fmt.Sprintf("no seal covers them (the next seal, at offset %d, covers only the %d records after them)", r.Offset, s.Records)).(*UnsignedError))
+		c.g.pending = c.g.pending[cut:]
+	}
 	if err := c.g.AddSeal(r.Offset, r.Value, h, v); err != nil {
 		c.fail(err)
 		return c.take()
@@ -79,6 +90,15 @@ func (c *SealScan) fail(err error) {
 		ue = &UnsignedError{Origin: c.origin, Why: err.Error()}
 	}
 	c.unsigned = append(c.unsigned, ue)
+	// A refusal that is not a chain's end (a malformed seal, a digest
+	// that does not match) leaves the chain before it unchecked: check
+	// it now, so that its records are released and the successor chains
+	// to its last seal, or name it once if it is not trusted either.
+	if err := c.g.checkLast(); err != nil {
+		if u, ok := errors.AsType[*UnsignedError](err); ok && (u.From != ue.From || u.To != ue.To) {
+			c.unsigned = append(c.unsigned, u)
+		}
+	}
 	c.skipped += c.g.Skipped()
 	c.out = append(c.out, c.g.ready...)
 	c.g = c.g.successor()

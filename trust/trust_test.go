@@ -473,3 +473,49 @@ func scanAll(t *testing.T, sc *SealScan, recs []gateRec) ([]int64, []*UnsignedEr
 	}
 	return got, us
 }
+
+// TestSealScanKeepsRealTransactionsAroundForgeries: a forged record
+// between two real transactions is named alone (the transaction after it
+// is still judged and released), and a malformed seal after a real chain
+// does not throw that chain away; in both cases a copy of the first
+// transaction appended later is refused.
+func TestSealScanKeepsRealTransactionsAroundForgeries(t *testing.T) {
+	a, va := newSigner(t, "executor-a")
+	tk := trusted(t, va)
+	const origin = "onceflight/j/0"
+	moved := func(recs []gateRec, to int64) []gateRec {
+		out := make([]gateRec, len(recs))
+		for i, r := range recs {
+			out[i] = r
+			out[i].off = to + int64(i)
+		}
+		return out
+	}
+	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3) // 0..3
+	forged := gateRec{off: 4, leaf: leafAt(4)}
+	t2, _ := sealed(t, a, origin, 1, SealHash(s1), 5, 2) // 5..7
+	var recs []gateRec
+	for _, part := range [][]gateRec{t1, {forged}, t2, moved(t1, 8)} {
+		recs = append(recs, part...)
+	}
+	got, us := scanAll(t, NewSealScan(origin, tk, false), recs)
+	var refused []string
+	for _, u := range us {
+		refused = append(refused, fmt.Sprintf("%d-%d", u.From, u.To))
+	}
+	if fmt.Sprint(got) != "[0 1 2 3 5 6 7]" || fmt.Sprint(refused) != "[4-4 8-11]" {
+		t.Fatalf("forged record between transactions: released %v, refused %v (%v); want [0 1 2 3 5 6 7] and [4-4 8-11]", got, refused, us)
+	}
+
+	garbage := []byte("not a seal")
+	recs = append(append([]gateRec{}, t1...), gateRec{off: 4, leaf: leafAt(4)}, gateRec{off: 5, seal: garbage, leaf: garbage})
+	recs = append(recs, moved(t1, 6)...)
+	got, us = scanAll(t, NewSealScan(origin, tk, false), recs)
+	refused = nil
+	for _, u := range us {
+		refused = append(refused, fmt.Sprintf("%d-%d", u.From, u.To))
+	}
+	if fmt.Sprint(got) != "[0 1 2 3]" || fmt.Sprint(refused) != "[4-5 6-9]" {
+		t.Fatalf("malformed seal after a chain: released %v, refused %v (%v); want [0 1 2 3] and [4-5 6-9]", got, refused, us)
+	}
+}
