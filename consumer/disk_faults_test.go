@@ -201,4 +201,10 @@ func TestFaultDiskWhileIdle(t *testing.T) {
 		v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_store_failed")
 		return v == 1
 	})
+	// A stays up to say why, and so does its status record: the failure,
+	// not the tombstone of a stopped executor.
+	onceflighttest.WaitFor(t, 10*time.Second, "A's status to name the failed index", func() bool {
+		s := latestStatus(t, h, "A")
+		return s != nil && strings.Contains(s.Halted, "dedupe index failed")
+	})
 }

@@ -92,7 +92,8 @@ func (p *pipeline) pausedPartitions() []int32 {
 // publishStatus checks the state every second and publishes it when it
 // changed or StatusInterval passed since the last publish, until ctx
 // ends; then it deletes this executor's status (a tombstone), so a
-// stopped executor is not shown as owning anything.
+// stopped executor is not shown as owning anything — unless the index
+// failed, when the last status names that.
 func (e *Executor) publishStatus(ctx context.Context) {
 	if !e.statusTopic || e.cfg.StatusInterval < 0 {
 		return
@@ -135,30 +136,39 @@ func (e *Executor) publishStatus(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			e.deleteStatus()
+			if e.store.Failed() != nil {
+				// Run stops the chores on a failed index and stays up to
+				// say why: the last word is that reason, not a tombstone
+				// that would show the executor as stopped.
+				s := e.status()
+				s.At = time.Now().UTC()
+				e.writeStatusNow(schemas.EncodeStatus(s))
+				return
+			}
+			e.writeStatusNow(nil)
 			return
 		case <-tick.C:
 		}
 	}
 }
 
-// deleteStatus writes this executor's tombstone, waiting at most a
-// second: a stopped executor whose tombstone was lost shows as stale. It
-// waits on the callback, not on ProduceSync: a record already sent to a
-// broker that stopped answering is failed only when the client closes,
-// and the stop must not wait for that.
-func (e *Executor) deleteStatus() {
+// writeStatusNow writes value (nil: this executor's tombstone), waiting at
+// most a second: a stopped executor whose tombstone was lost shows as
+// stale. It waits on the callback, not on ProduceSync: a record already
+// sent to a broker that stopped answering is failed only when the client
+// closes, and the stop must not wait for that.
+func (e *Executor) writeStatusNow(value []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	rec := &kgo.Record{Topic: e.cfg.Topics.Status, Partition: 0, Key: []byte(e.cfg.ExecutorID)}
+	rec := &kgo.Record{Topic: e.cfg.Topics.Status, Partition: 0, Key: []byte(e.cfg.ExecutorID), Value: value}
 	done := make(chan error, 1)
 	e.plain.TryProduce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	select {
 	case err := <-done:
 		if err != nil {
-			e.log.Debug("executor status not deleted at stop", "err", err)
+			e.log.Debug("executor status not written at stop", "err", err)
 		}
 	case <-ctx.Done():
-		e.log.Debug("executor status not deleted at stop: no answer within a second")
+		e.log.Debug("executor status not written at stop: no answer within a second")
 	}
 }
