@@ -181,6 +181,7 @@ func New(cfg Config, actions *Actions, opts ...Option) (*Executor, error) {
 	e.store, err = dedupe.Open(cfg.DataDir, append([]dedupe.Option{dedupe.WithLogger(cfg.Logger),
 		dedupe.WithRebuildOnCorruption(), dedupe.WithCacheSize(cfg.CacheSize)}, e.storeOpts...)...)
 	if err != nil {
+		e.closeActions() // the kafka connectors' clients New started
 		return nil, fmt.Errorf("%w (%s): %w", ErrState, cfg.DataDir, err)
 	}
 	e.m.mem.ex.Store(e)
@@ -238,7 +239,18 @@ func (e *Executor) Owned() []int32 {
 // locked until the process exits. After Run it does nothing; Run closes
 // the state itself. Close must not be called while Run is running.
 func (e *Executor) Close() error {
+	e.closeActions()
 	return e.store.Close()
+}
+
+// closeActions closes what New opened for the actions (a kafka
+// connector's own client).
+func (e *Executor) closeActions() {
+	for _, a := range e.actions {
+		if a.close != nil {
+			a.close()
+		}
+	}
 }
 
 // Run consumes until ctx is cancelled, then shuts down in order: stop
@@ -266,13 +278,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		return fmt.Errorf("consumer: client: %w", err)
 	}
 	defer e.plain.Close()
-	defer func() {
-		for _, a := range e.actions {
-			if a.close != nil {
-				a.close()
-			}
-		}
-	}()
+	defer e.closeActions()
 	if err := e.ensureTopics(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: not a failure

@@ -99,13 +99,13 @@ func (j *job) hold(cmd schemas.Command, d decide.Decision) {
 	rec := j.base(cmd)
 	rec.Status = schemas.StatusHeld
 	rec.EstablishedBy = schemas.EstablishedByRule
-	j.e.m.establish(&rec)
 	rec.Data = cmd.Data
 	rec.UniqueKey = d.UniqueKey
 	rec.Error = &schemas.Error{Code: d.Code, Message: d.Message}
 	if j.tooLarge(cmd, d, &rec) {
-		return
+		return // counted as the rejection it became
 	}
+	j.e.m.establish(&rec)
 	j.e.log.Warn("suspected duplicate held for an operator", "entity", cmd.Subject, "key", cmd.IdempotencyKey,
 		"action", cmd.Type, "reason", d.Message)
 	j.add(emit{journal: &rec, outcome: &rec, causation: cmd.ID})

@@ -446,18 +446,7 @@ func (p *pipeline) checkPause(st *partState) {
 }
 
 // pausedCount is the number of owned partitions paused by their bounds.
-func (p *pipeline) pausedCount() int {
-	states := p.e.ownedStates()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, st := range states {
-		if st.buf.paused {
-			n++
-		}
-	}
-	return n
-}
+func (p *pipeline) pausedCount() int { return len(p.pausedPartitions()) }
 
 // stage hands a finished job to the committer and makes its records
 // visible to later jobs before they are in Pebble. It first waits for
