@@ -51,7 +51,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...
 		fmt.Fprintf(stderr, "onceflight: %s\n", err)
 		return exitError
 	}
-	ctx, stop := signalContext(withSettings(ctx, s))
+	ctx, stop := signalContext(withSettings(ctx, s), stderr)
 	defer stop()
 
 	root := newRootCmd()
@@ -193,7 +193,7 @@ var errInterrupted = errors.New("interrupted")
 // so commands can shut down in order (flush, commit, close the broker). A
 // second signal exits at once with 130: an operator who presses Ctrl-C twice
 // wants out, even if a graceful close hangs on an unreachable broker.
-func signalContext(parent context.Context) (context.Context, func()) {
+func signalContext(parent context.Context, stderr io.Writer) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -208,7 +208,7 @@ func signalContext(parent context.Context) (context.Context, func()) {
 		}
 		select {
 		case <-sigs:
-			fmt.Fprintln(os.Stderr, "onceflight: second signal, exiting immediately")
+			fmt.Fprintln(stderr, "onceflight: second signal, exiting immediately")
 			os.Exit(exitInterrupted)
 		case <-done:
 		}

@@ -194,7 +194,7 @@ proxy header, as serve does.`,
 				return usageErrorf("--http: %v", err)
 			}
 			if auditEvery < 0 || (auditEvery > 0 && auditEvery < time.Minute) {
-				return usageErrorf("--audit-every must be 0 (off) or at least 1m: each audit reads the four topics whole, got %s", auditEvery)
+				return usageErrorf("--audit-every must be 0 (off) or at least 1m: each audit reads the four topics through, got %s", auditEvery)
 			}
 			var tk *trust.TrustedKeys
 			if trustedFile != "" {
@@ -240,7 +240,7 @@ proxy header, as serve does.`,
 	fs.StringVar(&proxyRole, "http-trusted-proxy-role", "reader", "role of identities from the trusted proxy: reader or operator")
 	fs.BoolVar(&secure, "secure-cookies", false, "mark the login cookie Secure (set when users reach the console over HTTPS through a proxy)")
 	fs.IntVar(&maxData, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page and the audit")
-	fs.DurationVar(&auditEvery, "audit-every", 0, "run the audit of the topics (onceflight audit) at start and then this often, and show its last result on the overview; 0: off. Each audit reads the four topics whole (BENCHMARKS.md: about 13 KB of memory per command)")
+	fs.DurationVar(&auditEvery, "audit-every", 0, "run the audit of the topics (onceflight audit) at start and then this often, and show its last result on the overview; 0: off. Each audit reads the four topics through, a partition at a time (docs/memory.md#audit)")
 	return cmd
 }
 

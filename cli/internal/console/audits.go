@@ -30,8 +30,8 @@ type AuditResult struct {
 func (r AuditResult) OK() bool { return r.Err == "" && len(r.Failed) == 0 }
 
 // Audits runs the audit on a schedule and keeps its last result for the
-// overview. The audit reads the four topics whole (about 13 KB of memory
-// per command, BENCHMARKS.md), so it runs only when the console is asked
+// overview. The audit reads the four topics through (a partition at a
+// time, docs/memory.md#audit), so it runs only when the console is asked
 // to (`onceflight console --audit-every`), one at a time.
 type Audits struct {
 	every time.Duration

@@ -64,7 +64,6 @@ type Projection struct {
 		status map[string]schemas.ExecutorStatus // each executor's latest
 		bad    int                               // undecodable status records skipped
 	}
-	ready chan struct{} // closed when the reader has started
 }
 
 // ProjectionOption configures OpenProjection.
@@ -97,7 +96,7 @@ func OpenProjection(dir string, brokers []string, opts ...ProjectionOption) (*Pr
 	if len(brokers) == 0 {
 		return nil, errors.New("console: no brokers")
 	}
-	p := &Projection{brokers: brokers, topics: schemas.DefaultTopics(), group: "onceflight", log: slog.Default(), every: 2 * time.Second, ready: make(chan struct{})}
+	p := &Projection{brokers: brokers, topics: schemas.DefaultTopics(), group: "onceflight", log: slog.Default(), every: 2 * time.Second}
 	for _, o := range opts {
 		o(p)
 	}
@@ -230,7 +229,6 @@ func (p *Projection) Run(ctx context.Context) error {
 		return fmt.Errorf("console: kafka reader: %w", err)
 	}
 	defer cl.Close()
-	close(p.ready)
 	statsDone := make(chan struct{})
 	go func() {
 		defer close(statsDone)
