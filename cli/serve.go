@@ -31,7 +31,6 @@ import (
 	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
-	"github.com/onceflight/onceflight/trust"
 )
 
 // serveOptions are serve's flags; demo fills them in code.
@@ -395,12 +394,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if o.consoleAddr != "" {
 		// The console believes the journal records the executor itself
 		// would (docs/console.md#signed-journals).
-		var tk *trust.TrustedKeys
-		if o.checkpoints.trustedFile != "" {
-			if tk, err = trust.LoadTrustedKeys(o.checkpoints.trustedFile); err != nil {
-				return usageErrorf("--trusted-keys: %w", err)
-			}
-		}
+		tk := o.checkpoints.trusted
 		addr, stop, err := startConsole(ctx, consoleOptions{addr: o.consoleAddr, dataDir: filepath.Join(o.dataDir, "console"), brokers: brokers, conn: conn,
 			topics: o.kf.Topics, group: o.group, cfg: cfg, maxDataBytes: o.maxDataBytes, auth: auth, controlKeys: controlKeys,
 			readOnly: o.consoleReadOnly, secureCookies: o.consoleSecure, trusted: tk, log: log})

@@ -395,6 +395,10 @@ type checkpointOptions struct {
 	every       uint64
 	interval    time.Duration
 	require     bool
+	// trusted is what option loaded from trustedFile (nil without it): the
+	// console of the same serve believes the keys the executor does, read
+	// once.
+	trusted *trust.TrustedKeys
 }
 
 func (c *checkpointOptions) addFlags(fs *pflag.FlagSet) {
@@ -433,6 +437,7 @@ func (c *checkpointOptions) option(journal string) ([]consumer.Option, error) {
 			return nil, usageErrorf("--trusted-keys: %w", err)
 		}
 	}
+	c.trusted = tk
 	return []consumer.Option{consumer.WithCheckpoints(consumer.CheckpointConfig{
 		Signer: s, Trusted: tk, Topic: c.topic, Every: c.every, Interval: c.interval,
 		OriginPrefix: "onceflight/" + journal,
