@@ -52,11 +52,13 @@ type committer struct {
 
 	// landing is closed when the transaction under way has been committed
 	// and applied to Pebble (or has failed); nil between transactions. A
-	// reader of Pebble that misses a record waits for it (settled): the
-	// transaction's outcome events are visible to consumers from the
-	// moment the broker commits it, one local write before Pebble holds
-	// its records, and a client that reads an outcome and then asks for
-	// its record must find it.
+	// reader outside the executor (the record API) waits for it before
+	// every read (settled): the transaction's outcome events are visible
+	// to consumers from the moment the broker commits it, one local write
+	// before Pebble holds its records, and a client that reads an outcome
+	// and then asks for its record must find it in that state — missing
+	// is not the only way to be older (in_progress, unresolved, held all
+	// change), so the wait is not limited to misses.
 	//
 	// ch is set and cleared only by the committer loop (flush, via land);
 	// readers (the record API, any goroutine) only load it. The mutex is a
