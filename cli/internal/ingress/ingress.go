@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -135,7 +137,7 @@ func Handler(cfg Config) http.Handler {
 	cfg.withDefaults()
 	h := &handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxInflight), flights: flights{m: map[flightKey]struct{}{}, max: cfg.MaxTracked}}
 	if cfg.Rate > 0 {
-		h.rate = newBucket(cfg.Rate, cfg.Burst)
+		h.rate = newLimiter(cfg.Rate, cfg.Burst)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/commands/{action}", h.post)
@@ -145,7 +147,7 @@ func Handler(cfg Config) http.Handler {
 type handler struct {
 	cfg     Config
 	slots   chan struct{}
-	rate    *bucket // nil: no rate limit
+	rate    *rate.Limiter // nil: no rate limit
 	flights flights
 }
 
@@ -387,7 +389,7 @@ type Answer struct {
 }
 
 func (h *handler) post(w http.ResponseWriter, r *http.Request) {
-	if h.rate != nil && !h.rate.take(time.Now()) {
+	if h.rate != nil && !h.rate.Allow() {
 		w.Header().Set("Retry-After", "1")
 		problem(http.StatusTooManyRequests, "too_many_requests", "more than %g requests a second", h.cfg.Rate).write(w)
 		return
@@ -530,4 +532,15 @@ func (h *handler) authorized(r *http.Request) bool {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), h.cfg.Token) == 1
+}
+
+// newLimiter is the ingress's one token bucket: rate tokens a second up to
+// burst (default: rate, at least 1). One for the whole ingress, because
+// what it protects (the commands topic, the executor's connectors) is
+// shared; a per-client limit needs an identity the ingress does not have.
+func newLimiter(r float64, burst int) *rate.Limiter {
+	if burst < 1 {
+		burst = max(1, int(r))
+	}
+	return rate.NewLimiter(rate.Limit(r), burst)
 }

@@ -237,12 +237,12 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestBucketRefills(t *testing.T) {
-	b := newBucket(2, 2)
+	b := newLimiter(2, 2)
 	now := time.Unix(1000, 0)
 	takes := func(at time.Time, n int) []bool {
 		var got []bool
 		for range n {
-			got = append(got, b.take(at))
+			got = append(got, b.AllowN(at, 1))
 		}
 		return got
 	}
