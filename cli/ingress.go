@@ -79,7 +79,7 @@ func startIngress(o ingressOptions, oc *client.Client, cfg *config.Config, maxDa
 	if token == nil {
 		// Without a token only loopback reaches it; a web page must not
 		// reach it either, through DNS rebinding, to trigger effects.
-		commands = func(h http.Handler) http.Handler { return logCommands(log, loopbackHostOnly(h)) }
+		commands = func(h http.Handler) http.Handler { return logCommands(log, httpauth.LoopbackHostOnly(log, h)) }
 	}
 	mux.Handle("POST /v1/commands/{action}", commands(ingress.Handler(ingress.Config{
 		Client: oc, Token: token, MaxDataBytes: maxData, MaxWait: o.maxWait, Rate: o.rate, Burst: o.burst,
@@ -152,16 +152,4 @@ func clip(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:most], "") + "…"
-}
-
-// loopbackHostOnly refuses requests whose Host is not a loopback name
-// (httpauth.LoopbackHost) with 403.
-func loopbackHostOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !httpauth.LoopbackHost(r.Host) {
-			http.Error(w, "refused: "+httpauth.ErrNotLoopbackHost.Error(), http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }

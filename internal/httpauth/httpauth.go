@@ -279,15 +279,10 @@ func (a *Authenticator) Require(need Role, next http.Handler) http.Handler {
 		if a != nil && a.log != nil {
 			log = a.log
 		}
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !LoopbackHost(r.Host) {
-				log.Warn("http: request refused: not addressed to a loopback name", "host", clipHost(r.Host), "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
-				writeError(w, http.StatusForbidden, ErrNotLoopbackHost.Error())
-				return
-			}
+		return LoopbackHostOnly(log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			log.Info("http: record access", accessAttrs(r, "", MethodNone)...)
 			next.ServeHTTP(w, r)
-		})
+		}))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := a.Authenticate(r)
@@ -362,6 +357,21 @@ func clipHost(h string) string {
 		return strings.ToValidUTF8(h[:100], "") + "…"
 	}
 	return h
+}
+
+// LoopbackHostOnly refuses with 403, and logs, every request not
+// addressed to a loopback name (LoopbackHost): what listens on loopback
+// without authentication must not be reached by a web page through DNS
+// rebinding.
+func LoopbackHostOnly(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !LoopbackHost(r.Host) {
+			log.Warn("http: request refused: not addressed to a loopback name", "host", clipHost(r.Host), "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
+			writeError(w, http.StatusForbidden, ErrNotLoopbackHost.Error())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Loopback reports whether addr (host:port) listens only on a loopback
