@@ -124,21 +124,7 @@ func newEnv(t *testing.T) *env {
 // until the end of the test.
 func startProjection(t *testing.T, dir string, brokers []string) *Projection {
 	t.Helper()
-	p, err := OpenProjection(dir, brokers, WithStatsInterval(200*time.Millisecond),
-		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("projection: %v", err)
-		}
-		_ = p.Close()
-	})
+	p, _ := runProjection(t, dir, brokers, WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
 	return p
 }
 

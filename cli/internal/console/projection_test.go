@@ -1,8 +1,8 @@
 package console
 
 import (
-	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -113,26 +113,7 @@ type stoppable struct {
 
 func startProjectionStoppable(t *testing.T, dir string, brokers []string) *stoppable {
 	t.Helper()
-	p, err := OpenProjection(dir, brokers, WithStatsInterval(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("projection: %v", err)
-		}
-		_ = p.Close()
-	}
-	t.Cleanup(stop)
+	p, stop := runProjection(t, dir, brokers, WithLogger(slog.Default()))
 	return &stoppable{p: p, stop: stop}
 }
 

@@ -101,21 +101,7 @@ func TestStatusStaleUnknownAndBadIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuf
-	p, err := OpenProjection(t.TempDir(), h.Brokers, WithStatsInterval(200*time.Millisecond),
-		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("projection: %v", err)
-		}
-		_ = p.Close()
-	})
+	p, _ := runProjection(t, t.TempDir(), h.Brokers, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 
 	partStat(t, p, 0, "partition 0 unknown before any status", func(ps PartitionStat) bool {
 		return ps.State == StateUnknown && strings.Contains(ps.Reason, "no executor status")
