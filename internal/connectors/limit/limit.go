@@ -243,8 +243,22 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (connectors.P
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w := &waiter{ready: make(chan struct{})}
 	s.mu.Lock()
+	if len(s.queue) == 0 && s.state == Closed && s.inFlight < s.current() {
+		// A free slot and nobody ahead: what grant would do for a
+		// waiter queued alone, without the waiter, its channel and the
+		// select — at a thousand requests in flight most permits are
+		// taken here, once per request.
+		s.inFlight++
+		if s.rl == nil {
+			p := &permit{s: s, sent: time.Now(), inFlight: s.inFlight}
+			s.mu.Unlock()
+			return p, nil
+		}
+		s.mu.Unlock()
+		return s.rated(ctx, &permit{s: s})
+	}
+	w := &waiter{ready: make(chan struct{})}
 	s.queue = append(s.queue, w)
 	s.grant()
 	s.mu.Unlock()
@@ -262,7 +276,12 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (connectors.P
 		(&permit{s: s, probe: w.probe}).Done(connectors.Result{}, 0)
 		return nil, ctx.Err()
 	}
-	p := &permit{s: s, probe: w.probe}
+	return s.rated(ctx, &permit{s: s, probe: w.probe})
+}
+
+// rated waits for the rate (if any) with p's slot held, and stamps p as
+// sent.
+func (s *System) rated(ctx context.Context, p *permit) (connectors.Permit, error) {
 	if s.rl != nil {
 		s.mu.Lock()
 		s.rating++
