@@ -162,6 +162,9 @@ type shape struct {
 	tokens   atomic.Pointer[tokenSource]
 	tokenCtx context.Context // carries the token endpoint's client
 	hasRules bool            // rejected or result set: Execute answers go through them
+	// extraHeaders is how many headers authorize and sign add to an
+	// Execute request, so its header map is made large enough once.
+	extraHeaders int
 	// tok guards the last access token seen, so that each new one is
 	// added to the redacted secrets once, and the swap of tokens by
 	// renewToken. Lock order: tok, then secrets.mu (added under it);
@@ -300,6 +303,13 @@ func compileShape(cfg Config) (*shape, []error) {
 		}
 	}
 	s.hasRules = a.RejectedWhen != "" || a.Result != ""
+	s.extraHeaders = len(s.headers)
+	if a.BasicAuth != nil || a.OAuth2 != nil {
+		s.extraHeaders++ // Authorization
+	}
+	if a.Signing != nil {
+		s.extraHeaders += 3 // webhook-id, -timestamp, -signature
+	}
 	switch {
 	case a.Confirm != nil && cfg.ConfirmURL != "":
 		fail("confirm", errors.New("give confirm_url or confirm, not both"))

@@ -336,19 +336,7 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}
 	}
 	hr.GetBody = nil // never replayable by the transport (see package doc)
-	h := hr.Header
-	h.Set("Content-Type", c.shape.contentType)
-	h.Set(c.shape.idemHeader, req.Key)
-	h.Set("Onceflight-Entity", req.Entity)
-	h.Set("Onceflight-Action", req.Action)
-	h.Set("Onceflight-Attempt", strconv.Itoa(req.Attempt))
-	if !req.Deadline.IsZero() {
-		h.Set("Onceflight-Deadline", req.Deadline.UTC().Format(time.RFC3339Nano))
-	}
-	h.Set("Onceflight-Fencing-Token", strconv.FormatInt(req.FencingToken, 10))
-	if req.TraceParent != "" {
-		h.Set("traceparent", req.TraceParent)
-	}
+	hr.Header = c.executeHeaders(req)
 	token, err := c.shape.authorize(hr, nil)
 	if err != nil {
 		return connectors.Result{Kind: ClassifyTokenError(err), Message: fmt.Sprintf("not sent: %v", err)}
@@ -409,6 +397,48 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		}
 		return res
 	}
+}
+
+// protocolHeaders is how many headers executeHeaders sets at most.
+const protocolHeaders = 8
+
+// executeHeaders are Execute's protocol headers (docs/connectors.md), in a
+// map sized for them and for the shape's own, with the values in one
+// array: set one by one, every value is a slice of its own and the map
+// grows twice, a dozen allocations per request where a busy executor
+// sends thousands a second. Keys are written canonical, as Set would.
+func (c *Connector) executeHeaders(req connectors.Request) http.Header {
+	hs := headerSlab{
+		h:    make(http.Header, protocolHeaders+c.shape.extraHeaders),
+		vals: make([]string, 0, protocolHeaders),
+	}
+	hs.set("Content-Type", c.shape.contentType)
+	hs.set(c.shape.idemHeader, req.Key) // canonical since compileShape
+	hs.set("Onceflight-Entity", req.Entity)
+	hs.set("Onceflight-Action", req.Action)
+	hs.set("Onceflight-Attempt", strconv.Itoa(req.Attempt))
+	if !req.Deadline.IsZero() {
+		hs.set("Onceflight-Deadline", req.Deadline.UTC().Format(time.RFC3339Nano))
+	}
+	hs.set("Onceflight-Fencing-Token", strconv.FormatInt(req.FencingToken, 10))
+	if req.TraceParent != "" {
+		hs.set("Traceparent", req.TraceParent)
+	}
+	return hs.h
+}
+
+// headerSlab sets single-valued headers whose values share one array.
+// Each value's slice is capped at its length, so a later Add to the same
+// header copies instead of overwriting its neighbour.
+type headerSlab struct {
+	h    http.Header
+	vals []string
+}
+
+func (s *headerSlab) set(key, v string) {
+	s.vals = append(s.vals, v)
+	n := len(s.vals)
+	s.h[key] = s.vals[n-1 : n : n]
 }
 
 // RetryAfter reads an HTTP Retry-After value (RFC 9110 §10.2.3): a number
@@ -559,26 +589,32 @@ func (c *Connector) readBody(r io.Reader) (body []byte, truncated bool, err erro
 
 // result is {"http_status":N,"body":...}: the body as JSON when it is JSON,
 // else as a string; when cut at MaxResultBytes it is always a string and
-// "body_truncated":true says so.
+// "body_truncated":true says so. The bytes are json.Marshal's of that
+// object (compacted, HTML-escaped), written directly: every successful
+// request makes one, and the reflection and boxing cost more than the
+// request's own headers.
 func (c *Connector) result(status int, raw []byte, truncated bool) json.RawMessage {
-	out := struct {
-		Status    int  `json:"http_status"`
-		Body      any  `json:"body,omitempty"`
-		Truncated bool `json:"body_truncated,omitempty"`
-	}{Status: status, Truncated: truncated}
+	out := bytes.NewBuffer(make([]byte, 0, len(raw)+64))
+	out.WriteString(`{"http_status":`)
+	out.Write(strconv.AppendInt(out.AvailableBuffer(), int64(status), 10))
 	if len(bytes.TrimSpace(raw)) > 0 {
+		out.WriteString(`,"body":`)
 		var compact bytes.Buffer
 		if !truncated && json.Compact(&compact, raw) == nil {
-			out.Body = json.RawMessage(compact.Bytes())
+			json.HTMLEscape(out, compact.Bytes())
 		} else {
-			out.Body = strings.ToValidUTF8(string(raw), "\uFFFD")
+			s, err := json.Marshal(strings.ToValidUTF8(string(raw), "\uFFFD"))
+			if err != nil { // cannot happen: a valid UTF-8 string
+				return json.RawMessage(fmt.Sprintf(`{"http_status":%d}`, status))
+			}
+			out.Write(s)
 		}
 	}
-	b, err := json.Marshal(out)
-	if err != nil { // cannot happen: every field is plain JSON
-		return json.RawMessage(fmt.Sprintf(`{"http_status":%d}`, status))
+	if truncated {
+		out.WriteString(`,"body_truncated":true`)
 	}
-	return b
+	out.WriteByte('}')
+	return out.Bytes()
 }
 
 // message is a rejection's reason: the JSON "message" or "error" string

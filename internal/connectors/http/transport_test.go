@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,15 @@ import (
 type connServer struct {
 	*httptest.Server
 	accepted, open, peak atomic.Int64
+}
+
+// processCPU is user+system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func newConnServer(t *testing.T, h http.HandlerFunc) *connServer {
@@ -142,7 +152,9 @@ func TestTransportIdleTimeout(t *testing.T) {
 // command's CPU at high fan-out: 128 requests in flight to a loopback
 // system, each as Perform sends it (an attempt context with the deadline,
 // the request's deadline, the action's timeout). The server runs in the
-// same process, so ns/op includes it; compare runs with benchstat.
+// same process, so ns/op and cpu-ns/op (the process's CPU per request,
+// steadier than ns/op on a shared machine) include it; compare runs with
+// benchstat.
 //
 //	go test ./connectors/http -run '^$' -bench BenchmarkExecuteConcurrent -benchmem -count 6
 func BenchmarkExecuteConcurrent(b *testing.B) {
@@ -160,6 +172,8 @@ func BenchmarkExecuteConcurrent(b *testing.B) {
 	b.SetParallelism(64) // × GOMAXPROCS goroutines
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
+	defer func() { b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op") }()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			r := req(fmt.Sprintf("k%d", n.Add(1)), `{"amount":500}`)
