@@ -166,10 +166,13 @@ type System struct {
 	patience  float64
 }
 
+// waiter is a command queued for a slot. It carries the permit it is
+// given, so that a queued command costs two allocations (it and its
+// channel) rather than three.
 type waiter struct {
 	ready   chan struct{}
 	granted bool
-	probe   bool
+	permit  permit
 }
 
 // New builds a System; cfg.MaxConcurrent must be at least 1.
@@ -258,7 +261,7 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (connectors.P
 		s.mu.Unlock()
 		return s.rated(ctx, &permit{s: s})
 	}
-	w := &waiter{ready: make(chan struct{})}
+	w := &waiter{ready: make(chan struct{}), permit: permit{s: s}}
 	s.queue = append(s.queue, w)
 	s.grant()
 	s.mu.Unlock()
@@ -273,10 +276,10 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (connectors.P
 		}
 		s.mu.Unlock()
 		// Granted while giving up: hand the slot on.
-		(&permit{s: s, probe: w.probe}).Done(connectors.Result{}, 0)
+		w.permit.Done(connectors.Result{}, 0)
 		return nil, ctx.Err()
 	}
-	return s.rated(ctx, &permit{s: s, probe: w.probe})
+	return s.rated(ctx, &w.permit)
 }
 
 // rated waits for the rate (if any) with p's slot held, and stamps p as
@@ -313,7 +316,7 @@ func (s *System) grant() {
 			if s.probing {
 				return
 			}
-			s.probing, w.probe = true, true
+			s.probing, w.permit.probe = true, true
 		case Closed:
 			if s.inFlight >= s.current() {
 				return
