@@ -156,7 +156,7 @@ func TestTransportIdleTimeout(t *testing.T) {
 // steadier than ns/op on a shared machine) include it; compare runs with
 // benchstat.
 //
-//	go test ./connectors/http -run '^$' -bench BenchmarkExecuteConcurrent -benchmem -count 6
+//	go test ./internal/connectors/http -run '^$' -bench BenchmarkExecuteConcurrent -benchmem -count 6
 func BenchmarkExecuteConcurrent(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

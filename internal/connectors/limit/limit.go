@@ -250,8 +250,8 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (connectors.P
 	if len(s.queue) == 0 && s.state == Closed && s.inFlight < s.current() {
 		// A free slot and nobody ahead: what grant would do for a
 		// waiter queued alone, without the waiter, its channel and the
-		// select — at a thousand requests in flight most permits are
-		// taken here, once per request.
+		// select. While the system keeps up with the commands, every
+		// permit is taken here, once per request.
 		s.inFlight++
 		if s.rl == nil {
 			p := &permit{s: s, sent: time.Now(), inFlight: s.inFlight}
