@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 )
 
 // Protection is how the executor will perform one configured action: the
@@ -16,9 +16,9 @@ type Protection struct {
 	// Policy is the retry and confirmation policy Perform is given (with
 	// buildActions' adjustments, e.g. noop without an effects file is
 	// idempotent by key).
-	Policy connectors.Policy
+	Policy effect.Policy
 	// CanConfirm: the connector can confirm an earlier attempt
-	// (connectors.ConfirmerOf).
+	// (effect.ConfirmerOf).
 	CanConfirm bool
 	// Effectless: the connector leaves nothing outside the process.
 	Effectless bool
@@ -59,7 +59,7 @@ func Protections(c *Actions, opts ...Option) (map[string]Protection, error) {
 	}
 	out := make(map[string]Protection, len(acts))
 	for name, a := range acts {
-		_, canConfirm := connectors.ConfirmerOf(a.conn)
+		_, canConfirm := effect.ConfirmerOf(a.conn)
 		lc := a.sys.Config()
 		sl := SystemLimits{Name: lc.Name, Own: a.cfg.System == "", MaxConcurrent: lc.MaxConcurrent, Rate: lc.Rate,
 			BreakerAfter: lc.BreakerAfter, ProbeEvery: lc.ProbeEvery}

@@ -249,7 +249,7 @@ func TestFaultNetworkLatency(t *testing.T) {
 	joins := groupJoins(c)
 	// An intent's commit takes several round trips, longer than the
 	// 500ms timeout here: the attempt's next try leaves room for the
-	// commit (connectors.Perform), or no attempt would ever be sent.
+	// commit (effect.Perform), or no attempt would ever be sent.
 	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
 	start := time.Now()
 	var nodes []*onceflighttest.Node

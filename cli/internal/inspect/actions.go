@@ -4,7 +4,7 @@
 //
 // The action description is derived from the executor's own construction
 // (consumer.Protections) and the connectors' own classification functions
-// (connectors.NextStep, the http and kafka Classify functions), never from a
+// (effect.NextStep, the http and kafka Classify functions), never from a
 // second reading of the file: a description that can drift from what the
 // executor does would be worse than none.
 package inspect
@@ -25,6 +25,7 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
 )
@@ -103,7 +104,7 @@ type Answer struct {
 	Answer string `json:"answer"`
 	// Kind is the connector's classification (connectors.Kind).
 	Kind string `json:"kind"`
-	// Step is connectors.NextStep's choice for it on a first attempt.
+	// Step is effect.NextStep's choice for it on a first attempt.
 	Step string `json:"step"`
 	// Then says the whole path to a final record.
 	Then string `json:"then"`
@@ -185,7 +186,7 @@ func describe(a *config.Action, p consumer.Protection, maxDataBytes int) Action 
 		d.Limits.AllowedSources = []string{"*"}
 	}
 	for _, r := range answersOf(a) {
-		step := connectors.NextStep(r.kind, p.CanConfirm, p.Policy.IdempotentByKey, false)
+		step := effect.NextStep(r.kind, p.CanConfirm, p.Policy.IdempotentByKey, false)
 		d.Answers = append(d.Answers, Answer{Answer: r.label, Kind: r.kind.String(), Step: step.String(), Then: then(step, p, d.Endpoints.Confirm)})
 	}
 	d.Endpoints.Request, d.Endpoints.ConfirmRule = requestOf(a), confirmRule(a)
@@ -252,25 +253,25 @@ func confirmHow(a *config.Action, p consumer.Protection) string {
 }
 
 // then says what a step leads to under p.
-func then(s connectors.Step, p consumer.Protection, how string) string {
+func then(s effect.Step, p consumer.Protection, how string) string {
 	n := p.Policy.MaxAttempts
 	retry := fmt.Sprintf("retry up to %d attempts, then failed (connector_unavailable)", n)
 	if n == 1 {
 		retry = "failed (connector_unavailable), no retry: max_attempts is 1"
 	}
 	switch s {
-	case connectors.StepSucceed:
+	case effect.StepSucceed:
 		return "succeeded"
-	case connectors.StepFail:
+	case effect.StepFail:
 		return "failed (connector_rejected), not retried"
-	case connectors.StepRetry:
+	case effect.StepRetry:
 		return fmt.Sprintf("retry after backoff or Retry-After, using up no attempt, until give_up_after (%s) or the deadline, then failed (connector_unavailable)", p.Policy.GiveUpAfter)
-	case connectors.StepConfirm:
+	case effect.StepConfirm:
 		return fmt.Sprintf("confirm (%s) for up to %s: found → succeeded; not found → %s; no answer → unresolved (confirmation_timeout)",
 			how, p.Policy.ConfirmTimeout, strings.TrimSuffix(retry, ", then failed (connector_unavailable)"))
-	case connectors.StepReexecute:
+	case effect.StepReexecute:
 		return fmt.Sprintf("execute again with the same key, up to %d attempts (the external system deduplicates it), then unresolved (ambiguous_no_confirm)", n)
-	case connectors.StepUnresolved:
+	case effect.StepUnresolved:
 		return "unresolved (ambiguous_no_confirm) at once: an operator resolves it"
 	}
 	return s.String()

@@ -1,4 +1,4 @@
-package connectors_test
+package effect_test
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	ct "github.com/onceflight/onceflight/connectors/connectortest"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-func fastPolicy() connectors.Policy {
-	return connectors.Policy{
+func fastPolicy() effect.Policy {
+	return effect.Policy{
 		Timeout:        200 * time.Millisecond,
 		MaxAttempts:    3,
 		ConfirmTimeout: time.Second, // a confirmation waits out the attempt's 200ms deadline first: room for a loaded machine
@@ -76,7 +77,7 @@ func TestPerformRules(t *testing.T) {
 			p := fastPolicy()
 			p.IdempotentByKey = tc.idem
 			p.GiveUpAfter = 50 * time.Millisecond
-			d := connectors.Perform(context.Background(), f, req("k"), p)
+			d := effect.Perform(context.Background(), f, req("k"), p)
 			got := want{d.Outcome, d.Code, d.Attempts, f.Effects("k"), f.Executions("k")}
 			if tc.want.attempts < 0 {
 				// Given up by time: how many attempts fit is the
@@ -106,7 +107,7 @@ func TestPerformDeadlinePerAttemptAndHook(t *testing.T) {
 	r.Attempt = 4 // two earlier attempts happened under another owner
 	p := fastPolicy()
 	p.MaxAttempts = 5
-	d := connectors.Perform(context.Background(), f, r, p, connectors.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
+	d := effect.Perform(context.Background(), f, r, p, effect.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
 		hooked = append(hooked, r.Attempt)
 		hookDeadlines = append(hookDeadlines, r.Deadline)
 		return nil
@@ -130,10 +131,10 @@ func TestPerformDeadlinePerAttemptAndHook(t *testing.T) {
 
 func TestPerformHookErrorSendsNothing(t *testing.T) {
 	f := ct.NewFaulty()
-	d := connectors.Perform(context.Background(), f, req("k"), fastPolicy(), connectors.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
+	d := effect.Perform(context.Background(), f, req("k"), fastPolicy(), effect.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
 		return errors.New("journal down")
 	}))
-	if d.Outcome != schemas.StatusUnresolved || d.Code != connectors.CodeNotStarted || d.Attempts != 0 || f.Executions("k") != 0 {
+	if d.Outcome != schemas.StatusUnresolved || d.Code != effect.CodeNotStarted || d.Attempts != 0 || f.Executions("k") != 0 {
 		t.Fatalf("decision %+v, executions %d", d, f.Executions("k"))
 	}
 }
@@ -145,8 +146,8 @@ func TestPerformInterruptedDuringBackoff(t *testing.T) {
 	p.Backoff = func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	d := connectors.Perform(ctx, f, req("k"), p)
-	if d.Outcome != schemas.StatusUnresolved || d.Code != connectors.CodeInterrupted || d.Attempts != 1 {
+	d := effect.Perform(ctx, f, req("k"), p)
+	if d.Outcome != schemas.StatusUnresolved || d.Code != effect.CodeInterrupted || d.Attempts != 1 {
 		t.Fatalf("decision %+v", d)
 	}
 }
@@ -161,7 +162,7 @@ func TestConfirmWaitsForDeadlineBeforeTrustingNotFound(t *testing.T) {
 	p.Timeout = 150 * time.Millisecond
 	p.ConfirmTimeout = time.Second
 	late := &lateApplier{Faulty: f, delay: 100 * time.Millisecond}
-	d := connectors.Perform(context.Background(), late, req("k"), p)
+	d := effect.Perform(context.Background(), late, req("k"), p)
 	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 || f.Effects("k") != 1 {
 		t.Fatalf("decision %+v, effects %d", d, f.Effects("k"))
 	}
@@ -191,7 +192,7 @@ func TestReconcile(t *testing.T) {
 		f.Execute(context.Background(), req("k"))
 		r := req("k")
 		r.Attempt, r.Deadline = 2, past
-		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		d := effect.Reconcile(context.Background(), f, r, fastPolicy())
 		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
 			t.Fatalf("decision %+v executions %d", d, f.Executions("k"))
 		}
@@ -200,7 +201,7 @@ func TestReconcile(t *testing.T) {
 		f := ct.NewFaulty()
 		r := req("k")
 		r.Attempt, r.Deadline = 2, past
-		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		d := effect.Reconcile(context.Background(), f, r, fastPolicy())
 		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 3 || f.Effects("k") != 1 {
 			t.Fatalf("decision %+v effects %d", d, f.Effects("k"))
 		}
@@ -209,7 +210,7 @@ func TestReconcile(t *testing.T) {
 		f := &ct.Faulty{NoConfirm: true}
 		r := req("k")
 		r.Deadline = past
-		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		d := effect.Reconcile(context.Background(), f, r, fastPolicy())
 		if d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeAmbiguous || f.Executions("k") != 0 {
 			t.Fatalf("decision %+v", d)
 		}
@@ -220,7 +221,7 @@ func TestReconcile(t *testing.T) {
 		r.Deadline = past
 		p := fastPolicy()
 		p.IdempotentByKey = true
-		d := connectors.Reconcile(context.Background(), f, r, p)
+		d := effect.Reconcile(context.Background(), f, r, p)
 		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
 			t.Fatalf("decision %+v", d)
 		}
@@ -229,7 +230,7 @@ func TestReconcile(t *testing.T) {
 		f := &ct.Faulty{ConfirmUnknown: -1}
 		r := req("k")
 		r.Deadline = past
-		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		d := effect.Reconcile(context.Background(), f, r, fastPolicy())
 		if d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeConfirmationTimeout || f.Executions("k") != 0 {
 			t.Fatalf("decision %+v", d)
 		}
@@ -249,11 +250,11 @@ func (p panicky) Confirm(context.Context, connectors.Request) connectors.Result 
 // A connector that panics neither crashes the executor nor gets a blind
 // retry: its attempt is ambiguous and goes to confirmation.
 func TestPanickingConnectorIsAmbiguous(t *testing.T) {
-	p := connectors.Policy{Timeout: 50 * time.Millisecond, ConfirmTimeout: 100 * time.Millisecond}
-	if d := connectors.Perform(context.Background(), panicky{}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
+	p := effect.Policy{Timeout: 50 * time.Millisecond, ConfirmTimeout: 100 * time.Millisecond}
+	if d := effect.Perform(context.Background(), panicky{}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 		t.Fatalf("confirmed after panic: %+v", d)
 	}
-	if d := connectors.Perform(context.Background(), panicky{confirm: true}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeConfirmationTimeout {
+	if d := effect.Perform(context.Background(), panicky{confirm: true}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeConfirmationTimeout {
 		t.Fatalf("panicking confirm: %+v", d)
 	}
 }
@@ -267,7 +268,7 @@ func TestBeforeAttemptRetakesAUsedUpDeadline(t *testing.T) {
 	p := fastPolicy()
 	var calls []time.Time
 	var token int64
-	d := connectors.Perform(context.Background(), f, req("k"), p, connectors.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
+	d := effect.Perform(context.Background(), f, req("k"), p, effect.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
 		calls = append(calls, r.Deadline)
 		token++
 		r.FencingToken = token
@@ -294,7 +295,7 @@ func TestBeforeAttemptSlowerThanTheTimeout(t *testing.T) {
 	f := ct.NewFaulty()
 	p := fastPolicy()
 	var recorded []time.Time
-	d := connectors.Perform(context.Background(), f, req("k"), p, connectors.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
+	d := effect.Perform(context.Background(), f, req("k"), p, effect.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
 		recorded = append(recorded, r.Deadline)
 		time.Sleep(p.Timeout + p.Timeout/2)
 		return nil
@@ -313,8 +314,8 @@ func TestBeforeAttemptSlowerThanTheTimeout(t *testing.T) {
 // code when nothing may have happened.
 func TestBeforeAttemptStop(t *testing.T) {
 	f := ct.NewFaulty()
-	d := connectors.Perform(context.Background(), f, req("k"), fastPolicy(), connectors.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
-		return &connectors.StopError{Code: "expired", Message: "deadline passed"}
+	d := effect.Perform(context.Background(), f, req("k"), fastPolicy(), effect.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
+		return &effect.StopError{Code: "expired", Message: "deadline passed"}
 	}))
 	if d.Outcome != schemas.StatusFailed || d.Code != "expired" || f.Executions("k") != 0 {
 		t.Fatalf("decision %+v, executions %d", d, f.Executions("k"))
