@@ -3,7 +3,7 @@
 // of connectors.Connector and connectors.Confirmer (deadlines honoured, nothing
 // sent when cancelled, results are JSON, Confirm tells found from not found),
 // run against each connector with a harness that can count the effects the
-// external system saw. It also holds Faulty, a scriptable connector.
+// external system saw.
 package connectortest
 
 import (
