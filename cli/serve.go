@@ -25,6 +25,7 @@ import (
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/broker"
+	"github.com/onceflight/onceflight/internal/brokerfeatures"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/httpauth"
@@ -177,7 +178,7 @@ func checkKafka(ctx context.Context, log *slog.Logger, brokers []string, conn []
 	if err := kafkaconf.Ping(ctx, cl); err != nil {
 		return err
 	}
-	if f, err := kafkaconf.BrokerFeatures(ctx, cl); err != nil {
+	if f, err := brokerfeatures.Read(ctx, cl); err != nil {
 		log.Warn("brokers' features unknown", "err", err)
 	} else {
 		log.Info("brokers' features", "transactions_v2", f.TransactionsV2(), "features", f.String())
