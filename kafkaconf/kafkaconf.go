@@ -134,6 +134,7 @@ type Error struct {
 	Msg      string
 }
 
+// Error names the property, where it was written and the problem.
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Source != "" {
