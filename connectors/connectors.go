@@ -1,10 +1,9 @@
-// Package connectors performs an action's effect on an external system and,
-// where the system allows it, confirms an earlier attempt (docs/connectors.md, G3).
-//
-// This package is the contract a connector of your own implements
-// (Connector, and Confirmer where the external system can answer "did key K
-// take effect?"); connectortest is the suite it must pass, and
-// consumer.WithConnector or cli.WithConnector registers it.
+// Package connectors is the contract between the executor and an external
+// system: a connector performs an action's effect and, where the system
+// allows it, confirms an earlier attempt (docs/connectors.md, G3). Implement
+// Connector (and Confirmer where the system can answer "did key K take
+// effect?") for a system of your own, check it with the connectortest suite,
+// and register it with cli.WithConnector or consumer.WithConnector.
 //
 // A connector only reports what it saw; the executor's Perform
 // (internal/connectors/effect) is the one place that turns those

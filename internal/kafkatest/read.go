@@ -1,9 +1,5 @@
 package kafkatest
 
-// What the executor tests read off the executors they run: these helpers
-// need no executor, so they live on this floor and the tests of every
-// package above use them alike.
-
 import (
 	"testing"
 	"time"
