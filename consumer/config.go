@@ -64,7 +64,7 @@ func Defaults() Config {
 }
 
 // Config is what one executor process needs. Zero values take the defaults
-// documented on each field (setDefaults).
+// documented on each field; Defaults returns them.
 type Config struct {
 	// Brokers to bootstrap from. Required.
 	Brokers []string
