@@ -133,7 +133,7 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 	fs.StringVar(&trustedF, "trusted-keys", "", "the executors' trusted-keys file: every journal record must be covered by a transaction seal of one of its keys (check journal_signed, docs/trust.md)")
 	fs.StringVar(&origin, "origin-prefix", "", "seal origin prefix with --trusted-keys (default onceflight/<journal topic>)")
 	fs.IntVar(&maxViolations, "max-violations", 20, "violations listed per check (all are counted)")
-	fs.StringVar(&group, "group", consumer.DefaultGroup, "consumer group of the executors (its committed offsets mark what must be answered)")
+	fs.StringVar(&group, "group", consumer.Defaults().Group, "consumer group of the executors (its committed offsets mark what must be answered)")
 	fs.IntVar(&maxDataBytes, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes: larger commands are expected on the deadletter topic")
 	fs.DurationVar(&keyMemory, "key-memory", 90*24*time.Hour, "the executors' key_memory: a key executed again after this long was forgotten by design and is only noted")
 	return cmd

@@ -230,7 +230,7 @@ proxy header, as serve does.`,
 	fs.StringVar(&addr, "http", "127.0.0.1:8090", "address of the console's pages")
 	fs.StringVar(&dataDir, "data-dir", "./onceflight-console", "directory of the console's index (a cache of the journal and outcomes)")
 	fs.StringVar(&configPath, "config", config.DefaultPath, "the executors' actions file: the Actions page and the redact lists")
-	fs.StringVar(&group, "group", consumer.DefaultGroup, "the executors' consumer group, whose members the overview shows as partition owners")
+	fs.StringVar(&group, "group", consumer.Defaults().Group, "the executors' consumer group, whose members the overview shows as partition owners")
 	fs.StringVar(&keyFile, "control-key-file", "", "control key file (onceflight keygen) whose last key signs decisions taken in the console; without it the console takes none")
 	fs.BoolVar(&readOnly, "read-only", false, "hide and refuse every decision")
 	fs.StringVar(&trustedFile, "trusted-keys", "", "trusted-keys file: the executors' public keys (docs/trust.md); only journal records a trusted executor signature covers are shown as an execution's state, others are marked UNSIGNED and take no decision")

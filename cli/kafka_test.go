@@ -142,7 +142,7 @@ func submitAndAudit(t *testing.T, addr string, conn []string, actions ...string)
 }
 
 func TestServeSASL(t *testing.T) {
-	for _, mech := range []string{kafkaconf.Plain, kafkaconf.ScramSHA512} {
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-512"} {
 		t.Run(mech, func(t *testing.T) {
 			addr := kafkatest.Start(t, kfake.EnableSASL(), kfake.Superuser(mech, "app", "s3cret"))
 			props := filepath.Join(t.TempDir(), "client.properties")
@@ -191,8 +191,8 @@ func TestServeSASL(t *testing.T) {
 func mustConf(t *testing.T, kv ...string) *kafkaconf.Config {
 	t.Helper()
 	c, err := kafkaconf.New([]kafkaconf.Property{
-		{Key: kafkaconf.SecurityProtocol, Value: kv[0]}, {Key: kafkaconf.SASLMechanism, Value: kv[1]},
-		{Key: kafkaconf.SASLUsername, Value: "app"}, {Key: kafkaconf.SASLPassword, Value: "s3cret"},
+		{Key: "security.protocol", Value: kv[0]}, {Key: "sasl.mechanism", Value: kv[1]},
+		{Key: "sasl.username", Value: "app"}, {Key: "sasl.password", Value: "s3cret"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestServeTLS(t *testing.T) {
 // A wrong password stops serve and every client command at start with the
 // login error, instead of leaving them in franz-go's retries.
 func TestWrongPassword(t *testing.T) {
-	addr := kafkatest.Start(t, kfake.EnableSASL(), kfake.Superuser(kafkaconf.ScramSHA512, "app", "s3cret"))
+	addr := kafkatest.Start(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "app", "s3cret"))
 	conn := []string{"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=app", "-X", "sasl.password=wrong"}
 	cfg := filepath.Join(t.TempDir(), "onceflight.yaml")
 	if err := os.WriteFile(cfg, []byte("actions:\n  noop.ping:\n    connector: noop\n"), 0o600); err != nil {
@@ -239,7 +239,7 @@ func TestWrongPassword(t *testing.T) {
 	}
 
 	// The executor's own login is right, a kafka action's is not.
-	other := kafkatest.Start(t, kfake.EnableSASL(), kfake.Superuser(kafkaconf.Plain, "fx", "right"))
+	other := kafkatest.Start(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "fx", "right"))
 	actions := fmt.Sprintf("actions:\n  fx.send:\n    connector: kafka\n    topic: t\n    kafka:\n      brokers: [%q]\n      properties: {security.protocol: SASL_PLAINTEXT, sasl.mechanism: PLAIN, sasl.username: fx, sasl.password: nope}\n", other)
 	if err := os.WriteFile(cfg, []byte(actions), 0o600); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/broker"
+	"github.com/onceflight/onceflight/internal/brokerfeatures"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/httpauth"
@@ -120,29 +121,31 @@ processes with the same --group share the partitions.`,
 		},
 	}
 	o.kf = addKafkaFlagsDefault(cmd, nil, "Kafka brokers, host:port,...; none: start the embedded broker on 127.0.0.1:9092")
+	// The executor's own defaults, so that --help shows what serve runs with.
+	def := consumer.Defaults()
 	fs := cmd.Flags()
 	fs.StringVar(&o.configPath, "config", config.DefaultPath, "actions file (docs/configuration.md)")
-	fs.StringVar(&o.group, "group", consumer.DefaultGroup, "consumer group shared by the executors of one deployment")
+	fs.StringVar(&o.group, "group", def.Group, "consumer group shared by the executors of one deployment")
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8080", "address of the HTTP endpoints (health, metrics, records); records need --http-token-file or --http-trusted-proxy-header unless it is a loopback address")
 	o.http.addFlags(fs)
 	fs.StringVar(&o.pprofAddr, "pprof", "", "address of Go's profiling endpoints (/debug/pprof/), off when empty")
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory of the local state (a cache of the journal) and of the embedded broker")
 	fs.StringVar(&o.executorID, "executor-id", "", "name of this executor in records and its transactional id (default hostname-pid)")
-	fs.DurationVar(&o.sessionTimeout, "session-timeout", consumer.DefaultSessionTimeout, "consumer group session timeout")
-	fs.DurationVar(&o.clockDrift, "clock-drift", consumer.DefaultClockDrift, "margin a new owner waits past an inherited execution's deadline")
-	fs.IntVar(&o.maxInflight, "max-inflight", consumer.DefaultMaxInflight, "requests in flight to each external system without a max_concurrent of its own")
+	fs.DurationVar(&o.sessionTimeout, "session-timeout", def.SessionTimeout, "consumer group session timeout")
+	fs.DurationVar(&o.clockDrift, "clock-drift", def.ClockDrift, "margin a new owner waits past an inherited execution's deadline")
+	fs.IntVar(&o.maxInflight, "max-inflight", def.MaxInflight, "requests in flight to each external system without a max_concurrent of its own")
 	fs.IntVar(&o.maxPerPart, "max-inflight-per-partition", 0, "requests in flight from one partition to one external system (0: --max-inflight)")
-	fs.IntVar(&o.partitions, "partitions", consumer.DefaultPartitions, "partition count of the topics serve creates")
+	fs.IntVar(&o.partitions, "partitions", def.Partitions, "partition count of the topics serve creates")
 	fs.IntVar(&o.maxDataBytes, "max-data-bytes", schemas.DefaultMaxDataBytes, "largest command data accepted")
-	fs.IntVar(&o.maxMsgBytes, "max-message-bytes", consumer.DefaultMaxMessageBytes, "max.message.bytes of the topics serve creates, and the producer's record limit (existing topics must allow at least this)")
-	fs.IntVar(&o.maxBuffered, "max-buffered", consumer.DefaultMaxBuffered, "commands consumed and not yet answered, per process (the poll loop waits past it)")
-	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", consumer.DefaultMaxBufferedPerPartition, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
-	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", consumer.DefaultMaxBufferedBytesPerPartition, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
-	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", consumer.DefaultMaxBufferedPerEntity, "commands of one entity held in memory; its later commands are read past and read again by offset when their turn comes (docs/memory.md)")
-	fs.IntVar(&o.maxSkipped, "max-skipped-per-partition", consumer.DefaultMaxSkippedPerPartition, "commands of hot entities read past and remembered by offset (8 bytes each), per partition (its fetching pauses past it)")
-	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", consumer.DefaultMaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
-	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", consumer.DefaultMaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
-	fs.IntVar(&o.cacheSize, "cache-size", consumer.DefaultCacheSize, "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
+	fs.IntVar(&o.maxMsgBytes, "max-message-bytes", def.MaxMessageBytes, "max.message.bytes of the topics serve creates, and the producer's record limit (existing topics must allow at least this)")
+	fs.IntVar(&o.maxBuffered, "max-buffered", def.MaxBuffered, "commands consumed and not yet answered, per process (the poll loop waits past it)")
+	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", def.MaxBufferedPerPartition, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", def.MaxBufferedBytesPerPartition, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", def.MaxBufferedPerEntity, "commands of one entity held in memory; its later commands are read past and read again by offset when their turn comes (docs/memory.md)")
+	fs.IntVar(&o.maxSkipped, "max-skipped-per-partition", def.MaxSkippedPerPartition, "commands of hot entities read past and remembered by offset (8 bytes each), per partition (its fetching pauses past it)")
+	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", def.MaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
+	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", def.MaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
+	fs.IntVar(&o.cacheSize, "cache-size", int(def.CacheSize), "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
 	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else none (docs/memory.md)")
 	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
@@ -177,7 +180,7 @@ func checkKafka(ctx context.Context, log *slog.Logger, brokers []string, conn []
 	if err := kafkaconf.Ping(ctx, cl); err != nil {
 		return err
 	}
-	if f, err := kafkaconf.BrokerFeatures(ctx, cl); err != nil {
+	if f, err := brokerfeatures.Read(ctx, cl); err != nil {
 		log.Warn("brokers' features unknown", "err", err)
 	} else {
 		log.Info("brokers' features", "transactions_v2", f.TransactionsV2(), "features", f.String())

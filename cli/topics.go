@@ -101,7 +101,7 @@ func newTopicsSubCmd(verb string) *cobra.Command {
 	}
 	fs := c.Flags()
 	fs.StringVar(&configPath, "config", config.DefaultPath, "actions file (docs/configuration.md): key_memory and dedupe_retention decide the journal's retention")
-	fs.IntVar(&maxMsgBytes, "max-message-bytes", consumer.DefaultMaxMessageBytes, "the producer's record limit serve runs with (serve --max-message-bytes)")
+	fs.IntVar(&maxMsgBytes, "max-message-bytes", consumer.Defaults().MaxMessageBytes, "the producer's record limit serve runs with (serve --max-message-bytes)")
 	kf = addKafkaFlags(c)
 	return c
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// DefaultSource is the CloudEvents source of commands whose Command.Source
+// defaultSource is the CloudEvents source of commands whose Command.Source
 // is empty (docs/events.md#command-events: with the id it makes the default idempotency key).
-const DefaultSource = "onceflight-client"
+const defaultSource = "onceflight-client"
 
 // ErrClosed is returned by calls on a Client after Close, and by Wait when
 // the client is closed while it waits.
@@ -115,7 +115,7 @@ func WithTopics(t schemas.Topics) Option {
 }
 
 // WithSource sets the CloudEvents source of commands that do not set their
-// own (default DefaultSource). Idempotency keys default to source/id, so a
+// own (default "onceflight-client"). Idempotency keys default to source/id, so a
 // service should name itself here.
 func WithSource(source string) Option {
 	return func(c *config) { c.source = source }
@@ -168,7 +168,7 @@ func New(opts ...Option) (*Client, error) {
 		own = true
 	}
 	if c.source == "" {
-		c.source = DefaultSource
+		c.source = defaultSource
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Client{cl: cl, own: own, topics: c.topics.WithDefaults(), source: c.source, mode: c.mode, keys: c.keys, ctx: ctx, cancel: cancel}, nil

@@ -136,6 +136,7 @@ func (o Outcome) Err() error {
 // OutcomeError is an outcome other than succeeded, as an error.
 type OutcomeError struct{ Outcome Outcome }
 
+// Error says the command, its status and why, as a log line would.
 func (e *OutcomeError) Error() string {
 	s := fmt.Sprintf("command %s (entity %q, key %q): %s", e.Outcome.CommandID, e.Outcome.Entity, e.Outcome.Key, e.Outcome.Status)
 	if e.Outcome.ErrorCode != "" {
@@ -154,10 +155,12 @@ type DecodeError struct {
 	Err       error
 }
 
+// Error says where the record is and why it is not an outcome event.
 func (e *DecodeError) Error() string {
 	return fmt.Sprintf("outcomes partition %d offset %d: %v", e.Partition, e.Offset, e.Err)
 }
 
+// Unwrap returns the decoding error, for errors.Is and errors.As.
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // Submit publishes cmd and returns a Pending whose Wait returns its

@@ -1,9 +1,14 @@
-// Package connectors performs an action's effect on an external system and,
-// where the system allows it, confirms an earlier attempt (docs/connectors.md, G3).
+// Package connectors is the contract between the executor and an external
+// system: a connector performs an action's effect and, where the system
+// allows it, confirms an earlier attempt (docs/connectors.md, G3). Implement
+// Connector (and Confirmer where the system can answer "did key K take
+// effect?") for a system of your own, check it with the connectortest suite,
+// and register it with cli.WithConnector or consumer.WithConnector.
 //
-// A connector only reports what it saw; Perform is the one place that turns
-// those observations into a decision: retry, confirm, execute again, or give
-// up as failed or unresolved. Keeping that policy out of the connectors is what
+// A connector only reports what it saw; the executor's Perform
+// (internal/connectors/effect) is the one place that turns those
+// observations into a decision: retry, confirm, execute again, or give up as
+// failed or unresolved. Keeping that policy out of the connectors is what
 // makes "never two effects for one key" checkable in one file.
 package connectors
 
@@ -44,6 +49,7 @@ const (
 	NotFound
 )
 
+// String is the kind's name in logs and test failures.
 func (k Kind) String() string {
 	switch k {
 	case Succeeded:
@@ -70,7 +76,7 @@ type Result struct {
 	// leaves no earlier. 0: it did not say.
 	RetryAfter time.Duration
 	// Signal says what an answer tells about the external system as a
-	// whole, for its limits and breaker (Gate); the Kind alone cannot:
+	// whole, for its limits and breaker (internal/connectors/limit); the Kind alone cannot:
 	// a 429 and a connection refused are both Unavailable, but one asks
 	// for less concurrency and the other means the system is down.
 	Signal Signal
@@ -91,6 +97,7 @@ const (
 	SignalDown
 )
 
+// String is the signal's name in logs and test failures.
 func (s Signal) String() string {
 	switch s {
 	case SignalBusy:
@@ -101,23 +108,6 @@ func (s Signal) String() string {
 	return "none"
 }
 
-// Gate paces the requests to one external system: its concurrency and
-// rate limits and its breaker (internal/connectors/limit). Perform takes a permit
-// before each request it sends and gives it back with the answer, so a
-// command waiting for the system holds nothing but its own place in line.
-type Gate interface {
-	// Acquire waits until notBefore (a Retry-After or backoff), then until
-	// the system may take one more request, or until ctx ends.
-	Acquire(ctx context.Context, notBefore time.Time) (Permit, error)
-}
-
-// Permit is one request's place at a Gate.
-type Permit interface {
-	// Done gives the place back with the answer the request got and how
-	// long it took; res is the zero Result when no request was sent.
-	Done(res Result, took time.Duration)
-}
-
 // Connector performs the effect once. It must honour req.Deadline: no request
 // may leave the process after it (checked right before writing, not only at
 // the start), because a new owner relies on that deadline to know the old
@@ -126,18 +116,16 @@ type Connector interface {
 	Execute(ctx context.Context, req Request) Result
 }
 
-// Effectless is implemented by a connector whose Execute leaves nothing
-// outside the process (noop without an effects file). The executor records
-// no intent before its attempts: with no effect there is nothing a crash
-// could double, overlap or leave ambiguous, so the final record alone keeps
-// G1–G3 (DESIGN.md, "Where the intent is skipped").
-type Effectless interface {
-	Effectless() bool
-}
-
 // Confirmer asks the external system whether an earlier attempt with this key
 // took effect. Answers: Succeeded (with the result), NotFound, or anything
 // else meaning "still unknown".
 type Confirmer interface {
 	Confirm(ctx context.Context, req Request) Result
+}
+
+// CanConfirmer is implemented by connectors whose type has a Confirm method
+// but whose configuration may not allow confirming (http without
+// confirm_url). Perform treats CanConfirm() == false as "no Confirmer".
+type CanConfirmer interface {
+	CanConfirm() bool
 }

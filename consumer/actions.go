@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
 	"github.com/onceflight/onceflight/internal/connectors/limit"
@@ -23,10 +24,10 @@ import (
 type action struct {
 	cfg    *config.Action
 	conn   connectors.Connector
-	policy connectors.Policy
+	policy effect.Policy
 	close  func() // releases the connector's resources, if any
 	// effectless: no intent is recorded before an attempt (the connector
-	// has no effect to double; connectors.Effectless).
+	// has no effect to double; effect.Effectless).
 	effectless bool
 	// sys is the external system the action's requests go through: its
 	// limits, breaker and per-partition slots (one per system, shared by
@@ -49,7 +50,7 @@ type system struct {
 }
 
 // slot takes one of partition p's slots at the system, once the system
-// admitted the request (connectors.WithSlot).
+// admitted the request (effect.WithSlot).
 func (s *system) slot(p int32) func(ctx context.Context) (func(), error) {
 	return func(ctx context.Context) (func(), error) {
 		v, ok := s.parts.Load(p)
@@ -67,7 +68,7 @@ func (s *system) slot(p int32) func(ctx context.Context) (func(), error) {
 }
 
 // notDoneRecord is the in_progress record written after attempt r was
-// answered "not done" (connectors.WithNotDone): the attempt is over and
+// answered "not done" (effect.WithNotDone): the attempt is over and
 // took no effect, and the command waits for the external system. Its error
 // is that answer (code connector_unavailable), which tells a new owner to
 // execute again rather than confirm (decide.Inheriting) and tells an operator
@@ -141,7 +142,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 	}
 	systems := buildSystems(c, cfg)
 	for name, a := range c.Actions {
-		p := connectors.Policy{
+		p := effect.Policy{
 			Timeout:         a.Timeout,
 			MaxAttempts:     a.MaxAttempts,
 			ConfirmTimeout:  a.ConfirmTimeout,
@@ -213,7 +214,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 			}
 			conn = k
 		}
-		el, _ := conn.(connectors.Effectless)
+		el, _ := conn.(effect.Effectless)
 		out[name] = &action{cfg: a, conn: conn, policy: p, effectless: el != nil && el.Effectless(), sys: sys}
 	}
 	return out, nil

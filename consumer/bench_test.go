@@ -143,7 +143,7 @@ func benchThroughput(b *testing.B, inflight, poll int, ceiling float64, noop, re
 		{"onceflight.commands", benchPartitions}, {"onceflight.journal", benchPartitions},
 		{"onceflight.outcomes", benchPartitions}, {"onceflight.deadletter", 1},
 	} {
-		mmb, keep := strconv.Itoa(consumer.DefaultMaxMessageBytes), "-1"
+		mmb, keep := strconv.Itoa(consumer.Defaults().MaxMessageBytes), "-1"
 		cfg := map[string]*string{"max.message.bytes": &mmb, "retention.ms": &keep}
 		if _, err := adm.CreateTopic(ctx, t.parts, -1, cfg, t.name); err != nil {
 			b.Fatal(err)

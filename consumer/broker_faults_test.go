@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -33,7 +34,7 @@ func brokerFaultWorkload(t *testing.T, h *onceflighttest.Harness, stop func()) {
 	h.Outcomes(len(ids), seen, nil)
 	stop()
 	all := h.AllOutcomes()
-	onceflighttest.OneOutcomeEach(t, all, ids)
+	kafkatest.OneOutcomeEach(t, all, ids)
 	for _, id := range ids {
 		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
 			t.Errorf("%s: %s %+v", id, s, all[id][0].Record.Error)

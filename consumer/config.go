@@ -15,35 +15,34 @@ import (
 	"github.com/onceflight/onceflight/internal/outbox"
 )
 
-// DefaultMaxMessageBytes is max.message.bytes of the topics the executor
+// defaultMaxMessageBytes is max.message.bytes of the topics the executor
 // creates: room for the largest command data (512 KiB by default), a capped
 // result and the record's fields, with margin; within what managed Kafka
 // services allow per topic.
-const DefaultMaxMessageBytes = outbox.DefaultMaxMessageBytes
+const defaultMaxMessageBytes = outbox.DefaultMaxMessageBytes
 
-// Defaults of Config fields left zero, exported so that serve's flags
-// (cmd/onceflight) show and apply the same values.
+// Defaults of Config fields left zero (setDefaults); Defaults shows them.
 const (
-	DefaultGroup                        = "onceflight"
-	DefaultPartitions                   = 12
-	DefaultSessionTimeout               = 45 * time.Second
-	DefaultMaxInflight                  = 64
-	DefaultMaxPollRecords               = 500
-	DefaultClockDrift                   = time.Second
-	DefaultTransactionTimeout           = 10 * time.Second
-	DefaultMaxBuffered                  = 10000
-	DefaultMaxBufferedPerPartition      = 2000
-	DefaultMaxBufferedBytesPerPartition = 64 << 20
-	DefaultMaxBufferedPerEntity         = 200
-	DefaultMaxSkippedPerPartition       = 100000
-	DefaultMaxBufferedBytes             = 32 << 20
-	DefaultMaxFetchBytes                = 8 << 20
-	DefaultMaxConcurrentFetches         = 2
-	DefaultPartitionCheckInterval       = 10 * time.Second
-	DefaultStatusInterval               = 10 * time.Second
-	DefaultRestoreTimeout               = 45 * time.Second
-	DefaultRevokeTimeout                = 10 * time.Second
-	DefaultCacheSize                    = dedupe.DefaultCacheSize
+	defaultGroup                        = "onceflight"
+	defaultPartitions                   = 12
+	defaultSessionTimeout               = 45 * time.Second
+	defaultMaxInflight                  = 64
+	defaultMaxPollRecords               = 500
+	defaultClockDrift                   = time.Second
+	defaultTransactionTimeout           = 10 * time.Second
+	defaultMaxBuffered                  = 10000
+	defaultMaxBufferedPerPartition      = 2000
+	defaultMaxBufferedBytesPerPartition = 64 << 20
+	defaultMaxBufferedPerEntity         = 200
+	defaultMaxSkippedPerPartition       = 100000
+	defaultMaxBufferedBytes             = 32 << 20
+	defaultMaxFetchBytes                = 8 << 20
+	defaultMaxConcurrentFetches         = 2
+	defaultPartitionCheckInterval       = 10 * time.Second
+	defaultStatusInterval               = 10 * time.Second
+	defaultRestoreTimeout               = 45 * time.Second
+	defaultRevokeTimeout                = 10 * time.Second
+	defaultCacheSize                    = dedupe.DefaultCacheSize
 )
 
 // Bounds of MaxFetchBytes: below 64 KiB a fetch carries a handful of
@@ -53,8 +52,19 @@ const (
 	maxFetchBytes = 1 << 30
 )
 
+// Defaults returns the values New gives the Config fields a caller leaves
+// zero, so that a program's flags (serve's) show and apply the same ones
+// instead of copies. Brokers and DataDir have none; ExecutorID (hostname-pid)
+// and Logger (slog.Default) are left zero, for New to fill in at start.
+func Defaults() Config {
+	var c Config
+	c.setDefaults()
+	c.ExecutorID, c.Logger = "", nil
+	return c
+}
+
 // Config is what one executor process needs. Zero values take the defaults
-// documented on each field (setDefaults).
+// documented on each field; Defaults returns them.
 type Config struct {
 	// Brokers to bootstrap from. Required.
 	Brokers []string
@@ -172,78 +182,78 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Group == "" {
-		c.Group = DefaultGroup
+		c.Group = defaultGroup
 	}
 	c.Topics = c.Topics.WithDefaults()
 	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
+		c.Partitions = defaultPartitions
 	}
 	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
+		c.SessionTimeout = defaultSessionTimeout
 	}
 	if c.MaxInflight == 0 {
-		c.MaxInflight = DefaultMaxInflight
+		c.MaxInflight = defaultMaxInflight
 	}
 	if c.MaxInflightPerPartition == 0 {
 		c.MaxInflightPerPartition = c.MaxInflight
 	}
 	if c.MaxPollRecords == 0 {
-		c.MaxPollRecords = DefaultMaxPollRecords
+		c.MaxPollRecords = defaultMaxPollRecords
 	}
 	if c.MaxBuffered == 0 {
-		c.MaxBuffered = DefaultMaxBuffered
+		c.MaxBuffered = defaultMaxBuffered
 	}
 	if c.MaxBufferedPerPartition == 0 {
-		c.MaxBufferedPerPartition = min(DefaultMaxBufferedPerPartition, c.MaxBuffered)
+		c.MaxBufferedPerPartition = min(defaultMaxBufferedPerPartition, c.MaxBuffered)
 	}
 	if c.MaxBufferedBytesPerPartition == 0 {
-		c.MaxBufferedBytesPerPartition = DefaultMaxBufferedBytesPerPartition
+		c.MaxBufferedBytesPerPartition = defaultMaxBufferedBytesPerPartition
 	}
 	if c.MaxBufferedPerEntity == 0 {
-		c.MaxBufferedPerEntity = min(DefaultMaxBufferedPerEntity, c.MaxBufferedPerPartition)
+		c.MaxBufferedPerEntity = min(defaultMaxBufferedPerEntity, c.MaxBufferedPerPartition)
 	}
 	if c.MaxSkippedPerPartition == 0 {
-		c.MaxSkippedPerPartition = DefaultMaxSkippedPerPartition
+		c.MaxSkippedPerPartition = defaultMaxSkippedPerPartition
 	}
 	if c.MaxBufferedBytes == 0 {
-		c.MaxBufferedBytes = DefaultMaxBufferedBytes
+		c.MaxBufferedBytes = defaultMaxBufferedBytes
 	}
 	if c.MaxFetchBytes == 0 {
-		c.MaxFetchBytes = DefaultMaxFetchBytes
+		c.MaxFetchBytes = defaultMaxFetchBytes
 	}
 	if c.MaxConcurrentFetches == 0 {
-		c.MaxConcurrentFetches = DefaultMaxConcurrentFetches
+		c.MaxConcurrentFetches = defaultMaxConcurrentFetches
 	}
 	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
+		c.MaxMessageBytes = defaultMaxMessageBytes
 	}
 	if c.StatusInterval == 0 {
-		c.StatusInterval = DefaultStatusInterval
+		c.StatusInterval = defaultStatusInterval
 	}
 	if c.PartitionCheckInterval == 0 {
-		c.PartitionCheckInterval = DefaultPartitionCheckInterval
+		c.PartitionCheckInterval = defaultPartitionCheckInterval
 	}
 	if c.RestoreTimeout == 0 {
-		c.RestoreTimeout = DefaultRestoreTimeout
+		c.RestoreTimeout = defaultRestoreTimeout
 	}
 	if c.RevokeTimeout == 0 {
-		c.RevokeTimeout = DefaultRevokeTimeout
+		c.RevokeTimeout = defaultRevokeTimeout
 	}
 	if c.MaxDataBytes == 0 {
 		c.MaxDataBytes = schemas.DefaultMaxDataBytes
 	}
 	if c.ClockDrift == 0 {
-		c.ClockDrift = DefaultClockDrift
+		c.ClockDrift = defaultClockDrift
 	}
 	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = DefaultTransactionTimeout
+		c.TransactionTimeout = defaultTransactionTimeout
 	}
 	if c.ExecutorID == "" {
 		h, _ := os.Hostname()
 		c.ExecutorID = fmt.Sprintf("%s-%d", h, os.Getpid())
 	}
 	if c.CacheSize <= 0 {
-		c.CacheSize = DefaultCacheSize
+		c.CacheSize = defaultCacheSize
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 )
 
 // Protection is how the executor will perform one configured action: the
@@ -13,12 +13,14 @@ import (
 // the executor does from the executor's own construction, not from a second
 // reading of the file that could drift from it.
 type Protection struct {
-	// Policy is the retry and confirmation policy Perform is given (with
-	// buildActions' adjustments, e.g. noop without an effects file is
-	// idempotent by key).
-	Policy connectors.Policy
+	// The retry and confirmation policy Perform is given, defaults applied
+	// (with buildActions' adjustments, e.g. noop without an effects file is
+	// idempotent by key): docs/configuration.md names each.
+	Timeout, GiveUpAfter, ConfirmTimeout time.Duration
+	MaxAttempts                          int
+	IdempotentByKey                      bool
 	// CanConfirm: the connector can confirm an earlier attempt
-	// (connectors.ConfirmerOf).
+	// (effect.ConfirmerOf).
 	CanConfirm bool
 	// Effectless: the connector leaves nothing outside the process.
 	Effectless bool
@@ -59,7 +61,7 @@ func Protections(c *Actions, opts ...Option) (map[string]Protection, error) {
 	}
 	out := make(map[string]Protection, len(acts))
 	for name, a := range acts {
-		_, canConfirm := connectors.ConfirmerOf(a.conn)
+		_, canConfirm := effect.ConfirmerOf(a.conn)
 		lc := a.sys.Config()
 		sl := SystemLimits{Name: lc.Name, Own: a.cfg.System == "", MaxConcurrent: lc.MaxConcurrent, Rate: lc.Rate,
 			BreakerAfter: lc.BreakerAfter, ProbeEvery: lc.ProbeEvery}
@@ -69,7 +71,8 @@ func Protections(c *Actions, opts ...Option) (map[string]Protection, error) {
 		if lc.Rate > 0 {
 			sl.Burst = a.sys.Burst()
 		}
-		out[name] = Protection{Policy: a.policy, CanConfirm: canConfirm, Effectless: a.effectless, System: sl}
+		out[name] = Protection{Timeout: a.policy.Timeout, GiveUpAfter: a.policy.GiveUpAfter, ConfirmTimeout: a.policy.ConfirmTimeout,
+			MaxAttempts: a.policy.MaxAttempts, IdempotentByKey: a.policy.IdempotentByKey, CanConfirm: canConfirm, Effectless: a.effectless, System: sl}
 		if a.close != nil {
 			a.close()
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/diskfault"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -42,7 +43,7 @@ func TestFaultDisk(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn})).With("executor", "A")
 			}
 			dirA := t.TempDir()
-			a := h.StartNode("A", dirA, onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(dedupe.WithFS(disk.FS))}})
+			a := h.StartNode("A", dirA, onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(dedupe.WithFS(disk.FS))}})
 			onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 
 			var ids []string
@@ -60,7 +61,7 @@ func TestFaultDisk(t *testing.T) {
 			disk.Fail()
 			submit("bad", 3)
 			onceflighttest.WaitFor(t, 20*time.Second, "A reports its failed index", func() bool {
-				v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_store_failed")
+				v, _ := kafkatest.Gauge(t, a.Reg, "onceflight_store_failed")
 				return v == 1
 			})
 			if a.Ex.Ready() {
@@ -69,7 +70,7 @@ func TestFaultDisk(t *testing.T) {
 			if r := a.Ex.NotReady(); !strings.Contains(r, "dedupe index failed") || !strings.Contains(r, "restart on a healthy disk") {
 				t.Errorf("A's readyz reason %q does not say its index failed", r)
 			}
-			if v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_ready"); v != 0 {
+			if v, _ := kafkatest.Gauge(t, a.Reg, "onceflight_ready"); v != 0 {
 				t.Errorf("onceflight_ready = %v on a failed index", v)
 			}
 			if l := logs.String(); !strings.Contains(l, "dedupe index failed") {
@@ -79,7 +80,7 @@ func TestFaultDisk(t *testing.T) {
 			t.Logf("A stopped: %s", a.Ex.NotReady())
 
 			// B answers what A could not.
-			b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{KafkaOpts: onceflighttest.ShortHeartbeats})
+			b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{KafkaOpts: kafkatest.ShortHeartbeats})
 			h.Outcomes(len(ids), seen, nil)
 			if err := b.Stop(); err != nil {
 				t.Errorf("B: %v", err)
@@ -102,7 +103,7 @@ func TestFaultDisk(t *testing.T) {
 			}
 
 			all := h.AllOutcomes()
-			onceflighttest.OneOutcomeEach(t, all, ids)
+			kafkatest.OneOutcomeEach(t, all, ids)
 			effects := h.EffectCount()
 			for _, id := range ids {
 				if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
@@ -186,7 +187,7 @@ func TestFaultDiskWhileIdle(t *testing.T) {
 	h := onceflighttest.New(t)
 	disk := diskfault.New(nil)
 	tune := func(c *consumer.Config) { c.SessionTimeout = 2 * time.Second }
-	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(dedupe.WithFS(disk.FS))}})
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(dedupe.WithFS(disk.FS))}})
 	onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 	disk.Fail()
 	b := storeof.Executor(a.Ex).NewBatch()
@@ -198,7 +199,7 @@ func TestFaultDiskWhileIdle(t *testing.T) {
 	// The gauges are refreshed once a second: wait for the refresh that
 	// follows the failure rather than read the one before it.
 	onceflighttest.WaitFor(t, 10*time.Second, "onceflight_store_failed to read 1 after the failed write", func() bool {
-		v, _ := onceflighttest.Gauge(t, a.Reg, "onceflight_store_failed")
+		v, _ := kafkatest.Gauge(t, a.Reg, "onceflight_store_failed")
 		return v == 1
 	})
 	// A stays up to say why, and so does its status record: the failure,

@@ -82,7 +82,7 @@ func TestJournalKeptCompleteAndGapsHeld(t *testing.T) {
 	if ms, _ := strconv.ParseInt(cfg["retention.ms"], 10, 64); time.Duration(ms)*time.Millisecond < 97*24*time.Hour {
 		t.Fatalf("journal retention.ms %q, want >= key_memory + dedupe_retention", cfg["retention.ms"])
 	}
-	if cfg["cleanup.policy"] != "delete" || cfg["retention.bytes"] != "-1" || cfg["max.message.bytes"] != strconv.Itoa(consumer.DefaultMaxMessageBytes) {
+	if cfg["cleanup.policy"] != "delete" || cfg["retention.bytes"] != "-1" || cfg["max.message.bytes"] != strconv.Itoa(consumer.Defaults().MaxMessageBytes) {
 		t.Fatalf("journal configs: %v", cfg)
 	}
 

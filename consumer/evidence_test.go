@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -139,11 +140,11 @@ func TestEvidencePaths(t *testing.T) {
 	// series exist from the start).
 	for by, want := range map[string]float64{schemas.EstablishedByAnswer: 3, schemas.EstablishedByConfirmation: 1,
 		schemas.EstablishedByReconciler: 0, schemas.EstablishedByOperator: 0} {
-		if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", "succeeded", "established_by", by); !ok || got != want {
+		if got, ok := kafkatest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", "succeeded", "established_by", by); !ok || got != want {
 			t.Errorf("onceflight_outcomes_established_total{status=\"succeeded\",established_by=%q} = %v (%v), want %v", by, got, ok, want)
 		}
 	}
-	if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", "unresolved", "established_by", schemas.EstablishedByConfirmation); !ok || got != 0 {
+	if got, ok := kafkatest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", "unresolved", "established_by", schemas.EstablishedByConfirmation); !ok || got != 0 {
 		t.Errorf("unresolved by confirmation = %v (%v), want 0", got, ok)
 	}
 	// The ambiguous answer was journaled before its confirmation.

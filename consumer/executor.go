@@ -205,7 +205,7 @@ func (e *Executor) NotReady() string {
 	if err := e.store.Failed(); err != nil {
 		return "dedupe index failed, no work taken: " + err.Error() + "; restart on a healthy disk (the journal rebuilds the index)"
 	}
-	if err := e.Halted(); err != nil {
+	if err := e.haltReason(); err != nil {
 		return "halted: " + err.Error()
 	}
 	if reason := e.heldReason(); reason != "" {

@@ -7,3 +7,6 @@ import "github.com/onceflight/onceflight/internal/dedupe"
 func WithStoreOptions(opts ...dedupe.Option) Option {
 	return func(e *Executor) { e.storeOpts = append(e.storeOpts, opts...) }
 }
+
+// Halted is haltReason, for the tests that wait for a halt.
+func (e *Executor) Halted() error { return e.haltReason() }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -95,7 +96,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		cfg.TransactionTimeout = time.Minute
 		cfg.RevokeTimeout = 200 * time.Millisecond
 	}
-	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats})
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats})
 	onceflighttest.WaitFor(t, 20*time.Second, "A owning every partition", func() bool { return a.Owns(3) })
 	ms := h.GroupMembers()
 	if len(ms) != 1 {
@@ -111,7 +112,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 	}
 	onceflighttest.WaitFor(t, 20*time.Second, "A's session to expire", func() bool { return len(h.GroupMembers()) == 0 })
 
-	b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats})
+	b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats})
 	onceflighttest.WaitFor(t, 30*time.Second, "B to answer k1", func() bool {
 		rec, ok, err := storeof.Executor(b.Ex).Lookup("order-1", "k1")
 		return err == nil && ok && rec.Status.Final()
@@ -150,7 +151,7 @@ func TestFenceRefusesZombieWithStaleGeneration(t *testing.T) {
 		}
 	}
 	seen := h.AllOutcomes()
-	onceflighttest.OneOutcomeEach(t, seen, []string{"c1"})
+	kafkatest.OneOutcomeEach(t, seen, []string{"c1"})
 	for _, o := range seen["c1"] {
 		if o.Record.Executor == "A" {
 			t.Errorf("the zombie's outcome of c1 (%s) is visible", o.Record.Status)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/internal/decide"
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/schemas"
@@ -123,8 +124,8 @@ func (j *job) approve(ctx context.Context, cmd schemas.Command, req schemas.Deci
 	// The held command's own deadline is not the approval's: it may well
 	// have passed while the command waited for an operator.
 	j.deadline = nil
-	j.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
-		return connectors.Perform(ctx, a.conn, r, a.policy, opt)
+	j.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt effect.PerformOption) effect.Decision {
+		return effect.Perform(ctx, a.conn, r, a.policy, opt)
 	})
 	if j.err != nil {
 		return

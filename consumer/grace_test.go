@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -158,7 +159,7 @@ func inheritGrace(t *testing.T, actions func(url string) string) {
 	if got := seen["c2"][0].Record.Status; got != schemas.StatusSucceeded {
 		t.Errorf("c2: %s", got)
 	}
-	onceflighttest.OneOutcomeEach(t, seen, []string{"c1", "c2"})
+	kafkatest.OneOutcomeEach(t, seen, []string{"c1", "c2"})
 	if want := k1PostsWant(actions(svc.URL)); k1Posts != want {
 		t.Errorf("k1 posted %d times, want %d", k1Posts, want)
 	}

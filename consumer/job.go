@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/internal/decide"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -223,8 +224,8 @@ func (j *job) execute(ctx context.Context, cmd schemas.Command, a *action, versi
 	if j.tooLarge(cmd, d, &probe) {
 		return
 	}
-	j.run(ctx, a, rec, cmd.ID, false, version, func(ctx context.Context, req connectors.Request, opt connectors.PerformOption) connectors.Decision {
-		return connectors.Perform(ctx, a.conn, req, a.policy, opt)
+	j.run(ctx, a, rec, cmd.ID, false, version, func(ctx context.Context, req connectors.Request, opt effect.PerformOption) effect.Decision {
+		return effect.Perform(ctx, a.conn, req, a.policy, opt)
 	})
 }
 
@@ -261,32 +262,32 @@ func (j *job) inherit(ctx context.Context, cmd schemas.Command, prev schemas.Rec
 	d := decide.Inheriting(prev, a != nil)
 	if d.Verdict == decide.Unresolved {
 		fin := prev
-		j.finalize(&fin, connectors.Decision{Outcome: schemas.StatusUnresolved, Code: d.Code,
+		j.finalize(&fin, effect.Decision{Outcome: schemas.StatusUnresolved, Code: d.Code,
 			Message: d.Message, Attempts: prev.Attempts, EstablishedBy: schemas.EstablishedByRule}, version)
 		j.add(emit{journal: &fin, outcome: &fin, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
 		return
 	}
 	rec := prev
 	rec.Executor = j.e.cfg.ExecutorID
-	j.run(ctx, a, rec, cmd.ID, cmd.ID != prev.Command.ID, version, func(ctx context.Context, req connectors.Request, opt connectors.PerformOption) connectors.Decision {
+	j.run(ctx, a, rec, cmd.ID, cmd.ID != prev.Command.ID, version, func(ctx context.Context, req connectors.Request, opt effect.PerformOption) effect.Decision {
 		req.Attempt = prev.Attempts
 		if prev.Deadline != nil {
 			req.Deadline = *prev.Deadline
 		}
 		if d.Verdict == decide.Reexecute {
-			opt = connectors.Options(opt, connectors.WithLastNotDone())
+			opt = effect.Options(opt, effect.WithLastNotDone())
 		}
-		return connectors.Reconcile(ctx, a.conn, req, a.policy, opt)
+		return effect.Reconcile(ctx, a.conn, req, a.policy, opt)
 	})
 }
 
-type performFunc func(context.Context, connectors.Request, connectors.PerformOption) connectors.Decision
+type performFunc func(context.Context, connectors.Request, effect.PerformOption) effect.Decision
 
 // run drives rec through perform, recording every attempt's intent first.
 //
 // keep, when given, decides whether a decision is recorded at all: the
 // reconciler records only decisions that settle an unresolved record.
-func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation string, replayed bool, version *int64, perform performFunc, keep ...func(connectors.Decision) bool) {
+func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation string, replayed bool, version *int64, perform performFunc, keep ...func(effect.Decision) bool) {
 	p := rec.Command.Partition
 	st := j.e.part(p)
 	if st == nil {
@@ -302,7 +303,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	}
 	expired := func() error {
 		if j.deadline != nil && time.Now().After(*j.deadline) {
-			return &connectors.StopError{Code: schemas.CodeExpired,
+			return &effect.StopError{Code: schemas.CodeExpired,
 				Message: fmt.Sprintf("deadline %s passed before the attempt could be sent", j.deadline.Format(time.RFC3339))}
 		}
 		return nil
@@ -310,7 +311,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	// Each attempt records its intent, with a fencing token of its own,
 	// and leaves only once that intent committed and the command's own
 	// deadline is checked on both sides of the wait.
-	hook := connectors.WithBeforeAttempt(func(ctx context.Context, r *connectors.Request) error {
+	hook := effect.WithBeforeAttempt(func(ctx context.Context, r *connectors.Request) error {
 		if err := expired(); err != nil {
 			return err
 		}
@@ -337,9 +338,9 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	// only while a request is out, not while the command waits for them,
 	// a Retry-After or a backoff (the job itself, and so the entity's
 	// turn, waits). The command's deadline bounds the waits too.
-	opts := []connectors.PerformOption{hook, connectors.WithGate(a.sys), connectors.WithSlot(a.sys.slot(p))}
+	opts := []effect.PerformOption{hook, effect.WithGate(a.sys), effect.WithSlot(a.sys.slot(p))}
 	if !a.effectless {
-		opts = append(opts, connectors.WithNotDone(func(ctx context.Context, r *connectors.Request, res connectors.Result) {
+		opts = append(opts, effect.WithNotDone(func(ctx context.Context, r *connectors.Request, res connectors.Result) {
 			if tok, err := j.p.cm.intent(ctx, p, notDoneRecord(rec, r, res)); err == nil {
 				j.intents++
 				r.FencingToken, rec.FencingToken = tok, tok
@@ -347,12 +348,12 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		}))
 	}
 	if j.deadline != nil {
-		opts = append(opts, connectors.WithNotAfter(*j.deadline))
+		opts = append(opts, effect.WithNotAfter(*j.deadline))
 	}
 	opts = append(opts, j.evidence(a, &rec))
 	start := time.Now()
 	ctx, endSpan := j.traceExecution(ctx, rec)
-	dec := perform(ctx, req, connectors.Options(opts...))
+	dec := perform(ctx, req, effect.Options(opts...))
 	endSpan(dec)
 	j.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
 	d := decide.Performed(dec, j.asker)
@@ -371,7 +372,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	j.add(emit{journal: &rec, outcome: &rec, causation: causation, replayed: replayed})
 }
 
-func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *int64) {
+func (j *job) finalize(rec *schemas.Record, dec effect.Decision, version *int64) {
 	now := time.Now().UTC()
 	rec.Status = dec.Outcome
 	rec.Attempts = dec.Attempts
@@ -396,10 +397,10 @@ func (j *job) finalize(rec *schemas.Record, dec connectors.Decision, version *in
 // journaled at once (an intent): a crash before the confirmation leaves a
 // record that says "ambiguous, confirmation pending", and the next owner
 // confirms it.
-func (j *job) evidence(a *action, rec *schemas.Record) connectors.PerformOption {
-	_, confirms := connectors.ConfirmerOf(a.conn)
+func (j *job) evidence(a *action, rec *schemas.Record) effect.PerformOption {
+	_, confirms := effect.ConfirmerOf(a.conn)
 	p := rec.Command.Partition
-	return connectors.WithEvidence(func(ctx context.Context, r *connectors.Request, ev schemas.Evidence) {
+	return effect.WithEvidence(func(ctx context.Context, r *connectors.Request, ev schemas.Evidence) {
 		if ev.Kind == schemas.EvidenceConfirm {
 			ev.By = cmp.Or(j.asker, schemas.ByExecutor)
 		}

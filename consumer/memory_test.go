@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -72,7 +73,7 @@ func drainBacklog(t *testing.T, h *onceflighttest.Harness, action string, n, ent
 	onceflighttest.WaitFor(t, 30*time.Second, "executor ready", h.Ex.Ready)
 	ids := produceBacklog(t, h, action, n, entities)
 	seen := readOutcomes(t, h, n)
-	onceflighttest.OneOutcomeEach(t, seen, ids)
+	kafkatest.OneOutcomeEach(t, seen, ids)
 	return seen
 }
 
@@ -107,7 +108,7 @@ func readOutcomes(t *testing.T, h *onceflighttest.Harness, n int) map[string][]s
 // peak reads onceflight_memory_in_use_peak{what}.
 func peak(t *testing.T, reg *prometheus.Registry, what string) float64 {
 	t.Helper()
-	v, ok := onceflighttest.Gauge(t, reg, "onceflight_memory_in_use_peak", "what", what)
+	v, ok := kafkatest.Gauge(t, reg, "onceflight_memory_in_use_peak", "what", what)
 	if !ok {
 		t.Fatalf("no onceflight_memory_in_use_peak{what=%q}", what)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/faultnet"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -130,7 +131,7 @@ func TestFaultNetworkOneWayBlackhole(t *testing.T) {
 				t.Errorf("B: %v", err)
 			}
 			all := h.AllOutcomes()
-			onceflighttest.OneOutcomeEach(t, all, ids)
+			kafkatest.OneOutcomeEach(t, all, ids)
 			for _, id := range ids {
 				if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
 					t.Errorf("%s: %s %s", id, s, code(all[id][0]))
@@ -249,7 +250,7 @@ func TestFaultNetworkLatency(t *testing.T) {
 	joins := groupJoins(c)
 	// An intent's commit takes several round trips, longer than the
 	// 500ms timeout here: the attempt's next try leaves room for the
-	// commit (connectors.Perform), or no attempt would ever be sent.
+	// commit (effect.Perform), or no attempt would ever be sent.
 	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
 	start := time.Now()
 	var nodes []*onceflighttest.Node
@@ -257,7 +258,7 @@ func TestFaultNetworkLatency(t *testing.T) {
 		fn := faultnet.New()
 		fn.SetLatency(150 * time.Millisecond)
 		nodes = append(nodes, h.StartNode(id, t.TempDir(), onceflighttest.NodeOptions{Tune: netTune,
-			KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...)}))
+			KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, kafkatest.ShortHeartbeats...)}))
 	}
 	a, b := nodes[0], nodes[1]
 	onceflighttest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
@@ -307,7 +308,7 @@ func stopAndCheck(t testing.TB, h *onceflighttest.Harness, nodes []*onceflightte
 		}
 	}
 	all := h.AllOutcomes()
-	onceflighttest.OneOutcomeEach(t, all, ids)
+	kafkatest.OneOutcomeEach(t, all, ids)
 	effects := h.EffectCount()
 	for _, id := range ids {
 		if s := all[id][0].Record.Status; s != schemas.StatusSucceeded {
@@ -325,8 +326,8 @@ func stopAndCheck(t testing.TB, h *onceflighttest.Harness, nodes []*onceflightte
 func startPair(t testing.TB, h *onceflighttest.Harness, fn *faultnet.Net, tune func(*consumer.Config)) (a, b *onceflighttest.Node) {
 	t.Helper()
 	a = h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune,
-		KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...)})
-	b = h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats})
+		KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, kafkatest.ShortHeartbeats...)})
+	b = h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats})
 	onceflighttest.WaitFor(t, 60*time.Second, "A and B to share the partitions", func() bool { return shared(a, b) })
 	return a, b
 }

@@ -57,8 +57,9 @@ func (e *Executor) halt(reason error) {
 	}
 }
 
-// Halted returns why the executor stopped taking new work, or nil.
-func (e *Executor) Halted() error {
+// haltReason returns why the executor stopped taking new work, or nil (NotReady
+// and the status say it).
+func (e *Executor) haltReason() error {
 	if p := e.halted.Load(); p != nil {
 		return *p
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -80,7 +81,7 @@ actions:
 	for _, c := range []struct {
 		status, by string
 	}{{"unresolved", schemas.EstablishedByConfirmation}, {"succeeded", schemas.EstablishedByReconciler}} {
-		if got, ok := onceflighttest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", c.status, "established_by", c.by); !ok || got != 1 {
+		if got, ok := kafkatest.Gauge(t, reg, "onceflight_outcomes_established_total", "status", c.status, "established_by", c.by); !ok || got != 1 {
 			t.Errorf("onceflight_outcomes_established_total{status=%q,established_by=%q} = %v (%v), want 1", c.status, c.by, got, ok)
 		}
 	}

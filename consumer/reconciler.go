@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/internal/decide"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -92,7 +93,7 @@ func (j *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 			if found {
 				in.Target = &target
 				if a := j.e.actions[target.Action]; a != nil {
-					_, confirms := connectors.ConfirmerOf(a.conn)
+					_, confirms := effect.ConfirmerOf(a.conn)
 					in.ActionConfigured, in.CanLearn = true, confirms || a.policy.IdempotentByKey
 				}
 			}
@@ -122,10 +123,10 @@ func (j *job) reconcileKey(ctx context.Context, cmd schemas.Command, version *in
 		rec.Executor = j.e.cfg.ExecutorID
 		j.asker = d.Asker
 		defer func() { j.asker = "" }()
-		j.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt connectors.PerformOption) connectors.Decision {
+		j.run(ctx, a, rec, target.Command.ID, false, version, func(ctx context.Context, r connectors.Request, opt effect.PerformOption) effect.Decision {
 			r.Attempt = target.Attempts
-			return connectors.Reconcile(ctx, a.conn, r, a.policy, opt)
-		}, func(dec connectors.Decision) bool {
+			return effect.Reconcile(ctx, a.conn, r, a.policy, opt)
+		}, func(dec effect.Decision) bool {
 			return decide.Reconciled(dec.Outcome, j.intents > 0).Verdict == decide.Settle
 		})
 	default:

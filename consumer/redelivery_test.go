@@ -7,6 +7,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -245,7 +246,7 @@ func TestRedeliveredApproveAnsweredApplied(t *testing.T) {
 			if o := seen["h2"][len(seen["h2"])-1]; o.Record.Status != schemas.StatusSucceeded {
 				t.Errorf("h2's settlement: %s %s", o.Record.Status, code(o))
 			}
-			onceflighttest.OneOutcomeEach(t, map[string][]schemas.Outcome{"ok": seen["ok"]}, []string{"ok"})
+			kafkatest.OneOutcomeEach(t, map[string][]schemas.Outcome{"ok": seen["ok"]}, []string{"ok"})
 			h.Audit()
 		})
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -286,7 +287,7 @@ func TestApprovalConsumedAgain(t *testing.T) {
 			return len(seen["h1"]) > 1 && len(seen["h2"]) > 2 && len(seen["ok"]) > 1 &&
 				len(seen["h3"]) > 0 && len(seen["ok2"]) > 0 && len(seen["slow"]) > 0
 		})
-		onceflighttest.OneOutcomeEach(t, seen, []string{"h1", "ok"})
+		kafkatest.OneOutcomeEach(t, seen, []string{"h1", "ok"})
 		answersOf(t, seen, "h2", schemas.StatusHeld, schemas.StatusSucceeded)
 		for _, o := range seen["ok"] {
 			if o.Record.Status != schemas.StatusSucceeded || string(o.Record.Result) != `{"approved":"b2","status":"succeeded"}` {
@@ -339,7 +340,7 @@ func TestResolutionConsumedAgain(t *testing.T) {
 			return len(seen["u1"]) > 2 && len(seen["res"]) > 1 && len(seen["u2"]) > 0 && len(seen["res2"]) > 0 && len(seen["slow"]) > 0
 		})
 		answersOf(t, seen, "u1", schemas.StatusUnresolved, schemas.StatusRejected)
-		onceflighttest.OneOutcomeEach(t, seen, []string{"res"})
+		kafkatest.OneOutcomeEach(t, seen, []string{"res"})
 		if o := seen["res"][0]; o.Record.Status != schemas.StatusSucceeded {
 			t.Errorf("the resolution: %s %s, want succeeded", o.Record.Status, code(o))
 		}

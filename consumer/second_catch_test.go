@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -94,7 +95,7 @@ func TestMalformedCommandsDeadlettered(t *testing.T) {
 	deadletters(t, h, seen, &dead, 3)
 	values := map[string]string{}
 	for _, d := range dead {
-		reason := onceflighttest.HeaderValue(d, "onceflight-deadletter-reason")
+		reason := kafkatest.HeaderValue(d, "onceflight-deadletter-reason")
 		if reason == "" {
 			t.Errorf("deadletter record %q has no reason", d.Value)
 		}
@@ -200,7 +201,7 @@ func TestJournalGapHoldsUntilAccepted(t *testing.T) {
 	h.Reg = prometheus.NewRegistry()
 	h.Start(t.TempDir())
 	onceflighttest.WaitFor(t, 30*time.Second, fmt.Sprintf("onceflight_held_partitions to count partition %d, whose journal lost k1's records", p), func() bool {
-		v, _ := onceflighttest.Gauge(t, h.Reg, "onceflight_held_partitions")
+		v, _ := kafkatest.Gauge(t, h.Reg, "onceflight_held_partitions")
 		return v == 1
 	})
 	h.Submit("c3", "order-1", "k1", `{}`) // k1 again: its record is gone
@@ -220,7 +221,7 @@ func TestJournalGapHoldsUntilAccepted(t *testing.T) {
 	h.Start(t.TempDir())
 	h.Submit("c4", "order-1", "k2", `{}`) // k2's record was kept
 	until(h, seen, func() bool { return len(seen["c3"]) > 0 && len(seen["c4"]) > 0 })
-	if v, _ := onceflighttest.Gauge(t, h.Reg, "onceflight_held_partitions"); v != 0 {
+	if v, _ := kafkatest.Gauge(t, h.Reg, "onceflight_held_partitions"); v != 0 {
 		t.Errorf("onceflight_held_partitions = %v after the gap was accepted", v)
 	}
 	if o := seen["c3"][0]; o.Record.Status != schemas.StatusSucceeded || o.Replayed {

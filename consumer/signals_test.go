@@ -20,6 +20,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -59,7 +60,7 @@ func TestReadyFollowsBrokerContact(t *testing.T) {
 	onceflighttest.WaitFor(t, 20*time.Second, "the reason to name the brokers", func() bool {
 		return !h.Ex.Ready() && strings.Contains(h.Ex.NotReady(), "no answer from the brokers")
 	})
-	onceflighttest.WaitFor(t, 5*time.Second, "onceflight_ready 0", func() bool { v, _ := onceflighttest.Gauge(t, h.Reg, "onceflight_ready"); return v == 0 })
+	onceflighttest.WaitFor(t, 5*time.Second, "onceflight_ready 0", func() bool { v, _ := kafkatest.Gauge(t, h.Reg, "onceflight_ready"); return v == 0 })
 
 	down.Store(false)
 	onceflighttest.WaitFor(t, 60*time.Second, "ready again once the brokers answer", h.Ex.Ready)
@@ -96,7 +97,7 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 	h.Outcomes(6, seen, nil)
 	allZero := func() bool {
 		for p := range 3 {
-			if v, ok := onceflighttest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p)); !ok || v != 0 {
+			if v, ok := kafkatest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p)); !ok || v != 0 {
 				return false
 			}
 		}
@@ -109,14 +110,14 @@ func TestLagCountsUnansweredCommandsOnly(t *testing.T) {
 		h.SubmitAction(fmt.Sprintf("s%d", i), "slow.call", "stuck", fmt.Sprintf("s-%d", i), `{}`)
 	}
 	onceflighttest.WaitFor(t, 15*time.Second, "lag 4 while the entity's first command does not finish", func() bool {
-		v, _ := onceflighttest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
+		v, _ := kafkatest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
 		return v == 4
 	})
 	for i := range 3 {
 		h.SubmitAction(fmt.Sprintf("t%d", i), "slow.call", "stuck", fmt.Sprintf("t-%d", i), `{}`)
 	}
 	onceflighttest.WaitFor(t, 15*time.Second, "lag growing to 7", func() bool {
-		v, _ := onceflighttest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
+		v, _ := kafkatest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(stuck))
 		return v == 7
 	})
 }
@@ -290,7 +291,7 @@ func TestLagPassesAbortedProducerTransactions(t *testing.T) {
 	}
 	seen := map[string][]schemas.Outcome{}
 	h.Outcomes(len(answered), seen, nil)
-	onceflighttest.OneOutcomeEach(t, seen, answered)
+	kafkatest.OneOutcomeEach(t, seen, answered)
 	for id := range seen {
 		if strings.HasPrefix(id, "aborted") {
 			t.Errorf("a command of an aborted transaction was answered: %s", id)
@@ -298,7 +299,7 @@ func TestLagPassesAbortedProducerTransactions(t *testing.T) {
 	}
 	p := partitioner.ForEntity("e1", 3)
 	onceflighttest.WaitFor(t, 15*time.Second, "lag 0 past aborted records and markers", func() bool {
-		v, ok := onceflighttest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p))
+		v, ok := kafkatest.Gauge(t, h.Reg, "onceflight_consumer_lag", "partition", fmt.Sprint(p))
 		return ok && v == 0
 	})
 	h.Audit()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -94,7 +95,7 @@ func TestRedeliveredReleaseAfterLaterExecution(t *testing.T) {
 					t.Errorf("c1 answered %s %s replayed=%v from %s's record, want its first answer", o.Record.Status, code(o), o.Replayed, o.Record.Command.ID)
 				}
 			}
-			onceflighttest.OneOutcomeEach(t, seen, []string{"c1", "rel", "c2"})
+			kafkatest.OneOutcomeEach(t, seen, []string{"c1", "rel", "c2"})
 			if o := seen["c3"][0]; code(o) != schemas.CodeKeyReused {
 				t.Errorf("c3 after the release was consumed again: %s %s, want rejected idempotency_key_reused (c2's record is not released)", o.Record.Status, code(o))
 			}

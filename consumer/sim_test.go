@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/faultnet"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -383,7 +384,7 @@ func (r *simRun) start(id string) {
 			c.SessionTimeout = simSession
 			c.TransactionTimeout = 5 * time.Second
 		},
-		KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...),
+		KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, kafkatest.ShortHeartbeats...),
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -137,7 +138,7 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 
 	let()
 	readUntilAnswered(t, h, seen, hotIDs)
-	onceflighttest.OneOutcomeEach(t, seen, append(hotIDs, otherIDs...))
+	kafkatest.OneOutcomeEach(t, seen, append(hotIDs, otherIDs...))
 
 	// The hot entity's commands ran in their order: the outcomes of one
 	// entity are published in the order they were decided.
@@ -152,7 +153,7 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 	if limit := float64(maxBuffered + poll + perEntity); total > limit {
 		t.Errorf("commands held peaked at %.0f, over %.0f", total, limit)
 	}
-	if skippedPeak > hotN || skippedPeak > consumer.DefaultMaxSkippedPerPartition {
+	if skippedPeak > hotN || skippedPeak > float64(consumer.Defaults().MaxSkippedPerPartition) {
 		t.Errorf("skipped commands peaked at %.0f", skippedPeak)
 	}
 }
@@ -217,7 +218,7 @@ func TestRestartWhileDrainingSkippedCommands(t *testing.T) {
 	h.Reg = prometheus.NewRegistry()
 	h.Start(dir)
 	readUntilAnswered(t, h, seen, ids)
-	onceflighttest.OneOutcomeEach(t, seen, ids)
+	kafkatest.OneOutcomeEach(t, seen, ids)
 	effects := h.EffectCount()
 	for _, id := range ids {
 		if n := effects["k-"+id]; n != 1 {

@@ -21,6 +21,7 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/faultnet"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -179,8 +180,8 @@ func TestSoak(t *testing.T) {
 		c.TransactionTimeout = 5 * time.Second
 	}
 	fn := faultnet.New()
-	aOpts := onceflighttest.NodeOptions{Tune: tune, KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, onceflighttest.ShortHeartbeats...)}
-	plain := onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats}
+	aOpts := onceflighttest.NodeOptions{Tune: tune, KafkaOpts: append([]kgo.Opt{kgo.Dialer(fn.Dial)}, kafkatest.ShortHeartbeats...)}
+	plain := onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats}
 	cDir := t.TempDir()
 	nodes := map[string]*onceflighttest.Node{
 		"A": h.StartNode("A", t.TempDir(), aOpts),
@@ -329,7 +330,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	all := h.AllOutcomes()
-	onceflighttest.OneOutcomeEach(t, all, ids)
+	kafkatest.OneOutcomeEach(t, all, ids)
 	bad := 0
 	for _, id := range ids {
 		e, o := want[id], all[id][0]

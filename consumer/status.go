@@ -65,7 +65,7 @@ func (e *Executor) status() schemas.ExecutorStatus {
 	if p := e.pipe.Load(); p != nil {
 		s.Paused = p.pausedPartitions()
 	}
-	if err := e.Halted(); err != nil {
+	if err := e.haltReason(); err != nil {
 		s.Halted = err.Error()
 	} else if err := e.store.Failed(); err != nil {
 		s.Halted = "dedupe index failed: " + err.Error()

@@ -56,7 +56,7 @@ func TestStatusRecordFollowsTheExecutor(t *testing.T) {
 		s = latestStatus(t, h, "test")
 		return s != nil && s.Ready && slices.Equal(s.Owned, []int32{0, 1, 2})
 	})
-	if s.Halted != "" || len(s.Held) != 0 || s.Every() != consumer.DefaultStatusInterval {
+	if s.Halted != "" || len(s.Held) != 0 || s.Every() != consumer.Defaults().StatusInterval {
 		t.Fatalf("status of a healthy executor: %+v", s)
 	}
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
@@ -176,7 +177,7 @@ actions:
 // (195 of 400 failed). The adaptive limit has to find the API's 4 on its
 // own; no refund fails meanwhile.
 func TestBacklogAgainstRateLimitedAPIWithoutLimits(t *testing.T) {
-	drainAgainstRateLimitedAPI(t, "payments.refund", consumer.DefaultMaxInflight, func(url string) string {
+	drainAgainstRateLimitedAPI(t, "payments.refund", consumer.Defaults().MaxInflight, func(url string) string {
 		return fmt.Sprintf(`actions:
   payments.refund:
     connector: http
@@ -221,8 +222,8 @@ func drainAgainstRateLimitedAPI(t *testing.T, system string, ceiling int, yaml f
 	if p := api.peak.Load(); int(p) > ceiling {
 		t.Fatalf("the API saw %d requests at once; the executor's ceiling is %d", p, ceiling)
 	}
-	limitNow, _ := onceflighttest.Gauge(t, reg, "onceflight_system_concurrency_limit", "system", system)
-	refused, _ := onceflighttest.Gauge(t, reg, "onceflight_system_refused_total", "system", system, "answer", "busy")
+	limitNow, _ := kafkatest.Gauge(t, reg, "onceflight_system_concurrency_limit", "system", system)
+	refused, _ := kafkatest.Gauge(t, reg, "onceflight_system_refused_total", "system", system, "answer", "busy")
 	if int64(refused) != api.refused.Load() {
 		t.Errorf("metric says %v refused, the API refused %d", refused, api.refused.Load())
 	}
@@ -279,7 +280,7 @@ actions:
 	began := time.Now()
 	ids := submitMany(t, h, "o", "payments.refund", 25)
 	onceflighttest.WaitFor(t, down, "the breaker to open", func() bool {
-		v, _ := onceflighttest.Gauge(t, reg, "onceflight_system_breaker_state", "system", "payments")
+		v, _ := kafkatest.Gauge(t, reg, "onceflight_system_breaker_state", "system", "payments")
 		return v == 1
 	})
 	if !h.Ex.Ready() {
@@ -291,7 +292,7 @@ actions:
 	// the most the metric showed until the service comes back.
 	var waiting float64
 	for time.Now().Before(began.Add(down)) {
-		w, _ := onceflighttest.Gauge(t, reg, "onceflight_system_waiting_commands", "system", "payments")
+		w, _ := kafkatest.Gauge(t, reg, "onceflight_system_waiting_commands", "system", "payments")
 		waiting = max(waiting, w)
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -318,9 +319,9 @@ actions:
 		}
 	}
 	api.mu.Unlock()
-	opened, _ := onceflighttest.Gauge(t, reg, "onceflight_system_breaker_opened_total", "system", "payments")
-	state, _ := onceflighttest.Gauge(t, reg, "onceflight_system_breaker_state", "system", "payments")
-	refusedDown, _ := onceflighttest.Gauge(t, reg, "onceflight_system_refused_total", "system", "payments", "answer", "down")
+	opened, _ := kafkatest.Gauge(t, reg, "onceflight_system_breaker_opened_total", "system", "payments")
+	state, _ := kafkatest.Gauge(t, reg, "onceflight_system_breaker_state", "system", "payments")
+	refusedDown, _ := kafkatest.Gauge(t, reg, "onceflight_system_refused_total", "system", "payments", "answer", "down")
 	if opened < 1 || state != 0 {
 		t.Fatalf("breaker opened %v times, state now %v; want opened and closed", opened, state)
 	}

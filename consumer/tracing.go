@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -91,13 +92,13 @@ func (j *job) traceCommand(ctx context.Context, it *item) (context.Context, func
 
 // traceExecution starts the span of one execution (Perform); end records
 // its decision.
-func (j *job) traceExecution(ctx context.Context, rec schemas.Record) (context.Context, func(connectors.Decision)) {
+func (j *job) traceExecution(ctx context.Context, rec schemas.Record) (context.Context, func(effect.Decision)) {
 	if j.e.tracer == nil {
-		return ctx, func(connectors.Decision) {}
+		return ctx, func(effect.Decision) {}
 	}
 	ctx, span := j.e.tracer.Start(ctx, "onceflight.execute",
 		trace.WithAttributes(attrAction.String(rec.Action), attrKey.String(rec.IdempotencyKey), attrEntity.String(rec.Entity)))
-	return ctx, func(d connectors.Decision) {
+	return ctx, func(d effect.Decision) {
 		span.SetAttributes(attrStatus.String(string(d.Outcome)), attrAttempt.Int(d.Attempts))
 		if d.Code != "" {
 			span.SetAttributes(attribute.String("onceflight.error_code", d.Code))
@@ -125,7 +126,7 @@ func traceparentOf(ctx context.Context) string {
 // tracedConnector gives every attempt and confirmation a span, and sends
 // the external system the attempt's span as traceparent. It wraps a
 // connector whose Confirm, if any, can answer (tracedConfirmer); one that
-// cannot stays without Confirm, so connectors.ConfirmerOf answers the same
+// cannot stays without Confirm, so effect.ConfirmerOf answers the same
 // about the wrapper as about the connector.
 type tracedConnector struct {
 	inner connectors.Connector
@@ -139,7 +140,7 @@ type tracedConfirmer struct {
 
 func traceConnector(c connectors.Connector, tr trace.Tracer) connectors.Connector {
 	t := tracedConnector{inner: c, tr: tr}
-	if conf, ok := connectors.ConfirmerOf(c); ok {
+	if conf, ok := effect.ConfirmerOf(c); ok {
 		return tracedConfirmer{tracedConnector: t, conf: conf}
 	}
 	return t

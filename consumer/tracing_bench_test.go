@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -26,7 +26,7 @@ func BenchmarkTracingOff(b *testing.B) {
 	for b.Loop() {
 		c, end := j.traceCommand(ctx, it)
 		_, endExec := j.traceExecution(c, rec)
-		endExec(connectors.Decision{Outcome: schemas.StatusSucceeded, Attempts: 1})
+		endExec(effect.Decision{Outcome: schemas.StatusSucceeded, Attempts: 1})
 		end()
 	}
 }

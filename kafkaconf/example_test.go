@@ -2,23 +2,22 @@ package kafkaconf_test
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/kafkaconf"
 )
 
-// Properties from a file, overridden by flags, become franz-go options.
+// Properties, later ones overriding earlier ones (a flag after its file,
+// as Load orders them), become franz-go options.
 func ExampleNew() {
-	file := "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=onceflight\nsasl.password=from-the-file\n"
-	props, err := kafkaconf.ParseProperties("client.properties", strings.NewReader(file))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	flag, _ := kafkaconf.ParseFlag("sasl.password=from-a-flag")
-	c, err := kafkaconf.New(append(props, flag))
+	c, err := kafkaconf.New([]kafkaconf.Property{
+		{Key: "security.protocol", Value: "SASL_PLAINTEXT", Source: "client.properties:1"},
+		{Key: "sasl.mechanism", Value: "SCRAM-SHA-512", Source: "client.properties:2"},
+		{Key: "sasl.username", Value: "onceflight", Source: "client.properties:3"},
+		{Key: "sasl.password", Value: "from-the-file", Source: "client.properties:4"},
+		{Key: "sasl.password", Value: "from-a-flag", Source: "-X"},
+	})
 	if err != nil {
 		fmt.Println(err)
 		return

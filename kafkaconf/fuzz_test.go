@@ -1,11 +1,9 @@
-package kafkaconf_test
+package kafkaconf
 
 import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // FuzzParseProperties checks that the parser never panics, that what it
@@ -26,7 +24,7 @@ func FuzzParseProperties(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		props, err := kafkaconf.ParseProperties("f", strings.NewReader(in))
+		props, err := parseProperties("f", strings.NewReader(in))
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "f:") {
 				t.Fatalf("error %q does not name the file and line", err)
@@ -50,7 +48,7 @@ func FuzzParseProperties(f *testing.F) {
 			prev = n
 			back.WriteString(p.Key + "=" + p.Value + "\n")
 		}
-		again, err := kafkaconf.ParseProperties("f", strings.NewReader(back.String()))
+		again, err := parseProperties("f", strings.NewReader(back.String()))
 		if err != nil || len(again) != len(props) {
 			t.Fatalf("written back as %q: %v, %d properties, want %d", back.String(), err, len(again), len(props))
 		}

@@ -4,10 +4,9 @@
 // every Kafka client of Onceflight: serve, the CLI commands and the kafka
 // connector (docs/configuration.md "Kafka connections").
 //
-// Properties come from a properties file (ParseProperties, the
-// `--kafka-config FILE` flag), from `-X key=value` arguments (ParseFlag),
-// from the actions file (a kafka action's `properties`) and from Go code
-// (FromMap). New checks a list of them as a whole, later ones overriding
+// Properties come from a properties file and `-X key=value` arguments (Load:
+// the `--kafka-config FILE` and -X flags), from the actions file (a kafka
+// action's `properties`) and from Go code (FromMap). New checks a list of them as a whole, later ones overriding
 // earlier ones, and returns a Config whose Opts are appended to a client's
 // options.
 //
@@ -52,44 +51,55 @@ import (
 
 // Property names accepted by New (docs/configuration.md).
 const (
-	SecurityProtocol       = "security.protocol"
-	SASLMechanism          = "sasl.mechanism"
-	SASLUsername           = "sasl.username"
-	SASLPassword           = "sasl.password"
-	SSLCALocation          = "ssl.ca.location"
-	SSLCertificateLocation = "ssl.certificate.location"
-	SSLKeyLocation         = "ssl.key.location"
-	SSLEndpointIDAlgorithm = "ssl.endpoint.identification.algorithm"
-	ClientID               = "client.id"
+	propSecurityProtocol       = "security.protocol"
+	propSASLMechanism          = "sasl.mechanism"
+	propSASLUsername           = "sasl.username"
+	propSASLPassword           = "sasl.password"
+	propSSLCALocation          = "ssl.ca.location"
+	propSSLCertificateLocation = "ssl.certificate.location"
+	propSSLKeyLocation         = "ssl.key.location"
+	propSSLEndpointIDAlgorithm = "ssl.endpoint.identification.algorithm"
+	propClientID               = "client.id"
 )
 
 // Values of security.protocol.
 const (
-	Plaintext     = "PLAINTEXT"
-	SSL           = "SSL"
-	SASLPlaintext = "SASL_PLAINTEXT"
-	SASLSSL       = "SASL_SSL"
+	protoPlaintext     = "PLAINTEXT"
+	protoSSL           = "SSL"
+	protoSASLPlaintext = "SASL_PLAINTEXT"
+	protoSASLSSL       = "SASL_SSL"
 )
 
 // Values of sasl.mechanism.
 const (
-	Plain       = "PLAIN"
-	ScramSHA256 = "SCRAM-SHA-256"
-	ScramSHA512 = "SCRAM-SHA-512"
+	mechPlain       = "PLAIN"
+	mechScramSHA256 = "SCRAM-SHA-256"
+	mechScramSHA512 = "SCRAM-SHA-512"
 )
 
 // known lists the accepted property names; see Names.
-var known = []string{SecurityProtocol, SASLMechanism, SASLUsername, SASLPassword,
-	SSLCALocation, SSLCertificateLocation, SSLKeyLocation, SSLEndpointIDAlgorithm, ClientID}
+var known = []string{propSecurityProtocol, propSASLMechanism, propSASLUsername, propSASLPassword,
+	propSSLCALocation, propSSLCertificateLocation, propSSLKeyLocation, propSSLEndpointIDAlgorithm, propClientID}
 
 // Names returns the accepted property names, for help texts and callers
 // that place errors (New also accepts librdkafka's sasl.mechanisms for
 // sasl.mechanism).
 func Names() []string { return slices.Clone(known) }
 
+// IsFile reports whether property key names a file (a CA, a certificate, a
+// key): a caller that reads properties from a file of its own resolves such
+// a value relative to that file, as the actions file does.
+func IsFile(key string) bool {
+	switch key {
+	case propSSLCALocation, propSSLCertificateLocation, propSSLKeyLocation:
+		return true
+	}
+	return false
+}
+
 // aliases are other spellings of accepted properties: librdkafka (and so
 // kcat) documents sasl.mechanisms, Java sasl.mechanism.
-var aliases = map[string]string{"sasl.mechanisms": SASLMechanism}
+var aliases = map[string]string{"sasl.mechanisms": propSASLMechanism}
 
 // unsupportedHints explains real Java/librdkafka properties that are
 // refused, so the user learns what to do instead of only "unknown".
@@ -124,6 +134,7 @@ type Error struct {
 	Msg      string
 }
 
+// Error names the property, where it was written and the problem.
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Source != "" {
@@ -188,39 +199,39 @@ func New(props []Property) (*Config, error) {
 		return p.Value, ok
 	}
 
-	proto, _ := get(SecurityProtocol)
+	proto, _ := get(propSecurityProtocol)
 	c.Protocol = strings.ToUpper(proto)
 	switch c.Protocol {
-	case "", Plaintext, SSL, SASLPlaintext, SASLSSL:
+	case "", protoPlaintext, protoSSL, protoSASLPlaintext, protoSASLSSL:
 	default:
-		fail(SecurityProtocol, "%q is not one of %s, %s, %s, %s", proto, Plaintext, SSL, SASLPlaintext, SASLSSL)
+		fail(propSecurityProtocol, "%q is not one of %s, %s, %s, %s", proto, protoPlaintext, protoSSL, protoSASLPlaintext, protoSASLSSL)
 	}
-	if c.Protocol == Plaintext {
+	if c.Protocol == protoPlaintext {
 		c.Protocol = ""
 	}
-	isSASL := c.Protocol == SASLPlaintext || c.Protocol == SASLSSL
-	isTLS := c.Protocol == SSL || c.Protocol == SASLSSL
+	isSASL := c.Protocol == protoSASLPlaintext || c.Protocol == protoSASLSSL
+	isTLS := c.Protocol == protoSSL || c.Protocol == protoSASLSSL
 
-	mech, hasMech := get(SASLMechanism)
-	c.Username, _ = get(SASLUsername)
-	c.Password, _ = get(SASLPassword)
+	mech, hasMech := get(propSASLMechanism)
+	c.Username, _ = get(propSASLUsername)
+	c.Password, _ = get(propSASLPassword)
 	if isSASL {
 		c.Mechanism = strings.ToUpper(mech)
 		switch {
 		case !hasMech:
-			fail(SecurityProtocol, "%s needs %s (%s, %s or %s)", c.Protocol, SASLMechanism, Plain, ScramSHA256, ScramSHA512)
-		case c.Mechanism != Plain && c.Mechanism != ScramSHA256 && c.Mechanism != ScramSHA512:
-			fail(SASLMechanism, "%q is not supported (want %s, %s or %s)", mech, Plain, ScramSHA256, ScramSHA512)
+			fail(propSecurityProtocol, "%s needs %s (%s, %s or %s)", c.Protocol, propSASLMechanism, mechPlain, mechScramSHA256, mechScramSHA512)
+		case c.Mechanism != mechPlain && c.Mechanism != mechScramSHA256 && c.Mechanism != mechScramSHA512:
+			fail(propSASLMechanism, "%q is not supported (want %s, %s or %s)", mech, mechPlain, mechScramSHA256, mechScramSHA512)
 		}
-		for _, k := range []string{SASLUsername, SASLPassword} {
+		for _, k := range []string{propSASLUsername, propSASLPassword} {
 			if v, ok := get(k); !ok || v == "" {
 				fail(k, "required with security.protocol %s", c.Protocol)
 			}
 		}
 	} else {
-		for _, k := range []string{SASLMechanism, SASLUsername, SASLPassword} {
+		for _, k := range []string{propSASLMechanism, propSASLUsername, propSASLPassword} {
 			if _, ok := last[k]; ok {
-				fail(k, "set, but security.protocol is %s; use %s or %s to authenticate", orPlaintext(c.Protocol), SASLSSL, SASLPlaintext)
+				fail(k, "set, but security.protocol is %s; use %s or %s to authenticate", orPlaintext(c.Protocol), protoSASLSSL, protoSASLPlaintext)
 			}
 		}
 	}
@@ -230,15 +241,15 @@ func New(props []Property) (*Config, error) {
 		c.tls = t
 		errs = append(errs, terrs...)
 	} else {
-		for _, k := range []string{SSLCALocation, SSLCertificateLocation, SSLKeyLocation, SSLEndpointIDAlgorithm} {
+		for _, k := range []string{propSSLCALocation, propSSLCertificateLocation, propSSLKeyLocation, propSSLEndpointIDAlgorithm} {
 			if _, ok := last[k]; ok {
-				fail(k, "set, but security.protocol is %s; use %s or %s for TLS", orPlaintext(c.Protocol), SSL, SASLSSL)
+				fail(k, "set, but security.protocol is %s; use %s or %s for TLS", orPlaintext(c.Protocol), protoSSL, protoSASLSSL)
 			}
 		}
 	}
-	c.ClientID, _ = get(ClientID)
-	if _, ok := last[ClientID]; ok && strings.TrimSpace(c.ClientID) == "" {
-		fail(ClientID, "must not be empty")
+	c.ClientID, _ = get(propClientID)
+	if _, ok := last[propClientID]; ok && strings.TrimSpace(c.ClientID) == "" {
+		fail(propClientID, "must not be empty")
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -248,7 +259,7 @@ func New(props []Property) (*Config, error) {
 
 func orPlaintext(proto string) string {
 	if proto == "" {
-		return Plaintext
+		return protoPlaintext
 	}
 	return proto
 }
@@ -261,26 +272,26 @@ func buildTLS(props map[string]Property) (*tls.Config, []error) {
 		errs = append(errs, &Error{Property: key, Source: props[key].Source, Msg: fmt.Sprintf(format, args...)})
 	}
 	t := &tls.Config{MinVersion: tls.VersionTLS12}
-	if p, ok := props[SSLCALocation]; ok {
+	if p, ok := props[propSSLCALocation]; ok {
 		pem, err := readPEMFile(p.Value)
 		switch {
 		case err != nil:
-			fail(SSLCALocation, "read CA file: %v", err)
+			fail(propSSLCALocation, "read CA file: %v", err)
 		default:
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				fail(SSLCALocation, "%s holds no PEM certificate", p.Value)
+				fail(propSSLCALocation, "%s holds no PEM certificate", p.Value)
 			}
 			t.RootCAs = pool
 		}
 	}
-	cert, hasCert := props[SSLCertificateLocation]
-	key, hasKey := props[SSLKeyLocation]
+	cert, hasCert := props[propSSLCertificateLocation]
+	key, hasKey := props[propSSLKeyLocation]
 	switch {
 	case hasCert && !hasKey:
-		fail(SSLCertificateLocation, "needs %s too (the private key of the client certificate)", SSLKeyLocation)
+		fail(propSSLCertificateLocation, "needs %s too (the private key of the client certificate)", propSSLKeyLocation)
 	case hasKey && !hasCert:
-		fail(SSLKeyLocation, "needs %s too (the client certificate of the key)", SSLCertificateLocation)
+		fail(propSSLKeyLocation, "needs %s too (the client certificate of the key)", propSSLCertificateLocation)
 	case hasCert && hasKey:
 		certPEM, err := readPEMFile(cert.Value)
 		var keyPEM []byte
@@ -292,12 +303,12 @@ func buildTLS(props map[string]Property) (*tls.Config, []error) {
 			pair, err = tls.X509KeyPair(certPEM, keyPEM)
 		}
 		if err != nil {
-			fail(SSLCertificateLocation, "load client certificate %s with key %s: %v", cert.Value, key.Value, err)
+			fail(propSSLCertificateLocation, "load client certificate %s with key %s: %v", cert.Value, key.Value, err)
 		} else {
 			t.Certificates = []tls.Certificate{pair}
 		}
 	}
-	if p, ok := props[SSLEndpointIDAlgorithm]; ok {
+	if p, ok := props[propSSLEndpointIDAlgorithm]; ok {
 		switch strings.ToLower(p.Value) {
 		case "https":
 		case "none", "":
@@ -308,7 +319,7 @@ func buildTLS(props map[string]Property) (*tls.Config, []error) {
 			t.InsecureSkipVerify = true
 			t.VerifyConnection = verifyChainOnly(t.RootCAs)
 		default:
-			fail(SSLEndpointIDAlgorithm, "%q is not supported (want https or none)", p.Value)
+			fail(propSSLEndpointIDAlgorithm, "%q is not supported (want https or none)", p.Value)
 		}
 	}
 	return t, errs
@@ -357,7 +368,7 @@ func verifyChainOnly(roots *x509.CertPool) func(tls.ConnectionState) error {
 }
 
 // TLS returns the TLS configuration (a clone), or nil without TLS.
-func (c *Config) TLS() *tls.Config {
+func (c *Config) tlsConfig() *tls.Config {
 	if c == nil || c.tls == nil {
 		return nil
 	}
@@ -376,11 +387,11 @@ func (c *Config) Opts() []kgo.Opt {
 		opts = append(opts, kgo.DialTLSConfig(c.tls.Clone()))
 	}
 	switch c.Mechanism {
-	case Plain:
+	case mechPlain:
 		opts = append(opts, kgo.SASL(plain.Auth{User: c.Username, Pass: c.Password}.AsMechanism()))
-	case ScramSHA256:
+	case mechScramSHA256:
 		opts = append(opts, kgo.SASL(scram.Auth{User: c.Username, Pass: c.Password}.AsSha256Mechanism()))
-	case ScramSHA512:
+	case mechScramSHA512:
 		opts = append(opts, kgo.SASL(scram.Auth{User: c.Username, Pass: c.Password}.AsSha512Mechanism()))
 	}
 	if c.ClientID != "" {
@@ -392,7 +403,7 @@ func (c *Config) Opts() []kgo.Opt {
 // String describes c without its password, for logs.
 func (c *Config) String() string {
 	if c == nil {
-		return Plaintext
+		return protoPlaintext
 	}
 	s := orPlaintext(c.Protocol)
 	if c.Mechanism != "" {
@@ -401,10 +412,10 @@ func (c *Config) String() string {
 	return s
 }
 
-// DefaultCheckTimeout bounds Check when its context has no earlier
+// checkTimeout bounds Check when its context has no earlier
 // deadline: long enough for a TLS and SASL handshake across regions,
 // short enough that a misconfigured process stops instead of seeming hung.
-const DefaultCheckTimeout = 10 * time.Second
+const checkTimeout = 10 * time.Second
 
 // Check builds a client from opts (seed brokers, Opts), Pings with it and
 // closes it: the start-up check of a process whose clients are built
@@ -418,7 +429,7 @@ func Check(ctx context.Context, opts ...kgo.Opt) error {
 	return Ping(ctx, cl)
 }
 
-// Ping asks cl's brokers for metadata once, within DefaultCheckTimeout (or
+// Ping asks cl's brokers for metadata once, within checkTimeout, 10s (or
 // ctx's earlier deadline). franz-go retries a refused login or handshake in
 // the background without surfacing it, so a process with a wrong password
 // would otherwise wait forever; Ping turns that into an error that carries
@@ -429,7 +440,7 @@ func Check(ctx context.Context, opts ...kgo.Opt) error {
 func Ping(ctx context.Context, cl *kgo.Client) error {
 	seeds := strings.Join(seedsOf(cl), ",")
 	mechs, _ := cl.OptValue(kgo.SASL).([]sasl.Mechanism)
-	ctx, cancel := context.WithTimeout(ctx, DefaultCheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	start := time.Now()
 	err := cl.Ping(ctx)

@@ -1,4 +1,4 @@
-package kafkaconf_test
+package kafkaconf
 
 import (
 	"context"
@@ -14,13 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/kafkatest"
-	"github.com/onceflight/onceflight/kafkaconf"
 )
 
-func props(kv ...string) []kafkaconf.Property {
-	var out []kafkaconf.Property
+func props(kv ...string) []Property {
+	var out []Property
 	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, kafkaconf.Property{Key: kv[i], Value: kv[i+1], Source: "-X"})
+		out = append(out, Property{Key: kv[i], Value: kv[i+1], Source: "-X"})
 	}
 	return out
 }
@@ -34,7 +33,7 @@ func TestNewRejects(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		props []kafkaconf.Property
+		props []Property
 		want  []string // all must appear in the error
 	}{
 		{"unknown", props("linger.ms", "5"), []string{`property "linger.ms"`, "unknown property", "-X: "}},
@@ -62,7 +61,7 @@ func TestNewRejects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := kafkaconf.New(tc.props)
+			c, err := New(tc.props)
 			if err == nil {
 				t.Fatalf("New accepted %v: %v", tc.props, c)
 			}
@@ -71,8 +70,8 @@ func TestNewRejects(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			if _, ok := errors.AsType[*kafkaconf.Error](err); !ok {
-				t.Errorf("error %v is not a *kafkaconf.Error", err)
+			if _, ok := errors.AsType[*Error](err); !ok {
+				t.Errorf("error %v is not a *Error", err)
 			}
 			if strings.Contains(err.Error(), "secret") {
 				t.Errorf("error %q repeats the password", err)
@@ -82,7 +81,7 @@ func TestNewRejects(t *testing.T) {
 }
 
 func TestNewReportsEveryProblem(t *testing.T) {
-	_, err := kafkaconf.New(props("linger.ms", "1", "acks", "all", "security.protocol", "nope"))
+	_, err := New(props("linger.ms", "1", "acks", "all", "security.protocol", "nope"))
 	for _, w := range []string{"linger.ms", "acks", `"nope"`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error %v lacks %q", err, w)
@@ -92,16 +91,16 @@ func TestNewReportsEveryProblem(t *testing.T) {
 
 func TestNewAccepts(t *testing.T) {
 	certs := kafkatest.NewCerts(t)
-	c, err := kafkaconf.New(props("security.protocol", "sasl_ssl", "sasl.mechanism", "scram-sha-512",
+	c, err := New(props("security.protocol", "sasl_ssl", "sasl.mechanism", "scram-sha-512",
 		"sasl.username", "u", "sasl.password", "p", "ssl.ca.location", certs.CA, "client.id", "me",
 		"ssl.certificate.location", certs.ClientCert, "ssl.key.location", certs.ClientKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Protocol != kafkaconf.SASLSSL || c.Mechanism != kafkaconf.ScramSHA512 || c.ClientID != "me" {
+	if c.Protocol != protoSASLSSL || c.Mechanism != mechScramSHA512 || c.ClientID != "me" {
 		t.Errorf("config = %+v", c)
 	}
-	if tc := c.TLS(); tc == nil || tc.RootCAs == nil || len(tc.Certificates) != 1 || tc.InsecureSkipVerify {
+	if tc := c.tlsConfig(); tc == nil || tc.RootCAs == nil || len(tc.Certificates) != 1 || tc.InsecureSkipVerify {
 		t.Errorf("TLS = %+v", tc)
 	}
 	if len(c.Opts()) != 3 {
@@ -111,29 +110,29 @@ func TestNewAccepts(t *testing.T) {
 		t.Errorf("String() = %q", c.String())
 	}
 
-	c, err = kafkaconf.New(props("security.protocol", "SASL_PLAINTEXT", "sasl.mechanisms", "PLAIN", "sasl.username", "u", "sasl.password", "p"))
-	if err != nil || c.Mechanism != kafkaconf.Plain {
+	c, err = New(props("security.protocol", "SASL_PLAINTEXT", "sasl.mechanisms", "PLAIN", "sasl.username", "u", "sasl.password", "p"))
+	if err != nil || c.Mechanism != mechPlain {
 		t.Errorf("librdkafka's sasl.mechanisms: %+v, %v", c, err)
 	}
 
 	// Later properties win: a flag after the file turns TLS off.
-	c, err = kafkaconf.New(append(props("security.protocol", "SSL"), props("security.protocol", "PLAINTEXT")...))
-	if err != nil || c.TLS() != nil || len(c.Opts()) != 0 {
+	c, err = New(append(props("security.protocol", "SSL"), props("security.protocol", "PLAINTEXT")...))
+	if err != nil || c.tlsConfig() != nil || len(c.Opts()) != 0 {
 		t.Errorf("override: %+v, %v", c, err)
 	}
-	var nilConf *kafkaconf.Config
-	if nilConf.Opts() != nil || nilConf.TLS() != nil {
+	var nilConf *Config
+	if nilConf.Opts() != nil || nilConf.tlsConfig() != nil {
 		t.Error("a nil Config has options")
 	}
 }
 
 func TestParseProperties(t *testing.T) {
 	in := "\ufeff# a comment\n! another\n\n  security.protocol = SASL_SSL\nsasl.mechanism: PLAIN\nsasl.password=a=b:c \n"
-	got, err := kafkaconf.ParseProperties("k.properties", strings.NewReader(in))
+	got, err := parseProperties("k.properties", strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []kafkaconf.Property{
+	want := []Property{
 		{Key: "security.protocol", Value: "SASL_SSL", Source: "k.properties:4"},
 		{Key: "sasl.mechanism", Value: "PLAIN", Source: "k.properties:5"},
 		{Key: "sasl.password", Value: "a=b:c", Source: "k.properties:6"},
@@ -155,7 +154,7 @@ func TestParseProperties(t *testing.T) {
 		"sasl.password=abc\\\ndef\n":   "k.properties:1: property \"sasl.password\": line continuations",
 		strings.Repeat("x", 70<<10):    "k.properties:1: read",
 	} {
-		if _, err := kafkaconf.ParseProperties("k.properties", strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), w) {
+		if _, err := parseProperties("k.properties", strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("ParseProperties(%.20q) error = %v, want %q", in, err, w)
 		}
 	}
@@ -167,24 +166,24 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(file, []byte("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=u\nsasl.password=p\nlinger.ms=5\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := kafkaconf.Load(file, nil)
+	_, err := Load(file, nil)
 	if err == nil || !strings.Contains(err.Error(), file+":5: property \"linger.ms\": unknown property") {
 		t.Fatalf("unknown property in a file: %v", err)
 	}
 	if err := os.WriteFile(file, []byte("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=u\nsasl.password=p\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := kafkaconf.Load(file, []string{"sasl.mechanism=SCRAM-SHA-256", "sasl.password=x=y"})
-	if err != nil || c.Mechanism != kafkaconf.ScramSHA256 || c.Password != "x=y" {
+	c, err := Load(file, []string{"sasl.mechanism=SCRAM-SHA-256", "sasl.password=x=y"})
+	if err != nil || c.Mechanism != mechScramSHA256 || c.Password != "x=y" {
 		t.Fatalf("-X over the file: %+v, %v", c, err)
 	}
-	if _, err := kafkaconf.Load(filepath.Join(dir, "missing"), nil); err == nil || !strings.Contains(err.Error(), "--kafka-config") {
+	if _, err := Load(filepath.Join(dir, "missing"), nil); err == nil || !strings.Contains(err.Error(), "--kafka-config") {
 		t.Errorf("missing file: %v", err)
 	}
-	if _, err := kafkaconf.Load("", []string{"sasl.password"}); err == nil || !strings.Contains(err.Error(), "not key=value") {
+	if _, err := Load("", []string{"sasl.password"}); err == nil || !strings.Contains(err.Error(), "not key=value") {
 		t.Errorf("-X without =: %v", err)
 	}
-	if _, err := kafkaconf.Load("", []string{"sasl.passwordsecret"}); err == nil || strings.Contains(err.Error(), "secret") {
+	if _, err := Load("", []string{"sasl.passwordsecret"}); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Errorf("-X without = repeats what may be a password: %v", err)
 	}
 }
@@ -193,14 +192,14 @@ func TestLoad(t *testing.T) {
 // Check must pass and a produce must be acknowledged.
 func connect(t *testing.T, addr string, kv ...string) error {
 	t.Helper()
-	c, err := kafkaconf.New(props(kv...))
+	c, err := New(props(kv...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	opts := append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation()}, c.Opts()...)
-	if err := kafkaconf.Check(ctx, opts...); err != nil {
+	if err := Check(ctx, opts...); err != nil {
 		return err
 	}
 	cl, err := kgo.NewClient(opts...)
@@ -212,7 +211,7 @@ func connect(t *testing.T, addr string, kv ...string) error {
 }
 
 func TestSASL(t *testing.T) {
-	for _, mech := range []string{kafkaconf.Plain, kafkaconf.ScramSHA256, kafkaconf.ScramSHA512} {
+	for _, mech := range []string{mechPlain, mechScramSHA256, mechScramSHA512} {
 		t.Run(mech, func(t *testing.T) {
 			addr := kafkatest.Start(t, kfake.EnableSASL(), kfake.Superuser(mech, "app", "s3cret"))
 			base := []string{"security.protocol", "SASL_PLAINTEXT", "sasl.mechanism", mech, "sasl.username", "app"}
@@ -257,7 +256,7 @@ func TestMutualTLSAndSASLSSL(t *testing.T) {
 	certs := kafkatest.NewCerts(t)
 	server := certs.Server.Clone()
 	server.ClientAuth = tls.RequireAndVerifyClientCert
-	addr := kafkatest.Start(t, kfake.TLS(server), kfake.EnableSASL(), kfake.Superuser(kafkaconf.ScramSHA512, "app", "pw"))
+	addr := kafkatest.Start(t, kfake.TLS(server), kfake.EnableSASL(), kfake.Superuser(mechScramSHA512, "app", "pw"))
 	base := []string{"security.protocol", "SASL_SSL", "sasl.mechanism", "SCRAM-SHA-512", "sasl.username", "app", "sasl.password", "pw", "ssl.ca.location", certs.CA}
 	if err := connect(t, addr, append(base, "ssl.certificate.location", certs.ClientCert, "ssl.key.location", certs.ClientKey)...); err != nil {
 		t.Fatalf("mutual TLS with SASL: %v", err)
@@ -292,11 +291,11 @@ func TestREADMEExample(t *testing.T) {
 	if !ok || block == "" {
 		t.Fatal("README has no properties example")
 	}
-	props, err := kafkaconf.ParseProperties("README.md", strings.NewReader(block))
+	props, err := parseProperties("README.md", strings.NewReader(block))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = kafkaconf.New(props)
+	_, err = New(props)
 	if err == nil || !strings.Contains(err.Error(), `property "ssl.ca.location": read CA file`) || strings.Count(err.Error(), "property") != 1 {
 		t.Fatalf("README example: %v", err)
 	}

@@ -16,7 +16,7 @@ import (
 // anywhere near it, and a binary file fed by mistake fails fast.
 const maxLine = 64 << 10
 
-// ParseProperties reads a properties file: one `key=value` or `key: value`
+// parseProperties reads a properties file: one `key=value` or `key: value`
 // per line, blank lines, and comment lines starting with # or !. Keys and
 // values are trimmed of surrounding white space; control characters other
 // than tab are refused. name is used in Sources
@@ -28,7 +28,7 @@ const maxLine = 64 << 10
 // Line continuations and escapes are refused instead of half supported: a
 // value ending in a backslash is an error, so a password is never silently
 // cut or joined with the next line.
-func ParseProperties(name string, r io.Reader) ([]Property, error) {
+func parseProperties(name string, r io.Reader) ([]Property, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), maxLine)
 	var out []Property
@@ -69,9 +69,9 @@ func ParseProperties(name string, r io.Reader) ([]Property, error) {
 	return out, nil
 }
 
-// ParseFlag parses one `-X key=value` argument. The value may contain '='
+// parseFlag parses one `-X key=value` argument. The value may contain '='
 // (passwords do).
-func ParseFlag(arg string) (Property, error) {
+func parseFlag(arg string) (Property, error) {
 	key, value, ok := strings.Cut(arg, "=")
 	key = strings.TrimSpace(key)
 	if !ok || key == "" {
@@ -99,12 +99,12 @@ func Load(file string, flags []string) (*Config, error) {
 			return nil, fmt.Errorf("--kafka-config: %w", err)
 		}
 		defer f.Close()
-		if props, err = ParseProperties(file, f); err != nil {
+		if props, err = parseProperties(file, f); err != nil {
 			return nil, err
 		}
 	}
 	for _, arg := range flags {
-		p, err := ParseFlag(arg)
+		p, err := parseFlag(arg)
 		if err != nil {
 			return nil, err
 		}

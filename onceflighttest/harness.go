@@ -122,10 +122,10 @@ func (h *Harness) Client() *kgo.Client {
 	return h.cl
 }
 
-// LogLevel is the executors' log level: warnings unless
+// logLevel is the executors' log level: warnings unless
 // ONCEFLIGHT_TEST_LOG=info, so that a failing test can be rerun with the
 // executor's story.
-func LogLevel() slog.Level {
+func logLevel() slog.Level {
 	if os.Getenv("ONCEFLIGHT_TEST_LOG") == "info" {
 		return slog.LevelInfo
 	}
@@ -137,7 +137,7 @@ func (h *Harness) config(id string) consumer.Config {
 	return consumer.Config{
 		Brokers: h.Brokers, Partitions: Partitions, SessionTimeout: 6 * time.Second,
 		ClockDrift: 100 * time.Millisecond, ExecutorID: id,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: LogLevel()})),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})),
 	}
 }
 

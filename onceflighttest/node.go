@@ -44,10 +44,6 @@ type NodeOptions struct {
 	ExecutorOpts []consumer.Option
 }
 
-// ShortHeartbeats lets a session timeout below kgo's 3s default heartbeat
-// interval hold: without it a 2s session expires between heartbeats.
-var ShortHeartbeats = []kgo.Opt{kgo.HeartbeatInterval(300 * time.Millisecond)}
-
 // StartNode runs an executor named id on the harness's brokers and
 // Config, with its Pebble under dataDir and its logs tagged with id. The
 // node's Stop is also a cleanup; what Run returned is Stop's to report.
@@ -55,7 +51,7 @@ func (h *Harness) StartNode(id, dataDir string, o NodeOptions) *Node {
 	h.t.Helper()
 	cfg := h.config(id)
 	cfg.DataDir = dataDir
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: LogLevel()})).With("executor", id)
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})).With("executor", id)
 	if o.Tune != nil {
 		o.Tune(&cfg)
 	}
@@ -81,13 +77,13 @@ func (h *Harness) StartNode(id, dataDir string, o NodeOptions) *Node {
 	return n
 }
 
-// StopTimeout bounds how long a stop waits for Run to return after its
+// stopTimeout bounds how long a stop waits for Run to return after its
 // context is cancelled: far above a graceful stop (RevokeTimeout, then the
 // shutdown of the chores), so that only a hang reaches it.
-const StopTimeout = 60 * time.Second
+const stopTimeout = 60 * time.Second
 
 // stopped waits for what Run returned on done, failing the test with
-// every goroutine's stack if it takes longer than StopTimeout: a Run that
+// every goroutine's stack if it takes longer than stopTimeout: a Run that
 // does not return is a hang to show, not one to wait out until the
 // package's timeout kills every test after it.
 func stopped(t testing.TB, done <-chan error) error {
@@ -95,10 +91,10 @@ func stopped(t testing.TB, done <-chan error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(StopTimeout):
+	case <-time.After(stopTimeout):
 		var b strings.Builder
 		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-		t.Fatalf("Run did not return within %s of its cancel; goroutines:\n%s", StopTimeout, b.String())
+		t.Fatalf("Run did not return within %s of its cancel; goroutines:\n%s", stopTimeout, b.String())
 		return nil
 	}
 }
@@ -138,41 +134,6 @@ func (n *Node) Counter(name string, labels map[string]string) float64 {
 		}
 	}
 	return total
-}
-
-// Gauge reads the first series of metric name on reg whose labels include
-// labels (name=value pairs) — a gauge's value, else a counter's — and
-// whether there is one.
-func Gauge(t testing.TB, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				ok := false
-				for _, l := range m.GetLabel() {
-					if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
-						ok = true
-					}
-				}
-				if !ok {
-					continue metrics
-				}
-			}
-			if g := m.GetGauge(); g != nil {
-				return g.GetValue(), true
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
 }
 
 // WaitFor polls cond every 20ms until it holds, failing the test after

@@ -3,13 +3,13 @@ package onceflighttest
 import (
 	"context"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/audit"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -89,7 +89,7 @@ func (h *Harness) JournalAll() []schemas.Record {
 	var out []schemas.Record
 	for p := range int32(Partitions) {
 		for _, r := range h.Journal(p) {
-			if k := HeaderValue(r, "onceflight-kind"); k != "" && k != "record" {
+			if k := kafkatest.HeaderValue(r, "onceflight-kind"); k != "" && k != "record" {
 				continue
 			}
 			rec, err := schemas.UnmarshalRecord(r.Value)
@@ -134,33 +134,4 @@ func (h *Harness) GroupMembers() []string {
 		}
 	}
 	return ids
-}
-
-// HeaderValue is the value of r's header key ("" when absent).
-func HeaderValue(r *kgo.Record, key string) string {
-	for _, hd := range r.Headers {
-		if hd.Key == key {
-			return string(hd.Value)
-		}
-	}
-	return ""
-}
-
-// OneOutcomeEach checks that each command id in ids has outcomes of
-// exactly one outcome id: republications of the same id are allowed
-// (docs/events.md#execution-records), a second answer is not.
-func OneOutcomeEach(t testing.TB, seen map[string][]schemas.Outcome, ids []string) {
-	t.Helper()
-	for _, id := range ids {
-		os := seen[id]
-		if len(os) == 0 {
-			t.Fatalf("command %s: no outcome", id)
-		}
-		for _, o := range os[1:] {
-			if o.ID != os[0].ID {
-				t.Fatalf("command %s answered twice: %s %s (by %s) and %s %s (by %s)", id,
-					os[0].ID, os[0].Record.Status, os[0].Record.Executor, o.ID, o.Record.Status, o.Record.Executor)
-			}
-		}
-	}
 }

@@ -17,11 +17,11 @@ package partitioner
 
 import "fmt"
 
-// Murmur2 is Kafka's variant of MurmurHash2 (seed 0x9747b28c), as implemented
+// murmur2 is Kafka's variant of MurmurHash2 (seed 0x9747b28c), as implemented
 // by org.apache.kafka.common.utils.Utils.murmur2. It returns the hash as the
 // signed 32-bit integer Java returns, so values can be compared directly with
 // Kafka's published test vectors.
-func Murmur2(b []byte) int32 {
+func murmur2(b []byte) int32 {
 	const (
 		seed uint32 = 0x9747b28c
 		m    uint32 = 0x5bd1e995
@@ -73,7 +73,7 @@ func ForKey(key []byte, numPartitions int) int32 {
 	if numPartitions < 1 {
 		panic(fmt.Sprintf("partitioner: numPartitions must be >= 1, got %d", numPartitions))
 	}
-	h := uint32(Murmur2(key)) & 0x7fffffff
+	h := uint32(murmur2(key)) & 0x7fffffff
 	return int32(uint64(h) % uint64(numPartitions))
 }
 

@@ -24,8 +24,8 @@ func TestMurmur2KafkaVectors(t *testing.T) {
 		{"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
 		{"abc", 479470107},
 	} {
-		if got := Murmur2([]byte(c.in)); got != c.want {
-			t.Errorf("Murmur2(%q) = %d, want %d", c.in, got, c.want)
+		if got := murmur2([]byte(c.in)); got != c.want {
+			t.Errorf("murmur2(%q) = %d, want %d", c.in, got, c.want)
 		}
 	}
 }

@@ -23,7 +23,7 @@ import (
 // (it refuses existing topics whose settings could lose journal records),
 // so that the backlog can be on the commands topic before serve starts.
 func (b *bench) createTopics(ctx context.Context) error {
-	mmb := strconv.Itoa(consumer.DefaultMaxMessageBytes)
+	mmb := strconv.Itoa(consumer.Defaults().MaxMessageBytes)
 	keep, del := "-1", "delete"
 	for _, t := range []struct {
 		name  string

@@ -3,7 +3,7 @@
 // of connectors.Connector and connectors.Confirmer (deadlines honoured, nothing
 // sent when cancelled, results are JSON, Confirm tells found from not found),
 // run against each connector with a harness that can count the effects the
-// external system saw. It also holds Faulty, a scriptable connector.
+// external system saw.
 package connectortest
 
 import (
@@ -17,6 +17,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -34,9 +35,6 @@ type Harness struct {
 	// ApplyThenAmbiguous, if set, makes the next execution of key apply its
 	// effect and then look ambiguous to the connector (timeout, reset, 500).
 	ApplyThenAmbiguous func(key string)
-	// Policy overrides the suite's default policy (fast timeouts, 5ms
-	// backoff); IdempotentByKey is always taken from Features.
-	Policy *connectors.Policy
 }
 
 var seq atomic.Int64
@@ -44,16 +42,13 @@ var seq atomic.Int64
 // Run runs the conformance cases. newConnector is called once per case.
 func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 	t.Helper()
-	setup := func(t *testing.T) (Harness, connectors.Policy) {
+	setup := func(t *testing.T) (Harness, effect.Policy) {
 		h := newConnector(t)
-		p := connectors.Policy{
+		p := effect.Policy{
 			Timeout:        2 * time.Second,
 			MaxAttempts:    3,
 			ConfirmTimeout: 3 * time.Second,
 			Backoff:        func() backoff.BackOff { return backoff.NewConstantBackOff(5 * time.Millisecond) },
-		}
-		if h.Policy != nil {
-			p = *h.Policy
 		}
 		p.IdempotentByKey = f.IdempotentByKey
 		return h, p
@@ -62,7 +57,7 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 	t.Run("ExecuteSucceedsWithJSONResult", func(t *testing.T) {
 		h, p := setup(t)
 		req := newRequest(t)
-		d := connectors.Perform(context.Background(), h.Conn, req, p)
+		d := effect.Perform(context.Background(), h.Conn, req, p)
 		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 			t.Fatalf("decision = %+v, want succeeded after 1 attempt", d)
 		}
@@ -95,8 +90,8 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 		if res := h.Conn.Execute(ctx, req); res.Kind == connectors.Succeeded {
 			t.Fatalf("Execute with cancelled ctx succeeded")
 		}
-		d := connectors.Perform(ctx, h.Conn, req, p)
-		if d.Outcome != schemas.StatusUnresolved || d.Code != connectors.CodeInterrupted || d.Attempts != 0 {
+		d := effect.Perform(ctx, h.Conn, req, p)
+		if d.Outcome != schemas.StatusUnresolved || d.Code != effect.CodeInterrupted || d.Attempts != 0 {
 			t.Fatalf("decision = %+v, want unresolved interrupted, 0 attempts", d)
 		}
 		if n := h.Effects(req.Key); n != 0 {
@@ -107,7 +102,7 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 	if f.Confirm {
 		t.Run("ConfirmFoundAndNotFound", func(t *testing.T) {
 			h, _ := setup(t)
-			c, ok := connectors.ConfirmerOf(h.Conn)
+			c, ok := effect.ConfirmerOf(h.Conn)
 			if !ok {
 				t.Fatal("connector does not confirm")
 			}
@@ -128,13 +123,13 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 		t.Run("ReconcileAfterSuccessAddsNoEffect", func(t *testing.T) {
 			h, p := setup(t)
 			req := newRequest(t)
-			d := connectors.Perform(context.Background(), h.Conn, req, p)
+			d := effect.Perform(context.Background(), h.Conn, req, p)
 			if d.Outcome != schemas.StatusSucceeded {
 				t.Fatalf("perform = %+v", d)
 			}
 			req.Attempt = d.Attempts
 			req.Deadline = time.Now().Add(-time.Millisecond)
-			d = connectors.Reconcile(context.Background(), h.Conn, req, p)
+			d = effect.Reconcile(context.Background(), h.Conn, req, p)
 			if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 				t.Fatalf("reconcile = %+v, want succeeded with attempts 1", d)
 			}
@@ -148,7 +143,7 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 			req := newRequest(t)
 			req.Attempt = 1
 			req.Deadline = time.Now().Add(-time.Millisecond)
-			d := connectors.Reconcile(context.Background(), h.Conn, req, p)
+			d := effect.Reconcile(context.Background(), h.Conn, req, p)
 			if d.Outcome != schemas.StatusSucceeded || d.Attempts != 2 {
 				t.Fatalf("reconcile = %+v, want succeeded as attempt 2", d)
 			}
@@ -166,7 +161,7 @@ func Run(t *testing.T, f Features, newConnector func(t *testing.T) Harness) {
 			}
 			req := newRequest(t)
 			h.ApplyThenAmbiguous(req.Key)
-			d := connectors.Perform(context.Background(), h.Conn, req, p)
+			d := effect.Perform(context.Background(), h.Conn, req, p)
 			if f.Confirm {
 				if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 					t.Fatalf("decision = %+v, want succeeded by confirmation after 1 attempt", d)

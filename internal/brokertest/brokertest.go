@@ -15,12 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/internal/brokerfeatures"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/modules/kafka"
 	"github.com/testcontainers/testcontainers-go/modules/redpanda"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // EnvImage names the broker image; DefaultImage when unset. Images of
@@ -114,7 +113,7 @@ func checkFeatures(t testing.TB, ctx context.Context, img string, seeds []string
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	f, err := kafkaconf.BrokerFeatures(ctx, cl)
+	f, err := brokerfeatures.Read(ctx, cl)
 	if err != nil {
 		t.Fatalf("broker %s: %v", img, err)
 	}

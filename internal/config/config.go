@@ -19,7 +19,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	"github.com/onceflight/onceflight/kafkaconf"
 	"github.com/onceflight/onceflight/schemas"
@@ -40,7 +40,7 @@ const (
 
 // Defaults of the actions file that are not a connector policy's. The
 // policy defaults (timeout, max_attempts, confirm_timeout, give_up_after)
-// are defined once, in connectors (connectors.DefaultTimeout, …), which
+// are defined once, in connectors (effect.DefaultTimeout, …), which
 // applies them to policies built in code too; setDefaults fills them in
 // here so that a described action shows the values it runs with.
 const (
@@ -237,19 +237,19 @@ func (r *ReconcileConfig) setDefaults() {
 // OnDuplicate ("reject") and GiveUpAfter (1h) when unset.
 func (a *Action) setDefaults() {
 	if a.Timeout == 0 {
-		a.Timeout = connectors.DefaultTimeout
+		a.Timeout = effect.DefaultTimeout
 	}
 	if a.MaxAttempts == 0 {
-		a.MaxAttempts = connectors.DefaultMaxAttempts
+		a.MaxAttempts = effect.DefaultMaxAttempts
 	}
 	if a.ConfirmTimeout == 0 {
-		a.ConfirmTimeout = connectors.DefaultConfirmTimeout
+		a.ConfirmTimeout = effect.DefaultConfirmTimeout
 	}
 	if a.OnDuplicate == "" {
 		a.OnDuplicate = OnDuplicateReject
 	}
 	if a.GiveUpAfter == 0 {
-		a.GiveUpAfter = connectors.DefaultGiveUpAfter
+		a.GiveUpAfter = effect.DefaultGiveUpAfter
 	}
 }
 

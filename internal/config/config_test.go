@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/onceflight/onceflight/connectors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
@@ -371,7 +371,7 @@ actions:
 	if a := cfg.Actions["payments.refund"]; a.System != "payments" || a.GiveUpAfter != 10*time.Minute {
 		t.Errorf("payments.refund = %+v", a)
 	}
-	if a := cfg.Actions["ping"]; a.System != "" || a.GiveUpAfter != connectors.DefaultGiveUpAfter {
+	if a := cfg.Actions["ping"]; a.System != "" || a.GiveUpAfter != effect.DefaultGiveUpAfter {
 		t.Errorf("ping = %+v", a)
 	}
 }

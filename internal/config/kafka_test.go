@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/onceflight/onceflight/internal/kafkatest"
-	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 const kafkaAction = "actions:\n  x:\n    connector: kafka\n    topic: t\n"
@@ -79,7 +78,7 @@ actions:
 		t.Fatal(err)
 	}
 	o := cfg.Actions["other"]
-	if !o.OwnConnection() || len(o.Brokers) != 2 || o.Kafka.Mechanism != kafkaconf.ScramSHA512 || o.Kafka.Password != "p:w=d" || o.Kafka.TLS() == nil {
+	if !o.OwnConnection() || len(o.Brokers) != 2 || o.Kafka.Mechanism != "SCRAM-SHA-512" || o.Kafka.Password != "p:w=d" || o.Kafka.Protocol != "SASL_SSL" {
 		t.Errorf("other = %+v, kafka %+v", o, o.Kafka)
 	}
 	if s := cfg.Actions["same"]; s.OwnConnection() {

@@ -522,11 +522,8 @@ func (p *loader) kafkaProperties(action string, props map[string]string) *kafkac
 			return nil
 		}
 		v := props[k]
-		switch k {
-		case kafkaconf.SSLCALocation, kafkaconf.SSLCertificateLocation, kafkaconf.SSLKeyLocation:
-			if v != "" && !filepath.IsAbs(v) {
-				v = filepath.Join(p.dir, v)
-			}
+		if kafkaconf.IsFile(k) && v != "" && !filepath.IsAbs(v) {
+			v = filepath.Join(p.dir, v)
 		}
 		list = append(list, kafkaconf.Property{Key: k, Value: v})
 	}

@@ -3,7 +3,7 @@ package decide
 import (
 	"fmt"
 
-	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -24,8 +24,8 @@ var AnswerRows = []Row{
 // who runs the execution's confirmations (schemas.By*; "" for the
 // executor). For Settle, EstablishedBy overrides the decision's own
 // provenance ("" keeps it).
-func Performed(dec connectors.Decision, asker string) Decision {
-	if dec.Code == connectors.CodeNotStarted || dec.Code == connectors.CodeInterrupted {
+func Performed(dec effect.Decision, asker string) Decision {
+	if dec.Code == effect.CodeNotStarted || dec.Code == effect.CodeInterrupted {
 		return Decision{Row: "not-decided", Verdict: Ignore}
 	}
 	d := Decision{Row: "decided", Verdict: Settle}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -14,18 +14,18 @@ func TestAnswerRows(t *testing.T) {
 	hit := map[string]bool{}
 	for _, tc := range []struct {
 		name  string
-		dec   connectors.Decision
+		dec   effect.Decision
 		asker string
 		row   string
 		verd  Verdict
 		by    string
 	}{
-		{"not started", connectors.Decision{Code: connectors.CodeNotStarted}, "", "not-decided", Ignore, ""},
-		{"interrupted by a stop", connectors.Decision{Code: connectors.CodeInterrupted}, schemas.ByReconciler, "not-decided", Ignore, ""},
-		{"succeeded", connectors.Decision{Outcome: schemas.StatusSucceeded}, "", "decided", Settle, ""},
-		{"failed, executor asked", connectors.Decision{Outcome: schemas.StatusFailed, Code: "http_400"}, schemas.ByExecutor, "decided", Settle, ""},
-		{"confirmed for the reconciler", connectors.Decision{Outcome: schemas.StatusSucceeded, EstablishedBy: schemas.EstablishedByConfirmation}, schemas.ByReconciler, "decided", Settle, schemas.EstablishedByReconciler},
-		{"confirmed for an operator's request", connectors.Decision{Outcome: schemas.StatusFailed}, schemas.ByOperator, "decided", Settle, schemas.EstablishedByReconciler},
+		{"not started", effect.Decision{Code: effect.CodeNotStarted}, "", "not-decided", Ignore, ""},
+		{"interrupted by a stop", effect.Decision{Code: effect.CodeInterrupted}, schemas.ByReconciler, "not-decided", Ignore, ""},
+		{"succeeded", effect.Decision{Outcome: schemas.StatusSucceeded}, "", "decided", Settle, ""},
+		{"failed, executor asked", effect.Decision{Outcome: schemas.StatusFailed, Code: "http_400"}, schemas.ByExecutor, "decided", Settle, ""},
+		{"confirmed for the reconciler", effect.Decision{Outcome: schemas.StatusSucceeded, EstablishedBy: schemas.EstablishedByConfirmation}, schemas.ByReconciler, "decided", Settle, schemas.EstablishedByReconciler},
+		{"confirmed for an operator's request", effect.Decision{Outcome: schemas.StatusFailed}, schemas.ByOperator, "decided", Settle, schemas.EstablishedByReconciler},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Performed(tc.dec, tc.asker)

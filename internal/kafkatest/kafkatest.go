@@ -2,6 +2,10 @@
 // services are (SASL users, a TLS listener with a generated CA), for the
 // tests of the packages that connect to Kafka. It exists so that those
 // tests share one certificate generator instead of each growing its own.
+// It also holds the small readers of what a test's executors published
+// (HeaderValue, OneOutcomeEach, Gauge) and ShortHeartbeats: they need no
+// executor, so the executor's, the audit's and the command line's tests
+// share them from this floor.
 package kafkatest
 
 import (

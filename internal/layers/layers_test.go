@@ -24,7 +24,7 @@ var floors = []struct {
 	patterns []string
 }{
 	{"wire: what goes over Kafka, and how to reach it", []string{"schemas", "partitioner", "kafkaconf", "trust"}},
-	{"low internal pieces", []string{"internal/topics", "internal/dirlock", "internal/faultnet", "internal/kafkatest",
+	{"low internal pieces", []string{"internal/topics", "internal/brokerfeatures", "internal/dirlock", "internal/faultnet", "internal/kafkatest",
 		"internal/brokertest", "internal/client", "internal/httpauth", "internal/broker", "internal/proctest", "internal/diskfault"}},
 	{"connectors", []string{"connectors", "connectors/...", "internal/connectors/...", "internal/apifake"}},
 	{"the actions file", []string{"internal/config"}},

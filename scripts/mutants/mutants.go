@@ -65,18 +65,18 @@ var guarantees = []mutant{
 	},
 	{
 		Name: "blind-retry", Guarantee: "G3: an ambiguous answer is confirmed, never retried blind",
-		Edits: []edit{{"connectors/perform.go",
+		Edits: []edit{{"internal/connectors/effect/perform.go",
 			"	switch {\n	case canConfirm:\n		return StepConfirm\n	case idempotentByKey:\n		return StepReexecute\n	}\n	return StepUnresolved",
 			"	return StepReexecute"}},
-		Pkgs: []string{"./connectors/", consumerPkg},
+		Pkgs: []string{"./internal/connectors/effect/", consumerPkg},
 		Run:  "TestNextStepIsPerformsRule|TestPerformRules|TestUnresolvedThenReconciled|TestEvidencePaths|TestPaymentsProfileEndToEnd",
 	},
 	{
 		Name: "reconcile-without-confirm", Guarantee: "G3: an inherited or unresolved execution is confirmed before it runs again",
-		Edits: []edit{{"connectors/perform.go",
-			"	res, d, done := r.confirm(ctx, req)\n	if done {\n		return d\n	}\n	if res.Kind == Succeeded {\n		return Decision{Outcome: schemas.StatusSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}\n	}\n	req.Attempt++ // NotFound",
+		Edits: []edit{{"internal/connectors/effect/perform.go",
+			"	res, d, done := r.confirm(ctx, req)\n	if done {\n		return d\n	}\n	if res.Kind == connectors.Succeeded {\n		return Decision{Outcome: schemas.StatusSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}\n	}\n	req.Attempt++ // NotFound",
 			"	req.Attempt++ // NotFound"}},
-		Pkgs: []string{"./connectors/", consumerPkg},
+		Pkgs: []string{"./internal/connectors/effect/", consumerPkg},
 		Run:  "TestReconcile|TestConfirmWaitsForDeadlineBeforeTrustingNotFound|TestUnresolvedThenReconciled|TestEvidencePaths|TestEvidenceCrashBeforeConfirmation|TestFaultGraceConfirmWaitsForDeadlinePlusDrift|TestInterruptedReconcileAttemptIsInherited|TestReconcilerConfirmationConsumedAgain",
 	},
 	{

@@ -56,7 +56,7 @@ func BenchmarkProjectionKeepsUp(b *testing.B) {
 		// commands topic reach the end: they commit in the transaction
 		// of the outcomes.
 		consumed := func() int64 {
-			os, err := adm.FetchOffsets(ctx, consumer.DefaultGroup)
+			os, err := adm.FetchOffsets(ctx, consumer.Defaults().Group)
 			if err != nil {
 				return 0
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -22,7 +23,7 @@ func TestProjectionThreeExecutorsTwelvePartitions(t *testing.T) {
 	tune := func(c *consumer.Config) { c.Partitions = 12 }
 	var nodes []*onceflighttest.Node
 	for i := range 3 {
-		nodes = append(nodes, h.StartNode(fmt.Sprintf("ex-%d", i), filepath.Join(t.TempDir(), "state"), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: onceflighttest.ShortHeartbeats}))
+		nodes = append(nodes, h.StartNode(fmt.Sprintf("ex-%d", i), filepath.Join(t.TempDir(), "state"), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats}))
 	}
 	onceflighttest.WaitFor(t, 60*time.Second, "three executors sharing 12 partitions", func() bool {
 		n := 0

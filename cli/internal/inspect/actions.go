@@ -4,7 +4,7 @@
 //
 // The action description is derived from the executor's own construction
 // (consumer.Protections) and the connectors' own classification functions
-// (connectors.NextStep, the http and kafka Classify functions), never from a
+// (effect.NextStep, the http and kafka Classify functions), never from a
 // second reading of the file: a description that can drift from what the
 // executor does would be worse than none.
 package inspect
@@ -25,6 +25,7 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
 )
@@ -103,7 +104,7 @@ type Answer struct {
 	Answer string `json:"answer"`
 	// Kind is the connector's classification (connectors.Kind).
 	Kind string `json:"kind"`
-	// Step is connectors.NextStep's choice for it on a first attempt.
+	// Step is effect.NextStep's choice for it on a first attempt.
 	Step string `json:"step"`
 	// Then says the whole path to a final record.
 	Then string `json:"then"`
@@ -171,9 +172,9 @@ func describe(a *config.Action, p consumer.Protection, maxDataBytes int) Action 
 		},
 		Limits: Limits{
 			MaxDataBytes: maxDataBytes, Schema: a.Schema, AllowedSources: a.AllowedSources,
-			Timeout: p.Policy.Timeout.String(), MaxAttempts: p.Policy.MaxAttempts, ConfirmTimeout: p.Policy.ConfirmTimeout.String(),
+			Timeout: p.Timeout.String(), MaxAttempts: p.MaxAttempts, ConfirmTimeout: p.ConfirmTimeout.String(),
 			Deadline:    "optional per command: not started by then → rejected expired",
-			GiveUpAfter: p.Policy.GiveUpAfter.String(),
+			GiveUpAfter: p.GiveUpAfter.String(),
 			System:      systemOf(p.System),
 		},
 		Warnings: []string{},
@@ -185,7 +186,7 @@ func describe(a *config.Action, p consumer.Protection, maxDataBytes int) Action 
 		d.Limits.AllowedSources = []string{"*"}
 	}
 	for _, r := range answersOf(a) {
-		step := connectors.NextStep(r.kind, p.CanConfirm, p.Policy.IdempotentByKey, false)
+		step := effect.NextStep(r.kind, p.CanConfirm, p.IdempotentByKey, false)
 		d.Answers = append(d.Answers, Answer{Answer: r.label, Kind: r.kind.String(), Step: step.String(), Then: then(step, p, d.Endpoints.Confirm)})
 	}
 	d.Endpoints.Request, d.Endpoints.ConfirmRule = requestOf(a), confirmRule(a)
@@ -252,25 +253,25 @@ func confirmHow(a *config.Action, p consumer.Protection) string {
 }
 
 // then says what a step leads to under p.
-func then(s connectors.Step, p consumer.Protection, how string) string {
-	n := p.Policy.MaxAttempts
+func then(s effect.Step, p consumer.Protection, how string) string {
+	n := p.MaxAttempts
 	retry := fmt.Sprintf("retry up to %d attempts, then failed (connector_unavailable)", n)
 	if n == 1 {
 		retry = "failed (connector_unavailable), no retry: max_attempts is 1"
 	}
 	switch s {
-	case connectors.StepSucceed:
+	case effect.StepSucceed:
 		return "succeeded"
-	case connectors.StepFail:
+	case effect.StepFail:
 		return "failed (connector_rejected), not retried"
-	case connectors.StepRetry:
-		return fmt.Sprintf("retry after backoff or Retry-After, using up no attempt, until give_up_after (%s) or the deadline, then failed (connector_unavailable)", p.Policy.GiveUpAfter)
-	case connectors.StepConfirm:
+	case effect.StepRetry:
+		return fmt.Sprintf("retry after backoff or Retry-After, using up no attempt, until give_up_after (%s) or the deadline, then failed (connector_unavailable)", p.GiveUpAfter)
+	case effect.StepConfirm:
 		return fmt.Sprintf("confirm (%s) for up to %s: found → succeeded; not found → %s; no answer → unresolved (confirmation_timeout)",
-			how, p.Policy.ConfirmTimeout, strings.TrimSuffix(retry, ", then failed (connector_unavailable)"))
-	case connectors.StepReexecute:
+			how, p.ConfirmTimeout, strings.TrimSuffix(retry, ", then failed (connector_unavailable)"))
+	case effect.StepReexecute:
 		return fmt.Sprintf("execute again with the same key, up to %d attempts (the external system deduplicates it), then unresolved (ambiguous_no_confirm)", n)
-	case connectors.StepUnresolved:
+	case effect.StepUnresolved:
 		return "unresolved (ambiguous_no_confirm) at once: an operator resolves it"
 	}
 	return s.String()
@@ -296,7 +297,7 @@ func guarantees(a *config.Action, p consumer.Protection) []Guarantee {
 			g2.Holds, g2.Why = HoldsFully, "executed again only after the effects file showed no line for the key"
 		}
 		g3 = Guarantee{"G3", g2.Holds, "an ambiguous answer is confirmed before anything else"}
-	case p.Policy.IdempotentByKey:
+	case p.IdempotentByKey:
 		g2 = Guarantee{"G2", HoldsExternal, "an ambiguous attempt is sent again with the same Idempotency-Key: relies on the external system deduplicating it"}
 		g3 = Guarantee{"G3", HoldsExternal, "retried without confirmation, declared safe by idempotent_by_key"}
 	default:
@@ -308,14 +309,14 @@ func guarantees(a *config.Action, p consumer.Protection) []Guarantee {
 
 func warnings(a *config.Action, p consumer.Protection) []string {
 	var w []string
-	if !p.Effectless && !p.CanConfirm && !p.Policy.IdempotentByKey {
+	if !p.Effectless && !p.CanConfirm && !p.IdempotentByKey {
 		w = append(w, "no confirm_url and not idempotent_by_key: every timeout or 5xx becomes unresolved and waits for an operator")
 	}
-	if !p.Effectless && !p.CanConfirm && p.Policy.MaxAttempts > 1 {
-		if p.Policy.IdempotentByKey {
-			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: after a timeout the same key is sent again up to %d times, safe only if the external system really deduplicates %s", p.Policy.MaxAttempts, p.Policy.MaxAttempts, dedupedBy(a)))
+	if !p.Effectless && !p.CanConfirm && p.MaxAttempts > 1 {
+		if p.IdempotentByKey {
+			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: after a timeout the same key is sent again up to %d times, safe only if the external system really deduplicates %s", p.MaxAttempts, p.MaxAttempts, dedupedBy(a)))
 		} else {
-			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: no attempt that may have taken effect is repeated, so it limits nothing; answers that say the effect did not happen (429, 503, connection refused) are retried until give_up_after (%s)", p.Policy.MaxAttempts, p.Policy.GiveUpAfter))
+			w = append(w, fmt.Sprintf("max_attempts %d with no confirmation: no attempt that may have taken effect is repeated, so it limits nothing; answers that say the effect did not happen (429, 503, connection refused) are retried until give_up_after (%s)", p.MaxAttempts, p.GiveUpAfter))
 		}
 	}
 	if len(a.UniqueBy) == 0 {

@@ -31,7 +31,7 @@ func only(t *testing.T, yaml string) Action {
 }
 
 // steps maps each answer label to its step, the part of the table the
-// classification functions and connectors.NextStep decide.
+// classification functions and effect.NextStep decide.
 func steps(a Action) map[string]string {
 	m := map[string]string{}
 	for _, r := range a.Answers {

@@ -150,13 +150,13 @@ func apiGuarantees(a *config.Action, p consumer.Protection, gs []Guarantee) []Gu
 	}
 	for i, g := range gs {
 		switch {
-		case g.ID == "G3" && p.CanConfirm && p.Policy.IdempotentByKey:
+		case g.ID == "G3" && p.CanConfirm && p.IdempotentByKey:
 			gs[i].Why = fmt.Sprintf("G3 holds: the API deduplicates by %s and can be looked up by it — an ambiguous answer is confirmed by %s before anything else", header, lookup)
 		case g.ID == "G3" && p.CanConfirm:
 			gs[i].Why = fmt.Sprintf("G3 holds while the API's lookup tells the truth: an ambiguous answer is confirmed by %s before anything else; the API does not deduplicate, so nothing is sent again without a not-found", lookup)
-		case g.ID == "G3" && p.Policy.IdempotentByKey:
+		case g.ID == "G3" && p.IdempotentByKey:
 			gs[i].Why = fmt.Sprintf("G3 holds only if the receiver deduplicates by %s: an ambiguous attempt is sent again with the same value, never confirmed", header)
-		case g.ID == "G2" && p.Policy.IdempotentByKey && !p.CanConfirm:
+		case g.ID == "G2" && p.IdempotentByKey && !p.CanConfirm:
 			gs[i].Why = fmt.Sprintf("an ambiguous attempt is sent again with the same %s: relies on the receiver deduplicating it", header)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/connectors/connectortest"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -65,8 +66,8 @@ func first(f, then apifake.Fault) func(string, int) apifake.Fault {
 	}
 }
 
-func policy() connectors.Policy {
-	return connectors.Policy{
+func policy() effect.Policy {
+	return effect.Policy{
 		Timeout:        100 * time.Millisecond,
 		MaxAttempts:    3,
 		ConfirmTimeout: 400 * time.Millisecond,
@@ -95,10 +96,10 @@ func TestPerform(t *testing.T) {
 		noConfirm  bool
 		idempotent bool
 		want       want
-		check      func(t *testing.T, s *apifake.Effects, d connectors.Decision)
+		check      func(t *testing.T, s *apifake.Effects, d effect.Decision)
 	}{
 		{name: "2xx", want: want{schemas.StatusSucceeded, "", 1, 1},
-			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
+			check: func(t *testing.T, s *apifake.Effects, d effect.Decision) {
 				if string(d.Result) != `{"http_status":201,"body":{"effect_id":"e-refund 1042/é"}}` {
 					t.Errorf("result %s", d.Result)
 				}
@@ -117,7 +118,7 @@ func TestPerform(t *testing.T) {
 			}},
 		{name: "4xx rejected", script: always(apifake.Fault{Before: true, Status: 422, Body: `{"message":"amount exceeds charge"}`}),
 			want: want{schemas.StatusFailed, schemas.CodeConnectorRejected, 1, 0},
-			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
+			check: func(t *testing.T, s *apifake.Effects, d effect.Decision) {
 				if d.Message != "HTTP 422: amount exceeds charge" {
 					t.Errorf("message %q", d.Message)
 				}
@@ -127,14 +128,14 @@ func TestPerform(t *testing.T) {
 		// "Not done" uses up no attempt: retried until give_up_after.
 		{name: "429 until give_up_after", script: always(apifake.Fault{Before: true, Status: 429, Body: "slow down", ContentType: "text/plain"}),
 			want: want{schemas.StatusFailed, schemas.CodeConnectorUnavailable, -1, 0},
-			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
+			check: func(t *testing.T, s *apifake.Effects, d effect.Decision) {
 				if !strings.Contains(d.Message, "last answer: HTTP 429: slow down") || !strings.Contains(d.Message, "waited") {
 					t.Errorf("message %q", d.Message)
 				}
 			}},
 		{name: "slow past timeout after applying, confirm 200", script: always(apifake.HangAfterEffect),
 			want: want{schemas.StatusSucceeded, "", 1, 1},
-			check: func(t *testing.T, s *apifake.Effects, d connectors.Decision) {
+			check: func(t *testing.T, s *apifake.Effects, d effect.Decision) {
 				if string(d.Result) != `{"http_status":200,"body":{"confirmed":true,"key":"refund 1042/é","effect_id":"e-refund 1042/é"}}` {
 					t.Errorf("result %s", d.Result)
 				}
@@ -165,7 +166,7 @@ func TestPerform(t *testing.T) {
 			p := policy()
 			p.IdempotentByKey = tc.idempotent
 			p.GiveUpAfter = 300 * time.Millisecond
-			d := connectors.Perform(context.Background(), connector(t, s, !tc.noConfirm), request(), p)
+			d := effect.Perform(context.Background(), connector(t, s, !tc.noConfirm), request(), p)
 			got := want{d.Outcome, d.Code, d.Attempts, s.Effects(key)}
 			if tc.want.attempts < 0 && got.attempts > 2 {
 				got.attempts = -1 // several: how many fit is the scheduler's

@@ -15,13 +15,14 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 	"github.com/onceflight/onceflight/schemas"
 )
 
 // The profiles of examples/apis, loaded as a user would load them (with
 // the fake's address in place of the real host) and driven through
-// connectors.Perform, the executor's own decision function, against fakes
+// effect.Perform, the executor's own decision function, against fakes
 // of their APIs. "One effect" is counted by the fake, which does not
 // deduplicate unless the profile's API does.
 
@@ -63,17 +64,17 @@ func profileConnector(t *testing.T, a *config.Action) *httpconn.Connector {
 	return c
 }
 
-func profilePolicy(a *config.Action) connectors.Policy {
-	return connectors.Policy{
+func profilePolicy(a *config.Action) effect.Policy {
+	return effect.Policy{
 		Timeout: profileDelay, MaxAttempts: 3, ConfirmTimeout: 2 * time.Second, IdempotentByKey: a.IdempotentByKey,
 		Backoff: func() backoff.BackOff { return backoff.NewConstantBackOff(5 * time.Millisecond) },
 	}
 }
 
-func perform(t *testing.T, c *httpconn.Connector, a *config.Action, key, data string) connectors.Decision {
+func perform(t *testing.T, c *httpconn.Connector, a *config.Action, key, data string) effect.Decision {
 	t.Helper()
 	req := connectors.Request{Action: a.Name, Entity: "order-1042", Key: key, Attempt: 1, FencingToken: 3, Data: json.RawMessage(data)}
-	return connectors.Perform(context.Background(), c, req, profilePolicy(a))
+	return effect.Perform(context.Background(), c, req, profilePolicy(a))
 }
 
 // noSecret fails if any of secrets appears in any of the texts.

@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 )
 
 // TestTracedRequestsDecideAlike: with tracing on (a recording span in the
@@ -33,12 +33,12 @@ func TestTracedRequestsDecideAlike(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			type result struct {
-				d                       connectors.Decision
+				d                       effect.Decision
 				effects, posts, confirm int
 			}
 			run := func(ctx context.Context) (result, *apifake.Effects) {
 				s := newService(t, tc.script, nil)
-				d := connectors.Perform(ctx, connector(t, s, true), request(), policy())
+				d := effect.Perform(ctx, connector(t, s, true), request(), policy())
 				_, effects, confirms := s.Counts(key)
 				d.Result, d.Message = nil, "" // these name the server's port
 				return result{d, effects, s.Posts(), confirms}, s

@@ -17,6 +17,7 @@ import (
 
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/connectors/connectortest"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -182,14 +183,14 @@ func TestConfirmWhileProduceOutstanding(t *testing.T) {
 			})
 
 			req := connectors.Request{Action: "a", Entity: "order-7", Key: "k/7", Attempt: 1, FencingToken: 1, Data: json.RawMessage(`{"x":7}`)}
-			p := connectors.Policy{
+			p := effect.Policy{
 				Timeout:        300 * time.Millisecond, // the attempt ends while its produce is held
 				MaxAttempts:    3,
 				ConfirmTimeout: 30 * time.Second,
 				Backoff:        func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) },
 			}
-			done := make(chan connectors.Decision, 1)
-			go func() { done <- connectors.Perform(context.Background(), w, req, p) }()
+			done := make(chan effect.Decision, 1)
+			go func() { done <- effect.Perform(context.Background(), w, req, p) }()
 			// The first Confirm runs after attempt 1 gave up, with its produce
 			// still held; only then may the produce land.
 			select {

@@ -3,7 +3,7 @@
 // the system's answers), how many per second, and a breaker that stops
 // sending while the system is down (docs/connectors.md#protecting-the-external-system).
 //
-// A System is a connectors.Gate: Perform takes a permit before each request
+// A System is a effect.Gate: Perform takes a permit before each request
 // and gives it back with the answer. Everything a System decides it decides
 // from those answers' Signals (busy: 429; down: 503, connection refused)
 // and latencies, so it works for any connector that sets them.
@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 )
 
 // Defaults of a Config's zero fields.
@@ -227,10 +228,10 @@ func (s *System) Stats() Stats {
 // current is the limit as a count of requests.
 func (s *System) current() int { return max(1, int(s.limit)) }
 
-// Acquire implements connectors.Gate: it waits until notBefore, then for a
+// Acquire implements effect.Gate: it waits until notBefore, then for a
 // slot under the concurrency limit and a closed breaker (or the probe of a
 // half-open one), then for the rate. Waiters get slots in arrival order.
-func (s *System) Acquire(ctx context.Context, notBefore time.Time) (connectors.Permit, error) {
+func (s *System) Acquire(ctx context.Context, notBefore time.Time) (effect.Permit, error) {
 	if d := time.Until(notBefore); d > 0 {
 		s.mu.Lock()
 		s.sleeping++
@@ -347,7 +348,7 @@ type permit struct {
 	inFlight int // requests in flight when this one left, itself included
 }
 
-// Done implements connectors.Permit: the answer moves the adaptive limit
+// Done implements effect.Permit: the answer moves the adaptive limit
 // and the breaker. The zero Result (nothing sent, or a Confirm) moves
 // nothing but the slot.
 func (p *permit) Done(res connectors.Result, took time.Duration) {

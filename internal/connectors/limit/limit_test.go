@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/internal/connectors/limit"
 )
 
@@ -18,7 +19,7 @@ var (
 	down = connectors.Result{Kind: connectors.Unavailable, Signal: connectors.SignalDown}
 )
 
-func acquire(t *testing.T, s *limit.System) connectors.Permit {
+func acquire(t *testing.T, s *limit.System) effect.Permit {
 	t.Helper()
 	p, err := s.Acquire(context.Background(), time.Time{})
 	if err != nil {
@@ -61,7 +62,7 @@ func TestConcurrencyCeiling(t *testing.T) {
 func TestAIMD(t *testing.T) {
 	s := limit.New(limit.Config{Name: "svc", MaxConcurrent: 10})
 	// Ten requests of one round all answered busy: one cut, not ten.
-	var ps []connectors.Permit
+	var ps []effect.Permit
 	for range 10 {
 		ps = append(ps, acquire(t, s))
 	}
@@ -112,7 +113,7 @@ func TestBreaker(t *testing.T) {
 		t.Fatalf("after 3 down answers: %+v", st)
 	}
 	// Two commands wait; a probe goes out every ProbeEvery, one at a time.
-	got := make(chan connectors.Permit, 2)
+	got := make(chan effect.Permit, 2)
 	for range 2 {
 		go func() { got <- acquire(t, s) }()
 	}
@@ -161,7 +162,7 @@ func TestGiveUpWhileWaiting(t *testing.T) {
 func TestLatencyRiseCuts(t *testing.T) {
 	s := limit.New(limit.Config{Name: "svc", MaxConcurrent: 4})
 	round := func(took time.Duration) {
-		ps := make([]connectors.Permit, 0, 4)
+		ps := make([]effect.Permit, 0, 4)
 		for range s.Stats().Limit {
 			ps = append(ps, acquire(t, s))
 		}

@@ -1,4 +1,12 @@
-package connectors
+// Package effect performs an action's effect through its connector and,
+// where the system allows it, confirms an earlier attempt (docs/connectors.md,
+// G3). It is the one place that turns what a connector observed (package
+// connectors) into a decision: retry, confirm, execute again, or give up as
+// failed or unresolved, so that "never two effects for one key" is checkable
+// in one file. The executor, the connectortest suite and `onceflight actions`
+// (NextStep) use it; it is internal because its options are the executor's
+// hooks, not a connector author's.
+package effect
 
 import (
 	"cmp"
@@ -12,6 +20,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -105,13 +114,13 @@ type Decision struct {
 type PerformOption func(*performOptions)
 
 type performOptions struct {
-	beforeAttempt func(ctx context.Context, req *Request) error
-	notDone       func(ctx context.Context, req *Request, res Result)
+	beforeAttempt func(ctx context.Context, req *connectors.Request) error
+	notDone       func(ctx context.Context, req *connectors.Request, res connectors.Result)
 	lastNotDone   bool
 	gate          Gate
 	slot          func(ctx context.Context) (release func(), err error)
 	notAfter      time.Time
-	evidence      func(ctx context.Context, req *Request, ev schemas.Evidence)
+	evidence      func(ctx context.Context, req *connectors.Request, ev schemas.Evidence)
 }
 
 // WithEvidence registers fn, called with every attempt's answer as soon as
@@ -121,12 +130,12 @@ type performOptions struct {
 // the execution goes; fn may block (it records an ambiguous answer durably
 // before the confirmation is asked, so a crash in between leaves a record
 // that says "ambiguous, confirmation pending").
-func WithEvidence(fn func(ctx context.Context, req *Request, ev schemas.Evidence)) PerformOption {
+func WithEvidence(fn func(ctx context.Context, req *connectors.Request, ev schemas.Evidence)) PerformOption {
 	return func(o *performOptions) { o.evidence = fn }
 }
 
 // observe hands ev to the WithEvidence hook, if any.
-func (r *runner) observe(ctx context.Context, req *Request, ev schemas.Evidence) {
+func (r *runner) observe(ctx context.Context, req *connectors.Request, ev schemas.Evidence) {
 	if r.o.evidence != nil {
 		// "HTTP 504: " with an empty body reads "HTTP 504".
 		ev.Detail = schemas.TruncateDetail(strings.TrimRight(ev.Detail, ": "))
@@ -136,13 +145,13 @@ func (r *runner) observe(ctx context.Context, req *Request, ev schemas.Evidence)
 
 // AnswerOf is the evidence answer class of an Execute answer of kind k:
 // anything that is not definite is ambiguous, as Perform treats it.
-func AnswerOf(k Kind) string {
+func AnswerOf(k connectors.Kind) string {
 	switch k {
-	case Succeeded:
+	case connectors.Succeeded:
 		return schemas.AnswerSucceeded
-	case Rejected:
+	case connectors.Rejected:
 		return schemas.AnswerRejected
-	case Unavailable:
+	case connectors.Unavailable:
 		return schemas.AnswerUnavailable
 	}
 	return schemas.AnswerAmbiguous
@@ -166,7 +175,7 @@ func Options(opts ...PerformOption) PerformOption {
 // again instead of confirming, or leaving it unresolved when it cannot
 // confirm (WithLastNotDone). A hook that fails leaves the intent as the
 // last record: the new owner confirms, the safe side.
-func WithNotDone(fn func(ctx context.Context, req *Request, res Result)) PerformOption {
+func WithNotDone(fn func(ctx context.Context, req *connectors.Request, res connectors.Result)) PerformOption {
 	return func(o *performOptions) { o.notDone = fn }
 }
 
@@ -226,24 +235,17 @@ func (e *StopError) Error() string { return e.Code + ": " + e.Message }
 // taken again after the hook if the hook used up more than half the
 // attempt's time (a slow intent commit): the hook is then called again with
 // the new deadline, so an attempt never leaves with its time used up.
-func WithBeforeAttempt(fn func(ctx context.Context, req *Request) error) PerformOption {
+func WithBeforeAttempt(fn func(ctx context.Context, req *connectors.Request) error) PerformOption {
 	return func(o *performOptions) { o.beforeAttempt = fn }
 }
 
-// CanConfirmer is implemented by connectors whose type has a Confirm method
-// but whose configuration may not allow confirming (http without
-// confirm_url). Perform treats CanConfirm() == false as "no Confirmer".
-type CanConfirmer interface {
-	CanConfirm() bool
-}
-
 // ConfirmerOf returns conn's Confirmer if it has one that can answer.
-func ConfirmerOf(conn Connector) (Confirmer, bool) {
-	c, ok := conn.(Confirmer)
+func ConfirmerOf(conn connectors.Connector) (connectors.Confirmer, bool) {
+	c, ok := conn.(connectors.Confirmer)
 	if !ok {
 		return nil, false
 	}
-	if cc, ok := conn.(CanConfirmer); ok && !cc.CanConfirm() {
+	if cc, ok := conn.(connectors.CanConfirmer); ok && !cc.CanConfirm() {
 		return nil, false
 	}
 	return c, true
@@ -271,7 +273,7 @@ func ConfirmerOf(conn Connector) (Confirmer, bool) {
 // Each attempt gets its own deadline, now + Timeout, in req.Deadline and in
 // its context. ctx cancellation ends the call with schemas.StatusUnresolved and
 // CodeInterrupted.
-func Perform(ctx context.Context, conn Connector, req Request, p Policy, opts ...PerformOption) Decision {
+func Perform(ctx context.Context, conn connectors.Connector, req connectors.Request, p Policy, opts ...PerformOption) Decision {
 	r := newRunner(conn, p, opts)
 	if req.Attempt < 1 {
 		req.Attempt = 1
@@ -285,7 +287,7 @@ func Perform(ctx context.Context, conn Connector, req Request, p Policy, opts ..
 // executes again as attempt req.Attempt+1 under the rules of Perform. Without
 // a Confirmer it re-executes only if IdempotentByKey, else it returns
 // unresolved ambiguous_no_confirm at once.
-func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts ...PerformOption) Decision {
+func Reconcile(ctx context.Context, conn connectors.Connector, req connectors.Request, p Policy, opts ...PerformOption) Decision {
 	r := newRunner(conn, p, opts)
 	p = r.p
 	if req.Attempt < 0 {
@@ -311,14 +313,14 @@ func Reconcile(ctx context.Context, conn Connector, req Request, p Policy, opts 
 	if done {
 		return d
 	}
-	if res.Kind == Succeeded {
+	if res.Kind == connectors.Succeeded {
 		return Decision{Outcome: schemas.StatusSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}
 	}
 	req.Attempt++ // NotFound: a new attempt with the same key is safe
 	return r.loop(ctx, req, false)
 }
 
-func newRunner(conn Connector, p Policy, opts []PerformOption) runner {
+func newRunner(conn connectors.Connector, p Policy, opts []PerformOption) runner {
 	r := runner{conn: conn, p: p.withDefaults()}
 	for _, o := range opts {
 		o(&r.o)
@@ -328,8 +330,8 @@ func newRunner(conn Connector, p Policy, opts []PerformOption) runner {
 }
 
 type runner struct {
-	conn       Connector
-	confirmer  Confirmer
+	conn       connectors.Connector
+	confirmer  connectors.Confirmer
 	canConfirm bool
 	p          Policy
 	o          performOptions
@@ -348,7 +350,7 @@ type runner struct {
 // attempt: MaxAttempts counts executions that may have had an effect, and
 // "not done" is retried, no earlier than the system's Retry-After, until
 // GiveUpAfter or the command's deadline (WithNotAfter) ends the wait.
-func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) Decision {
+func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappened bool) Decision {
 	retry := r.p.Backoff()
 	attempt := req.Attempt
 	last := ""          // the last connector message, for the final Decision
@@ -377,7 +379,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		req.Deadline = time.Now().Add(r.p.Timeout)
 		if r.o.beforeAttempt != nil {
 			if d, stop := r.before(ctx, &req, executed, mayHaveHappened); stop {
-				done(Result{}, 0)
+				done(connectors.Result{}, 0)
 				return d
 			}
 		}
@@ -394,7 +396,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 		// service's ambiguity. The attempt stays in_progress for the next
 		// owner, which waits for its deadline and confirms; it must not
 		// become unresolved, which needs a person.
-		if ctx.Err() != nil && res.Kind != Succeeded && res.Kind != Rejected {
+		if ctx.Err() != nil && res.Kind != connectors.Succeeded && res.Kind != connectors.Rejected {
 			return interrupted(executed, ctx.Err())
 		}
 		ended := time.Now()
@@ -408,7 +410,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 			return Decision{Outcome: schemas.StatusFailed, Code: schemas.CodeConnectorRejected, Message: res.Message, Attempts: executed}
 		case StepUnresolved:
 			msg := res.Message
-			if res.Kind == Rejected {
+			if res.Kind == connectors.Rejected {
 				msg = "rejected after an earlier attempt may have taken effect: " + res.Message
 			}
 			return Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeAmbiguous, Message: msg, Attempts: executed}
@@ -432,7 +434,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 				// the request: give_up_after does not count it.
 				until = until.Add(time.Since(asked))
 			}
-			if cres.Kind == Succeeded {
+			if cres.Kind == connectors.Succeeded {
 				return Decision{Outcome: schemas.StatusSucceeded, Result: cres.Result, Attempts: executed, EstablishedBy: schemas.EstablishedByConfirmation}
 			}
 			mayHaveHappened = false // NotFound: this attempt did not take effect
@@ -451,7 +453,7 @@ func (r *runner) loop(ctx context.Context, req Request, mayHaveHappened bool) De
 // before runs the BeforeAttempt hook for req (the executor's intent). It
 // returns stop == true with the Decision to return when the attempt must
 // not be sent.
-func (r *runner) before(ctx context.Context, req *Request, executed int, mayHaveHappened bool) (Decision, bool) {
+func (r *runner) before(ctx context.Context, req *connectors.Request, executed int, mayHaveHappened bool) (Decision, bool) {
 	for try := 0; ; try++ {
 		began := time.Now()
 		err := r.o.beforeAttempt(ctx, req)
@@ -510,7 +512,7 @@ func (r *runner) waitUntil(start time.Time) time.Time {
 
 // admit waits until notBefore and for the Gate and the slot (WithGate,
 // WithSlot). done gives both back with the attempt's answer.
-func (r *runner) admit(ctx context.Context, notBefore time.Time) (done func(Result, time.Duration), err error) {
+func (r *runner) admit(ctx context.Context, notBefore time.Time) (done func(connectors.Result, time.Duration), err error) {
 	var permit Permit
 	if r.o.gate != nil {
 		if permit, err = r.o.gate.Acquire(ctx, notBefore); err != nil {
@@ -525,12 +527,12 @@ func (r *runner) admit(ctx context.Context, notBefore time.Time) (done func(Resu
 	if r.o.slot != nil {
 		if release, err = r.o.slot(ctx); err != nil {
 			if permit != nil {
-				permit.Done(Result{}, 0)
+				permit.Done(connectors.Result{}, 0)
 			}
 			return nil, err
 		}
 	}
-	return func(res Result, took time.Duration) {
+	return func(res connectors.Result, took time.Duration) {
 		release()
 		if permit != nil {
 			permit.Done(res, took)
@@ -620,16 +622,16 @@ func (s Step) String() string {
 // Rejected answer after such an attempt cannot promise "did not happen", so
 // it is unresolved, not failed; an answer of any other kind (NotFound, an
 // unknown one) is treated as Ambiguous, the safe side.
-func NextStep(k Kind, canConfirm, idempotentByKey, mayHaveHappened bool) Step {
+func NextStep(k connectors.Kind, canConfirm, idempotentByKey, mayHaveHappened bool) Step {
 	switch k {
-	case Succeeded:
+	case connectors.Succeeded:
 		return StepSucceed
-	case Rejected:
+	case connectors.Rejected:
 		if mayHaveHappened {
 			return StepUnresolved
 		}
 		return StepFail
-	case Unavailable:
+	case connectors.Unavailable:
 		return StepRetry
 	}
 	switch {
@@ -660,7 +662,7 @@ func (r *runner) exhausted(executed int, mayHaveHappened bool, last string) Deci
 // attempt's deadline passes, the request may still be queued or running
 // behind a proxy that already answered 504, so "not found yet" could turn
 // into "found". Confirm waits for the deadline and asks again.
-func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bool) {
+func (r *runner) confirm(ctx context.Context, req connectors.Request) (connectors.Result, Decision, bool) {
 	cctx, cancel := context.WithTimeout(ctx, r.p.ConfirmTimeout)
 	defer cancel()
 	b := r.p.Backoff()
@@ -668,7 +670,7 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 	first := time.Now()
 	// gaveUp records the confirmation's unknown answer and returns the
 	// unresolved Decision.
-	gaveUp := func(res Result, msg string) (Result, Decision, bool) {
+	gaveUp := func(res connectors.Result, msg string) (connectors.Result, Decision, bool) {
 		r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
 			EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerUnknown, Detail: msg})
 		return res, Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeConfirmationTimeout, Message: msg, Attempts: req.Attempt,
@@ -678,9 +680,9 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 		done, err := r.admit(cctx, time.Time{})
 		if err != nil {
 			if ctx.Err() != nil {
-				return Result{}, interrupted(req.Attempt, ctx.Err()), true
+				return connectors.Result{}, interrupted(req.Attempt, ctx.Err()), true
 			}
-			return gaveUp(Result{}, fmt.Sprintf("no confirmation within %s: %s", r.p.ConfirmTimeout, cmp.Or(last, "the external system's limits or breaker kept the request back")))
+			return gaveUp(connectors.Result{}, fmt.Sprintf("no confirmation within %s: %s", r.p.ConfirmTimeout, cmp.Or(last, "the external system's limits or breaker kept the request back")))
 		}
 		asked := time.Now()
 		actx, acancel := context.WithTimeout(cctx, r.p.Timeout)
@@ -688,18 +690,18 @@ func (r *runner) confirm(ctx context.Context, req Request) (Result, Decision, bo
 		acancel()
 		// A Confirm answer is not an Execute answer: it tells the Gate
 		// nothing about the system's load.
-		done(Result{}, time.Since(asked))
+		done(connectors.Result{}, time.Since(asked))
 		var wait time.Duration
 		switch {
-		case res.Kind == Succeeded:
+		case res.Kind == connectors.Succeeded:
 			r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
 				EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerFound, Detail: res.Message})
 			return res, Decision{}, false
-		case res.Kind == NotFound && (req.Deadline.IsZero() || !asked.Before(req.Deadline)):
+		case res.Kind == connectors.NotFound && (req.Deadline.IsZero() || !asked.Before(req.Deadline)):
 			r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
 				EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerNotFound, Detail: res.Message})
 			return res, Decision{}, false
-		case res.Kind == NotFound:
+		case res.Kind == connectors.NotFound:
 			wait = time.Until(req.Deadline)
 			last = "not found before the attempt's deadline"
 		default:
@@ -742,10 +744,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 // connector may have sent the request before it failed, so the effect is in
 // doubt (G3), and one faulty connector must not crash the executor or stall
 // its partition.
-func safeCall(fn func(context.Context, Request) Result, ctx context.Context, req Request) (res Result) {
+func safeCall(fn func(context.Context, connectors.Request) connectors.Result, ctx context.Context, req connectors.Request) (res connectors.Result) {
 	defer func() {
 		if p := recover(); p != nil {
-			res = Result{Kind: Ambiguous, Message: fmt.Sprintf("connector panicked: %v", p)}
+			res = connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("connector panicked: %v", p)}
 		}
 	}()
 	return fn(ctx, req)
@@ -756,10 +758,36 @@ func ptr[T any](v T) *T { return &v }
 // answerDetail is the evidence detail of an Execute answer: the
 // connector's message, and for an ambiguous answer how long the attempt
 // took (a timeout reads "after 2s").
-func answerDetail(res Result, took time.Duration) string {
+func answerDetail(res connectors.Result, took time.Duration) string {
 	d := res.Message
 	if AnswerOf(res.Kind) == schemas.AnswerAmbiguous {
 		d = fmt.Sprintf("after %s: %s", took.Round(time.Millisecond), d)
 	}
 	return d
+}
+
+// Gate paces the requests to one external system: its concurrency and
+// rate limits and its breaker (internal/connectors/limit). Perform takes a permit
+// before each request it sends and gives it back with the answer, so a
+// command waiting for the system holds nothing but its own place in line.
+type Gate interface {
+	// Acquire waits until notBefore (a Retry-After or backoff), then until
+	// the system may take one more request, or until ctx ends.
+	Acquire(ctx context.Context, notBefore time.Time) (Permit, error)
+}
+
+// Permit is one request's place at a Gate.
+type Permit interface {
+	// Done gives the place back with the answer the request got and how
+	// long it took; res is the zero Result when no request was sent.
+	Done(res connectors.Result, took time.Duration)
+}
+
+// Effectless is implemented by a connector whose Execute leaves nothing
+// outside the process (noop without an effects file). The executor records
+// no intent before its attempts: with no effect there is nothing a crash
+// could double, overlap or leave ambiguous, so the final record alone keeps
+// G1–G3 (DESIGN.md, "Where the intent is skipped").
+type Effectless interface {
+	Effectless() bool
 }

@@ -1,4 +1,4 @@
-package connectors_test
+package effect_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -42,19 +43,19 @@ func TestNextStepIsPerformsRule(t *testing.T) {
 				conn := &scripted{first: k, confirmable: confirm}
 				p := fastPolicy()
 				p.IdempotentByKey = idem
-				d := connectors.Perform(context.Background(), conn, req("k"), p)
-				step := connectors.NextStep(k, confirm, idem, false)
+				d := effect.Perform(context.Background(), conn, req("k"), p)
+				step := effect.NextStep(k, confirm, idem, false)
 				var ok bool
 				switch step {
-				case connectors.StepSucceed:
+				case effect.StepSucceed:
 					ok = d.Outcome == schemas.StatusSucceeded && conn.calls == 1
-				case connectors.StepFail:
+				case effect.StepFail:
 					ok = d.Outcome == schemas.StatusFailed && d.Code == schemas.CodeConnectorRejected && conn.calls == 1
-				case connectors.StepRetry, connectors.StepReexecute:
+				case effect.StepRetry, effect.StepReexecute:
 					ok = d.Outcome == schemas.StatusSucceeded && string(d.Result) == `"executed"` && conn.calls == 2
-				case connectors.StepConfirm:
+				case effect.StepConfirm:
 					ok = d.Outcome == schemas.StatusSucceeded && string(d.Result) == `"confirmed"` && conn.calls == 1
-				case connectors.StepUnresolved:
+				case effect.StepUnresolved:
 					ok = d.Outcome == schemas.StatusUnresolved && d.Code == schemas.CodeAmbiguous && conn.calls == 1
 				}
 				if !ok {
@@ -63,7 +64,7 @@ func TestNextStepIsPerformsRule(t *testing.T) {
 			}
 		}
 	}
-	if s := connectors.NextStep(connectors.Rejected, true, true, true); s != connectors.StepUnresolved {
+	if s := effect.NextStep(connectors.Rejected, true, true, true); s != effect.StepUnresolved {
 		t.Errorf("rejected after a possible effect: %s, want unresolved", s)
 	}
 }

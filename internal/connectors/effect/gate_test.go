@@ -1,4 +1,4 @@
-package connectors_test
+package effect_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -21,7 +22,7 @@ type recordingGate struct {
 	answers   []connectors.Result
 }
 
-func (g *recordingGate) Acquire(ctx context.Context, notBefore time.Time) (connectors.Permit, error) {
+func (g *recordingGate) Acquire(ctx context.Context, notBefore time.Time) (effect.Permit, error) {
 	g.mu.Lock()
 	g.notBefore = append(g.notBefore, notBefore)
 	closed := g.closed
@@ -68,7 +69,7 @@ func TestRetryAfterIsTheEarliestNextAttempt(t *testing.T) {
 	g := &recordingGate{}
 	p := fastPolicy()
 	p.MaxAttempts = 1 // "not done" uses up no attempt
-	d := connectors.Perform(context.Background(), conn, req("k"), p, connectors.WithGate(g))
+	d := effect.Perform(context.Background(), conn, req("k"), p, effect.WithGate(g))
 	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 3 {
 		t.Fatalf("decision %+v", d)
 	}
@@ -91,8 +92,8 @@ func TestRetryAfterIsTheEarliestNextAttempt(t *testing.T) {
 func TestGateWaitEndsAtTheCommandsDeadline(t *testing.T) {
 	conn := &busyThenOK{}
 	g := &recordingGate{closed: true}
-	d := connectors.Perform(context.Background(), conn, req("k"), fastPolicy(), connectors.WithGate(g),
-		connectors.WithNotAfter(time.Now().Add(50*time.Millisecond)))
+	d := effect.Perform(context.Background(), conn, req("k"), fastPolicy(), effect.WithGate(g),
+		effect.WithNotAfter(time.Now().Add(50*time.Millisecond)))
 	if d.Outcome != schemas.StatusFailed || d.Code != schemas.CodeExpired || d.Attempts != 0 || len(conn.at) != 0 {
 		t.Fatalf("decision %+v after %d requests", d, len(conn.at))
 	}
@@ -100,7 +101,7 @@ func TestGateWaitEndsAtTheCommandsDeadline(t *testing.T) {
 	conn = &busyThenOK{n: 1000, after: 20 * time.Millisecond}
 	p := fastPolicy()
 	p.GiveUpAfter = 100 * time.Millisecond
-	d = connectors.Perform(context.Background(), conn, req("k"), p, connectors.WithGate(&recordingGate{}))
+	d = effect.Perform(context.Background(), conn, req("k"), p, effect.WithGate(&recordingGate{}))
 	if d.Outcome != schemas.StatusFailed || d.Code != schemas.CodeConnectorUnavailable || d.Attempts != len(conn.at) {
 		t.Fatalf("decision %+v after %d requests", d, len(conn.at))
 	}
@@ -114,7 +115,7 @@ func TestNotDoneHooksAndLastNotDone(t *testing.T) {
 	conn := &busyThenOK{n: 2}
 	var hooked []int
 	p := fastPolicy()
-	d := connectors.Perform(context.Background(), conn, req("k"), p, connectors.WithNotDone(func(_ context.Context, r *connectors.Request, res connectors.Result) {
+	d := effect.Perform(context.Background(), conn, req("k"), p, effect.WithNotDone(func(_ context.Context, r *connectors.Request, res connectors.Result) {
 		hooked = append(hooked, r.Attempt)
 	}))
 	if d.Outcome != schemas.StatusSucceeded || len(hooked) != 2 || hooked[0] != 1 || hooked[1] != 2 {
@@ -124,7 +125,7 @@ func TestNotDoneHooksAndLastNotDone(t *testing.T) {
 	r := req("k")
 	r.Attempt = 7 // seven "not done" answers under the earlier owner
 	p.MaxAttempts = 1
-	d = connectors.Reconcile(context.Background(), conn, r, p, connectors.WithLastNotDone())
+	d = effect.Reconcile(context.Background(), conn, r, p, effect.WithLastNotDone())
 	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 8 || len(conn.at) != 1 {
 		t.Fatalf("decision %+v after %d requests", d, len(conn.at))
 	}

@@ -1,4 +1,4 @@
-package connectors_test
+package effect_test
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/onceflight/onceflight/connectors"
-	ct "github.com/onceflight/onceflight/connectors/connectortest"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-func fastPolicy() connectors.Policy {
-	return connectors.Policy{
+func fastPolicy() effect.Policy {
+	return effect.Policy{
 		Timeout:        200 * time.Millisecond,
 		MaxAttempts:    3,
 		ConfirmTimeout: time.Second, // a confirmation waits out the attempt's 200ms deadline first: room for a loaded machine
@@ -29,10 +29,10 @@ func req(key string) connectors.Request {
 
 // notDoneForever is more "not done" answers than any give_up_after of the
 // tests lets through.
-var notDoneForever = func() []ct.Fault {
-	fs := make([]ct.Fault, 10000)
+var notDoneForever = func() []Fault {
+	fs := make([]Fault, 10000)
 	for i := range fs {
-		fs[i] = ct.FaultUnavailable
+		fs[i] = FaultUnavailable
 	}
 	return fs
 }()
@@ -47,27 +47,27 @@ func TestPerformRules(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		faulty *ct.Faulty
-		faults []ct.Fault
+		faulty *Faulty
+		faults []Fault
 		idem   bool
 		want   want
 	}{
-		{"succeeds", &ct.Faulty{}, nil, false, want{schemas.StatusSucceeded, "", 1, 1, 1}},
-		{"rejected not retried", &ct.Faulty{}, []ct.Fault{ct.FaultReject}, false, want{schemas.StatusFailed, schemas.CodeConnectorRejected, 1, 0, 1}},
-		{"unavailable then ok", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable}, false, want{schemas.StatusSucceeded, "", 3, 1, 3}},
-		{"not done uses up no attempt", &ct.Faulty{}, []ct.Fault{ct.FaultUnavailable, ct.FaultUnavailable, ct.FaultUnavailable}, false, want{schemas.StatusSucceeded, "", 4, 1, 4}},
-		{"ambiguous applied, confirm found", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{schemas.StatusSucceeded, "", 1, 1, 1}},
-		{"ambiguous not applied, confirm not found, re-executed", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousBefore}, false, want{schemas.StatusSucceeded, "", 2, 1, 2}},
-		{"confirm flaps then found", &ct.Faulty{ConfirmUnknown: 2}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{schemas.StatusSucceeded, "", 1, 1, 1}},
-		{"confirm never answers", &ct.Faulty{ConfirmUnknown: -1}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{schemas.StatusUnresolved, schemas.CodeConfirmationTimeout, 1, 1, 1}},
-		{"no confirm, not idempotent", &ct.Faulty{NoConfirm: true}, []ct.Fault{ct.FaultAmbiguousAfter}, false, want{schemas.StatusUnresolved, schemas.CodeAmbiguous, 1, 1, 1}},
-		{"no confirm, idempotent", &ct.Faulty{NoConfirm: true, IdempotentByKey: true}, []ct.Fault{ct.FaultAmbiguousAfter}, true, want{schemas.StatusSucceeded, "", 2, 1, 2}},
-		{"idempotent: ambiguous then not done until the end stays unresolved", &ct.Faulty{NoConfirm: true, IdempotentByKey: true},
-			append([]ct.Fault{ct.FaultAmbiguousAfter}, notDoneForever...), true, want{schemas.StatusUnresolved, schemas.CodeAmbiguous, -1, 1, -1}},
-		{"not done until give_up_after", &ct.Faulty{}, notDoneForever, false, want{schemas.StatusFailed, schemas.CodeConnectorUnavailable, -1, 0, -1}},
-		{"idempotent: ambiguous then rejected stays unresolved", &ct.Faulty{NoConfirm: true, IdempotentByKey: true},
-			[]ct.Fault{ct.FaultAmbiguousAfter, ct.FaultReject}, true, want{schemas.StatusUnresolved, schemas.CodeAmbiguous, 2, 1, 2}},
-		{"not found counts toward max attempts", &ct.Faulty{}, []ct.Fault{ct.FaultAmbiguousBefore, ct.FaultAmbiguousBefore, ct.FaultAmbiguousBefore}, false,
+		{"succeeds", &Faulty{}, nil, false, want{schemas.StatusSucceeded, "", 1, 1, 1}},
+		{"rejected not retried", &Faulty{}, []Fault{FaultReject}, false, want{schemas.StatusFailed, schemas.CodeConnectorRejected, 1, 0, 1}},
+		{"unavailable then ok", &Faulty{}, []Fault{FaultUnavailable, FaultUnavailable}, false, want{schemas.StatusSucceeded, "", 3, 1, 3}},
+		{"not done uses up no attempt", &Faulty{}, []Fault{FaultUnavailable, FaultUnavailable, FaultUnavailable}, false, want{schemas.StatusSucceeded, "", 4, 1, 4}},
+		{"ambiguous applied, confirm found", &Faulty{}, []Fault{FaultAmbiguousAfter}, false, want{schemas.StatusSucceeded, "", 1, 1, 1}},
+		{"ambiguous not applied, confirm not found, re-executed", &Faulty{}, []Fault{FaultAmbiguousBefore}, false, want{schemas.StatusSucceeded, "", 2, 1, 2}},
+		{"confirm flaps then found", &Faulty{ConfirmUnknown: 2}, []Fault{FaultAmbiguousAfter}, false, want{schemas.StatusSucceeded, "", 1, 1, 1}},
+		{"confirm never answers", &Faulty{ConfirmUnknown: -1}, []Fault{FaultAmbiguousAfter}, false, want{schemas.StatusUnresolved, schemas.CodeConfirmationTimeout, 1, 1, 1}},
+		{"no confirm, not idempotent", &Faulty{NoConfirm: true}, []Fault{FaultAmbiguousAfter}, false, want{schemas.StatusUnresolved, schemas.CodeAmbiguous, 1, 1, 1}},
+		{"no confirm, idempotent", &Faulty{NoConfirm: true, IdempotentByKey: true}, []Fault{FaultAmbiguousAfter}, true, want{schemas.StatusSucceeded, "", 2, 1, 2}},
+		{"idempotent: ambiguous then not done until the end stays unresolved", &Faulty{NoConfirm: true, IdempotentByKey: true},
+			append([]Fault{FaultAmbiguousAfter}, notDoneForever...), true, want{schemas.StatusUnresolved, schemas.CodeAmbiguous, -1, 1, -1}},
+		{"not done until give_up_after", &Faulty{}, notDoneForever, false, want{schemas.StatusFailed, schemas.CodeConnectorUnavailable, -1, 0, -1}},
+		{"idempotent: ambiguous then rejected stays unresolved", &Faulty{NoConfirm: true, IdempotentByKey: true},
+			[]Fault{FaultAmbiguousAfter, FaultReject}, true, want{schemas.StatusUnresolved, schemas.CodeAmbiguous, 2, 1, 2}},
+		{"not found counts toward max attempts", &Faulty{}, []Fault{FaultAmbiguousBefore, FaultAmbiguousBefore, FaultAmbiguousBefore}, false,
 			want{schemas.StatusFailed, schemas.CodeConnectorUnavailable, 3, 0, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +76,7 @@ func TestPerformRules(t *testing.T) {
 			p := fastPolicy()
 			p.IdempotentByKey = tc.idem
 			p.GiveUpAfter = 50 * time.Millisecond
-			d := connectors.Perform(context.Background(), f, req("k"), p)
+			d := effect.Perform(context.Background(), f, req("k"), p)
 			got := want{d.Outcome, d.Code, d.Attempts, f.Effects("k"), f.Executions("k")}
 			if tc.want.attempts < 0 {
 				// Given up by time: how many attempts fit is the
@@ -98,15 +98,15 @@ func TestPerformRules(t *testing.T) {
 }
 
 func TestPerformDeadlinePerAttemptAndHook(t *testing.T) {
-	f := ct.NewFaulty()
-	f.Inject("k", ct.FaultUnavailable)
+	f := NewFaulty()
+	f.Inject("k", FaultUnavailable)
 	var hooked []int
 	var hookDeadlines []time.Time
 	r := req("k")
 	r.Attempt = 4 // two earlier attempts happened under another owner
 	p := fastPolicy()
 	p.MaxAttempts = 5
-	d := connectors.Perform(context.Background(), f, r, p, connectors.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
+	d := effect.Perform(context.Background(), f, r, p, effect.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
 		hooked = append(hooked, r.Attempt)
 		hookDeadlines = append(hookDeadlines, r.Deadline)
 		return nil
@@ -129,24 +129,24 @@ func TestPerformDeadlinePerAttemptAndHook(t *testing.T) {
 }
 
 func TestPerformHookErrorSendsNothing(t *testing.T) {
-	f := ct.NewFaulty()
-	d := connectors.Perform(context.Background(), f, req("k"), fastPolicy(), connectors.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
+	f := NewFaulty()
+	d := effect.Perform(context.Background(), f, req("k"), fastPolicy(), effect.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
 		return errors.New("journal down")
 	}))
-	if d.Outcome != schemas.StatusUnresolved || d.Code != connectors.CodeNotStarted || d.Attempts != 0 || f.Executions("k") != 0 {
+	if d.Outcome != schemas.StatusUnresolved || d.Code != effect.CodeNotStarted || d.Attempts != 0 || f.Executions("k") != 0 {
 		t.Fatalf("decision %+v, executions %d", d, f.Executions("k"))
 	}
 }
 
 func TestPerformInterruptedDuringBackoff(t *testing.T) {
-	f := ct.NewFaulty()
-	f.Inject("k", ct.FaultUnavailable, ct.FaultUnavailable)
+	f := NewFaulty()
+	f.Inject("k", FaultUnavailable, FaultUnavailable)
 	p := fastPolicy()
 	p.Backoff = func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	d := connectors.Perform(ctx, f, req("k"), p)
-	if d.Outcome != schemas.StatusUnresolved || d.Code != connectors.CodeInterrupted || d.Attempts != 1 {
+	d := effect.Perform(ctx, f, req("k"), p)
+	if d.Outcome != schemas.StatusUnresolved || d.Code != effect.CodeInterrupted || d.Attempts != 1 {
 		t.Fatalf("decision %+v", d)
 	}
 }
@@ -155,13 +155,13 @@ func TestConfirmWaitsForDeadlineBeforeTrustingNotFound(t *testing.T) {
 	// The attempt is ambiguous and, unknown to us, still in flight: it lands
 	// shortly before its deadline. A NotFound obtained earlier must not
 	// trigger a second execution.
-	f := ct.NewFaulty()
-	f.Inject("k", ct.FaultAmbiguousBefore)
+	f := NewFaulty()
+	f.Inject("k", FaultAmbiguousBefore)
 	p := fastPolicy()
 	p.Timeout = 150 * time.Millisecond
 	p.ConfirmTimeout = time.Second
 	late := &lateApplier{Faulty: f, delay: 100 * time.Millisecond}
-	d := connectors.Perform(context.Background(), late, req("k"), p)
+	d := effect.Perform(context.Background(), late, req("k"), p)
 	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 || f.Effects("k") != 1 {
 		t.Fatalf("decision %+v, effects %d", d, f.Effects("k"))
 	}
@@ -170,7 +170,7 @@ func TestConfirmWaitsForDeadlineBeforeTrustingNotFound(t *testing.T) {
 // lateApplier answers the first execution Ambiguous at once and applies it
 // delay later, like a request still queued behind a proxy that gave up.
 type lateApplier struct {
-	*ct.Faulty
+	*Faulty
 	delay time.Duration
 	done  bool
 }
@@ -187,49 +187,49 @@ func (l *lateApplier) Execute(ctx context.Context, r connectors.Request) connect
 func TestReconcile(t *testing.T) {
 	past := time.Now().Add(-time.Second)
 	t.Run("confirmed succeeded, no execution", func(t *testing.T) {
-		f := ct.NewFaulty()
+		f := NewFaulty()
 		f.Execute(context.Background(), req("k"))
 		r := req("k")
 		r.Attempt, r.Deadline = 2, past
-		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		d := effect.Reconcile(context.Background(), f, r, fastPolicy())
 		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
 			t.Fatalf("decision %+v executions %d", d, f.Executions("k"))
 		}
 	})
 	t.Run("not found, executes as next attempt", func(t *testing.T) {
-		f := ct.NewFaulty()
+		f := NewFaulty()
 		r := req("k")
 		r.Attempt, r.Deadline = 2, past
-		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		d := effect.Reconcile(context.Background(), f, r, fastPolicy())
 		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 3 || f.Effects("k") != 1 {
 			t.Fatalf("decision %+v effects %d", d, f.Effects("k"))
 		}
 	})
 	t.Run("no confirmer", func(t *testing.T) {
-		f := &ct.Faulty{NoConfirm: true}
+		f := &Faulty{NoConfirm: true}
 		r := req("k")
 		r.Deadline = past
-		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		d := effect.Reconcile(context.Background(), f, r, fastPolicy())
 		if d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeAmbiguous || f.Executions("k") != 0 {
 			t.Fatalf("decision %+v", d)
 		}
 	})
 	t.Run("no confirmer, idempotent", func(t *testing.T) {
-		f := &ct.Faulty{NoConfirm: true, IdempotentByKey: true}
+		f := &Faulty{NoConfirm: true, IdempotentByKey: true}
 		r := req("k")
 		r.Deadline = past
 		p := fastPolicy()
 		p.IdempotentByKey = true
-		d := connectors.Reconcile(context.Background(), f, r, p)
+		d := effect.Reconcile(context.Background(), f, r, p)
 		if d.Outcome != schemas.StatusSucceeded || d.Attempts != 2 || f.Executions("k") != 1 {
 			t.Fatalf("decision %+v", d)
 		}
 	})
 	t.Run("confirm never answers", func(t *testing.T) {
-		f := &ct.Faulty{ConfirmUnknown: -1}
+		f := &Faulty{ConfirmUnknown: -1}
 		r := req("k")
 		r.Deadline = past
-		d := connectors.Reconcile(context.Background(), f, r, fastPolicy())
+		d := effect.Reconcile(context.Background(), f, r, fastPolicy())
 		if d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeConfirmationTimeout || f.Executions("k") != 0 {
 			t.Fatalf("decision %+v", d)
 		}
@@ -249,11 +249,11 @@ func (p panicky) Confirm(context.Context, connectors.Request) connectors.Result 
 // A connector that panics neither crashes the executor nor gets a blind
 // retry: its attempt is ambiguous and goes to confirmation.
 func TestPanickingConnectorIsAmbiguous(t *testing.T) {
-	p := connectors.Policy{Timeout: 50 * time.Millisecond, ConfirmTimeout: 100 * time.Millisecond}
-	if d := connectors.Perform(context.Background(), panicky{}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
+	p := effect.Policy{Timeout: 50 * time.Millisecond, ConfirmTimeout: 100 * time.Millisecond}
+	if d := effect.Perform(context.Background(), panicky{}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 {
 		t.Fatalf("confirmed after panic: %+v", d)
 	}
-	if d := connectors.Perform(context.Background(), panicky{confirm: true}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeConfirmationTimeout {
+	if d := effect.Perform(context.Background(), panicky{confirm: true}, connectors.Request{Key: "k"}, p); d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeConfirmationTimeout {
 		t.Fatalf("panicking confirm: %+v", d)
 	}
 }
@@ -263,11 +263,11 @@ func TestPanickingConnectorIsAmbiguous(t *testing.T) {
 // with the deadline the hook recorded last; each call may set its own
 // fencing token.
 func TestBeforeAttemptRetakesAUsedUpDeadline(t *testing.T) {
-	f := ct.NewFaulty()
+	f := NewFaulty()
 	p := fastPolicy()
 	var calls []time.Time
 	var token int64
-	d := connectors.Perform(context.Background(), f, req("k"), p, connectors.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
+	d := effect.Perform(context.Background(), f, req("k"), p, effect.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
 		calls = append(calls, r.Deadline)
 		token++
 		r.FencingToken = token
@@ -291,10 +291,10 @@ func TestBeforeAttemptRetakesAUsedUpDeadline(t *testing.T) {
 // the attempt is sent — with a full timeout at most, and never past what
 // the hook recorded — instead of no attempt ever leaving.
 func TestBeforeAttemptSlowerThanTheTimeout(t *testing.T) {
-	f := ct.NewFaulty()
+	f := NewFaulty()
 	p := fastPolicy()
 	var recorded []time.Time
-	d := connectors.Perform(context.Background(), f, req("k"), p, connectors.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
+	d := effect.Perform(context.Background(), f, req("k"), p, effect.WithBeforeAttempt(func(_ context.Context, r *connectors.Request) error {
 		recorded = append(recorded, r.Deadline)
 		time.Sleep(p.Timeout + p.Timeout/2)
 		return nil
@@ -312,9 +312,9 @@ func TestBeforeAttemptSlowerThanTheTimeout(t *testing.T) {
 // A StopError from the hook ends the call without sending: failed with its
 // code when nothing may have happened.
 func TestBeforeAttemptStop(t *testing.T) {
-	f := ct.NewFaulty()
-	d := connectors.Perform(context.Background(), f, req("k"), fastPolicy(), connectors.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
-		return &connectors.StopError{Code: "expired", Message: "deadline passed"}
+	f := NewFaulty()
+	d := effect.Perform(context.Background(), f, req("k"), fastPolicy(), effect.WithBeforeAttempt(func(context.Context, *connectors.Request) error {
+		return &effect.StopError{Code: "expired", Message: "deadline passed"}
 	}))
 	if d.Outcome != schemas.StatusFailed || d.Code != "expired" || f.Executions("k") != 0 {
 		t.Fatalf("decision %+v, executions %d", d, f.Executions("k"))

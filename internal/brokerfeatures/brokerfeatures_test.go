@@ -1,4 +1,4 @@
-package kafkaconf
+package brokerfeatures
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestBrokerFeatures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	f, err := BrokerFeatures(context.Background(), cl)
+	f, err := Read(context.Background(), cl)
 	if err != nil {
 		t.Fatal(err)
 	}

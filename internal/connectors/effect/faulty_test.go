@@ -1,4 +1,4 @@
-package connectortest
+package effect_test
 
 import (
 	"context"

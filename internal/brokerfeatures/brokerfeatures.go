@@ -1,8 +1,13 @@
-package kafkaconf
+// Package brokerfeatures reads the cluster-wide feature levels the brokers
+// finalized (transactions v2 above all), which serve logs at start and the
+// broker tests check: they decide how the brokers answer the executor's own
+// transactional requests.
+package brokerfeatures
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -42,10 +47,14 @@ func (f Features) String() string {
 	return fmt.Sprintf("transaction.version %d (transactions v2, KIP-890: %s), metadata.version %d", f.TransactionVersion, tv, f.MetadataVersion)
 }
 
-// BrokerFeatures asks cl's brokers for their finalized features with one
+// timeout bounds Read when ctx has no earlier deadline, as kafkaconf's
+// Ping: long enough for a TLS and SASL handshake across regions.
+const timeout = 10 * time.Second
+
+// Read asks cl's brokers for their finalized features with one
 // ApiVersions request.
-func BrokerFeatures(ctx context.Context, cl *kgo.Client) (Features, error) {
-	ctx, cancel := context.WithTimeout(ctx, DefaultCheckTimeout)
+func Read(ctx context.Context, cl *kgo.Client) (Features, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.ClientSoftwareName = "onceflight"

@@ -1,12 +1,12 @@
-package connectors_test
+package effect_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/connectors/effect"
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
 )
 
@@ -35,9 +35,9 @@ func TestPerformStoppedWhileRequestInFlight(t *testing.T) {
 		<-arrived
 		cancel()
 	}()
-	d := connectors.Perform(ctx, conn, req("k"), p)
-	if d.Code != connectors.CodeInterrupted || d.Attempts != 1 {
+	d := effect.Perform(ctx, conn, req("k"), p)
+	if d.Code != effect.CodeInterrupted || d.Attempts != 1 {
 		t.Fatalf("stopped with the request in flight: %s %s (%s) after %d attempts, want %s after 1",
-			d.Outcome, d.Code, d.Message, d.Attempts, connectors.CodeInterrupted)
+			d.Outcome, d.Code, d.Message, d.Attempts, effect.CodeInterrupted)
 	}
 }

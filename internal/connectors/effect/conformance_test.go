@@ -1,4 +1,4 @@
-package connectortest_test
+package effect_test
 
 import (
 	"testing"
@@ -10,12 +10,12 @@ func TestConformance(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		f    connectortest.Features
-		new  func() *connectortest.Faulty
+		new  func() *Faulty
 	}{
-		{"confirming", connectortest.Features{Confirm: true}, connectortest.NewFaulty},
-		{"no-confirm", connectortest.Features{}, func() *connectortest.Faulty { return &connectortest.Faulty{NoConfirm: true} }},
-		{"idempotent", connectortest.Features{IdempotentByKey: true}, func() *connectortest.Faulty {
-			return &connectortest.Faulty{NoConfirm: true, IdempotentByKey: true}
+		{"confirming", connectortest.Features{Confirm: true}, NewFaulty},
+		{"no-confirm", connectortest.Features{}, func() *Faulty { return &Faulty{NoConfirm: true} }},
+		{"idempotent", connectortest.Features{IdempotentByKey: true}, func() *Faulty {
+			return &Faulty{NoConfirm: true, IdempotentByKey: true}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 					Conn:    c,
 					Effects: c.Effects,
 					ApplyThenAmbiguous: func(key string) {
-						c.Inject(key, connectortest.FaultAmbiguousAfter)
+						c.Inject(key, FaultAmbiguousAfter)
 					},
 				}
 			})
