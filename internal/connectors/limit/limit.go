@@ -285,7 +285,7 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (effect.Permi
 
 // rated waits for the rate (if any) with p's slot held, and stamps p as
 // sent.
-func (s *System) rated(ctx context.Context, p *permit) (connectors.Permit, error) {
+func (s *System) rated(ctx context.Context, p *permit) (effect.Permit, error) {
 	if s.rl != nil {
 		s.mu.Lock()
 		s.rating++
