@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
@@ -468,7 +469,7 @@ func Prove(ctx context.Context, o CheckpointOptions, entity, key string) ([]Prov
 	}
 	var found []Proved
 	logs, err := fullLogs(ctx, o.Client, o.Journal, []int32{p}, starts, ends, func(index uint64, r *kgo.Record) {
-		if schemas.JournalKind(r) != schemas.KindRecord || string(r.Key) != key {
+		if wire.JournalKind(r) != schemas.KindRecord || string(r.Key) != key {
 			return
 		}
 		rec, err := schemas.UnmarshalRecord(r.Value)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -129,7 +130,7 @@ func WithEvidence(fn func(ctx context.Context, req *Request, ev schemas.Evidence
 func (r *runner) observe(ctx context.Context, req *Request, ev schemas.Evidence) {
 	if r.o.evidence != nil {
 		// "HTTP 504: " with an empty body reads "HTTP 504".
-		ev.Detail = schemas.TruncateDetail(strings.TrimRight(ev.Detail, ": "))
+		ev.Detail = wire.TruncateDetail(strings.TrimRight(ev.Detail, ": "))
 		r.o.evidence(ctx, req, ev)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/decide"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -403,7 +404,7 @@ func (j *job) evidence(a *action, rec *schemas.Record) connectors.PerformOption 
 		if ev.Kind == schemas.EvidenceConfirm {
 			ev.By = cmp.Or(j.asker, schemas.ByExecutor)
 		}
-		rec.AddEvidence(ev)
+		wire.AddEvidence(rec, ev)
 		if a.effectless || !confirms || ev.Kind != schemas.EvidenceAttempt || ev.Answer != schemas.AnswerAmbiguous {
 			return
 		}

@@ -14,6 +14,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // Control command types (docs/guarantees.md): operator decisions and reconcile
@@ -241,9 +243,9 @@ func (ks *ControlKeys) VerifyControl(c *Command) error {
 // each framed with its length.
 func controlContent(k ControlKey, c *Command) []byte {
 	var b bytes.Buffer
-	writeFramed(&b, []byte("onceflight/control-sig/v1"))
+	jcs.WriteFramed(&b, []byte("onceflight/control-sig/v1"))
 	for _, s := range []string{k.ID, c.ID, c.Source, c.IdempotencyKey, c.Fingerprint} {
-		writeFramed(&b, []byte(s))
+		jcs.WriteFramed(&b, []byte(s))
 	}
 	return b.Bytes()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -328,7 +329,7 @@ func (p *Projection) apply(fs kgo.Fetches) error {
 			var e error
 			switch ft.Topic {
 			case p.topics.Journal:
-				if !sealsSeen && schemas.JournalKind(rec) == schemas.KindSeal {
+				if !sealsSeen && wire.JournalKind(rec) == schemas.KindSeal {
 					sealsSeen = true
 				}
 				var w string
@@ -392,7 +393,7 @@ var errUndecodable = errors.New("undecodable")
 // applyJournal applies one journal entry and returns the executor that
 // wrote it ("" for other kinds of entries).
 func (p *Projection) applyJournal(b *pebble.Batch, rec *kgo.Record) (string, error) {
-	if schemas.JournalKind(rec) != schemas.KindRecord {
+	if wire.JournalKind(rec) != schemas.KindRecord {
 		return "", nil // epoch markers and the like
 	}
 	if rec.Value == nil {

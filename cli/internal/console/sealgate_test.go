@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -28,7 +29,7 @@ type journalWriter struct {
 }
 
 func (w *journalWriter) record(key string) *kgo.Record {
-	v, err := schemas.SealRecord(&schemas.Record{IdempotencyKey: key, Entity: "e", Action: "noop.ping", Status: cmp.Or(w.status, schemas.StatusSucceeded), Attempts: 1})
+	v, err := wire.SealRecord(&schemas.Record{IdempotencyKey: key, Entity: "e", Action: "noop.ping", Status: cmp.Or(w.status, schemas.StatusSucceeded), Attempts: 1})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -113,7 +114,7 @@ func (ps *partSeals) breaks(seal *kgo.Record) string {
 // trust takes r as covered by a trusted seal.
 func (ps *partSeals) trust(r *kgo.Record) {
 	ps.out = append(ps.out, r)
-	if schemas.JournalKind(r) == schemas.KindSeal {
+	if wire.JournalKind(r) == schemas.KindSeal {
 		if s, err := trust.ParseSeal(r.Value); err == nil {
 			ps.lastSeal, ps.lastEpoch, ps.lastOff = r.Value, s.Epoch, r.Offset
 		}
@@ -132,7 +133,7 @@ func (ps *partSeals) add(rec *kgo.Record) {
 	if rec.Attrs.IsControl() {
 		return
 	}
-	if schemas.JournalKind(rec) != schemas.KindSeal {
+	if wire.JournalKind(rec) != schemas.KindSeal {
 		ps.buf = append(ps.buf, rec)
 		if len(ps.buf) > maxUnsealed {
 			// Bounded memory: no executor's transaction is this long.
@@ -324,7 +325,7 @@ const pendingWhy = "no seal follows it yet: a record of a transaction still bein
 // unsignedOf is what the index keeps of a record no trusted seal covers
 // (nil: not a decodable execution record, so no execution to show it on).
 func unsignedOf(rec *kgo.Record, why string, pending bool) (id []byte, u *UnsignedRecord) {
-	if schemas.JournalKind(rec) != schemas.KindRecord || rec.Value == nil {
+	if wire.JournalKind(rec) != schemas.KindRecord || rec.Value == nil {
 		return nil, nil
 	}
 	r, err := schemas.UnmarshalRecord(rec.Value)
