@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
@@ -22,17 +23,17 @@ import (
 )
 
 type execKey struct {
-	signer *trust.Signer
+	signer *trustlog.Signer
 	line   string // trusted-keys line
 }
 
 func newExecKey(t testing.TB, name string) execKey {
 	t.Helper()
-	skey, vkey, err := trust.GenerateKey(name)
+	skey, vkey, err := trustlog.GenerateKey(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := trust.NewSigner(skey)
+	s, err := trustlog.NewSigner(skey)
 	if err != nil {
 		t.Fatal(err)
 	}
