@@ -149,17 +149,21 @@ func (b *Batch) Seal(p int32, epoch int64, note []byte) {
 // Outcome stages the outcome event answering command causationID with rec.
 // An event over the limit is not staged: the error wraps ErrTooLarge.
 func (b *Batch) Outcome(rec schemas.Record, causationID string, replayed bool) error {
-	data, err := wire.MarshalRecord(rec)
+	r, err := wire.EncodeOutcome(rec, causationID, replayed)
 	if err != nil {
 		return fmt.Errorf("outbox: outcome for %q: %w", rec.IdempotencyKey, err)
 	}
-	return b.OutcomeBytes(&rec, data, causationID, replayed)
+	return b.outcome(r)
 }
 
 // OutcomeBytes is Outcome for a record already encoded: data becomes the
 // event's data as it is.
 func (b *Batch) OutcomeBytes(rec *schemas.Record, data []byte, causationID string, replayed bool) error {
-	r := wire.EncodeOutcomeData(rec, data, causationID, replayed)
+	return b.outcome(wire.EncodeOutcomeData(rec, data, causationID, replayed))
+}
+
+// outcome stages the outcome event r.
+func (b *Batch) outcome(r *kgo.Record) error {
 	r.Topic = b.topics.Outcomes
 	if err := b.topics.check("outcome event", r); err != nil {
 		return err

@@ -87,10 +87,6 @@ func WithGroup(g string) ProjectionOption { return func(p *Projection) { p.group
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) ProjectionOption { return func(p *Projection) { p.log = l } }
 
-// WithStatsInterval sets how often lag, owners and the command rate are
-// refreshed (default 2s).
-func WithStatsInterval(d time.Duration) ProjectionOption { return func(p *Projection) { p.every = d } }
-
 // OpenProjection opens (or creates) the index under dir for the cluster
 // of brokers. Run keeps it up to date; Close closes it.
 func OpenProjection(dir string, brokers []string, opts ...ProjectionOption) (*Projection, error) {

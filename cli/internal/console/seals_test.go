@@ -70,6 +70,10 @@ func appendUnsigned(t *testing.T, h *onceflighttest.Harness, entity, key string,
 
 // runProjection runs a projection with opts until stop (or the test's
 // end).
+// WithStatsInterval refreshes lag, owners and the command rate every d
+// instead of every 2s, so that tests see them soon.
+func WithStatsInterval(d time.Duration) ProjectionOption { return func(p *Projection) { p.every = d } }
+
 func runProjection(t testing.TB, dir string, brokers []string, opts ...ProjectionOption) (*Projection, func()) {
 	t.Helper()
 	opts = append([]ProjectionOption{WithStatsInterval(200 * time.Millisecond),
