@@ -102,7 +102,7 @@ func (c *SealScan) fail(err error) {
 	}
 	c.skipped += c.g.Skipped()
 	c.out = append(c.out, c.g.ready...)
-	c.g = c.g.successor()
+	c.g = c.g.Successor()
 }
 
 // End judges what remains after the partition's last record. It returns
