@@ -256,6 +256,3 @@ func controlMAC(k ControlKey, c *Command) string {
 	m.Write(controlContent(k, c))
 	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
 }
-
-// SecretString is the base64 form of a secret, for messages and tests.
-func (k ControlKey) SecretString() string { return base64.StdEncoding.EncodeToString(k.Secret) }
