@@ -37,8 +37,8 @@ test: ## the whole test suite (what CI runs), with short fuzz runs of the decode
 	$(GO) test ./kafkaconf -run '^$$' -fuzz '^FuzzParseProperties$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeRecordFast$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzStructuredFastMatchesSDK$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(FUZZTIME)
 
 test-race: ## the test suite under the race detector
 	$(GO) test -race -count=1 -timeout 15m ./...
@@ -53,13 +53,13 @@ lint: ## gofmt, go vet, staticcheck
 
 fuzz: ## longer fuzz runs of every decoder and of the HTTP ingress's request parsing (FUZZTIME=10m by default here)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeCommand$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./kafkaconf -run '^$$' -fuzz '^FuzzParseProperties$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeRecordFast$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzStructuredFastMatchesSDK$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(or $(LONGFUZZ),10m)
+	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(or $(LONGFUZZ),10m)
 	$(GO) test ./cli/internal/ingress -run '^$$' -fuzz '^FuzzIngressRequest$$' -fuzztime $(or $(LONGFUZZ),10m)
 
 bench: ## benchmarks (compare runs with benchstat)

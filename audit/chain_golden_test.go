@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -27,7 +28,7 @@ func unchainedJournal(t *testing.T, p int32, linked bool, ents ...jent) []*kgo.R
 			t.Fatal(err)
 		}
 		rc.PrevHash = ""
-		if rc.Hash, err = schemas.HashRecord("", rc); err != nil { // the previous hash ignored
+		if _, err = wire.SealRecord(&rc); err != nil { // the previous hash ignored
 			t.Fatal(err)
 		}
 		if linked {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/decide"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
@@ -53,7 +54,7 @@ type Input struct {
 	MaxDataBytes int
 	// KeyMemory is the executor's key_memory: a key executed again this
 	// long after its final record was forgotten, by design (docs/events.md#execution-records), so
-	// it is noted rather than counted against G2. 0: schemas.DefaultKeyMemory.
+	// it is noted rather than counted against G2. 0: wire.DefaultKeyMemory.
 	KeyMemory time.Duration
 	// ControlKeys, if set, verify the signatures of accepted operator
 	// decisions (CheckDecisionsSigned).
@@ -304,7 +305,7 @@ var checkOrder = []string{CheckHashChain, CheckJournalSigned, CheckAnswered, Che
 
 func newAuditor(in Input) *auditor {
 	if in.KeyMemory <= 0 {
-		in.KeyMemory = schemas.DefaultKeyMemory
+		in.KeyMemory = wire.DefaultKeyMemory
 	}
 	in.Topics = in.Topics.WithDefaults()
 	if in.OriginPrefix == "" {
@@ -641,7 +642,7 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	if h, err := d.hash, d.hashErr; err != nil {
 		problems = append(problems, fmt.Sprintf("cannot hash: %v", err))
 	} else if h != rec.Hash {
-		if old, err := schemas.LegacyHashRecord(rec.PrevHash, *rec); err != nil || old != rec.Hash {
+		if old, err := wire.LegacyHashRecord(rec.PrevHash, *rec); err != nil || old != rec.Hash {
 			problems = append(problems, fmt.Sprintf("hash %s but the contents hash to %s: the record was changed", short(rec.Hash), short(h)))
 		} else {
 			a.counts.LegacyHashes++
@@ -709,7 +710,7 @@ func (a *auditor) endJournal(p int32) {
 }
 
 // markerEpoch reads an epoch marker's epoch as restore does.
-func markerEpoch(r *kgo.Record) int64 { return schemas.DecodeEpochMarker(r).Epoch }
+func markerEpoch(r *kgo.Record) int64 { return wire.DecodeEpochMarker(r).Epoch }
 
 // onceKey checks G2 for one record of a key: no in_progress after a final
 // succeeded, failed or rejected record (unresolved may be reconciled, which
@@ -906,7 +907,7 @@ func (a *auditor) checkOutcome(r *kgo.Record, d *decoded) {
 	a.counts.Outcomes++
 	key, status, causation := o.Record.IdempotencyKey, o.Record.Status, o.CausationID
 	v.Key = key
-	decision := schemas.SettlementDecision(&o.Record, causation)
+	decision := wire.SettlementDecision(&o.Record, causation)
 	if want := d.wantID; o.ID != want {
 		basis := fmt.Sprintf("causation %q", causation)
 		if decision != "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -64,11 +65,10 @@ func journal(t *testing.T, p int32, ents ...jent) []*kgo.Record {
 		rc := *e.rec
 		rc.Command.Partition = p
 		rc.PrevHash = prev
-		h, err := schemas.HashRecord(prev, rc)
-		if err != nil {
+		if _, err := wire.SealRecord(&rc); err != nil {
 			t.Fatal(err)
 		}
-		rc.Hash, prev = h, h
+		prev = rc.Hash
 		r.Key = []byte(rc.IdempotencyKey)
 		r.Value = mustMarshal(t, rc)
 		r.Headers = []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)}}
@@ -79,7 +79,7 @@ func journal(t *testing.T, p int32, ents ...jent) []*kgo.Record {
 
 func mustMarshal(t *testing.T, rc schemas.Record) []byte {
 	t.Helper()
-	b, err := schemas.MarshalRecord(rc)
+	b, err := wire.MarshalRecord(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func command(t *testing.T, id, entity, key string, p int32, off int64) *kgo.Reco
 
 func outcome(t *testing.T, key, entity, causation string, st schemas.Status, p int32, off int64) *kgo.Record {
 	t.Helper()
-	r, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: entity, Status: st,
+	r, err := wire.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: entity, Status: st,
 		Command: schemas.CommandRef{ID: causation, Partition: p}}, causation, false)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func deadletterMisroutedK3(t *testing.T, in *Input) int32 {
 	big := command(t, "cmd-k3", ent, "k3", wrong, 0)
 	in.Commands = append(in.Commands, big)
 	in.Committed[wrong] = 1
-	dl := schemas.DeadletterReference(big, "too_large", func(*kgo.Record) bool { return true })
+	dl := wire.DeadletterReference(big, "too_large", func(*kgo.Record) bool { return true })
 	dl.Topic = tops.Deadletter
 	in.Deadletter = []*kgo.Record{dl}
 	return wrong
@@ -347,7 +347,7 @@ func TestCheck(t *testing.T) {
 			bad := &kgo.Record{Topic: tops.Commands, Partition: pe, Offset: 2, Value: []byte("not a cloudevent")}
 			in.Commands = append(in.Commands, bad)
 			in.Committed[pe] = 3
-			dl := schemas.DeadletterRecord(bad, "not a CloudEvent")
+			dl := wire.DeadletterRecord(bad, "not a CloudEvent")
 			dl.Topic = tops.Deadletter
 			in.Deadletter = []*kgo.Record{dl}
 		}, want: func(t *testing.T, r Report) {

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/trustlog"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
@@ -217,10 +219,10 @@ func replay(ctx context.Context, cl *kgo.Client, journal string, ps []int32, fro
 
 // fullLogs replays ps from their starts into full trees; each, if set,
 // sees every record with its leaf index.
-func fullLogs(ctx context.Context, cl *kgo.Client, journal string, ps []int32, starts, ends map[int32]int64, each func(index uint64, r *kgo.Record)) (map[int32]*trust.Log, error) {
-	logs := map[int32]*trust.Log{}
+func fullLogs(ctx context.Context, cl *kgo.Client, journal string, ps []int32, starts, ends map[int32]int64, each func(index uint64, r *kgo.Record)) (map[int32]*trustlog.Log, error) {
+	logs := map[int32]*trustlog.Log{}
 	for _, p := range ps {
-		logs[p] = &trust.Log{}
+		logs[p] = &trustlog.Log{}
 	}
 	err := replay(ctx, cl, journal, ps, starts, ends, func(r *kgo.Record) {
 		l := logs[r.Partition]
@@ -337,7 +339,7 @@ func mismatch(cp held) string {
 }
 
 // verifyFull checks a partition replayed from its first record.
-func verifyFull(p int32, l *trust.Log, cps []held) *PartitionVerdict {
+func verifyFull(p int32, l *trustlog.Log, cps []held) *PartitionVerdict {
 	v := &PartitionVerdict{Partition: p, Records: l.Size(), Checkpoints: len(cps)}
 	for _, cp := range cps {
 		if cp.Size > l.Size() {
@@ -377,7 +379,7 @@ func verifyFull(p int32, l *trust.Log, cps []held) *PartitionVerdict {
 // it are counted but cannot be checked against records that are gone.
 func verifySeeded(ctx context.Context, o CheckpointOptions, ps []int32, starts, ends map[int32]int64, by map[int32][]held) (map[int32]*PartitionVerdict, error) {
 	out := map[int32]*PartitionVerdict{}
-	trees := map[int32]*trust.Tree{}
+	trees := map[int32]*trustlog.Tree{}
 	from := map[int32]int64{}
 	var run []int32
 	for _, p := range ps {
@@ -387,7 +389,7 @@ func verifySeeded(ctx context.Context, o CheckpointOptions, ps []int32, starts, 
 			if cp.headers == nil {
 				continue
 			}
-			t, next, err := trust.ResumeFrom(cp.Checkpoint, cp.headers)
+			t, next, err := trustlog.ResumeFrom(cp.Checkpoint, cp.headers)
 			if err != nil || next < starts[p] || next > ends[p] {
 				continue
 			}
@@ -468,7 +470,7 @@ func Prove(ctx context.Context, o CheckpointOptions, entity, key string) ([]Prov
 	}
 	var found []Proved
 	logs, err := fullLogs(ctx, o.Client, o.Journal, []int32{p}, starts, ends, func(index uint64, r *kgo.Record) {
-		if schemas.JournalKind(r) != schemas.KindRecord || string(r.Key) != key {
+		if wire.JournalKind(r) != schemas.KindRecord || string(r.Key) != key {
 			return
 		}
 		rec, err := schemas.UnmarshalRecord(r.Value)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -31,11 +32,11 @@ func checkpointed(t *testing.T, n int) (*harness, *trust.TrustedKeys, [][]byte) 
 // checkpointedBy is checkpointed that also returns the executor's signer.
 func checkpointedBy(t *testing.T, n int) (*harness, *trust.TrustedKeys, [][]byte, note.Signer) {
 	t.Helper()
-	skey, vkey, err := trust.GenerateKey("executor-a")
+	skey, vkey, err := trustlog.GenerateKey("executor-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := trust.NewSigner(skey)
+	signer, err := trustlog.NewSigner(skey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestVerifyCheckpointsAgainstJournal(t *testing.T) {
 	// signs a checkpoint of the new one: the auditor's saved checkpoint of
 	// the old history is not consistent with it, and Verify names both.
 	copyJournal(t, h, "rewritten-and-signed", p, alter)
-	var l trust.Log
+	var l trustlog.Log
 	for _, r := range alter(h.Journal(p)) {
 		l.Append(trust.RecordLeafHash(r))
 	}
@@ -197,7 +198,7 @@ func TestVerifyCheckpointsAgainstJournal(t *testing.T) {
 	}
 
 	// Checkpoints signed by a key nobody trusts are refused, named.
-	_, other, _ := trust.GenerateKey("executor-b")
+	_, other, _ := trustlog.GenerateKey("executor-b")
 	otk, _ := trust.ParseTrustedKeys("other-keys", []byte(other+"\n"))
 	rep, err = audit.Verify(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: otk, Checkpoints: notes[:1]})
 	if err != nil {
@@ -253,8 +254,8 @@ func TestProveAndCheckOffline(t *testing.T) {
 // and the audit, can only go on from a checkpoint.
 func TestCheckpointsAcrossOwners(t *testing.T) {
 	h, tkA, _ := checkpointed(t, 15)
-	skey, vkeyB, _ := trust.GenerateKey("executor-b")
-	signerB, err := trust.NewSigner(skey)
+	skey, vkeyB, _ := trustlog.GenerateKey("executor-b")
+	signerB, err := trustlog.NewSigner(skey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -43,7 +44,7 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			return
 		}
 		if d.rec, d.err = schemas.UnmarshalRecord(r.Value); d.err == nil {
-			d.hash, d.hashErr = schemas.RecordHash(r.Value)
+			d.hash, d.hashErr = wire.RecordHash(r.Value)
 			// A key is scoped to its entity, and both to the partition.
 			p := strconv.FormatInt(int64(r.Partition), 10)
 			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
@@ -58,8 +59,8 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 		if !a.isChecked(o.Record.Command.Partition) {
 			return
 		}
-		decision := schemas.SettlementDecision(&o.Record, o.CausationID)
-		d.wantID = schemas.OutcomeIDOf(&o.Record, o.CausationID)
+		decision := wire.SettlementDecision(&o.Record, o.CausationID)
+		d.wantID = wire.OutcomeIDOf(&o.Record, o.CausationID)
 		d.id = digestOf(o.ID)
 		d.tuple = digestOf(o.CausationID, string(o.Record.Status), o.Record.IdempotencyKey, decision)
 		d.answer = digestOf(o.CausationID, o.Record.Entity, o.Record.IdempotencyKey)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -157,7 +158,7 @@ func TestAuditAgainstExecutor(t *testing.T) {
 	}
 	rec, _ := schemas.UnmarshalRecord(victim.Value)
 	rec.Result = json.RawMessage(`{"tampered":true}`)
-	v, err := schemas.MarshalRecord(rec)
+	v, err := wire.MarshalRecord(rec)
 	if err != nil {
 		t.Fatal(err)
 	}

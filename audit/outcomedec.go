@@ -12,7 +12,7 @@ import (
 )
 
 // decodeOutcome is schemas.DecodeOutcome, with a fast path for the one
-// shape the executor writes (schemas.EncodeOutcomeData): the audit reads
+// shape the executor writes (wire.EncodeOutcomeData): the audit reads
 // every outcome, and the CloudEvents sdk's generic reader (validate the
 // JSON, build an event, its extensions map, then copy the data out) was
 // most of its time. Anything else — another member order, an escaped

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -36,7 +37,7 @@ func outcomeSamples(t testing.TB) []*kgo.Record {
 	}
 	var out []*kgo.Record
 	for _, c := range recs {
-		r, err := schemas.EncodeOutcome(c.rec, c.causation, c.replayed)
+		r, err := wire.EncodeOutcome(c.rec, c.causation, c.replayed)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -58,7 +59,7 @@ func sealJournalAfter(t *testing.T, s note.Signer, prev []byte, recs []*kgo.Reco
 // file of it alone.
 func signerTrusted(t *testing.T, name string) (note.Signer, *trust.TrustedKeys) {
 	t.Helper()
-	skey, vkey, err := trust.GenerateKey(name)
+	skey, vkey, err := trustlog.GenerateKey(name)
 	if err != nil {
 		t.Fatal(err)
 	}

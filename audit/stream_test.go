@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -170,10 +171,10 @@ func entitiesOn(p int32, parts, n int) []string {
 // dropped as they end) reaches Check's report.
 func FuzzCheckRecords(f *testing.F) {
 	rc := schemas.Record{IdempotencyKey: "k9", Entity: ent, Status: schemas.StatusSucceeded, Command: schemas.CommandRef{ID: "cmd-k9"}}
-	if b, err := schemas.MarshalRecord(rc); err == nil {
+	if b, err := wire.MarshalRecord(rc); err == nil {
 		f.Add(uint8(0), b)
 	}
-	if o, err := schemas.EncodeOutcome(rc, "cmd-k9", false); err == nil {
+	if o, err := wire.EncodeOutcome(rc, "cmd-k9", false); err == nil {
 		f.Add(uint8(1), o.Value)
 	}
 	if c, err := schemas.EncodeCommand(schemas.Command{ID: "cmd-k9", Source: "test", Type: "noop.ping", Subject: ent, IdempotencyKey: "k9"}, schemas.Structured); err == nil {
@@ -222,7 +223,7 @@ func BenchmarkAuditStatePerKey(b *testing.B) {
 	for i := range keys {
 		key, e := fmt.Sprintf("k-%d", i), fmt.Sprintf("e-%d", i/2)
 		jents = append(jents, rec(key, e, schemas.StatusInProgress, 1, int64(i+1), 0), rec(key, e, schemas.StatusSucceeded, 1, 0, 0))
-		o, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: e, Status: schemas.StatusSucceeded,
+		o, err := wire.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: e, Status: schemas.StatusSucceeded,
 			Command: schemas.CommandRef{ID: "c-" + key}}, "c-"+key, false)
 		if err != nil {
 			b.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/cli/internal/api"
+	"github.com/onceflight/onceflight/cli/internal/openapitest"
 )
 
 // Credentials of TestEveryRecordEndpointOnEveryListener.
@@ -32,7 +32,7 @@ func v1Endpoints(t *testing.T) [][2]string {
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}
-	if err := json.Unmarshal(api.OpenAPI(), &doc); err != nil {
+	if err := json.Unmarshal(openapitest.Spec(t), &doc); err != nil {
 		t.Fatal(err)
 	}
 	var out [][2]string

@@ -186,7 +186,7 @@ proxy header, as serve does.`,
 			if err != nil {
 				return usageError{err}
 			}
-			auth, err := consoleAuth(tokenFile, proxyHeader, proxyRole, proxies, log)
+			auth, err := authFlags{tokenFile: tokenFile, proxyHeader: proxyHeader, proxies: proxies, proxyRole: proxyRole}.authenticator(log)
 			if err != nil {
 				return err
 			}
@@ -242,35 +242,4 @@ proxy header, as serve does.`,
 	fs.IntVar(&maxData, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page and the audit")
 	fs.DurationVar(&auditEvery, "audit-every", 0, "run the audit of the topics (onceflight audit) at start and then this often, and show its last result on the overview; 0: off. Each audit reads the four topics through, a partition at a time (docs/memory.md#audit)")
 	return cmd
-}
-
-// consoleAuth builds the console's authenticator from its flags.
-func consoleAuth(tokenFile, proxyHeader, proxyRole string, proxies []string, log *slog.Logger) (*httpauth.Authenticator, error) {
-	opts := []httpauth.Option{httpauth.WithLogger(log)}
-	if tokenFile != "" {
-		ts, err := httpauth.LoadTokenFile(tokenFile)
-		if err != nil {
-			return nil, usageErrorf("--http-token-file: %v", err)
-		}
-		opts = append(opts, httpauth.WithTokens(ts...))
-	}
-	if (proxyHeader == "") != (len(proxies) == 0) {
-		return nil, usageErrorf("--http-trusted-proxy-header and --http-trusted-proxies go together: the header, and the addresses of the proxies that set it")
-	}
-	if proxyHeader != "" {
-		ps, err := httpauth.ParseProxies(proxies)
-		if err != nil {
-			return nil, usageErrorf("--http-trusted-proxies: %v", err)
-		}
-		role, err := httpauth.ParseRole(proxyRole)
-		if err != nil {
-			return nil, usageErrorf("--http-trusted-proxy-role: %v", err)
-		}
-		opts = append(opts, httpauth.WithTrustedProxy(proxyHeader, ps, role))
-	}
-	a, err := httpauth.New(opts...)
-	if err != nil {
-		return nil, usageErrorf("console: %v", err)
-	}
-	return a, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -72,7 +73,7 @@ func TestServeConsoleChecksSeals(t *testing.T) {
 		"--key", "refund-1", "--data", `{"amount":1}`, "--wait"); code != exitOK || !strings.Contains(out, "succeeded") {
 		t.Fatalf("submit: exit %d\n%s%s", code, out, errOut)
 	}
-	v, err := schemas.SealRecord(&schemas.Record{IdempotencyKey: "forged", Entity: "order-1", Action: "payments.refund", Status: schemas.StatusUnresolved})
+	v, err := wire.SealRecord(&schemas.Record{IdempotencyKey: "forged", Entity: "order-1", Action: "payments.refund", Status: schemas.StatusUnresolved})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,16 +17,62 @@ import (
 // (docs/http.md#who-may-read-the-records).
 type httpAccess struct {
 	metricsAddr string
+	auth        authFlags
+}
+
+// authFlags are the flags serve and console share that say who may read
+// over HTTP: bearer tokens, and the user's name from an authenticating
+// reverse proxy (docs/http.md#who-may-read-the-records).
+type authFlags struct {
 	tokenFile   string
 	proxyHeader string
 	proxies     []string
+	// proxyRole is the role of the proxy's users (console's
+	// --http-trusted-proxy-role); "" is reader, all serve's records need.
+	proxyRole string
 }
 
 func (h *httpAccess) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&h.metricsAddr, "metrics-http", "", "address of a listener serving only /healthz, /readyz and /metrics, without authentication (for probes and Prometheus); off when empty")
-	fs.StringVar(&h.tokenFile, "http-token-file", "", "file of bearer tokens that may read the records on --http, one NAME:TOKEN[:ROLE] a line (docs/http.md#who-may-read-the-records); mode 0600 or 0640")
-	fs.StringVar(&h.proxyHeader, "http-trusted-proxy-header", "", "header carrying the user's name set by an authenticating reverse proxy (oauth2-proxy: X-Forwarded-User); honoured only from --http-trusted-proxies")
-	fs.StringSliceVar(&h.proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose --http-trusted-proxy-header is believed (127.0.0.1 for a sidecar)")
+	fs.StringVar(&h.auth.tokenFile, "http-token-file", "", "file of bearer tokens that may read the records on --http, one NAME:TOKEN[:ROLE] a line (docs/http.md#who-may-read-the-records); mode 0600 or 0640")
+	fs.StringVar(&h.auth.proxyHeader, "http-trusted-proxy-header", "", "header carrying the user's name set by an authenticating reverse proxy (oauth2-proxy: X-Forwarded-User); honoured only from --http-trusted-proxies")
+	fs.StringSliceVar(&h.auth.proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose --http-trusted-proxy-header is believed (127.0.0.1 for a sidecar)")
+}
+
+// authenticator is the authentication the flags describe; each error
+// names the flag to fix.
+func (f authFlags) authenticator(log *slog.Logger) (*httpauth.Authenticator, error) {
+	opts := []httpauth.Option{httpauth.WithLogger(log)}
+	if f.tokenFile != "" {
+		ts, err := httpauth.LoadTokenFile(f.tokenFile)
+		if err != nil {
+			return nil, usageErrorf("--http-token-file: %v", err)
+		}
+		opts = append(opts, httpauth.WithTokens(ts...))
+	}
+	switch {
+	case f.proxyHeader != "" && len(f.proxies) == 0:
+		return nil, usageErrorf("--http-trusted-proxy-header %s needs --http-trusted-proxies: the addresses of the proxies that set it (anyone else could send it too); the two go together", f.proxyHeader)
+	case f.proxyHeader == "" && len(f.proxies) > 0:
+		return nil, usageErrorf("--http-trusted-proxies needs --http-trusted-proxy-header: the header those proxies set to the user's name; the two go together")
+	case f.proxyHeader != "":
+		ps, err := httpauth.ParseProxies(f.proxies)
+		if err != nil {
+			return nil, usageErrorf("--http-trusted-proxies: %v", err)
+		}
+		role := httpauth.RoleReader
+		if f.proxyRole != "" {
+			if role, err = httpauth.ParseRole(f.proxyRole); err != nil {
+				return nil, usageErrorf("--http-trusted-proxy-role: %v", err)
+			}
+		}
+		opts = append(opts, httpauth.WithTrustedProxy(f.proxyHeader, ps, role))
+	}
+	a, err := httpauth.New(opts...)
+	if err != nil {
+		return nil, usageErrorf("http authentication: %v", err)
+	}
+	return a, nil
 }
 
 // authenticator builds the record API's authentication from the flags and
@@ -36,29 +82,9 @@ func (h *httpAccess) addFlags(fs *pflag.FlagSet) {
 // There is deliberately no flag to override this; a deployment whose
 // network is private anyway states that with a token.
 func (h *httpAccess) authenticator(httpAddr string, log *slog.Logger) (*httpauth.Authenticator, error) {
-	opts := []httpauth.Option{httpauth.WithLogger(log)}
-	if h.tokenFile != "" {
-		ts, err := httpauth.LoadTokenFile(h.tokenFile)
-		if err != nil {
-			return nil, usageErrorf("--http-token-file: %v", err)
-		}
-		opts = append(opts, httpauth.WithTokens(ts...))
-	}
-	switch {
-	case h.proxyHeader != "" && len(h.proxies) == 0:
-		return nil, usageErrorf("--http-trusted-proxy-header %s needs --http-trusted-proxies: the addresses of the proxies that set it (anyone else could send it too)", h.proxyHeader)
-	case h.proxyHeader == "" && len(h.proxies) > 0:
-		return nil, usageErrorf("--http-trusted-proxies needs --http-trusted-proxy-header: the header those proxies set to the user's name")
-	case h.proxyHeader != "":
-		ps, err := httpauth.ParseProxies(h.proxies)
-		if err != nil {
-			return nil, usageErrorf("--http-trusted-proxies: %v", err)
-		}
-		opts = append(opts, httpauth.WithTrustedProxy(h.proxyHeader, ps, httpauth.RoleReader))
-	}
-	a, err := httpauth.New(opts...)
+	a, err := h.auth.authenticator(log)
 	if err != nil {
-		return nil, usageErrorf("--http: %v", err)
+		return nil, err
 	}
 	if !a.Enabled() && !httpauth.Loopback(httpAddr) {
 		return nil, usageErrorf("--http %s is not a loopback address and would serve the execution records (customer data) to anyone who reaches it: "+

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -101,7 +102,7 @@ func TestOutcomesReplay(t *testing.T) {
 		if o.code {
 			r.Error = &schemas.Error{Code: "boom", Message: "m"}
 		}
-		rec, err := schemas.EncodeOutcome(r, "cmd-"+o.key, o.replayed)
+		rec, err := wire.EncodeOutcome(r, "cmd-"+o.key, o.replayed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +184,7 @@ func TestOutcomesReplay(t *testing.T) {
 func TestOutcomesFollowsFromTheEnd(t *testing.T) {
 	ctx, addr, cl := startEnv(t, nil)
 	publish := func(key string) {
-		rec, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: "e", Status: schemas.StatusSucceeded}, "c-"+key, false)
+		rec, err := wire.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: "e", Status: schemas.StatusSucceeded}, "c-"+key, false)
 		if err != nil {
 			t.Fatal(err)
 		}

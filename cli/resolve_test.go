@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -49,7 +50,7 @@ func fakeExecutor(ctx context.Context, t *testing.T, addr string, seen chan<- sc
 			if d.Status == "" {
 				d.Status = schemas.StatusSucceeded
 			}
-			o, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: c.IdempotencyKey, Entity: c.Subject, Action: c.Type, Status: d.Status}, c.ID, false)
+			o, err := wire.EncodeOutcome(schemas.Record{IdempotencyKey: c.IdempotencyKey, Entity: c.Subject, Action: c.Type, Status: d.Status}, c.ID, false)
 			if err != nil {
 				t.Error(err)
 				return
@@ -142,7 +143,7 @@ func TestStatusAndResolve(t *testing.T) {
 	writeJournal := func(recs ...schemas.Record) {
 		t.Helper()
 		for _, r := range recs {
-			v, _ := schemas.MarshalRecord(r)
+			v, _ := wire.MarshalRecord(r)
 			rec := &kgo.Record{Topic: schemas.DefaultJournalTopic, Key: []byte(r.IdempotencyKey), Value: v,
 				Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)}}}
 			if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {

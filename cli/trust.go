@@ -17,6 +17,7 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/trust"
 )
 
@@ -26,11 +27,11 @@ func keygenExecutor(stdout io.Writer, out, name, trustedFile string) error {
 		h, _ := os.Hostname()
 		name = "executor-" + h
 	}
-	skey, vkey, err := trust.GenerateKey(name)
+	skey, vkey, err := trustlog.GenerateKey(name)
 	if err != nil {
 		return usageErrorf("--id: %v (a name is printable, without spaces or '+')", err)
 	}
-	if err := trust.WriteSigner(out, skey); err != nil {
+	if err := trustlog.WriteSigner(out, skey); err != nil {
 		return usageError{err}
 	}
 	line := vkey + " not_before=" + time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
@@ -427,7 +428,7 @@ func (c *checkpointOptions) option(journal string) ([]consumer.Option, error) {
 	if c.every == 0 || c.interval <= 0 {
 		return nil, usageErrorf("--checkpoint-every and --checkpoint-interval must be positive")
 	}
-	s, err := trust.LoadSigner(c.keyFile)
+	s, err := trustlog.LoadSigner(c.keyFile)
 	if err != nil {
 		return nil, usageErrorf("--checkpoint-key-file: %w", err)
 	}

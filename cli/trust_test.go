@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -195,7 +196,7 @@ func forgeAfter(t *testing.T, addr, after, forged string) (int32, int64) {
 			t.Fatalf("no succeeded record of %s in the journal", after)
 		}
 		for _, r := range fs.Records() {
-			if schemas.JournalKind(r) == schemas.KindRecord && string(r.Key) == after {
+			if wire.JournalKind(r) == schemas.KindRecord && string(r.Key) == after {
 				if last, err = schemas.UnmarshalRecord(r.Value); err != nil {
 					t.Fatal(err)
 				}
@@ -206,7 +207,7 @@ func forgeAfter(t *testing.T, addr, after, forged string) (int32, int64) {
 	now := time.Now().UTC()
 	rec := schemas.Record{IdempotencyKey: forged, Entity: last.Entity, Action: last.Action, Status: schemas.StatusSucceeded,
 		Fingerprint: last.Fingerprint, Attempts: 1, Epoch: last.Epoch, Executor: last.Executor, StartedAt: &now, FinishedAt: &now, PrevHash: last.Hash}
-	v, err := schemas.SealRecord(&rec)
+	v, err := wire.SealRecord(&rec)
 	if err != nil {
 		t.Fatal(err)
 	}

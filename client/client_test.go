@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -69,7 +70,7 @@ func producer(t *testing.T, brokers []string, opts ...kgo.Opt) *kgo.Client {
 // result {"n": cmd's data n}.
 func outcomeFor(t *testing.T, cmd schemas.Command, st schemas.Status) *kgo.Record {
 	t.Helper()
-	r, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: cmd.IdempotencyKey, Entity: cmd.Subject,
+	r, err := wire.EncodeOutcome(schemas.Record{IdempotencyKey: cmd.IdempotencyKey, Entity: cmd.Subject,
 		Action: cmd.Type, Status: st, Result: cmd.Data, Command: schemas.CommandRef{ID: cmd.ID}}, cmd.ID, false)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +100,7 @@ func responder(ctx context.Context, t *testing.T, brokers []string) (done <-chan
 					t.Errorf("responder: %v", err)
 					return
 				}
-				o, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: cmd.IdempotencyKey, Entity: cmd.Subject,
+				o, err := wire.EncodeOutcome(schemas.Record{IdempotencyKey: cmd.IdempotencyKey, Entity: cmd.Subject,
 					Action: cmd.Type, Status: schemas.StatusSucceeded, Result: cmd.Data,
 					Command: schemas.CommandRef{ID: cmd.ID, Partition: r.Partition, Offset: r.Offset}}, cmd.ID, false)
 				if err != nil {
@@ -386,7 +387,7 @@ func TestReadOutcomes(t *testing.T) {
 // journalRec is a journal entry as the executor writes it.
 func journalRec(t *testing.T, key, entity string, p int32, st schemas.Status) *kgo.Record {
 	t.Helper()
-	v, err := schemas.MarshalRecord(schemas.Record{IdempotencyKey: key, Entity: entity, Status: st})
+	v, err := wire.MarshalRecord(schemas.Record{IdempotencyKey: key, Entity: entity, Status: st})
 	if err != nil {
 		t.Fatal(err)
 	}

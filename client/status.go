@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	internal "github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -115,7 +116,7 @@ func (c *Client) Records(ctx context.Context, statuses ...schemas.Status) ([]sch
 // state of its key, and answering with an older one would be a lie.
 func (c *Client) scanJournal(ctx context.Context, want func([]byte) bool, fn func(key string, r *schemas.Record)) error {
 	err := internal.Read(ctx, c.cl, c.topics.Journal, true, false, func(rec *kgo.Record) error {
-		if !want(rec.Key) || schemas.JournalKind(rec) != schemas.KindRecord {
+		if !want(rec.Key) || wire.JournalKind(rec) != schemas.KindRecord {
 			return nil
 		}
 		if rec.Value == nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -26,7 +27,7 @@ const DefaultCheckpointsTopic = "onceflight.checkpoints"
 // with Signer and published to Topic every Every records or Interval,
 // whichever comes first, and at clean shutdown.
 type CheckpointConfig struct {
-	// Signer is the executor's Ed25519 note signer (trust.LoadSigner).
+	// Signer is the executor's Ed25519 note signer (trustlog.LoadSigner).
 	Signer note.Signer
 	// Trusted verifies the last checkpoint a new owner resumes from; nil:
 	// only checkpoints by Signer's own key are resumed from, others make
@@ -85,8 +86,8 @@ type checkpointer struct {
 // committed meanwhile wait in pending.
 type cpPart struct {
 	epoch     int64
-	tree      *trust.Tree // nil while rebuilding or broken
-	next      int64       // journal offset after the tree's last leaf
+	tree      *trustlog.Tree // nil while rebuilding or broken
+	next      int64          // journal offset after the tree's last leaf
 	pending   []cpLeaf
 	published uint64
 	broken    error // why no checkpoints are published for it
@@ -270,8 +271,8 @@ func (c *checkpointer) rebuild(p int32, st *cpPart, target int64) {
 	st.published = min(st.published, tree.Size())
 }
 
-func (c *checkpointer) treeAt(ctx context.Context, p int32, target int64) (*trust.Tree, error) {
-	tree, from := trust.NewTree(), int64(0)
+func (c *checkpointer) treeAt(ctx context.Context, p int32, target int64) (*trustlog.Tree, error) {
+	tree, from := trustlog.NewTree(), int64(0)
 	if t, next, err := c.lastCheckpoint(ctx, p); err != nil {
 		c.e.log.Warn("checkpoints: last checkpoint not usable; rebuilding the tree from the journal's start", "partition", p, "err", err)
 	} else if t != nil && next <= target {
@@ -317,7 +318,7 @@ func (c *checkpointer) treeAt(ctx context.Context, p int32, target int64) (*trus
 // lastCheckpoint reads partition p's last checkpoint and returns its tree
 // (checked against the signed root) and the journal offset it ends at;
 // nil when there is none.
-func (c *checkpointer) lastCheckpoint(ctx context.Context, p int32) (*trust.Tree, int64, error) {
+func (c *checkpointer) lastCheckpoint(ctx context.Context, p int32) (*trustlog.Tree, int64, error) {
 	adm := kadm.NewClient(c.e.plain)
 	ends, err := adm.ListEndOffsets(ctx, c.cfg.Topic)
 	if err != nil {
@@ -351,13 +352,13 @@ func (c *checkpointer) lastCheckpoint(ctx context.Context, p int32) (*trust.Tree
 }
 
 // resume checks a checkpoint record and makes its tree.
-func (c *checkpointer) resume(p int32, r *kgo.Record) (*trust.Tree, int64, error) {
+func (c *checkpointer) resume(p int32, r *kgo.Record) (*trustlog.Tree, int64, error) {
 	want := c.origin(p)
 	cp, err := trust.OpenCheckpoint(r.Value, c.cfg.Trusted, func(o string) bool { return o == want })
 	if err != nil {
 		return nil, 0, err
 	}
-	return trust.ResumeFrom(cp, r.Headers)
+	return trustlog.ResumeFrom(cp, r.Headers)
 }
 
 // publish signs and publishes the trees that grew since their last
@@ -367,7 +368,7 @@ func (c *checkpointer) publish(ctx context.Context) {
 		p    int32
 		size uint64
 		root []byte
-		tree *trust.Tree
+		tree *trustlog.Tree
 		next int64
 	}
 	var snaps []snap
@@ -385,7 +386,7 @@ func (c *checkpointer) publish(ctx context.Context) {
 			c.e.log.Error("checkpoints: sign", "partition", s.p, "err", err)
 			continue
 		}
-		r := &kgo.Record{Topic: c.cfg.Topic, Partition: s.p, Key: []byte(cp.Origin), Value: msg, Headers: trust.CheckpointHeaders(s.tree, s.next)}
+		r := &kgo.Record{Topic: c.cfg.Topic, Partition: s.p, Key: []byte(cp.Origin), Value: msg, Headers: trustlog.CheckpointHeaders(s.tree, s.next)}
 		if err := c.e.plain.ProduceSync(ctx, r).FirstErr(); err != nil {
 			c.e.log.Warn("checkpoints: publish", "partition", s.p, "err", err)
 			continue
@@ -415,7 +416,7 @@ func (e *Executor) Checkpoints() map[int32][]byte {
 }
 
 // signerVKey is the verifier key of s, which a note.Signer does not tell:
-// trust.Signer (trust.LoadSigner) does.
+// trustlog.Signer (trustlog.LoadSigner) does.
 func signerVKey(s note.Signer) (string, error) {
 	if k, ok := s.(interface{ VerifierKey() string }); ok {
 		return k.VerifierKey(), nil

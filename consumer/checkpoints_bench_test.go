@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
-	"github.com/onceflight/onceflight/trust"
+	"github.com/onceflight/onceflight/internal/trustlog"
 )
 
 // BenchmarkNoopCheckpoints is BenchmarkNoop without and with signing:
@@ -19,11 +19,11 @@ import (
 //
 //	go test ./consumer -run '^$' -bench BenchmarkNoopCheckpoints -benchtime 20000x
 func BenchmarkNoopCheckpoints(b *testing.B) {
-	skey, _, err := trust.GenerateKey("bench")
+	skey, _, err := trustlog.GenerateKey("bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	signer, err := trust.NewSigner(skey)
+	signer, err := trustlog.NewSigner(skey)
 	if err != nil {
 		b.Fatal(err)
 	}

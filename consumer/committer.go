@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -276,7 +277,7 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 func (c *committer) chain(st *partState, rec *schemas.Record) ([]byte, error) {
 	rec.Epoch = st.epoch
 	rec.PrevHash = st.chain.hash
-	raw, err := schemas.SealRecord(rec)
+	raw, err := wire.SealRecord(rec)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func TestFaultDisk(t *testing.T) {
 				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn})).With("executor", "A")
 			}
 			dirA := t.TempDir()
-			a := h.StartNode("A", dirA, onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(dedupe.WithFS(disk.FS))}})
+			a := h.StartNode("A", dirA, onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(func(s *dedupe.Settings) { s.FS = disk.FS })}})
 			onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 
 			var ids []string
@@ -187,7 +187,7 @@ func TestFaultDiskWhileIdle(t *testing.T) {
 	h := onceflighttest.New(t)
 	disk := diskfault.New(nil)
 	tune := func(c *consumer.Config) { c.SessionTimeout = 2 * time.Second }
-	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(dedupe.WithFS(disk.FS))}})
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{Tune: tune, KafkaOpts: kafkatest.ShortHeartbeats, ExecutorOpts: []consumer.Option{consumer.WithStoreOptions(func(s *dedupe.Settings) { s.FS = disk.FS })}})
 	onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
 	disk.Fail()
 	b := storeof.Executor(a.Ex).NewBatch()

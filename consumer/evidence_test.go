@@ -14,6 +14,7 @@ import (
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -96,7 +97,7 @@ func wantEvidence(t *testing.T, rec schemas.Record, status schemas.Status, by st
 			t.Errorf("%s: evidence %d lacks its times or fencing token: %+v", rec.IdempotencyKey, i, ev)
 		}
 	}
-	got := schemas.EvidenceText(&rec)
+	got := wire.EvidenceText(&rec)
 	for _, w := range text {
 		if !strings.Contains(got, w) {
 			t.Errorf("%s: explain's evidence %q lacks %q", rec.IdempotencyKey, got, w)
@@ -152,8 +153,8 @@ func TestEvidencePaths(t *testing.T) {
 	for _, r := range h.JournalAll() {
 		if r.IdempotencyKey == "slow-1" && r.Status == schemas.StatusInProgress && r.Error != nil && r.Error.Code == schemas.CodeConfirmationPending {
 			pending++
-			if fmt.Sprint(kinds(r)) != "[attempt 1 ambiguous]" || !strings.HasSuffix(schemas.EvidenceText(&r), "→ confirmation pending") {
-				t.Errorf("pending record: %v %q", kinds(r), schemas.EvidenceText(&r))
+			if fmt.Sprint(kinds(r)) != "[attempt 1 ambiguous]" || !strings.HasSuffix(wire.EvidenceText(&r), "→ confirmation pending") {
+				t.Errorf("pending record: %v %q", kinds(r), wire.EvidenceText(&r))
 			}
 		}
 	}
@@ -188,8 +189,8 @@ func TestEvidenceCrashBeforeConfirmation(t *testing.T) {
 	})
 	h.Stop()
 	if last.Status != schemas.StatusInProgress || fmt.Sprint(kinds(last)) != "[attempt 1 ambiguous]" ||
-		!strings.HasPrefix(schemas.EvidenceText(&last), "attempt 1 → ambiguous (after ") || !strings.HasSuffix(schemas.EvidenceText(&last), "→ confirmation pending") {
-		t.Fatalf("record left by the stopped owner: %s %v %q", last.Status, kinds(last), schemas.EvidenceText(&last))
+		!strings.HasPrefix(wire.EvidenceText(&last), "attempt 1 → ambiguous (after ") || !strings.HasSuffix(wire.EvidenceText(&last), "→ confirmation pending") {
+		t.Fatalf("record left by the stopped owner: %s %v %q", last.Status, kinds(last), wire.EvidenceText(&last))
 	}
 	close(svc.release)
 	h.Start(dir)

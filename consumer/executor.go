@@ -25,8 +25,8 @@ import (
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/internal/storeof"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/kafkaconf"
-	"github.com/onceflight/onceflight/schemas"
 )
 
 func init() {
@@ -149,7 +149,7 @@ func New(cfg Config, actions *Actions, opts ...Option) (*Executor, error) {
 	e := &Executor{cfg: cfg, log: cfg.Logger, refetchSem: make(chan struct{}, 1)}
 	e.mu.parts, e.mu.held = map[int32]*partState{}, map[int32]error{}
 	e.opts = append([]kgo.Opt(nil), cfg.KafkaOpts...)
-	e.retention = retention{keep: schemas.DefaultDedupeRetention, memory: schemas.DefaultKeyMemory}
+	e.retention = retention{keep: wire.DefaultDedupeRetention, memory: wire.DefaultKeyMemory}
 	if actions != nil {
 		e.retention = retention{keep: actions.DedupeRetention, memory: actions.KeyMemory}
 		e.reconcile.every, e.reconcile.window = actions.Reconcile.Every, actions.Reconcile.For

@@ -3,7 +3,7 @@ package consumer
 import "github.com/onceflight/onceflight/internal/dedupe"
 
 // WithStoreOptions opens the executor's state with opts too: the tests'
-// failing disk (dedupe.WithFS).
+// failing disk (dedupe.Settings.FS).
 func WithStoreOptions(opts ...dedupe.Option) Option {
 	return func(e *Executor) { e.storeOpts = append(e.storeOpts, opts...) }
 }

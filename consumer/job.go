@@ -15,6 +15,7 @@ import (
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/internal/decide"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -404,7 +405,7 @@ func (j *job) evidence(a *action, rec *schemas.Record) effect.PerformOption {
 		if ev.Kind == schemas.EvidenceConfirm {
 			ev.By = cmp.Or(j.asker, schemas.ByExecutor)
 		}
-		rec.AddEvidence(ev)
+		wire.AddEvidence(rec, ev)
 		if a.effectless || !confirms || ev.Kind != schemas.EvidenceAttempt || ev.Answer != schemas.AnswerAmbiguous {
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -225,7 +226,7 @@ func auditCatches(t *testing.T, h *onceflighttest.Harness, o schemas.Outcome, st
 	rec := o.Record
 	rec.Status, rec.Result = st, nil
 	rec.Error = &schemas.Error{Code: errCode, Message: "the wrong answer to a command consumed again"}
-	r, err := schemas.EncodeOutcome(rec, o.CausationID, false)
+	r, err := wire.EncodeOutcome(rec, o.CausationID, false)
 	if err != nil {
 		t.Fatal(err)
 	}

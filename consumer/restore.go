@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/dedupe"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -350,9 +351,9 @@ func (e *Executor) gapAcceptable(p int32, r *kgo.Record) error {
 // survives retention deleting the markers — and the token floor the
 // highest fencing token read.
 func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Progress) {
-	switch schemas.JournalKind(r) {
+	switch wire.JournalKind(r) {
 	case schemas.KindEpoch:
-		m := schemas.DecodeEpochMarker(r)
+		m := wire.DecodeEpochMarker(r)
 		if m.Partitions > 0 && m.Partitions != e.nPart {
 			e.halt(fmt.Errorf("journal %s partition %d: epoch marker at offset %d was written with %d partitions, the topics now have %d: entities moved away from their records; new work stopped. Restore the partition count or move to new topics (see README, \"Partition counts are fixed\")",
 				e.cfg.Topics.Journal, r.Partition, r.Offset, m.Partitions, e.nPart))

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -169,7 +170,7 @@ func (s *sealer) gate(p int32) *trust.SealGate {
 func (e *Executor) gated(g *trust.SealGate, r *kgo.Record, apply func(*kgo.Record), release bool) (int64, error) {
 	if r != nil {
 		h := trust.RecordLeafHash(r)
-		if schemas.JournalKind(r) == schemas.KindSeal {
+		if wire.JournalKind(r) == schemas.KindSeal {
 			if err := g.AddSeal(r.Offset, r.Value, h, r); err != nil {
 				return -1, fmt.Errorf("%w: %v", errUnsigned, err)
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -222,7 +223,7 @@ func TestIntentSkippedOnlyWhenEffectless(t *testing.T) {
 	states := func(entity, key string) []schemas.Status {
 		var out []schemas.Status
 		for _, r := range h.Journal(partitioner.ForEntity(entity, 3)) {
-			if schemas.JournalKind(r) != schemas.KindRecord {
+			if wire.JournalKind(r) != schemas.KindRecord {
 				continue
 			}
 			rec, err := schemas.UnmarshalRecord(r.Value)

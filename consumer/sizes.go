@@ -3,6 +3,7 @@ package consumer
 import (
 	"encoding/json"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -32,7 +33,7 @@ func (e *Executor) fits(rec *schemas.Record) bool {
 	if rec.Error != nil {
 		msg = len(rec.Error.Message)
 	}
-	// The evidence (bounded: schemas.MaxEvidence entries with bounded
+	// The evidence (bounded: wire.MaxEvidence entries with bounded
 	// details) is text the external system wrote: counted like the error
 	// message, plus each entry's fixed fields.
 	for _, ev := range rec.Evidence {
@@ -43,7 +44,7 @@ func (e *Executor) fits(rec *schemas.Record) bool {
 	if len(rec.Data)+len(rec.Result)+6*msg+recordOverhead <= e.cfg.MaxMessageBytes {
 		return true
 	}
-	b, err := schemas.MarshalRecord(*rec)
+	b, err := wire.MarshalRecord(*rec)
 	return err == nil && len(b)+recordOverhead <= e.cfg.MaxMessageBytes
 }
 

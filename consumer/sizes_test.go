@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -48,7 +49,7 @@ func TestFitShrinksFinalRecords(t *testing.T) {
 func TestFitCountsEvidence(t *testing.T) {
 	e := &Executor{cfg: Config{MaxMessageBytes: recordOverhead + 8<<10}, m: newMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler)}
 	rec := schemas.Record{IdempotencyKey: "k", Entity: "e", Status: schemas.StatusSucceeded}
-	for i := range schemas.MaxEvidence {
+	for i := range wire.MaxEvidence {
 		rec.Evidence = append(rec.Evidence, schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: i + 1, Answer: "ambiguous",
 			Detail: strings.Repeat("\x01", 200)}) // escapes to \u0001: 6 bytes each
 	}
@@ -58,11 +59,11 @@ func TestFitCountsEvidence(t *testing.T) {
 	if !e.fit(&rec) {
 		t.Fatal("fit did not shrink it")
 	}
-	b, err := schemas.MarshalRecord(rec)
+	b, err := wire.MarshalRecord(rec)
 	if err != nil || len(b)+recordOverhead > e.cfg.MaxMessageBytes {
 		t.Fatalf("after fit: %d bytes (%v), limit %d", len(b), err, e.cfg.MaxMessageBytes-recordOverhead)
 	}
-	if len(rec.Evidence) != schemas.MaxEvidence || rec.Evidence[0].Answer != "ambiguous" {
+	if len(rec.Evidence) != wire.MaxEvidence || rec.Evidence[0].Answer != "ambiguous" {
 		t.Errorf("fit dropped the evidence's classes: %+v", rec.Evidence[0])
 	}
 }

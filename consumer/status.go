@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -128,10 +129,10 @@ func (e *Executor) publishStatus(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		s := e.status()
-		cur := schemas.EncodeStatus(s)
+		cur := wire.EncodeStatus(s)
 		if now := time.Now(); !bytes.Equal(cur, last) || now.Sub(lastAt) >= e.cfg.StatusInterval {
 			s.At = now.UTC()
-			send(&kgo.Record{Topic: e.cfg.Topics.Status, Partition: 0, Key: []byte(e.cfg.ExecutorID), Value: schemas.EncodeStatus(s)})
+			send(&kgo.Record{Topic: e.cfg.Topics.Status, Partition: 0, Key: []byte(e.cfg.ExecutorID), Value: wire.EncodeStatus(s)})
 			last, lastAt = cur, now
 		}
 		select {
@@ -142,7 +143,7 @@ func (e *Executor) publishStatus(ctx context.Context) {
 				// that would show the executor as stopped.
 				s := e.status()
 				s.At = time.Now().UTC()
-				e.writeStatusNow(schemas.EncodeStatus(s))
+				e.writeStatusNow(wire.EncodeStatus(s))
 				return
 			}
 			e.writeStatusNow(nil)

@@ -50,10 +50,10 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// Message is a *kgo.Record seen as a binding.Message. It also implements
+// kafkaMessage is a *kgo.Record seen as a binding.Message. It also implements
 // binding.MessageMetadataReader: binding.toEvent type-asserts to it for binary
 // messages and panics when a reader lacks it.
-type Message struct {
+type kafkaMessage struct {
 	rec      *kgo.Record
 	encoding binding.Encoding
 	version  spec.Version // binary mode only: the ce_specversion's version
@@ -61,15 +61,15 @@ type Message struct {
 }
 
 var (
-	_ binding.Message               = (*Message)(nil)
-	_ binding.MessageMetadataReader = (*Message)(nil)
+	_ binding.Message               = (*kafkaMessage)(nil)
+	_ binding.MessageMetadataReader = (*kafkaMessage)(nil)
 )
 
 // newMessage wraps r. The content mode is decided here, once: a content-type
 // header naming a CloudEvents format means structured, a ce_specversion
 // header means binary, anything else is EncodingUnknown.
-func newMessage(r *kgo.Record) *Message {
-	m := &Message{rec: r, encoding: binding.EncodingUnknown}
+func newMessage(r *kgo.Record) *kafkaMessage {
+	m := &kafkaMessage{rec: r, encoding: binding.EncodingUnknown}
 	if ct, ok := header(r, headerContentType); ok && format.IsFormat(mediaType(ct)) {
 		if f := format.Lookup(mediaType(ct)); f != nil {
 			m.format = f
@@ -90,10 +90,10 @@ func newMessage(r *kgo.Record) *Message {
 }
 
 // ReadEncoding implements binding.MessageReader.
-func (m *Message) ReadEncoding() binding.Encoding { return m.encoding }
+func (m *kafkaMessage) ReadEncoding() binding.Encoding { return m.encoding }
 
 // ReadStructured implements binding.MessageReader.
-func (m *Message) ReadStructured(ctx context.Context, w binding.StructuredWriter) error {
+func (m *kafkaMessage) ReadStructured(ctx context.Context, w binding.StructuredWriter) error {
 	if m.encoding != binding.EncodingStructured {
 		return binding.ErrNotStructured
 	}
@@ -101,7 +101,7 @@ func (m *Message) ReadStructured(ctx context.Context, w binding.StructuredWriter
 }
 
 // ReadBinary implements binding.MessageReader.
-func (m *Message) ReadBinary(ctx context.Context, w binding.BinaryWriter) error {
+func (m *kafkaMessage) ReadBinary(ctx context.Context, w binding.BinaryWriter) error {
 	if m.encoding != binding.EncodingBinary {
 		return binding.ErrNotBinary
 	}
@@ -129,7 +129,7 @@ func (m *Message) ReadBinary(ctx context.Context, w binding.BinaryWriter) error 
 }
 
 // GetAttribute implements binding.MessageMetadataReader (binary mode only).
-func (m *Message) GetAttribute(k spec.Kind) (spec.Attribute, interface{}) {
+func (m *kafkaMessage) GetAttribute(k spec.Kind) (spec.Attribute, interface{}) {
 	if m.version == nil {
 		return nil, nil
 	}
@@ -148,7 +148,7 @@ func (m *Message) GetAttribute(k spec.Kind) (spec.Attribute, interface{}) {
 }
 
 // GetExtension implements binding.MessageMetadataReader (binary mode only).
-func (m *Message) GetExtension(name string) interface{} {
+func (m *kafkaMessage) GetExtension(name string) interface{} {
 	if m.version == nil {
 		return nil
 	}
@@ -159,7 +159,7 @@ func (m *Message) GetExtension(name string) interface{} {
 }
 
 // Finish implements binding.Message; a Kafka record has nothing to release.
-func (m *Message) Finish(error) error { return nil }
+func (m *kafkaMessage) Finish(error) error { return nil }
 
 // header returns the value of the first header named name (case-insensitive).
 func header(r *kgo.Record, name string) (string, bool) {

@@ -5,29 +5,6 @@ import (
 	"testing"
 )
 
-func TestCanonicalJSON(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`{"b":1,"a":[true,false,null]}`, `{"a":[true,false,null],"b":1}`},
-		{" {\n\"a\" : 1.50 , \"c\":{\"z\":1,\"y\":2}}\t", `{"a":1.50,"c":{"y":2,"z":1}}`},
-		{`"\u00e9\u0041\/<>&\u2028"`, "\"éA/<>&\u2028\""},
-		{`"\u0001\n"`, `"\u0001\n"`},
-		{`1e3`, `1e3`},
-		{`{}`, `{}`},
-		{`[]`, `[]`},
-	}
-	for _, tt := range tests {
-		got, err := canonicalJSON([]byte(tt.in))
-		if err != nil || string(got) != tt.want {
-			t.Errorf("canonicalJSON(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
-		}
-	}
-	for _, bad := range []string{``, `{`, `{"a":1}x`, `{"a":1,"a":1}`, `[1,]`, `{'a':1}`, `NaN`} {
-		if got, err := canonicalJSON([]byte(bad)); err == nil {
-			t.Errorf("canonicalJSON(%q) = %s, want error", bad, got)
-		}
-	}
-}
-
 func TestFingerprint(t *testing.T) {
 	fp := func(typ, subj, data string) string {
 		t.Helper()

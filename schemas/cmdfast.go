@@ -6,6 +6,8 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // ceAttrs is what DecodeCommand reads from a CloudEvent: from sdk-go's
@@ -23,7 +25,7 @@ type ceAttrs struct {
 	// of its datacontenttype ("" when absent).
 	data      []byte
 	mediaType string
-	// canon is data's canonicalJSON when the fast path computed it on the
+	// canon is data's jcs.CanonicalV1 (strict) when the fast path computed it on the
 	// way (nil: not computed).
 	canon []byte
 }
@@ -66,12 +68,12 @@ func attrsOf(ev *event.Event) ceAttrs {
 // (FuzzStructuredFastMatchesSDK). The data is canonicalized on the way
 // (strict: a duplicate key inside it sends the event to sdk-go too).
 func structuredFast(src []byte) (a ceAttrs, ok bool) {
-	p := canonParser{src: src, mode: canonMode{strict: true}}
-	p.skipSpace()
-	if p.i >= len(src) || src[p.i] != '{' {
+	p := jcs.Parser{Src: src, Mode: jcs.Mode{Strict: true}}
+	p.SkipSpace()
+	if p.Pos >= len(src) || src[p.Pos] != '{' {
 		return a, false
 	}
-	p.i++
+	p.Pos++
 	var seen uint32
 	const (
 		mSpec = 1 << iota
@@ -87,22 +89,22 @@ func structuredFast(src []byte) (a ceAttrs, ok bool) {
 	// plain reads a string value that has no escapes and is valid UTF-8,
 	// so that it is exactly the bytes between its quotes.
 	plain := func() (string, bool) {
-		if p.i >= len(src) || src[p.i] != '"' {
+		if p.Pos >= len(src) || src[p.Pos] != '"' {
 			return "", false
 		}
-		start := p.i
-		s, err := p.str()
-		if err != nil || p.i-start-2 != len(s) {
+		start := p.Pos
+		s, err := p.Str()
+		if err != nil || p.Pos-start-2 != len(s) {
 			return "", false
 		}
 		return string(s), true
 	}
-	p.skipSpace()
-	if p.i < len(src) && src[p.i] == '}' {
+	p.SkipSpace()
+	if p.Pos < len(src) && src[p.Pos] == '}' {
 		return a, false
 	}
 	for {
-		key, err := p.memberKey()
+		key, err := p.MemberKey()
 		if err != nil {
 			return a, false
 		}
@@ -146,10 +148,10 @@ func structuredFast(src []byte) (a ceAttrs, ok bool) {
 			a.mediaType = v
 			bit = mContentType
 		case "data":
-			if p.i < len(src) && src[p.i] == '{' {
-				start := p.i
-				ok = p.value(0) == nil
-				a.data, a.canon = src[start:p.i], p.out
+			if p.Pos < len(src) && src[p.Pos] == '{' {
+				start := p.Pos
+				ok = p.Value(0) == nil
+				a.data, a.canon = src[start:p.Pos], p.Out
 			}
 			bit = mData
 		default:
@@ -165,7 +167,7 @@ func structuredFast(src []byte) (a ceAttrs, ok bool) {
 			return a, false
 		}
 		seen |= bit
-		more, err := p.memberEnd()
+		more, err := p.MemberEnd()
 		if err != nil {
 			return a, false
 		}
@@ -173,8 +175,8 @@ func structuredFast(src []byte) (a ceAttrs, ok bool) {
 			break
 		}
 	}
-	p.skipSpace()
-	if p.i != len(src) {
+	p.SkipSpace()
+	if p.Pos != len(src) {
 		return a, false
 	}
 	const required = mSpec | mID | mSource | mType | mSubject

@@ -14,6 +14,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // Control command types (docs/guarantees.md): operator decisions and reconcile
@@ -241,9 +243,9 @@ func (ks *ControlKeys) VerifyControl(c *Command) error {
 // each framed with its length.
 func controlContent(k ControlKey, c *Command) []byte {
 	var b bytes.Buffer
-	writeFramed(&b, []byte("onceflight/control-sig/v1"))
+	jcs.WriteFramed(&b, []byte("onceflight/control-sig/v1"))
 	for _, s := range []string{k.ID, c.ID, c.Source, c.IdempotencyKey, c.Fingerprint} {
-		writeFramed(&b, []byte(s))
+		jcs.WriteFramed(&b, []byte(s))
 	}
 	return b.Bytes()
 }
@@ -254,6 +256,3 @@ func controlMAC(k ControlKey, c *Command) string {
 	m.Write(controlContent(k, c))
 	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
 }
-
-// SecretString is the base64 form of a secret, for messages and tests.
-func (k ControlKey) SecretString() string { return base64.StdEncoding.EncodeToString(k.Secret) }

@@ -1,11 +1,5 @@
 package schemas
 
-import (
-	"strconv"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-)
-
 // Deadletter header names (docs/events.md#execution-records).
 const (
 	HeaderDeadletterReason = "onceflight-deadletter-reason"
@@ -14,27 +8,14 @@ const (
 	HeaderSourceOffset     = "onceflight-source-offset"
 )
 
-// DeadletterRecord copies orig for the deadletter topic: key, value and
-// headers unchanged (the bytes are evidence), plus headers naming the reason
-// and where the record was consumed. Topic is left for the caller. Nothing is
-// shared with orig, which kgo may reuse.
-func DeadletterRecord(orig *kgo.Record, reason string) *kgo.Record {
-	headers := make([]kgo.RecordHeader, 0, len(orig.Headers)+4)
-	for _, h := range orig.Headers {
-		headers = append(headers, kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)})
-	}
-	headers = append(headers,
-		kgo.RecordHeader{Key: HeaderDeadletterReason, Value: []byte(reason)},
-		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(orig.Topic)},
-		kgo.RecordHeader{Key: HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(orig.Partition), 10))},
-		kgo.RecordHeader{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
-	)
-	return &kgo.Record{Key: clone(orig.Key), Value: clone(orig.Value), Headers: headers}
-}
-
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append([]byte{}, b...)
-}
+// Headers of a deadletter written by reference: the executor writes one
+// when a full copy of the original would not fit the deadletter topic.
+const (
+	// HeaderDeadletterOmitted lists, comma-separated, what of the original
+	// record the deadletter leaves out because a full copy would have been
+	// too large for the deadletter topic: "value", "value,headers" or
+	// "value,headers,key". The original bytes stay at the source offset.
+	HeaderDeadletterOmitted = "onceflight-deadletter-omitted"
+	// HeaderDeadletterValueBytes is the length of the original value.
+	HeaderDeadletterValueBytes = "onceflight-deadletter-value-bytes"
+)

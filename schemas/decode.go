@@ -14,21 +14,12 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	jsoniter "github.com/json-iterator/go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // DefaultMaxDataBytes is the data size limit when none is configured (docs/events.md#command-events).
 const DefaultMaxDataBytes = 512 << 10
-
-// DefaultDedupeRetention and DefaultKeyMemory are how long a record's
-// result, and then its key, are kept when the actions file does not say
-// (docs/events.md#execution-records). They live here, beside the records
-// they bound, so that the executor's configuration and the audit (which
-// must not flag a key forgotten after key_memory) share them without the
-// audit importing the YAML parser.
-const (
-	DefaultDedupeRetention = 7 * 24 * time.Hour
-	DefaultKeyMemory       = 90 * 24 * time.Hour
-)
 
 // Extension attribute names (docs/events.md#command-events, docs/events.md#execution-records). CloudEvents extension names are
 // lowercase alphanumeric, hence no separators.
@@ -45,8 +36,8 @@ const (
 	ExtReplayed     = "replayed"
 )
 
-// MaxIdempotencyKeyBytes bounds an idempotency key (docs/events.md#command-events).
-const MaxIdempotencyKeyBytes = 256
+// maxIdempotencyKeyBytes bounds an idempotency key (docs/events.md#command-events).
+const maxIdempotencyKeyBytes = 256
 
 // DecodeError says why a record is not a valid command. The executor
 // deadletters the record with Reason and, when Entity is known, publishes a
@@ -154,8 +145,8 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 		cmd.IdempotencyKey = s
 		keyFrom = "idempotency key"
 	}
-	if n := len(cmd.IdempotencyKey); n < 1 || n > MaxIdempotencyKeyBytes {
-		return fail("idempotency key is %d bytes, want 1-%d", n, MaxIdempotencyKeyBytes)
+	if n := len(cmd.IdempotencyKey); n < 1 || n > maxIdempotencyKeyBytes {
+		return fail("idempotency key is %d bytes, want 1-%d", n, maxIdempotencyKeyBytes)
 	}
 	if problem := unprintable(cmd.IdempotencyKey); problem != "" {
 		return fail("%s is not printable UTF-8: %s", keyFrom, problem)
@@ -215,7 +206,7 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 		}
 		canon := a.canon
 		if canon == nil {
-			if canon, err = canonicalJSON(data); err != nil {
+			if canon, err = jcs.CanonicalV1(data, true); err != nil {
 				return fail("data is not a JSON object: %v", err)
 			}
 		}

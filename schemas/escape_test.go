@@ -1,10 +1,13 @@
-package schemas
+package schemas_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/onceflight/onceflight/internal/wire"
+	. "github.com/onceflight/onceflight/schemas"
 )
 
 func htmlRecord() Record {
@@ -19,7 +22,7 @@ func htmlRecord() Record {
 // byte each, and the record reads back the same.
 func TestMarshalRecordNoHTMLEscape(t *testing.T) {
 	rec := htmlRecord()
-	b, err := MarshalRecord(rec)
+	b, err := wire.MarshalRecord(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +42,7 @@ func TestMarshalRecordNoHTMLEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Data and result come back in canonical form: the same bytes again.
-	again, err := MarshalRecord(back)
+	again, err := wire.MarshalRecord(back)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +66,7 @@ func TestLegacyHashRecordUnchangedByEscaping(t *testing.T) {
 		{testRecord(), "sha256:3bac3944ffbc9e5f09277cddc17e0c2e710b4598cd29012e6bd1093a9076b098"},
 		{htmlRecord(), "sha256:8a57f3bcb33080501856298461c828ef3ce138966c2e7558adcda4c2dd8040bf"},
 	} {
-		h, err := LegacyHashRecord("sha256:prev", c.rec)
+		h, err := wire.LegacyHashRecord("sha256:prev", c.rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +80,7 @@ func TestLegacyHashRecordUnchangedByEscaping(t *testing.T) {
 // re-escape it through json.Marshal), and decodes back to it.
 func TestEncodeOutcomeNoHTMLEscape(t *testing.T) {
 	rec := htmlRecord()
-	r, err := EncodeOutcome(rec, "cmd-7f3a", false)
+	r, err := wire.EncodeOutcome(rec, "cmd-7f3a", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +91,8 @@ func TestEncodeOutcomeNoHTMLEscape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := MarshalRecord(rec)
-	got, _ := MarshalRecord(o.Record)
+	want, _ := wire.MarshalRecord(rec)
+	got, _ := wire.MarshalRecord(o.Record)
 	if canon(t, got) != canon(t, want) {
 		t.Fatalf("round trip\n%s\nwant\n%s", got, want)
 	}

@@ -1,4 +1,4 @@
-package schemas
+package schemas_test
 
 import (
 	"bytes"
@@ -15,6 +15,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/jcs"
+	"github.com/onceflight/onceflight/internal/wire"
+	. "github.com/onceflight/onceflight/schemas"
 )
 
 // The golden files pin the exact bytes of every wire type this package
@@ -112,7 +116,7 @@ func goldenCommand() Command {
 	d := time.Date(2025, 3, 1, 12, 5, 0, 0, time.UTC)
 	return Command{
 		ID: "cmd-7f3a", Source: "urn:shop:refunds-ui", Type: "payments.refund", Subject: "order-1042",
-		IdempotencyKey: "refund-1042", ExpectedVersion: &v, Deadline: &d, TraceParent: validTP,
+		IdempotencyKey: "refund-1042", ExpectedVersion: &v, Deadline: &d, TraceParent: ValidTP,
 		Data: json.RawMessage(`{"amount":{"value":1999,"currency":"EUR"},"reason":"damaged <b>&</b>"}`),
 	}
 }
@@ -131,7 +135,7 @@ func TestWireGoldenCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := c
-			want.Fingerprint = goldenFingerprintHTML
+			want.Fingerprint = GoldenFingerprintHTML
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("decoded\n got %+v\nwant %+v", got, want)
 			}
@@ -156,7 +160,7 @@ func TestWireGoldenCommandFromProducer(t *testing.T) {
 	}
 	want := goldenCommand()
 	want.Data = json.RawMessage(`{"amount": {"value": 1999, "currency": "EUR"}, "reason": "damaged <b>&</b>"}`)
-	want.Fingerprint = goldenFingerprintHTML
+	want.Fingerprint = GoldenFingerprintHTML
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded\n got %+v\nwant %+v", got, want)
 	}
@@ -167,9 +171,9 @@ func TestWireGoldenCommandFromProducer(t *testing.T) {
 	}
 }
 
-// goldenFingerprintHTML is the fingerprint of goldenCommand (type, subject,
+// GoldenFingerprintHTML is the fingerprint of goldenCommand (type, subject,
 // canonical data): it must only change deliberately.
-const goldenFingerprintHTML = "sha256:95275a02301c50af0373b9044cb0d4dfa039b8056226cf688f73aa672ae4c40e"
+const GoldenFingerprintHTML = "sha256:95275a02301c50af0373b9044cb0d4dfa039b8056226cf688f73aa672ae4c40e"
 
 // goldenRecords are journal records of several kinds: an intent, a final
 // success, a rejection, and an operator's resolution followed by a release.
@@ -208,7 +212,7 @@ func TestWireGoldenJournal(t *testing.T) {
 	prev := ""
 	for _, rec := range goldenRecords() {
 		rec.PrevHash = prev
-		b, err := SealRecord(&rec)
+		b, err := wire.SealRecord(&rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +235,7 @@ func TestWireGoldenJournal(t *testing.T) {
 			t.Errorf("line %d decoded\n got %+v\nwant %+v", i, got, want[i])
 		}
 		// Canonical: JCS leaves it unchanged.
-		if c, err := canonicalJCS(line); err != nil || !bytes.Equal(c, line) {
+		if c, err := jcs.Canonical(line); err != nil || !bytes.Equal(c, line) {
 			t.Errorf("line %d is not in RFC 8785 form (%v):\n%s\n%s", i, err, line, c)
 		}
 		var m map[string]json.RawMessage
@@ -246,19 +250,19 @@ func TestWireGoldenJournal(t *testing.T) {
 		}
 		delete(m, "hash")
 		nohash, _ := json.Marshal(m)
-		canon, err := canonicalJCS(nohash)
+		canon, err := jcs.Canonical(nohash)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(canon)
 		if want := "sha256:" + hex.EncodeToString(sum[:]); h != want {
-			t.Errorf("line %d: hash %s, want sha256(canonicalJCS(record without hash)) = %s", i, h, want)
+			t.Errorf("line %d: hash %s, want sha256(jcs.Canonical(record without hash)) = %s", i, h, want)
 		}
-		if rh, err := RecordHash(line); err != nil || rh != h {
+		if rh, err := wire.RecordHash(line); err != nil || rh != h {
 			t.Errorf("line %d: RecordHash %s (%v), want %s", i, rh, err, h)
 		}
 		// MarshalRecord and the outcome's data are the same bytes.
-		if b, _ := MarshalRecord(got); !bytes.Equal(b, line) {
+		if b, _ := wire.MarshalRecord(got); !bytes.Equal(b, line) {
 			t.Errorf("line %d: MarshalRecord differs from the sealed bytes", i)
 		}
 		prev = h
@@ -275,7 +279,7 @@ func TestWireGoldenOutcome(t *testing.T) {
 		{"outcome_rejected_replayed", goldenRecords()[2], true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := EncodeOutcome(c.rec, "cmd-7f3a", c.replayed)
+			r, err := wire.EncodeOutcome(c.rec, "cmd-7f3a", c.replayed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -302,7 +306,7 @@ func canonicalRecord(t *testing.T, rec Record) Record {
 	if len(rec.Result) == 0 || string(rec.Result) == "null" {
 		rec.Result = nil
 	} else {
-		c, err := canonicalJCS(rec.Result)
+		c, err := jcs.Canonical(rec.Result)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +315,7 @@ func canonicalRecord(t *testing.T, rec Record) Record {
 	if len(rec.Data) == 0 {
 		rec.Data = nil
 	} else {
-		c, err := canonicalJCS(rec.Data)
+		c, err := jcs.Canonical(rec.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,20 +325,20 @@ func canonicalRecord(t *testing.T, rec Record) Record {
 }
 
 func TestWireGoldenEpochMarker(t *testing.T) {
-	m := EpochMarker{Epoch: 17, Executor: "onceflight-0", Partitions: 12}
+	m := wire.EpochMarker{Epoch: 17, Executor: "onceflight-0", Partitions: 12}
 	// As the outbox writes it: the marker value with kind and epoch headers.
-	r := &kgo.Record{Key: nil, Value: EncodeEpochMarker(m), Headers: []kgo.RecordHeader{
+	r := &kgo.Record{Key: nil, Value: wire.EncodeEpochMarker(m), Headers: []kgo.RecordHeader{
 		{Key: HeaderKind, Value: []byte(KindEpoch)}, {Key: HeaderEpoch, Value: []byte("17")}}}
 	back := goldenRecord(t, "epoch_marker", r)
-	if k := JournalKind(back); k != KindEpoch {
+	if k := wire.JournalKind(back); k != KindEpoch {
 		t.Errorf("kind %q", k)
 	}
-	if got := DecodeEpochMarker(back); got != m {
+	if got := wire.DecodeEpochMarker(back); got != m {
 		t.Errorf("decoded %+v, want %+v", got, m)
 	}
 	// A marker whose value does not decode falls back to the header.
 	back.Value = []byte("not json")
-	if got := DecodeEpochMarker(back); got != (EpochMarker{Epoch: 17}) {
+	if got := wire.DecodeEpochMarker(back); got != (wire.EpochMarker{Epoch: 17}) {
 		t.Errorf("header-only marker decoded %+v", got)
 	}
 }
@@ -419,12 +423,12 @@ func TestWireGoldenControlCommands(t *testing.T) {
 func TestWireGoldenDeadletter(t *testing.T) {
 	orig := &kgo.Record{Topic: "onceflight.commands", Partition: 2, Offset: 99, Key: []byte("order-7"),
 		Value: []byte("not a cloudevent \x00\xff"), Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("text/plain")}}}
-	r := DeadletterRecord(orig, "value is not JSON")
+	r := wire.DeadletterRecord(orig, "value is not JSON")
 	back := goldenRecord(t, "deadletter", r)
 	if !bytes.Equal(back.Value, orig.Value) || string(back.Key) != "order-7" {
 		t.Errorf("deadletter read back: %q %q", back.Key, back.Value)
 	}
-	ref := DeadletterReference(orig, "too large", func(r *kgo.Record) bool { return r.Value == nil })
+	ref := wire.DeadletterReference(orig, "too large", func(r *kgo.Record) bool { return r.Value == nil })
 	goldenRecord(t, "deadletter_reference", ref)
 }
 
@@ -439,7 +443,7 @@ func TestWireGoldenHeaderNames(t *testing.T) {
 		"HeaderDeadletterReason": HeaderDeadletterReason, "HeaderSourceTopic": HeaderSourceTopic,
 		"HeaderSourcePartition": HeaderSourcePartition, "HeaderSourceOffset": HeaderSourceOffset,
 		"HeaderDeadletterOmitted": HeaderDeadletterOmitted, "HeaderDeadletterValueBytes": HeaderDeadletterValueBytes,
-		"headerPrefix": headerPrefix, "headerContentType": headerContentType,
+		"headerPrefix": HeaderPrefix, "headerContentType": HeaderContentType,
 		"OutcomeSource": OutcomeSource, "OutcomeTypePrefix": OutcomeTypePrefix,
 		"TypeResolve": TypeResolve, "TypeApprove": TypeApprove, "TypeRelease": TypeRelease, "TypeReconcile": TypeReconcile,
 	}
@@ -462,7 +466,7 @@ func TestWireGoldenHeaderNames(t *testing.T) {
 // back as written, hashed over.
 func TestWireGoldenEvidence(t *testing.T) {
 	rec := evidenceRecord()
-	b, err := SealRecord(&rec)
+	b, err := wire.SealRecord(&rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,10 +478,10 @@ func TestWireGoldenEvidence(t *testing.T) {
 	if !reflect.DeepEqual(canonicalRecord(t, got), canonicalRecord(t, rec)) {
 		t.Errorf("decoded\n got %+v\nwant %+v", got, rec)
 	}
-	if c, err := canonicalJCS(line); err != nil || !bytes.Equal(c, line) {
+	if c, err := jcs.Canonical(line); err != nil || !bytes.Equal(c, line) {
 		t.Errorf("not in RFC 8785 form (%v):\n%s\n%s", err, line, c)
 	}
-	if h, err := RecordHash(line); err != nil || h != rec.Hash {
+	if h, err := wire.RecordHash(line); err != nil || h != rec.Hash {
 		t.Errorf("RecordHash %s (%v), want %s", h, err, rec.Hash)
 	}
 }

@@ -1,8 +1,6 @@
 package schemas
 
 import (
-	"time"
-
 	"encoding/json"
 	"errors"
 	"os"
@@ -108,16 +106,3 @@ func asDecodeError(t testing.TB, err error) *DecodeError {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
-// evidenceRecord is a record settled by a confirmation after a timeout,
-// with the evidence that says so.
-func evidenceRecord() Record {
-	rec := testRecord()
-	rec.EstablishedBy = EstablishedByConfirmation
-	t0 := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
-	t1 := t0.Add(2 * time.Second)
-	rec.AddEvidence(Evidence{Kind: EvidenceAttempt, Attempt: 1, FencingToken: 7, At: t0, EndedAt: &t1, Answer: AnswerAmbiguous, Detail: "timeout: context deadline exceeded \u00e9<>&"})
-	rec.AddEvidence(Evidence{Kind: EvidenceConfirm, Attempt: 1, At: t1, EndedAt: &t1, Answer: AnswerFound, By: ByExecutor})
-	rec.EvidenceDropped = 2
-	return rec
-}

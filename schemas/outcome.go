@@ -9,6 +9,8 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // OutcomeSource is the CloudEvents source of every outcome event.
@@ -30,10 +32,10 @@ type Outcome struct {
 // length-prefixed, formatted as an RFC 9562 version 8 (custom) UUID.
 func OutcomeID(key string, status Status, commandID string) string {
 	h := sha256.New()
-	writeFramed(h, []byte("onceflight/outcome-id/v1"))
-	writeFramed(h, []byte(key))
-	writeFramed(h, []byte(status))
-	writeFramed(h, []byte(commandID))
+	jcs.WriteFramed(h, []byte("onceflight/outcome-id/v1"))
+	jcs.WriteFramed(h, []byte(key))
+	jcs.WriteFramed(h, []byte(status))
+	jcs.WriteFramed(h, []byte(commandID))
 	var u [16]byte
 	copy(u[:], h.Sum(nil))
 	u[6] = u[6]&0x0f | 0x80 // version 8
@@ -49,44 +51,6 @@ func OutcomeID(key string, status Status, commandID string) string {
 	b[23] = '-'
 	hex.Encode(b[24:], u[10:])
 	return string(b[:])
-}
-
-// OutcomeIDOf is the id of rec's outcome event answering causationID.
-// A settlement — the original command's outcome after an operator's
-// decision (resolve, approve) — takes its id from (key, status, decision
-// id), so each decision's outcome has an id of its own even when two
-// decisions leave the same status, and a republication of it the same id.
-// Every other outcome takes (key, status, causation id); a repeat under
-// another command id is answered under that id.
-func OutcomeIDOf(rec *Record, causationID string) string {
-	if d := SettlementDecision(rec, causationID); d != "" {
-		return OutcomeID(rec.IdempotencyKey, rec.Status, d)
-	}
-	return OutcomeID(rec.IdempotencyKey, rec.Status, causationID)
-}
-
-// SettlementDecision is the decision id an outcome of rec answering
-// causationID takes its id from (OutcomeIDOf), or "" when it is not a
-// settlement.
-func SettlementDecision(rec *Record, causationID string) string {
-	if r := rec.Resolution; r != nil && causationID == rec.Command.ID {
-		return r.DecisionID
-	}
-	return ""
-}
-
-// EncodeOutcome encodes rec as its outcome event in structured mode (value =
-// the whole CloudEvent JSON, data = the record inline). Kafka key and subject
-// are rec.Entity; time is rec.FinishedAt, or now for records without one.
-// causationID is the id of the command being answered; idempotencykey and
-// causationid are omitted when empty (an undecodable command may have
-// neither). Topic is left empty.
-func EncodeOutcome(rec Record, causationID string, replayed bool) (*kgo.Record, error) {
-	data, err := appendRecordJSON(nil, &rec)
-	if err != nil {
-		return nil, err
-	}
-	return EncodeOutcomeData(&rec, data, causationID, replayed), nil
 }
 
 // DecodeOutcome decodes an outcome event in either content mode.

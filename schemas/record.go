@@ -9,7 +9,6 @@ package schemas
 import (
 	"encoding/json"
 	"time"
-	"unicode/utf8"
 )
 
 // Status is an execution record's state (docs/events.md#execution-records).
@@ -80,7 +79,7 @@ type Resolution struct {
 	Reason string    `json:"reason"`
 	As     Status    `json:"as"`
 	// DecisionID is the id of the control command that carried the
-	// decision; the settlement's outcome id derives from it (OutcomeIDOf).
+	// decision; the settlement's outcome id derives from it (OutcomeID of key, status and this id).
 	// Empty in records written before 2026-12-01.
 	DecisionID string `json:"decision_id,omitempty"`
 	// Offset is the position of the control command that carried the
@@ -136,7 +135,7 @@ type Record struct {
 	// "" in records written before 2026-12-02.
 	EstablishedBy string `json:"established_by,omitempty"`
 	// Evidence is the story of the execution as it went: every attempt's
-	// answer and every confirmation, the latest MaxEvidence of them;
+	// answer and every confirmation, the latest 16 of them;
 	// EvidenceDropped counts the older ones left out.
 	Evidence        []Evidence `json:"evidence,omitempty"`
 	EvidenceDropped int        `json:"evidence_dropped,omitempty"`
@@ -183,13 +182,6 @@ const (
 	ByOperator   = "operator"
 )
 
-// MaxEvidence is how many evidence entries a record keeps (the latest);
-// older ones are counted in EvidenceDropped, so a record stays small.
-const MaxEvidence = 16
-
-// MaxEvidenceDetail bounds an entry's detail, in bytes.
-const MaxEvidenceDetail = 200
-
 // Evidence is one observation of the external system: an attempt and its
 // answer, or a confirm call and its answer.
 type Evidence struct {
@@ -207,29 +199,6 @@ type Evidence struct {
 	// By asked a confirmation: executor, reconciler or operator.
 	By string `json:"by,omitempty"`
 	// Detail is where the answer came from (an HTTP status, a timeout, a
-	// refused connection), at most MaxEvidenceDetail bytes.
+	// refused connection), at most 200 bytes (wire.AddEvidence).
 	Detail string `json:"detail,omitempty"`
-}
-
-// AddEvidence appends ev to rec's evidence, keeping the latest
-// MaxEvidence entries and counting the ones it drops.
-func (rec *Record) AddEvidence(ev Evidence) {
-	ev.Detail = TruncateDetail(ev.Detail)
-	rec.Evidence = append(rec.Evidence, ev)
-	if over := len(rec.Evidence) - MaxEvidence; over > 0 {
-		rec.Evidence = append([]Evidence(nil), rec.Evidence[over:]...)
-		rec.EvidenceDropped += over
-	}
-}
-
-// TruncateDetail cuts s to MaxEvidenceDetail bytes at a rune boundary.
-func TruncateDetail(s string) string {
-	if len(s) <= MaxEvidenceDetail {
-		return s
-	}
-	cut := MaxEvidenceDetail - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // decodeRecordFast decodes the JSON of a record without reflection: the
@@ -16,17 +18,17 @@ import (
 // key, a duplicate key, a non-integer number, a type mismatch), so its
 // result is json.Unmarshal's wherever it answers (FuzzDecodeRecordFast).
 func decodeRecordFast(src []byte, rec *Record) bool {
-	d := recDecoder{p: canonParser{src: src}}
+	d := recDecoder{p: jcs.Parser{Src: src}}
 	return d.record(rec) && d.end()
 }
 
 type recDecoder struct {
-	p canonParser
+	p jcs.Parser
 }
 
 func (d *recDecoder) end() bool {
-	d.p.skipSpace()
-	return d.p.i == len(d.p.src)
+	d.p.SkipSpace()
+	return d.p.Pos == len(d.p.Src)
 }
 
 // object walks the members of an object, calling member for each key;
@@ -34,19 +36,19 @@ func (d *recDecoder) end() bool {
 // member reports (by index).
 func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
 	p := &d.p
-	p.skipSpace()
-	if p.i >= len(p.src) || p.src[p.i] != '{' {
+	p.SkipSpace()
+	if p.Pos >= len(p.Src) || p.Src[p.Pos] != '{' {
 		return false
 	}
-	p.i++
+	p.Pos++
 	var seen uint64
-	p.skipSpace()
-	if p.i < len(p.src) && p.src[p.i] == '}' {
-		p.i++
+	p.SkipSpace()
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '}' {
+		p.Pos++
 		return true
 	}
 	for {
-		key, err := p.memberKey()
+		key, err := p.MemberKey()
 		if err != nil {
 			return false
 		}
@@ -55,7 +57,7 @@ func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
 			return false
 		}
 		seen |= 1 << idx
-		more, err := p.memberEnd()
+		more, err := p.MemberEnd()
 		if err != nil {
 			return false
 		}
@@ -66,8 +68,8 @@ func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
 }
 
 func (d *recDecoder) isNull() bool {
-	if bytes.HasPrefix(d.p.src[d.p.i:], []byte("null")) {
-		d.p.i += 4
+	if bytes.HasPrefix(d.p.Src[d.p.Pos:], []byte("null")) {
+		d.p.Pos += 4
 		return true
 	}
 	return false
@@ -78,10 +80,10 @@ func (d *recDecoder) str(s *string) bool {
 	if d.isNull() {
 		return true
 	}
-	if d.p.i >= len(d.p.src) || d.p.src[d.p.i] != '"' {
+	if d.p.Pos >= len(d.p.Src) || d.p.Src[d.p.Pos] != '"' {
 		return false
 	}
-	b, err := d.p.str()
+	b, err := d.p.Str()
 	if err != nil {
 		return false
 	}
@@ -94,18 +96,18 @@ func (d *recDecoder) int64(v *int64) bool {
 		return true
 	}
 	p := &d.p
-	start := p.i
-	if p.i < len(p.src) && p.src[p.i] == '-' {
-		p.i++
+	start := p.Pos
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '-' {
+		p.Pos++
 	}
-	for p.i < len(p.src) && p.src[p.i] >= '0' && p.src[p.i] <= '9' {
-		p.i++
+	for p.Pos < len(p.Src) && p.Src[p.Pos] >= '0' && p.Src[p.Pos] <= '9' {
+		p.Pos++
 	}
-	if p.i < len(p.src) && (p.src[p.i] == '.' || p.src[p.i] == 'e' || p.src[p.i] == 'E') {
+	if p.Pos < len(p.Src) && (p.Src[p.Pos] == '.' || p.Src[p.Pos] == 'e' || p.Src[p.Pos] == 'E') {
 		return false
 	}
-	n, err := strconv.ParseInt(string(p.src[start:p.i]), 10, 64)
-	if err != nil || (p.src[start] == '0' && p.i-start > 1) || (p.src[start] == '-' && p.i-start > 2 && p.src[start+1] == '0') {
+	n, err := strconv.ParseInt(string(p.Src[start:p.Pos]), 10, 64)
+	if err != nil || (p.Src[start] == '0' && p.Pos-start > 1) || (p.Src[start] == '-' && p.Pos-start > 2 && p.Src[start+1] == '0') {
 		return false
 	}
 	*v = n
@@ -134,13 +136,13 @@ func (d *recDecoder) int32(v *int32) bool {
 // does (null included).
 func (d *recDecoder) raw(v *json.RawMessage) bool {
 	p := &d.p
-	start := p.i
-	err := p.value(1)
-	p.out = p.out[:0]
+	start := p.Pos
+	err := p.Value(1)
+	p.Out = p.Out[:0]
 	if err != nil {
 		return false
 	}
-	*v = append(json.RawMessage(nil), p.src[start:p.i]...)
+	*v = append(json.RawMessage(nil), p.Src[start:p.Pos]...)
 	return true
 }
 
@@ -163,14 +165,14 @@ func (d *recDecoder) time(t *time.Time) bool {
 		return true
 	}
 	p := &d.p
-	start := p.i
-	if p.i >= len(p.src) || p.src[p.i] != '"' {
+	start := p.Pos
+	if p.Pos >= len(p.Src) || p.Src[p.Pos] != '"' {
 		return false
 	}
-	if _, err := p.str(); err != nil {
+	if _, err := p.Str(); err != nil {
 		return false
 	}
-	return t.UnmarshalJSON(p.src[start:p.i]) == nil
+	return t.UnmarshalJSON(p.Src[start:p.Pos]) == nil
 }
 
 func (d *recDecoder) record(rec *Record) bool {
@@ -267,14 +269,14 @@ func (d *recDecoder) evidence(dst *[]Evidence) bool {
 		return true
 	}
 	p := &d.p
-	if p.i >= len(p.src) || p.src[p.i] != '[' {
+	if p.Pos >= len(p.Src) || p.Src[p.Pos] != '[' {
 		return false
 	}
-	p.i++
+	p.Pos++
 	out := []Evidence{}
-	p.skipSpace()
-	if p.i < len(p.src) && p.src[p.i] == ']' {
-		p.i++
+	p.SkipSpace()
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == ']' {
+		p.Pos++
 		*dst = out
 		return true
 	}
@@ -284,16 +286,16 @@ func (d *recDecoder) evidence(dst *[]Evidence) bool {
 			return false
 		}
 		out = append(out, ev)
-		p.skipSpace()
-		if p.i >= len(p.src) {
+		p.SkipSpace()
+		if p.Pos >= len(p.Src) {
 			return false
 		}
-		switch p.src[p.i] {
+		switch p.Src[p.Pos] {
 		case ',':
-			p.i++
-			p.skipSpace()
+			p.Pos++
+			p.SkipSpace()
 		case ']':
-			p.i++
+			p.Pos++
 			*dst = out
 			return true
 		default:

@@ -1,10 +1,13 @@
-package schemas
+package schemas_test
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/onceflight/onceflight/internal/wire"
+	. "github.com/onceflight/onceflight/schemas"
 )
 
 // TestReleasePositionRoundTrip: the release's position (docs/events.md#release)
@@ -18,11 +21,11 @@ func TestReleasePositionRoundTrip(t *testing.T) {
 	} {
 		rec := testRecord()
 		rec.Release = rel
-		b, err := SealRecord(&rec)
+		b, err := wire.SealRecord(&rec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, err := RecordHash(b); err != nil || h != rec.Hash {
+		if h, err := wire.RecordHash(b); err != nil || h != rec.Hash {
 			t.Fatalf("hash %s %v, sealed %s", h, err, rec.Hash)
 		}
 		if rel.Offset != nil && !strings.Contains(string(b), `"decision_id":"rel-1","offset":1250,"reason":"redo"`) {

@@ -1,4 +1,4 @@
-package schemas
+package schemas_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/jcs"
+	"github.com/onceflight/onceflight/internal/wire"
+	. "github.com/onceflight/onceflight/schemas"
 )
 
 func TestEncodeDecodeCommandRoundTrip(t *testing.T) {
@@ -17,7 +21,7 @@ func TestEncodeDecodeCommandRoundTrip(t *testing.T) {
 	cmds := map[string]Command{
 		"minimal": {ID: "c1", Source: "s", Type: "t", Subject: "e1"},
 		"full": {ID: "c2", Source: "urn:x", Type: "payments.refund", Subject: "order-1", IdempotencyKey: "k",
-			ExpectedVersion: &small, Deadline: &dl, TraceParent: validTP, Data: json.RawMessage(`{"b":[1,2.50],"a":"é\n"}`)},
+			ExpectedVersion: &small, Deadline: &dl, TraceParent: ValidTP, Data: json.RawMessage(`{"b":[1,2.50],"a":"é\n"}`)},
 		"big version": {ID: "c3", Source: "s", Type: "t", Subject: "e", ExpectedVersion: &big, Data: json.RawMessage(`{}`)},
 	}
 	for name, c := range cmds {
@@ -60,7 +64,7 @@ func canon(t *testing.T, b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	c, err := canonicalJSON(b)
+	c, err := jcs.CanonicalV1(b, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +76,11 @@ func testRecord() Record {
 	finished := time.Date(2025, 3, 1, 12, 0, 2, 0, time.UTC)
 	return Record{
 		IdempotencyKey: "refund-1042", Entity: "order-1042", Action: "payments.refund",
-		Status: StatusSucceeded, Fingerprint: goldenFingerprint, Attempts: 1, EntityVersion: 3,
+		Status: StatusSucceeded, Fingerprint: GoldenFingerprint, Attempts: 1, EntityVersion: 3,
 		Result:    json.RawMessage(`{"http_status":201,"body":{"refund_id":"re_77"}}`),
 		Command:   CommandRef{ID: "cmd-7f3a", Source: "urn:shop:refunds-ui", Partition: 2, Offset: 1234},
 		StartedAt: &started, FinishedAt: &finished, Executor: "onceflight-0", Epoch: 17,
-		TraceParent: validTP, Data: json.RawMessage(`{"amount":{"value":1999,"currency":"EUR"},"reason":"damaged"}`),
+		TraceParent: ValidTP, Data: json.RawMessage(`{"amount":{"value":1999,"currency":"EUR"},"reason":"damaged"}`),
 		Hash:     "sha256:0000000000000000000000000000000000000000000000000000000000000001",
 		PrevHash: "sha256:0000000000000000000000000000000000000000000000000000000000000000",
 	}
@@ -85,7 +89,7 @@ func testRecord() Record {
 func TestEncodeDecodeOutcomeRoundTrip(t *testing.T) {
 	for _, replayed := range []bool{false, true} {
 		rec := testRecord()
-		r, err := EncodeOutcome(rec, "cmd-7f3a", replayed)
+		r, err := wire.EncodeOutcome(rec, "cmd-7f3a", replayed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,8 +118,8 @@ func TestEncodeDecodeOutcomeRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(o, want) {
 			t.Fatalf("got %+v\nwant %+v", o, want)
 		}
-		a, _ := MarshalRecord(gotRec)
-		b, _ := MarshalRecord(rec)
+		a, _ := wire.MarshalRecord(gotRec)
+		b, _ := wire.MarshalRecord(rec)
 		if canon(t, a) != canon(t, b) {
 			t.Fatalf("record\n%s\n%s", a, b)
 		}
@@ -123,8 +127,8 @@ func TestEncodeDecodeOutcomeRoundTrip(t *testing.T) {
 }
 
 func TestDecodeOutcomeBinary(t *testing.T) {
-	data, _ := MarshalRecord(testRecord())
-	r := binaryRecord("order-1042", string(data),
+	data, _ := wire.MarshalRecord(testRecord())
+	r := BinaryRecord("order-1042", string(data),
 		"ce_specversion", "1.0", "ce_id", "x", "ce_source", "onceflight", "ce_type", "onceflight.execution.succeeded",
 		"ce_subject", "order-1042", "ce_replayed", "true", "ce_causationid", "c", "ce_idempotencykey", "k", "content-type", "application/json")
 	o, err := DecodeOutcome(r)
@@ -137,7 +141,7 @@ func TestDecodeOutcomeBinary(t *testing.T) {
 }
 
 func TestDecodeOutcomeRejects(t *testing.T) {
-	if _, err := DecodeOutcome(loadStructured(t)); err == nil {
+	if _, err := DecodeOutcome(LoadStructured(t)); err == nil {
 		t.Fatal("a command decoded as an outcome")
 	}
 	if _, err := DecodeOutcome(&kgo.Record{Value: []byte("x")}); err == nil {
@@ -150,14 +154,14 @@ func TestGoldenOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := DecodeOutcome(&kgo.Record{Key: []byte("order-1042"), Value: b, Headers: structuredHeaders()})
+	o, err := DecodeOutcome(&kgo.Record{Key: []byte("order-1042"), Value: b, Headers: StructuredHeaders()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := testRecord()
 	rec.Deadline = ptr(time.Date(2025, 3, 1, 12, 5, 0, 0, time.UTC))
-	a, _ := MarshalRecord(o.Record)
-	w, _ := MarshalRecord(rec)
+	a, _ := wire.MarshalRecord(o.Record)
+	w, _ := wire.MarshalRecord(rec)
 	if canon(t, a) != canon(t, w) {
 		t.Fatalf("record\n%s\nwant\n%s", canon(t, a), canon(t, w))
 	}
@@ -165,7 +169,7 @@ func TestGoldenOutcome(t *testing.T) {
 		t.Fatalf("%+v", o)
 	}
 	// EncodeOutcome produces the same event (modulo formatting).
-	r, err := EncodeOutcome(rec, "cmd-7f3a", false)
+	r, err := wire.EncodeOutcome(rec, "cmd-7f3a", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,66 +199,64 @@ func TestOutcomeID(t *testing.T) {
 	}
 }
 
-func TestDeadletterRecord(t *testing.T) {
-	orig := &kgo.Record{Topic: "commands", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"),
-		Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("1")}}}
-	d := DeadletterRecord(orig, "bad")
-	if d.Topic != "" || string(d.Key) != "k" || string(d.Value) != "v" {
-		t.Fatalf("%+v", d)
-	}
-	want := map[string]string{"h": "1", HeaderDeadletterReason: "bad", HeaderSourceTopic: "commands",
-		HeaderSourcePartition: "3", HeaderSourceOffset: "42"}
-	if len(d.Headers) != len(want) {
-		t.Fatalf("headers %v", d.Headers)
-	}
-	for _, h := range d.Headers {
-		if want[h.Key] != string(h.Value) {
-			t.Fatalf("header %s=%s", h.Key, h.Value)
-		}
-	}
-	orig.Value[0] = 'X'
-	if string(d.Value) != "v" {
-		t.Fatal("aliases original")
-	}
+// hashRecord is the hash rec has in its partition's chain after a record
+// whose hash is prevHash: what wire.SealRecord stores in rec.Hash.
+func hashRecord(prevHash string, rec Record) (string, error) {
+	rec.PrevHash = prevHash
+	_, err := wire.SealRecord(&rec)
+	return rec.Hash, err
 }
 
 func TestHashRecord(t *testing.T) {
 	rec := testRecord()
-	h1, err := HashRecord("sha256:prev", rec)
+	h1, err := hashRecord("sha256:prev", rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Hash and PrevHash fields do not matter; the prevHash argument does.
 	rec2 := rec
 	rec2.Hash, rec2.PrevHash = "x", "y"
-	if h, _ := HashRecord("sha256:prev", rec2); h != h1 {
+	if h, _ := hashRecord("sha256:prev", rec2); h != h1 {
 		t.Fatal("hash depends on Hash/PrevHash fields")
 	}
-	if h, _ := HashRecord("sha256:other", rec); h == h1 {
+	if h, _ := hashRecord("sha256:other", rec); h == h1 {
 		t.Fatal("hash ignores prevHash")
 	}
 	rec2 = rec
 	rec2.Attempts++
-	if h, _ := HashRecord("sha256:prev", rec2); h == h1 {
+	if h, _ := hashRecord("sha256:prev", rec2); h == h1 {
 		t.Fatal("hash ignores content")
 	}
 	// A journal round trip (reformatted JSON) keeps the hash.
-	b, _ := MarshalRecord(rec)
+	b, _ := wire.MarshalRecord(rec)
 	back, err := UnmarshalRecord(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	back.Result = json.RawMessage(`{ "body": {"refund_id":"re_77"}, "http_status": 201 }`)
-	if h, _ := HashRecord("sha256:prev", back); h != h1 {
+	if h, _ := hashRecord("sha256:prev", back); h != h1 {
 		t.Fatal("hash changed across a round trip")
 	}
 	// A connector result with a duplicate key still hashes.
 	rec2 = rec
 	rec2.Result = json.RawMessage(`{"a":1,"a":2}`)
-	if _, err := HashRecord("", rec2); err != nil {
+	if _, err := hashRecord("", rec2); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := UnmarshalRecord([]byte("{")); err == nil {
 		t.Fatal("bad JSON accepted")
 	}
+}
+
+// evidenceRecord is a record settled by a confirmation after a timeout,
+// with the evidence that says so.
+func evidenceRecord() Record {
+	rec := testRecord()
+	rec.EstablishedBy = EstablishedByConfirmation
+	t0 := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	t1 := t0.Add(2 * time.Second)
+	wire.AddEvidence(&rec, Evidence{Kind: EvidenceAttempt, Attempt: 1, FencingToken: 7, At: t0, EndedAt: &t1, Answer: AnswerAmbiguous, Detail: "timeout: context deadline exceeded \u00e9<>&"})
+	wire.AddEvidence(&rec, Evidence{Kind: EvidenceConfirm, Attempt: 1, At: t1, EndedAt: &t1, Answer: AnswerFound, By: ByExecutor})
+	rec.EvidenceDropped = 2
+	return rec
 }

@@ -48,13 +48,6 @@ type HeldPartition struct {
 	Reason    string `json:"reason"`
 }
 
-// EncodeStatus returns the value of s's status record.
-func EncodeStatus(s ExecutorStatus) []byte {
-	s.V = StatusVersion
-	b, _ := json.Marshal(s) // strings, numbers, lists and a time of years 0-9999 (time.Now): cannot fail
-	return b
-}
-
 // ErrBadStatus is wrapped by every error of DecodeStatus.
 var ErrBadStatus = errors.New("not an executor status record")
 

@@ -1,4 +1,4 @@
-package schemas
+package schemas_test
 
 import (
 	"errors"
@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/onceflight/onceflight/internal/wire"
+	. "github.com/onceflight/onceflight/schemas"
 )
 
 func TestStatusRoundTripAndBadRecords(t *testing.T) {
 	s := ExecutorStatus{Executor: "ex-1", At: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), EveryMS: 10000, Ready: false,
 		Owned: []int32{0, 3}, Held: []HeldPartition{{Partition: 3, Reason: "journal lost records"}}, Paused: []int32{0}, Halted: "partition count changed"}
-	got, ok, err := DecodeStatus([]byte("ex-1"), EncodeStatus(s))
+	got, ok, err := DecodeStatus([]byte("ex-1"), wire.EncodeStatus(s))
 	s.V = StatusVersion
 	if err != nil || !ok || !reflect.DeepEqual(got, s) {
 		t.Fatalf("round trip: %+v %v %v, want %+v", got, ok, err, s)
@@ -39,7 +42,7 @@ func TestStatusRoundTripAndBadRecords(t *testing.T) {
 			t.Errorf("%s: ok %v err %v, want ErrBadStatus naming %q", c.value, ok, err, c.want)
 		}
 	}
-	big := make([]byte, maxStatusBytes+1)
+	big := make([]byte, MaxStatusBytes+1)
 	if _, _, err := DecodeStatus([]byte("ex-1"), big); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Fatalf("oversized status: %v", err)
 	}
@@ -49,7 +52,7 @@ func TestStatusRoundTripAndBadRecords(t *testing.T) {
 // an ErrBadStatus error, never a panic; a status decoded once encodes to
 // one that decodes to the same.
 func FuzzDecodeStatus(f *testing.F) {
-	f.Add([]byte("ex-1"), EncodeStatus(ExecutorStatus{Executor: "ex-1", At: time.Unix(1, 0).UTC(), EveryMS: 1, Owned: []int32{1}, Held: []HeldPartition{{1, "r"}}}))
+	f.Add([]byte("ex-1"), wire.EncodeStatus(ExecutorStatus{Executor: "ex-1", At: time.Unix(1, 0).UTC(), EveryMS: 1, Owned: []int32{1}, Held: []HeldPartition{{1, "r"}}}))
 	f.Add([]byte("ex-1"), []byte(`{"v":1,"executor":"ex-1","at":"2026-12-02T08:00:00Z","every_ms":1000,"owned":[2147483647]}`))
 	f.Add([]byte(""), []byte("null"))
 	f.Fuzz(func(t *testing.T, key, value []byte) {
@@ -63,7 +66,7 @@ func FuzzDecodeStatus(f *testing.F) {
 		if !ok {
 			return
 		}
-		again, ok, err := DecodeStatus(key, EncodeStatus(s))
+		again, ok, err := DecodeStatus(key, wire.EncodeStatus(s))
 		if err != nil || !ok || !reflect.DeepEqual(again, s) {
 			t.Fatalf("re-encoded %+v decodes to %+v %v %v", s, again, ok, err)
 		}

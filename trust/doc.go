@@ -2,7 +2,7 @@
 // writer of the journal topic, only a public key (docs/trust.md):
 //
 //   - a Merkle tree (RFC 6962) per journal partition over its records in
-//     offset order (Tree, a compact range: O(log n) hashes);
+//     offset order, each record a leaf (LeafData, LeafHash);
 //   - checkpoints: the tree's size and root as a C2SP tlog-checkpoint,
 //     signed as a C2SP signed note with an executor's Ed25519 key
 //     (golang.org/x/mod/sumdb/note);
@@ -15,4 +15,8 @@
 // the public key that the records behind it were exactly these, and a
 // later tree's consistency proof shows the earlier one is its prefix, so
 // a saved checkpoint catches a rewritten, truncated or recreated journal.
+//
+// This package is the verifier's side: trusted keys, checkpoints, proofs,
+// leaves and seals. The writers' side (the executor's compact tree and
+// signing key, the auditor's proof-building log) is internal/trustlog.
 package trust

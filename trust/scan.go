@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -40,7 +41,7 @@ func NewSealScan(origin string, tk *TrustedKeys, afterGap bool) *SealScan {
 // trusted seal covers are never returned.
 func (c *SealScan) Add(r *kgo.Record, v any) []any {
 	h := RecordLeafHash(r)
-	if schemas.JournalKind(r) != schemas.KindSeal {
+	if wire.JournalKind(r) != schemas.KindSeal {
 		c.g.Add(r.Offset, h, v)
 		return c.take()
 	}
@@ -101,7 +102,7 @@ func (c *SealScan) fail(err error) {
 	}
 	c.skipped += c.g.Skipped()
 	c.out = append(c.out, c.g.ready...)
-	c.g = c.g.successor()
+	c.g = c.g.Successor()
 }
 
 // End judges what remains after the partition's last record. It returns

@@ -189,7 +189,7 @@ type SealGate struct {
 	lastOK   bool
 
 	// lastTrusted is the last seal whose signature was checked (lastOK): a
-	// gate that takes over after refused records (successor) chains to
+	// gate that takes over after refused records (Successor) chains to
 	// it, so that a copy of an older transaction cannot start afresh.
 	lastTrusted struct {
 		note []byte
@@ -214,12 +214,13 @@ func NewSealGate(origin string, tk *TrustedKeys) *SealGate {
 	return &SealGate{trusted: tk, origin: origin}
 }
 
-// successor is the gate that judges what follows records g refused: it
+// Successor is the gate that judges what follows records g refused: it
 // has nothing pending, and the next seal must follow the last seal g
 // trusted or start the chain of a later epoch (AddSeal). A gate that
 // started afresh would take a copy of any older signed transaction,
-// appended after a forged stretch, as the start of a new chain.
-func (g *SealGate) successor() *SealGate {
+// appended after a forged stretch, as the start of a new chain. SealScan
+// and the console's projection both go on with it after a refusal.
+func (g *SealGate) Successor() *SealGate {
 	n := NewSealGate(g.origin, g.trusted)
 	if t := g.lastTrusted; t.note != nil {
 		n.last, n.lastSeal, n.lastOff, n.lastOK = t.note, t.seal, t.off, true

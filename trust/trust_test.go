@@ -1,4 +1,4 @@
-package trust
+package trust_test
 
 import (
 	"bytes"
@@ -6,17 +6,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/onceflight/onceflight/internal/trustlog"
+	. "github.com/onceflight/onceflight/trust"
 )
 
 func newSigner(t *testing.T, name string) (note.Signer, string) {
 	t.Helper()
-	skey, vkey, err := GenerateKey(name)
+	skey, vkey, err := trustlog.GenerateKey(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +49,10 @@ func leafAt(i int) []byte {
 // agree on every root, and a tree resumed from its compact range goes on
 // as the original.
 func TestTreeMatchesLog(t *testing.T) {
-	tr, l := NewTree(), &Log{}
+	tr, l := trustlog.NewTree(), &trustlog.Log{}
 	for i := range 37 {
 		if i == 20 {
-			r, err := ResumeTree(tr.Size(), tr.Hashes())
+			r, err := trustlog.ResumeTree(tr.Size(), tr.Hashes())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +92,7 @@ func TestTreeMatchesLog(t *testing.T) {
 func TestProofRoundTripAndOneByte(t *testing.T) {
 	s, vkey := newSigner(t, "executor-a")
 	tk := trusted(t, vkey)
-	l := &Log{}
+	l := &trustlog.Log{}
 	for i := range 11 {
 		l.Append(LeafHash(leafAt(i)))
 	}
@@ -195,26 +199,26 @@ func TestTrustedKeysFileErrors(t *testing.T) {
 }
 
 func TestSignerFilePermissions(t *testing.T) {
-	skey, _, err := GenerateKey("executor-a")
+	skey, _, err := trustlog.GenerateKey("executor-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(t.TempDir(), "executor.key")
-	if err := WriteSigner(p, skey); err != nil {
+	if err := trustlog.WriteSigner(p, skey); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteSigner(p, skey); err == nil || !strings.Contains(err.Error(), "never overwritten") {
+	if err := trustlog.WriteSigner(p, skey); err == nil || !strings.Contains(err.Error(), "never overwritten") {
 		t.Fatalf("overwrite: %v", err)
 	}
-	s, err := LoadSigner(p)
+	s, err := trustlog.LoadSigner(p)
 	if err != nil || s.Name() != "executor-a" {
 		t.Fatalf("load: %v", err)
 	}
 	// The verifier key it derives is keygen's, whatever the key's base64
 	// holds ('+' included): tried on many keys.
 	for range 200 {
-		skey, vkey, _ := GenerateKey("executor-a")
-		s, err := NewSigner(skey)
+		skey, vkey, _ := trustlog.GenerateKey("executor-a")
+		s, err := trustlog.NewSigner(skey)
 		if err != nil || s.VerifierKey() != vkey {
 			t.Fatalf("signer of %s: %v, verifier %q want %q", skey, err, s.VerifierKey(), vkey)
 		}
@@ -222,19 +226,19 @@ func TestSignerFilePermissions(t *testing.T) {
 	if err := os.Chmod(p, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadSigner(p); !errors.Is(err, ErrKeyFileMode) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "0644") {
+	if _, err := trustlog.LoadSigner(p); !errors.Is(err, trustlog.ErrKeyFileMode) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "0644") {
 		t.Fatalf("mode 0644: %v", err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.key")
 	_ = os.WriteFile(bad, []byte("hello\n"), 0o600)
-	if _, err := LoadSigner(bad); err == nil || !strings.Contains(err.Error(), bad) {
+	if _, err := trustlog.LoadSigner(bad); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("not a key: %v", err)
 	}
 }
 
 func TestLeafDataRoundTrip(t *testing.T) {
 	l, err := SplitLeafData(leafAt(4))
-	if err != nil || l.Header("onceflight-kind") != "record" || string(l.Key) != "order-4" || !strings.Contains(string(l.Value), "k4") {
+	if err != nil || !slices.Contains(l.Headers, Header{Key: "onceflight-kind", Value: "record"}) || string(l.Key) != "order-4" || !strings.Contains(string(l.Value), "k4") {
 		t.Fatalf("%+v %v", l, err)
 	}
 	full := leafAt(4)

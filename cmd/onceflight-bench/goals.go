@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/proctest"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -71,7 +72,7 @@ func runIndexChild(args []string) error {
 				Fingerprint: "sha256:" + key(j), Attempts: 1, Result: json.RawMessage(`{"noop":true}`),
 				Command:  schemas.CommandRef{ID: "c-" + key(j), Source: "onceflight-bench", Partition: int32(j % 12), Offset: int64(j)},
 				Executor: "bench", Epoch: 1}
-			raw, err := schemas.SealRecord(&r)
+			raw, err := wire.SealRecord(&r)
 			if err != nil {
 				b.Close()
 				return err

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/broker"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -65,7 +66,7 @@ func txn(ctx context.Context, t *testing.T, addr []string, commit bool, recs ...
 
 func outcome(t *testing.T, topic, key, entity, causation string, st schemas.Status) *kgo.Record {
 	t.Helper()
-	r, err := schemas.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: entity, Action: "test.act", Status: st}, causation, false)
+	r, err := wire.EncodeOutcome(schemas.Record{IdempotencyKey: key, Entity: entity, Action: "test.act", Status: st}, causation, false)
 	if err != nil {
 		t.Fatal(err)
 	}

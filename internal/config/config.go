@@ -21,8 +21,8 @@ import (
 
 	"github.com/onceflight/onceflight/internal/connectors/effect"
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/kafkaconf"
-	"github.com/onceflight/onceflight/schemas"
 )
 
 // Connector names accepted in an action's `connector` field (docs/connectors.md).
@@ -213,10 +213,10 @@ type System struct {
 func (c *Config) setDefaults() {
 	c.Reconcile.setDefaults()
 	if c.DedupeRetention == 0 {
-		c.DedupeRetention = schemas.DefaultDedupeRetention
+		c.DedupeRetention = wire.DefaultDedupeRetention
 	}
 	if c.KeyMemory == 0 {
-		c.KeyMemory = schemas.DefaultKeyMemory
+		c.KeyMemory = wire.DefaultKeyMemory
 	}
 	for _, a := range c.Actions {
 		a.setDefaults()

@@ -20,8 +20,8 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/kafkaconf"
-	"github.com/onceflight/onceflight/schemas"
 )
 
 // fileDoc is the shape of an actions file (docs/configuration.md). A key
@@ -326,8 +326,8 @@ func (p *loader) validate(doc *fileDoc) *Config {
 		}
 	}
 	if cfg.DedupeRetention != 0 || cfg.KeyMemory != 0 {
-		ret := cmp.Or(cfg.DedupeRetention, schemas.DefaultDedupeRetention)
-		mem := cmp.Or(cfg.KeyMemory, schemas.DefaultKeyMemory)
+		ret := cmp.Or(cfg.DedupeRetention, wire.DefaultDedupeRetention)
+		mem := cmp.Or(cfg.KeyMemory, wire.DefaultKeyMemory)
 		if mem < ret {
 			p.errAt(nil, loc{"", "key_memory"}, "%s is shorter than dedupe_retention %s: a key would be forgotten while its result is still replayed", formatDays(mem), formatDays(ret))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -176,7 +177,7 @@ func Command(in Input) Decision {
 		return reject("version-conflict", schemas.CodeVersionConflict, fmt.Sprintf("expected entity version %d, entity %q is at %d", *cmd.ExpectedVersion, cmd.Subject, in.Version))
 	}
 	fields, hold := a.Unique()
-	uk, err := schemas.UniqueKey(fields, cmd.Data)
+	uk, err := wire.UniqueKey(fields, cmd.Data)
 	if err != nil {
 		return reject("unique-field-missing", schemas.CodeInvalidCommand, fmt.Sprintf("action %q: %v", cmd.Type, err))
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -90,7 +91,7 @@ func (b *Batch) PutRecord(rec schemas.Record) {
 }
 
 // PutRecordBytes is PutRecord for a record whose encoding
-// (schemas.SealRecord, the journal value) is at hand: raw is stored as it
+// (wire.SealRecord, the journal value) is at hand: raw is stored as it
 // is instead of being encoded again. raw nil: encoded here.
 func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
 	if b.err != nil {
@@ -209,7 +210,7 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 		val := p.raw
 		if val == nil {
 			var err error
-			if val, err = schemas.MarshalRecord(p.rec); err != nil {
+			if val, err = wire.MarshalRecord(p.rec); err != nil {
 				return fmt.Errorf("dedupe: encode record %q: %w", key, err)
 			}
 		}

@@ -111,14 +111,6 @@ func (c *genCache[V]) putLocked(k string, v V) {
 	}
 }
 
-func (c *genCache[V]) del(k string) {
-	c.mu.Lock()
-	c.writes++
-	delete(c.cur, k)
-	delete(c.old, k)
-	c.mu.Unlock()
-}
-
 // entityEntry is a cached entity state, or the knowledge that there is
 // none (found false).
 type entityEntry struct {

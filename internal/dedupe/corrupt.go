@@ -30,7 +30,7 @@ const corruptMarker = "ONCEFLIGHT-CORRUPT"
 // Without it Open returns an error wrapping ErrCorrupt, which is what
 // tools that only read the index want.
 func WithRebuildOnCorruption() Option {
-	return func(c *config) { c.rebuild = true }
+	return func(c *Settings) { c.rebuild = true }
 }
 
 // corrupted says whether Open's error means damaged files, which a
@@ -71,9 +71,9 @@ func corrupted(err error) bool {
 }
 
 // moveAside renames a corrupted index directory out of the way.
-func moveAside(dir string, cfg *config, cause error) error {
+func moveAside(dir string, cfg *Settings, cause error) error {
 	aside := dir + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000Z")
-	if err := cfg.fs.Rename(dir, aside); err != nil {
+	if err := cfg.FS.Rename(dir, aside); err != nil {
 		return fmt.Errorf("dedupe: index in %s corrupted (%w), and moving it aside failed: %w", dir, cause, err)
 	}
 	cfg.logger.Warn("dedupe: the index's files are damaged; moved them aside and started an empty index, which restore rebuilds from the journal. Delete the old directory once you have looked at it",
@@ -98,13 +98,13 @@ func checkCorruptMarker(fs vfs.FS, dir string) error {
 // calls Logger.Fatalf, which on a background compaction would stop the
 // process; instead the store is failed (nothing more is answered from it)
 // and a marker makes the next start rebuild it.
-func corruptionListener(cfg *config, dir string, fail *failure) *pebble.EventListener {
+func corruptionListener(cfg *Settings, dir string, fail *failure) *pebble.EventListener {
 	l := pebble.EventListener{
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			msg := fmt.Sprintf("data corruption in %s: %v", info.Path, info.Details)
 			cfg.logger.Error("dedupe: "+msg, "component", "pebble")
 			fail.set(msg)
-			if f, err := cfg.fs.Create(cfg.fs.PathJoin(dir, corruptMarker), vfs.WriteCategoryUnspecified); err == nil {
+			if f, err := cfg.FS.Create(cfg.FS.PathJoin(dir, corruptMarker), vfs.WriteCategoryUnspecified); err == nil {
 				_, _ = io.WriteString(f, msg+"\n")
 				_ = f.Sync()
 				_ = f.Close()

@@ -22,7 +22,7 @@ func TestWriteFailureFailsTheStore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			disk := diskfault.New(inject)
-			s, err := Open(dir, WithFS(disk.FS))
+			s, err := Open(dir, onFS(disk.FS))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestWriteFailureFailsTheStore(t *testing.T) {
 // offset with every record it had there, and restore replays the rest.
 func TestUnsyncedProgressLostInACrash(t *testing.T) {
 	fs := vfs.NewCrashableMem()
-	s, err := Open("db", WithFS(fs))
+	s, err := Open("db", onFS(fs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestUnsyncedProgressLostInACrash(t *testing.T) {
 	crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	s.Close()
 
-	s2, err := Open("db", WithFS(crashed))
+	s2, err := Open("db", onFS(crashed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,3 +123,6 @@ func TestUnsyncedProgressLostInACrash(t *testing.T) {
 		t.Error("k1, committed with a sync, is gone after the crash")
 	}
 }
+
+// onFS opens a store on fs (a failing or crashed disk).
+func onFS(fs vfs.FS) Option { return func(s *Settings) { s.FS = fs } }

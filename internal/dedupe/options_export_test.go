@@ -7,14 +7,14 @@ package dedupe
 // DefaultMemTableSize; at least 1 MiB). Larger memtables batch more
 // writes per flush and cost memtables × size of memory.
 func WithMemTableSize(bytes int64) Option {
-	return func(c *config) { c.memTable = bytes }
+	return func(c *Settings) { c.memTable = bytes }
 }
 
 // WithEntryCache sets the entries of one generation of the in-memory
 // entity and record caches (default DefaultEntryCacheEntries; at least
 // 1024). Each costs about 200 bytes per entry with short keys.
 func WithEntryCache(entries int) Option {
-	return func(c *config) { c.entries = entries }
+	return func(c *Settings) { c.entries = entries }
 }
 
 // PruneLimit bounds the records one call examines (stubbed, forgotten,

@@ -53,8 +53,6 @@ type PruneStats struct {
 	Stubbed int
 	// Forgotten records were past memory: record and index entries deleted.
 	Forgotten int
-	// EntitiesForgotten counts entity states deleted (PruneForgetEntities).
-	EntitiesForgotten int
 	// Indexed records were added to the prune index by the upgrade backfill
 	// of a store written before the index existed.
 	Indexed int
@@ -68,25 +66,11 @@ type PruneStats struct {
 }
 
 type pruneConfig struct {
-	limit          int
-	forgetEntities bool
+	limit int
 }
 
 // PruneOption configures one Prune call.
 type PruneOption func(*pruneConfig)
-
-// PruneForgetEntities also deletes an entity's state when the key Prune
-// forgets is the entity's LastKey and nothing is in flight for it.
-//
-// It is off by default because EntityState.Version is business state: a
-// forgotten entity starts again at version 0, so a late command with an
-// expectedversion is rejected version_conflict and entity_version restarts.
-// Entity states grow with the number of entities, not with traffic; turn this
-// on when entities are themselves short-lived (one order, one refund). It
-// matches a store rebuilt from a journal that no longer holds the entity.
-func PruneForgetEntities() PruneOption {
-	return func(c *pruneConfig) { c.forgetEntities = true }
-}
 
 // Prune moves final records along their stages (see above) as of now:
 // records whose FinishedAt is more than keep before now become stubs, and
@@ -592,8 +576,7 @@ func (p *pruner) locked(fn func(*pointReader, *pebble.Batch) error) error {
 func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands []candidate, gen uint64) error {
 	s := p.s
 	var stubKeys []string
-	var leftFrom []byte            // first entry left in place, if any
-	forgotten := map[string]bool{} // entities deleted in this batch
+	var leftFrom []byte // first entry left in place, if any
 	for i := range cands {
 		c := &cands[i]
 		entry, err := pr.get(c.ikey)
@@ -619,7 +602,7 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 		age := p.now.Sub(*rec.FinishedAt)
 		switch {
 		case p.memory > 0 && age > p.memory:
-			if err := p.forget(pb, pr, &rec, forgotten); err != nil {
+			if err := p.forget(pb, &rec); err != nil {
 				return err
 			}
 		case ph == phaseFull && p.keep > 0 && age > p.keep:
@@ -654,9 +637,6 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 			return fmt.Errorf("dedupe: prune commit: %w", err)
 		}
 	}
-	for ent := range forgotten {
-		s.entities.del(ent)
-	}
 	// Everything up to the last candidate is handled; resume after it unless
 	// a commit put an entry below the cursor meanwhile.
 	if s.prune.gen[ph] == gen {
@@ -669,10 +649,11 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 }
 
 // forget deletes rec and every index entry that can name it: status, f/ and
-// k/ (a prunable record is never unresolved, so it has no u/ entry). With
-// PruneForgetEntities it also deletes the entity's state if rec is its
-// LastKey and nothing is in flight. Called under s.mu.
-func (p *pruner) forget(pb *pebble.Batch, pr *pointReader, rec *schemas.Record, forgotten map[string]bool) error {
+// k/ (a prunable record is never unresolved, so it has no u/ entry). An
+// entity's state stays: its version is business state, and a forgotten
+// entity restarting at version 0 would reject a late command's
+// expectedversion. Called under s.mu.
+func (p *pruner) forget(pb *pebble.Batch, rec *schemas.Record) error {
 	keys := staleIndexKeys(rec)
 	if err := pb.Delete(recordKeyOf(rec), nil); err != nil {
 		return fmt.Errorf("dedupe: batch: %w", err)
@@ -683,24 +664,6 @@ func (p *pruner) forget(pb *pebble.Batch, pr *pointReader, rec *schemas.Record, 
 		}
 	}
 	p.st.Forgotten++
-	if !p.cfg.forgetEntities || forgotten[rec.Entity] {
-		return nil
-	}
-	val, err := pr.get(entityKey(rec.Entity))
-	if err != nil || val == nil {
-		return err
-	}
-	var es EntityState
-	if err := decodeEntity(val, &es); err != nil {
-		return fmt.Errorf("dedupe: decode entity %q: %w", rec.Entity, err)
-	}
-	if es.LastKey == rec.IdempotencyKey && es.InFlightKey == "" {
-		if err := pb.Delete(entityKey(rec.Entity), nil); err != nil {
-			return fmt.Errorf("dedupe: batch: %w", err)
-		}
-		forgotten[rec.Entity] = true
-		p.st.EntitiesForgotten++
-	}
 	return nil
 }
 

@@ -29,7 +29,7 @@ func TestNoSyncBatchesKeepProgressBehindRecords(t *testing.T) {
 	lost := 0
 	for seed := range uint64(6) {
 		fs := vfs.NewCrashableMem()
-		s, err := Open("db", WithFS(fs), WithMemTableSize(1<<20))
+		s, err := Open("db", func(o *Settings) { o.FS = fs }, WithMemTableSize(1<<20))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestNoSyncBatchesKeepProgressBehindRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		for ci, crashed := range clones {
-			s2, err := Open("db", WithFS(crashed))
+			s2, err := Open("db", func(o *Settings) { o.FS = crashed })
 			if err != nil {
 				t.Fatalf("seed %d clone %d: reopen after the crash: %v", seed, ci, err)
 			}

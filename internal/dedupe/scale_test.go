@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -58,7 +59,7 @@ func BenchmarkIndexScale(b *testing.B) {
 			for j := i; j < min(i+1000, n); j++ {
 				r := rec(key(j), entity(j), schemas.StatusSucceeded, int32(j%12))
 				r.Hash = ""
-				raw, err := schemas.SealRecord(&r)
+				raw, err := wire.SealRecord(&r)
 				if err != nil {
 					b.Fatal(err)
 				}

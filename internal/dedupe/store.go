@@ -158,17 +158,23 @@ type Store struct {
 	entityReadHook func(entity string)
 }
 
-type config struct {
+// Settings is what Options set for Open.
+type Settings struct {
+	// FS is the file system the store opens on; nil (always, outside
+	// tests) is the operating system's. The tests open stores on a disk
+	// that fails on demand (internal/diskfault) with an Option literal:
+	// func(s *dedupe.Settings) { s.FS = disk.FS }.
+	FS vfs.FS
+
 	cacheSize int64
 	memTable  int64 // bytes of one memtable
 	entries   int   // entries of each in-memory cache generation (cache.go)
 	logger    *slog.Logger
-	fs        vfs.FS // nil: the OS file system (options_fs.go)
-	rebuild   bool   // WithRebuildOnCorruption
+	rebuild   bool // WithRebuildOnCorruption
 }
 
 // Option configures Open.
-type Option func(*config)
+type Option func(*Settings)
 
 // WithCacheSize sets the block cache size in bytes (default DefaultCacheSize).
 //
@@ -176,7 +182,7 @@ type Option func(*config)
 // over shards: measured here, an 8 MiB cache kept no block at all (every read
 // a cache miss), so sizes below ~32 MiB buy nothing.
 func WithCacheSize(bytes int64) Option {
-	return func(c *config) { c.cacheSize = bytes }
+	return func(c *Settings) { c.cacheSize = bytes }
 }
 
 // DefaultMemTableSize is the size of one Pebble memtable when
@@ -219,12 +225,12 @@ func (s *Store) Limits() Limits { return s.limits }
 // WithLogger routes Pebble's messages to l (default: discarded). Pebble's
 // informational messages (WAL replay on every open) go to Debug.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.logger = l }
+	return func(c *Settings) { c.logger = l }
 }
 
 // Open opens or creates the index in dir.
 func Open(dir string, opts ...Option) (*Store, error) {
-	cfg := config{cacheSize: DefaultCacheSize}
+	cfg := Settings{cacheSize: DefaultCacheSize}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -246,8 +252,8 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.fs == nil {
-		cfg.fs = vfs.Default
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
 	}
 	s, err := open(dir, &cfg)
 	if err == nil || !corrupted(err) {
@@ -265,8 +271,8 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	return open(dir, &cfg)
 }
 
-func open(dir string, cfg *config) (*Store, error) {
-	if err := checkCorruptMarker(cfg.fs, dir); err != nil {
+func open(dir string, cfg *Settings) (*Store, error) {
+	if err := checkCorruptMarker(cfg.FS, dir); err != nil {
 		return nil, err
 	}
 	fail := newFailure()
@@ -284,7 +290,7 @@ func open(dir string, cfg *config) (*Store, error) {
 		// The directory is a rebuildable cache, never read by an older
 		// binary, so use the newest stable format (columnar blocks).
 		FormatMajorVersion: pebble.FormatNewest,
-		FS:                 cfg.fs,
+		FS:                 cfg.FS,
 		EventListener:      corruptionListener(cfg, dir, fail),
 	}
 	// L0 defaults to no filter; set every level explicitly so L0 rejects

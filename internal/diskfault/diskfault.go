@@ -3,7 +3,7 @@
 // write and sync with an error of the test's choice (an I/O error, a full
 // disk), while reads still work — how a dying or full disk looks to a
 // running store. It wraps pebble's vfs/errorfs; pass FS to
-// dedupe.WithFS.
+// dedupe.Settings.FS.
 package diskfault
 
 import (

@@ -78,15 +78,9 @@ type Identity struct {
 
 type ctxKey struct{}
 
-// WithIdentity returns ctx carrying id.
-func WithIdentity(ctx context.Context, id Identity) context.Context {
+// withIdentity returns ctx carrying id, for the handlers behind Require.
+func withIdentity(ctx context.Context, id Identity) context.Context {
 	return context.WithValue(ctx, ctxKey{}, id)
-}
-
-// FromContext returns the identity Require attached to a request's context.
-func FromContext(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(ctxKey{}).(Identity)
-	return id, ok
 }
 
 // Token is one line of a token file: a named bearer token with its role.
@@ -264,7 +258,7 @@ func printable(s string) bool {
 }
 
 // Require serves next only to requests whose identity has role need, with
-// the identity in the request's context (FromContext). Others get 401 with
+// the identity in the request's context. Others get 401 with
 // WWW-Authenticate: Bearer (no or wrong credentials) or 403 (a role too
 // small), and a JSON error that says which, never next's answer.
 //
@@ -302,7 +296,7 @@ func (a *Authenticator) Require(need Role, next http.Handler) http.Handler {
 			return
 		}
 		a.log.Info("http: record access", accessAttrs(r, id.Name, id.Method)...)
-		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
+		next.ServeHTTP(w, r.WithContext(withIdentity(r.Context(), id)))
 	})
 }
 

@@ -2,6 +2,7 @@ package httpauth
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -130,6 +131,12 @@ func TestNewNeedsBothProxySettings(t *testing.T) {
 	}
 }
 
+// fromContext is the identity Require attached to a request's context.
+func fromContext(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(ctxKey{}).(Identity)
+	return id, ok
+}
+
 // TestRequire runs Require behind a real listener on loopback: the TCP
 // peer of every request is 127.0.0.1, which is a trusted proxy in one
 // server and not in the other.
@@ -138,7 +145,7 @@ func TestRequire(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	secret := "IBAN DE89370400440532013000"
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := FromContext(r.Context())
+		id, ok := fromContext(r.Context())
 		if !ok {
 			t.Error("no identity in the context")
 		}
@@ -229,7 +236,7 @@ func TestRequireDisabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := FromContext(r.Context()); ok {
+		if _, ok := fromContext(r.Context()); ok {
 			t.Error("an identity without authentication")
 		}
 		fmt.Fprint(w, "the record")

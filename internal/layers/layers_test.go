@@ -23,7 +23,7 @@ var floors = []struct {
 	name     string
 	patterns []string
 }{
-	{"wire: what goes over Kafka, and how to reach it", []string{"schemas", "partitioner", "kafkaconf", "trust"}},
+	{"wire: what goes over Kafka, and how to reach it", []string{"internal/jcs", "schemas", "internal/wire", "partitioner", "kafkaconf", "trust", "internal/trustlog"}},
 	{"low internal pieces", []string{"internal/topics", "internal/brokerfeatures", "internal/dirlock", "internal/faultnet", "internal/kafkatest",
 		"internal/brokertest", "internal/client", "internal/httpauth", "internal/broker", "internal/proctest", "internal/diskfault"}},
 	{"connectors", []string{"connectors", "connectors/...", "internal/connectors/...", "internal/apifake"}},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -85,14 +86,14 @@ func (b *Batch) Entries() []Entry { return b.entries }
 // has already chained its hash; order of calls is journal order. A record
 // over the limit is not staged: the error wraps ErrTooLarge.
 func (b *Batch) Journal(p int32, rec schemas.Record) error {
-	v, err := schemas.MarshalRecord(rec)
+	v, err := wire.MarshalRecord(rec)
 	if err != nil {
 		return fmt.Errorf("outbox: journal record %q: %w", rec.IdempotencyKey, err)
 	}
 	return b.JournalBytes(p, &rec, v)
 }
 
-// JournalBytes is Journal for a record already encoded (schemas.SealRecord):
+// JournalBytes is Journal for a record already encoded (wire.SealRecord):
 // v is the value as it is, so a record is serialised once.
 func (b *Batch) JournalBytes(p int32, rec *schemas.Record, v []byte) error {
 	r := &kgo.Record{
@@ -120,7 +121,7 @@ func (b *Batch) Epoch(p int32, epoch int64, executor string, partitions int) {
 		Topic:     b.topics.Journal,
 		Partition: p,
 		Key:       []byte("onceflight.epoch"),
-		Value:     schemas.EncodeEpochMarker(schemas.EpochMarker{Epoch: epoch, Executor: executor, Partitions: partitions}),
+		Value:     wire.EncodeEpochMarker(wire.EpochMarker{Epoch: epoch, Executor: executor, Partitions: partitions}),
 		Headers: []kgo.RecordHeader{
 			{Key: schemas.HeaderKind, Value: []byte(schemas.KindEpoch)},
 			{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(epoch, 10))},
@@ -148,17 +149,21 @@ func (b *Batch) Seal(p int32, epoch int64, note []byte) {
 // Outcome stages the outcome event answering command causationID with rec.
 // An event over the limit is not staged: the error wraps ErrTooLarge.
 func (b *Batch) Outcome(rec schemas.Record, causationID string, replayed bool) error {
-	data, err := schemas.MarshalRecord(rec)
+	r, err := wire.EncodeOutcome(rec, causationID, replayed)
 	if err != nil {
 		return fmt.Errorf("outbox: outcome for %q: %w", rec.IdempotencyKey, err)
 	}
-	return b.OutcomeBytes(&rec, data, causationID, replayed)
+	return b.outcome(r)
 }
 
 // OutcomeBytes is Outcome for a record already encoded: data becomes the
 // event's data as it is.
 func (b *Batch) OutcomeBytes(rec *schemas.Record, data []byte, causationID string, replayed bool) error {
-	r := schemas.EncodeOutcomeData(rec, data, causationID, replayed)
+	return b.outcome(wire.EncodeOutcomeData(rec, data, causationID, replayed))
+}
+
+// outcome stages the outcome event r.
+func (b *Batch) outcome(r *kgo.Record) error {
 	r.Topic = b.topics.Outcomes
 	if err := b.topics.check("outcome event", r); err != nil {
 		return err
@@ -170,15 +175,15 @@ func (b *Batch) OutcomeBytes(rec *schemas.Record, data []byte, causationID strin
 
 // Deadletter stages the original bytes of an undecodable command. It never
 // fails for size: when the copy (original plus the reason and source headers)
-// would be over the limit, it stages schemas.DeadletterReference instead, a
+// would be over the limit, it stages wire.DeadletterReference instead, a
 // record without the value (and if need be without the original headers and
 // key) that names the source offset, where the bytes stay.
 func (b *Batch) Deadletter(orig *kgo.Record, reason string) {
 	var r *kgo.Record
 	if deadletterSize(orig, reason) <= b.topics.Limit() {
-		r = schemas.DeadletterRecord(orig, reason)
+		r = wire.DeadletterRecord(orig, reason)
 	} else {
-		r = schemas.DeadletterReference(orig, reason, func(r *kgo.Record) bool {
+		r = wire.DeadletterReference(orig, reason, func(r *kgo.Record) bool {
 			return RecordSize(r) <= b.topics.Limit()
 		})
 	}
@@ -222,7 +227,7 @@ func (t Topics) ForwardCopy(orig *kgo.Record, entity string, to int32) (*kgo.Rec
 	return r, nil
 }
 
-// deadletterSize is RecordSize(schemas.DeadletterRecord(orig, reason))
+// deadletterSize is RecordSize(wire.DeadletterRecord(orig, reason))
 // without copying the value.
 func deadletterSize(orig *kgo.Record, reason string) int {
 	r := kgo.Record{Key: orig.Key, Value: orig.Value}

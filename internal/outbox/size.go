@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/internal/wire"
 )
 
 // DefaultMaxMessageBytes is the max.message.bytes onceflight's topics are
@@ -90,7 +90,7 @@ func (t Topics) Limit() int {
 func (t Topics) check(what string, r *kgo.Record) error {
 	if n, max := RecordSize(r), t.Limit(); n > max {
 		return fmt.Errorf("outbox: %s for topic %q key %q is %d bytes, over the %d-byte limit: %w",
-			what, r.Topic, schemas.CapMessage(string(r.Key), 128), n, max, ErrTooLarge)
+			what, r.Topic, wire.CapMessage(string(r.Key), 128), n, max, ErrTooLarge)
 	}
 	return nil
 }

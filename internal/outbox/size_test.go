@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -125,7 +126,7 @@ func TestDeadletterByReference(t *testing.T) {
 
 	// A copy that fits exactly is a full copy; one byte more is a reference.
 	orig = &kgo.Record{Topic: "c", Partition: 3, Offset: 99, Key: []byte("order-1042")}
-	full := func() *kgo.Record { return schemas.DeadletterRecord(orig, "bad") }
+	full := func() *kgo.Record { return wire.DeadletterRecord(orig, "bad") }
 	orig.Value = make([]byte, limit-RecordSize(full())-4) // -4: the value's length varint grows
 	for RecordSize(full()) < limit {
 		orig.Value = append(orig.Value, 0)

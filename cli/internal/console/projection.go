@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -85,10 +86,6 @@ func WithGroup(g string) ProjectionOption { return func(p *Projection) { p.group
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) ProjectionOption { return func(p *Projection) { p.log = l } }
-
-// WithStatsInterval sets how often lag, owners and the command rate are
-// refreshed (default 2s).
-func WithStatsInterval(d time.Duration) ProjectionOption { return func(p *Projection) { p.every = d } }
 
 // OpenProjection opens (or creates) the index under dir for the cluster
 // of brokers. Run keeps it up to date; Close closes it.
@@ -328,7 +325,7 @@ func (p *Projection) apply(fs kgo.Fetches) error {
 			var e error
 			switch ft.Topic {
 			case p.topics.Journal:
-				if !sealsSeen && schemas.JournalKind(rec) == schemas.KindSeal {
+				if !sealsSeen && wire.JournalKind(rec) == schemas.KindSeal {
 					sealsSeen = true
 				}
 				var w string
@@ -392,7 +389,7 @@ var errUndecodable = errors.New("undecodable")
 // applyJournal applies one journal entry and returns the executor that
 // wrote it ("" for other kinds of entries).
 func (p *Projection) applyJournal(b *pebble.Batch, rec *kgo.Record) (string, error) {
-	if schemas.JournalKind(rec) != schemas.KindRecord {
+	if wire.JournalKind(rec) != schemas.KindRecord {
 		return "", nil // epoch markers and the like
 	}
 	if rec.Value == nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/trustlog"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -28,7 +30,7 @@ type journalWriter struct {
 }
 
 func (w *journalWriter) record(key string) *kgo.Record {
-	v, err := schemas.SealRecord(&schemas.Record{IdempotencyKey: key, Entity: "e", Action: "noop.ping", Status: cmp.Or(w.status, schemas.StatusSucceeded), Attempts: 1})
+	v, err := wire.SealRecord(&schemas.Record{IdempotencyKey: key, Entity: "e", Action: "noop.ping", Status: cmp.Or(w.status, schemas.StatusSucceeded), Attempts: 1})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -45,7 +47,7 @@ func (w *journalWriter) add(r *kgo.Record) *kgo.Record {
 // txn writes records keys and a seal over them signed by s, of epoch,
 // after the seal prev (nil: it starts a chain); bad: the seal's digest
 // does not match them.
-func (w *journalWriter) txn(s *trust.Signer, epoch int64, prev *kgo.Record, bad bool, keys ...string) *kgo.Record {
+func (w *journalWriter) txn(s *trustlog.Signer, epoch int64, prev *kgo.Record, bad bool, keys ...string) *kgo.Record {
 	var hs [][]byte
 	for _, k := range keys {
 		hs = append(hs, trust.RecordLeafHash(w.record(k)))
@@ -64,13 +66,13 @@ func (w *journalWriter) txn(s *trust.Signer, epoch int64, prev *kgo.Record, bad 
 	return w.add(&kgo.Record{Key: []byte("onceflight.seal"), Value: msg, Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindSeal)}}})
 }
 
-func testSigner(t testing.TB, name string) *trust.Signer {
+func testSigner(t testing.TB, name string) *trustlog.Signer {
 	t.Helper()
-	skey, _, err := trust.GenerateKey(name)
+	skey, _, err := trustlog.GenerateKey(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := trust.NewSigner(skey)
+	s, err := trustlog.NewSigner(skey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +172,7 @@ func TestSplitTransactionPendingThenApplied(t *testing.T) {
 }
 
 // signedIndex is an executor key and an index (never run) that trusts it.
-func signedIndex(t *testing.T) (*trust.Signer, *Projection) {
+func signedIndex(t *testing.T) (*trustlog.Signer, *Projection) {
 	t.Helper()
 	exec := testSigner(t, "executor-a")
 	p, err := OpenProjection(t.TempDir(), []string{"127.0.0.1:1"}, WithTrustedKeys(trusting(t, exec.VerifierKey()), ""))

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -71,53 +71,23 @@ type partSeals struct {
 	marked  map[int64][]byte
 	out     []*kgo.Record
 	refused []refusal
-
-	// fresh: the gate has accepted no seal since it was (re)made, so it
-	// has no chain to hold the next seal to; lastSeal and lastEpoch are
-	// the last trusted seal's note and epoch, which then take its place.
-	fresh     bool
-	lastSeal  []byte
-	lastEpoch int64
-	lastOff   int64
 }
 
 func newPartSeals(origin string, tk *trust.TrustedKeys, from int64) *partSeals {
-	return &partSeals{origin: origin, tk: tk, gate: trust.NewSealGate(origin, tk), from: from, marked: map[int64][]byte{}, fresh: true}
+	return &partSeals{origin: origin, tk: tk, gate: trust.NewSealGate(origin, tk), from: from, marked: map[int64][]byte{}}
 }
 
-// reset starts a new gate after one refused a chain.
+// reset goes on after the gate refused a chain with its successor, which
+// holds the next seal to the last seal it trusted (trust.SealGate's rule,
+// as restore and the audit apply it): a copy of an older transaction,
+// appended after a refused chain, does not start a new one.
 func (ps *partSeals) reset() {
-	ps.gate = trust.NewSealGate(ps.origin, ps.tk)
-	ps.fresh = true
-}
-
-// breaks says why seal cannot come next after the last trusted seal when
-// the gate has no chain of its own ("" when it can): a gate that refused
-// a chain starts again, and without this a copy of an older transaction,
-// appended after a refused chain, would start a new one.
-func (ps *partSeals) breaks(seal *kgo.Record) string {
-	if !ps.fresh || ps.lastSeal == nil {
-		return ""
-	}
-	s, err := trust.ParseSeal(seal.Value)
-	if err != nil {
-		return "" // the gate names it
-	}
-	if s.Prev != nil && bytes.Equal(s.Prev, trust.SealHash(ps.lastSeal)) || s.Prev == nil && s.Epoch > ps.lastEpoch {
-		return ""
-	}
-	return fmt.Sprintf("the seal at offset %d neither follows the last trusted seal (offset %d) nor starts a chain of an epoch above its %d: a transaction copied from earlier in the journal",
-		seal.Offset, ps.lastOff, ps.lastEpoch)
+	ps.gate = ps.gate.Successor()
 }
 
 // trust takes r as covered by a trusted seal.
 func (ps *partSeals) trust(r *kgo.Record) {
 	ps.out = append(ps.out, r)
-	if schemas.JournalKind(r) == schemas.KindSeal {
-		if s, err := trust.ParseSeal(r.Value); err == nil {
-			ps.lastSeal, ps.lastEpoch, ps.lastOff = r.Value, s.Epoch, r.Offset
-		}
-	}
 }
 
 // add passes the partition's next committed data record.
@@ -132,7 +102,7 @@ func (ps *partSeals) add(rec *kgo.Record) {
 	if rec.Attrs.IsControl() {
 		return
 	}
-	if schemas.JournalKind(rec) != schemas.KindSeal {
+	if wire.JournalKind(rec) != schemas.KindSeal {
 		ps.buf = append(ps.buf, rec)
 		if len(ps.buf) > maxUnsealed {
 			// Bounded memory: no executor's transaction is this long.
@@ -158,10 +128,6 @@ func (ps *partSeals) add(rec *kgo.Record) {
 // gate refused something.
 func (ps *partSeals) feed(cur []*kgo.Record) bool {
 	seal := cur[len(cur)-1]
-	if why := ps.breaks(seal); why != "" {
-		ps.refuse(cur, why)
-		return false
-	}
 	for _, r := range cur[:len(cur)-1] {
 		ps.gate.Add(r.Offset, trust.RecordLeafHash(r), r)
 	}
@@ -174,7 +140,6 @@ func (ps *partSeals) feed(cur []*kgo.Record) bool {
 			// deleted: passed over, as restore does.
 			ps.inGate = nil
 		}
-		ps.fresh = false
 		return true
 	}
 	old := ps.gate
@@ -207,10 +172,6 @@ func (ps *partSeals) feed(cur []*kgo.Record) bool {
 		ps.refuse(rest, "part of a transaction whose seal was refused")
 		return false
 	}
-	if why := ps.breaks(seal); why != "" {
-		ps.refuse(rest, why)
-		return false
-	}
 	for _, r := range rest[:len(rest)-1] {
 		ps.gate.Add(r.Offset, trust.RecordLeafHash(r), r)
 	}
@@ -221,7 +182,6 @@ func (ps *partSeals) feed(cur []*kgo.Record) bool {
 		ps.reset()
 		return false
 	}
-	ps.fresh = false
 	return false
 }
 
@@ -324,7 +284,7 @@ const pendingWhy = "no seal follows it yet: a record of a transaction still bein
 // unsignedOf is what the index keeps of a record no trusted seal covers
 // (nil: not a decodable execution record, so no execution to show it on).
 func unsignedOf(rec *kgo.Record, why string, pending bool) (id []byte, u *UnsignedRecord) {
-	if schemas.JournalKind(rec) != schemas.KindRecord || rec.Value == nil {
+	if wire.JournalKind(rec) != schemas.KindRecord || rec.Value == nil {
 		return nil, nil
 	}
 	r, err := schemas.UnmarshalRecord(rec.Value)

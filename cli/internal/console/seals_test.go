@@ -18,6 +18,7 @@ import (
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -32,7 +33,7 @@ func appendUnsigned(t *testing.T, h *onceflighttest.Harness, entity, key string,
 	p := partitioner.ForEntity(entity, onceflighttest.Partitions)
 	var last schemas.Record
 	for _, r := range h.Journal(p) {
-		if schemas.JournalKind(r) != schemas.KindRecord {
+		if wire.JournalKind(r) != schemas.KindRecord {
 			continue
 		}
 		var err error
@@ -48,7 +49,7 @@ func appendUnsigned(t *testing.T, h *onceflighttest.Harness, entity, key string,
 	rec := schemas.Record{IdempotencyKey: key, Entity: entity, Action: "noop.ping", Status: st, Fingerprint: fp, Attempts: 2,
 		Epoch: last.Epoch, Executor: last.Executor, StartedAt: &now, PrevHash: last.Hash,
 		Error: &schemas.Error{Code: "timeout", Message: "forged: no answer"}}
-	v, err := schemas.SealRecord(&rec)
+	v, err := wire.SealRecord(&rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +70,10 @@ func appendUnsigned(t *testing.T, h *onceflighttest.Harness, entity, key string,
 
 // runProjection runs a projection with opts until stop (or the test's
 // end).
+// WithStatsInterval refreshes lag, owners and the command rate every d
+// instead of every 2s, so that tests see them soon.
+func WithStatsInterval(d time.Duration) ProjectionOption { return func(p *Projection) { p.every = d } }
+
 func runProjection(t testing.TB, dir string, brokers []string, opts ...ProjectionOption) (*Projection, func()) {
 	t.Helper()
 	opts = append([]ProjectionOption{WithStatsInterval(200 * time.Millisecond),

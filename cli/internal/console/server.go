@@ -26,6 +26,7 @@ import (
 	"github.com/onceflight/onceflight/cli/internal/api"
 	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -454,7 +455,7 @@ func evidenceStory(evs []schemas.Evidence, hideDetails bool) string {
 		if hideDetails {
 			ev.Detail = ""
 		}
-		t := ev.Text()
+		t := wire.EntryText(ev)
 		if t == last {
 			n++
 			continue
@@ -625,7 +626,7 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if current != nil {
 		// How the status was established (docs/events.md#evidence), from
 		// the redacted record: evidence details quote the system's answers.
-		data, result, evidence = pretty(current.Data), pretty(current.Result), schemas.EvidenceText(current)
+		data, result, evidence = pretty(current.Data), pretty(current.Result), wire.EvidenceText(current)
 	}
 	d := s.data(rc, "Execution "+key, map[string]any{
 		"E": v.Exec, "Why": s.why(v.Exec), "Steps": steps, "Current": current, "Data": data, "Result": result, "Evidence": evidence,

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -112,11 +113,11 @@ func TestStatusStaleUnknownAndBadIgnored(t *testing.T) {
 	now := time.Now().UTC()
 	status := func(ex string, at time.Time, owned ...int32) *kgo.Record {
 		s := schemas.ExecutorStatus{Executor: ex, At: at, EveryMS: 1000, Ready: true, Owned: owned}
-		return &kgo.Record{Topic: schemas.DefaultStatusTopic, Key: []byte(ex), Value: schemas.EncodeStatus(s)}
+		return &kgo.Record{Topic: schemas.DefaultStatusTopic, Key: []byte(ex), Value: wire.EncodeStatus(s)}
 	}
 	for _, r := range []*kgo.Record{
 		{Topic: schemas.DefaultStatusTopic, Key: []byte("junk"), Value: []byte("{not json")},
-		{Topic: schemas.DefaultStatusTopic, Key: []byte("other"), Value: schemas.EncodeStatus(schemas.ExecutorStatus{Executor: "someone", At: now, EveryMS: 1000})},
+		{Topic: schemas.DefaultStatusTopic, Key: []byte("other"), Value: wire.EncodeStatus(schemas.ExecutorStatus{Executor: "someone", At: now, EveryMS: 1000})},
 		status("ex-stale", now.Add(-time.Minute), 0),
 		status("ex-live", now.Add(time.Hour), 1), // current for the test's length
 	} {

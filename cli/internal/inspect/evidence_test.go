@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -28,8 +29,8 @@ func TestGoldenJournalExplains(t *testing.T) {
 			t.Fatalf("line %d: a record from before has evidence: %+v", i, rec)
 		}
 		st := JournalStep(prev, rec, 0, int64(i), time.Time{})
-		if strings.Contains(st.Summary, "established by") || schemas.EvidenceText(&rec) != "" {
-			t.Errorf("line %d: %q / %q", i, st.Summary, schemas.EvidenceText(&rec))
+		if strings.Contains(st.Summary, "established by") || wire.EvidenceText(&rec) != "" {
+			t.Errorf("line %d: %q / %q", i, st.Summary, wire.EvidenceText(&rec))
 		}
 		prev = &rec
 	}

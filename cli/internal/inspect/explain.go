@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceflight/onceflight/client"
 	internal "github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -298,7 +299,7 @@ func summarize(prev, r *schemas.Record) string {
 	}
 	if n := len(r.Evidence); n > 0 && (prev == nil || len(prev.Evidence) != n || prev.Evidence[n-1] != r.Evidence[n-1]) {
 		ev := r.Evidence[n-1]
-		fmt.Fprintf(&b, "; last observed: %s", ev.Text())
+		fmt.Fprintf(&b, "; last observed: %s", wire.EntryText(ev))
 	}
 	fmt.Fprintf(&b, " [fencing token %d, epoch %d, executor %s]", r.FencingToken, r.Epoch, r.Executor)
 	return b.String()
@@ -321,7 +322,7 @@ func WriteStoryText(w io.Writer, s Story) error {
 	fmt.Fprintf(&b, "key %s, entity %s\n", s.Key, s.Entity)
 	if s.Current != nil {
 		fmt.Fprintf(&b, "now: %s, action %s, %d attempt(s), entity version %d\n", s.Current.Status, s.Current.Action, s.Current.Attempts, s.Current.EntityVersion)
-		if ev := schemas.EvidenceText(s.Current); ev != "" {
+		if ev := wire.EvidenceText(s.Current); ev != "" {
 			fmt.Fprintf(&b, "evidence: %s\n", ev)
 		}
 	}

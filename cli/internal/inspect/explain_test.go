@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -73,9 +74,9 @@ func TestExplain(t *testing.T) {
 	// The ambiguous answer is journaled before the confirmation is asked
 	// (the second in_progress record: "confirmation pending").
 	wantSteps(t, s, []string{"journal:in_progress", "journal:in_progress", "journal:succeeded", "outcomes:succeeded"})
-	if r := s.Steps[1].Record; r.Error == nil || r.Error.Code != schemas.CodeConfirmationPending || !strings.Contains(schemas.EvidenceText(r), "attempt 1 → ambiguous (after ") ||
-		!strings.HasSuffix(schemas.EvidenceText(r), "→ confirmation pending") {
-		t.Errorf("pending step: %+v: %s", r.Error, schemas.EvidenceText(r))
+	if r := s.Steps[1].Record; r.Error == nil || r.Error.Code != schemas.CodeConfirmationPending || !strings.Contains(wire.EvidenceText(r), "attempt 1 → ambiguous (after ") ||
+		!strings.HasSuffix(wire.EvidenceText(r), "→ confirmation pending") {
+		t.Errorf("pending step: %+v: %s", r.Error, wire.EvidenceText(r))
 	}
 	if sum := s.Steps[1].Summary; !strings.HasPrefix(sum, "attempt 1 answered ambiguously, confirmation pending, deadline ") ||
 		!strings.Contains(sum, "; last observed: attempt 1 → ambiguous (after ") || strings.Contains(sum, "started") {

@@ -8,25 +8,39 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
-
-	"github.com/onceflight/onceflight/cli/internal/api"
 )
 
 var (
 	once   sync.Once
+	spec   []byte
 	shared validator.Validator
 	errs   []error
 )
 
+// specPath is openapi.json beside the api package's source, found from
+// this file's own path so that the tests of any package read it.
+func specPath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "api", "openapi.json")
+}
+
 func load() (validator.Validator, []error) {
 	once.Do(func() {
-		doc, err := libopenapi.NewDocument(api.OpenAPI())
+		var err error
+		if spec, err = os.ReadFile(specPath()); err != nil {
+			errs = []error{err}
+			return
+		}
+		doc, err := libopenapi.NewDocument(spec)
 		if err != nil {
 			errs = []error{err}
 			return
@@ -34,6 +48,16 @@ func load() (validator.Validator, []error) {
 		shared, errs = validator.NewValidator(doc)
 	})
 	return shared, errs
+}
+
+// Spec is the OpenAPI document serve embeds and answers at
+// /openapi.json (cli/internal/api/openapi.json), for tests that walk it.
+func Spec(t testing.TB) []byte {
+	t.Helper()
+	if _, errs := load(); len(errs) > 0 {
+		t.Fatalf("openapi.json: %v", errs)
+	}
+	return spec
 }
 
 // Document fails the test unless the document itself is a valid OpenAPI

@@ -21,6 +21,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -138,7 +139,7 @@ func WithEvidence(fn func(ctx context.Context, req *connectors.Request, ev schem
 func (r *runner) observe(ctx context.Context, req *connectors.Request, ev schemas.Evidence) {
 	if r.o.evidence != nil {
 		// "HTTP 504: " with an empty body reads "HTTP 504".
-		ev.Detail = schemas.TruncateDetail(strings.TrimRight(ev.Detail, ": "))
+		ev.Detail = wire.TruncateDetail(strings.TrimRight(ev.Detail, ": "))
 		r.o.evidence(ctx, req, ev)
 	}
 }

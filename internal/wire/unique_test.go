@@ -1,4 +1,4 @@
-package schemas
+package wire
 
 import (
 	"encoding/json"

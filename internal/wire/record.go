@@ -1,4 +1,4 @@
-package schemas
+package wire
 
 import (
 	"crypto/sha256"
@@ -7,9 +7,13 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/jcs"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // A record is encoded once, directly in its RFC 8785 (JCS) canonical form:
@@ -23,14 +27,22 @@ import (
 // canonicalization of its output were most of the CPU of a command).
 
 // appendRecordJSON appends rec as JCS JSON, hash included as rec.Hash says.
-func appendRecordJSON(dst []byte, rec *Record) ([]byte, error) {
+func appendRecordJSON(dst []byte, rec *schemas.Record) ([]byte, error) {
 	out, _, err := appendRecord(dst, rec, true)
 	return out, err
 }
 
+// MarshalRecord encodes a record as the journal value and the outcome
+// event's data: its RFC 8785 canonical JSON (appendRecordJSON), hash included as
+// rec.Hash says. Strings are not HTML-escaped, so HTML-heavy data or results
+// do not grow 6× on their way to the journal (issue 7).
+func MarshalRecord(rec schemas.Record) ([]byte, error) {
+	return appendRecordJSON(nil, &rec)
+}
+
 // SealRecord computes rec's hash over its contents (prev_hash included, so
 // the hash chains), stores it in rec.Hash, and returns the record's bytes.
-func SealRecord(rec *Record) ([]byte, error) {
+func SealRecord(rec *schemas.Record) ([]byte, error) {
 	// One buffer for the body and, after hashing it, the hash member
 	// spliced in place: sized so that neither the encoder nor the splice
 	// grows it for a record of the usual shape (the executor seals one per
@@ -60,14 +72,14 @@ func SealRecord(rec *Record) ([]byte, error) {
 // hash member: the sealed bytes are kept (staged, then in Pebble's batch)
 // until the transaction commits, so the buffer should neither grow nor
 // carry much slack.
-func sealedSize(rec *Record) int {
+func sealedSize(rec *schemas.Record) int {
 	n := 640 + len(rec.IdempotencyKey) + len(rec.Entity) + len(rec.Action) + len(rec.Fingerprint) +
 		len(rec.Executor) + len(rec.TraceParent) + len(rec.UniqueKey) + len(rec.PrevHash) +
 		len(rec.Command.ID) + len(rec.Command.Source) + len(rec.Data) + len(rec.Result)
 	if rec.Error != nil {
 		n += 64 + len(rec.Error.Message)
 	}
-	for _, r := range []*Resolution{rec.Resolution, rec.Release} {
+	for _, r := range []*schemas.Resolution{rec.Resolution, rec.Release} {
 		if r != nil {
 			n += 256 + len(r.Reason) + len(r.By)
 		}
@@ -83,7 +95,7 @@ func sealedSize(rec *Record) int {
 // its top-level "hash" member. An auditor can compute it with any JCS
 // library; a duplicate key inside data or result keeps its last value.
 func RecordHash(raw []byte) (string, error) {
-	canon, err := appendCanonical(make([]byte, 0, len(raw)), raw, canonMode{jcs: true, dropHash: true})
+	canon, err := jcs.AppendCanonical(make([]byte, 0, len(raw)), raw, jcs.Mode{JCS: true, DropHash: true})
 	if err != nil {
 		return "", fmt.Errorf("canonicalize record: %w", err)
 	}
@@ -93,23 +105,23 @@ func RecordHash(raw []byte) (string, error) {
 
 // appendRecord writes rec's members in JCS order. With withHash false the
 // "hash" member is left out and hashAt is where it belongs.
-func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int, err error) {
+func appendRecord(b []byte, rec *schemas.Record, withHash bool) (out []byte, hashAt int, err error) {
 	b = append(b, `{"action":`...)
-	b = appendJCSString(b, rec.Action)
+	b = jcs.AppendString(b, rec.Action)
 	b = append(b, `,"attempts":`...)
 	b = appendJCSInt(b, int64(rec.Attempts))
 	b = append(b, `,"command":{"id":`...)
-	b = appendJCSString(b, rec.Command.ID)
+	b = jcs.AppendString(b, rec.Command.ID)
 	b = append(b, `,"offset":`...)
 	b = appendJCSInt(b, rec.Command.Offset)
 	b = append(b, `,"partition":`...)
 	b = appendJCSInt(b, int64(rec.Command.Partition))
 	b = append(b, `,"source":`...)
-	b = appendJCSString(b, rec.Command.Source)
+	b = jcs.AppendString(b, rec.Command.Source)
 	b = append(b, '}')
 	if len(rec.Data) > 0 {
 		b = append(b, `,"data":`...)
-		if b, err = appendCanonical(b, rec.Data, canonMode{jcs: true}); err != nil {
+		if b, err = jcs.AppendCanonical(b, rec.Data, jcs.Mode{JCS: true}); err != nil {
 			return nil, 0, fmt.Errorf("encode record %q: data: %w", rec.IdempotencyKey, err)
 		}
 	}
@@ -119,7 +131,7 @@ func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int,
 		}
 	}
 	b = append(b, `,"entity":`...)
-	b = appendJCSString(b, rec.Entity)
+	b = jcs.AppendString(b, rec.Entity)
 	b = append(b, `,"entity_version":`...)
 	b = appendJCSInt(b, rec.EntityVersion)
 	b = append(b, `,"epoch":`...)
@@ -129,14 +141,14 @@ func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int,
 		b = append(b, "null"...)
 	} else {
 		b = append(b, `{"code":`...)
-		b = appendJCSString(b, rec.Error.Code)
+		b = jcs.AppendString(b, rec.Error.Code)
 		b = append(b, `,"message":`...)
-		b = appendJCSString(b, rec.Error.Message)
+		b = jcs.AppendString(b, rec.Error.Message)
 		b = append(b, '}')
 	}
 	if rec.EstablishedBy != "" {
 		b = append(b, `,"established_by":`...)
-		b = appendJCSString(b, rec.EstablishedBy)
+		b = jcs.AppendString(b, rec.EstablishedBy)
 	}
 	if len(rec.Evidence) > 0 {
 		b = append(b, `,"evidence":[`...)
@@ -155,13 +167,13 @@ func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int,
 		b = appendJCSInt(b, int64(rec.EvidenceDropped))
 	}
 	b = append(b, `,"executor":`...)
-	b = appendJCSString(b, rec.Executor)
+	b = jcs.AppendString(b, rec.Executor)
 	if rec.FencingToken != 0 {
 		b = append(b, `,"fencing_token":`...)
 		b = appendJCSInt(b, rec.FencingToken)
 	}
 	b = append(b, `,"fingerprint":`...)
-	b = appendJCSString(b, rec.Fingerprint)
+	b = jcs.AppendString(b, rec.Fingerprint)
 	if rec.FinishedAt != nil {
 		if b, err = appendTimeMember(b, `,"finished_at":`, *rec.FinishedAt); err != nil {
 			return nil, 0, err
@@ -170,12 +182,12 @@ func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int,
 	hashAt = len(b)
 	if withHash {
 		b = append(b, `,"hash":`...)
-		b = appendJCSString(b, rec.Hash)
+		b = jcs.AppendString(b, rec.Hash)
 	}
 	b = append(b, `,"idempotency_key":`...)
-	b = appendJCSString(b, rec.IdempotencyKey)
+	b = jcs.AppendString(b, rec.IdempotencyKey)
 	b = append(b, `,"prev_hash":`...)
-	b = appendJCSString(b, rec.PrevHash)
+	b = jcs.AppendString(b, rec.PrevHash)
 	if r := rec.Release; r != nil {
 		if b, err = appendResolution(b, `,"release":{"as":`, r); err != nil {
 			return nil, 0, err
@@ -189,7 +201,7 @@ func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int,
 	b = append(b, `,"result":`...)
 	if len(rec.Result) == 0 {
 		b = append(b, "null"...)
-	} else if b, err = appendCanonical(b, rec.Result, canonMode{jcs: true}); err != nil {
+	} else if b, err = jcs.AppendCanonical(b, rec.Result, jcs.Mode{JCS: true}); err != nil {
 		return nil, 0, fmt.Errorf("encode record %q: result: %w", rec.IdempotencyKey, err)
 	}
 	if rec.StartedAt != nil {
@@ -198,46 +210,46 @@ func appendRecord(b []byte, rec *Record, withHash bool) (out []byte, hashAt int,
 		}
 	}
 	b = append(b, `,"status":`...)
-	b = appendJCSString(b, string(rec.Status))
+	b = jcs.AppendString(b, string(rec.Status))
 	if rec.TraceParent != "" {
 		b = append(b, `,"traceparent":`...)
-		b = appendJCSString(b, rec.TraceParent)
+		b = jcs.AppendString(b, rec.TraceParent)
 	}
 	if rec.UniqueKey != "" {
 		b = append(b, `,"unique_key":`...)
-		b = appendJCSString(b, rec.UniqueKey)
+		b = jcs.AppendString(b, rec.UniqueKey)
 	}
 	return append(b, '}'), hashAt, nil
 }
 
 // appendResolution writes an operator decision's members (JCS order) after
 // head, which opens the object up to its "as" member.
-func appendResolution(b []byte, head string, r *Resolution) ([]byte, error) {
+func appendResolution(b []byte, head string, r *schemas.Resolution) ([]byte, error) {
 	b = append(b, head...)
-	b = appendJCSString(b, string(r.As))
+	b = jcs.AppendString(b, string(r.As))
 	b, err := appendTimeMember(b, `,"at":`, r.At)
 	if err != nil {
 		return nil, err
 	}
 	b = append(b, `,"by":`...)
-	b = appendJCSString(b, r.By)
+	b = jcs.AppendString(b, r.By)
 	if r.DecisionID != "" {
 		b = append(b, `,"decision_id":`...)
-		b = appendJCSString(b, r.DecisionID)
+		b = jcs.AppendString(b, r.DecisionID)
 	}
 	if r.Offset != nil {
 		b = append(b, `,"offset":`...)
 		b = appendJCSInt(b, *r.Offset)
 	}
 	b = append(b, `,"reason":`...)
-	b = appendJCSString(b, r.Reason)
+	b = jcs.AppendString(b, r.Reason)
 	return append(b, '}'), nil
 }
 
 // appendEvidence writes one evidence entry's members in JCS order.
-func appendEvidence(b []byte, ev *Evidence) ([]byte, error) {
+func appendEvidence(b []byte, ev *schemas.Evidence) ([]byte, error) {
 	b = append(b, `{"answer":`...)
-	b = appendJCSString(b, ev.Answer)
+	b = jcs.AppendString(b, ev.Answer)
 	b, err := appendTimeMember(b, `,"at":`, ev.At)
 	if err != nil {
 		return nil, err
@@ -246,11 +258,11 @@ func appendEvidence(b []byte, ev *Evidence) ([]byte, error) {
 	b = appendJCSInt(b, int64(ev.Attempt))
 	if ev.By != "" {
 		b = append(b, `,"by":`...)
-		b = appendJCSString(b, ev.By)
+		b = jcs.AppendString(b, ev.By)
 	}
 	if ev.Detail != "" {
 		b = append(b, `,"detail":`...)
-		b = appendJCSString(b, ev.Detail)
+		b = jcs.AppendString(b, ev.Detail)
 	}
 	if ev.EndedAt != nil {
 		if b, err = appendTimeMember(b, `,"ended_at":`, *ev.EndedAt); err != nil {
@@ -262,7 +274,7 @@ func appendEvidence(b []byte, ev *Evidence) ([]byte, error) {
 		b = appendJCSInt(b, ev.FencingToken)
 	}
 	b = append(b, `,"kind":`...)
-	b = appendJCSString(b, ev.Kind)
+	b = jcs.AppendString(b, ev.Kind)
 	return append(b, '}'), nil
 }
 
@@ -271,7 +283,7 @@ func appendEvidence(b []byte, ev *Evidence) ([]byte, error) {
 func appendJCSInt(b []byte, v int64) []byte {
 	const exact = 1 << 53
 	if v > exact || v < -exact {
-		return appendES6Number(b, float64(v))
+		return jcs.AppendES6Number(b, float64(v))
 	}
 	return strconv.AppendInt(b, v, 10)
 }
@@ -288,42 +300,46 @@ func appendTimeMember(b []byte, name string, t time.Time) ([]byte, error) {
 	return append(b, '"'), nil
 }
 
+// headerContentType is the CloudEvents Kafka binding's content-type header,
+// which marks a structured-mode event (schemas reads it by the same name).
+const headerContentType = "content-type"
+
 // EncodeOutcomeData is EncodeOutcome for a record whose bytes (appendRecordJSON
 // or SealRecord) are already at hand: they become the event's data as they
 // are, and the CloudEvent around them is written directly (structured mode),
 // as the sdk-go writer would write it, without a second encoding.
-func EncodeOutcomeData(rec *Record, data []byte, causationID string, replayed bool) *kgo.Record {
+func EncodeOutcomeData(rec *schemas.Record, data []byte, causationID string, replayed bool) *kgo.Record {
 	t := time.Now()
 	if rec.FinishedAt != nil {
 		t = *rec.FinishedAt
 	}
 	v := make([]byte, 0, len(data)+384+len(rec.IdempotencyKey)+len(causationID)+len(rec.Entity))
 	v = append(v, `{"specversion":"1.0","id":`...)
-	v = appendJCSString(v, OutcomeIDOf(rec, causationID))
+	v = jcs.AppendString(v, OutcomeIDOf(rec, causationID))
 	v = append(v, `,"source":`...)
-	v = appendJCSString(v, OutcomeSource)
+	v = jcs.AppendString(v, schemas.OutcomeSource)
 	v = append(v, `,"type":`...)
-	v = appendJCSString(v, OutcomeTypePrefix+string(rec.Status))
+	v = jcs.AppendString(v, schemas.OutcomeTypePrefix+string(rec.Status))
 	if rec.Entity != "" {
 		v = append(v, `,"subject":`...)
-		v = appendJCSString(v, rec.Entity)
+		v = jcs.AppendString(v, rec.Entity)
 	}
 	v = append(v, `,"datacontenttype":"application/json","time":"`...)
 	v = t.UTC().AppendFormat(v, time.RFC3339Nano)
 	v = append(v, '"')
 	if causationID != "" {
-		v = append(v, `,"`+ExtCausationID+`":`...)
-		v = appendJCSString(v, causationID)
+		v = append(v, `,"`+schemas.ExtCausationID+`":`...)
+		v = jcs.AppendString(v, causationID)
 	}
 	if rec.IdempotencyKey != "" {
-		v = append(v, `,"`+ExtIdempotencyKey+`":`...)
-		v = appendJCSString(v, rec.IdempotencyKey)
+		v = append(v, `,"`+schemas.ExtIdempotencyKey+`":`...)
+		v = jcs.AppendString(v, rec.IdempotencyKey)
 	}
-	v = append(v, `,"`+ExtReplayed+`":`...)
+	v = append(v, `,"`+schemas.ExtReplayed+`":`...)
 	v = strconv.AppendBool(v, replayed)
 	if rec.TraceParent != "" {
-		v = append(v, `,"`+ExtTraceParent+`":`...)
-		v = appendJCSString(v, rec.TraceParent)
+		v = append(v, `,"`+schemas.ExtTraceParent+`":`...)
+		v = jcs.AppendString(v, rec.TraceParent)
 	}
 	v = append(v, `,"data":`...)
 	v = append(v, data...)
@@ -333,4 +349,34 @@ func EncodeOutcomeData(rec *Record, data []byte, causationID string, replayed bo
 		r.Key = []byte(rec.Entity)
 	}
 	return r
+}
+
+// MaxEvidence is how many evidence entries a record keeps (the latest);
+// older ones are counted in EvidenceDropped, so a record stays small.
+const MaxEvidence = 16
+
+// MaxEvidenceDetail bounds an entry's detail, in bytes.
+const MaxEvidenceDetail = 200
+
+// AddEvidence appends ev to rec's evidence, keeping the latest
+// MaxEvidence entries and counting the ones it drops.
+func AddEvidence(rec *schemas.Record, ev schemas.Evidence) {
+	ev.Detail = TruncateDetail(ev.Detail)
+	rec.Evidence = append(rec.Evidence, ev)
+	if over := len(rec.Evidence) - MaxEvidence; over > 0 {
+		rec.Evidence = append([]schemas.Evidence(nil), rec.Evidence[over:]...)
+		rec.EvidenceDropped += over
+	}
+}
+
+// TruncateDetail cuts s to MaxEvidenceDetail bytes at a rune boundary.
+func TruncateDetail(s string) string {
+	if len(s) <= MaxEvidenceDetail {
+		return s
+	}
+	cut := MaxEvidenceDetail - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -1,4 +1,4 @@
-package schemas
+package wire
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // UniqueKey is the identity of a command's unique_by tuple (docs/configuration.md):
@@ -30,7 +32,7 @@ func UniqueKey(paths []string, data json.RawMessage) (string, error) {
 		return "", fmt.Errorf("unique_by: data is not JSON: %w", err)
 	}
 	h := sha256.New()
-	writeFramed(h, []byte("onceflight/unique-by/v1"))
+	jcs.WriteFramed(h, []byte("onceflight/unique-by/v1"))
 	for _, path := range paths {
 		v, ok := root, true
 		for _, step := range strings.Split(path, ".") {
@@ -50,11 +52,11 @@ func UniqueKey(paths []string, data json.RawMessage) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("unique_by field %q: %w", path, err)
 		}
-		canon, err := canonicalJCS(raw)
+		canon, err := jcs.Canonical(raw)
 		if err != nil {
 			return "", fmt.Errorf("unique_by field %q: %w", path, err)
 		}
-		writeFramed(h, canon)
+		jcs.WriteFramed(h, canon)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -1,16 +1,23 @@
-package schemas
+// Package jcs writes canonical JSON for hashing: RFC 8785 (JCS) for record
+// hashes and the v1 form of command fingerprints, in one byte-level pass
+// without reflection. It sits below schemas, which decodes commands and
+// records with its Parser, and internal/wire, which encodes records with it;
+// it knows nothing of either.
+package jcs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// canonMode selects one of the two canonical forms the package writes.
+// Mode selects one of the two canonical forms the package writes.
 //
 // Both sort object keys, drop insignificant whitespace and escape strings
 // minimally; they differ where RFC 8785 (JCS) made choices the fingerprint
@@ -21,93 +28,132 @@ import (
 //	numbers           literal text (1.0 ≠ 1)    ES6 shortest form (1.0 → 1)
 //	key order         UTF-8 bytes               UTF-16 code units
 //	\b and \f         \u0008, \u000c            \b, \f
-type canonMode struct {
-	jcs bool
-	// strict makes a duplicate object key an error; otherwise the last one
+type Mode struct {
+	// JCS selects RFC 8785; otherwise the v1 fingerprint form.
+	JCS bool
+	// Strict makes a duplicate object key an error; otherwise the last one
 	// wins (encoding/json's rule), for data we did not accept ourselves.
-	strict bool
-	// dropHash leaves out the top-level "hash" member: a record's hash is
+	Strict bool
+	// DropHash leaves out the top-level "hash" member: a record's hash is
 	// computed over the record without it.
-	dropHash bool
+	DropHash bool
 }
 
 // errUnexpectedEnd is the error for input that stops inside a value.
 var errUnexpectedEnd = errors.New("unexpected end of JSON")
 
-// appendCanonical appends the canonical form of the JSON text src to dst.
+// AppendCanonical appends the canonical form of the JSON text src to dst.
 //
 // It is a single pass over bytes with no reflection and, for input that is
 // already canonical (the common case: records we wrote ourselves), no
 // allocation beyond dst: a hash is computed over bytes, never by decoding
 // into Go values and encoding again.
-func appendCanonical(dst, src []byte, m canonMode) ([]byte, error) {
-	p := canonParser{src: src, mode: m, out: dst}
-	p.skipSpace()
-	if err := p.value(0); err != nil {
+func AppendCanonical(dst, src []byte, m Mode) ([]byte, error) {
+	p := Parser{Src: src, Mode: m, Out: dst}
+	p.SkipSpace()
+	if err := p.Value(0); err != nil {
 		return nil, err
 	}
-	p.skipSpace()
-	if p.i != len(src) {
+	p.SkipSpace()
+	if p.Pos != len(src) {
 		return nil, errors.New("trailing data after JSON value")
 	}
-	return p.out, nil
+	return p.Out, nil
 }
 
-// canonicalJCS returns the RFC 8785 canonical form of a JSON text. Duplicate object
-// keys are an error (RFC 8785 requires I-JSON); numbers must fit IEEE 754
-// doubles.
-func canonicalJCS(raw []byte) ([]byte, error) {
-	return appendCanonical(make([]byte, 0, len(raw)), raw, canonMode{jcs: true, strict: true})
+// Canonical returns the RFC 8785 canonical form of a JSON text. Duplicate
+// object keys are an error (RFC 8785 requires I-JSON); numbers must fit
+// IEEE 754 doubles.
+func Canonical(raw []byte) ([]byte, error) {
+	return AppendCanonical(make([]byte, 0, len(raw)), raw, Mode{JCS: true, Strict: true})
 }
 
-type canonParser struct {
-	src  []byte
-	i    int
-	mode canonMode
-	out  []byte
+// CanonicalV1 returns the v1 canonical text of a JSON value, the form
+// command fingerprints hash, so that two encodings of the same value (key
+// order, whitespace, escapes) hash alike: object keys sorted by byte order
+// of their UTF-8, no insignificant whitespace, strings re-escaped minimally
+// (only '"', '\\' and control characters), numbers kept as their literal
+// text (1.0 and 1 differ: we do not guess the sender's numeric semantics).
+// Trailing data after the value is an error. With strict a duplicate object
+// key is an error (which one a consumer would see is ambiguous); without,
+// the last one wins (encoding/json's rule), for hashing data we did not
+// accept ourselves (connector results) where failing is worse than choosing.
+func CanonicalV1(raw []byte, strict bool) ([]byte, error) {
+	return AppendCanonical(make([]byte, 0, len(raw)), raw, Mode{Strict: strict})
 }
 
-type canonMember struct {
+// maxDepth bounds JSON nesting so hostile input cannot drive deep recursion.
+const maxDepth = 512
+
+const hexDigits = "0123456789abcdef"
+
+// WriteFramed writes len(b) as 8 bytes big-endian, then b: the framing of
+// every hash over several parts (fingerprints, outcome ids, unique keys,
+// control signatures), so that no two different part lists frame to the
+// same bytes.
+func WriteFramed(w io.Writer, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	w.Write(n[:])
+	w.Write(b)
+}
+
+// Parser reads one JSON text from Src at Pos and writes its canonical form
+// (as Mode says) to Out. Besides Value, which does both for a whole value,
+// schemas' command and record decoders drive it member by member
+// (MemberKey, MemberEnd, Str) to read the shapes they know without
+// reflection.
+type Parser struct {
+	Src  []byte
+	Pos  int
+	Mode Mode
+	Out  []byte
+}
+
+type member struct {
 	key        []byte // decoded
 	start, end int    // `"key":value` in out
 }
 
-func (p *canonParser) skipSpace() {
-	for p.i < len(p.src) {
-		switch p.src[p.i] {
+// SkipSpace moves Pos past JSON whitespace.
+func (p *Parser) SkipSpace() {
+	for p.Pos < len(p.Src) {
+		switch p.Src[p.Pos] {
 		case ' ', '\t', '\n', '\r':
-			p.i++
+			p.Pos++
 		default:
 			return
 		}
 	}
 }
 
-func (p *canonParser) errAt(what string) error {
-	if p.i >= len(p.src) {
+func (p *Parser) errAt(what string) error {
+	if p.Pos >= len(p.Src) {
 		return errUnexpectedEnd
 	}
-	return fmt.Errorf("invalid character %q %s (offset %d)", p.src[p.i], what, p.i)
+	return fmt.Errorf("invalid character %q %s (offset %d)", p.Src[p.Pos], what, p.Pos)
 }
 
-func (p *canonParser) value(depth int) error {
+// Value reads the JSON value at Pos (nested depth deep) and appends its
+// canonical form to Out.
+func (p *Parser) Value(depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("JSON nested deeper than %d", maxDepth)
 	}
-	if p.i >= len(p.src) {
+	if p.Pos >= len(p.Src) {
 		return errUnexpectedEnd
 	}
-	switch c := p.src[p.i]; {
+	switch c := p.Src[p.Pos]; {
 	case c == '{':
 		return p.object(depth)
 	case c == '[':
 		return p.array(depth)
 	case c == '"':
-		s, err := p.str()
+		s, err := p.Str()
 		if err != nil {
 			return err
 		}
-		p.out = p.appendStr(p.out, s)
+		p.Out = p.appendStr(p.Out, s)
 		return nil
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
@@ -121,58 +167,58 @@ func (p *canonParser) value(depth int) error {
 	return p.errAt("looking for beginning of value")
 }
 
-func (p *canonParser) literal(lit string) error {
-	if !bytes.HasPrefix(p.src[p.i:], []byte(lit)) {
-		if len(p.src)-p.i < len(lit) && bytes.HasPrefix([]byte(lit), p.src[p.i:]) {
+func (p *Parser) literal(lit string) error {
+	if !bytes.HasPrefix(p.Src[p.Pos:], []byte(lit)) {
+		if len(p.Src)-p.Pos < len(lit) && bytes.HasPrefix([]byte(lit), p.Src[p.Pos:]) {
 			return errUnexpectedEnd
 		}
 		return p.errAt("in literal " + lit)
 	}
-	p.i += len(lit)
-	p.out = append(p.out, lit...)
+	p.Pos += len(lit)
+	p.Out = append(p.Out, lit...)
 	return nil
 }
 
-func (p *canonParser) object(depth int) error {
-	p.i++ // '{'
-	start := len(p.out)
-	p.out = append(p.out, '{')
-	var stack [16]canonMember
+func (p *Parser) object(depth int) error {
+	p.Pos++ // '{'
+	start := len(p.Out)
+	p.Out = append(p.Out, '{')
+	var stack [16]member
 	ms := stack[:0]
 	sorted := true
-	p.skipSpace()
-	if p.i < len(p.src) && p.src[p.i] == '}' {
-		p.i++
-		p.out = append(p.out, '}')
+	p.SkipSpace()
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '}' {
+		p.Pos++
+		p.Out = append(p.Out, '}')
 		return nil
 	}
 	for {
-		key, err := p.memberKey()
+		key, err := p.MemberKey()
 		if err != nil {
 			return err
 		}
-		if depth == 0 && p.mode.dropHash && string(key) == "hash" {
-			mark := len(p.out)
-			if err := p.value(depth + 1); err != nil {
+		if depth == 0 && p.Mode.DropHash && string(key) == "hash" {
+			mark := len(p.Out)
+			if err := p.Value(depth + 1); err != nil {
 				return err
 			}
-			p.out = p.out[:mark]
+			p.Out = p.Out[:mark]
 		} else {
 			if len(ms) > 0 {
-				p.out = append(p.out, ',')
+				p.Out = append(p.Out, ',')
 			}
-			s := len(p.out)
-			p.out = p.appendStr(p.out, key)
-			p.out = append(p.out, ':')
-			if err := p.value(depth + 1); err != nil {
+			s := len(p.Out)
+			p.Out = p.appendStr(p.Out, key)
+			p.Out = append(p.Out, ':')
+			if err := p.Value(depth + 1); err != nil {
 				return err
 			}
 			if len(ms) > 0 && p.compareKeys(ms[len(ms)-1].key, key) >= 0 {
 				sorted = false
 			}
-			ms = append(ms, canonMember{key: key, start: s, end: len(p.out)})
+			ms = append(ms, member{key: key, start: s, end: len(p.Out)})
 		}
-		more, err := p.memberEnd()
+		more, err := p.MemberEnd()
 		if err != nil {
 			return err
 		}
@@ -185,49 +231,49 @@ func (p *canonParser) object(depth int) error {
 			return err
 		}
 	}
-	p.out = append(p.out, '}')
+	p.Out = append(p.Out, '}')
 	return nil
 }
 
-// memberKey reads an object member's key and its colon (spaces around
-// them skipped), leaving p.i at the value.
-func (p *canonParser) memberKey() ([]byte, error) {
-	p.skipSpace()
-	if p.i >= len(p.src) {
+// MemberKey reads an object member's key and its colon (spaces around
+// them skipped), leaving p.Pos at the value.
+func (p *Parser) MemberKey() ([]byte, error) {
+	p.SkipSpace()
+	if p.Pos >= len(p.Src) {
 		return nil, errUnexpectedEnd
 	}
-	if p.src[p.i] != '"' {
+	if p.Src[p.Pos] != '"' {
 		return nil, p.errAt("looking for beginning of object key string")
 	}
-	key, err := p.str()
+	key, err := p.Str()
 	if err != nil {
 		return nil, err
 	}
-	p.skipSpace()
-	if p.i >= len(p.src) {
+	p.SkipSpace()
+	if p.Pos >= len(p.Src) {
 		return nil, errUnexpectedEnd
 	}
-	if p.src[p.i] != ':' {
+	if p.Src[p.Pos] != ':' {
 		return nil, p.errAt("after object key")
 	}
-	p.i++
-	p.skipSpace()
+	p.Pos++
+	p.SkipSpace()
 	return key, nil
 }
 
-// memberEnd reads what follows a member's value: a ',' (more is true: a
+// MemberEnd reads what follows a member's value: a ',' (more is true: a
 // member follows) or the object's '}'.
-func (p *canonParser) memberEnd() (more bool, err error) {
-	p.skipSpace()
-	if p.i >= len(p.src) {
+func (p *Parser) MemberEnd() (more bool, err error) {
+	p.SkipSpace()
+	if p.Pos >= len(p.Src) {
 		return false, errUnexpectedEnd
 	}
-	switch p.src[p.i] {
+	switch p.Src[p.Pos] {
 	case ',':
-		p.i++
+		p.Pos++
 		return true, nil
 	case '}':
-		p.i++
+		p.Pos++
 		return false, nil
 	}
 	return false, p.errAt("after object key:value pair")
@@ -235,25 +281,25 @@ func (p *canonParser) memberEnd() (more bool, err error) {
 
 // reorder rewrites the members written after out[start] ('{') in key
 // order, applying the duplicate-key rule.
-func (p *canonParser) reorder(start int, ms []canonMember) error {
-	body := append([]byte(nil), p.out[start+1:]...)
+func (p *Parser) reorder(start int, ms []member) error {
+	body := append([]byte(nil), p.Out[start+1:]...)
 	base := start + 1
 	// Stable: duplicate keys stay in input order, so the last one wins.
-	slices.SortStableFunc(ms, func(a, b canonMember) int { return p.compareKeys(a.key, b.key) })
-	p.out = p.out[:base]
+	slices.SortStableFunc(ms, func(a, b member) int { return p.compareKeys(a.key, b.key) })
+	p.Out = p.Out[:base]
 	first := true
 	for i, m := range ms {
 		if i+1 < len(ms) && bytes.Equal(ms[i+1].key, m.key) {
-			if p.mode.strict {
+			if p.Mode.Strict {
 				return fmt.Errorf("duplicate object key %q", m.key)
 			}
 			continue
 		}
 		if !first {
-			p.out = append(p.out, ',')
+			p.Out = append(p.Out, ',')
 		}
 		first = false
-		p.out = append(p.out, body[m.start-base:m.end-base]...)
+		p.Out = append(p.Out, body[m.start-base:m.end-base]...)
 	}
 	return nil
 }
@@ -261,8 +307,8 @@ func (p *canonParser) reorder(start int, ms []canonMember) error {
 // compareKeys orders decoded keys: by UTF-8 bytes (v1) or by UTF-16 code
 // units (JCS). The two differ only between a character above U+FFFF and
 // one in U+E000–U+FFFF.
-func (p *canonParser) compareKeys(a, b []byte) int {
-	if !p.mode.jcs {
+func (p *Parser) compareKeys(a, b []byte) int {
+	if !p.Mode.JCS {
 		return bytes.Compare(a, b)
 	}
 	return compareUTF16(a, b)
@@ -303,87 +349,87 @@ func cmpInt(a, b int) int {
 	return 0
 }
 
-func (p *canonParser) array(depth int) error {
-	p.i++ // '['
-	p.out = append(p.out, '[')
-	p.skipSpace()
-	if p.i < len(p.src) && p.src[p.i] == ']' {
-		p.i++
-		p.out = append(p.out, ']')
+func (p *Parser) array(depth int) error {
+	p.Pos++ // '['
+	p.Out = append(p.Out, '[')
+	p.SkipSpace()
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == ']' {
+		p.Pos++
+		p.Out = append(p.Out, ']')
 		return nil
 	}
 	for n := 0; ; n++ {
 		if n > 0 {
-			p.out = append(p.out, ',')
+			p.Out = append(p.Out, ',')
 		}
-		p.skipSpace()
-		if err := p.value(depth + 1); err != nil {
+		p.SkipSpace()
+		if err := p.Value(depth + 1); err != nil {
 			return err
 		}
-		p.skipSpace()
-		if p.i >= len(p.src) {
+		p.SkipSpace()
+		if p.Pos >= len(p.Src) {
 			return errUnexpectedEnd
 		}
-		switch p.src[p.i] {
+		switch p.Src[p.Pos] {
 		case ',':
-			p.i++
+			p.Pos++
 			continue
 		case ']':
-			p.i++
-			p.out = append(p.out, ']')
+			p.Pos++
+			p.Out = append(p.Out, ']')
 			return nil
 		}
 		return p.errAt("after array element")
 	}
 }
 
-// str reads the string at p.i (an opening quote) and returns its decoded
+// Str reads the string at p.Pos (an opening quote) and returns its decoded
 // bytes: a slice of src when it has no escapes and is valid UTF-8.
 // Invalid UTF-8 and lone surrogate escapes become U+FFFD, as encoding/json
 // decodes them.
-func (p *canonParser) str() ([]byte, error) {
-	p.i++ // '"'
-	start := p.i
-	for p.i < len(p.src) {
-		c := p.src[p.i]
+func (p *Parser) Str() ([]byte, error) {
+	p.Pos++ // '"'
+	start := p.Pos
+	for p.Pos < len(p.Src) {
+		c := p.Src[p.Pos]
 		switch {
 		case c == '"':
-			s := p.src[start:p.i]
-			p.i++
+			s := p.Src[start:p.Pos]
+			p.Pos++
 			return s, nil
 		case c == '\\':
 			return p.strSlow(start)
 		case c < 0x20:
 			return nil, p.errAt("in string literal")
 		case c < utf8.RuneSelf:
-			p.i++
+			p.Pos++
 		default:
-			r, n := utf8.DecodeRune(p.src[p.i:])
+			r, n := utf8.DecodeRune(p.Src[p.Pos:])
 			if r == utf8.RuneError && n == 1 {
 				return p.strSlow(start)
 			}
-			p.i += n
+			p.Pos += n
 		}
 	}
 	return nil, errUnexpectedEnd
 }
 
-func (p *canonParser) strSlow(start int) ([]byte, error) {
-	buf := append([]byte(nil), p.src[start:p.i]...)
-	for p.i < len(p.src) {
-		c := p.src[p.i]
+func (p *Parser) strSlow(start int) ([]byte, error) {
+	buf := append([]byte(nil), p.Src[start:p.Pos]...)
+	for p.Pos < len(p.Src) {
+		c := p.Src[p.Pos]
 		switch {
 		case c == '"':
-			p.i++
+			p.Pos++
 			return buf, nil
 		case c < 0x20:
 			return nil, p.errAt("in string literal")
 		case c == '\\':
-			if p.i+1 >= len(p.src) {
+			if p.Pos+1 >= len(p.Src) {
 				return nil, errUnexpectedEnd
 			}
-			e := p.src[p.i+1]
-			p.i += 2
+			e := p.Src[p.Pos+1]
+			p.Pos += 2
 			switch e {
 			case '"', '\\', '/':
 				buf = append(buf, e)
@@ -398,22 +444,22 @@ func (p *canonParser) strSlow(start int) ([]byte, error) {
 			case 't':
 				buf = append(buf, '\t')
 			case 'u':
-				r, ok := hex4(p.src[p.i:])
+				r, ok := hex4(p.Src[p.Pos:])
 				if !ok {
-					if len(p.src)-p.i < 4 {
+					if len(p.Src)-p.Pos < 4 {
 						return nil, errUnexpectedEnd
 					}
 					return nil, p.errAt("in \\u hexadecimal character escape")
 				}
-				p.i += 4
+				p.Pos += 4
 				if utf16.IsSurrogate(r) {
 					// encoding/json: a valid pair combines; anything else
 					// is U+FFFD, and the next escape stands on its own.
-					if len(p.src)-p.i >= 6 && p.src[p.i] == '\\' && p.src[p.i+1] == 'u' {
-						if r2, ok := hex4(p.src[p.i+2:]); ok {
+					if len(p.Src)-p.Pos >= 6 && p.Src[p.Pos] == '\\' && p.Src[p.Pos+1] == 'u' {
+						if r2, ok := hex4(p.Src[p.Pos+2:]); ok {
 							if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
 								buf = utf8.AppendRune(buf, d)
-								p.i += 6
+								p.Pos += 6
 								continue
 							}
 						}
@@ -422,20 +468,20 @@ func (p *canonParser) strSlow(start int) ([]byte, error) {
 				}
 				buf = utf8.AppendRune(buf, r)
 			default:
-				p.i--
+				p.Pos--
 				return nil, p.errAt("in string escape code")
 			}
 		case c < utf8.RuneSelf:
 			buf = append(buf, c)
-			p.i++
+			p.Pos++
 		default:
-			r, n := utf8.DecodeRune(p.src[p.i:])
+			r, n := utf8.DecodeRune(p.Src[p.Pos:])
 			if r == utf8.RuneError && n == 1 {
 				buf = utf8.AppendRune(buf, utf8.RuneError)
 			} else {
-				buf = append(buf, p.src[p.i:p.i+n]...)
+				buf = append(buf, p.Src[p.Pos:p.Pos+n]...)
 			}
-			p.i += n
+			p.Pos += n
 		}
 	}
 	return nil, errUnexpectedEnd
@@ -463,11 +509,11 @@ func hex4(b []byte) (rune, bool) {
 }
 
 // appendStr writes decoded, valid UTF-8 s as a canonical JSON string.
-func (p *canonParser) appendStr(dst, s []byte) []byte {
+func (p *Parser) appendStr(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	for _, c := range s {
 		if c < 0x20 || c == '"' || c == '\\' {
-			return appendEscaped(dst, s, p.mode.jcs)
+			return appendEscaped(dst, s, p.Mode.JCS)
 		}
 	}
 	dst = append(dst, s...)
@@ -502,9 +548,9 @@ func appendEscaped(dst, s []byte, jcs bool) []byte {
 	return append(dst, '"')
 }
 
-// appendJCSString writes a Go string as a JCS string; invalid UTF-8
+// AppendString writes a Go string as a JCS string; invalid UTF-8
 // becomes U+FFFD, as encoding/json writes it.
-func appendJCSString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte {
 	clean := true
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -525,52 +571,52 @@ func appendJCSString(dst []byte, s string) []byte {
 	return appendEscaped(dst, b, true)
 }
 
-// number validates the JSON number at p.i and appends its canonical form.
-func (p *canonParser) number() error {
-	start := p.i
-	if p.src[p.i] == '-' {
-		p.i++
+// number validates the JSON number at p.Pos and appends its canonical form.
+func (p *Parser) number() error {
+	start := p.Pos
+	if p.Src[p.Pos] == '-' {
+		p.Pos++
 	}
 	digits := func() int {
 		n := 0
-		for p.i < len(p.src) && p.src[p.i] >= '0' && p.src[p.i] <= '9' {
-			p.i++
+		for p.Pos < len(p.Src) && p.Src[p.Pos] >= '0' && p.Src[p.Pos] <= '9' {
+			p.Pos++
 			n++
 		}
 		return n
 	}
-	if p.i >= len(p.src) {
+	if p.Pos >= len(p.Src) {
 		return errUnexpectedEnd
 	}
 	integer := true
-	switch c := p.src[p.i]; {
+	switch c := p.Src[p.Pos]; {
 	case c == '0':
-		p.i++
+		p.Pos++
 	case c >= '1' && c <= '9':
 		digits()
 	default:
 		return p.errAt("in numeric literal")
 	}
-	if p.i < len(p.src) && p.src[p.i] == '.' {
-		p.i++
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '.' {
+		p.Pos++
 		integer = false
 		if digits() == 0 {
 			return p.errAt("after decimal point in numeric literal")
 		}
 	}
-	if p.i < len(p.src) && (p.src[p.i] == 'e' || p.src[p.i] == 'E') {
-		p.i++
+	if p.Pos < len(p.Src) && (p.Src[p.Pos] == 'e' || p.Src[p.Pos] == 'E') {
+		p.Pos++
 		integer = false
-		if p.i < len(p.src) && (p.src[p.i] == '+' || p.src[p.i] == '-') {
-			p.i++
+		if p.Pos < len(p.Src) && (p.Src[p.Pos] == '+' || p.Src[p.Pos] == '-') {
+			p.Pos++
 		}
 		if digits() == 0 {
 			return p.errAt("in exponent of numeric literal")
 		}
 	}
-	lit := p.src[start:p.i]
-	if !p.mode.jcs {
-		p.out = append(p.out, lit...)
+	lit := p.Src[start:p.Pos]
+	if !p.Mode.JCS {
+		p.Out = append(p.Out, lit...)
 		return nil
 	}
 	// Integers of up to 15 digits are exact doubles whose ES6 form is the
@@ -581,9 +627,9 @@ func (p *canonParser) number() error {
 		}
 		if nd <= 15 {
 			if string(lit) == "-0" {
-				p.out = append(p.out, '0')
+				p.Out = append(p.Out, '0')
 			} else {
-				p.out = append(p.out, lit...)
+				p.Out = append(p.Out, lit...)
 			}
 			return nil
 		}
@@ -592,14 +638,14 @@ func (p *canonParser) number() error {
 	if err != nil {
 		return fmt.Errorf("number %s is not an IEEE 754 double (RFC 8785): %w", lit, err)
 	}
-	p.out = appendES6Number(p.out, f)
+	p.Out = AppendES6Number(p.Out, f)
 	return nil
 }
 
-// appendES6Number writes f as ECMAScript's Number.prototype.toString does,
+// AppendES6Number writes f as ECMAScript's Number.prototype.toString does,
 // which is what RFC 8785 §3.2.2.3 prescribes: shortest round-trip digits,
 // fixed notation for 1e-6 <= |f| < 1e21, exponent without leading zeros.
-func appendES6Number(dst []byte, f float64) []byte {
+func AppendES6Number(dst []byte, f float64) []byte {
 	if f == 0 {
 		return append(dst, '0')
 	}

@@ -1,9 +1,11 @@
-package schemas
+package wire
 
 import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/schemas"
 )
 
 func TestEpochMarker(t *testing.T) {
@@ -19,8 +21,8 @@ func TestEpochMarker(t *testing.T) {
 	if got := DecodeEpochMarker(&kgo.Record{Value: []byte(`{"epoch":3,"executor":"x"}`)}); got.Epoch != 3 || got.Partitions != 0 {
 		t.Errorf("old marker %+v", got)
 	}
-	bad := &kgo.Record{Value: []byte("junk"), Headers: []kgo.RecordHeader{{Key: HeaderKind, Value: []byte(KindEpoch)}, {Key: HeaderEpoch, Value: []byte("9")}}}
-	if got := DecodeEpochMarker(bad); got.Epoch != 9 || JournalKind(bad) != KindEpoch {
+	bad := &kgo.Record{Value: []byte("junk"), Headers: []kgo.RecordHeader{{Key: schemas.HeaderKind, Value: []byte(schemas.KindEpoch)}, {Key: schemas.HeaderEpoch, Value: []byte("9")}}}
+	if got := DecodeEpochMarker(bad); got.Epoch != 9 || JournalKind(bad) != schemas.KindEpoch {
 		t.Errorf("header fallback %+v kind %q", got, JournalKind(bad))
 	}
 }

@@ -1,8 +1,10 @@
-package schemas
+package wire
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // The human reading of a record's evidence is defined next to the record
@@ -14,7 +16,7 @@ import (
 // 2s: timeout) → confirm asked by executor → found → succeeded,
 // established by confirmation". A record written before evidence existed
 // gives "".
-func EvidenceText(r *Record) string {
+func EvidenceText(r *schemas.Record) string {
 	if len(r.Evidence) == 0 && r.EstablishedBy == "" {
 		return ""
 	}
@@ -23,14 +25,14 @@ func EvidenceText(r *Record) string {
 		parts = append(parts, fmt.Sprintf("(%d earlier step(s) left out)", r.EvidenceDropped))
 	}
 	for _, ev := range r.Evidence {
-		parts = append(parts, ev.Text())
+		parts = append(parts, EntryText(ev))
 	}
-	if r.Resolution != nil && r.Resolution.As != "approved" && r.EstablishedBy == EstablishedByOperator {
+	if r.Resolution != nil && r.Resolution.As != "approved" && r.EstablishedBy == schemas.EstablishedByOperator {
 		parts = append(parts, fmt.Sprintf("resolved by %s: %q", r.Resolution.By, r.Resolution.Reason))
 	}
 	switch {
-	case r.Status == StatusInProgress:
-		if n := len(r.Evidence); n > 0 && r.Evidence[n-1].Kind == EvidenceAttempt && r.Evidence[n-1].Answer == AnswerAmbiguous {
+	case r.Status == schemas.StatusInProgress:
+		if n := len(r.Evidence); n > 0 && r.Evidence[n-1].Kind == schemas.EvidenceAttempt && r.Evidence[n-1].Answer == schemas.AnswerAmbiguous {
 			parts = append(parts, "confirmation pending")
 		} else {
 			parts = append(parts, fmt.Sprintf("attempt %d in progress", r.Attempts))
@@ -43,12 +45,12 @@ func EvidenceText(r *Record) string {
 	return strings.Join(parts, " → ")
 }
 
-// Text is one evidence entry in EvidenceText's words: "attempt 2 →
+// EntryText is one evidence entry in EvidenceText's words: "attempt 2 →
 // unavailable (HTTP 503)", "confirm asked by executor → not found".
-func (ev Evidence) Text() string {
+func EntryText(ev schemas.Evidence) string {
 	var s string
 	switch ev.Kind {
-	case EvidenceConfirm:
+	case schemas.EvidenceConfirm:
 		s = fmt.Sprintf("confirm asked by %s → %s", ev.By, strings.ReplaceAll(ev.Answer, "_", " "))
 	default:
 		s = fmt.Sprintf("attempt %d → %s", ev.Attempt, ev.Answer)

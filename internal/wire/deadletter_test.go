@@ -1,4 +1,4 @@
-package schemas
+package wire
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/schemas"
 )
 
 func TestDeadletterReference(t *testing.T) {
@@ -21,8 +23,8 @@ func TestDeadletterReference(t *testing.T) {
 		}
 		return m
 	}
-	base := map[string]string{HeaderDeadletterReason: "bad", HeaderSourceTopic: "commands",
-		HeaderSourcePartition: "3", HeaderSourceOffset: "42", HeaderDeadletterValueBytes: "1000"}
+	base := map[string]string{schemas.HeaderDeadletterReason: "bad", schemas.HeaderSourceTopic: "commands",
+		schemas.HeaderSourcePartition: "3", schemas.HeaderSourceOffset: "42", schemas.HeaderDeadletterValueBytes: "1000"}
 	for _, c := range []struct {
 		fits    func(*kgo.Record) bool
 		omitted string
@@ -35,7 +37,7 @@ func TestDeadletterReference(t *testing.T) {
 	} {
 		d := DeadletterReference(orig, "bad", c.fits)
 		h := hdrs(d)
-		if d.Value != nil || string(d.Key) != c.key || h[HeaderDeadletterOmitted] != c.omitted || (h["ce_id"] == "c1") != c.ceID {
+		if d.Value != nil || string(d.Key) != c.key || h[schemas.HeaderDeadletterOmitted] != c.omitted || (h["ce_id"] == "c1") != c.ceID {
 			t.Fatalf("%s: %+v", c.omitted, d)
 		}
 		for k, v := range base {
@@ -47,7 +49,7 @@ func TestDeadletterReference(t *testing.T) {
 	// Nothing fits: the reason is capped.
 	long := strings.Repeat("é", 5000)
 	d := DeadletterReference(orig, long, func(*kgo.Record) bool { return false })
-	if r := hdrs(d)[HeaderDeadletterReason]; len(r) > 1024 || !utf8.ValidString(r) || !strings.HasPrefix(long, strings.Split(r, "…")[0]) {
+	if r := hdrs(d)[schemas.HeaderDeadletterReason]; len(r) > 1024 || !utf8.ValidString(r) || !strings.HasPrefix(long, strings.Split(r, "…")[0]) {
 		t.Fatalf("reason %d bytes: %q", len(r), r)
 	}
 	orig.Headers[0].Value[0] = 'X'
@@ -75,5 +77,28 @@ func TestCapMessage(t *testing.T) {
 				t.Fatalf("cap %d: kept %d, says cut %d of %d", n, i, cut, len(s))
 			}
 		}
+	}
+}
+
+func TestDeadletterRecord(t *testing.T) {
+	orig := &kgo.Record{Topic: "commands", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"),
+		Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("1")}}}
+	d := DeadletterRecord(orig, "bad")
+	if d.Topic != "" || string(d.Key) != "k" || string(d.Value) != "v" {
+		t.Fatalf("%+v", d)
+	}
+	want := map[string]string{"h": "1", schemas.HeaderDeadletterReason: "bad", schemas.HeaderSourceTopic: "commands",
+		schemas.HeaderSourcePartition: "3", schemas.HeaderSourceOffset: "42"}
+	if len(d.Headers) != len(want) {
+		t.Fatalf("headers %v", d.Headers)
+	}
+	for _, h := range d.Headers {
+		if want[h.Key] != string(h.Value) {
+			t.Fatalf("header %s=%s", h.Key, h.Value)
+		}
+	}
+	orig.Value[0] = 'X'
+	if string(d.Value) != "v" {
+		t.Fatal("aliases original")
 	}
 }

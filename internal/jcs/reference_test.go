@@ -1,4 +1,4 @@
-package schemas
+package jcs
 
 // The canonicalizer of round 1 (encoding/json's Decoder.Token), kept as the
 // reference the byte-level parser must match exactly in v1 mode: stored
@@ -15,7 +15,7 @@ import (
 	"unicode/utf8"
 )
 
-// canonical implements canonicalJSON; with strict false a duplicate key keeps
+// canonicalReference is CanonicalV1 as round 1 computed it; with strict false a duplicate key keeps
 // its last value (encoding/json's rule), for hashing data we did not accept
 // ourselves (connector results) where failing is worse than choosing.
 func canonicalReference(raw []byte, strict bool) ([]byte, error) {

@@ -1,4 +1,4 @@
-package trust
+package trustlog
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/trust"
 )
 
 // Headers of a checkpoint record on the checkpoints topic: where its tree
@@ -37,7 +39,7 @@ func CheckpointHeaders(t *Tree, next int64) []kgo.RecordHeader {
 
 // ResumeFrom is the tree of a verified checkpoint from its record's
 // headers, and the journal offset after its last leaf.
-func ResumeFrom(cp *Checkpoint, headers []kgo.RecordHeader) (*Tree, int64, error) {
+func ResumeFrom(cp *trust.Checkpoint, headers []kgo.RecordHeader) (*Tree, int64, error) {
 	next := int64(-1)
 	var hashes [][]byte
 	var err error

@@ -1,22 +1,38 @@
-package schemas
+package wire
 
 import (
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/schemas"
 )
 
-// Headers of a deadletter written by reference (DeadletterReference).
-const (
-	// HeaderDeadletterOmitted lists, comma-separated, what of the original
-	// record the deadletter leaves out because a full copy would have been
-	// too large for the deadletter topic: "value", "value,headers" or
-	// "value,headers,key". The original bytes stay at the source offset.
-	HeaderDeadletterOmitted = "onceflight-deadletter-omitted"
-	// HeaderDeadletterValueBytes is the length of the original value.
-	HeaderDeadletterValueBytes = "onceflight-deadletter-value-bytes"
-)
+// DeadletterRecord copies orig for the deadletter topic: key, value and
+// headers unchanged (the bytes are evidence), plus headers naming the reason
+// and where the record was consumed. Topic is left for the caller. Nothing is
+// shared with orig, which kgo may reuse.
+func DeadletterRecord(orig *kgo.Record, reason string) *kgo.Record {
+	headers := make([]kgo.RecordHeader, 0, len(orig.Headers)+4)
+	for _, h := range orig.Headers {
+		headers = append(headers, kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)})
+	}
+	headers = append(headers,
+		kgo.RecordHeader{Key: schemas.HeaderDeadletterReason, Value: []byte(reason)},
+		kgo.RecordHeader{Key: schemas.HeaderSourceTopic, Value: []byte(orig.Topic)},
+		kgo.RecordHeader{Key: schemas.HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(orig.Partition), 10))},
+		kgo.RecordHeader{Key: schemas.HeaderSourceOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
+	)
+	return &kgo.Record{Key: clone(orig.Key), Value: clone(orig.Value), Headers: headers}
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
 
 // maxReferenceReason caps the reason header of a deadletter that had to drop
 // everything else, so the reference itself always fits.
@@ -33,10 +49,10 @@ const maxReferenceReason = 1024
 func DeadletterReference(orig *kgo.Record, reason string, fits func(*kgo.Record) bool) *kgo.Record {
 	// As DeadletterRecord, without copying the value.
 	added := []kgo.RecordHeader{
-		{Key: HeaderDeadletterReason, Value: []byte(reason)},
-		{Key: HeaderSourceTopic, Value: []byte(orig.Topic)},
-		{Key: HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(orig.Partition), 10))},
-		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
+		{Key: schemas.HeaderDeadletterReason, Value: []byte(reason)},
+		{Key: schemas.HeaderSourceTopic, Value: []byte(orig.Topic)},
+		{Key: schemas.HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(orig.Partition), 10))},
+		{Key: schemas.HeaderSourceOffset, Value: []byte(strconv.FormatInt(orig.Offset, 10))},
 	}
 	origHeaders := make([]kgo.RecordHeader, 0, len(orig.Headers))
 	for _, h := range orig.Headers {
@@ -47,8 +63,8 @@ func DeadletterReference(orig *kgo.Record, reason string, fits func(*kgo.Record)
 		hs = append(hs, headers...)
 		hs = append(hs, added...)
 		hs = append(hs,
-			kgo.RecordHeader{Key: HeaderDeadletterOmitted, Value: []byte(omitted)},
-			kgo.RecordHeader{Key: HeaderDeadletterValueBytes, Value: []byte(strconv.Itoa(len(orig.Value)))},
+			kgo.RecordHeader{Key: schemas.HeaderDeadletterOmitted, Value: []byte(omitted)},
+			kgo.RecordHeader{Key: schemas.HeaderDeadletterValueBytes, Value: []byte(strconv.Itoa(len(orig.Value)))},
 		)
 		return &kgo.Record{Key: key, Headers: hs}
 	}
@@ -61,7 +77,7 @@ func DeadletterReference(orig *kgo.Record, reason string, fits func(*kgo.Record)
 	r := ref("value,headers,key", nil, nil)
 	if !fits(r) {
 		for i := range r.Headers {
-			if r.Headers[i].Key == HeaderDeadletterReason {
+			if r.Headers[i].Key == schemas.HeaderDeadletterReason {
 				r.Headers[i].Value = []byte(CapMessage(reason, maxReferenceReason))
 			}
 		}

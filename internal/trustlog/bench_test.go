@@ -1,21 +1,23 @@
-package trust
+package trustlog
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/onceflight/onceflight/trust"
 )
 
 // BenchmarkTreeAppend is an executor's cost per journal record: the leaf
 // hash of a 600-byte record and its append to the compact range. It
 // reports the memory of the range (hashes only) after b.N leaves.
 //
-//	go test ./trust -run '^$' -bench TreeAppend -benchtime 1000000x
+//	go test ./internal/trustlog -run '^$' -bench TreeAppend -benchtime 1000000x
 func BenchmarkTreeAppend(b *testing.B) {
 	value := make([]byte, 600)
 	t := NewTree()
 	b.ResetTimer()
 	for i := range b.N {
-		t.Append(LeafHash(LeafData(fmt.Appendf(nil, "k-%d", i), value, []Header{{"onceflight-kind", "record"}, {"onceflight-epoch", "7"}})))
+		t.Append(trust.LeafHash(trust.LeafData(fmt.Appendf(nil, "k-%d", i), value, []trust.Header{{Key: "onceflight-kind", Value: "record"}, {Key: "onceflight-epoch", Value: "7"}})))
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(32*len(t.Hashes())), "range-bytes")

@@ -1,0 +1,45 @@
+package wire
+
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// OutcomeIDOf is the id of rec's outcome event answering causationID.
+// A settlement — the original command's outcome after an operator's
+// decision (resolve, approve) — takes its id from (key, status, decision
+// id), so each decision's outcome has an id of its own even when two
+// decisions leave the same status, and a republication of it the same id.
+// Every other outcome takes (key, status, causation id); a repeat under
+// another command id is answered under that id.
+func OutcomeIDOf(rec *schemas.Record, causationID string) string {
+	if d := SettlementDecision(rec, causationID); d != "" {
+		return schemas.OutcomeID(rec.IdempotencyKey, rec.Status, d)
+	}
+	return schemas.OutcomeID(rec.IdempotencyKey, rec.Status, causationID)
+}
+
+// SettlementDecision is the decision id an outcome of rec answering
+// causationID takes its id from (OutcomeIDOf), or "" when it is not a
+// settlement.
+func SettlementDecision(rec *schemas.Record, causationID string) string {
+	if r := rec.Resolution; r != nil && causationID == rec.Command.ID {
+		return r.DecisionID
+	}
+	return ""
+}
+
+// EncodeOutcome encodes rec as its outcome event in structured mode (value =
+// the whole CloudEvent JSON, data = the record inline). Kafka key and subject
+// are rec.Entity; time is rec.FinishedAt, or now for records without one.
+// causationID is the id of the command being answered; idempotencykey and
+// causationid are omitted when empty (an undecodable command may have
+// neither). Topic is left empty.
+func EncodeOutcome(rec schemas.Record, causationID string, replayed bool) (*kgo.Record, error) {
+	data, err := appendRecordJSON(nil, &rec)
+	if err != nil {
+		return nil, err
+	}
+	return EncodeOutcomeData(&rec, data, causationID, replayed), nil
+}
