@@ -352,6 +352,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 				journaled++
 			}
 		}
+		j.markFresh()
 		p.mu.Lock()
 		p.mu.ov.setVersion(entity, st, version, journaled)
 		p.unbuffer(st, it)
