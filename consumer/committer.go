@@ -125,8 +125,9 @@ type intentReq struct {
 // journaled is a record of the transaction with its bytes, which are the
 // journal value and, once committed, the Pebble value.
 type journaled struct {
-	rec *schemas.Record
-	raw []byte
+	rec   *schemas.Record
+	raw   []byte
+	fresh bool // emit.fresh
 }
 
 type markerReq struct {
@@ -576,7 +577,7 @@ func (c *committer) encode(queue []entry) *txn {
 				answer(r.done, err)
 				continue
 			}
-			tx.journaled = append(tx.journaled, journaled{&r.rec, r.raw})
+			tx.journaled = append(tx.journaled, journaled{rec: &r.rec, raw: r.raw})
 			tx.heads[r.st] = r.rec.Hash
 			continue
 		}
@@ -598,7 +599,7 @@ func (c *committer) encode(queue []entry) *txn {
 					e.log.Error("journal record not encodable; dropped", "key", em.journal.IdempotencyKey, "err", err)
 					continue
 				}
-				tx.journaled = append(tx.journaled, journaled{em.journal, em.raw})
+				tx.journaled = append(tx.journaled, journaled{rec: em.journal, raw: em.raw, fresh: em.fresh})
 				tx.heads[it.st] = em.journal.Hash
 			}
 			if em.outcome != nil && em.outcome == em.journal {
@@ -666,7 +667,11 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 	b := e.store.NewBatch()
 	defer b.Close()
 	for _, j := range tx.journaled {
-		b.PutRecordBytes(*j.rec, j.raw)
+		if j.fresh {
+			b.PutNewRecordBytes(*j.rec, j.raw)
+		} else {
+			b.PutRecordBytes(*j.rec, j.raw)
+		}
 	}
 	for st, h := range tx.heads {
 		st.committed.hash = h

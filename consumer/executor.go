@@ -666,12 +666,21 @@ func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 	}()
 	go func() {
 		defer close(watchDone)
-		select {
-		case err := <-p.broken:
-			stopPoll(err)
-		case <-e.store.Failure():
-			stopPoll(e.store.Failed())
-		case <-pollCtx.Done():
+		trim := time.NewTicker(keepIdleAfter)
+		defer trim.Stop()
+		for {
+			select {
+			case err := <-p.broken:
+				stopPoll(err)
+				return
+			case <-e.store.Failure():
+				stopPoll(e.store.Failed())
+				return
+			case <-pollCtx.Done():
+				return
+			case <-trim.C:
+				p.trimIdle()
+			}
 		}
 	}()
 	for {

@@ -41,10 +41,14 @@ type emit struct {
 	replayed   bool
 	deadletter *kgo.Record
 	reason     string
-	forward    *kgo.Record // a misrouted command, as consumed
-	fwdCopy    *kgo.Record // its copy for partition to, built and size-checked by the routing decision
-	entity     string
-	to         int32
+	// fresh: the journal record's key was read absent from Pebble by this
+	// job and nothing else wrote it since (job.markFresh), so the
+	// committer's batch does not read it again (dedupe.PutNewRecordBytes).
+	fresh   bool
+	forward *kgo.Record // a misrouted command, as consumed
+	fwdCopy *kgo.Record // its copy for partition to, built and size-checked by the routing decision
+	entity  string
+	to      int32
 }
 
 // job answers one command: the decision logic of the executor. Its emits
@@ -68,6 +72,12 @@ type job struct {
 	deadline *time.Time
 	// intents counts intents this job committed.
 	intents int
+	// askedIntent: the job queued an intent, committed or not (one may
+	// still be applied to Pebble after its waiter gave up).
+	askedIntent bool
+	// absent lists the keys Pebble held no record of when this job read
+	// them (lookupAny), for markFresh.
+	absent []scopedKey
 	// at is the command's position: every record is looked up as the
 	// command at this position sees it (decide.Seen), so a command
 	// consumed again after a restart is answered as it was the first time.
@@ -325,7 +335,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		d := r.Deadline.UTC()
 		in.Deadline = &d
 		in.Error, in.Result, in.FinishedAt = nil, nil, nil
-		tok, err := j.p.cm.intent(ctx, p, in)
+		tok, err := j.intent(ctx, p, in)
 		if err != nil {
 			return err
 		}
@@ -342,7 +352,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	opts := []effect.PerformOption{hook, effect.WithGate(a.sys), effect.WithSlot(a.sys.slot(p))}
 	if !a.effectless {
 		opts = append(opts, effect.WithNotDone(func(ctx context.Context, r *connectors.Request, res connectors.Result) {
-			if tok, err := j.p.cm.intent(ctx, p, notDoneRecord(rec, r, res)); err == nil {
+			if tok, err := j.intent(ctx, p, notDoneRecord(rec, r, res)); err == nil {
 				j.intents++
 				r.FencingToken, rec.FencingToken = tok, tok
 			}
@@ -416,7 +426,7 @@ func (j *job) evidence(a *action, rec *schemas.Record) effect.PerformOption {
 		in.Deadline = &d
 		in.Error = &schemas.Error{Code: schemas.CodeConfirmationPending, Message: "attempt " + strconv.Itoa(r.Attempt) + " answered ambiguously; confirmation pending: " + ev.Detail}
 		in.Result, in.FinishedAt = nil, nil
-		if tok, err := j.p.cm.intent(ctx, p, in); err == nil {
+		if tok, err := j.intent(ctx, p, in); err == nil {
 			j.intents++
 			rec.FencingToken = tok
 		}
@@ -559,6 +569,9 @@ func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 	if err != nil {
 		return rec, false, fmt.Errorf("dedupe lookup %q of entity %q: %w", key, entity, err)
 	}
+	if !ok {
+		j.absent = append(j.absent, scopedKey{entity, key})
+	}
 	// Past key_memory a key is forgotten (docs/events.md#execution-records): a command with it is
 	// new work.
 	if ok && rec.Status.Final() && rec.FinishedAt != nil && j.e.retention.memory > 0 &&
@@ -581,6 +594,40 @@ func (j *job) claim(entity, key, fp string) bool {
 }
 
 func (j *job) add(e emit) { j.emits = append(j.emits, e) }
+
+// intent queues an intent of this job's execution (committer.intent).
+func (j *job) intent(ctx context.Context, p int32, rec schemas.Record) (int64, error) {
+	j.askedIntent = true
+	return j.p.cm.intent(ctx, p, rec)
+}
+
+// markFresh flags the first journal record of each key this job read as
+// absent from Pebble (emit.fresh). Nothing else can have written such a
+// key since: its entity's commands run one at a time on this worker, each
+// answer is in the overlay (read before Pebble) until Pebble holds it, and
+// only the committer writes Pebble, in queue order. Unless the job itself
+// queued an intent: that intent is the key's stored record by now. A later
+// journal record of the same key in the job goes into the same batch,
+// which knows the first.
+func (j *job) markFresh() {
+	if j.askedIntent || len(j.absent) == 0 {
+		return
+	}
+	for i := range j.emits {
+		r := j.emits[i].journal
+		if r == nil {
+			continue
+		}
+		k := scopeOf(r)
+		for n, a := range j.absent {
+			if a == k {
+				j.emits[i].fresh = true
+				j.absent = append(j.absent[:n], j.absent[n+1:]...)
+				break
+			}
+		}
+	}
+}
 
 func (j *job) fail(err error) {
 	if j.err == nil {

@@ -66,13 +66,14 @@ type pipeline struct {
 	// needs: a fresh goroutine per entity grew its stack from 8 KiB on
 	// every command (runtime.copystack was ~10 % of a noop drain's CPU).
 	// work hands an entity to an idle one; idle counts them (at most
-	// maxIdleWorkers wait, the rest exit); quit ends them when stop has
-	// waited for every entity.
+	// maxIdleWorkers wait, the rest exit); retire ends one idle worker
+	// (trimIdle); quit ends them when stop has waited for every entity.
 	pool struct {
-		work chan entityTask
-		idle atomic.Int32
-		quit chan struct{}
-		wg   sync.WaitGroup
+		work   chan entityTask
+		idle   atomic.Int32
+		retire chan struct{}
+		quit   chan struct{}
+		wg     sync.WaitGroup
 	}
 	// broken is set when a command could not be answered while its
 	// partition is still ours: no later fetch would bring it back, so the
@@ -94,7 +95,7 @@ func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 		broken: make(chan error, 1),
 	}
 	p.mu.queues, p.mu.ov = map[string]*entityQueue{}, newOverlay()
-	p.pool.work, p.pool.quit = make(chan entityTask), make(chan struct{})
+	p.pool.work, p.pool.retire, p.pool.quit = make(chan entityTask), make(chan struct{}), make(chan struct{})
 	p.cond = sync.NewCond(&p.mu.Mutex)
 	p.room = sync.NewCond(&p.mu.Mutex)
 	p.cm = newCommitter(e, cl, p)
@@ -182,11 +183,35 @@ type entityTask struct {
 	st     *partState
 }
 
-// maxIdleWorkers bounds the goroutines kept waiting for an entity: about
-// the number of commands that run at once by default (--max-inflight), so
-// a steady drain reuses them; their grown stacks (tens of KiB each) are
-// the memory this costs.
-const maxIdleWorkers = 64
+// maxIdleWorkers bounds the goroutines kept waiting for an entity. A
+// drain keeps several hundred entities' workers alive at once (most of
+// them waiting for their external system's slots), and every poll hands
+// up to MaxPollRecords commands to entities that have none: with 64 kept,
+// most commands started a new goroutine and grew its stack (newproc and
+// copystack, ~6 % of serve's CPU draining new keys, ~9 % draining
+// repeats). Past a burst they are few again within keepIdleAfter
+// (trimIdle): idle workers beyond keepIdleWorkers hold idleStackHold-sized
+// stacks (16 KiB each) for nothing.
+const (
+	maxIdleWorkers  = 1024
+	keepIdleWorkers = 64
+	keepIdleAfter   = 5 * time.Second
+)
+
+// trimIdle ends idle workers beyond keepIdleWorkers (the poll loop's
+// watcher calls it every keepIdleAfter) and returns how many it ended.
+func (p *pipeline) trimIdle() (retired int) {
+	// Counted once: a retired worker leaves the count only when it wakes.
+	for n := p.pool.idle.Load() - keepIdleWorkers; n > 0; n-- {
+		select {
+		case p.pool.retire <- struct{}{}:
+			retired++
+		default:
+			return retired // none waiting right now
+		}
+	}
+	return retired
+}
 
 // startEntity runs t.entity's queue on an idle pooled goroutine, or on a
 // new one when none is idle.
@@ -209,15 +234,46 @@ func (p *pipeline) worker(t entityTask) {
 			p.pool.idle.Add(-1)
 			return
 		}
-		select {
-		case t = <-p.pool.work:
-			p.pool.idle.Add(-1)
-		case <-p.pool.quit:
-			p.pool.idle.Add(-1)
+		var ok bool
+		if t, ok = p.idle(); !ok {
 			return
 		}
 	}
 }
+
+// idleStackHold is stack an idle worker keeps in use while it waits. The
+// garbage collector halves the stack of a goroutine that uses less than a
+// quarter of it, at every cycle: an idle worker waiting in a small frame
+// went back to a few KiB, and its next command grew it again, copying it
+// (runtime.copystack, ~4 % of serve's CPU draining new keys). With this
+// much in use, a 16 KiB stack — what the lookup, the job and staging need
+// (Pebble's iterator setup alone is ~3 KiB of frame) — is kept; only more
+// than that is given back.
+const idleStackHold = 5 << 10
+
+// idle waits for the next entity (ok false: the pipeline stops) with
+// idleStackHold bytes of its frame in use. Not inlined, so that the frame
+// is there while it waits.
+//
+//go:noinline
+func (p *pipeline) idle() (t entityTask, ok bool) {
+	var hold [idleStackHold]byte
+	select {
+	case t = <-p.pool.work:
+		ok = true
+	case <-p.pool.retire:
+	case <-p.pool.quit:
+	}
+	p.pool.idle.Add(-1)
+	holdStack(&hold)
+	return t, ok
+}
+
+// holdStack keeps its argument, a local of the caller, alive on the
+// caller's frame without letting it escape to the heap.
+//
+//go:noinline
+func holdStack(*[idleStackHold]byte) {}
 
 // enqueue appends it to q and counts it as buffered, except in
 // p.mu.buffered: the caller counted it there (p.mu held).
@@ -352,6 +408,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 				journaled++
 			}
 		}
+		j.markFresh()
 		p.mu.Lock()
 		p.mu.ov.setVersion(entity, st, version, journaled)
 		p.unbuffer(st, it)

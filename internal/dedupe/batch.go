@@ -93,7 +93,20 @@ func (b *Batch) PutRecord(rec schemas.Record) {
 // PutRecordBytes is PutRecord for a record whose encoding
 // (wire.SealRecord, the journal value) is at hand: raw is stored as it
 // is instead of being encoded again. raw nil: encoded here.
-func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
+func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) { b.put(rec, raw, false) }
+
+// PutNewRecordBytes is PutRecordBytes for a key the caller read as absent
+// (Lookup found no record) and that nothing but this batch has written
+// since: there is no stored record whose index entries would move, so it is
+// not read again. The executor knows this of every new key it answers
+// without an intent (its entity's worker reads the key, and only that
+// worker's answers, through the one committer, write it), and reading it
+// again was a Pebble seek per new key in every transaction. A wrong "absent"
+// would leave the stored record's old index entries behind, never lose a
+// record.
+func (b *Batch) PutNewRecordBytes(rec schemas.Record, raw []byte) { b.put(rec, raw, true) }
+
+func (b *Batch) put(rec schemas.Record, raw []byte, absent bool) {
 	if b.err != nil {
 		return
 	}
@@ -113,13 +126,15 @@ func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) {
 		// Before the cache: a Fresh must record every key written, or
 		// one evicted from the cache would later pass for new.
 		seen := b.seenKey(key)
-		if m, ok := b.s.metas.get(key); ok {
-			prev, found = m.record(rec.Entity, rec.IdempotencyKey), true
-		} else if seen {
-			var err error
-			if prev, found, err = b.lookupPrev(key); err != nil {
-				b.err = err
-				return
+		if !absent { // absent: nothing to read (PutNewRecordBytes)
+			if m, ok := b.s.metas.get(key); ok {
+				prev, found = m.record(rec.Entity, rec.IdempotencyKey), true
+			} else if seen {
+				var err error
+				if prev, found, err = b.lookupPrev(key); err != nil {
+					b.err = err
+					return
+				}
 			}
 		}
 		p = &pendingRecord{prevFound: found, prevRec: prev}

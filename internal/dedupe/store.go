@@ -53,6 +53,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/onceflight/onceflight/schemas"
@@ -65,6 +66,16 @@ var ErrClosed = errors.New("dedupe: store closed")
 // Measured on these machines: with Pebble's 8 MB default, point reads are pread-bound; the hot
 // part of a partition's index should fit in memory.
 const DefaultCacheSize = 64 << 20
+
+// tableCompression is MinLZ instead of Pebble's default, Snappy: every
+// record is compressed by its flush and again by each compaction that
+// rewrites it, and read back (decompressed) by the next compaction, and
+// Snappy's encoder and decoder were ~11 % of the executor's CPU draining a
+// backlog of new keys. On amd64 MinLZ encodes these blocks ~1.5× and
+// decodes them ~2× as fast, and smaller (BENCHMARKS.md, round 7). A block
+// names its compression, so tables written with Snappy before stay
+// readable.
+func tableCompression() *sstable.CompressionProfile { return sstable.MinLZCompression }
 
 // bloomBitsPerKey gives a ~1% false-positive rate. Most lookups are misses
 // (new keys), so the filter is what keeps a miss off the disk.
@@ -297,6 +308,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 	// misses too, and L6 (where almost all keys live) has a filter to use.
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
+		po.Levels[i].Compression = tableCompression
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
