@@ -79,7 +79,8 @@
 // About 480 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
 // plus a fixed ~40 MB (fetches, the id store): docs/memory.md#audit has
 // the figures. The records of each fetch are decoded on every core, then
-// checked in order on one.
+// checked in order on one, while the next fetch and the next partition's
+// first fetch are read.
 //
 // Check, which holds its Input in memory anyway, keeps every partition's
 // state to the end; both reach the same report (TestRunStreamsPartitions).

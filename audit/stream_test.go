@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -86,41 +88,9 @@ func TestRunStreamsPartitions(t *testing.T) {
 		t.Fatalf("the history should fail outcome_ids twice and commands_answered once: %+v", want.Checks)
 	}
 
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, tops.Commands, tops.Journal, tops.Outcomes, tops.Deadletter))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, rs := range [][]*kgo.Record{in.Journal, in.Outcomes, in.Commands} {
-		for _, r := range rs {
-			// Offsets are the broker's: the records were numbered
-			// from 0 per partition in the order they are produced.
-			cp := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
-			if r.Topic == "" {
-				cp.Topic = tops.Outcomes
-			}
-			if err := cl.ProduceSync(ctx, cp).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			if cp.Offset != r.Offset {
-				t.Fatalf("%s/%d: produced at offset %d, the history says %d", cp.Topic, cp.Partition, cp.Offset, r.Offset)
-			}
-		}
-	}
-	offs := kadm.Offsets{}
-	for p, o := range in.Committed {
-		offs.AddOffset(tops.Commands, p, o, -1)
-	}
-	if err := kadm.NewClient(cl).CommitAllOffsets(ctx, "onceflight", offs); err != nil {
-		t.Fatal(err)
-	}
+	_, cl := serveHistory(ctx, t, in, parts)
 
 	var a *auditor
 	testHookAuditor = func(x *auditor) { a = x }
@@ -149,6 +119,121 @@ func TestRunStreamsPartitions(t *testing.T) {
 	}
 	if a.live != 0 {
 		t.Errorf("%d entries still live after the last partition", a.live)
+	}
+}
+
+// serveHistory produces in's records to a new kfake cluster of parts
+// partitions per topic, at the offsets the history gives them, and
+// commits in.Committed for group "onceflight".
+func serveHistory(ctx context.Context, t *testing.T, in Input, parts int) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(parts), tops.Commands, tops.Journal, tops.Outcomes, tops.Deadletter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	for _, rs := range [][]*kgo.Record{in.Journal, in.Outcomes, in.Commands} {
+		for _, r := range rs {
+			// Offsets are the broker's: the records were numbered
+			// from 0 per partition in the order they are produced.
+			cp := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers}
+			if r.Topic == "" {
+				cp.Topic = tops.Outcomes
+			}
+			if err := cl.ProduceSync(ctx, cp).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if cp.Offset != r.Offset {
+				t.Fatalf("%s/%d: produced at offset %d, the history says %d", cp.Topic, cp.Partition, cp.Offset, r.Offset)
+			}
+		}
+	}
+	offs := kadm.Offsets{}
+	for p, o := range in.Committed {
+		offs.AddOffset(tops.Commands, p, o, -1)
+	}
+	if err := kadm.NewClient(cl).CommitAllOffsets(ctx, "onceflight", offs); err != nil {
+		t.Fatal(err)
+	}
+	return c, cl
+}
+
+// TestRunReadsAhead: while Run checks a partition's records, the next
+// partition's reader is already fetching, so a step never starts by
+// connecting and waiting for its first fetch. At the end of each step,
+// before Run may open another reader, the broker must have been asked
+// for the next partition (kfake sees every fetch request).
+func TestRunReadsAhead(t *testing.T) {
+	const parts = 4
+	in := Input{Topics: tops, CommandPartitions: parts, Committed: map[int32]int64{}}
+	for p := range int32(parts) {
+		ents := entitiesOn(p, parts, 3)
+		var jents []jent
+		for i, e := range ents {
+			key := fmt.Sprintf("k%d-%d", p, i)
+			jents = append(jents, at(rec(key, e, schemas.StatusInProgress, 1, int64(i+1), 0), int64(i)),
+				at(rec(key, e, schemas.StatusSucceeded, 1, 0, 0), int64(i)))
+			in.Commands = append(in.Commands, command(t, "cmd-"+key, e, key, p, int64(i)))
+			o := outcome(t, key, e, "cmd-"+key, schemas.StatusSucceeded, p, int64(i))
+			o.Partition = p
+			in.Outcomes = append(in.Outcomes, o)
+		}
+		in.Journal = append(in.Journal, journal(t, p, jents...)...)
+		in.Committed[p] = int64(len(ents))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, cl := serveHistory(ctx, t, in, parts)
+
+	var mu sync.Mutex
+	fetched := map[int32]bool{} // partition numbers any fetch asked for
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tp := range req.(*kmsg.FetchRequest).Topics {
+			for _, p := range tp.Partitions {
+				fetched[p.Partition] = true
+			}
+		}
+		return nil, nil, false
+	})
+	var missed []int32
+	testHookStep = func(p int32) {
+		// Step p read journal and outcomes p and commands p-1; only
+		// step p+1 reads a partition numbered p+1.
+		if p+1 >= parts {
+			return
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			ok := fetched[p+1]
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				missed = append(missed, p+1)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookStep = nil })
+	rep, err := Run(ctx, Options{Client: cl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.Counts.Commands != 3*parts {
+		t.Fatalf("the history should pass with %d commands: %+v %+v", 3*parts, rep.Checks, rep.Counts)
+	}
+	if len(missed) > 0 {
+		t.Fatalf("partitions %v were not being fetched when the step before them ended", missed)
 	}
 }
 
