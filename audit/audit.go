@@ -120,14 +120,16 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 		Trusted:           opts.Trusted,
 		OriginPrefix:      opts.OriginPrefix,
 	})
-	if a.idStore, err = openIDStore(""); err != nil {
+	st, err := openIDStore("")
+	if err != nil {
 		return Report{}, err
 	}
 	defer func() {
-		if cerr := a.idStore.close(); err == nil && cerr != nil {
+		if cerr := st.close(); err == nil && cerr != nil {
 			err = cerr
 		}
 	}()
+	a.useStore(st, maxStateInMemory)
 	if testHookAuditor != nil {
 		testHookAuditor(a)
 	}
@@ -141,6 +143,14 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 	}
 	return rep, nil
 }
+
+// maxStateInMemory bounds the entries of each of the auditor's maps of
+// per-partition state (keys, entities, answers, answered commands, outcome
+// ids) held in memory: past it, they are written to the temporary store
+// (spill), so that the audit's memory stays the same whatever the number
+// of keys in a partition. About 100 bytes each: with the four maps and the
+// ids, about 40 MB at most. A variable so that a test can make Run spill.
+var maxStateInMemory = 1 << 16
 
 // testHookAuditor, when a test sets it, sees Run's auditor once it is
 // made (to read how much state it held at most).
