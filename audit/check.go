@@ -699,7 +699,7 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	if rec.Status != schemas.StatusInProgress {
 		if rec.EstablishedBy == "" {
 			a.counts.WithoutEstablishedBy++
-		} else if msg := EvidenceProblem(rec); msg != "" {
+		} else if msg := evidenceProblem(rec); msg != "" {
 			ev := v
 			ev.Message = msg
 			a.violate(CheckEvidence, ev)
@@ -1179,12 +1179,12 @@ func (a *auditor) judgeClaims() {
 	a.claims = nil
 }
 
-// EvidenceProblem says what rec's evidence lacks for the way its status
+// evidenceProblem says what rec's evidence lacks for the way its status
 // claims to have been established (docs/events.md#evidence), or "" when
 // nothing. An attempt or confirmation older than the record keeps
 // (evidence_dropped) may be what is missing, so only the latest entries
 // are required.
-func EvidenceProblem(rec *schemas.Record) string {
+func evidenceProblem(rec *schemas.Record) string {
 	var lastAttempt, lastConfirm *schemas.Evidence
 	for i := range rec.Evidence {
 		switch ev := &rec.Evidence[i]; ev.Kind {
