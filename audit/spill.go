@@ -132,8 +132,9 @@ func (m *spill[V]) set(d digest, v V) {
 }
 
 // reset drops every entry: those in memory, and those written out, which
-// a new generation no longer finds (and a range deletion lets Pebble
-// reclaim).
+// a new generation no longer finds. A range deletion hides them from
+// lookups that pass the filter too; their disk is freed when the store is
+// removed at the end (it never compacts, see openIDStore).
 func (m *spill[V]) reset() {
 	m.count(-len(m.mem))
 	m.mem = map[digest]V{}
