@@ -120,14 +120,16 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 		Trusted:           opts.Trusted,
 		OriginPrefix:      opts.OriginPrefix,
 	})
-	if a.idStore, err = openIDStore(""); err != nil {
+	st, err := openIDStore("")
+	if err != nil {
 		return Report{}, err
 	}
 	defer func() {
-		if cerr := a.idStore.close(); err == nil && cerr != nil {
+		if cerr := st.close(); err == nil && cerr != nil {
 			err = cerr
 		}
 	}()
+	a.useStore(st, maxStateInMemory)
 	if testHookAuditor != nil {
 		testHookAuditor(a)
 	}
@@ -142,9 +144,21 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 	return rep, nil
 }
 
+// maxStateInMemory bounds the entries of each of the auditor's maps of
+// per-partition state (keys, entities, answers, answered commands, outcome
+// ids) held in memory: past it, they are written to the temporary store
+// (spill), so that the audit's memory stays the same whatever the number
+// of keys in a partition. About 100 bytes each: with the four maps and the
+// ids, about 40 MB at most. A variable so that a test can make Run spill.
+var maxStateInMemory = 1 << 16
+
 // testHookAuditor, when a test sets it, sees Run's auditor once it is
 // made (to read how much state it held at most).
 var testHookAuditor func(*auditor)
+
+// testHookStep, when a test sets it, is called when stream has read and
+// checked step p's records.
+var testHookStep func(p int32)
 
 // stream feeds the auditor a partition at a time, pipelined: the
 // deadletters first (few: copies of undecodable commands), then for each
@@ -189,16 +203,38 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 		return err
 	}
 	n := int32(max(len(ends[tp.Commands]), len(ends[tp.Journal]), len(ends[tp.Outcomes])))
-	for p := int32(0); p <= n; p++ {
-		step := map[string]map[int32][2]int64{}
+	step := func(p int32) map[string]map[int32][2]int64 {
+		rs := map[string]map[int32][2]int64{}
 		if p < n {
-			rng(step, tp.Journal, p)
-			rng(step, tp.Outcomes, p)
+			rng(rs, tp.Journal, p)
+			rng(rs, tp.Outcomes, p)
 		}
 		if p > 0 {
-			rng(step, tp.Commands, p-1)
+			rng(rs, tp.Commands, p-1)
 		}
-		err := read(ctx, cl, step, a.records)
+		return rs
+	}
+	next, err := openRead(cl, step(0))
+	if err != nil {
+		return err
+	}
+	defer func() { next.close() }()
+	for p := int32(0); p <= n; p++ {
+		cur := next
+		if p < n {
+			if next, err = openRead(cl, step(p+1)); err != nil {
+				next = &reader{}
+				cur.close()
+				return err
+			}
+		} else {
+			next = &reader{}
+		}
+		err := cur.each(ctx, a.records)
+		cur.close()
+		if testHookStep != nil {
+			testHookStep(p)
+		}
 		if err == nil {
 			err = a.err
 		}
@@ -299,28 +335,49 @@ func offsetsOf(listed kadm.ListedOffsets, err error, want []string) (map[string]
 
 // read calls fn with the committed data records of every partition range
 // [start, end), a fetch at a time, in offset order per partition, and
-// keeps none of them. It
-// is one direct consumer of all ranges (no group: the audit must not
-// disturb anyone's offsets), read_committed so that a fenced zombie's
-// aborted writes are never taken for history, and keeping control records
-// because the last offset below a last stable offset is often a
-// transaction marker — without it a read would wait for a record that
-// never comes.
+// keeps none of them (openRead, then reader.each).
 func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]int64, fn func([]*kgo.Record)) error {
+	rd, err := openRead(cl, ranges)
+	if err != nil {
+		return err
+	}
+	defer rd.close()
+	return rd.each(ctx, fn)
+}
+
+// reader reads partition ranges [start, end). It is one direct consumer
+// of all of them (no group: the audit must not disturb anyone's offsets),
+// read_committed so that a fenced zombie's aborted writes are never taken
+// for history, and keeping control records because the last offset below
+// a last stable offset is often a transaction marker — without it a read
+// would wait for a record that never comes.
+//
+// The consumer starts fetching as soon as openRead returns: stream opens
+// the next partition's reader before it checks the current one, so the
+// connection, the metadata and the first fetch of a step are not waited
+// for after the step before it.
+type reader struct {
+	rd      *kgo.Client                // nil: nothing to read
+	pending map[string]map[int32]int64 // topic -> partition -> last offset to read
+	left    int
+}
+
+func openRead(cl *kgo.Client, ranges map[string]map[int32][2]int64) (*reader, error) {
 	parts := map[string]map[int32]kgo.Offset{}
-	pending := map[string]map[int32]int64{} // topic -> partition -> last offset to read
+	r := &reader{pending: map[string]map[int32]int64{}}
 	for t, ps := range ranges {
-		for p, r := range ps {
+		for p, rg := range ps {
 			if parts[t] == nil {
 				parts[t] = map[int32]kgo.Offset{}
-				pending[t] = map[int32]int64{}
+				r.pending[t] = map[int32]int64{}
 			}
-			parts[t][p] = kgo.NewOffset().At(r[0])
-			pending[t][p] = r[1] - 1
+			parts[t][p] = kgo.NewOffset().At(rg[0])
+			r.pending[t][p] = rg[1] - 1
+			r.left++
 		}
 	}
-	if len(parts) == 0 {
-		return nil
+	if r.left == 0 {
+		return r, nil
 	}
 	rd, err := kgo.NewClient(append(slices.Clone(cl.Opts()),
 		kgo.ConsumerGroup(""),
@@ -332,17 +389,45 @@ func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)...)
 	if err != nil {
-		return fmt.Errorf("audit reader: %w", err)
+		return nil, fmt.Errorf("audit reader: %w", err)
 	}
-	defer rd.Close()
+	r.rd = rd
+	return r, nil
+}
 
-	left := 0
-	for _, ps := range pending {
-		left += len(ps)
+func (r *reader) close() {
+	if r.rd != nil {
+		r.rd.Close()
 	}
-	var batch []*kgo.Record
-	for left > 0 {
-		fs := rd.PollFetches(ctx)
+}
+
+// each calls fn with the records of each fetch until every range is read.
+// A goroutine polls the next fetch while fn checks the one before, so
+// the consumer asks the broker for more while the audit is busy: at most
+// one polled fetch waits for fn, besides the one fn has.
+func (r *reader) each(ctx context.Context, fn func([]*kgo.Record)) error {
+	if r.rd == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan []*kgo.Record, 1)
+	var pollErr error
+	go func() {
+		defer close(batches)
+		pollErr = r.poll(ctx, batches)
+	}()
+	for b := range batches {
+		fn(b)
+	}
+	return pollErr
+}
+
+// poll sends the wanted records of each fetch to out until every range
+// is read.
+func (r *reader) poll(ctx context.Context, out chan<- []*kgo.Record) error {
+	for r.left > 0 {
+		fs := r.rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("read topics: %w", err)
 		}
@@ -355,8 +440,9 @@ func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 		if fetchErr != nil {
 			return fetchErr
 		}
+		var batch []*kgo.Record
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			last, ok := pending[fp.Topic][fp.Partition]
+			last, ok := r.pending[fp.Topic][fp.Partition]
 			if !ok {
 				return
 			}
@@ -365,16 +451,19 @@ func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 					batch = append(batch, rec)
 				}
 				if rec.Offset >= last {
-					delete(pending[fp.Topic], fp.Partition)
-					left--
+					delete(r.pending[fp.Topic], fp.Partition)
+					r.left--
 					break
 				}
 			}
 		})
-		if len(batch) > 0 {
-			fn(batch)
-			clear(batch)
-			batch = batch[:0]
+		if len(batch) == 0 {
+			continue
+		}
+		select {
+		case out <- batch:
+		case <-ctx.Done():
+			return fmt.Errorf("read topics: %w", ctx.Err())
 		}
 	}
 	return nil

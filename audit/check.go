@@ -233,23 +233,26 @@ type auditor struct {
 	// keys and ents are the journal partitions' keys (entity NUL key)
 	// and entities; Run reads one journal partition at a time, and
 	// dropping them ends that partition's G1 and G2.
-	keys map[digest]keyState    // digest of (partition, entity, key)
-	ents map[digest]entityState // digest of (partition, entity)
+	keys *spill[keyState]    // digest of (partition, entity, key)
+	ents *spill[entityState] // digest of (partition, entity)
 
 	// causes: per command partition the outcome names (Record.Command
 	// .Partition), the causation ids answered: causeAnswered |
 	// causeSucceeded. late holds answers to a partition already judged
 	// and dropped (an outcome on another partition than its entity's).
-	causes map[int32]map[digest]uint8
+	causes map[int32]*spill[uint8]
 	late   map[digest]uint8
 	judged map[int32]bool // command partitions dropped by endCommands
 
-	answers map[digest]answer // (causation, entity, key) -> its latest answer
+	answers *spill[answer]    // (causation, entity, key) -> its latest answer
 	ids     map[digest]idSeen // outcome id -> its first use
 	// idStore, in Run, holds the first use of every outcome id of the
 	// outcome partitions already read, on disk; ids holds the current
-	// partition's.
+	// partition's, or its latest once there were more than maxMem. The
+	// spills (keys, ents, answers, causes) write their entries to the
+	// same store past maxMem.
 	idStore *idStore
+	maxMem  int
 	err     error // the first failure of idStore; Run returns it
 
 	dead      map[src]struct{} // commands copied to the deadletter topic
@@ -269,8 +272,9 @@ type auditor struct {
 	decisions map[digest]decisionSeen
 	claims    []operatorClaim
 
-	// Keys dropped with their partition, for Counts.
-	keysDropped, unresolvedDropped int
+	// Keys seen, and keys whose latest record is unresolved, for Counts:
+	// counted as they change, since a spill cannot list its entries.
+	nKeys, nUnresolved int
 	// live is the number of per-key, per-entity and per-answer entries
 	// held now, peak the most at once: what the memory bound is about.
 	live, peak int
@@ -314,11 +318,14 @@ func newAuditor(in Input) *auditor {
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
-		chains: map[int32]*chainState{}, seals: map[int32]*trust.SealScan{}, keys: map[digest]keyState{}, ents: map[digest]entityState{},
-		causes: map[int32]map[digest]uint8{}, late: map[digest]uint8{}, judged: map[int32]bool{},
-		answers: map[digest]answer{}, ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
+		chains: map[int32]*chainState{}, seals: map[int32]*trust.SealScan{},
+		causes: map[int32]*spill[uint8]{}, late: map[digest]uint8{}, judged: map[int32]bool{},
+		ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 		decisions: map[digest]decisionSeen{},
 	}
+	a.keys = newSpill(a, spillKeys, encKey, decKey)
+	a.ents = newSpill(a, spillEnts, encEnt, decEnt)
+	a.answers = newSpill(a, spillAnswers, encAnswer, decAnswer)
 	if len(in.Partitions) > 0 {
 		a.checked = map[int32]bool{}
 		for _, p := range in.Partitions {
@@ -363,13 +370,7 @@ func (a *auditor) finish() Report {
 		}
 		a.unanswered(m.at, m.key, m.want)
 	}
-	a.counts.Keys = a.keysDropped + len(a.keys)
-	a.counts.UnresolvedKeys = a.unresolvedDropped
-	for _, ks := range a.keys {
-		if ks.unresolved {
-			a.counts.UnresolvedKeys++
-		}
-	}
+	a.counts.Keys, a.counts.UnresolvedKeys = a.nKeys, a.nUnresolved
 	if n := a.counts.Pending; n > 0 {
 		a.notef(notePending, "%d command(s) at or above the group's committed offsets are not answered yet (pending, not checked)", n)
 	}
@@ -389,7 +390,29 @@ func (a *auditor) finish() Report {
 	return rep
 }
 
-// grow counts n new live entries.
+// useStore makes the auditor keep its state in st past maxMem entries
+// per map (spill), and the first uses of outcome ids there.
+func (a *auditor) useStore(st *idStore, maxMem int) {
+	a.idStore, a.maxMem = st, maxMem
+	storeSpill(a, a.keys)
+	storeSpill(a, a.ents)
+	storeSpill(a, a.answers)
+}
+
+// storeSpill sets m to spill to the auditor's store, if it has one.
+func storeSpill[V any](a *auditor, m *spill[V]) {
+	if a.idStore == nil {
+		return
+	}
+	m.st, m.max = a.idStore, a.maxMem
+	m.failed = func(err error) {
+		if a.err == nil {
+			a.err = err
+		}
+	}
+}
+
+// grow counts n new live entries (n < 0: entries dropped).
 func (a *auditor) grow(n int) {
 	a.live += n
 	a.peak = max(a.peak, a.live)
@@ -402,17 +425,22 @@ func (a *auditor) grow(n int) {
 // dropped. Only the causation ids stay, until endCommands of the command
 // partition they answer.
 func (a *auditor) endAnswers() {
-	a.keysDropped += len(a.keys)
-	for _, ks := range a.keys {
-		if ks.unresolved {
-			a.unresolvedDropped++
-		}
+	a.keys.reset()
+	a.ents.reset()
+	a.answers.reset()
+	a.storeIDs()
+}
+
+// storeIDs moves the outcome ids in memory to the store (Run), where
+// lookups find them as they find those of the partitions before.
+func (a *auditor) storeIDs() {
+	if a.idStore == nil {
+		return
 	}
-	a.live -= len(a.keys) + len(a.ents) + len(a.answers) + len(a.ids)
-	a.keys, a.ents, a.answers = map[digest]keyState{}, map[digest]entityState{}, map[digest]answer{}
-	if a.idStore != nil && a.err == nil {
+	if a.err == nil {
 		a.err = a.idStore.add(a.ids)
 	}
+	a.live -= len(a.ids)
 	a.ids = map[digest]idSeen{}
 }
 
@@ -421,22 +449,21 @@ func (a *auditor) endAnswers() {
 // waiting for an answer (a misrouted one, one found unanswered) have been
 // looked up in them.
 func (a *auditor) endCommands(p int32) {
-	cs := a.causes[p]
-	if len(cs) > 0 {
+	if cs := a.causes[p]; cs != nil {
 		for i := range a.misrouted {
 			if m := &a.misrouted[i]; !m.answered {
-				_, m.answered = cs[m.causation]
+				_, m.answered = cs.get(m.causation)
 			}
 		}
 		kept := a.deferred[:0]
 		for _, d := range a.deferred {
-			if _, ok := cs[d.causation]; !ok {
+			if _, ok := cs.get(d.causation); !ok {
 				kept = append(kept, d)
 			}
 		}
 		a.deferred = kept
+		cs.reset()
 	}
-	a.live -= len(cs)
 	delete(a.causes, p)
 	a.judged[p] = true
 }
@@ -450,29 +477,31 @@ func (a *auditor) addCause(p int32, c digest, flags uint8) {
 	}
 	cs := a.causes[p]
 	if cs == nil {
-		cs = map[digest]uint8{}
+		cs = newSpill(a, spillCauses, encCause, decCause)
+		// One spill per partition, under its own generation.
+		cs.gen = uint32(p)
 		a.causes[p] = cs
 	}
-	f, ok := cs[c]
-	if !ok {
-		a.grow(1)
-	}
-	cs[c] = f | flags
+	f, _ := cs.get(c)
+	cs.set(c, f|flags)
 }
 
 // cause returns the flags of causation c, looked up first among the
 // answers to command partition p, then among every other partition's: an
 // outcome answers the command of its causation id wherever either is.
 func (a *auditor) cause(p int32, c digest) (uint8, bool) {
-	f, ok := a.causes[p][c]
-	if ok && f&causeSucceeded != 0 {
-		return f, true
+	var f uint8
+	var ok bool
+	if cs := a.causes[p]; cs != nil {
+		if f, ok = cs.get(c); ok && f&causeSucceeded != 0 {
+			return f, true
+		}
 	}
 	for q, cs := range a.causes {
 		if q == p {
 			continue
 		}
-		if g, found := cs[c]; found {
+		if g, found := cs.get(c); found {
 			f, ok = f|g, true
 		}
 	}
@@ -671,7 +700,7 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	if rec.Status != schemas.StatusInProgress {
 		if rec.EstablishedBy == "" {
 			a.counts.WithoutEstablishedBy++
-		} else if msg := EvidenceProblem(rec); msg != "" {
+		} else if msg := evidenceProblem(rec); msg != "" {
 			ev := v
 			ev.Message = msg
 			a.violate(CheckEvidence, ev)
@@ -716,12 +745,19 @@ func markerEpoch(r *kgo.Record) int64 { return wire.DecodeEpochMarker(r).Epoch }
 // succeeded, failed or rejected record (unresolved may be reconciled, which
 // starts a new attempt), and attempt numbers never go down.
 func (a *auditor) onceKey(p int32, id digest, off int64, rec *schemas.Record, v Violation) {
-	ks, ok := a.keys[id]
+	ks, ok := a.keys.get(id)
 	if !ok {
-		a.grow(1)
+		a.nKeys++
 	}
+	was := ks.unresolved
 	a.onceKeyState(&ks, p, off, rec, v)
-	a.keys[id] = ks
+	switch {
+	case ks.unresolved && !was:
+		a.nUnresolved++
+	case was && !ks.unresolved:
+		a.nUnresolved--
+	}
+	a.keys.set(id, ks)
 }
 
 // onceKeyState is onceKey on the key's state ks.
@@ -818,13 +854,12 @@ func reexecutionGap(f finalRef, started *time.Time) (time.Duration, bool) {
 // back (they strictly increase across keys; one key's retries may reuse its
 // token).
 func (a *auditor) singleFlight(id digest, off int64, rec *schemas.Record, v Violation) {
-	es, ok := a.ents[id]
+	es, ok := a.ents.get(id)
 	if !ok {
 		es = entityState{tokOff: -1}
-		a.grow(1)
 	}
 	a.singleFlightState(&es, off, rec, v)
-	a.ents[id] = es
+	a.ents.set(id, es)
 }
 
 // singleFlightState is singleFlight on the entity's state es.
@@ -930,6 +965,9 @@ func (a *auditor) checkOutcome(r *kgo.Record, d *decoded) {
 	case !dup:
 		a.ids[id] = idSeen{tuple, src{r.Partition, r.Offset}}
 		a.grow(1)
+		if a.maxMem > 0 && len(a.ids) > a.maxMem {
+			a.storeIDs()
+		}
 	case prev.tuple == tuple:
 		a.counts.Republications++
 	default:
@@ -956,11 +994,8 @@ func (a *auditor) sameAnswer(o *schemas.Outcome, d digest, v Violation) {
 		code = o.Record.Error.Code
 	}
 	now := answer{status: intern(o.Record.Status), code: code, at: src{v.Partition, v.Offset}}
-	prev, seen := a.answers[d]
-	a.answers[d] = now
-	if !seen {
-		a.grow(1)
-	}
+	prev, seen := a.answers.get(d)
+	a.answers.set(d, now)
 	if !seen || (prev.status == now.status && prev.code == now.code) ||
 		prev.status == schemas.StatusUnresolved || prev.status == schemas.StatusHeld {
 		return
@@ -1145,12 +1180,12 @@ func (a *auditor) judgeClaims() {
 	a.claims = nil
 }
 
-// EvidenceProblem says what rec's evidence lacks for the way its status
+// evidenceProblem says what rec's evidence lacks for the way its status
 // claims to have been established (docs/events.md#evidence), or "" when
 // nothing. An attempt or confirmation older than the record keeps
 // (evidence_dropped) may be what is missing, so only the latest entries
 // are required.
-func EvidenceProblem(rec *schemas.Record) string {
+func evidenceProblem(rec *schemas.Record) string {
 	var lastAttempt, lastConfirm *schemas.Evidence
 	for i := range rec.Evidence {
 		switch ev := &rec.Evidence[i]; ev.Kind {

@@ -44,7 +44,7 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			return
 		}
 		if d.rec, d.err = schemas.UnmarshalRecord(r.Value); d.err == nil {
-			d.hash, d.hashErr = wire.RecordHash(r.Value)
+			d.hash, d.hashErr = recordHash(&d.rec, r.Value)
 			// A key is scoped to its entity, and both to the partition.
 			p := strconv.FormatInt(int64(r.Partition), 10)
 			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)

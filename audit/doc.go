@@ -78,8 +78,14 @@
 //
 // About 480 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
 // plus a fixed ~40 MB (fetches, the id store): docs/memory.md#audit has
-// the figures. The records of each fetch are decoded on every core, then
-// checked in order on one.
+// the figures. A partition of more than 65 536 keys, entities, answers or
+// outcome ids does not hold them all: past that many entries, each map's
+// are written to the same temporary store and looked up there (behind a
+// 1 MiB Bloom filter per map), so the state in memory stays under ~40 MB
+// whatever the number of keys, at the cost of disk and of a lookup for
+// the few records whose key was written out while it was in progress. The records of each fetch are decoded on every core, then
+// checked in order on one, while the next fetch and the next partition's
+// first fetch are read.
 //
 // Check, which holds its Input in memory anyway, keeps every partition's
 // state to the end; both reach the same report (TestRunStreamsPartitions).

@@ -22,32 +22,19 @@ type idStore struct {
 	dir string
 	// seen is a Bloom filter of the stored ids, of a fixed size: almost
 	// every id is new, and the filter answers that without asking Pebble.
-	// Ids are SHA-256 digests already, so their bytes are the hashes.
 	// Past tens of millions of ids it answers "maybe" more often, which
 	// costs lookups, never a wrong answer.
-	seen []uint64
+	seen filter
 }
 
 // idFilterBits is the size of idStore.seen: 8 MiB, four probes: about
 // 0.5 % false positives at 5 million ids, 4 % at 10 million.
 const idFilterBits = 1 << 26
 
-// probes returns the filter bits of id: four 26-bit slices of its digest.
-func probes(id digest) [4]uint32 {
-	var ps [4]uint32
-	for i := range ps {
-		ps[i] = binary.LittleEndian.Uint32(id[4*i:]) & (idFilterBits - 1)
-	}
-	return ps
-}
-
-func (s *idStore) maybeHas(id digest) bool {
-	for _, b := range probes(id) {
-		if s.seen[b/64]&(1<<(b%64)) == 0 {
-			return false
-		}
-	}
-	return true
+// idKey is id's key in the store: kind 0, then the id (the spills' state
+// entries start with their kind, spillKeys and up).
+func idKey(id digest) []byte {
+	return append([]byte{0}, id[:]...)
 }
 
 // idStoreMem is what Pebble may hold in memory: its block cache and
@@ -67,6 +54,14 @@ func openIDStore(parent string) (*idStore, error) {
 		MemTableSize:       idStoreMem / 2,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             quietPebble{},
+		// The keys are digests, so every flushed table spans the whole
+		// key space and each compaction rewrote all that was stored: a
+		// tenth of the audit's CPU, for lookups the filters in front of
+		// the store make rare. Flushed tables stay in L0 (one per ~4 MB
+		// written: a few hundred for tens of millions of entries), each
+		// with its own Bloom filter.
+		DisableAutomaticCompactions: true,
+		L0StopWritesThreshold:       1 << 20,
 	}
 	// Most lookups are of ids never seen before: filters answer them
 	// without reading a block.
@@ -78,7 +73,7 @@ func openIDStore(parent string) (*idStore, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("audit: open outcome id store in %s: %w", dir, err)
 	}
-	return &idStore{db: db, dir: dir, seen: make([]uint64, idFilterBits/64)}, nil
+	return &idStore{db: db, dir: dir, seen: newFilter(idFilterBits)}, nil
 }
 
 // idSeenLen is an encoded idSeen: tuple digest, partition, offset.
@@ -86,10 +81,10 @@ const idSeenLen = len(digest{}) + 4 + 8
 
 // get returns the first use of id, if a finished partition had it.
 func (s *idStore) get(id digest) (idSeen, bool, error) {
-	if !s.maybeHas(id) {
+	if !s.seen.maybeHas(id) {
 		return idSeen{}, false, nil
 	}
-	v, closer, err := s.db.Get(id[:])
+	v, closer, err := s.db.Get(idKey(id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return idSeen{}, false, nil
 	}
@@ -120,12 +115,10 @@ func (s *idStore) add(ids map[digest]idSeen) error {
 		copy(v[:], seen.tuple[:])
 		binary.BigEndian.PutUint32(v[16:], uint32(seen.at.p))
 		binary.BigEndian.PutUint64(v[20:], uint64(seen.at.off))
-		if err := b.Set(id[:], v[:], nil); err != nil {
+		if err := b.Set(idKey(id), v[:], nil); err != nil {
 			return fmt.Errorf("audit: outcome id store: %w", err)
 		}
-		for _, bit := range probes(id) {
-			s.seen[bit/64] |= 1 << (bit % 64)
-		}
+		s.seen.add(id)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("audit: outcome id store: %w", err)

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
@@ -28,10 +30,68 @@ import (
 // the id store and the deferred commands are exercised), and its peak must
 // stay within two partitions' worth — far below the total.
 func TestRunStreamsPartitions(t *testing.T) {
+	in, perPart, total := streamHistory(t, false)
+	want := Check(in)
+	if want.OK() || find(want, CheckOutcomeIDs).Count != 2 || find(want, CheckAnswered).Count != 1 {
+		t.Fatalf("the history should fail outcome_ids twice and commands_answered once: %+v", want.Checks)
+	}
+	a := runHistory(t, in, want)
+	largest := 0
+	for _, n := range perPart {
+		largest = max(largest, n)
+	}
+	t.Logf("peak live entries %d; largest partition %d, all partitions %d", a.peak, largest, total)
+	if a.peak > 2*largest {
+		t.Errorf("Run held %d entries at once, more than two of the largest partition's %d", a.peak, largest)
+	}
+	if a.peak >= total/2 {
+		t.Errorf("Run held %d entries at once: not a partition's worth, but most of all %d", a.peak, total)
+	}
+	if a.live != 0 {
+		t.Errorf("%d entries still live after the last partition", a.live)
+	}
+}
+
+// TestRunSpills: past maxStateInMemory entries per map, Run writes its
+// per-partition state to the temporary store and reads it back, so the
+// state in memory stays under a bound that does not depend on the number
+// of keys, and the report is still Check's. The history of
+// TestRunStreamsPartitions, with a key of partition 3 executed again after
+// its final record at the end of the partition (a once_per_key violation
+// that only the key's spilled state can show), audited with at most 7
+// entries per map in memory.
+func TestRunSpills(t *testing.T) {
+	in, _, total := streamHistory(t, true)
+	want := Check(in)
+	if find(want, CheckOncePerKey).Count != 1 || find(want, CheckOutcomeIDs).Count != 2 || find(want, CheckAnswered).Count != 1 {
+		t.Fatalf("the history should fail once_per_key and commands_answered once, outcome_ids twice: %+v", want.Checks)
+	}
+	const perMap = 7
+	old := maxStateInMemory
+	maxStateInMemory = perMap
+	t.Cleanup(func() { maxStateInMemory = old })
+	a := runHistory(t, in, want)
+	// Keys, entities, answers and ids, and the causes of at most the two
+	// command partitions a step holds, each at most perMap+1 at once.
+	bound := 6 * (perMap + 1)
+	t.Logf("peak live entries %d (bound %d); all partitions %d", a.peak, bound, total)
+	if a.peak > bound {
+		t.Errorf("Run held %d entries at once, more than %d", a.peak, bound)
+	}
+	if a.live != 0 {
+		t.Errorf("%d entries still live after the last partition", a.live)
+	}
+}
+
+// streamHistory builds six partitions of different sizes (30 to 180 keys,
+// 2 keys per entity), with a cross-partition outcome id reuse and two
+// commands answered late or never; with reexec, partition 3's first key
+// starts again after its final record. perPart is the live entries Check
+// holds per partition, total their sum.
+func streamHistory(t *testing.T, reexec bool) (in Input, perPart []int, total int) {
 	const parts = 6
-	in := Input{Topics: tops, CommandPartitions: parts, Committed: map[int32]int64{}, MaxViolations: 20}
-	perPart := make([]int, parts) // live entries Check would hold for the partition
-	total := 0
+	in = Input{Topics: tops, CommandPartitions: parts, Committed: map[int32]int64{}, MaxViolations: 20}
+	perPart = make([]int, parts)
 	var firstOutcome *kgo.Record // partition 1's, whose id partition 4 reuses
 	for p := range int32(parts) {
 		keys := 30 * int(p+1)
@@ -65,6 +125,10 @@ func TestRunStreamsPartitions(t *testing.T) {
 			}
 			in.Outcomes = append(in.Outcomes, o)
 		}
+		if reexec && p == 3 {
+			key := "k3-0"
+			jents = append(jents, at(rec(key, ents[0], schemas.StatusInProgress, 2, 1000, time.Hour), 0))
+		}
 		in.Journal = append(in.Journal, journal(t, p, jents...)...)
 		in.Committed[p] = int64(keys)
 		perPart[p] = 4*keys + len(ents) // keys, answers, ids, causes; entities
@@ -82,12 +146,40 @@ func TestRunStreamsPartitions(t *testing.T) {
 	late := outcome(t, "late", e0, "cmd-late", schemas.StatusSucceeded, 0, 180)
 	late.Partition = 5
 	in.Outcomes = append(in.Outcomes, late)
-	want := Check(in)
-	if want.OK() || find(want, CheckOutcomeIDs).Count != 2 || find(want, CheckAnswered).Count != 1 {
-		t.Fatalf("the history should fail outcome_ids twice and commands_answered once: %+v", want.Checks)
-	}
+	return in, perPart, total
+}
 
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, tops.Commands, tops.Journal, tops.Outcomes, tops.Deadletter))
+// runHistory audits in with Run on kfake, fails unless its report is
+// want, and returns Run's auditor.
+func runHistory(t *testing.T, in Input, want Report) *auditor {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, cl := serveHistory(ctx, t, in, in.CommandPartitions)
+
+	var a *auditor
+	testHookAuditor = func(x *auditor) { a = x }
+	// Small chunks: a fetch is decoded and checked in several, each
+	// decoded while the one before is checked.
+	chunk := decodeChunk
+	decodeChunk = 50
+	t.Cleanup(func() { testHookAuditor, decodeChunk = nil, chunk })
+	got, err := Run(ctx, Options{Client: cl, MaxViolations: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
+		t.Fatalf("Run gave\n%s\nCheck gave\n%s", g, w)
+	}
+	return a
+}
+
+// serveHistory produces in's records to a new kfake cluster of parts
+// partitions per topic, at the offsets the history gives them, and
+// commits in.Committed for group "onceflight".
+func serveHistory(ctx context.Context, t *testing.T, in Input, parts int) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(parts), tops.Commands, tops.Journal, tops.Outcomes, tops.Deadletter))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +189,6 @@ func TestRunStreamsPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	for _, rs := range [][]*kgo.Record{in.Journal, in.Outcomes, in.Commands} {
 		for _, r := range rs {
 			// Offsets are the broker's: the records were numbered
@@ -122,34 +212,80 @@ func TestRunStreamsPartitions(t *testing.T) {
 	if err := kadm.NewClient(cl).CommitAllOffsets(ctx, "onceflight", offs); err != nil {
 		t.Fatal(err)
 	}
+	return c, cl
+}
 
-	var a *auditor
-	testHookAuditor = func(x *auditor) { a = x }
-	// Small chunks: a fetch is decoded and checked in several, each
-	// decoded while the one before is checked.
-	chunk := decodeChunk
-	decodeChunk = 50
-	t.Cleanup(func() { testHookAuditor, decodeChunk = nil, chunk })
-	got, err := Run(ctx, Options{Client: cl, MaxViolations: 20})
+// TestRunReadsAhead: while Run checks a partition's records, the next
+// partition's reader is already fetching, so a step never starts by
+// connecting and waiting for its first fetch. At the end of each step,
+// before Run may open another reader, the broker must have been asked
+// for the next partition (kfake sees every fetch request).
+func TestRunReadsAhead(t *testing.T) {
+	const parts = 4
+	in := Input{Topics: tops, CommandPartitions: parts, Committed: map[int32]int64{}}
+	for p := range int32(parts) {
+		ents := entitiesOn(p, parts, 3)
+		var jents []jent
+		for i, e := range ents {
+			key := fmt.Sprintf("k%d-%d", p, i)
+			jents = append(jents, at(rec(key, e, schemas.StatusInProgress, 1, int64(i+1), 0), int64(i)),
+				at(rec(key, e, schemas.StatusSucceeded, 1, 0, 0), int64(i)))
+			in.Commands = append(in.Commands, command(t, "cmd-"+key, e, key, p, int64(i)))
+			o := outcome(t, key, e, "cmd-"+key, schemas.StatusSucceeded, p, int64(i))
+			o.Partition = p
+			in.Outcomes = append(in.Outcomes, o)
+		}
+		in.Journal = append(in.Journal, journal(t, p, jents...)...)
+		in.Committed[p] = int64(len(ents))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, cl := serveHistory(ctx, t, in, parts)
+
+	var mu sync.Mutex
+	fetched := map[int32]bool{} // partition numbers any fetch asked for
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tp := range req.(*kmsg.FetchRequest).Topics {
+			for _, p := range tp.Partitions {
+				fetched[p.Partition] = true
+			}
+		}
+		return nil, nil, false
+	})
+	var missed []int32
+	testHookStep = func(p int32) {
+		// Step p read journal and outcomes p and commands p-1; only
+		// step p+1 reads a partition numbered p+1.
+		if p+1 >= parts {
+			return
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			ok := fetched[p+1]
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				missed = append(missed, p+1)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookStep = nil })
+	rep, err := Run(ctx, Options{Client: cl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
-		t.Fatalf("Run gave\n%s\nCheck gave\n%s", g, w)
+	if !rep.OK() || rep.Counts.Commands != 3*parts {
+		t.Fatalf("the history should pass with %d commands: %+v %+v", 3*parts, rep.Checks, rep.Counts)
 	}
-	largest := 0
-	for _, n := range perPart {
-		largest = max(largest, n)
-	}
-	t.Logf("peak live entries %d; largest partition %d, all partitions %d", a.peak, largest, total)
-	if a.peak > 2*largest {
-		t.Errorf("Run held %d entries at once, more than two of the largest partition's %d", a.peak, largest)
-	}
-	if a.peak >= total/2 {
-		t.Errorf("Run held %d entries at once: not a partition's worth, but most of all %d", a.peak, total)
-	}
-	if a.live != 0 {
-		t.Errorf("%d entries still live after the last partition", a.live)
+	if len(missed) > 0 {
+		t.Fatalf("partitions %v were not being fetched when the step before them ended", missed)
 	}
 }
 
