@@ -27,7 +27,9 @@ const DefaultCheckpointsTopic = "onceflight.checkpoints"
 // with Signer and published to Topic every Every records or Interval,
 // whichever comes first, and at clean shutdown.
 type CheckpointConfig struct {
-	// Signer is the executor's Ed25519 note signer (trustlog.LoadSigner).
+	// Signer is the executor's Ed25519 note signer: serve loads it from the
+	// key file `onceflight keygen` writes; an embedder makes one with
+	// golang.org/x/mod/sumdb/note.NewSigner from that file's contents.
 	Signer note.Signer
 	// Trusted verifies the last checkpoint a new owner resumes from; nil:
 	// only checkpoints by Signer's own key are resumed from, others make
