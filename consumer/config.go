@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // DefaultMaxMessageBytes is max.message.bytes of the topics the executor
@@ -68,7 +69,8 @@ type Config struct {
 	CacheSize int64
 	// KafkaOpts are the connection options (TLS, SASL, client id: see
 	// package kafkaconf) of every client the executor creates, and of
-	// kafka actions that have no connection of their own.
+	// kafka actions that have no connection of their own. Nil: those of
+	// no properties (kafkaconf.Config.Opts of nil).
 	KafkaOpts []kgo.Opt
 	// Group is the consumer group the executors of one deployment share.
 	// Default "onceflight".
@@ -189,6 +191,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = DefaultMaxPollRecords
+	}
+	if c.KafkaOpts == nil {
+		// What no connection properties give every other client of
+		// the project (kafkaconf): no KIP-714 client metrics pushed.
+		c.KafkaOpts = (*kafkaconf.Config)(nil).Opts()
 	}
 	if c.MaxBuffered == 0 {
 		c.MaxBuffered = DefaultMaxBuffered
