@@ -32,13 +32,13 @@ const (
 	DefaultMaxPollRecords               = 500
 	DefaultClockDrift                   = time.Second
 	DefaultTransactionTimeout           = 10 * time.Second
-	DefaultMaxBuffered                  = 10000
+	DefaultMaxBuffered                  = 4096
 	DefaultMaxBufferedPerPartition      = 2000
 	DefaultMaxBufferedBytesPerPartition = 64 << 20
 	DefaultMaxBufferedPerEntity         = 200
 	DefaultMaxSkippedPerPartition       = 100000
-	DefaultMaxBufferedBytes             = 32 << 20
-	DefaultMaxFetchBytes                = 8 << 20
+	DefaultMaxBufferedBytes             = 16 << 20
+	DefaultMaxFetchBytes                = 4 << 20
 	DefaultMaxConcurrentFetches         = 2
 	DefaultPartitionCheckInterval       = 10 * time.Second
 	DefaultStatusInterval               = 10 * time.Second
@@ -105,21 +105,21 @@ type Config struct {
 	// whole process: queued for their entity, running, or answered and
 	// staged for the committer's transaction. The poll loop waits when it
 	// is reached, so a backlog of any size is drained with at most this
-	// many commands in memory (docs/memory.md). Default 10000.
+	// many commands in memory (docs/memory.md). Default 4096.
 	MaxBuffered int
 	// MaxBufferedBytes bounds the bytes of the same commands: a command's
 	// record while it is queued or running, the estimated size of its
 	// answer (journal record, outcome, ...) once staged. The poll loop
 	// waits past it; a worker waits before staging an answer while the
 	// staged answers alone are at it (the committer drains them without
-	// help, so the wait always ends). Default 32 MiB.
+	// help, so the wait always ends). Default 16 MiB.
 	MaxBufferedBytes int
 	// MaxFetchBytes is the most one fetch response may carry (franz-go's
 	// FetchMaxBytes; a single record batch larger than it still comes
 	// whole), and MaxConcurrentFetches how many fetches may be in flight or
 	// buffered at once across brokers (franz-go's MaxConcurrentFetches).
 	// What franz-go holds ahead of the poll loop is at most their product.
-	// Defaults 8 MiB and 2.
+	// Defaults 4 MiB and 2.
 	MaxFetchBytes        int
 	MaxConcurrentFetches int
 	// MaxBufferedPerPartition and MaxBufferedBytesPerPartition bound one
