@@ -230,7 +230,6 @@ func checkKafka(ctx context.Context, log *slog.Logger, brokers []string, conn []
 // server, Pebble, and last the embedded broker everything else talked to.
 func runServe(ctx context.Context, o *serveOptions) error {
 	log := slog.Default()
-	limitMallocArenas()
 	conn, err := o.kf.conn()
 	if err != nil {
 		return err
