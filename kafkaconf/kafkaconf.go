@@ -155,7 +155,7 @@ type Config struct {
 	// Java and librdkafka: the executor exports its own metrics, and a
 	// subscribed client rolls its metrics up and sends them every push
 	// interval from each of its clients (the embedded broker subscribes
-	// every client to all of them: ~4 MB allocated per second while
+	// every client to all of them: ~25 MB allocated per 30 s while
 	// draining a backlog, BENCHMARKS.md "Round 7 (mem)").
 	MetricsPush bool
 
