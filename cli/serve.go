@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -88,6 +89,31 @@ const minCacheSize = 8 << 20
 // fixed costs the garbage collector would run without pause.
 const minMemoryLimit = 64 << 20
 
+// applyMemoryLimit sets the Go runtime's soft memory limit: --memory-limit
+// if given, else GOMEMLIMIT if set (the runtime applied it at start), else
+// the one the executor's bounds suggest (consumer.GoMemoryLimit), so that
+// the defaults do not leave the heap at twice what is live. Not with the
+// embedded broker or the console in this process: the broker keeps its
+// topics in memory and the console its projection, which no bound of the
+// executor covers, and a limit below what is live only makes the collector
+// run without pause.
+func applyMemoryLimit(log *slog.Logger, o *serveOptions, cfg consumer.Config) {
+	limit, source := o.memoryLimit, "--memory-limit"
+	switch {
+	case limit > 0:
+	case os.Getenv("GOMEMLIMIT") != "":
+		log.Info("memory limit", "source", "GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
+		return
+	case len(o.kf.Brokers) == 0 || o.consoleAddr != "":
+		log.Info("memory limit: none", "why", "the embedded broker or the console runs in this process; set --memory-limit or GOMEMLIMIT to have one")
+		return
+	default:
+		limit, source = consumer.GoMemoryLimit(cfg), "the executor's bounds"
+	}
+	debug.SetMemoryLimit(limit)
+	log.Info("memory limit", "source", source, "bytes", limit)
+}
+
 func newServeCmd() *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
@@ -146,7 +172,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", def.MaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
 	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", def.MaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
 	fs.IntVar(&o.cacheSize, "cache-size", int(def.CacheSize), "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
-	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else none (docs/memory.md)")
+	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else one derived from the buffer bounds, none with the embedded broker or --console (docs/memory.md)")
 	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
 	fs.StringVar(&o.ingress.addr, "ingress", "", "address of the HTTP ingress (POST /v1/commands/{action}, docs/http.md#ingress), off when empty")
@@ -207,9 +233,6 @@ func checkKafka(ctx context.Context, log *slog.Logger, brokers []string, conn []
 // server, Pebble, and last the embedded broker everything else talked to.
 func runServe(ctx context.Context, o *serveOptions) error {
 	log := slog.Default()
-	if o.memoryLimit > 0 {
-		debug.SetMemoryLimit(o.memoryLimit)
-	}
 	conn, err := o.kf.conn()
 	if err != nil {
 		return err
@@ -292,7 +315,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return err
 	}
 	exOpts = append(exOpts, cpOpt...)
-	ex, err := consumer.New(consumer.Config{
+	ccfg := consumer.Config{
 		Brokers:                      brokers,
 		DataDir:                      filepath.Join(o.dataDir, "state"),
 		CacheSize:                    int64(o.cacheSize),
@@ -317,7 +340,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		ClockDrift:                   o.clockDrift,
 		ExecutorID:                   o.executorID,
 		Logger:                       log,
-	}, cfg, exOpts...)
+	}
+	applyMemoryLimit(log, o, ccfg)
+	ex, err := consumer.New(ccfg, cfg, exOpts...)
 	if errors.Is(err, consumer.ErrState) {
 		return err
 	} else if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // defaultMaxMessageBytes is max.message.bytes of the topics the executor
@@ -30,13 +31,13 @@ const (
 	defaultMaxPollRecords               = 500
 	defaultClockDrift                   = time.Second
 	defaultTransactionTimeout           = 10 * time.Second
-	defaultMaxBuffered                  = 10000
+	defaultMaxBuffered                  = 4096
 	defaultMaxBufferedPerPartition      = 2000
 	defaultMaxBufferedBytesPerPartition = 64 << 20
 	defaultMaxBufferedPerEntity         = 200
 	defaultMaxSkippedPerPartition       = 100000
-	defaultMaxBufferedBytes             = 32 << 20
-	defaultMaxFetchBytes                = 8 << 20
+	defaultMaxBufferedBytes             = 16 << 20
+	defaultMaxFetchBytes                = 4 << 20
 	defaultMaxConcurrentFetches         = 2
 	defaultPartitionCheckInterval       = 10 * time.Second
 	defaultStatusInterval               = 10 * time.Second
@@ -78,7 +79,8 @@ type Config struct {
 	CacheSize int64
 	// KafkaOpts are the connection options (TLS, SASL, client id: see
 	// package kafkaconf) of every client the executor creates, and of
-	// kafka actions that have no connection of their own.
+	// kafka actions that have no connection of their own. Nil: those of
+	// no properties (kafkaconf.Config.Opts of nil).
 	KafkaOpts []kgo.Opt
 	// Group is the consumer group the executors of one deployment share.
 	// Default "onceflight".
@@ -113,21 +115,21 @@ type Config struct {
 	// whole process: queued for their entity, running, or answered and
 	// staged for the committer's transaction. The poll loop waits when it
 	// is reached, so a backlog of any size is drained with at most this
-	// many commands in memory (docs/memory.md). Default 10000.
+	// many commands in memory (docs/memory.md). Default 4096.
 	MaxBuffered int
 	// MaxBufferedBytes bounds the bytes of the same commands: a command's
 	// record while it is queued or running, the estimated size of its
 	// answer (journal record, outcome, ...) once staged. The poll loop
 	// waits past it; a worker waits before staging an answer while the
 	// staged answers alone are at it (the committer drains them without
-	// help, so the wait always ends). Default 32 MiB.
+	// help, so the wait always ends). Default 16 MiB.
 	MaxBufferedBytes int
 	// MaxFetchBytes is the most one fetch response may carry (franz-go's
 	// FetchMaxBytes; a single record batch larger than it still comes
 	// whole), and MaxConcurrentFetches how many fetches may be in flight or
 	// buffered at once across brokers (franz-go's MaxConcurrentFetches).
 	// What franz-go holds ahead of the poll loop is at most their product.
-	// Defaults 8 MiB and 2.
+	// Defaults 4 MiB and 2.
 	MaxFetchBytes        int
 	MaxConcurrentFetches int
 	// MaxBufferedPerPartition and MaxBufferedBytesPerPartition bound one
@@ -199,6 +201,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = defaultMaxPollRecords
+	}
+	if c.KafkaOpts == nil {
+		// What no connection properties give every other client of
+		// the project (kafkaconf): no KIP-714 client metrics pushed.
+		c.KafkaOpts = (*kafkaconf.Config)(nil).Opts()
 	}
 	if c.MaxBuffered == 0 {
 		c.MaxBuffered = defaultMaxBuffered

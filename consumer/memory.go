@@ -171,3 +171,40 @@ func (m *maxInt) raise(v int) {
 }
 
 func (m *maxInt) get() float64 { return float64(m.v.Load()) }
+
+// Go memory that does not follow the bounds: the runtime, the Kafka
+// clients, configuration, schemas and metrics, the dedupe entry caches and
+// Pebble's Go-side state (~20 MB live in a noop drain), goroutine stacks
+// and the collector's own metadata (~10–15 MB), with room to spare.
+const fixedGoMemory = 40 << 20
+
+// minGoMemoryLimit is GoMemoryLimit's floor: below it the collector
+// would run almost without pause for a process that is only starting.
+const minGoMemoryLimit = 64 << 20
+
+// GoMemoryLimit is the soft limit of the Go runtime's memory
+// (debug.SetMemoryLimit, as GOMEMLIMIT) that suits cfg's bounds; serve
+// applies it when neither --memory-limit nor GOMEMLIMIT sets one.
+//
+// Without a limit the collector lets the heap grow to twice what is live
+// (GOGC=100), so the resident size was about twice the live heap, fixed
+// part included, plus Pebble's cache: 220–300 MB at the former defaults
+// for ~50–85 MB live (BENCHMARKS.md, "Round 7 (mem)"). The limit gives the
+// collector that room only for what the bounds let vary — the buffered and
+// staged commands, the fetches, the transaction being produced — and
+// counts the fixed part once. The collector then runs more often than at
+// GOGC=100 only while that working set is near its bounds. Pebble's block
+// cache is C memory in a cgo build, outside the runtime and so outside the
+// limit; in a build without cgo (the container image) it is Go memory and
+// is added.
+func GoMemoryLimit(cfg Config) int64 {
+	cfg.setDefaults()
+	buffered := min(int64(cfg.MaxBuffered)*(answerOverhead+512), 2*int64(cfg.MaxBufferedBytes))
+	fetched := int64(cfg.MaxFetchBytes) * int64(cfg.MaxConcurrentFetches)
+	working := buffered + fetched + maxFlushBytes
+	limit := fixedGoMemory + 2*working
+	if pebbleCacheInGoHeap {
+		limit += cfg.CacheSize
+	}
+	return max(limit, minGoMemoryLimit)
+}

@@ -44,6 +44,6 @@ func ExampleFromMap() {
 	})
 	fmt.Println(err)
 	// Output:
-	// property "linger.ms": unknown property (supported: security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.endpoint.identification.algorithm, client.id)
+	// property "linger.ms": unknown property (supported: security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.endpoint.identification.algorithm, client.id, enable.metrics.push)
 	// property "sasl.mechanism": set, but security.protocol is SSL; use SASL_SSL or SASL_PLAINTEXT to authenticate
 }

@@ -60,6 +60,7 @@ const (
 	propSSLKeyLocation         = "ssl.key.location"
 	propSSLEndpointIDAlgorithm = "ssl.endpoint.identification.algorithm"
 	propClientID               = "client.id"
+	propEnableMetricsPush      = "enable.metrics.push"
 )
 
 // Values of security.protocol.
@@ -79,7 +80,7 @@ const (
 
 // known lists the accepted property names; see Names.
 var known = []string{propSecurityProtocol, propSASLMechanism, propSASLUsername, propSASLPassword,
-	propSSLCALocation, propSSLCertificateLocation, propSSLKeyLocation, propSSLEndpointIDAlgorithm, propClientID}
+	propSSLCALocation, propSSLCertificateLocation, propSSLKeyLocation, propSSLEndpointIDAlgorithm, propClientID, propEnableMetricsPush}
 
 // Names returns the accepted property names, for help texts and callers
 // that place errors (New also accepts librdkafka's sasl.mechanisms for
@@ -149,7 +150,8 @@ func (e *Error) Error() string {
 }
 
 // Config is a checked set of connection properties. The zero value is a
-// PLAINTEXT connection with franz-go's defaults.
+// PLAINTEXT connection with franz-go's defaults, except that the client
+// pushes no metrics to the broker (MetricsPush).
 type Config struct {
 	// Protocol is security.protocol, upper case; "" means PLAINTEXT.
 	Protocol string
@@ -159,6 +161,14 @@ type Config struct {
 	Username, Password string
 	// ClientID is client.id; "" keeps franz-go's default.
 	ClientID string
+	// MetricsPush is enable.metrics.push: send KIP-714 client metrics to
+	// a broker that subscribes to them. Off unless set to true, unlike
+	// Java and librdkafka: the executor exports its own metrics, and a
+	// subscribed client rolls its metrics up and sends them every push
+	// interval from each of its clients (the embedded broker subscribes
+	// every client to all of them: ~25 MB allocated per 30 s while
+	// draining a backlog, BENCHMARKS.md "Round 7 (mem)").
+	MetricsPush bool
 
 	tls *tls.Config // nil unless Protocol is SSL or SASL_SSL
 }
@@ -250,6 +260,15 @@ func New(props []Property) (*Config, error) {
 	c.ClientID, _ = get(propClientID)
 	if _, ok := last[propClientID]; ok && strings.TrimSpace(c.ClientID) == "" {
 		fail(propClientID, "must not be empty")
+	}
+	if v, ok := get(propEnableMetricsPush); ok {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true":
+			c.MetricsPush = true
+		case "false":
+		default:
+			fail(propEnableMetricsPush, "%q is not true or false", v)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -376,13 +395,18 @@ func (c *Config) tlsConfig() *tls.Config {
 }
 
 // Opts returns the franz-go options of c: TLS dialing, the SASL mechanism,
-// the client id. Append them after a client's other options. A nil Config
-// has none.
+// the client id, no client metrics unless MetricsPush. Append them after a
+// client's other options. A nil Config has the zero Config's. The slice is
+// never nil, even when empty: consumer.Config takes nil KafkaOpts for "no
+// properties given".
 func (c *Config) Opts() []kgo.Opt {
 	if c == nil {
-		return nil
+		c = &Config{}
 	}
-	var opts []kgo.Opt
+	opts := []kgo.Opt{}
+	if !c.MetricsPush {
+		opts = append(opts, kgo.DisableClientMetrics())
+	}
 	if c.tls != nil {
 		opts = append(opts, kgo.DialTLSConfig(c.tls.Clone()))
 	}

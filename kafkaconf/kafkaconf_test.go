@@ -103,8 +103,8 @@ func TestNewAccepts(t *testing.T) {
 	if tc := c.tlsConfig(); tc == nil || tc.RootCAs == nil || len(tc.Certificates) != 1 || tc.InsecureSkipVerify {
 		t.Errorf("TLS = %+v", tc)
 	}
-	if len(c.Opts()) != 3 {
-		t.Errorf("Opts: %d options, want TLS, SASL and client id", len(c.Opts()))
+	if len(c.Opts()) != 4 {
+		t.Errorf("Opts: %d options, want TLS, SASL, client id and no client metrics", len(c.Opts()))
 	}
 	if strings.Contains(c.String(), "p\"") || !strings.Contains(c.String(), "SCRAM-SHA-512") {
 		t.Errorf("String() = %q", c.String())
@@ -117,12 +117,52 @@ func TestNewAccepts(t *testing.T) {
 
 	// Later properties win: a flag after the file turns TLS off.
 	c, err = New(append(props("security.protocol", "SSL"), props("security.protocol", "PLAINTEXT")...))
-	if err != nil || c.tlsConfig() != nil || len(c.Opts()) != 0 {
+	if err != nil || c.tlsConfig() != nil || len(c.Opts()) != 1 {
 		t.Errorf("override: %+v, %v", c, err)
 	}
 	var nilConf *Config
-	if nilConf.Opts() != nil || nilConf.tlsConfig() != nil {
-		t.Error("a nil Config has options")
+	if len(nilConf.Opts()) != 1 || nilConf.tlsConfig() != nil {
+		t.Error("a nil Config has other options than the zero Config")
+	}
+}
+
+// TestMetricsPush: KIP-714 client metrics are off unless
+// enable.metrics.push=true asks for them, for a zero or nil Config too.
+func TestMetricsPush(t *testing.T) {
+	disabled := func(c *Config) bool {
+		t.Helper()
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, c.Opts()...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		return cl.OptValue(kgo.DisableClientMetrics).(bool)
+	}
+	for _, tc := range []struct {
+		props []Property
+		want  bool // disabled
+	}{
+		{nil, true},
+		{props("enable.metrics.push", "false"), true},
+		{props("enable.metrics.push", "true"), false},
+		{props("enable.metrics.push", " TRUE "), false},
+	} {
+		c, err := New(tc.props)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Opts() == nil {
+			t.Errorf("%v: Opts is nil", tc.props)
+		}
+		if got := disabled(c); got != tc.want {
+			t.Errorf("%v: client metrics disabled = %v, want %v", tc.props, got, tc.want)
+		}
+	}
+	if !disabled(nil) {
+		t.Error("a nil Config pushes client metrics")
+	}
+	if _, err := New(props("enable.metrics.push", "yes")); err == nil || !strings.Contains(err.Error(), `"yes" is not true or false`) {
+		t.Errorf("enable.metrics.push=yes: %v", err)
 	}
 }
 
