@@ -319,9 +319,9 @@ func checkSeals(ctx context.Context, o Options, ps []int32, starts, ends map[int
 	if !o.RequireSigned {
 		return out, nil
 	}
-	cs := map[int32]*trust.SealScan{}
+	cs := map[int32]*trustlog.SealScan{}
 	for _, p := range ps {
-		cs[p] = trust.NewSealScan(trust.Origin(o.OriginPrefix, p), o.Trusted, starts[p] > 0)
+		cs[p] = trustlog.NewSealScan(trust.Origin(o.OriginPrefix, p), o.Trusted, starts[p] > 0)
 	}
 	err := replay(ctx, o.Client, o.Journal, ps, starts, ends, func(r *kgo.Record) { cs[r.Partition].Add(r, nil) })
 	if err != nil {
