@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/rangeread"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -90,12 +91,12 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 	}
 	all := []string{tp.Commands, tp.Journal, tp.Outcomes, tp.Deadletter}
 	listed, err := adm.ListCommittedOffsets(ctx, all...)
-	ends, err := offsetsOf(listed, err, all)
+	ends, err := rangeread.Offsets(listed, err, all)
 	if err != nil {
 		return Report{}, err
 	}
 	listed, err = adm.ListStartOffsets(ctx, all...)
-	starts, err := offsetsOf(listed, err, all)
+	starts, err := rangeread.Offsets(listed, err, all)
 	if err != nil {
 		return Report{}, err
 	}
@@ -194,7 +195,7 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 	for p := range ends[tp.Deadletter] {
 		rng(dl, tp.Deadletter, p)
 	}
-	err := read(ctx, cl, dl, func(rs []*kgo.Record) {
+	err := rangeread.Read(ctx, cl, dl, func(rs []*kgo.Record) {
 		for _, r := range rs {
 			a.deadletter(r)
 		}
@@ -214,24 +215,24 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 		}
 		return rs
 	}
-	next, err := openRead(cl, step(0))
+	next, err := rangeread.Open(cl, step(0))
 	if err != nil {
 		return err
 	}
-	defer func() { next.close() }()
+	defer func() { next.Close() }()
 	for p := int32(0); p <= n; p++ {
 		cur := next
 		if p < n {
-			if next, err = openRead(cl, step(p+1)); err != nil {
-				next = &reader{}
-				cur.close()
+			if next, err = rangeread.Open(cl, step(p+1)); err != nil {
+				next = &rangeread.Reader{}
+				cur.Close()
 				return err
 			}
 		} else {
-			next = &reader{}
+			next = &rangeread.Reader{}
 		}
-		err := cur.each(ctx, a.records)
-		cur.close()
+		err := cur.Each(ctx, a.records)
+		cur.Close()
 		if testHookStep != nil {
 			testHookStep(p)
 		}
@@ -298,173 +299,4 @@ func cmpErr(first, err error) error {
 		return first
 	}
 	return err
-}
-
-// offsetsOf flattens listed offsets per topic, turning a missing topic into
-// an error that names it: an audit of a topic that does not exist proves
-// nothing.
-func offsetsOf(listed kadm.ListedOffsets, err error, want []string) (map[string]map[int32]int64, error) {
-	if err != nil {
-		return nil, fmt.Errorf("list offsets: %w", err)
-	}
-	out := map[string]map[int32]int64{}
-	var firstErr error
-	listed.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
-				firstErr = cmpErr(firstErr, fmt.Errorf("topic %s does not exist (has an executor created it?)", o.Topic))
-			}
-			firstErr = cmpErr(firstErr, fmt.Errorf("list offsets of %s partition %d: %w", o.Topic, o.Partition, o.Err))
-			return
-		}
-		if out[o.Topic] == nil {
-			out[o.Topic] = map[int32]int64{}
-		}
-		out[o.Topic][o.Partition] = o.Offset
-	})
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	for _, t := range want {
-		if len(out[t]) == 0 {
-			return nil, fmt.Errorf("topic %s does not exist or has no partitions (has an executor created it?)", t)
-		}
-	}
-	return out, nil
-}
-
-// read calls fn with the committed data records of every partition range
-// [start, end), a fetch at a time, in offset order per partition, and
-// keeps none of them (openRead, then reader.each).
-func read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]int64, fn func([]*kgo.Record)) error {
-	rd, err := openRead(cl, ranges)
-	if err != nil {
-		return err
-	}
-	defer rd.close()
-	return rd.each(ctx, fn)
-}
-
-// reader reads partition ranges [start, end). It is one direct consumer
-// of all of them (no group: the audit must not disturb anyone's offsets),
-// read_committed so that a fenced zombie's aborted writes are never taken
-// for history, and keeping control records because the last offset below
-// a last stable offset is often a transaction marker — without it a read
-// would wait for a record that never comes.
-//
-// The consumer starts fetching as soon as openRead returns: stream opens
-// the next partition's reader before it checks the current one, so the
-// connection, the metadata and the first fetch of a step are not waited
-// for after the step before it.
-type reader struct {
-	rd      *kgo.Client                // nil: nothing to read
-	pending map[string]map[int32]int64 // topic -> partition -> last offset to read
-	left    int
-}
-
-func openRead(cl *kgo.Client, ranges map[string]map[int32][2]int64) (*reader, error) {
-	parts := map[string]map[int32]kgo.Offset{}
-	r := &reader{pending: map[string]map[int32]int64{}}
-	for t, ps := range ranges {
-		for p, rg := range ps {
-			if parts[t] == nil {
-				parts[t] = map[int32]kgo.Offset{}
-				r.pending[t] = map[int32]int64{}
-			}
-			parts[t][p] = kgo.NewOffset().At(rg[0])
-			r.pending[t][p] = rg[1] - 1
-			r.left++
-		}
-	}
-	if r.left == 0 {
-		return r, nil
-	}
-	rd, err := kgo.NewClient(append(slices.Clone(cl.Opts()),
-		kgo.ConsumerGroup(""),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.ConsumePartitions(parts),
-		// Retention may delete the start of a partition between
-		// listing offsets and fetching: read what is left.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("audit reader: %w", err)
-	}
-	r.rd = rd
-	return r, nil
-}
-
-func (r *reader) close() {
-	if r.rd != nil {
-		r.rd.Close()
-	}
-}
-
-// each calls fn with the records of each fetch until every range is read.
-// A goroutine polls the next fetch while fn checks the one before, so
-// the consumer asks the broker for more while the audit is busy: at most
-// one polled fetch waits for fn, besides the one fn has.
-func (r *reader) each(ctx context.Context, fn func([]*kgo.Record)) error {
-	if r.rd == nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	batches := make(chan []*kgo.Record, 1)
-	var pollErr error
-	go func() {
-		defer close(batches)
-		pollErr = r.poll(ctx, batches)
-	}()
-	for b := range batches {
-		fn(b)
-	}
-	return pollErr
-}
-
-// poll sends the wanted records of each fetch to out until every range
-// is read.
-func (r *reader) poll(ctx context.Context, out chan<- []*kgo.Record) error {
-	for r.left > 0 {
-		fs := r.rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read topics: %w", err)
-		}
-		var fetchErr error
-		fs.EachError(func(t string, p int32, err error) {
-			if fetchErr == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed) {
-				fetchErr = fmt.Errorf("read %s partition %d: %w", t, p, err)
-			}
-		})
-		if fetchErr != nil {
-			return fetchErr
-		}
-		var batch []*kgo.Record
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			last, ok := r.pending[fp.Topic][fp.Partition]
-			if !ok {
-				return
-			}
-			for _, rec := range fp.Records {
-				if rec.Offset <= last && !rec.Attrs.IsControl() {
-					batch = append(batch, rec)
-				}
-				if rec.Offset >= last {
-					delete(r.pending[fp.Topic], fp.Partition)
-					r.left--
-					break
-				}
-			}
-		})
-		if len(batch) == 0 {
-			continue
-		}
-		select {
-		case out <- batch:
-		case <-ctx.Done():
-			return fmt.Errorf("read topics: %w", ctx.Err())
-		}
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/decide"
+	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -229,7 +230,7 @@ type auditor struct {
 	chains map[int32]*chainState
 	// seals are the journal partitions' seal checks (Input.Trusted),
 	// ended with the partition (endJournal).
-	seals map[int32]*trust.SealScan
+	seals map[int32]*trustlog.SealScan
 	// keys and ents are the journal partitions' keys (entity NUL key)
 	// and entities; Run reads one journal partition at a time, and
 	// dropping them ends that partition's G1 and G2.
@@ -318,7 +319,7 @@ func newAuditor(in Input) *auditor {
 	in.Commands, in.Journal, in.Outcomes, in.Deadletter = nil, nil, nil, nil
 	a := &auditor{
 		in: in, results: map[string]*CheckResult{},
-		chains: map[int32]*chainState{}, seals: map[int32]*trust.SealScan{},
+		chains: map[int32]*chainState{}, seals: map[int32]*trustlog.SealScan{},
 		causes: map[int32]*spill[uint8]{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 		decisions: map[digest]decisionSeen{},
@@ -603,7 +604,7 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	}
 	sc := a.seals[r.Partition]
 	if sc == nil {
-		sc = trust.NewSealScan(trust.Origin(a.in.OriginPrefix, r.Partition), a.in.Trusted, a.in.JournalStart[r.Partition] > 0)
+		sc = trustlog.NewSealScan(trust.Origin(a.in.OriginPrefix, r.Partition), a.in.Trusted, a.in.JournalStart[r.Partition] > 0)
 		a.seals[r.Partition] = sc
 	}
 	// d is reused for the next chunk: what the journal checks read is

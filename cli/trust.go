@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/checkpointcheck"
 	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/trust"
 )
@@ -145,9 +145,9 @@ checkpoints file); 1 the check could not run.`,
 				return err
 			}
 			defer cl.Close()
-			rep, err := audit.Verify(cmd.Context(), audit.CheckpointOptions{Client: cl, Journal: kf.Topics.Journal,
+			rep, err := checkpointcheck.Verify(cmd.Context(), checkpointcheck.Options{Client: cl, Journal: kf.Topics.Journal,
 				OriginPrefix: origin, Trusted: tk, Checkpoints: notes, Topic: topic, Partitions: ps, RequireSigned: signed})
-			if errors.Is(err, audit.ErrBadPartition) {
+			if errors.Is(err, checkpointcheck.ErrBadPartition) {
 				return usageErrorf("--partitions: %w", err)
 			}
 			if err != nil {
@@ -223,9 +223,9 @@ yet; 2 usage error; 1 the proof could not be made.`,
 				return err
 			}
 			defer cl.Close()
-			proved, err := audit.Prove(cmd.Context(), audit.CheckpointOptions{Client: cl, Journal: kf.Topics.Journal,
+			proved, err := checkpointcheck.Prove(cmd.Context(), checkpointcheck.Options{Client: cl, Journal: kf.Topics.Journal,
 				OriginPrefix: origin, Trusted: tk, Checkpoints: notes, Topic: topic}, entity, a[0])
-			if errors.Is(err, audit.ErrNoCheckpoint) {
+			if errors.Is(err, checkpointcheck.ErrNoCheckpoint) {
 				return exitErr{exitAuditFailed, err}
 			}
 			if err != nil {
@@ -327,7 +327,7 @@ saved); 2 usage error; 1 the topic could not be read.`,
 				return err
 			}
 			defer cl.Close()
-			good, refused, err := audit.SavedCheckpoints(cmd.Context(), audit.CheckpointOptions{Client: cl, Journal: kf.Topics.Journal,
+			good, refused, err := checkpointcheck.SavedCheckpoints(cmd.Context(), checkpointcheck.Options{Client: cl, Journal: kf.Topics.Journal,
 				OriginPrefix: origin, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic})
 			if err != nil {
 				return err

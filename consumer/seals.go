@@ -10,6 +10,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
@@ -157,17 +158,17 @@ func (s *sealer) committed(ts *txSeals) {
 
 // gate is the seal check of one partition's restore; nil when not
 // required.
-func (s *sealer) gate(p int32) *trust.SealGate {
+func (s *sealer) gate(p int32) *trustlog.SealGate {
 	if s == nil || !s.cfg.Require {
 		return nil
 	}
-	return trust.NewSealGate(trust.Origin(s.cfg.OriginPrefix, p), s.cfg.Trusted)
+	return trustlog.NewSealGate(trust.Origin(s.cfg.OriginPrefix, p), s.cfg.Trusted)
 }
 
 // gated feeds r to g and applies what trusted seals cover. It returns the
 // offset after the last record applied (or -1) and errUnsigned for
 // records no trusted seal covers.
-func (e *Executor) gated(g *trust.SealGate, r *kgo.Record, apply func(*kgo.Record), release bool) (int64, error) {
+func (e *Executor) gated(g *trustlog.SealGate, r *kgo.Record, apply func(*kgo.Record), release bool) (int64, error) {
 	if r != nil {
 		h := trust.RecordLeafHash(r)
 		if wire.JournalKind(r) == schemas.KindSeal {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/checkpointcheck"
 	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
@@ -197,7 +198,7 @@ func TestUnsignedJournalRecordRefused(t *testing.T) {
 	if grep.OK() || !named {
 		t.Fatalf("guarantee audit of a forged record: %+v", grep.Checks)
 	}
-	rep, err := audit.Verify(ctx, audit.CheckpointOptions{Client: cl, Trusted: both, RequireSigned: true})
+	rep, err := checkpointcheck.Verify(ctx, checkpointcheck.Options{Client: cl, Trusted: both, RequireSigned: true})
 	if err != nil {
 		t.Fatal(err)
 	}

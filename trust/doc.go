@@ -17,6 +17,8 @@
 // a saved checkpoint catches a rewritten, truncated or recreated journal.
 //
 // This package is the verifier's side: trusted keys, checkpoints, proofs,
-// leaves and seals. The writers' side (the executor's compact tree and
-// signing key, the auditor's proof-building log) is internal/trustlog.
+// leaves and seals (ParseSeal, OpenSeal). The writers' side (the
+// executor's compact tree and signing key, the auditor's proof-building
+// log) and the streaming seal checks of the executor, the audit and the
+// console (SealGate, SealScan) are internal/trustlog.
 package trust

@@ -180,6 +180,44 @@ func TestCheckpointRefusals(t *testing.T) {
 	}
 }
 
+// OpenSeal is what a verifier of transactions checks each chain's last
+// seal with: a trusted key valid when the seal was signed, and an intact
+// note.
+func TestOpenSeal(t *testing.T) {
+	s, vkey := newSigner(t, "executor-a")
+	other, ovkey := newSigner(t, "executor-b")
+	at := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	seal := Seal{Origin: "onceflight/j/0", Epoch: 2, Prev: SealHash([]byte("prev")), Records: 1, Digest: DigestLeaves([][]byte{LeafHash(leafAt(0))}), Time: at}
+	msg, err := seal.Sign(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := OpenSeal(msg, trusted(t, vkey))
+	if err != nil || got.Origin != seal.Origin || got.Epoch != 2 || got.Records != 1 || !bytes.Equal(got.Digest, seal.Digest) || !got.Time.Equal(at) {
+		t.Fatalf("open: %+v, %v", got, err)
+	}
+	forged, err := seal.Sign(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		msg  []byte
+		tk   string
+		want string
+	}{
+		{"revoked", msg, vkey + " revoked", "revoked"},
+		{"expired", msg, vkey + " not_after=2026-05-01T00:00:00Z", "expired at 2026-05-01"},
+		{"untrusted key", forged, vkey, "signed by executor-b"},
+		{"altered", bytes.Replace(msg, []byte("records 1\n"), []byte("records 2\n"), 1), vkey, "invalid signature"},
+		{"not a seal", []byte("hello\n\n— x y\n"), vkey + "\n" + ovkey, "not an onceflight-seal/v1 note"},
+	} {
+		if _, err := OpenSeal(c.msg, trusted(t, c.tk)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
 func TestTrustedKeysFileErrors(t *testing.T) {
 	_, vkey := newSigner(t, "executor-a")
 	for _, c := range []struct{ file, want string }{
@@ -249,277 +287,9 @@ func TestLeafDataRoundTrip(t *testing.T) {
 	}
 }
 
-type gateRec struct {
-	off  int64
-	seal []byte
-	leaf []byte
-}
-
-// sealed makes the records of one transaction of n leaves at offset off
-// and the seal that follows them.
-func sealed(t *testing.T, s note.Signer, origin string, epoch int64, prev []byte, off int64, n int) ([]gateRec, []byte) {
-	t.Helper()
-	var recs []gateRec
-	var hs [][]byte
-	for i := range n {
-		l := leafAt(int(off) + i)
-		recs = append(recs, gateRec{off: off + int64(i), leaf: l})
-		hs = append(hs, LeafHash(l))
-	}
-	msg, err := Seal{Origin: origin, Epoch: epoch, Prev: prev, Records: n, Digest: DigestLeaves(hs), Time: time.Now()}.Sign(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(recs, gateRec{off: off + int64(n), seal: msg, leaf: msg}), msg
-}
-
-func runGate(g *SealGate, recs []gateRec) (int, error) {
-	for _, r := range recs {
-		if r.seal != nil {
-			if err := g.AddSeal(r.off, r.seal, LeafHash(r.leaf), r.off); err != nil {
-				return 0, err
-			}
-		} else {
-			g.Add(r.off, LeafHash(r.leaf), r.off)
-		}
-	}
-	out, err := g.Release()
-	if err != nil {
-		return len(out), err
-	}
-	return len(out), g.End()
-}
-
-func TestSealGate(t *testing.T) {
-	a, va := newSigner(t, "executor-a")
-	b, vb := newSigner(t, "executor-b")
-	tk := trusted(t, va, vb)
-	const origin = "onceflight/j/0"
-	// Two owners, chained seals within each epoch: all released.
-	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3)
-	t2, _ := sealed(t, a, origin, 1, SealHash(s1), 4, 2)
-	t3, _ := sealed(t, b, origin, 2, nil, 7, 1)
-	good := append(append(append([]gateRec{}, t1...), t2...), t3...)
-	if n, err := runGate(NewSealGate(origin, tk), good); err != nil || n != len(good) {
-		t.Fatalf("signed journal: %d released, %v", n, err)
-	}
-	unsigned := func(recs []gateRec, tk *TrustedKeys, want string) {
-		t.Helper()
-		_, err := runGate(NewSealGate(origin, tk), recs)
-		var ue *UnsignedError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) {
-			t.Errorf("want an unsigned error with %q, got %v", want, err)
-		}
-	}
-	// A record appended after the last seal.
-	unsigned(append(append([]gateRec{}, good...), gateRec{off: 9, leaf: leafAt(99)}), tk, "offsets 9..9")
-	// A record inserted between two transactions.
-	ins := append(append(append([]gateRec{}, t1...), gateRec{off: 3, leaf: leafAt(98)}), t2...)
-	unsigned(ins, tk, "offsets 3..3")
-	// A forger's own seal over forged records, signed by an untrusted key.
-	m, _ := newSigner(t, "mallory")
-	f, _ := sealed(t, m, origin, 1, SealHash(s1), 4, 2)
-	unsigned(append(append([]gateRec{}, t1...), f...), tk, "mallory")
-	// A seal copied from another partition.
-	other, _ := sealed(t, a, "onceflight/j/1", 1, nil, 0, 3)
-	unsigned(other, tk, "is for onceflight/j/1")
-	// An altered record under a real seal.
-	alt := append([]gateRec{}, t1...)
-	alt[1].leaf = leafAt(97)
-	unsigned(alt, tk, "does not match")
-	// Revoked and expired keys.
-	unsigned(good, trusted(t, va+" revoked", vb), "revoked")
-	unsigned(good, trusted(t, va, vb+" not_after=2020-01-01T00:00:00Z"), "expired")
-	// An owner's first transaction (a chain's start, validly signed)
-	// appended again later: its epoch is not above the last chain's.
-	unsigned(append(append([]gateRec{}, good...), reoff(t3, 9)...), tk, "starts a chain of epoch 2 after the seal at offset 8 of epoch 2")
-	unsigned(append(append([]gateRec{}, good...), reoff(t1, 9)...), tk, "starts a chain of epoch 1")
-}
-
-// reoff returns recs moved to start at offset off.
-func reoff(recs []gateRec, off int64) []gateRec {
-	out := append([]gateRec{}, recs...)
-	for i := range out {
-		out[i].off = off + int64(i)
-	}
-	return out
-}
-
-// After retention deleted the partition's beginning, the records before
-// the first seal read (the end of a transaction whose start is gone) and
-// that seal are passed over, unchecked and never released; the chain is
-// checked from there, so a forged record later is still refused.
-func TestSealGateAfterGap(t *testing.T) {
-	a, va := newSigner(t, "executor-a")
-	tk := trusted(t, va)
-	const origin = "onceflight/j/0"
-	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3)
-	t2, s2 := sealed(t, a, origin, 1, SealHash(s1), 4, 2)
-	t3, _ := sealed(t, a, origin, 1, SealHash(s2), 7, 2)
-	all := append(append(append([]gateRec{}, t1...), t2...), t3...)
-	// Retention deleted offsets 0..1: the gate starts inside t1.
-	tail := all[2:]
-	if _, err := runGate(NewSealGate(origin, tk), tail); err == nil || !strings.Contains(err.Error(), "covers 3 records, 1 precede it") {
-		t.Fatalf("without StartsAfterGap: %v", err)
-	}
-	g := NewSealGate(origin, tk)
-	g.StartsAfterGap()
-	n, err := runGate(g, tail)
-	if err != nil || n != len(t2)+len(t3) || g.Skipped() != 2 {
-		t.Fatalf("after a gap: %d released, %d skipped, %v", n, g.Skipped(), err)
-	}
-	// Retention cut at a transaction's end: the first one read is whole
-	// and checked (released) as usual.
-	g = NewSealGate(origin, tk)
-	g.StartsAfterGap()
-	if n, err := runGate(g, all[4:]); err != nil || n != len(t2)+len(t3) || g.Skipped() != 0 {
-		t.Fatalf("gap at a transaction's end: %d released, %d skipped, %v", n, g.Skipped(), err)
-	}
-	g = NewSealGate(origin, tk)
-	g.StartsAfterGap()
-	forged := append(append([]gateRec{}, tail...), gateRec{off: 10, leaf: leafAt(99)})
-	if _, err := runGate(g, forged); err == nil || !strings.Contains(err.Error(), "offsets 10..10") {
-		t.Fatalf("forged record after a gap: %v", err)
-	}
-}
-
 func TestRecordLeafHash(t *testing.T) {
 	r := &kgo.Record{Key: []byte("k"), Value: []byte(`{"a":1}`), Headers: []kgo.RecordHeader{{Key: "onceflight-kind", Value: []byte("record")}}}
 	if !bytes.Equal(RecordLeafHash(r), LeafHash(RecordLeafData(r))) {
 		t.Fatal("streamed leaf hash differs")
-	}
-}
-
-// A scan names each stretch no trusted seal covers and goes on; the
-// records trusted seals covered before a refusal are still returned.
-func TestSealScan(t *testing.T) {
-	a, va := newSigner(t, "executor-a")
-	tk := trusted(t, va)
-	const origin = "onceflight/j/0"
-	t1, _ := sealed(t, a, origin, 1, nil, 0, 3)
-	bad, _ := sealed(t, a, origin, 1, SealHash([]byte("not a seal")), 4, 2) // does not follow t1's seal
-	t3, _ := sealed(t, a, origin, 2, nil, 7, 1)
-	recs := append(append(append([]gateRec{}, t1...), bad...), t3...)
-	recs = append(recs, gateRec{off: 9, leaf: leafAt(99)}) // appended, no seal
-	sc := NewSealScan(origin, tk, false)
-	got, us := scanAll(t, sc, recs)
-	if fmt.Sprint(got) != "[0 1 2 3 7 8]" {
-		t.Fatalf("released %v, want t1 and t3", got)
-	}
-	if len(us) != 2 || us[0].From != 4 || us[0].To != 6 || us[1].From != 9 || !strings.Contains(us[0].Why, "does not follow") {
-		t.Fatalf("unsigned: %v", us)
-	}
-}
-
-// TestSealScanCopyAfterRefusal: after a stretch the scan refused, a copy
-// of an older signed transaction — one that followed an earlier seal, or
-// one that started the chain — is not taken for a new chain; the owner's
-// real next transaction, which follows the last trusted seal, is.
-func TestSealScanCopyAfterRefusal(t *testing.T) {
-	a, va := newSigner(t, "executor-a")
-	tk := trusted(t, va)
-	const origin = "onceflight/j/0"
-	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3)          // 0..3
-	t2, s2 := sealed(t, a, origin, 1, SealHash(s1), 4, 2) // 4..6
-	bad, _ := sealed(t, a, origin, 1, SealHash([]byte("not a seal")), 7, 2)
-	moved := func(recs []gateRec, to int64) []gateRec {
-		out := make([]gateRec, len(recs))
-		for i, r := range recs {
-			out[i] = r
-			out[i].off = to + int64(i)
-		}
-		return out
-	}
-	t3, _ := sealed(t, a, origin, 1, SealHash(s2), 17, 1) // 17..18
-	var recs []gateRec
-	for _, part := range [][]gateRec{t1, t2, bad, moved(t2, 10), moved(t1, 13), t3} {
-		recs = append(recs, part...)
-	}
-	sc := NewSealScan(origin, tk, false)
-	got, us := scanAll(t, sc, recs)
-	if fmt.Sprint(got) != "[0 1 2 3 4 5 6 17 18]" {
-		t.Fatalf("released %v, want t1, t2 and t3, not the copies", got)
-	}
-	var refused []string
-	for _, u := range us {
-		refused = append(refused, fmt.Sprintf("%d-%d", u.From, u.To))
-	}
-	if fmt.Sprint(refused) != "[7-9 10-12 13-16]" {
-		t.Fatalf("refused %v, want the forged stretch and both copies: %v", refused, us)
-	}
-}
-
-// scanAll passes recs to sc as journal records and returns the offsets
-// sc released and the stretches it refused.
-func scanAll(t *testing.T, sc *SealScan, recs []gateRec) ([]int64, []*UnsignedError) {
-	t.Helper()
-	var got []int64
-	for _, r := range recs {
-		kr := &kgo.Record{Offset: r.off, Key: []byte("onceflight.seal"), Value: r.seal,
-			Headers: []kgo.RecordHeader{{Key: "onceflight-kind", Value: []byte("seal")}}}
-		if r.seal == nil {
-			l, err := SplitLeafData(r.leaf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kr.Key, kr.Value, kr.Headers = l.Key, l.Value, nil
-			for _, h := range l.Headers {
-				kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
-			}
-		}
-		for _, v := range sc.Add(kr, r.off) {
-			got = append(got, v.(int64))
-		}
-	}
-	rel, us, _ := sc.End()
-	for _, v := range rel {
-		got = append(got, v.(int64))
-	}
-	return got, us
-}
-
-// TestSealScanKeepsRealTransactionsAroundForgeries: a forged record
-// between two real transactions is named alone (the transaction after it
-// is still judged and released), and a malformed seal after a real chain
-// does not throw that chain away; in both cases a copy of the first
-// transaction appended later is refused.
-func TestSealScanKeepsRealTransactionsAroundForgeries(t *testing.T) {
-	a, va := newSigner(t, "executor-a")
-	tk := trusted(t, va)
-	const origin = "onceflight/j/0"
-	moved := func(recs []gateRec, to int64) []gateRec {
-		out := make([]gateRec, len(recs))
-		for i, r := range recs {
-			out[i] = r
-			out[i].off = to + int64(i)
-		}
-		return out
-	}
-	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3) // 0..3
-	forged := gateRec{off: 4, leaf: leafAt(4)}
-	t2, _ := sealed(t, a, origin, 1, SealHash(s1), 5, 2) // 5..7
-	var recs []gateRec
-	for _, part := range [][]gateRec{t1, {forged}, t2, moved(t1, 8)} {
-		recs = append(recs, part...)
-	}
-	got, us := scanAll(t, NewSealScan(origin, tk, false), recs)
-	var refused []string
-	for _, u := range us {
-		refused = append(refused, fmt.Sprintf("%d-%d", u.From, u.To))
-	}
-	if fmt.Sprint(got) != "[0 1 2 3 5 6 7]" || fmt.Sprint(refused) != "[4-4 8-11]" {
-		t.Fatalf("forged record between transactions: released %v, refused %v (%v); want [0 1 2 3 5 6 7] and [4-4 8-11]", got, refused, us)
-	}
-
-	garbage := []byte("not a seal")
-	recs = append(append([]gateRec{}, t1...), gateRec{off: 4, leaf: leafAt(4)}, gateRec{off: 5, seal: garbage, leaf: garbage})
-	recs = append(recs, moved(t1, 6)...)
-	got, us = scanAll(t, NewSealScan(origin, tk, false), recs)
-	refused = nil
-	for _, u := range us {
-		refused = append(refused, fmt.Sprintf("%d-%d", u.From, u.To))
-	}
-	if fmt.Sprint(got) != "[0 1 2 3]" || fmt.Sprint(refused) != "[4-5 6-9]" {
-		t.Fatalf("malformed seal after a chain: released %v, refused %v (%v); want [0 1 2 3] and [4-5 6-9]", got, refused, us)
 	}
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
 
 // With trusted keys (WithTrustedKeys), the projection reads each journal
-// partition through a trust.SealGate, as restore does
+// partition through a trustlog.SealGate, as restore does
 // (docs/trust.md#signed-transactions): a journal record is applied to the
 // index only once a seal signed by a trusted executor key covers it. A
 // record no trusted seal covers is never any execution's state: it is kept
@@ -46,7 +47,7 @@ type UnsignedRecord struct {
 	Offset    int64           `json:"offset"`
 	Time      time.Time       `json:"time"`
 	Record    *schemas.Record `json:"record,omitempty"`
-	// Why no trusted seal covers it (trust.UnsignedError's reason).
+	// Why no trusted seal covers it (trustlog.UnsignedError's reason).
 	Why string `json:"why"`
 	// Pending: no seal has followed it yet. A transaction whose seal is
 	// in the next fetch shows so for a moment; anything else stays.
@@ -63,7 +64,7 @@ type refusal struct {
 type partSeals struct {
 	origin  string
 	tk      *trust.TrustedKeys
-	gate    *trust.SealGate
+	gate    *trustlog.SealGate
 	from    int64 // the offset reading started at
 	started bool
 	buf     []*kgo.Record // since the last seal, not handed to the gate yet
@@ -74,11 +75,11 @@ type partSeals struct {
 }
 
 func newPartSeals(origin string, tk *trust.TrustedKeys, from int64) *partSeals {
-	return &partSeals{origin: origin, tk: tk, gate: trust.NewSealGate(origin, tk), from: from, marked: map[int64][]byte{}}
+	return &partSeals{origin: origin, tk: tk, gate: trustlog.NewSealGate(origin, tk), from: from, marked: map[int64][]byte{}}
 }
 
 // reset goes on after the gate refused a chain with its successor, which
-// holds the next seal to the last seal it trusted (trust.SealGate's rule,
+// holds the next seal to the last seal it trusted (trustlog.SealGate's rule,
 // as restore and the audit apply it): a copy of an older transaction,
 // appended after a refused chain, does not start a new one.
 func (ps *partSeals) reset() {
@@ -218,7 +219,7 @@ func (ps *partSeals) released(rel []any) {
 
 // refuseErr refuses the records in the gate that err names.
 func (ps *partSeals) refuseErr(err error) {
-	ue, ok := errors.AsType[*trust.UnsignedError](err)
+	ue, ok := errors.AsType[*trustlog.UnsignedError](err)
 	if !ok {
 		ps.refuse(ps.inGate, whyOf(err))
 		ps.inGate = nil
@@ -238,7 +239,7 @@ func (ps *partSeals) refuseErr(err error) {
 
 // whyOf is the reason an error of the gate gives.
 func whyOf(err error) string {
-	if ue, ok := errors.AsType[*trust.UnsignedError](err); ok {
+	if ue, ok := errors.AsType[*trustlog.UnsignedError](err); ok {
 		return ue.Why
 	}
 	return err.Error()

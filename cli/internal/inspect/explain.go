@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceflight/onceflight/client"
 	internal "github.com/onceflight/onceflight/internal/client"
+	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
@@ -109,14 +110,14 @@ func Explain(ctx context.Context, c *client.Client, key, entity string, opts ...
 	}
 	// Every record of every partition goes through its partition's seal
 	// scan: a seal covers its transaction's records whatever their keys.
-	scans := map[int32]*trust.SealScan{}
+	scans := map[int32]*trustlog.SealScan{}
 	err := internal.Read(ctx, c.Kafka(), topics.Journal, true, false, func(rec *kgo.Record) error {
 		if o.Trusted != nil {
 			sc := scans[rec.Partition]
 			if sc == nil {
 				// The first record read is past offset 0 when retention
 				// deleted the partition's beginning.
-				sc = trust.NewSealScan(trust.Origin(o.OriginPrefix, rec.Partition), o.Trusted, rec.Offset > 0)
+				sc = trustlog.NewSealScan(trust.Origin(o.OriginPrefix, rec.Partition), o.Trusted, rec.Offset > 0)
 				scans[rec.Partition] = sc
 			}
 			sc.Add(rec, nil)
@@ -176,9 +177,9 @@ func Explain(ctx context.Context, c *client.Client, key, entity string, opts ...
 
 // markUnsigned marks the story's journal steps that no trusted seal
 // covers and makes Current the last record one covers.
-func markUnsigned(st *Story, scans map[int32]*trust.SealScan) {
+func markUnsigned(st *Story, scans map[int32]*trustlog.SealScan) {
 	st.Signatures, st.Current = "checked", nil
-	unsigned := map[int32][]*trust.UnsignedError{}
+	unsigned := map[int32][]*trustlog.UnsignedError{}
 	for p, sc := range scans {
 		_, unsigned[p], _ = sc.End()
 	}

@@ -1,4 +1,10 @@
-package audit
+// Package checkpointcheck checks signed checkpoints against the journal
+// they sign (docs/trust.md): it replays a partition into its Merkle tree
+// and says which checkpoints match, proves a key's records against the
+// largest matching one, and lists the trusted checkpoints of a topic. Only
+// the trust commands of the command line use it; a Go program that checks
+// proofs offline needs only package trust.
+package checkpointcheck
 
 import (
 	"bytes"
@@ -16,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/rangeread"
 	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
@@ -23,10 +30,11 @@ import (
 	"github.com/onceflight/onceflight/trust"
 )
 
-// CheckpointOptions configure Verify and Prove: the journal, whose
+// Options configure Verify and Prove: the journal, whose
 // checkpoints are checked against which keys.
-type CheckpointOptions struct {
-	// Client as in Options (not a group consumer; not closed).
+type Options struct {
+	// Client reaches the cluster; it must not be a group consumer (the
+	// reads use clients derived from its options) and is not closed.
 	Client *kgo.Client
 	// Journal topic; default onceflight.journal.
 	Journal string
@@ -46,7 +54,7 @@ type CheckpointOptions struct {
 	RequireSigned bool
 }
 
-func (o *CheckpointOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Journal == "" {
 		o.Journal = schemas.DefaultTopics().Journal
 	}
@@ -54,6 +62,10 @@ func (o *CheckpointOptions) defaults() {
 		o.OriginPrefix = "onceflight/" + o.Journal
 	}
 }
+
+// ErrBadPartition is returned (wrapped) when Options.Partitions names a
+// partition the journal does not have: a usage error, not a failed check.
+var ErrBadPartition = errors.New("no such partition")
 
 // VerifyReport is the verdict of Verify.
 type VerifyReport struct {
@@ -116,7 +128,7 @@ func (r VerifyReport) WriteText(w io.Writer) error {
 
 // collect opens every checkpoint (given and from the topic) and groups the
 // accepted ones by partition, sorted by size.
-func collect(ctx context.Context, o *CheckpointOptions, nPart int) (map[int32][]held, []string, error) {
+func collect(ctx context.Context, o *Options, nPart int) (map[int32][]held, []string, error) {
 	var notes []*kgo.Record
 	for _, n := range o.Checkpoints {
 		notes = append(notes, &kgo.Record{Value: n})
@@ -165,12 +177,12 @@ type held struct {
 func readTopic(ctx context.Context, cl *kgo.Client, topic string) ([]*kgo.Record, error) {
 	adm := kadm.NewClient(cl)
 	listed, err := adm.ListEndOffsets(ctx, topic)
-	ends, err := offsetsOf(listed, err, []string{topic})
+	ends, err := rangeread.Offsets(listed, err, []string{topic})
 	if err != nil {
 		return nil, err
 	}
 	listed, err = adm.ListStartOffsets(ctx, topic)
-	starts, err := offsetsOf(listed, err, []string{topic})
+	starts, err := rangeread.Offsets(listed, err, []string{topic})
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +193,7 @@ func readTopic(ctx context.Context, cl *kgo.Client, topic string) ([]*kgo.Record
 		}
 	}
 	var out []*kgo.Record
-	err = read(ctx, cl, rs, func(batch []*kgo.Record) { out = append(out, batch...) })
+	err = rangeread.Read(ctx, cl, rs, func(batch []*kgo.Record) { out = append(out, batch...) })
 	return out, err
 }
 
@@ -189,12 +201,12 @@ func readTopic(ctx context.Context, cl *kgo.Client, topic string) ([]*kgo.Record
 func journalPartitions(ctx context.Context, cl *kgo.Client, journal string) (starts, ends map[int32]int64, err error) {
 	adm := kadm.NewClient(cl)
 	listed, err := adm.ListEndOffsets(ctx, journal)
-	e, err := offsetsOf(listed, err, []string{journal})
+	e, err := rangeread.Offsets(listed, err, []string{journal})
 	if err != nil {
 		return nil, nil, err
 	}
 	listed, err = adm.ListStartOffsets(ctx, journal)
-	s, err := offsetsOf(listed, err, []string{journal})
+	s, err := rangeread.Offsets(listed, err, []string{journal})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -210,7 +222,7 @@ func replay(ctx context.Context, cl *kgo.Client, journal string, ps []int32, fro
 			rs[journal][p] = [2]int64{from[p], ends[p]}
 		}
 	}
-	return read(ctx, cl, rs, func(batch []*kgo.Record) {
+	return rangeread.Read(ctx, cl, rs, func(batch []*kgo.Record) {
 		for _, r := range batch {
 			each(r)
 		}
@@ -240,7 +252,7 @@ func fullLogs(ctx context.Context, cl *kgo.Client, journal string, ps []int32, s
 // journal truncated below it or recreated from scratch, each fails. Two
 // checkpoints of one partition must also be consistent (the smaller a
 // prefix of the larger): two signed histories are a fork.
-func Verify(ctx context.Context, o CheckpointOptions) (VerifyReport, error) {
+func Verify(ctx context.Context, o Options) (VerifyReport, error) {
 	o.defaults()
 	if o.Trusted == nil {
 		return VerifyReport{}, errors.New("audit verify: no trusted keys")
@@ -302,14 +314,14 @@ func Verify(ctx context.Context, o CheckpointOptions) (VerifyReport, error) {
 // checkSeals replays ps (when o.RequireSigned) through a seal checker
 // each and returns, per partition, every stretch of records no trusted
 // seal covers.
-func checkSeals(ctx context.Context, o CheckpointOptions, ps []int32, starts, ends map[int32]int64) (map[int32][]string, error) {
+func checkSeals(ctx context.Context, o Options, ps []int32, starts, ends map[int32]int64) (map[int32][]string, error) {
 	out := map[int32][]string{}
 	if !o.RequireSigned {
 		return out, nil
 	}
-	cs := map[int32]*trust.SealScan{}
+	cs := map[int32]*trustlog.SealScan{}
 	for _, p := range ps {
-		cs[p] = trust.NewSealScan(trust.Origin(o.OriginPrefix, p), o.Trusted, starts[p] > 0)
+		cs[p] = trustlog.NewSealScan(trust.Origin(o.OriginPrefix, p), o.Trusted, starts[p] > 0)
 	}
 	err := replay(ctx, o.Client, o.Journal, ps, starts, ends, func(r *kgo.Record) { cs[r.Partition].Add(r, nil) })
 	if err != nil {
@@ -377,7 +389,7 @@ func verifyFull(p int32, l *trustlog.Log, cps []held) *PartitionVerdict {
 // ends at or after the journal's start (its compact range checked against
 // its signed root) and checks the checkpoints from there on. Those before
 // it are counted but cannot be checked against records that are gone.
-func verifySeeded(ctx context.Context, o CheckpointOptions, ps []int32, starts, ends map[int32]int64, by map[int32][]held) (map[int32]*PartitionVerdict, error) {
+func verifySeeded(ctx context.Context, o Options, ps []int32, starts, ends map[int32]int64, by map[int32][]held) (map[int32]*PartitionVerdict, error) {
 	out := map[int32]*PartitionVerdict{}
 	trees := map[int32]*trustlog.Tree{}
 	from := map[int32]int64{}
@@ -454,7 +466,7 @@ var ErrNoCheckpoint = errors.New("no trusted checkpoint covers the record")
 // Prove finds the journal records of (entity, key) and proves each
 // against the largest trusted checkpoint of its partition that matches
 // the journal and covers it.
-func Prove(ctx context.Context, o CheckpointOptions, entity, key string) ([]Proved, error) {
+func Prove(ctx context.Context, o Options, entity, key string) ([]Proved, error) {
 	o.defaults()
 	starts, ends, err := journalPartitions(ctx, o.Client, o.Journal)
 	if err != nil {
@@ -511,7 +523,7 @@ func Prove(ctx context.Context, o CheckpointOptions, entity, key string) ([]Prov
 
 // SavedCheckpoints reads o.Topic and returns the checkpoints signed by a
 // trusted key, as signed notes, and why the others were refused.
-func SavedCheckpoints(ctx context.Context, o CheckpointOptions) (good [][]byte, refused []string, err error) {
+func SavedCheckpoints(ctx context.Context, o Options) (good [][]byte, refused []string, err error) {
 	o.defaults()
 	_, ends, err := journalPartitions(ctx, o.Client, o.Journal)
 	if err != nil {

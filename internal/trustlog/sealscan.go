@@ -1,4 +1,4 @@
-package trust
+package trustlog
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/onceflight/onceflight/trust"
 )
 
 // SealScan checks one journal partition's seals for a reader that reports
@@ -18,7 +19,7 @@ import (
 // and goes on, so that every such stretch is named, not only the first.
 type SealScan struct {
 	origin   string
-	trusted  *TrustedKeys
+	trusted  *trust.TrustedKeys
 	g        *SealGate
 	unsigned []*UnsignedError
 	skipped  int   // passed over after a retention gap, by gates replaced
@@ -27,7 +28,7 @@ type SealScan struct {
 
 // NewSealScan checks the partition named origin; afterGap: retention
 // deleted its beginning (SealGate.StartsAfterGap).
-func NewSealScan(origin string, tk *TrustedKeys, afterGap bool) *SealScan {
+func NewSealScan(origin string, tk *trust.TrustedKeys, afterGap bool) *SealScan {
 	c := &SealScan{origin: origin, trusted: tk, g: NewSealGate(origin, tk)}
 	if afterGap {
 		c.g.StartsAfterGap()
@@ -40,12 +41,12 @@ func NewSealScan(origin string, tk *TrustedKeys, afterGap bool) *SealScan {
 // have covered since the last call, in order; the values of records no
 // trusted seal covers are never returned.
 func (c *SealScan) Add(r *kgo.Record, v any) []any {
-	h := RecordLeafHash(r)
+	h := trust.RecordLeafHash(r)
 	if wire.JournalKind(r) != schemas.KindSeal {
 		c.g.Add(r.Offset, h, v)
 		return c.take()
 	}
-	if s, err := parseSeal(r.Value); err == nil && s.Origin == c.origin && s.Records < len(c.g.pending) {
+	if s, err := trust.ParseSeal(r.Value); err == nil && s.Origin == c.origin && s.Records < len(c.g.pending) {
 		// Records before this transaction that no seal covers: named
 		// here, and the transaction judged on its own (a gate refuses
 		// both at once, which is right for restore, that stops there, and

@@ -1,4 +1,4 @@
-package audit_test
+package checkpointcheck_test
 
 import (
 	"bytes"
@@ -13,12 +13,36 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/checkpointcheck"
+	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/trustlog"
+	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
 )
+
+// harness is the executor harness with a producer that keeps each
+// record's partition, so that a test can rewrite the journal partition by partition.
+type harness struct {
+	*onceflighttest.Harness
+	cl *kgo.Client
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{Harness: onceflighttest.New(t)}
+	// No effects file: the journal then holds the records the tampering
+	// below edits (alter looks for a "succeeded" in the middle record).
+	h.UseConfig("actions:\n  noop.ping:\n    connector: noop\n    timeout: 500ms\n")
+	cl, err := client.New(h.Brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	h.cl = cl
+	return h
+}
 
 // checkpointed runs an executor that signs checkpoints, answers n
 // commands and stops cleanly (its last checkpoints cover everything it
@@ -46,16 +70,16 @@ func checkpointedBy(t *testing.T, n int) (*harness, *trust.TrustedKeys, [][]byte
 	}
 	h := newHarness(t)
 	h.Opts = append(h.Opts, consumer.WithCheckpoints(consumer.CheckpointConfig{Signer: signer, Every: 4, Interval: 100 * time.Millisecond}))
-	h.start()
+	h.Start(t.TempDir())
 	for i := range n {
 		e := fmt.Sprintf("order-%d", i%5)
-		h.submit(fmt.Sprintf("c%d", i), e, fmt.Sprintf("k%d", i), `{}`, home(e))
+		h.Submit(fmt.Sprintf("c%d", i), e, fmt.Sprintf("k%d", i), `{}`)
 	}
 	h.Outcomes(n, map[string][]schemas.Outcome{}, nil)
 	h.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	notes, refused, err := audit.SavedCheckpoints(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic})
+	notes, refused, err := checkpointcheck.SavedCheckpoints(ctx, checkpointcheck.Options{Client: h.cl, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic})
 	if err != nil || len(refused) > 0 {
 		t.Fatalf("saved checkpoints: %v %v", err, refused)
 	}
@@ -69,10 +93,10 @@ func copyJournal(t *testing.T, h *harness, to string, p int32, edit func([]*kgo.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := kadm.NewClient(h.cl).CreateTopic(ctx, nParts, 1, nil, to); err != nil {
+	if _, err := kadm.NewClient(h.cl).CreateTopic(ctx, onceflighttest.Partitions, 1, nil, to); err != nil {
 		t.Fatal(err)
 	}
-	for q := range int32(nParts) {
+	for q := range int32(onceflighttest.Partitions) {
 		rs := h.Journal(q)
 		if q == p {
 			rs = edit(rs)
@@ -86,7 +110,7 @@ func copyJournal(t *testing.T, h *harness, to string, p int32, edit func([]*kgo.
 	}
 }
 
-func busiest(rep audit.VerifyReport) int32 {
+func busiest(rep checkpointcheck.VerifyReport) int32 {
 	best := rep.Partitions[0]
 	for _, p := range rep.Partitions {
 		if p.Records > best.Records {
@@ -100,8 +124,8 @@ func TestVerifyCheckpointsAgainstJournal(t *testing.T) {
 	h, tk, notes, signer := checkpointedBy(t, 30)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	opts := audit.CheckpointOptions{Client: h.cl, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic}
-	rep, err := audit.Verify(ctx, opts)
+	opts := checkpointcheck.Options{Client: h.cl, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic}
+	rep, err := checkpointcheck.Verify(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +169,7 @@ func TestVerifyCheckpointsAgainstJournal(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			topic := "tampered-" + strings.ReplaceAll(c.name, " ", "-")
 			copyJournal(t, h, topic, p, c.edit)
-			rep, err := audit.Verify(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: tk, Journal: topic,
+			rep, err := checkpointcheck.Verify(ctx, checkpointcheck.Options{Client: h.cl, Trusted: tk, Journal: topic,
 				OriginPrefix: "onceflight/onceflight.journal", Checkpoints: notes})
 			if err != nil {
 				t.Fatal(err)
@@ -186,7 +210,7 @@ func TestVerifyCheckpointsAgainstJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = audit.Verify(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: tk, Journal: "rewritten-and-signed",
+	rep, err = checkpointcheck.Verify(ctx, checkpointcheck.Options{Client: h.cl, Trusted: tk, Journal: "rewritten-and-signed",
 		OriginPrefix: "onceflight/onceflight.journal", Checkpoints: append(slices.Clone(notes), forged), Partitions: []int32{p}})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +224,7 @@ func TestVerifyCheckpointsAgainstJournal(t *testing.T) {
 	// Checkpoints signed by a key nobody trusts are refused, named.
 	_, other, _ := trustlog.GenerateKey("executor-b")
 	otk, _ := trust.ParseTrustedKeys("other-keys", []byte(other+"\n"))
-	rep, err = audit.Verify(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: otk, Checkpoints: notes[:1]})
+	rep, err = checkpointcheck.Verify(ctx, checkpointcheck.Options{Client: h.cl, Trusted: otk, Checkpoints: notes[:1]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +239,7 @@ func TestProveAndCheckOffline(t *testing.T) {
 	h, tk, _ := checkpointed(t, 12)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	proved, err := audit.Prove(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic}, "order-3", "k8")
+	proved, err := checkpointcheck.Prove(ctx, checkpointcheck.Options{Client: h.cl, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic}, "order-3", "k8")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +266,7 @@ func TestProveAndCheckOffline(t *testing.T) {
 			}
 		}
 	}
-	if _, err := audit.Prove(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic}, "order-3", "nope"); err == nil {
+	if _, err := checkpointcheck.Prove(ctx, checkpointcheck.Options{Client: h.cl, Trusted: tk, Topic: consumer.DefaultCheckpointsTopic}, "order-3", "nope"); err == nil {
 		t.Fatal("proof of an unknown key")
 	}
 }
@@ -269,7 +293,7 @@ func TestCheckpointsAcrossOwners(t *testing.T) {
 	// accepts the gap): the tree can only go on from a checkpoint.
 	adm := kadm.NewClient(h.cl)
 	del := kadm.Offsets{}
-	for p := range int32(nParts) {
+	for p := range int32(onceflighttest.Partitions) {
 		del.Add(kadm.Offset{Topic: "onceflight.journal", Partition: p, At: 2})
 	}
 	if _, err := adm.DeleteRecords(ctx, del); err != nil {
@@ -277,14 +301,14 @@ func TestCheckpointsAcrossOwners(t *testing.T) {
 	}
 	h.Tune = func(c *consumer.Config) { c.AcceptJournalGap = true }
 	h.Opts = []consumer.Option{consumer.WithCheckpoints(consumer.CheckpointConfig{Signer: signerB, Trusted: both, Every: 4, Interval: 100 * time.Millisecond})}
-	h.start()
+	h.Start(t.TempDir())
 	for i := 15; i < 30; i++ {
 		e := fmt.Sprintf("order-%d", i%5)
-		h.submit(fmt.Sprintf("c%d", i), e, fmt.Sprintf("k%d", i), `{}`, home(e))
+		h.Submit(fmt.Sprintf("c%d", i), e, fmt.Sprintf("k%d", i), `{}`)
 	}
 	h.Outcomes(15, map[string][]schemas.Outcome{}, nil)
 	h.Stop()
-	rep, err := audit.Verify(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: both, Topic: consumer.DefaultCheckpointsTopic})
+	rep, err := checkpointcheck.Verify(ctx, checkpointcheck.Options{Client: h.cl, Trusted: both, Topic: consumer.DefaultCheckpointsTopic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +324,7 @@ func TestCheckpointsAcrossOwners(t *testing.T) {
 		}
 	}
 	// B's checkpoints were signed by B: the topic has some.
-	notes, _, err := audit.SavedCheckpoints(ctx, audit.CheckpointOptions{Client: h.cl, Trusted: both, Topic: consumer.DefaultCheckpointsTopic})
+	notes, _, err := checkpointcheck.SavedCheckpoints(ctx, checkpointcheck.Options{Client: h.cl, Trusted: both, Topic: consumer.DefaultCheckpointsTopic})
 	if err != nil {
 		t.Fatal(err)
 	}
