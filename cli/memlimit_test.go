@@ -5,20 +5,17 @@ import (
 	"math"
 	"runtime/debug"
 	"testing"
-
-	"github.com/onceflight/onceflight/consumer"
 )
 
-// TestServeMemoryLimit: serve gives the Go runtime a soft memory limit
-// derived from the executor's bounds when neither --memory-limit nor
-// GOMEMLIMIT sets one, and none when the embedded broker or the console
-// shares the process.
+// TestServeMemoryLimit: --memory-limit wins over GOMEMLIMIT, GOMEMLIMIT
+// stays as the runtime applied it, and without either serve sets none (a
+// limit derived from the buffer bounds alone starved the http connector
+// of CPU: docs/memory.md).
 func TestServeMemoryLimit(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
 	log := slog.New(slog.DiscardHandler)
 	external := &kafkaFlags{Brokers: []string{"kafka:9092"}}
-	cfg := consumer.Config{MaxBuffered: 1000}
 	for _, tc := range []struct {
 		name   string
 		o      serveOptions
@@ -26,7 +23,7 @@ func TestServeMemoryLimit(t *testing.T) {
 		before int64 // the runtime's limit before serve applies its own
 		want   int64
 	}{
-		{"defaults", serveOptions{kf: external}, "", math.MaxInt64, consumer.GoMemoryLimit(cfg)},
+		{"defaults", serveOptions{kf: external}, "", math.MaxInt64, math.MaxInt64},
 		{"--memory-limit", serveOptions{kf: external, memoryLimit: 300 << 20}, "", math.MaxInt64, 300 << 20},
 		{"--memory-limit over GOMEMLIMIT", serveOptions{kf: external, memoryLimit: 300 << 20}, "200MiB", 200 << 20, 300 << 20},
 		{"GOMEMLIMIT", serveOptions{kf: external}, "200MiB", 200 << 20, 200 << 20},
@@ -39,7 +36,7 @@ func TestServeMemoryLimit(t *testing.T) {
 			// would have set.
 			t.Setenv("GOMEMLIMIT", tc.env)
 			debug.SetMemoryLimit(tc.before)
-			applyMemoryLimit(log, &tc.o, cfg)
+			applyMemoryLimit(log, &tc.o)
 			if got := debug.SetMemoryLimit(-1); got != tc.want {
 				t.Errorf("memory limit %d, want %d", got, tc.want)
 			}

@@ -91,27 +91,21 @@ const minMemoryLimit = 64 << 20
 
 // applyMemoryLimit sets the Go runtime's soft memory limit: --memory-limit
 // if given, else GOMEMLIMIT if set (the runtime applied it at start), else
-// the one the executor's bounds suggest (consumer.GoMemoryLimit), so that
-// the defaults do not leave the heap at twice what is live. Not with the
-// embedded broker or the console in this process: the broker keeps its
-// topics in memory and the console its projection, which no bound of the
-// executor covers, and a limit below what is live only makes the collector
-// run without pause.
-func applyMemoryLimit(log *slog.Logger, o *serveOptions, cfg consumer.Config) {
-	limit, source := o.memoryLimit, "--memory-limit"
+// none. There is no default derived from the buffer bounds: a limit below
+// what is live makes the collector run without pause, and what is live
+// depends on more than the bounds (a derived 100 MiB limit cost the http
+// connector at 1 024 in flight 4× the CPU per command: BENCHMARKS.md,
+// "Round 7, after the merge").
+func applyMemoryLimit(log *slog.Logger, o *serveOptions) {
 	switch {
-	case limit > 0:
+	case o.memoryLimit > 0:
+		debug.SetMemoryLimit(o.memoryLimit)
+		log.Info("memory limit", "source", "--memory-limit", "bytes", o.memoryLimit)
 	case os.Getenv("GOMEMLIMIT") != "":
 		log.Info("memory limit", "source", "GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
-		return
-	case len(o.kf.Brokers) == 0 || o.consoleAddr != "":
-		log.Info("memory limit: none", "why", "the embedded broker or the console runs in this process; set --memory-limit or GOMEMLIMIT to have one")
-		return
 	default:
-		limit, source = consumer.GoMemoryLimit(cfg), "the executor's bounds"
+		log.Info("memory limit: none", "why", "neither --memory-limit nor GOMEMLIMIT sets one (docs/memory.md)")
 	}
-	debug.SetMemoryLimit(limit)
-	log.Info("memory limit", "source", source, "bytes", limit)
 }
 
 func newServeCmd() *cobra.Command {
@@ -172,7 +166,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", def.MaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
 	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", def.MaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
 	fs.IntVar(&o.cacheSize, "cache-size", int(def.CacheSize), "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
-	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else one derived from the buffer bounds, none with the embedded broker or --console (docs/memory.md)")
+	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else none (docs/memory.md)")
 	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
 	fs.BoolVar(&o.acceptGap, "accept-journal-gap", false, "restore past journal records deleted before this executor read them, even if they may hold keys younger than key_memory (they could execute again)")
 	fs.StringVar(&o.ingress.addr, "ingress", "", "address of the HTTP ingress (POST /v1/commands/{action}, docs/http.md#ingress), off when empty")
@@ -341,7 +335,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		ExecutorID:                   o.executorID,
 		Logger:                       log,
 	}
-	applyMemoryLimit(log, o, ccfg)
+	applyMemoryLimit(log, o)
 	ex, err := consumer.New(ccfg, cfg, exOpts...)
 	if errors.Is(err, consumer.ErrState) {
 		return err
