@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // auditReport is the part of `onceflight audit --format json` the table
@@ -61,13 +60,7 @@ func (b *bench) timedAudit(ctx context.Context, phase string) (string, int64, er
 	cmd := exec.CommandContext(ctx, b.bin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	runErr := cmd.Run()
-	var rss int64
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = ru.Maxrss * 1024
-		}
-	}
+	rss, runErr := runWatchingHWM(cmd)
 	v, err := b.auditVerdict(phase, runErr, out.Bytes(), errb.String())
 	return v, rss, err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -137,17 +137,18 @@ func (b *bench) indexPhase(ctx context.Context, keys int) (indexResult, error) {
 	}
 	cmd := exec.CommandContext(ctx, self, indexChildFlag, strconv.Itoa(keys), dir)
 	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	rss, err := runWatchingHWM(cmd)
 	if err != nil {
 		return indexResult{}, fmt.Errorf("index child: %w", err)
 	}
+	out := stdout.Bytes()
 	var res indexResult
 	if err := json.Unmarshal(out, &res); err != nil {
 		return indexResult{}, fmt.Errorf("index child: %w: %q", err, out)
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		res.MaxRSSBytes = ru.Maxrss * 1024
-	}
+	res.MaxRSSBytes = rss
 	_ = os.RemoveAll(dir)
 	return res, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"time"
 )
@@ -89,4 +90,31 @@ func parseStatusKB(status []byte, name string) (int64, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("parse /proc status: no %s line", name)
+}
+
+// runWatchingHWM runs cmd to its end and returns the highest VmHWM read
+// of it meanwhile, in bytes (0 if none could be read). The exit rusage's
+// Maxrss cannot be used on Linux: Go starts children with a vfork-like
+// clone that shares the parent's memory until exec, and exec carries that
+// memory's high-water mark into the child's, so a small child of a large
+// benchmark process reported the benchmark's own peak.
+func runWatchingHWM(cmd *exec.Cmd) (int64, error) {
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var hwm int64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if s, err := sampleProc(cmd.Process.Pid); err == nil {
+			hwm = max(hwm, s.HWMKB*1024)
+		}
+		select {
+		case err := <-done:
+			return hwm, err
+		case <-tick.C:
+		}
+	}
 }
