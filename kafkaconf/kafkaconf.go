@@ -386,14 +386,6 @@ func verifyChainOnly(roots *x509.CertPool) func(tls.ConnectionState) error {
 	}
 }
 
-// TLS returns the TLS configuration (a clone), or nil without TLS.
-func (c *Config) tlsConfig() *tls.Config {
-	if c == nil || c.tls == nil {
-		return nil
-	}
-	return c.tls.Clone()
-}
-
 // Opts returns the franz-go options of c: TLS dialing, the SASL mechanism,
 // the client id, no client metrics unless MetricsPush. Append them after a
 // client's other options. A nil Config has the zero Config's. The slice is

@@ -340,3 +340,12 @@ func TestREADMEExample(t *testing.T) {
 		t.Fatalf("README example: %v", err)
 	}
 }
+
+// tlsConfig is c's TLS configuration, or nil without TLS: what Opts dials
+// with, for the tests to inspect.
+func (c *Config) tlsConfig() *tls.Config {
+	if c == nil || c.tls == nil {
+		return nil
+	}
+	return c.tls
+}
