@@ -519,7 +519,7 @@ func (r *runner) admit(ctx context.Context, notBefore time.Time) (done func(conn
 		if permit, err = r.o.gate.Acquire(ctx, notBefore); err != nil {
 			return nil, err
 		}
-	} else if err := sleep(ctx, time.Until(notBefore)); err != nil {
+	} else if err := Sleep(ctx, time.Until(notBefore)); err != nil {
 		return nil, err
 	} else if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -712,7 +712,7 @@ func (r *runner) confirm(ctx context.Context, req connectors.Request) (connector
 		if ctx.Err() != nil {
 			return res, interrupted(req.Attempt, ctx.Err()), true
 		}
-		if wait == backoff.Stop || sleep(cctx, wait) != nil {
+		if wait == backoff.Stop || Sleep(cctx, wait) != nil {
 			if ctx.Err() != nil {
 				return res, interrupted(req.Attempt, ctx.Err()), true
 			}
@@ -726,8 +726,10 @@ func interrupted(executed int, err error) Decision {
 		Message: fmt.Sprintf("interrupted: %v", err), Attempts: executed}
 }
 
-// sleep waits d or until ctx is done, whichever is first.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d or until ctx is done, whichever is first: the one wait of
+// the connector path (Perform's backoff and Retry-After, the system
+// limits' breaker), so that every wait ends with its command's context.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

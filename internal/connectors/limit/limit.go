@@ -236,7 +236,7 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (effect.Permi
 		s.mu.Lock()
 		s.sleeping++
 		s.mu.Unlock()
-		err := sleep(ctx, d)
+		err := effect.Sleep(ctx, d)
 		s.mu.Lock()
 		s.sleeping--
 		s.mu.Unlock()
@@ -499,16 +499,4 @@ func (s *System) closeBreaker() {
 	s.state, s.probing = Closed, false
 	s.closed++
 	s.log.Info("external system breaker closed: it answers again")
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
