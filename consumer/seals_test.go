@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/onceflight/onceflight/audit"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/checkpointcheck"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
@@ -60,39 +60,11 @@ func signing(k execKey, tk *trust.TrustedKeys) []consumer.Option {
 func forge(t *testing.T, h *onceflighttest.Harness, e string) int32 {
 	t.Helper()
 	p := partitioner.ForEntity(e, onceflighttest.Partitions)
-	var last schemas.Record
-	for _, r := range h.Journal(p) {
-		if wire.JournalKind(r) == schemas.KindRecord {
-			var err error
-			if last, err = schemas.UnmarshalRecord(r.Value); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if last.Hash == "" {
-		t.Fatalf("no record on partition %d to chain after", p)
-	}
 	fp, _ := schemas.Fingerprint("noop.ping", e, []byte(`{}`))
 	now := time.Now().UTC()
-	rec := schemas.Record{IdempotencyKey: "forged", Entity: e, Action: "noop.ping", Status: schemas.StatusSucceeded,
-		Fingerprint: fp, Attempts: 1, Epoch: last.Epoch, Executor: last.Executor, StartedAt: &now, FinishedAt: &now, PrevHash: last.Hash}
-	v, err := wire.SealRecord(&rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "onceflight.journal", Partition: p, Key: []byte("forged"), Value: v, Headers: []kgo.RecordHeader{
-		{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)},
-		{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
-	}}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.AppendChained(t, h.Brokers, "onceflight.journal", p, h.Journal(p), schemas.Record{
+		IdempotencyKey: "forged", Entity: e, Action: "noop.ping", Status: schemas.StatusSucceeded,
+		Fingerprint: fp, Attempts: 1, StartedAt: &now, FinishedAt: &now})
 	return p
 }
 

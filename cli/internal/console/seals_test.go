@@ -12,13 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/client"
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/httpauth"
-	"github.com/onceflight/onceflight/internal/wire"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -31,41 +29,11 @@ import (
 func appendUnsigned(t *testing.T, h *onceflighttest.Harness, entity, key string, st schemas.Status) {
 	t.Helper()
 	p := partitioner.ForEntity(entity, onceflighttest.Partitions)
-	var last schemas.Record
-	for _, r := range h.Journal(p) {
-		if wire.JournalKind(r) != schemas.KindRecord {
-			continue
-		}
-		var err error
-		if last, err = schemas.UnmarshalRecord(r.Value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if last.Hash == "" {
-		t.Fatalf("journal partition %d has no record to chain after", p)
-	}
 	fp, _ := schemas.Fingerprint("noop.ping", entity, []byte(`{}`))
 	now := time.Now().UTC()
-	rec := schemas.Record{IdempotencyKey: key, Entity: entity, Action: "noop.ping", Status: st, Fingerprint: fp, Attempts: 2,
-		Epoch: last.Epoch, Executor: last.Executor, StartedAt: &now, PrevHash: last.Hash,
-		Error: &schemas.Error{Code: "timeout", Message: "forged: no answer"}}
-	v, err := wire.SealRecord(&rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: schemas.DefaultTopics().Journal, Partition: p, Key: []byte(key), Value: v, Headers: []kgo.RecordHeader{
-		{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)},
-		{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
-	}}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.AppendChained(t, h.Brokers, schemas.DefaultTopics().Journal, p, h.Journal(p), schemas.Record{
+		IdempotencyKey: key, Entity: entity, Action: "noop.ping", Status: st, Fingerprint: fp, Attempts: 2, StartedAt: &now,
+		Error: &schemas.Error{Code: "timeout", Message: "forged: no answer"}})
 }
 
 // runProjection runs a projection with opts until stop (or the test's
