@@ -3,6 +3,7 @@ package dedupe
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/onceflight/onceflight/schemas"
@@ -202,4 +203,28 @@ func (c *genCache[V]) del(k string) {
 	delete(c.cur, k)
 	delete(c.old, k)
 	c.mu.Unlock()
+}
+
+// TestCheckAbsentRefusesAStoredKey: with CheckAbsent (the executor's
+// tests), PutNewRecordBytes of a key that has a stored record fails its
+// batch instead of leaving the stored record's index entries behind.
+func TestCheckAbsentRefusesAStoredKey(t *testing.T) {
+	CheckAbsent = true
+	t.Cleanup(func() { CheckAbsent = false })
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	put(t, s, rec("k-1", "e-1", schemas.StatusInProgress, 2))
+	b := s.NewBatch()
+	b.PutNewRecordBytes(rec("k-1", "e-1", schemas.StatusSucceeded, 2), nil)
+	if err := b.Commit(); err == nil || !strings.Contains(err.Error(), "is stored") {
+		t.Fatalf("Commit = %v, want the stored key refused", err)
+	}
+	b = s.NewBatch()
+	b.PutNewRecordBytes(rec("k-2", "e-1", schemas.StatusSucceeded, 2), nil)
+	if err := b.Commit(); err != nil {
+		t.Fatalf("a key never stored: %v", err)
+	}
 }
