@@ -56,11 +56,14 @@ const (
 // Defaults returns the values New gives the Config fields a caller leaves
 // zero, so that a program's flags (serve's) show and apply the same ones
 // instead of copies. Brokers and DataDir have none; ExecutorID (hostname-pid)
-// and Logger (slog.Default) are left zero, for New to fill in at start.
+// and Logger (slog.Default) are left zero, for New to fill in at start, and
+// so are KafkaOpts: New's default for them (no client metrics pushed) holds
+// only while they are nil, and a caller appending a connection's options
+// to Defaults' must get what those options ask for.
 func Defaults() Config {
 	var c Config
 	c.setDefaults()
-	c.ExecutorID, c.Logger = "", nil
+	c.ExecutorID, c.Logger, c.KafkaOpts = "", nil, nil
 	return c
 }
 
@@ -203,8 +206,9 @@ func (c *Config) setDefaults() {
 		c.MaxPollRecords = defaultMaxPollRecords
 	}
 	if c.KafkaOpts == nil {
-		// What no connection properties give every other client of
-		// the project (kafkaconf): no KIP-714 client metrics pushed.
+		// What kafkaconf gives a connection with no properties: no
+		// KIP-714 client metrics pushed. Options given (kafkaconf's
+		// Opts among them) say for themselves.
 		c.KafkaOpts = (*kafkaconf.Config)(nil).Opts()
 	}
 	if c.MaxBuffered == 0 {

@@ -236,8 +236,9 @@ func (e *Executor) Owned() []int32 {
 
 // Close releases the state New opened, for an Executor that will not Run
 // (its caller failed between New and Run): without it the data dir stays
-// locked until the process exits. After Run it does nothing; Run closes
-// the state itself. Close must not be called while Run is running.
+// locked until the process exits. After Run it does nothing (Run closed
+// the connectors and the state itself, and closing is done once). Close
+// must not be called while Run is running.
 func (e *Executor) Close() error {
 	e.closeActions()
 	return e.store.Close()
@@ -249,6 +250,7 @@ func (e *Executor) closeActions() {
 	for _, a := range e.actions {
 		if a.close != nil {
 			a.close()
+			a.close = nil // Close after Run must not close a client twice
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/kafkaconf"
 )
 
 // Node is one in-process executor of a multi-executor test: its own
@@ -54,6 +55,12 @@ func (h *Harness) StartNode(id, dataDir string, o NodeOptions) *Node {
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})).With("executor", id)
 	if o.Tune != nil {
 		o.Tune(&cfg)
+	}
+	if cfg.KafkaOpts == nil && o.KafkaOpts != nil {
+		// As a connection with no properties: extra options alone must
+		// not turn client metrics on (consumer.Config.KafkaOpts' default
+		// holds only while they are nil).
+		cfg.KafkaOpts = (*kafkaconf.Config)(nil).Opts()
 	}
 	cfg.KafkaOpts = append(cfg.KafkaOpts, o.KafkaOpts...)
 	n := &Node{t: h.t, ID: id, Reg: prometheus.NewRegistry(), Done: make(chan error, 1)}

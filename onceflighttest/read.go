@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/audit"
-	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -89,7 +89,7 @@ func (h *Harness) JournalAll() []schemas.Record {
 	var out []schemas.Record
 	for p := range int32(Partitions) {
 		for _, r := range h.Journal(p) {
-			if k := kafkatest.HeaderValue(r, "onceflight-kind"); k != "" && k != "record" {
+			if k := wire.JournalKind(r); k != schemas.KindRecord {
 				continue
 			}
 			rec, err := schemas.UnmarshalRecord(r.Value)

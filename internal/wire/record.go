@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -374,9 +373,5 @@ func TruncateDetail(s string) string {
 	if len(s) <= MaxEvidenceDetail {
 		return s
 	}
-	cut := MaxEvidenceDetail - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return truncUTF8(s, MaxEvidenceDetail-len("…")) + "…"
 }
