@@ -19,7 +19,7 @@ import (
 // ErrBadPartition is returned (wrapped) when Options.Partitions names a
 // partition the commands topic does not have: the caller asked for
 // something that cannot exist, which a CLI reports as a usage error.
-var ErrBadPartition = errors.New("no such partition")
+var ErrBadPartition = rangeread.ErrBadPartition
 
 // Options configure Run. The zero value audits the default topics of group
 // "onceflight" through Client, which must then be set, or Brokers.
@@ -224,12 +224,11 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 		cur := next
 		if p < n {
 			if next, err = rangeread.Open(cl, step(p+1)); err != nil {
-				next = &rangeread.Reader{}
 				cur.Close()
 				return err
 			}
 		} else {
-			next = &rangeread.Reader{}
+			next = nil
 		}
 		err := cur.Each(ctx, a.records)
 		cur.Close()

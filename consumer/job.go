@@ -606,9 +606,9 @@ func (j *job) intent(ctx context.Context, p int32, rec schemas.Record) (int64, e
 // key since: its entity's commands run one at a time on this worker, each
 // answer is in the overlay (read before Pebble) until Pebble holds it, and
 // only the committer writes Pebble, in queue order. Unless the job itself
-// queued an intent: that intent is, or will be before this answer, the key's stored record. A later
-// journal record of the same key in the job goes into the same batch,
-// which knows the first.
+// queued an intent: that intent is, or will be before this answer, the
+// key's stored record. A later journal record of the same key in the job
+// goes into the same batch, which knows the first.
 func (j *job) markFresh() {
 	if j.askedIntent || len(j.absent) == 0 {
 		return

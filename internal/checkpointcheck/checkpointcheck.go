@@ -63,9 +63,10 @@ func (o *Options) defaults() {
 	}
 }
 
-// ErrBadPartition is returned (wrapped) when Options.Partitions names a
-// partition the journal does not have: a usage error, not a failed check.
-var ErrBadPartition = errors.New("no such partition")
+// ErrBadPartition is rangeread.ErrBadPartition (and audit's): a
+// partition Options names that the topic does not have is one mistake for
+// every reader of partition ranges, checked with one error.
+var ErrBadPartition = rangeread.ErrBadPartition
 
 // VerifyReport is the verdict of Verify.
 type VerifyReport struct {

@@ -15,6 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// ErrBadPartition is returned (wrapped) when a caller names a partition
+// its topic does not have (audit's and the checkpoint checks' --partitions).
+var ErrBadPartition = errors.New("no such partition")
+
 // Offsets flattens listed offsets per topic, turning a missing topic into
 // an error that names it: an audit of a topic that does not exist proves
 // nothing.
@@ -112,8 +116,9 @@ func Open(cl *kgo.Client, ranges map[string]map[int32][2]int64) (*Reader, error)
 	return r, nil
 }
 
+// Close ends the reader's client; a nil Reader (Open failed) has none.
 func (r *Reader) Close() {
-	if r.rd != nil {
+	if r != nil && r.rd != nil {
 		r.rd.Close()
 	}
 }

@@ -63,7 +63,6 @@ type refusal struct {
 // partSeals is the seal checking of one journal partition.
 type partSeals struct {
 	origin  string
-	tk      *trust.TrustedKeys
 	gate    *trustlog.SealGate
 	from    int64 // the offset reading started at
 	started bool
@@ -75,7 +74,7 @@ type partSeals struct {
 }
 
 func newPartSeals(origin string, tk *trust.TrustedKeys, from int64) *partSeals {
-	return &partSeals{origin: origin, tk: tk, gate: trustlog.NewSealGate(origin, tk), from: from, marked: map[int64][]byte{}}
+	return &partSeals{origin: origin, gate: trustlog.NewSealGate(origin, tk), from: from, marked: map[int64][]byte{}}
 }
 
 // reset goes on after the gate refused a chain with its successor, which
