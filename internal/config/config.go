@@ -40,7 +40,7 @@ const (
 
 // Defaults of the actions file that are not a connector policy's. The
 // policy defaults (timeout, max_attempts, confirm_timeout, give_up_after)
-// are defined once, in connectors (effect.DefaultTimeout, …), which
+// are defined once, in internal/connectors/effect (DefaultTimeout, …), which
 // applies them to policies built in code too; setDefaults fills them in
 // here so that a described action shows the values it runs with.
 const (

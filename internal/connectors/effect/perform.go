@@ -727,8 +727,9 @@ func interrupted(executed int, err error) Decision {
 }
 
 // Sleep waits d or until ctx is done, whichever is first: the one wait of
-// the connector path (Perform's backoff and Retry-After, the system
-// limits' breaker), so that every wait ends with its command's context.
+// the connector path (Perform's backoff, a Retry-After's notBefore in
+// Perform and in the system limits' Acquire), so that every wait ends
+// with its command's context.
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
