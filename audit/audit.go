@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/rangeread"
 	"github.com/onceflight/onceflight/schemas"
 	"github.com/onceflight/onceflight/trust"
@@ -91,12 +92,12 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 	}
 	all := []string{tp.Commands, tp.Journal, tp.Outcomes, tp.Deadletter}
 	listed, err := adm.ListCommittedOffsets(ctx, all...)
-	ends, err := rangeread.Offsets(listed, err, all)
+	ends, err := client.Offsets(listed, err, all)
 	if err != nil {
 		return Report{}, err
 	}
 	listed, err = adm.ListStartOffsets(ctx, all...)
-	starts, err := rangeread.Offsets(listed, err, all)
+	starts, err := client.Offsets(listed, err, all)
 	if err != nil {
 		return Report{}, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/rangeread"
 	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
@@ -178,12 +179,12 @@ type held struct {
 func readTopic(ctx context.Context, cl *kgo.Client, topic string) ([]*kgo.Record, error) {
 	adm := kadm.NewClient(cl)
 	listed, err := adm.ListEndOffsets(ctx, topic)
-	ends, err := rangeread.Offsets(listed, err, []string{topic})
+	ends, err := client.Offsets(listed, err, []string{topic})
 	if err != nil {
 		return nil, err
 	}
 	listed, err = adm.ListStartOffsets(ctx, topic)
-	starts, err := rangeread.Offsets(listed, err, []string{topic})
+	starts, err := client.Offsets(listed, err, []string{topic})
 	if err != nil {
 		return nil, err
 	}
@@ -202,12 +203,12 @@ func readTopic(ctx context.Context, cl *kgo.Client, topic string) ([]*kgo.Record
 func journalPartitions(ctx context.Context, cl *kgo.Client, journal string) (starts, ends map[int32]int64, err error) {
 	adm := kadm.NewClient(cl)
 	listed, err := adm.ListEndOffsets(ctx, journal)
-	e, err := rangeread.Offsets(listed, err, []string{journal})
+	e, err := client.Offsets(listed, err, []string{journal})
 	if err != nil {
 		return nil, nil, err
 	}
 	listed, err = adm.ListStartOffsets(ctx, journal)
-	s, err := rangeread.Offsets(listed, err, []string{journal})
+	s, err := client.Offsets(listed, err, []string{journal})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -60,43 +60,56 @@ func EndOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]in
 	return offsetsOf(listed, err, topic)
 }
 
-// offsetsOf flattens one topic's listed offsets, turning a missing topic into
-// an error that names it rather than an empty map that would wait forever.
+// offsetsOf flattens one topic's listed offsets (Offsets for one topic).
 func offsetsOf(listed kadm.ListedOffsets, err error, topic string) (map[int32]int64, error) {
+	out, err := Offsets(listed, err, []string{topic})
+	return out[topic], err
+}
+
+// Offsets flattens listed offsets per topic, turning a topic that is
+// missing, or has no partitions, into an error that names it rather than an
+// empty map: a read would wait forever for it, and an audit of it would
+// prove nothing.
+func Offsets(listed kadm.ListedOffsets, err error, want []string) (map[string]map[int32]int64, error) {
 	if err != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("list offsets: %w", err)
 	}
-	out := make(map[int32]int64)
+	out := map[string]map[int32]int64{}
 	var firstErr error
 	listed.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
+			if errors.Is(o.Err, kerr.UnknownTopicOrPartition) && firstErr == nil {
+				firstErr = fmt.Errorf("topic %s does not exist (has an executor created it?)", o.Topic)
+			}
 			if firstErr == nil {
-				firstErr = o.Err
+				firstErr = fmt.Errorf("list offsets of %s partition %d: %w", o.Topic, o.Partition, o.Err)
 			}
 			return
 		}
-		out[o.Partition] = o.Offset
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = o.Offset
 	})
-	if errors.Is(firstErr, kerr.UnknownTopicOrPartition) {
-		return nil, fmt.Errorf("topic %s does not exist (has an executor created it?)", topic)
-	}
 	if firstErr != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", topic, firstErr)
+		return nil, firstErr
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("topic %s has no partitions", topic)
+	for _, t := range want {
+		if len(out[t]) == 0 {
+			return nil, fmt.Errorf("topic %s does not exist or has no partitions (has an executor created it?)", t)
+		}
 	}
 	return out, nil
 }
 
-// reader returns a short-lived direct consumer of the given partitions that
+// Reader returns a short-lived direct consumer of the given partitions that
 // shares cl's connection settings (seeds, TLS, SASL, logger). It is a
 // separate client so that reads never disturb what cl consumes, and so that
 // two settings the reads depend on hold whatever cl was built with:
 // read_committed, and control records kept, which is how a scan sees the
 // commit marker that often occupies the last offset below the end it stops
 // at.
-func reader(cl *kgo.Client, parts map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
+func Reader(cl *kgo.Client, parts map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
 	opts := append(slices.Clone(cl.Opts()),
 		kgo.ConsumerGroup(""),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

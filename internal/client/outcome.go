@@ -35,7 +35,7 @@ func WaitOutcomeRecord(ctx context.Context, cl *kgo.Client, outcomesTopic, causa
 	for p, o := range from {
 		parts[p] = kgo.NewOffset().At(o)
 	}
-	r, err := reader(cl, map[string]map[int32]kgo.Offset{outcomesTopic: parts})
+	r, err := Reader(cl, map[string]map[int32]kgo.Offset{outcomesTopic: parts})
 	if err != nil {
 		return schemas.Outcome{}, nil, err
 	}
@@ -79,7 +79,7 @@ func FatalFetchErr(fs kgo.Fetches) error {
 		if first != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
 			return
 		}
-		first = fmt.Errorf("partition %d: %w", p, err)
+		first = fmt.Errorf("%s partition %d: %w", topic, p, err)
 	})
 	return first
 }

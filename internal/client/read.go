@@ -175,7 +175,7 @@ func ReadRange(ctx context.Context, cl *kgo.Client, topic string, r Range, fn fu
 // readParts reads parts from their offsets: to the last offsets in pending
 // unless follow, then on until ctx ends.
 func readParts(ctx context.Context, cl *kgo.Client, topic string, parts map[int32]kgo.Offset, pending map[int32]int64, follow bool, fn func(*kgo.Record) error) error {
-	r, err := reader(cl, map[string]map[int32]kgo.Offset{topic: parts})
+	r, err := Reader(cl, map[string]map[int32]kgo.Offset{topic: parts})
 	if err != nil {
 		return err
 	}

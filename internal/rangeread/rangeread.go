@@ -8,51 +8,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/client"
 )
 
 // ErrBadPartition is returned (wrapped) when a caller names a partition
 // its topic does not have (audit's and the checkpoint checks' --partitions).
 var ErrBadPartition = errors.New("no such partition")
-
-// Offsets flattens listed offsets per topic, turning a missing topic into
-// an error that names it: an audit of a topic that does not exist proves
-// nothing.
-func Offsets(listed kadm.ListedOffsets, err error, want []string) (map[string]map[int32]int64, error) {
-	if err != nil {
-		return nil, fmt.Errorf("list offsets: %w", err)
-	}
-	out := map[string]map[int32]int64{}
-	var firstErr error
-	listed.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			if errors.Is(o.Err, kerr.UnknownTopicOrPartition) && firstErr == nil {
-				firstErr = fmt.Errorf("topic %s does not exist (has an executor created it?)", o.Topic)
-			}
-			if firstErr == nil {
-				firstErr = fmt.Errorf("list offsets of %s partition %d: %w", o.Topic, o.Partition, o.Err)
-			}
-			return
-		}
-		if out[o.Topic] == nil {
-			out[o.Topic] = map[int32]int64{}
-		}
-		out[o.Topic][o.Partition] = o.Offset
-	})
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	for _, t := range want {
-		if len(out[t]) == 0 {
-			return nil, fmt.Errorf("topic %s does not exist or has no partitions (has an executor created it?)", t)
-		}
-	}
-	return out, nil
-}
 
 // Read calls fn with the committed data records of every partition range
 // [start, end), a fetch at a time, in offset order per partition, and
@@ -100,15 +64,7 @@ func Open(cl *kgo.Client, ranges map[string]map[int32][2]int64) (*Reader, error)
 	if r.left == 0 {
 		return r, nil
 	}
-	rd, err := kgo.NewClient(append(slices.Clone(cl.Opts()),
-		kgo.ConsumerGroup(""),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.ConsumePartitions(parts),
-		// Retention may delete the start of a partition between
-		// listing offsets and fetching: read what is left.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)...)
+	rd, err := client.Reader(cl, parts)
 	if err != nil {
 		return nil, fmt.Errorf("audit reader: %w", err)
 	}
@@ -153,14 +109,8 @@ func (r *Reader) poll(ctx context.Context, out chan<- []*kgo.Record) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("read topics: %w", err)
 		}
-		var fetchErr error
-		fs.EachError(func(t string, p int32, err error) {
-			if fetchErr == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed) {
-				fetchErr = fmt.Errorf("read %s partition %d: %w", t, p, err)
-			}
-		})
-		if fetchErr != nil {
-			return fetchErr
+		if err := client.FatalFetchErr(fs); err != nil {
+			return fmt.Errorf("read %w", err)
 		}
 		var batch []*kgo.Record
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
