@@ -49,11 +49,10 @@ type consoleOptions struct {
 
 // startConsole starts the projection and the console's HTTP server on
 // o.addr and returns the address it listens on and a function that stops
-// both (server first, so no page reads a closing index).
+// both (server first, so no page reads a closing index). Its callers have
+// refused an open address already (refuseOpenConsole), before anything
+// started.
 func startConsole(ctx context.Context, o consoleOptions) (string, func(), error) {
-	if err := console.CheckListen(o.addr, o.auth); err != nil {
-		return "", nil, usageErrorf("%v", err)
-	}
 	acts, err := inspect.Describe(o.cfg, o.maxDataBytes, settingsOf(ctx).executorOptions()...)
 	if err != nil {
 		return "", nil, err
@@ -152,8 +151,7 @@ func newConsoleCmd() *cobra.Command {
 	var (
 		addr, dataDir, configPath, group, keyFile string
 		trustedFile                               string
-		tokenFile, proxyHeader, proxyRole         string
-		proxies                                   []string
+		access                                    authFlags
 		readOnly, secure                          bool
 		maxData                                   int
 		auditEvery                                time.Duration
@@ -186,12 +184,12 @@ proxy header, as serve does.`,
 			if err != nil {
 				return usageError{err}
 			}
-			auth, err := authFlags{tokenFile: tokenFile, proxyHeader: proxyHeader, proxies: proxies, proxyRole: proxyRole}.authenticator(log)
+			authn, err := access.authenticator(log)
 			if err != nil {
 				return err
 			}
-			if err := console.CheckListen(addr, auth); err != nil {
-				return usageErrorf("--http: %v", err)
+			if err := refuseOpenConsole("--http", addr, authn); err != nil {
+				return err
 			}
 			if auditEvery < 0 || (auditEvery > 0 && auditEvery < time.Minute) {
 				return usageErrorf("--audit-every must be 0 (off) or at least 1m: each audit reads the four topics through, got %s", auditEvery)
@@ -214,7 +212,7 @@ proxy header, as serve does.`,
 			}
 			defer func() { _ = lock.Release() }()
 			got, stop, err := startConsole(cmd.Context(), consoleOptions{addr: addr, dataDir: dataDir, brokers: kf.Brokers, conn: conn,
-				topics: kf.Topics, group: group, cfg: cfg, maxDataBytes: maxData, auth: auth, controlKeys: keys,
+				topics: kf.Topics, group: group, cfg: cfg, maxDataBytes: maxData, auth: authn, controlKeys: keys,
 				readOnly: readOnly, secureCookies: secure, auditEvery: auditEvery, trusted: tk, log: log})
 			if err != nil {
 				return err
@@ -234,10 +232,8 @@ proxy header, as serve does.`,
 	fs.StringVar(&keyFile, "control-key-file", "", "control key file (onceflight keygen) whose last key signs decisions taken in the console; without it the console takes none")
 	fs.BoolVar(&readOnly, "read-only", false, "hide and refuse every decision")
 	fs.StringVar(&trustedFile, "trusted-keys", "", "trusted-keys file: the executors' public keys (docs/trust.md); only journal records a trusted executor signature covers are shown as an execution's state, others are marked UNSIGNED and take no decision")
-	fs.StringVar(&tokenFile, "http-token-file", "", "file of bearer tokens, one NAME:TOKEN[:ROLE] a line (docs/http.md#bearer-tokens); browsers log in with one; decisions need the role operator")
-	fs.StringVar(&proxyHeader, "http-trusted-proxy-header", "", "header carrying the user's name set by an authenticating reverse proxy; honoured only from --http-trusted-proxies")
-	fs.StringSliceVar(&proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose header is believed")
-	fs.StringVar(&proxyRole, "http-trusted-proxy-role", "reader", "role of identities from the trusted proxy: reader or operator")
+	access.addFlags(fs, "file of bearer tokens, one NAME:TOKEN[:ROLE] a line (docs/http.md#bearer-tokens); browsers log in with one; decisions need the role operator")
+	fs.StringVar(&access.proxyRole, "http-trusted-proxy-role", "reader", "role of identities from the trusted proxy: reader or operator")
 	fs.BoolVar(&secure, "secure-cookies", false, "mark the login cookie Secure (set when users reach the console over HTTPS through a proxy)")
 	fs.IntVar(&maxData, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes, for the Actions page and the audit")
 	fs.DurationVar(&auditEvery, "audit-every", 0, "run the audit of the topics (onceflight audit) at start and then this often, and show its last result on the overview; 0: off. Each audit reads the four topics through, a partition at a time (docs/memory.md#audit)")

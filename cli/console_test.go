@@ -29,8 +29,8 @@ func TestConsoleRefusesOpenAddress(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"console on every interface", []string{"console", "--http", "0.0.0.0:0"}, []string{"--http: 0.0.0.0:0 is not a loopback address", "token file"}},
-		{"console, empty host", []string{"console", "--http", ":0"}, []string{"--http: :0 is not a loopback address"}},
+		{"console on every interface", []string{"console", "--http", "0.0.0.0:0"}, []string{"--http 0.0.0.0:0 is not a loopback address", "the console would show", "--http-token-file FILE"}},
+		{"console, empty host", []string{"console", "--http", ":0"}, []string{"--http :0 is not a loopback address"}},
 		{"console, header without proxies", []string{"console", "--http-trusted-proxy-header", "X-Forwarded-User"}, []string{"go together"}},
 		{"console, bad proxy role", []string{"console", "--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "127.0.0.1", "--http-trusted-proxy-role", "admin"},
 			[]string{"--http-trusted-proxy-role", `unknown role "admin"`}},
@@ -39,7 +39,7 @@ func TestConsoleRefusesOpenAddress(t *testing.T) {
 		{"console, audits too often", []string{"console", "--audit-every", "10s"}, []string{"--audit-every must be 0 (off) or at least 1m"}},
 		{"console, bad trusted keys", []string{"console", "--trusted-keys", badKeys}, []string{"--trusted-keys", badKeys, "line 1"}},
 		{"console, missing trusted keys", []string{"console", "--trusted-keys", badKeys + ".missing"}, []string{"--trusted-keys", badKeys + ".missing"}},
-		{"serve --console on every interface", []string{"serve", "--console", "0.0.0.0:0"}, []string{"--console: 0.0.0.0:0 is not a loopback address"}},
+		{"serve --console on every interface", []string{"serve", "--console", "0.0.0.0:0"}, []string{"--console 0.0.0.0:0 is not a loopback address", "the console would show"}},
 	}
 	for _, c := range cases {
 		args := append(append([]string{}, c.args...), "--config", cfg, "--data-dir", t.TempDir(), "--brokers", deadAddr(t))

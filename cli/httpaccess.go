@@ -34,9 +34,17 @@ type authFlags struct {
 
 func (h *httpAccess) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&h.metricsAddr, "metrics-http", "", "address of a listener serving only /healthz, /readyz and /metrics, without authentication (for probes and Prometheus); off when empty")
-	fs.StringVar(&h.auth.tokenFile, "http-token-file", "", "file of bearer tokens that may read the records on --http, one NAME:TOKEN[:ROLE] a line (docs/http.md#who-may-read-the-records); mode 0600 or 0640")
-	fs.StringVar(&h.auth.proxyHeader, "http-trusted-proxy-header", "", "header carrying the user's name set by an authenticating reverse proxy (oauth2-proxy: X-Forwarded-User); honoured only from --http-trusted-proxies")
-	fs.StringSliceVar(&h.auth.proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose --http-trusted-proxy-header is believed (127.0.0.1 for a sidecar)")
+	h.auth.addFlags(fs, "file of bearer tokens that may read the records on --http, one NAME:TOKEN[:ROLE] a line (docs/http.md#who-may-read-the-records); mode 0600 or 0640")
+}
+
+// addFlags registers the flags serve and console share, with one spelling
+// and one meaning; tokenHelp says what the tokens open in that command.
+// The console's --http-trusted-proxy-role is its own (serve's records need
+// no more than reader).
+func (f *authFlags) addFlags(fs *pflag.FlagSet, tokenHelp string) {
+	fs.StringVar(&f.tokenFile, "http-token-file", "", tokenHelp)
+	fs.StringVar(&f.proxyHeader, "http-trusted-proxy-header", "", "header carrying the user's name set by an authenticating reverse proxy (oauth2-proxy: X-Forwarded-User); honoured only from --http-trusted-proxies")
+	fs.StringSliceVar(&f.proxies, "http-trusted-proxies", nil, "addresses or CIDR ranges of the reverse proxies whose --http-trusted-proxy-header is believed (127.0.0.1 for a sidecar)")
 }
 
 // authenticator is the authentication the flags describe; each error
@@ -86,15 +94,32 @@ func (h *httpAccess) authenticator(httpAddr string, log *slog.Logger) (*httpauth
 	if err != nil {
 		return nil, err
 	}
-	if !a.Enabled() && !httpauth.Loopback(httpAddr) {
-		return nil, usageErrorf("--http %s is not a loopback address and would serve the execution records (customer data) to anyone who reaches it: "+
-			"give --http-token-file FILE (or --http-trusted-proxy-header with --http-trusted-proxies), or listen on 127.0.0.1 "+
-			"and serve only health and metrics to the network with --metrics-http ADDR", httpAddr)
+	if err := refuseOpen("--http", httpAddr, a, "would serve the execution records (customer data) to anyone who reaches it",
+		"listen on 127.0.0.1 and serve only health and metrics to the network with --metrics-http ADDR"); err != nil {
+		return nil, err
 	}
 	if !a.Enabled() {
 		log.Info("records on --http are readable without authentication: it is a loopback address", "http", httpAddr)
 	}
 	return a, nil
+}
+
+// refuseOpen is the one rule for every listener that shows customer data
+// (serve's --http, the console): without authentication, only on a
+// loopback address. flag names the listener in the error, what says what
+// it would expose, and instead is the way out besides authentication.
+func refuseOpen(flag, addr string, a *httpauth.Authenticator, what, instead string) error {
+	if a.Enabled() || httpauth.Loopback(addr) {
+		return nil
+	}
+	return usageErrorf("%s %s is not a loopback address and %s: "+
+		"give --http-token-file FILE (or --http-trusted-proxy-header with --http-trusted-proxies), or %s", flag, addr, what, instead)
+}
+
+// refuseOpenConsole is refuseOpen for the console, on whichever flag
+// carries its address.
+func refuseOpenConsole(flag, addr string, a *httpauth.Authenticator) error {
+	return refuseOpen(flag, addr, a, "the console would show every execution record (customer data) to anyone who reaches it", "listen on 127.0.0.1")
 }
 
 // serveMetrics serves h (health, readiness, metrics) on addr; the caller

@@ -20,7 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/cli/internal/api"
-	"github.com/onceflight/onceflight/cli/internal/console"
 	"github.com/onceflight/onceflight/cli/internal/ingress"
 	"github.com/onceflight/onceflight/cli/internal/inspect"
 	"github.com/onceflight/onceflight/client"
@@ -248,8 +247,8 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return err
 	}
 	if o.consoleAddr != "" {
-		if err := console.CheckListen(o.consoleAddr, auth); err != nil {
-			return usageErrorf("--console: %v", err)
+		if err := refuseOpenConsole("--console", o.consoleAddr, auth); err != nil {
+			return err
 		}
 	}
 	// Operator decisions must be signed (docs/guarantees.md): without keys the

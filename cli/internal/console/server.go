@@ -41,8 +41,8 @@ type Config struct {
 	// Projection is the index the pages read. Required.
 	Projection *Projection
 	// Auth establishes identities (tokens, trusted proxy). Nil or
-	// disabled: every request acts as LocalUser, which the caller allows
-	// only on a loopback address (CheckListen).
+	// disabled: every request acts as LocalUser, which the cli allows
+	// only on a loopback address (the cli's refuseOpenConsole).
 	Auth *httpauth.Authenticator
 	// LocalUser is the identity without authentication: the account that
 	// started the console (default "local").
@@ -87,16 +87,6 @@ type Server struct {
 	loginCSRF *csrf
 	mux       *http.ServeMux
 	audits    *Audits
-}
-
-// CheckListen refuses to serve the console on a non-loopback address
-// without authentication: it shows every record's data.
-func CheckListen(addr string, a *httpauth.Authenticator) error {
-	if !a.Enabled() && !httpauth.Loopback(addr) {
-		return fmt.Errorf("%s is not a loopback address and the console would show every execution record (customer data) to anyone who reaches it: "+
-			"give a token file (--http-token-file) or a trusted proxy header, or listen on 127.0.0.1", addr)
-	}
-	return nil
 }
 
 // New returns the console's handler.
