@@ -294,3 +294,55 @@ func TestSealScanKeepsRealTransactionsAroundForgeries(t *testing.T) {
 		t.Fatalf("malformed seal after a chain: released %v, refused %v (%v); want [0 1 2 3] and [4-5 6-9]", got, refused, us)
 	}
 }
+
+// TestSealGateAfter: a gate that goes on after the last seal an earlier
+// gate trusted (a reader's restart) refuses what that gate would have
+// refused had it kept reading — copies of older transactions, whether they
+// started the chain or followed a seal — and takes the owner's next
+// transaction and a later owner's chain.
+func TestSealGateAfter(t *testing.T) {
+	a, va := sealKey(t, "executor-a")
+	tk := trustedKeys(t, va)
+	const origin = "onceflight/j/0"
+	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3)                // 0..3
+	t2, s2 := sealed(t, a, origin, 1, trust.SealHash(s1), 4, 2) // 4..6
+	first := NewSealGate(origin, tk)
+	if n, err := runGate(first, append(append([]gateRec{}, t1...), t2...)); err != nil || n != 7 {
+		t.Fatalf("before the restart: %d released, %v", n, err)
+	}
+	note, off := first.LastTrusted()
+	if string(note) != string(s2) || off != 6 {
+		t.Fatalf("LastTrusted = %q at %d, want t2's seal at 6", note, off)
+	}
+	after := func() *SealGate {
+		t.Helper()
+		g, err := NewSealGateAfter(origin, tk, note, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	for name, copied := range map[string][]gateRec{"chain start": reoff(t1, 7), "chained": reoff(t2, 7)} {
+		if _, err := runGate(after(), copied); err == nil || !strings.Contains(err.Error(), "offsets 7..") {
+			t.Errorf("a copy of the %s transaction after the restart: %v", name, err)
+		}
+		// A gate that never stopped refuses it too.
+		if _, err := runGate(first.Successor(), copied); err == nil {
+			t.Errorf("a copy of the %s transaction without a restart: taken", name)
+		}
+	}
+	t3, _ := sealed(t, a, origin, 1, trust.SealHash(s2), 7, 1)
+	t4, _ := sealed(t, a, origin, 2, nil, 9, 2)
+	if n, err := runGate(after(), append(append([]gateRec{}, t3...), t4...)); err != nil || n != 5 {
+		t.Fatalf("the real next transactions: %d released, %v", n, err)
+	}
+	if g, err := NewSealGateAfter(origin, tk, nil, 0); err != nil || g.last != nil {
+		t.Errorf("no seal yet: %v, want a fresh gate", err)
+	}
+	if _, err := NewSealGateAfter("onceflight/j/1", tk, note, off); err == nil {
+		t.Error("a seal of another partition taken to go on after")
+	}
+	if _, err := NewSealGateAfter(origin, tk, []byte("not a seal"), off); err == nil {
+		t.Error("a malformed seal taken to go on after")
+	}
+}

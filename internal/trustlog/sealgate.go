@@ -72,11 +72,50 @@ func NewSealGate(origin string, tk *trust.TrustedKeys) *SealGate {
 // and the console's projection both go on with it after a refusal.
 func (g *SealGate) Successor() *SealGate {
 	n := NewSealGate(g.origin, g.trusted)
-	if t := g.lastTrusted; t.note != nil {
-		n.last, n.lastSeal, n.lastOff, n.lastOK = t.note, t.seal, t.off, true
-		n.lastTrusted = t
-	}
+	n.follow(g.lastTrusted.note, g.lastTrusted.seal, g.lastTrusted.off)
 	return n
+}
+
+// follow makes the seal note (parsed: s) at offset off, already trusted,
+// the one the next seal must follow (nothing if note is nil).
+func (g *SealGate) follow(note []byte, s trust.Seal, off int64) {
+	if note == nil {
+		return
+	}
+	g.last, g.lastSeal, g.lastOff, g.lastOK = note, s, off, true
+	g.lastTrusted.note, g.lastTrusted.seal, g.lastTrusted.off = note, s, off
+}
+
+// LastTrusted is the last seal whose signature g checked, as its note and
+// its offset (nil if none). A reader that stops stores it with its
+// position, so that the gate it goes on with (NewSealGateAfter) still
+// refuses what a gate that never stopped would.
+func (g *SealGate) LastTrusted() (note []byte, off int64) {
+	return g.lastTrusted.note, g.lastTrusted.off
+}
+
+// NewSealGateAfter is the gate of a reader that goes on after the seal
+// note at offset off, which a gate of the same partition trusted before
+// the reader stopped (LastTrusted): as with Successor, the next seal must
+// follow it or start the chain of a later epoch. A fresh gate would take
+// any seal as its first, so a copy of an older signed transaction,
+// appended while the reader was stopped, would pass. The note's signature
+// is not checked again: it only constrains what follows, whose own seals
+// are checked. A nil note is a fresh gate (NewSealGate).
+func NewSealGateAfter(origin string, tk *trust.TrustedKeys, note []byte, off int64) (*SealGate, error) {
+	g := NewSealGate(origin, tk)
+	if note == nil {
+		return g, nil
+	}
+	s, err := trust.ParseSeal(note)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the last trusted seal, at offset %d: %w", origin, off, err)
+	}
+	if s.Origin != origin {
+		return nil, fmt.Errorf("%s: the last trusted seal, at offset %d, is for %s", origin, off, s.Origin)
+	}
+	g.follow(note, s, off)
+	return g, nil
 }
 
 // StartsAfterGap says the records before the first one passed were

@@ -194,7 +194,9 @@ func (p *Projection) Run(ctx context.Context) error {
 				return err
 			}
 			if p.trusted != nil && topic == p.topics.Journal {
-				p.seals[part] = newPartSeals(trust.Origin(p.originPrefix, part), p.trusted, int64(n))
+				if p.seals[part], err = p.openPartSeals(part, int64(n)); err != nil {
+					return err
+				}
 			}
 			if ok {
 				start[topic][part] = kgo.NewOffset().At(int64(n))
