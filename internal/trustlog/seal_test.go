@@ -346,3 +346,37 @@ func TestSealGateAfter(t *testing.T) {
 		t.Error("a malformed seal taken to go on after")
 	}
 }
+
+// TestSealCut: which of the records read since the last seal a seal
+// leaves uncovered, the rule AddSeal, SealScan and the console share.
+func TestSealCut(t *testing.T) {
+	a, _ := sealKey(t, "executor-a")
+	const origin = "onceflight/j/0"
+	seal := func(origin string, records int) []byte {
+		msg, err := trust.Seal{Origin: origin, Epoch: 1, Records: records, Digest: make([]byte, 32), Time: time.Now()}.Sign(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	for _, c := range []struct {
+		name   string
+		msg    []byte
+		n      int
+		cut    int
+		whyHas string
+	}{
+		{"covers all", seal(origin, 3), 3, 0, ""},
+		{"covers the last two", seal(origin, 2), 5, 3, "the next seal, at offset 9, covers only the 2 records after them"},
+		{"covers none", seal(origin, 0), 2, 2, "covers only the 0 records"},
+		{"nothing read", seal(origin, 0), 0, 0, ""},
+		{"counts more than were read", seal(origin, 4), 3, 0, ""},
+		{"another partition's", seal("onceflight/j/1", 1), 3, 0, ""},
+		{"malformed", []byte("not a seal"), 3, 0, ""},
+	} {
+		cut, why := SealCut(origin, 9, c.msg, c.n)
+		if cut != c.cut || (c.whyHas == "") != (why == "") || !strings.Contains(why, c.whyHas) {
+			t.Errorf("%s: cut %d (%q), want %d (%q)", c.name, cut, why, c.cut, c.whyHas)
+		}
+	}
+}

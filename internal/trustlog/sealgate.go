@@ -139,6 +139,32 @@ func (g *SealGate) Add(off int64, leafHash []byte, v any) {
 	g.pending = append(g.pending, gated{off, leafHash, v})
 }
 
+// SealCut is where the seal msg, read at offset off after n records of
+// the partition origin that no seal covers yet, cuts them: a seal covers
+// the records immediately before it, as many as it counts, so the first
+// cut of the n are covered by none, for why. cut is 0 when the seal covers
+// all n, and also when msg is not a seal of origin or counts more than n
+// records: AddSeal then refuses all n with the seal. SealScan and the
+// console refuse the first cut on their own and judge the rest with the
+// seal; AddSeal refuses them with the same rule.
+func SealCut(origin string, off int64, msg []byte, n int) (cut int, why string) {
+	s, err := trust.ParseSeal(msg)
+	if err != nil || s.Origin != origin || s.Records > n {
+		return 0, ""
+	}
+	return cutAt(s, off, n)
+}
+
+// cutAt is SealCut's rule for a seal s of the partition that counts at
+// most n records.
+func cutAt(s trust.Seal, off int64, n int) (cut int, why string) {
+	cut = n - s.Records
+	if cut == 0 {
+		return 0, ""
+	}
+	return cut, fmt.Sprintf("no seal covers them (the next seal, at offset %d, covers only the %d records after them)", off, s.Records)
+}
+
 func (g *SealGate) unsigned(items []gated, why string) error {
 	return &UnsignedError{Origin: g.origin, From: items[0].off, To: items[len(items)-1].off, Count: len(items), Why: why}
 }
@@ -166,7 +192,7 @@ func (g *SealGate) AddSeal(off int64, msg, leafHash []byte, v any) error {
 	if s.Records > len(g.pending) {
 		return g.unsigned(append(g.pending, self), fmt.Sprintf("the seal at offset %d covers %d records, %d precede it", off, s.Records, len(g.pending)))
 	}
-	cut := len(g.pending) - s.Records
+	cut, why := cutAt(s, off, len(g.pending))
 	covered := g.pending[cut:]
 	hs := make([][]byte, len(covered))
 	for i, c := range covered {
@@ -176,7 +202,7 @@ func (g *SealGate) AddSeal(off int64, msg, leafHash []byte, v any) error {
 		return g.unsigned(append(g.pending, self), fmt.Sprintf("the seal at offset %d does not match the %d records before it", off, s.Records))
 	}
 	if cut > 0 {
-		return g.unsigned(g.pending[:cut], fmt.Sprintf("no seal covers them (the next seal, at offset %d, covers only the %d records after them)", off, s.Records))
+		return g.unsigned(g.pending[:cut], why)
 	}
 	switch {
 	case g.last == nil:

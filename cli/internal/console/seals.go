@@ -179,9 +179,8 @@ func (ps *partSeals) add(rec *kgo.Record) {
 	}
 	batch := ps.buf
 	ps.buf = nil
-	if s, err := trust.ParseSeal(rec.Value); err == nil && s.Origin == ps.origin && s.Records < len(batch) {
-		cut := len(batch) - s.Records
-		ps.refuse(batch[:cut], fmt.Sprintf("no seal covers them (the next seal, at offset %d, covers only the %d records after them)", rec.Offset, s.Records))
+	if cut, why := trustlog.SealCut(ps.origin, rec.Offset, rec.Value, len(batch)); cut > 0 {
+		ps.refuse(batch[:cut], why)
 		batch = batch[cut:]
 	}
 	cur := append(batch, rec)
