@@ -181,6 +181,8 @@ func (p *Projection) Run(ctx context.Context) error {
 			return err
 		}
 		p.seals = map[int32]*partSeals{}
+	} else if err := p.dropTrustedSeals(); err != nil {
+		return err
 	}
 	start := map[string]map[int32]kgo.Offset{}
 	for topic, ps := range parts {

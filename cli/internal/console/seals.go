@@ -68,7 +68,6 @@ type refusal struct {
 // partSeals is the seal checking of one journal partition.
 type partSeals struct {
 	origin  string
-	part    int32 // the partition origin names
 	tk      *trust.TrustedKeys
 	gate    *trustlog.SealGate
 	seedOff int64 // the offset of the last trusted seal the index holds; -1: none
@@ -90,17 +89,16 @@ func newPartSeals(origin string, tk *trust.TrustedKeys, from int64) *partSeals {
 // before from, which the index keeps (applySealed).
 func (p *Projection) openPartSeals(part int32, from int64) (*partSeals, error) {
 	ps := newPartSeals(trust.Origin(p.originPrefix, part), p.trusted, from)
-	ps.part = part
-	v, closer, err := p.db.Get(trustedSealKey(part))
+	v, closer, err := p.db.Get(trustedSealKey(ps.origin))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return ps, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("console index: read the last trusted seal of partition %d: %w", part, err)
+		return nil, fmt.Errorf("console index: read the last trusted seal of %s: %w", ps.origin, err)
 	}
 	defer closer.Close()
 	if len(v) < 8 {
-		return nil, fmt.Errorf("console index: the last trusted seal of partition %d is malformed", part)
+		return nil, fmt.Errorf("console index: the last trusted seal of %s is malformed", ps.origin)
 	}
 	off := int64(binary.BigEndian.Uint64(v))
 	g, err := trustlog.NewSealGateAfter(ps.origin, ps.tk, slices.Clone(v[8:]), off)
@@ -111,10 +109,29 @@ func (p *Projection) openPartSeals(part int32, from int64) (*partSeals, error) {
 	return ps, nil
 }
 
-// trustedSealKey holds the last seal the gate of journal partition part
-// trusted: its offset (8 bytes) and its note.
-func trustedSealKey(part int32) []byte {
-	return binary.BigEndian.AppendUint32([]byte{pfxTrustedSeal}, uint32(part))
+// trustedSealKey holds the last seal the gate of the journal partition
+// named origin trusted: its offset (8 bytes) and its note. Keyed by
+// origin, so that a console started with another origin prefix starts
+// afresh rather than chaining to a seal of another journal.
+func trustedSealKey(origin string) []byte {
+	return append([]byte{pfxTrustedSeal}, origin...)
+}
+
+// dropTrustedSeals forgets the last trusted seals, at the start of a
+// projection without trusted keys: it moves the journal positions without
+// a gate, so a seal stored before would be older than the position, and a
+// later start with trusted keys would refuse the chain that goes on from
+// where it stopped reading, as not following that seal.
+func (p *Projection) dropTrustedSeals() error {
+	b := p.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange([]byte{pfxTrustedSeal}, []byte{pfxTrustedSeal + 1}, nil); err != nil {
+		return fmt.Errorf("console index: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("console index: %w", err)
+	}
+	return nil
 }
 
 // storeTrustedSeal writes the gate's last trusted seal to b when it is
@@ -129,12 +146,12 @@ func (ps *partSeals) storeTrustedSeal(b *pebble.Batch) error {
 	}
 	var err error
 	if note == nil {
-		err = b.Delete(trustedSealKey(ps.part), nil)
+		err = b.Delete(trustedSealKey(ps.origin), nil)
 	} else {
-		err = b.Set(trustedSealKey(ps.part), append(binary.BigEndian.AppendUint64(nil, uint64(off)), note...), nil)
+		err = b.Set(trustedSealKey(ps.origin), append(binary.BigEndian.AppendUint64(nil, uint64(off)), note...), nil)
 	}
 	if err != nil {
-		return fmt.Errorf("console index: store the last trusted seal of partition %d: %w", ps.part, err)
+		return fmt.Errorf("console index: store the last trusted seal of %s: %w", ps.origin, err)
 	}
 	ps.seedOff = off
 	return nil
