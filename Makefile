@@ -39,6 +39,7 @@ test: ## the whole test suite (what CI runs), with short fuzz runs of the decode
 	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzStructuredFastMatchesSDK$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzSealRecordHash$$' -fuzztime $(FUZZTIME)
 
 test-race: ## the test suite under the race detector
 	$(GO) test -race -count=1 -timeout 15m ./...

@@ -294,3 +294,89 @@ func TestSealScanKeepsRealTransactionsAroundForgeries(t *testing.T) {
 		t.Fatalf("malformed seal after a chain: released %v, refused %v (%v); want [0 1 2 3] and [4-5 6-9]", got, refused, us)
 	}
 }
+
+// TestSealGateAfter: a gate that goes on after the last seal an earlier
+// gate trusted (a reader's restart) refuses what that gate would have
+// refused had it kept reading — copies of older transactions, whether they
+// started the chain or followed a seal — and takes the owner's next
+// transaction and a later owner's chain.
+func TestSealGateAfter(t *testing.T) {
+	a, va := sealKey(t, "executor-a")
+	tk := trustedKeys(t, va)
+	const origin = "onceflight/j/0"
+	t1, s1 := sealed(t, a, origin, 1, nil, 0, 3)                // 0..3
+	t2, s2 := sealed(t, a, origin, 1, trust.SealHash(s1), 4, 2) // 4..6
+	first := NewSealGate(origin, tk)
+	if n, err := runGate(first, append(append([]gateRec{}, t1...), t2...)); err != nil || n != 7 {
+		t.Fatalf("before the restart: %d released, %v", n, err)
+	}
+	note, off := first.LastTrusted()
+	if string(note) != string(s2) || off != 6 {
+		t.Fatalf("LastTrusted = %q at %d, want t2's seal at 6", note, off)
+	}
+	after := func() *SealGate {
+		t.Helper()
+		g, err := NewSealGateAfter(origin, tk, note, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	for name, copied := range map[string][]gateRec{"chain start": reoff(t1, 7), "chained": reoff(t2, 7)} {
+		if _, err := runGate(after(), copied); err == nil || !strings.Contains(err.Error(), "offsets 7..") {
+			t.Errorf("a copy of the %s transaction after the restart: %v", name, err)
+		}
+		// A gate that never stopped refuses it too.
+		if _, err := runGate(first.Successor(), copied); err == nil {
+			t.Errorf("a copy of the %s transaction without a restart: taken", name)
+		}
+	}
+	t3, _ := sealed(t, a, origin, 1, trust.SealHash(s2), 7, 1)
+	t4, _ := sealed(t, a, origin, 2, nil, 9, 2)
+	if n, err := runGate(after(), append(append([]gateRec{}, t3...), t4...)); err != nil || n != 5 {
+		t.Fatalf("the real next transactions: %d released, %v", n, err)
+	}
+	if g, err := NewSealGateAfter(origin, tk, nil, 0); err != nil || g.last != nil {
+		t.Errorf("no seal yet: %v, want a fresh gate", err)
+	}
+	if _, err := NewSealGateAfter("onceflight/j/1", tk, note, off); err == nil {
+		t.Error("a seal of another partition taken to go on after")
+	}
+	if _, err := NewSealGateAfter(origin, tk, []byte("not a seal"), off); err == nil {
+		t.Error("a malformed seal taken to go on after")
+	}
+}
+
+// TestSealCut: which of the records read since the last seal a seal
+// leaves uncovered, the rule AddSeal, SealScan and the console share.
+func TestSealCut(t *testing.T) {
+	a, _ := sealKey(t, "executor-a")
+	const origin = "onceflight/j/0"
+	seal := func(origin string, records int) []byte {
+		msg, err := trust.Seal{Origin: origin, Epoch: 1, Records: records, Digest: make([]byte, 32), Time: time.Now()}.Sign(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	for _, c := range []struct {
+		name   string
+		msg    []byte
+		n      int
+		cut    int
+		whyHas string
+	}{
+		{"covers all", seal(origin, 3), 3, 0, ""},
+		{"covers the last two", seal(origin, 2), 5, 3, "the next seal, at offset 9, covers only the 2 records after them"},
+		{"covers none", seal(origin, 0), 2, 2, "covers only the 0 records"},
+		{"nothing read", seal(origin, 0), 0, 0, ""},
+		{"counts more than were read", seal(origin, 4), 3, 0, ""},
+		{"another partition's", seal("onceflight/j/1", 1), 3, 0, ""},
+		{"malformed", []byte("not a seal"), 3, 0, ""},
+	} {
+		cut, why := SealCut(origin, 9, c.msg, c.n)
+		if cut != c.cut || (c.whyHas == "") != (why == "") || !strings.Contains(why, c.whyHas) {
+			t.Errorf("%s: cut %d (%q), want %d (%q)", c.name, cut, why, c.cut, c.whyHas)
+		}
+	}
+}

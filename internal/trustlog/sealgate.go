@@ -72,11 +72,50 @@ func NewSealGate(origin string, tk *trust.TrustedKeys) *SealGate {
 // and the console's projection both go on with it after a refusal.
 func (g *SealGate) Successor() *SealGate {
 	n := NewSealGate(g.origin, g.trusted)
-	if t := g.lastTrusted; t.note != nil {
-		n.last, n.lastSeal, n.lastOff, n.lastOK = t.note, t.seal, t.off, true
-		n.lastTrusted = t
-	}
+	n.follow(g.lastTrusted.note, g.lastTrusted.seal, g.lastTrusted.off)
 	return n
+}
+
+// follow makes the seal note (parsed: s) at offset off, already trusted,
+// the one the next seal must follow (nothing if note is nil).
+func (g *SealGate) follow(note []byte, s trust.Seal, off int64) {
+	if note == nil {
+		return
+	}
+	g.last, g.lastSeal, g.lastOff, g.lastOK = note, s, off, true
+	g.lastTrusted.note, g.lastTrusted.seal, g.lastTrusted.off = note, s, off
+}
+
+// LastTrusted is the last seal whose signature g checked, as its note and
+// its offset (nil if none). A reader that stops stores it with its
+// position, so that the gate it goes on with (NewSealGateAfter) still
+// refuses what a gate that never stopped would.
+func (g *SealGate) LastTrusted() (note []byte, off int64) {
+	return g.lastTrusted.note, g.lastTrusted.off
+}
+
+// NewSealGateAfter is the gate of a reader that goes on after the seal
+// note at offset off, which a gate of the same partition trusted before
+// the reader stopped (LastTrusted): as with Successor, the next seal must
+// follow it or start the chain of a later epoch. A fresh gate would take
+// any seal as its first, so a copy of an older signed transaction,
+// appended while the reader was stopped, would pass. The note's signature
+// is not checked again: it only constrains what follows, whose own seals
+// are checked. A nil note is a fresh gate (NewSealGate).
+func NewSealGateAfter(origin string, tk *trust.TrustedKeys, note []byte, off int64) (*SealGate, error) {
+	g := NewSealGate(origin, tk)
+	if note == nil {
+		return g, nil
+	}
+	s, err := trust.ParseSeal(note)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the last trusted seal, at offset %d: %w", origin, off, err)
+	}
+	if s.Origin != origin {
+		return nil, fmt.Errorf("%s: the last trusted seal, at offset %d, is for %s", origin, off, s.Origin)
+	}
+	g.follow(note, s, off)
+	return g, nil
 }
 
 // StartsAfterGap says the records before the first one passed were
@@ -98,6 +137,32 @@ func (g *SealGate) Skipped() int { return g.skipped }
 // trusted seal covers it.
 func (g *SealGate) Add(off int64, leafHash []byte, v any) {
 	g.pending = append(g.pending, gated{off, leafHash, v})
+}
+
+// SealCut is where the seal msg, read at offset off after n records of
+// the partition origin that no seal covers yet, cuts them: a seal covers
+// the records immediately before it, as many as it counts, so the first
+// cut of the n are covered by none, for why. cut is 0 when the seal covers
+// all n, and also when msg is not a seal of origin or counts more than n
+// records: AddSeal then refuses all n with the seal. SealScan and the
+// console refuse the first cut on their own and judge the rest with the
+// seal; AddSeal refuses them with the same rule.
+func SealCut(origin string, off int64, msg []byte, n int) (cut int, why string) {
+	s, err := trust.ParseSeal(msg)
+	if err != nil || s.Origin != origin || s.Records > n {
+		return 0, ""
+	}
+	return cutAt(s, off, n)
+}
+
+// cutAt is SealCut's rule for a seal s of the partition that counts at
+// most n records.
+func cutAt(s trust.Seal, off int64, n int) (cut int, why string) {
+	cut = n - s.Records
+	if cut == 0 {
+		return 0, ""
+	}
+	return cut, fmt.Sprintf("no seal covers them (the next seal, at offset %d, covers only the %d records after them)", off, s.Records)
 }
 
 func (g *SealGate) unsigned(items []gated, why string) error {
@@ -127,7 +192,7 @@ func (g *SealGate) AddSeal(off int64, msg, leafHash []byte, v any) error {
 	if s.Records > len(g.pending) {
 		return g.unsigned(append(g.pending, self), fmt.Sprintf("the seal at offset %d covers %d records, %d precede it", off, s.Records, len(g.pending)))
 	}
-	cut := len(g.pending) - s.Records
+	cut, why := cutAt(s, off, len(g.pending))
 	covered := g.pending[cut:]
 	hs := make([][]byte, len(covered))
 	for i, c := range covered {
@@ -137,7 +202,7 @@ func (g *SealGate) AddSeal(off int64, msg, leafHash []byte, v any) error {
 		return g.unsigned(append(g.pending, self), fmt.Sprintf("the seal at offset %d does not match the %d records before it", off, s.Records))
 	}
 	if cut > 0 {
-		return g.unsigned(g.pending[:cut], fmt.Sprintf("no seal covers them (the next seal, at offset %d, covers only the %d records after them)", off, s.Records))
+		return g.unsigned(g.pending[:cut], why)
 	}
 	switch {
 	case g.last == nil:

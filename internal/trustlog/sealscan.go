@@ -3,7 +3,6 @@ package trustlog
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -46,14 +45,12 @@ func (c *SealScan) Add(r *kgo.Record, v any) []any {
 		c.g.Add(r.Offset, h, v)
 		return c.take()
 	}
-	if s, err := trust.ParseSeal(r.Value); err == nil && s.Origin == c.origin && s.Records < len(c.g.pending) {
+	if cut, why := SealCut(c.origin, r.Offset, r.Value, len(c.g.pending)); cut > 0 {
 		// Records before this transaction that no seal covers: named
 		// here, and the transaction judged on its own (a gate refuses
 		// both at once, which is right for restore, that stops there, and
 		// would lose a real transaction after a forged record here).
-		cut := len(c.g.pending) - s.Records
-		c.unsigned = append(c.unsigned, c.g.unsigned(c.g.pending[:cut],
-			fmt.Sprintf("no seal covers them (the next seal, at offset %d, covers only the %d records after them)", r.Offset, s.Records)).(*UnsignedError))
+		c.unsigned = append(c.unsigned, c.g.unsigned(c.g.pending[:cut], why).(*UnsignedError))
 		c.g.pending = c.g.pending[cut:]
 	}
 	if err := c.g.AddSeal(r.Offset, r.Value, h, v); err != nil {

@@ -49,6 +49,8 @@ const (
 	pfxUnsigned = 'u'
 	// pfxSealsSeen: the journal carries seals this index did not check.
 	pfxSealsSeen = 'S'
+	// pfxTrustedSeal: each journal partition's last trusted seal (seals.go).
+	pfxTrustedSeal = 'T'
 
 	srcJournal  = 'j'
 	srcOutcomes = 'o'

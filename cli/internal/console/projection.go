@@ -181,6 +181,8 @@ func (p *Projection) Run(ctx context.Context) error {
 			return err
 		}
 		p.seals = map[int32]*partSeals{}
+	} else if err := p.dropTrustedSeals(); err != nil {
+		return err
 	}
 	start := map[string]map[int32]kgo.Offset{}
 	for topic, ps := range parts {
@@ -194,7 +196,9 @@ func (p *Projection) Run(ctx context.Context) error {
 				return err
 			}
 			if p.trusted != nil && topic == p.topics.Journal {
-				p.seals[part] = newPartSeals(trust.Origin(p.originPrefix, part), p.trusted, int64(n))
+				if p.seals[part], err = p.openPartSeals(part, int64(n)); err != nil {
+					return err
+				}
 			}
 			if ok {
 				start[topic][part] = kgo.NewOffset().At(int64(n))

@@ -243,3 +243,153 @@ func TestNeedsADecisionFlagsUnsignedKeys(t *testing.T) {
 		t.Errorf("the clean key's row is flagged: %s", r)
 	}
 }
+
+// TestCopiedTransactionRefusedAfterRestart: copies of earlier
+// transactions, appended after what the console had read, are refused
+// whether the console restarted in between or not: after a restart it
+// chains to the last seal it trusted before (stored with its position), as
+// a console that kept running does. The real transactions after them, one
+// that goes on with that chain and a new owner's, are believed either way.
+func TestCopiedTransactionRefusedAfterRestart(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			p, ps, w, exec, s2 := readTwoTransactions(t, restart)
+			for _, r := range slices.Clone(w.recs) {
+				w.add(r) // 4..7: both transactions again, seals and all
+			}
+			w.txn(exec, 1, s2, false, "c")          // 8 9
+			w.txn(exec, 2, nil, false, "new-owner") // 10 11
+			if resume := indexFetch(t, p, ps, w.recs[4:]...); resume != 12 {
+				t.Fatalf("resume at %d, want 12", resume)
+			}
+			// Seals are never kept aside: no execution to show them on.
+			if got, want := unsignedOffsets(t, p), []int64{4, 6}; !slices.Equal(got, want) {
+				t.Errorf("UNSIGNED %v, want the copied records %v", got, want)
+			}
+			for key, off := range map[string]int64{"a": 0, "b": 2, "c": 8, "new-owner": 10} {
+				v, err := p.Get("e", key)
+				if err != nil || !v.Exec.Journal || v.Exec.Offset != off {
+					t.Errorf("%s: %+v %v, want its state from offset %d", key, v, err, off)
+				}
+			}
+		})
+	}
+}
+
+// TestRestartAfterRetentionGap: when retention deleted what the console
+// had not read, the chain it stored breaks at no fault of the journal: the
+// first transaction after the gap is believed, whatever seal it names.
+func TestRestartAfterRetentionGap(t *testing.T) {
+	p, ps, w, exec, s2 := readTwoTransactions(t, true)
+	s3 := w.txn(exec, 1, s2, false, "c") // 4 5: deleted before the console read them
+	w.txn(exec, 1, s3, false, "d")       // 6 7
+	indexFetch(t, p, ps, w.recs[6:]...)
+	if got := unsignedOffsets(t, p); len(got) != 0 {
+		t.Errorf("UNSIGNED %v, want none", got)
+	}
+	if v, err := p.Get("e", "d"); err != nil || !v.Exec.Journal || v.Exec.Offset != 6 {
+		t.Errorf("d: %+v %v, want its state from offset 6", v, err)
+	}
+}
+
+// TestUntrustedRunForgetsTrustedSeals: a console run without trusted keys
+// moves the journal positions without checking seals, so it forgets the
+// last trusted seals: the next run with trusted keys goes on from the
+// position it finds with a fresh gate, and believes the executor's chain
+// that went on meanwhile, rather than refusing it as not following the
+// seal stored before.
+func TestUntrustedRunForgetsTrustedSeals(t *testing.T) {
+	p, _, w, exec, s2 := readTwoTransactions(t, false)
+	s3 := w.txn(exec, 1, s2, false, "c") // 4 5: read by the run without keys
+	w.txn(exec, 1, s3, false, "d")       // 6 7
+	if err := p.dropTrustedSeals(); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := p.openPartSeals(0, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexFetch(t, p, ps, w.recs[6:]...)
+	if got := unsignedOffsets(t, p); len(got) != 0 {
+		t.Errorf("UNSIGNED %v, want none", got)
+	}
+	if v, err := p.Get("e", "d"); err != nil || !v.Exec.Journal || v.Exec.Offset != 6 {
+		t.Errorf("d: %+v %v, want its state from offset 6", v, err)
+	}
+}
+
+// readTwoTransactions indexes two chained transactions of an executor's
+// (offsets 0..3, keys a and b) and, with restart, closes the index and
+// opens it again as a console's restart does. It returns the index, the
+// partition's seal checking to go on with, the journal, the executor's
+// key and the second transaction's seal.
+func readTwoTransactions(t *testing.T, restart bool) (*Projection, *partSeals, *journalWriter, *trustlog.Signer, *kgo.Record) {
+	t.Helper()
+	exec := testSigner(t, "executor-a")
+	tk := trusting(t, exec.VerifierKey())
+	dir := t.TempDir()
+	p, closeIndex := openSignedIndex(t, dir, tk)
+	w := &journalWriter{t: t, origin: "onceflight/onceflight.journal/0"}
+	s1 := w.txn(exec, 1, nil, false, "a") // 0 1
+	s2 := w.txn(exec, 1, s1, false, "b")  // 2 3
+	ps, err := p.openPartSeals(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resume := indexFetch(t, p, ps, w.recs...)
+	if resume != 4 {
+		t.Fatalf("resume at %d, want 4", resume)
+	}
+	if restart {
+		closeIndex()
+		p, _ = openSignedIndex(t, dir, tk)
+		if ps, err = p.openPartSeals(0, resume); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, ps, w, exec, s2
+}
+
+// openSignedIndex opens the index in dir (never run), trusting tk, and
+// returns it with the function that closes it (at the end of the test if
+// not called before).
+func openSignedIndex(t *testing.T, dir string, tk *trust.TrustedKeys) (*Projection, func()) {
+	t.Helper()
+	p, err := OpenProjection(dir, []string{"127.0.0.1:1"}, WithTrustedKeys(tk, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	closeIt := func() {
+		if !closed {
+			closed = true
+			if err := p.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(closeIt)
+	return p, closeIt
+}
+
+// unsignedOffsets are the offsets of the records p keeps aside as
+// refused (pending ones left out), in order.
+func unsignedOffsets(t *testing.T, p *Projection) []int64 {
+	t.Helper()
+	var out []int64
+	err := p.scan([]byte{pfxUnsigned}, func(_, v []byte) (bool, error) {
+		var u UnsignedRecord
+		if err := jsonUnmarshal(v, &u); err != nil {
+			return false, err
+		}
+		if !u.Pending {
+			out = append(out, u.Offset)
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}

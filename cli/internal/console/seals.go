@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -30,7 +31,11 @@ import (
 // goes on with its chain of seals, so a copy of an old transaction
 // appended after a forged record is still refused. The stored position of
 // a partition is the first record not judged yet, so a restart reads those
-// again; records judged stay judged.
+// again; records judged stay judged. With it the index keeps the last seal
+// the gate trusted before that position, and a restart's gate goes on
+// after it (trustlog.NewSealGateAfter): a fresh gate would take the first
+// seal it reads as a chain's start, so a copy of an old transaction
+// appended while the console was stopped would pass.
 
 // WithTrustedKeys makes the projection apply only journal records covered
 // by a seal of a key in tk (docs/trust.md). originPrefix names the
@@ -63,7 +68,9 @@ type refusal struct {
 // partSeals is the seal checking of one journal partition.
 type partSeals struct {
 	origin  string
+	tk      *trust.TrustedKeys
 	gate    *trustlog.SealGate
+	seedOff int64 // the offset of the last trusted seal the index holds; -1: none
 	from    int64 // the offset reading started at
 	started bool
 	buf     []*kgo.Record // since the last seal, not handed to the gate yet
@@ -74,7 +81,80 @@ type partSeals struct {
 }
 
 func newPartSeals(origin string, tk *trust.TrustedKeys, from int64) *partSeals {
-	return &partSeals{origin: origin, gate: trustlog.NewSealGate(origin, tk), from: from, marked: map[int64][]byte{}}
+	return &partSeals{origin: origin, tk: tk, gate: trustlog.NewSealGate(origin, tk), seedOff: -1, from: from, marked: map[int64][]byte{}}
+}
+
+// openPartSeals is the seal checking of journal partition part, whose
+// stored position is from: its gate goes on after the last seal trusted
+// before from, which the index keeps (applySealed).
+func (p *Projection) openPartSeals(part int32, from int64) (*partSeals, error) {
+	ps := newPartSeals(trust.Origin(p.originPrefix, part), p.trusted, from)
+	v, closer, err := p.db.Get(trustedSealKey(ps.origin))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return ps, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("console index: read the last trusted seal of %s: %w", ps.origin, err)
+	}
+	defer closer.Close()
+	if len(v) < 8 {
+		return nil, fmt.Errorf("console index: the last trusted seal of %s is malformed", ps.origin)
+	}
+	off := int64(binary.BigEndian.Uint64(v))
+	g, err := trustlog.NewSealGateAfter(ps.origin, ps.tk, slices.Clone(v[8:]), off)
+	if err != nil {
+		return nil, fmt.Errorf("console index: %w", err)
+	}
+	ps.gate, ps.seedOff = g, off
+	return ps, nil
+}
+
+// trustedSealKey holds the last seal the gate of the journal partition
+// named origin trusted: its offset (8 bytes) and its note. Keyed by
+// origin, so that a console started with another origin prefix starts
+// afresh rather than chaining to a seal of another journal.
+func trustedSealKey(origin string) []byte {
+	return append([]byte{pfxTrustedSeal}, origin...)
+}
+
+// dropTrustedSeals forgets the last trusted seals, at the start of a
+// projection without trusted keys: it moves the journal positions without
+// a gate, so a seal stored before would be older than the position, and a
+// later start with trusted keys would refuse the chain that goes on from
+// where it stopped reading, as not following that seal.
+func (p *Projection) dropTrustedSeals() error {
+	b := p.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange([]byte{pfxTrustedSeal}, []byte{pfxTrustedSeal + 1}, nil); err != nil {
+		return fmt.Errorf("console index: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("console index: %w", err)
+	}
+	return nil
+}
+
+// storeTrustedSeal writes the gate's last trusted seal to b when it is
+// not the one the index holds.
+func (ps *partSeals) storeTrustedSeal(b *pebble.Batch) error {
+	note, off := ps.gate.LastTrusted()
+	if note == nil {
+		off = -1
+	}
+	if off == ps.seedOff {
+		return nil
+	}
+	var err error
+	if note == nil {
+		err = b.Delete(trustedSealKey(ps.origin), nil)
+	} else {
+		err = b.Set(trustedSealKey(ps.origin), append(binary.BigEndian.AppendUint64(nil, uint64(off)), note...), nil)
+	}
+	if err != nil {
+		return fmt.Errorf("console index: store the last trusted seal of %s: %w", ps.origin, err)
+	}
+	ps.seedOff = off
+	return nil
 }
 
 // reset goes on after the gate refused a chain with its successor, which
@@ -95,7 +175,10 @@ func (ps *partSeals) add(rec *kgo.Record) {
 	if !ps.started {
 		ps.started = true
 		if rec.Offset > ps.from {
-			// Retention deleted what the console had not read.
+			// Retention deleted what the console had not read, and with
+			// it the seals after the last one trusted: the chain starts
+			// again, as for a reader that never read the partition.
+			ps.gate = trustlog.NewSealGate(ps.origin, ps.tk)
 			ps.gate.StartsAfterGap()
 		}
 	}
@@ -113,9 +196,8 @@ func (ps *partSeals) add(rec *kgo.Record) {
 	}
 	batch := ps.buf
 	ps.buf = nil
-	if s, err := trust.ParseSeal(rec.Value); err == nil && s.Origin == ps.origin && s.Records < len(batch) {
-		cut := len(batch) - s.Records
-		ps.refuse(batch[:cut], fmt.Sprintf("no seal covers them (the next seal, at offset %d, covers only the %d records after them)", rec.Offset, s.Records))
+	if cut, why := trustlog.SealCut(ps.origin, rec.Offset, rec.Value, len(batch)); cut > 0 {
+		ps.refuse(batch[:cut], why)
 		batch = batch[cut:]
 	}
 	cur := append(batch, rec)
@@ -306,6 +388,9 @@ func unsignedKey(id []byte, partition int32, offset int64) []byte {
 // the last record applied and the position to store.
 func (p *Projection) applySealed(b *pebble.Batch, ps *partSeals, next int64) (string, int64, error) {
 	out, refused, resume := ps.flush(next)
+	if err := ps.storeTrustedSeal(b); err != nil {
+		return "", 0, err
+	}
 	var lastW string
 	for _, rec := range out {
 		if id, ok := ps.marked[rec.Offset]; ok {
