@@ -686,6 +686,10 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 		if wm, ok := wms[st.p]; ok {
 			st.committedTo(wm)
 		}
+		if note, ok := tx.seals.noteOf(st.p); ok {
+			// The seal is the last record tx wrote to the partition.
+			st.committed.sealNote, st.committed.sealOff = string(note), last[st.p]
+		}
 		c.mu.Lock()
 		tok := st.chain.token
 		c.mu.Unlock()

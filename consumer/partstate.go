@@ -39,6 +39,10 @@ type partState struct {
 	committed struct {
 		hash string // hash of the last committed record
 		next int64  // next journal offset (progress)
+		// sealNote, sealOff: the partition's last seal, once committed
+		// (dedupe.Progress.SealNote).
+		sealNote string
+		sealOff  int64
 	}
 
 	lost     atomic.Bool
@@ -78,6 +82,7 @@ func newPartState(p int32, prog dedupe.Progress) *partState {
 	st.chain.token = prog.TokenSeq
 	st.committed.hash = prog.LastHash
 	st.committed.next = prog.JournalOffset
+	st.committed.sealNote, st.committed.sealOff = prog.SealNote, prog.SealOffset
 	return st
 }
 
@@ -153,5 +158,6 @@ func (st *partState) committedTo(wm int64) {
 // progress is what Pebble stores for the partition after a commit
 // (committer only).
 func (st *partState) progress(tokens int64) dedupe.Progress {
-	return dedupe.Progress{JournalOffset: st.committed.next, Epoch: st.epoch, LastHash: st.committed.hash, TokenSeq: tokens}
+	return dedupe.Progress{JournalOffset: st.committed.next, Epoch: st.epoch, LastHash: st.committed.hash, TokenSeq: tokens,
+		SealNote: st.committed.sealNote, SealOffset: st.committed.sealOff}
 }

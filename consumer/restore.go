@@ -253,7 +253,16 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 	// With signed transactions required, records reach the batch only
 	// once a trusted seal covers them, and the progress moves only past
 	// them: a restart never skips a record it held back.
-	gate := e.seals.gate(p)
+	seed := prog
+	if afterGap {
+		// The chain went on in what retention deleted: the first
+		// transaction after the gap starts it again.
+		seed.SealNote = ""
+	}
+	gate, err := e.seals.gate(p, seed)
+	if err != nil {
+		return prog, err
+	}
 	if gate != nil && afterGap {
 		// Retention may have cut a transaction: its surviving records
 		// and its seal cannot be checked and are not applied (the gap
@@ -270,6 +279,24 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 		e.applyJournal(b, r, &prog)
 		prog.JournalOffset = r.Offset + 1
 		n++
+	}
+	if gate == nil && prog.SealNote != "" {
+		// Seals are not checked now, so the one stored may not be the
+		// last any more: a later run that checks them starts afresh
+		// from its position rather than refusing the chain that went on
+		// meanwhile as not following it.
+		prog.SealNote, prog.SealOffset = "", 0
+	}
+	if gate != nil {
+		// Seals pass the gate only once trusted: the last applied is
+		// the one a later restore goes on after.
+		applyRecord := apply
+		apply = func(r *kgo.Record) {
+			if wire.JournalKind(r) == schemas.KindSeal {
+				prog.SealNote, prog.SealOffset = string(r.Value), r.Offset
+			}
+			applyRecord(r)
+		}
 	}
 	for read := prog.JournalOffset; read < target; {
 		fetches := rd.PollFetches(wctx)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/internal/trustlog"
 	"github.com/onceflight/onceflight/internal/wire"
@@ -81,6 +82,9 @@ func (s *sealer) validate() error {
 type txSeals struct {
 	leaves [][]byte
 	next   map[int32]sealPrev
+	// notes are the seals' signed notes, by partition: each is the last
+	// record the transaction writes to its journal partition.
+	notes map[int32][]byte
 }
 
 // seal appends to tx one seal per journal partition it writes, after that
@@ -92,7 +96,7 @@ func (s *sealer) seal(ob *outbox.Batch) (*txSeals, error) {
 		return nil, nil
 	}
 	entries := ob.Entries()
-	ts := &txSeals{leaves: make([][]byte, len(entries)), next: map[int32]sealPrev{}}
+	ts := &txSeals{leaves: make([][]byte, len(entries)), next: map[int32]sealPrev{}, notes: map[int32][]byte{}}
 	type part struct {
 		epoch  int64
 		hashes [][]byte
@@ -135,6 +139,7 @@ func (s *sealer) seal(ob *outbox.Batch) (*txSeals, error) {
 		}
 		ob.Seal(p, pt.epoch, msg)
 		ts.next[p] = sealPrev{pt.epoch, trust.SealHash(msg)}
+		ts.notes[p] = msg
 	}
 	// The seals are leaves too.
 	all := ob.Entries()
@@ -156,13 +161,31 @@ func (s *sealer) committed(ts *txSeals) {
 	}
 }
 
-// gate is the seal check of one partition's restore; nil when not
+// gate is the seal check of one partition's restore, going on after the
+// last seal trusted before the progress it starts from; nil when not
 // required.
-func (s *sealer) gate(p int32) *trustlog.SealGate {
+func (s *sealer) gate(p int32, prog dedupe.Progress) (*trustlog.SealGate, error) {
 	if s == nil || !s.cfg.Require {
-		return nil
+		return nil, nil
 	}
-	return trustlog.NewSealGate(trust.Origin(s.cfg.OriginPrefix, p), s.cfg.Trusted)
+	var note []byte
+	if prog.SealNote != "" {
+		note = []byte(prog.SealNote)
+	}
+	g, err := trustlog.NewSealGateAfter(trust.Origin(s.cfg.OriginPrefix, p), s.cfg.Trusted, note, prog.SealOffset)
+	if err != nil {
+		return nil, fmt.Errorf("restore partition %d: %w", p, err)
+	}
+	return g, nil
+}
+
+// noteOf is the seal tx wrote to journal partition p, if any.
+func (ts *txSeals) noteOf(p int32) ([]byte, bool) {
+	if ts == nil {
+		return nil, false
+	}
+	n, ok := ts.notes[p]
+	return n, ok
 }
 
 // gated feeds r to g and applies what trusted seals cover. It returns the

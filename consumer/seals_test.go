@@ -280,3 +280,72 @@ func TestSignedJournalAfterRetentionCut(t *testing.T) {
 	}
 	h.Stop()
 }
+
+// TestCopiedTransactionRefusedAfterRestart: a copy of an earlier signed
+// transaction of the executor's, appended to the journal while it was
+// stopped, is refused by its restart from its own data dir: the restore's
+// seal gate goes on after the last seal the executor committed
+// (dedupe.Progress.SealNote), as a reader that never stopped would. A
+// fresh gate took the copy's seal as the first of a chain and put the
+// key's older record back. A restart without a copy still goes on with
+// the executor's own chain.
+func TestCopiedTransactionRefusedAfterRestart(t *testing.T) {
+	h := onceflighttest.New(t)
+	k := newExecKey(t, "executor-a")
+	opts := onceflighttest.NodeOptions{ExecutorOpts: signing(k, trustedKeys(t, k.line))}
+	dir := t.TempDir()
+	seen := map[string][]schemas.Outcome{}
+	n := h.StartNode("a", dir, opts)
+	h.Submit("c1", "order-1", "k1", `{}`)
+	h.Outcomes(1, seen, nil)
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	n = h.StartNode("a2", dir, opts)
+	h.Submit("c2", "order-1", "k2", `{}`)
+	h.Outcomes(2, seen, nil)
+	if r := n.Ex.NotReady(); r != "" {
+		t.Fatalf("restart without a copy: %s", r)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	p := partitioner.ForEntity("order-1", onceflighttest.Partitions)
+	var txn, cur []*kgo.Record
+	for _, r := range h.Journal(p) {
+		if r.Attrs.IsControl() {
+			cur = nil
+			continue
+		}
+		cur = append(cur, r)
+		if wire.JournalKind(r) != schemas.KindSeal {
+			continue
+		}
+		if txn == nil && slices.ContainsFunc(cur, func(r *kgo.Record) bool { return string(r.Key) == "k1" }) {
+			txn = cur
+		}
+		cur = nil
+	}
+	if txn == nil {
+		t.Fatal("no sealed transaction holds k1")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, r := range txn {
+		c := &kgo.Record{Topic: r.Topic, Partition: p, Key: r.Key, Value: r.Value, Headers: r.Headers}
+		if err := cl.ProduceSync(ctx, c).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n = h.StartNode("a3", dir, opts)
+	heldOnly(t, n, p, "not covered by a trusted executor signature")
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -132,6 +132,14 @@ type Progress struct {
 	LastHash string `json:"last_hash"`
 	// TokenSeq is the last fencing-token sequence handed out.
 	TokenSeq int64 `json:"token_seq"`
+	// SealNote and SealOffset are the partition's last journal seal that
+	// was trusted when the progress was stored (signed journals only):
+	// the executor's own, or one its restore checked. A restore's seal
+	// gate goes on after it (trustlog.NewSealGateAfter), so a copy of an
+	// older signed transaction appended while the executor was stopped is
+	// refused as it would be while it runs. Empty: a fresh gate.
+	SealNote   string `json:"seal_note,omitempty"`
+	SealOffset int64  `json:"seal_offset,omitempty"`
 }
 
 // Store is the Pebble-backed index. Its methods are safe for concurrent use;
