@@ -381,7 +381,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		p.mu.Lock()
 		st.buf.inflight++
 		p.mu.Unlock()
-		j := &job{p: p, e: p.e, inFlight: inFlight}
+		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
 		// The job counts as running, and its new keys stay claimed, until
 		// its answer is staged: a drain must not flush before it, and a
