@@ -32,8 +32,21 @@ type deadlineCtx struct {
 	cancelled bool // cancel was called: a context made later is made cancelled
 }
 
-func newDeadlineCtx(parent context.Context, d time.Time) *deadlineCtx {
-	return &deadlineCtx{parent: parent, d: d}
+// bounds are one attempt's two deadline contexts, its admission's and
+// its own, in one heap object.
+type bounds struct{ admit, attempt deadlineCtx }
+
+// newBounds bounds an attempt's admission by until.
+func newBounds(parent context.Context, until time.Time) *bounds {
+	b := &bounds{}
+	b.admit.parent, b.admit.d = parent, until
+	return b
+}
+
+// attemptBy bounds the attempt itself by d (under the same parent).
+func (b *bounds) attemptBy(d time.Time) *deadlineCtx {
+	b.attempt.parent, b.attempt.d = b.admit.parent, d
+	return &b.attempt
 }
 
 // make returns the underlying context, creating it the first time.

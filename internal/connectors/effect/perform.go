@@ -460,7 +460,8 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		if attempt-notDone > r.p.MaxAttempts {
 			return r.exhausted(executed, mayHaveHappened, last)
 		}
-		wctx := newDeadlineCtx(ctx, until)
+		b := newBounds(ctx, until)
+		wctx := &b.admit
 		adm, err := r.admit(wctx, notBefore)
 		wctx.cancel()
 		if err != nil {
@@ -477,7 +478,7 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 				return d
 			}
 		}
-		actx := newDeadlineCtx(ctx, req.Deadline)
+		actx := b.attemptBy(req.Deadline)
 		began := time.Now()
 		res := safeCall(r.conn.Execute, actx, req)
 		actx.cancel()
