@@ -3,6 +3,7 @@ package effect
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,10 +27,18 @@ type deadlineCtx struct {
 	parent context.Context
 	d      time.Time
 
+	// inner is context.WithDeadline(parent, d) once made: read without a
+	// lock (a connector such as http asks for Done and Value many times
+	// per request), made under mu.
+	inner     atomic.Pointer[innerCtx]
 	mu        sync.Mutex
-	inner     context.Context // context.WithDeadline(parent, d), once made
-	stop      context.CancelFunc
 	cancelled bool // cancel was called: a context made later is made cancelled
+}
+
+// innerCtx is a made context and its CancelFunc.
+type innerCtx struct {
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // bounds are one attempt's two deadline contexts, its admission's and
@@ -51,15 +60,20 @@ func (b *bounds) attemptBy(d time.Time) *deadlineCtx {
 
 // make returns the underlying context, creating it the first time.
 func (c *deadlineCtx) make() context.Context {
+	if in := c.inner.Load(); in != nil {
+		return in.ctx
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.inner == nil {
-		c.inner, c.stop = context.WithDeadline(c.parent, c.d)
-		if c.cancelled {
-			c.stop()
-		}
+	if in := c.inner.Load(); in != nil {
+		return in.ctx
 	}
-	return c.inner
+	ctx, stop := context.WithDeadline(c.parent, c.d)
+	if c.cancelled {
+		stop()
+	}
+	c.inner.Store(&innerCtx{ctx: ctx, stop: stop})
+	return ctx
 }
 
 // Deadline is the earlier of the parent's deadline and d, as
@@ -78,12 +92,12 @@ func (c *deadlineCtx) Done() <-chan struct{} { return c.make().Done() }
 // ahead and cancel was not called; otherwise it is the underlying
 // context's, so that it agrees with Done and never changes once set.
 func (c *deadlineCtx) Err() error {
-	c.mu.Lock()
-	inner, cancelled := c.inner, c.cancelled
-	c.mu.Unlock()
-	if inner != nil {
-		return inner.Err()
+	if in := c.inner.Load(); in != nil {
+		return in.ctx.Err()
 	}
+	c.mu.Lock()
+	cancelled := c.cancelled
+	c.mu.Unlock()
 	if !cancelled && c.parent.Err() == nil && time.Now().Before(c.d) {
 		return nil
 	}
@@ -94,11 +108,8 @@ func (c *deadlineCtx) Err() error {
 // (context.Cause finds a context's cancellation through Value; Err makes
 // the underlying context before it reports one).
 func (c *deadlineCtx) Value(key any) any {
-	c.mu.Lock()
-	inner := c.inner
-	c.mu.Unlock()
-	if inner != nil {
-		return inner.Value(key)
+	if in := c.inner.Load(); in != nil {
+		return in.ctx.Value(key)
 	}
 	return c.parent.Value(key)
 }
@@ -109,9 +120,8 @@ func (c *deadlineCtx) Value(key any) any {
 func (c *deadlineCtx) cancel() {
 	c.mu.Lock()
 	c.cancelled = true
-	stop := c.stop
 	c.mu.Unlock()
-	if stop != nil {
-		stop()
+	if in := c.inner.Load(); in != nil {
+		in.stop()
 	}
 }

@@ -21,10 +21,7 @@ func TestDeadlineCtx(t *testing.T) {
 		if c.Err() != nil || context.Cause(c) != nil {
 			t.Fatalf("live context: err %v, cause %v", c.Err(), context.Cause(c))
 		}
-		c.mu.Lock()
-		made := c.inner != nil
-		c.mu.Unlock()
-		if made {
+		if c.inner.Load() != nil {
 			t.Fatal("Err made the underlying context while live")
 		}
 		select {
