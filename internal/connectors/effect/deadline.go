@@ -27,18 +27,23 @@ type deadlineCtx struct {
 	parent context.Context
 	d      time.Time
 
-	// inner is context.WithDeadline(parent, d) once made: read without a
-	// lock (a connector such as http asks for Done and Value many times
-	// per request), made under mu.
-	inner     atomic.Pointer[innerCtx]
+	// inner is context.WithDeadline(parent, d) once made (and stop its
+	// CancelFunc): set under mu, then made is set; read without a lock
+	// once made says so (a connector such as http asks for Done and Value
+	// many times per request).
+	inner     context.Context
+	stop      context.CancelFunc
+	made      atomic.Bool
 	mu        sync.Mutex
 	cancelled bool // cancel was called: a context made later is made cancelled
 }
 
-// innerCtx is a made context and its CancelFunc.
-type innerCtx struct {
-	ctx  context.Context
-	stop context.CancelFunc
+// madeCtx returns the underlying context if it was made, else nil.
+func (c *deadlineCtx) madeCtx() context.Context {
+	if c.made.Load() {
+		return c.inner
+	}
+	return nil
 }
 
 // bounds are one attempt's two deadline contexts, its admission's and
@@ -60,20 +65,20 @@ func (b *bounds) attemptBy(d time.Time) *deadlineCtx {
 
 // make returns the underlying context, creating it the first time.
 func (c *deadlineCtx) make() context.Context {
-	if in := c.inner.Load(); in != nil {
-		return in.ctx
+	if in := c.madeCtx(); in != nil {
+		return in
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if in := c.inner.Load(); in != nil {
-		return in.ctx
+	if c.made.Load() {
+		return c.inner
 	}
-	ctx, stop := context.WithDeadline(c.parent, c.d)
+	c.inner, c.stop = context.WithDeadline(c.parent, c.d)
 	if c.cancelled {
-		stop()
+		c.stop()
 	}
-	c.inner.Store(&innerCtx{ctx: ctx, stop: stop})
-	return ctx
+	c.made.Store(true)
+	return c.inner
 }
 
 // Deadline is the earlier of the parent's deadline and d, as
@@ -92,8 +97,8 @@ func (c *deadlineCtx) Done() <-chan struct{} { return c.make().Done() }
 // ahead and cancel was not called; otherwise it is the underlying
 // context's, so that it agrees with Done and never changes once set.
 func (c *deadlineCtx) Err() error {
-	if in := c.inner.Load(); in != nil {
-		return in.ctx.Err()
+	if in := c.madeCtx(); in != nil {
+		return in.Err()
 	}
 	c.mu.Lock()
 	cancelled := c.cancelled
@@ -108,8 +113,8 @@ func (c *deadlineCtx) Err() error {
 // (context.Cause finds a context's cancellation through Value; Err makes
 // the underlying context before it reports one).
 func (c *deadlineCtx) Value(key any) any {
-	if in := c.inner.Load(); in != nil {
-		return in.ctx.Value(key)
+	if in := c.madeCtx(); in != nil {
+		return in.Value(key)
 	}
 	return c.parent.Value(key)
 }
@@ -120,8 +125,9 @@ func (c *deadlineCtx) Value(key any) any {
 func (c *deadlineCtx) cancel() {
 	c.mu.Lock()
 	c.cancelled = true
+	stop := c.stop
 	c.mu.Unlock()
-	if in := c.inner.Load(); in != nil {
-		in.stop()
+	if stop != nil {
+		stop()
 	}
 }

@@ -21,7 +21,7 @@ func TestDeadlineCtx(t *testing.T) {
 		if c.Err() != nil || context.Cause(c) != nil {
 			t.Fatalf("live context: err %v, cause %v", c.Err(), context.Cause(c))
 		}
-		if c.inner.Load() != nil {
+		if c.made.Load() {
 			t.Fatal("Err made the underlying context while live")
 		}
 		select {

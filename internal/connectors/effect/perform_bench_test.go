@@ -19,6 +19,19 @@ func (answerNow) Execute(context.Context, connectors.Request) connectors.Result 
 	return connectors.Result{Kind: connectors.Succeeded}
 }
 
+// answerWatching is a connector that asks for its context's Done channel,
+// as every connector that waits on the network does (http).
+type answerWatching struct{}
+
+func (answerWatching) Execute(ctx context.Context, _ connectors.Request) connectors.Result {
+	select {
+	case <-ctx.Done():
+		return connectors.Result{Kind: connectors.Ambiguous}
+	default:
+		return connectors.Result{Kind: connectors.Succeeded}
+	}
+}
+
 // benchHooks are hooks of the executor's shape: a deadline check before
 // the attempt, the evidence appended to a record.
 type benchHooks struct {
@@ -57,6 +70,17 @@ func BenchmarkPerform(b *testing.B) {
 		for b.Loop() {
 			h := &benchHooks{deadline: time.Now().Add(time.Minute)}
 			d := effect.Perform(ctx, answerNow{}, r, p, effect.Options(effect.WithBeforeAttempt(h.BeforeAttempt),
+				effect.WithGate(sys), effect.WithEvidence(h.Evidence)))
+			if d.Outcome != schemas.StatusSucceeded {
+				b.Fatal(d)
+			}
+		}
+	})
+	b.Run("options-watching", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			h := &benchHooks{deadline: time.Now().Add(time.Minute)}
+			d := effect.Perform(ctx, answerWatching{}, r, p, effect.Options(effect.WithBeforeAttempt(h.BeforeAttempt),
 				effect.WithGate(sys), effect.WithEvidence(h.Evidence)))
 			if d.Outcome != schemas.StatusSucceeded {
 				b.Fatal(d)
