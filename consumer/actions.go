@@ -49,23 +49,43 @@ type system struct {
 	parts       sync.Map // int32 partition → chan struct{}
 }
 
-// slot takes one of partition p's slots at the system, once the system
+// slots is partition p's slots at the system, taken once the system
 // admitted the request (effect.WithSlot).
-func (s *system) slot(p int32) func(ctx context.Context) (func(), error) {
-	return func(ctx context.Context) (func(), error) {
-		v, ok := s.parts.Load(p)
-		if !ok {
-			v, _ = s.parts.LoadOrStore(p, make(chan struct{}, s.perPart))
-		}
-		sem := v.(chan struct{})
-		select {
-		case sem <- struct{}{}:
-			return func() { <-sem }, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+func (s *system) slots(p int32) partSlots {
+	v, ok := s.parts.Load(p)
+	if !ok {
+		v, _ = s.parts.LoadOrStore(p, make(partSlots, s.perPart))
+	}
+	return v.(partSlots)
+}
+
+// partSlots is one partition's slots at a system (effect.Slot): a
+// channel, so that it is an effect.Slot without a heap object per
+// request.
+type partSlots chan struct{}
+
+// Take takes a slot, or waits for one until ctx ends. A free slot is
+// taken without asking ctx for its Done channel (which would make the
+// admission's deadline context, effect's deadlineCtx).
+func (s partSlots) Take(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err // never a slot once the admission's bound passed
+	}
+	select {
+	case s <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
+
+// Give gives a slot back.
+func (s partSlots) Give() { <-s }
 
 // notDoneRecord is the in_progress record written after attempt r was
 // answered "not done" (effect.WithNotDone): the attempt is over and

@@ -250,7 +250,8 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 		}
 	}
 	c.mu.Lock()
-	var recs []schemas.Record
+	var buf [2]*schemas.Record // most answers journal one record
+	recs := buf[:0]
 	for i := range emits {
 		if j := emits[i].journal; j != nil {
 			raw, err := c.chain(st, j)
@@ -262,7 +263,8 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 				continue
 			}
 			emits[i].raw = raw
-			recs = append(recs, *j)
+			recs = append(recs, j) // sealed: not changed from here on
+
 		}
 	}
 	c.p.addPending(st, recs)

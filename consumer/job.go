@@ -56,9 +56,12 @@ type emit struct {
 // ends with err set is not staged, so its offset is never committed and the
 // command is consumed again by whoever owns the partition next.
 type job struct {
-	p       *pipeline
-	e       *Executor
-	emits   []emit
+	p     *pipeline
+	e     *Executor
+	emits []emit
+	// emitBuf backs emits for a command that answers with one emit (most
+	// do): the slice grows past it only when needed (newJob).
+	emitBuf [1]emit
 	claimed []scopedKey
 	err     error
 	// version is the entity's version when the command started; records
@@ -86,6 +89,14 @@ type job struct {
 	// (schemas.By*): the executor itself unless the reconciler or an
 	// operator's reconcile request does.
 	asker string
+}
+
+// newJob is a job of p for one entity's command, with inFlight the key
+// Pebble says the entity has in progress.
+func newJob(p *pipeline, inFlight string) *job {
+	j := &job{p: p, e: p.e, inFlight: inFlight}
+	j.emits = j.emitBuf[:0]
+	return j
 }
 
 func (j *job) handle(ctx context.Context, it *item, version *int64) {
@@ -312,75 +323,123 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 		Action: rec.Action, Entity: rec.Entity, Key: rec.IdempotencyKey, Attempt: 1,
 		FencingToken: rec.FencingToken, Data: rec.Data, TraceParent: rec.TraceParent,
 	}
-	expired := func() error {
-		if j.deadline != nil && time.Now().After(*j.deadline) {
-			return &effect.StopError{Code: schemas.CodeExpired,
-				Message: fmt.Sprintf("deadline %s passed before the attempt could be sent", j.deadline.Format(time.RFC3339))}
-		}
-		return nil
-	}
-	// Each attempt records its intent, with a fencing token of its own,
-	// and leaves only once that intent committed and the command's own
-	// deadline is checked on both sides of the wait.
-	hook := effect.WithBeforeAttempt(func(ctx context.Context, r *connectors.Request) error {
-		if err := expired(); err != nil {
-			return err
-		}
-		if a.effectless {
-			return nil
-		}
-		in := rec
-		in.Status = schemas.StatusInProgress
-		in.Attempts = r.Attempt
-		d := r.Deadline.UTC()
-		in.Deadline = &d
-		in.Error, in.Result, in.FinishedAt = nil, nil, nil
-		tok, err := j.intent(ctx, p, in)
-		if err != nil {
-			return err
-		}
-		j.intents++
-		r.FencingToken = tok
-		rec.FencingToken = tok
-		return expired()
-	})
+	x := &execution{j: j, a: a, p: p, rec: rec}
+	_, x.confirms = effect.ConfirmerOf(a.conn)
 	// The request goes through its external system: its limits and
 	// breaker, then a slot of the partition at that system. Both are held
 	// only while a request is out, not while the command waits for them,
 	// a Retry-After or a backoff (the job itself, and so the entity's
 	// turn, waits). The command's deadline bounds the waits too.
-	opts := []effect.PerformOption{hook, effect.WithGate(a.sys), effect.WithSlot(a.sys.slot(p))}
-	if !a.effectless {
-		opts = append(opts, effect.WithNotDone(func(ctx context.Context, r *connectors.Request, res connectors.Result) {
-			if tok, err := j.intent(ctx, p, notDoneRecord(rec, r, res)); err == nil {
-				j.intents++
-				r.FencingToken, rec.FencingToken = tok, tok
-			}
-		}))
-	}
+	x.call = effect.Call{Hooks: x, Gate: a.sys, Slot: a.sys.slots(p)}
 	if j.deadline != nil {
-		opts = append(opts, effect.WithNotAfter(*j.deadline))
+		x.call.NotAfter = *j.deadline
 	}
-	opts = append(opts, j.evidence(a, &rec))
 	start := time.Now()
-	ctx, endSpan := j.traceExecution(ctx, rec)
-	dec := perform(ctx, req, effect.Options(opts...))
+	ctx, endSpan := j.traceExecution(ctx, x.rec)
+	dec := perform(ctx, req, &x.call)
 	endSpan(dec)
-	j.e.m.duration.WithLabelValues(rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
+	j.e.m.duration.WithLabelValues(x.rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
 	d := decide.Performed(dec, j.asker)
 	if d.Verdict == decide.Ignore {
 		// No decision: the record stays in_progress in the journal with
 		// its deadline, and the command is not answered, so it is consumed
 		// again by whoever owns the partition.
-		j.fail(fmt.Errorf("key %q: %s: %s", rec.IdempotencyKey, dec.Code, dec.Message))
+		j.fail(fmt.Errorf("key %q: %s: %s", x.rec.IdempotencyKey, dec.Code, dec.Message))
 		return
 	}
 	if len(keep) > 0 && !keep[0](dec) {
 		return
 	}
 	dec.EstablishedBy = cmp.Or(d.EstablishedBy, dec.EstablishedBy)
-	j.finalize(&rec, dec, version)
-	j.add(emit{journal: &rec, outcome: &rec, causation: causation, replayed: replayed})
+	j.finalize(&x.rec, dec, version)
+	j.add(emit{journal: &x.rec, outcome: &x.rec, causation: causation, replayed: replayed})
+}
+
+// execution is one run's record as its attempts build it, and the
+// executor's hooks into effect.Perform (effect.Hooks) as its methods:
+// one heap object per command, where a closure per hook and per option
+// was ~10.
+type execution struct {
+	j        *job
+	a        *action
+	p        int32
+	confirms bool // the connector can confirm (effect.ConfirmerOf)
+	rec      schemas.Record
+	call     effect.Call
+}
+
+// expired stops an attempt whose command's own deadline passed.
+func (x *execution) expired() error {
+	if d := x.j.deadline; d != nil && time.Now().After(*d) {
+		return &effect.StopError{Code: schemas.CodeExpired,
+			Message: fmt.Sprintf("deadline %s passed before the attempt could be sent", d.Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// BeforeAttempt records the attempt's intent, with a fencing token of its
+// own: it leaves only once that intent committed and the command's own
+// deadline is checked on both sides of the wait.
+func (x *execution) BeforeAttempt(ctx context.Context, r *connectors.Request) error {
+	if err := x.expired(); err != nil {
+		return err
+	}
+	if x.a.effectless {
+		return nil
+	}
+	in := x.rec
+	in.Status = schemas.StatusInProgress
+	in.Attempts = r.Attempt
+	d := r.Deadline.UTC()
+	in.Deadline = &d
+	in.Error, in.Result, in.FinishedAt = nil, nil, nil
+	tok, err := x.j.intent(ctx, x.p, in)
+	if err != nil {
+		return err
+	}
+	x.j.intents++
+	r.FencingToken = tok
+	x.rec.FencingToken = tok
+	return x.expired()
+}
+
+// NotDone records that the attempt took no effect and the command waits
+// (notDoneRecord); an effectless action has nothing to record.
+func (x *execution) NotDone(ctx context.Context, r *connectors.Request, res connectors.Result) {
+	if x.a.effectless {
+		return
+	}
+	if tok, err := x.j.intent(ctx, x.p, notDoneRecord(x.rec, r, res)); err == nil {
+		x.j.intents++
+		r.FencingToken, x.rec.FencingToken = tok, tok
+	}
+}
+
+// Evidence writes every attempt's answer and every confirmation into the
+// record as the execution goes (docs/events.md#evidence); the intents and
+// the final record carry it. An ambiguous answer that will be confirmed
+// is journaled at once (an intent): a crash before the confirmation
+// leaves a record that says "ambiguous, confirmation pending", and the
+// next owner confirms it.
+func (x *execution) Evidence(ctx context.Context, r *connectors.Request, ev schemas.Evidence) {
+	if ev.Kind == schemas.EvidenceConfirm {
+		ev.By = cmp.Or(x.j.asker, schemas.ByExecutor)
+	}
+	wire.AddEvidence(&x.rec, ev)
+	if x.a.effectless || !x.confirms || ev.Kind != schemas.EvidenceAttempt || ev.Answer != schemas.AnswerAmbiguous {
+		return
+	}
+	in := x.rec
+	in.Status = schemas.StatusInProgress
+	in.Attempts = r.Attempt
+	d := r.Deadline.UTC()
+	in.Deadline = &d
+	in.Error = &schemas.Error{Code: schemas.CodeConfirmationPending, Message: "attempt " + strconv.Itoa(r.Attempt) + " answered ambiguously; confirmation pending: " + ev.Detail}
+	in.Result, in.FinishedAt = nil, nil
+	if tok, err := x.j.intent(ctx, x.p, in); err == nil {
+		x.j.intents++
+		x.rec.FencingToken = tok
+	}
 }
 
 func (j *job) finalize(rec *schemas.Record, dec effect.Decision, version *int64) {
@@ -400,37 +459,6 @@ func (j *job) finalize(rec *schemas.Record, dec effect.Decision, version *int64)
 	rec.Executor = j.e.cfg.ExecutorID
 	rec.EstablishedBy = cmp.Or(dec.EstablishedBy, schemas.EstablishedByAnswer)
 	j.e.m.establish(rec)
-}
-
-// evidence writes every attempt's answer and every confirmation into rec
-// as the execution goes (docs/events.md#evidence); the intents and the
-// final record carry it. An ambiguous answer that will be confirmed is
-// journaled at once (an intent): a crash before the confirmation leaves a
-// record that says "ambiguous, confirmation pending", and the next owner
-// confirms it.
-func (j *job) evidence(a *action, rec *schemas.Record) effect.PerformOption {
-	_, confirms := effect.ConfirmerOf(a.conn)
-	p := rec.Command.Partition
-	return effect.WithEvidence(func(ctx context.Context, r *connectors.Request, ev schemas.Evidence) {
-		if ev.Kind == schemas.EvidenceConfirm {
-			ev.By = cmp.Or(j.asker, schemas.ByExecutor)
-		}
-		wire.AddEvidence(rec, ev)
-		if a.effectless || !confirms || ev.Kind != schemas.EvidenceAttempt || ev.Answer != schemas.AnswerAmbiguous {
-			return
-		}
-		in := *rec
-		in.Status = schemas.StatusInProgress
-		in.Attempts = r.Attempt
-		d := r.Deadline.UTC()
-		in.Deadline = &d
-		in.Error = &schemas.Error{Code: schemas.CodeConfirmationPending, Message: "attempt " + strconv.Itoa(r.Attempt) + " answered ambiguously; confirmation pending: " + ev.Detail}
-		in.Result, in.FinishedAt = nil, nil
-		if tok, err := j.intent(ctx, p, in); err == nil {
-			j.intents++
-			rec.FencingToken = tok
-		}
-	})
 }
 
 // resolve applies an operator's decision (onceflight resolve) to an

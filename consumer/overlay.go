@@ -41,8 +41,12 @@ type uniqueRef struct{ entity, action, tuple string }
 // pendingRec is a staged record and the partition ownership it was staged
 // under. Answering from it after that ownership ended would publish an
 // outcome without its journal record.
+//
+// rec is the staged emit's own record, which nothing changes once it is
+// chained: a map value of a whole record is stored out of line (past
+// 128 bytes), a heap object and a copy per staged record.
 type pendingRec struct {
-	rec schemas.Record
+	rec *schemas.Record
 	st  *partState
 }
 
@@ -66,9 +70,9 @@ func (o *overlay) entries() int { return len(o.pending) + len(o.versions) + len(
 
 // stageRecords makes records visible to later lookups (chained, not yet
 // committed).
-func (o *overlay) stageRecords(st *partState, recs []schemas.Record) {
+func (o *overlay) stageRecords(st *partState, recs []*schemas.Record) {
 	for _, r := range recs {
-		k := scopeOf(&r)
+		k := scopeOf(r)
 		o.drop(k)
 		o.pending[k] = pendingRec{rec: r, st: st}
 		if r.UniqueKey != "" {
@@ -110,7 +114,10 @@ func (o *overlay) record(k scopedKey, live func(*partState) bool) (schemas.Recor
 		o.drop(k)
 		return schemas.Record{}, false
 	}
-	return pr.rec, ok
+	if !ok {
+		return schemas.Record{}, false
+	}
+	return *pr.rec, true
 }
 
 // uniqueKeys lists the keys of staged records carrying tuple u.

@@ -15,7 +15,7 @@ func TestOverlayUniqueFollowsPending(t *testing.T) {
 	st := &partState{}
 	u := uniqueRef{"order-1", "pay", "sha256:t"}
 	r := schemas.Record{IdempotencyKey: "a1", Entity: "order-1", Action: "pay", UniqueKey: "sha256:t", Status: schemas.StatusInProgress, Hash: "h1"}
-	o.stageRecords(st, []schemas.Record{r})
+	o.stageRecords(st, []*schemas.Record{&r})
 	if got := o.uniqueKeys(u); len(got) != 1 || got[0] != "a1" {
 		t.Fatalf("staged holder: %q", got)
 	}
@@ -24,7 +24,7 @@ func TestOverlayUniqueFollowsPending(t *testing.T) {
 	}
 	r2 := r
 	r2.Status, r2.Hash = schemas.StatusSucceeded, "h2"
-	o.stageRecords(st, []schemas.Record{r2})
+	o.stageRecords(st, []*schemas.Record{&r2})
 	if got := o.uniqueKeys(u); len(got) != 1 {
 		t.Fatalf("restaged record listed %d times", len(got))
 	}
@@ -32,7 +32,7 @@ func TestOverlayUniqueFollowsPending(t *testing.T) {
 	if got := o.uniqueKeys(u); len(got) != 0 {
 		t.Fatalf("applied record still listed: %q", got)
 	}
-	o.stageRecords(st, []schemas.Record{r})
+	o.stageRecords(st, []*schemas.Record{&r})
 	if _, ok := o.record(scopeOf(&r), func(*partState) bool { return false }); ok {
 		t.Fatal("record of a lost ownership returned")
 	}

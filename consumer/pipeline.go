@@ -87,6 +87,10 @@ type pipeline struct {
 type entityQueue struct {
 	items   []*item
 	skipped []int64 // offsets of commands read past, not held (skip.go)
+	// first backs items for an entity's first queued command: most
+	// entities of a backlog have one at a time, and their queue needs
+	// no slice of its own (dispatch).
+	first [1]*item
 }
 
 func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
@@ -158,6 +162,7 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 	q, running := p.mu.queues[cmd.Subject]
 	if !running {
 		q = &entityQueue{}
+		q.items = q.first[:0]
 		p.mu.queues[cmd.Subject] = q
 	}
 	if len(q.skipped) > 0 || len(q.items) >= e.cfg.MaxBufferedPerEntity {
@@ -381,7 +386,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		p.mu.Lock()
 		st.buf.inflight++
 		p.mu.Unlock()
-		j := &job{p: p, e: p.e, inFlight: inFlight}
+		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
 		// The job counts as running, and its new keys stay claimed, until
 		// its answer is staged: a drain must not flush before it, and a
@@ -528,7 +533,7 @@ func (p *pipeline) stage(st *partState, off int64, j *job) {
 
 // addPending makes staged records visible to later commands' lookups
 // (called by the committer once they are chained).
-func (p *pipeline) addPending(st *partState, recs []schemas.Record) {
+func (p *pipeline) addPending(st *partState, recs []*schemas.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.mu.ov.stageRecords(st, recs)

@@ -173,3 +173,13 @@ func TestStructuredFastAnswers(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOutcomeID: the id of every outcome the executor publishes.
+func BenchmarkOutcomeID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if OutcomeID("key-0001234", StatusSucceeded, "cmd-0001234") == "" {
+			b.Fatal("empty id")
+		}
+	}
+}

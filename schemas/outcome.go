@@ -31,13 +31,16 @@ type Outcome struct {
 // consumers can drop it (docs/events.md#execution-records). It is SHA-256 over the three parts, each
 // length-prefixed, formatted as an RFC 9562 version 8 (custom) UUID.
 func OutcomeID(key string, status Status, commandID string) string {
-	h := sha256.New()
-	jcs.WriteFramed(h, []byte("onceflight/outcome-id/v1"))
-	jcs.WriteFramed(h, []byte(key))
-	jcs.WriteFramed(h, []byte(status))
-	jcs.WriteFramed(h, []byte(commandID))
+	// Hashed in one piece from a stack buffer, as fingerprintCanonical:
+	// one heap object (the id) per outcome rather than ~6.
+	var stack [256]byte
+	buf := jcs.AppendFramed(stack[:0], "onceflight/outcome-id/v1")
+	buf = jcs.AppendFramed(buf, key)
+	buf = jcs.AppendFramed(buf, status)
+	buf = jcs.AppendFramed(buf, commandID)
+	sum := sha256.Sum256(buf)
 	var u [16]byte
-	copy(u[:], h.Sum(nil))
+	copy(u[:], sum[:])
 	u[6] = u[6]&0x0f | 0x80 // version 8
 	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
 	var b [36]byte

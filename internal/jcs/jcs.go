@@ -98,6 +98,15 @@ func WriteFramed(w io.Writer, b []byte) {
 	w.Write(b)
 }
 
+// AppendFramed appends b framed as WriteFramed writes it: for a hash
+// over parts that fit a caller's stack buffer (sha256.Sum256 of it),
+// which costs no heap object where a hash.Hash and a []byte per string
+// part cost several.
+func AppendFramed[T ~string | ~[]byte](dst []byte, b T) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
 // Parser reads one JSON text from Src at Pos and writes its canonical form
 // (as Mode says) to Out. Besides Value, which does both for a whole value,
 // schemas' command and record decoders drive it member by member

@@ -111,17 +111,74 @@ type Decision struct {
 	EstablishedBy string
 }
 
-// PerformOption adjusts one Perform or Reconcile call.
-type PerformOption func(*performOptions)
+// PerformOption adjusts one Perform or Reconcile call: a With* function's
+// result, Options of several, or a *Call.
+type PerformOption interface {
+	apply(*performOptions)
+}
+
+// optionFunc is a PerformOption made by a With* function.
+type optionFunc func(*performOptions)
+
+func (f optionFunc) apply(o *performOptions) { f(o) }
 
 type performOptions struct {
 	beforeAttempt func(ctx context.Context, req *connectors.Request) error
 	notDone       func(ctx context.Context, req *connectors.Request, res connectors.Result)
 	lastNotDone   bool
 	gate          Gate
-	slot          func(ctx context.Context) (release func(), err error)
+	slot          Slot
 	notAfter      time.Time
 	evidence      func(ctx context.Context, req *connectors.Request, ev schemas.Evidence)
+	// hooks is a Call's: each of its methods is called where the hook
+	// above of the same name is nil (an option after the Call sets one).
+	hooks Hooks
+}
+
+// Hooks are the BeforeAttempt, NotDone and Evidence hooks of a call as
+// the methods of one value (see WithBeforeAttempt, WithNotDone and
+// WithEvidence for what each is for and when it is called).
+type Hooks interface {
+	BeforeAttempt(ctx context.Context, req *connectors.Request) error
+	NotDone(ctx context.Context, req *connectors.Request, res connectors.Result)
+	Evidence(ctx context.Context, req *connectors.Request, ev schemas.Evidence)
+}
+
+// Call is the options of one call as a single PerformOption: Hooks (nil
+// for none), the Gate and Slot (WithGate, WithSlot) and the command's
+// deadline (WithNotAfter, zero for none). The executor builds one per
+// command inside a value it allocates anyway, where a With* option per
+// hook is a closure each (with the hooks' own closures, ~10 heap objects
+// per command).
+type Call struct {
+	Hooks    Hooks
+	Gate     Gate
+	Slot     Slot
+	NotAfter time.Time
+}
+
+func (c *Call) apply(o *performOptions) {
+	if c.Hooks != nil {
+		o.hooks, o.beforeAttempt, o.notDone, o.evidence = c.Hooks, nil, nil, nil
+	}
+	if c.Gate != nil {
+		o.gate = c.Gate
+	}
+	if c.Slot != nil {
+		o.slot = c.Slot
+	}
+	if !c.NotAfter.IsZero() {
+		o.notAfter = c.NotAfter
+	}
+}
+
+// Slot is a bound taken once the Gate admitted a request and given back
+// with its answer (WithSlot).
+type Slot interface {
+	// Take waits for room, or until ctx ends.
+	Take(ctx context.Context) error
+	// Give gives back what Take took.
+	Give()
 }
 
 // WithEvidence registers fn, called with every attempt's answer as soon as
@@ -132,15 +189,41 @@ type performOptions struct {
 // before the confirmation is asked, so a crash in between leaves a record
 // that says "ambiguous, confirmation pending").
 func WithEvidence(fn func(ctx context.Context, req *connectors.Request, ev schemas.Evidence)) PerformOption {
-	return func(o *performOptions) { o.evidence = fn }
+	return optionFunc(func(o *performOptions) { o.evidence = fn })
 }
 
 // observe hands ev to the WithEvidence hook, if any.
 func (r *runner) observe(ctx context.Context, req *connectors.Request, ev schemas.Evidence) {
+	if r.o.evidence == nil && r.o.hooks == nil {
+		return
+	}
+	// "HTTP 504: " with an empty body reads "HTTP 504".
+	ev.Detail = wire.TruncateDetail(strings.TrimRight(ev.Detail, ": "))
 	if r.o.evidence != nil {
-		// "HTTP 504: " with an empty body reads "HTTP 504".
-		ev.Detail = wire.TruncateDetail(strings.TrimRight(ev.Detail, ": "))
 		r.o.evidence(ctx, req, ev)
+	} else {
+		r.o.hooks.Evidence(ctx, req, ev)
+	}
+}
+
+// hasBefore says whether a BeforeAttempt hook is set.
+func (r *runner) hasBefore() bool { return r.o.beforeAttempt != nil || r.o.hooks != nil }
+
+// beforeAttempt calls the BeforeAttempt hook (hasBefore).
+func (r *runner) beforeAttempt(ctx context.Context, req *connectors.Request) error {
+	if r.o.beforeAttempt != nil {
+		return r.o.beforeAttempt(ctx, req)
+	}
+	return r.o.hooks.BeforeAttempt(ctx, req)
+}
+
+// notDone calls the NotDone hook, if any.
+func (r *runner) notDone(ctx context.Context, req *connectors.Request, res connectors.Result) {
+	switch {
+	case r.o.notDone != nil:
+		r.o.notDone(ctx, req, res)
+	case r.o.hooks != nil:
+		r.o.hooks.NotDone(ctx, req, res)
 	}
 }
 
@@ -161,11 +244,11 @@ func AnswerOf(k connectors.Kind) string {
 // Options joins several options into one, for a caller that hands a
 // single option on.
 func Options(opts ...PerformOption) PerformOption {
-	return func(o *performOptions) {
+	return optionFunc(func(o *performOptions) {
 		for _, f := range opts {
-			f(o)
+			f.apply(o)
 		}
-	}
+	})
 }
 
 // WithNotDone registers a hook called after an attempt answered "not
@@ -177,7 +260,7 @@ func Options(opts ...PerformOption) PerformOption {
 // confirm (WithLastNotDone). A hook that fails leaves the intent as the
 // last record: the new owner confirms, the safe side.
 func WithNotDone(fn func(ctx context.Context, req *connectors.Request, res connectors.Result)) PerformOption {
-	return func(o *performOptions) { o.notDone = fn }
+	return optionFunc(func(o *performOptions) { o.notDone = fn })
 }
 
 // WithLastNotDone tells Reconcile that the inherited attempt was answered
@@ -185,7 +268,7 @@ func WithNotDone(fn func(ctx context.Context, req *connectors.Request, res conne
 // wrote): it executes again at once, without confirming, and the
 // inherited attempts use up none of MaxAttempts.
 func WithLastNotDone() PerformOption {
-	return func(o *performOptions) { o.lastNotDone = true }
+	return optionFunc(func(o *performOptions) { o.lastNotDone = true })
 }
 
 // WithGate sends every request of the call (Execute and Confirm) through
@@ -193,21 +276,21 @@ func WithLastNotDone() PerformOption {
 // the BeforeAttempt hook, so an attempt's deadline is set only once the
 // system will take it, and given back with the answer.
 func WithGate(g Gate) PerformOption {
-	return func(o *performOptions) { o.gate = g }
+	return optionFunc(func(o *performOptions) { o.gate = g })
 }
 
 // WithSlot takes a slot (the executor's per-partition bound) once the
 // Gate admitted a request, and releases it with the answer: a command
 // waiting for a limit, a Retry-After or a breaker holds no slot.
-func WithSlot(acquire func(ctx context.Context) (release func(), err error)) PerformOption {
-	return func(o *performOptions) { o.slot = acquire }
+func WithSlot(s Slot) PerformOption {
+	return optionFunc(func(o *performOptions) { o.slot = s })
 }
 
 // WithNotAfter bounds the call's waits by the command's own deadline as
 // well as GiveUpAfter: a command is not kept waiting past the time its
 // sender stopped caring.
 func WithNotAfter(t time.Time) PerformOption {
-	return func(o *performOptions) { o.notAfter = t }
+	return optionFunc(func(o *performOptions) { o.notAfter = t })
 }
 
 // ErrStop, returned (wrapped) by a BeforeAttempt hook, ends the call
@@ -237,7 +320,7 @@ func (e *StopError) Error() string { return e.Code + ": " + e.Message }
 // attempt's time (a slow intent commit): the hook is then called again with
 // the new deadline, so an attempt never leaves with its time used up.
 func WithBeforeAttempt(fn func(ctx context.Context, req *connectors.Request) error) PerformOption {
-	return func(o *performOptions) { o.beforeAttempt = fn }
+	return optionFunc(func(o *performOptions) { o.beforeAttempt = fn })
 }
 
 // ConfirmerOf returns conn's Confirmer if it has one that can answer.
@@ -324,7 +407,16 @@ func Reconcile(ctx context.Context, conn connectors.Connector, req connectors.Re
 func newRunner(conn connectors.Connector, p Policy, opts []PerformOption) runner {
 	r := runner{conn: conn, p: p.withDefaults()}
 	for _, o := range opts {
-		o(&r.o)
+		if c, ok := o.(*Call); ok {
+			c.apply(&r.o) // a static call: r stays on the stack
+			continue
+		}
+		// Another option, called through the interface, would move r to
+		// the heap wherever it is called: it gets a copy of its own.
+		po := new(performOptions)
+		*po = r.o
+		o.apply(po)
+		r.o = *po
 	}
 	r.confirmer, r.canConfirm = ConfirmerOf(conn)
 	return r
@@ -352,7 +444,8 @@ type runner struct {
 // "not done" is retried, no earlier than the system's Retry-After, until
 // GiveUpAfter or the command's deadline (WithNotAfter) ends the wait.
 func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappened bool) Decision {
-	retry := r.p.Backoff()
+	var retry backOff
+	retry.make = r.p.Backoff
 	attempt := req.Attempt
 	last := ""          // the last connector message, for the final Decision
 	notDone := r.credit // answers that said the effect did not happen
@@ -367,9 +460,10 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		if attempt-notDone > r.p.MaxAttempts {
 			return r.exhausted(executed, mayHaveHappened, last)
 		}
-		wctx, cancel := context.WithDeadline(ctx, until)
-		done, err := r.admit(wctx, notBefore)
-		cancel()
+		b := newBounds(ctx, until)
+		wctx := &b.admit
+		adm, err := r.admit(wctx, notBefore)
+		wctx.cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return interrupted(executed, ctx.Err())
@@ -378,18 +472,17 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		}
 		req.Attempt = attempt
 		req.Deadline = time.Now().Add(r.p.Timeout)
-		if r.o.beforeAttempt != nil {
+		if r.hasBefore() {
 			if d, stop := r.before(ctx, &req, executed, mayHaveHappened); stop {
-				done(connectors.Result{}, 0)
+				adm.done(connectors.Result{}, 0)
 				return d
 			}
 		}
-		deadline := req.Deadline
-		actx, acancel := context.WithDeadline(ctx, deadline)
+		actx := b.attemptBy(req.Deadline)
 		began := time.Now()
 		res := safeCall(r.conn.Execute, actx, req)
-		acancel()
-		done(res, time.Since(began))
+		actx.cancel()
+		adm.done(res, time.Since(began))
 		executed, sent = attempt, true
 		last = res.Message
 		// Stopped (shutdown, partition lost) while the request was out:
@@ -418,8 +511,8 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		case StepRetry:
 			// Not done: no attempt used up; wait and try again.
 			notDone++
-			if r.o.notDone != nil && !mayHaveHappened {
-				r.o.notDone(ctx, &req, res)
+			if !mayHaveHappened {
+				r.notDone(ctx, &req, res)
 			}
 			notBefore = time.Now().Add(retryWait(retry.NextBackOff(), res.RetryAfter))
 			attempt++
@@ -457,20 +550,8 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 func (r *runner) before(ctx context.Context, req *connectors.Request, executed int, mayHaveHappened bool) (Decision, bool) {
 	for try := 0; ; try++ {
 		began := time.Now()
-		err := r.o.beforeAttempt(ctx, req)
-		var stop *StopError
-		switch {
-		case err == nil:
-		case ctx.Err() != nil:
-			return interrupted(executed, ctx.Err()), true
-		case errors.As(err, &stop) && !mayHaveHappened:
-			return Decision{Outcome: schemas.StatusFailed, Code: stop.Code, Message: stop.Message, Attempts: executed, EstablishedBy: schemas.EstablishedByRule}, true
-		case errors.As(err, &stop):
-			return Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeAmbiguous,
-				Message: "an earlier attempt may have taken effect; then " + stop.Message, Attempts: executed}, true
-		default:
-			return Decision{Outcome: schemas.StatusUnresolved, Code: CodeNotStarted,
-				Message: fmt.Sprintf("attempt %d not started: %v", req.Attempt, err), Attempts: executed}, true
+		if err := r.beforeAttempt(ctx, req); err != nil {
+			return r.notStarted(ctx, req, err, executed, mayHaveHappened), true
 		}
 		if try >= 2 || time.Until(req.Deadline) >= r.p.Timeout/2 {
 			break
@@ -487,6 +568,40 @@ func (r *runner) before(ctx context.Context, req *connectors.Request, executed i
 		req.Deadline = d
 	}
 	return Decision{}, false
+}
+
+// notStarted is the Decision when the BeforeAttempt hook refused req
+// with err.
+func (r *runner) notStarted(ctx context.Context, req *connectors.Request, err error, executed int, mayHaveHappened bool) Decision {
+	var stop *StopError
+	switch {
+	case ctx.Err() != nil:
+		return interrupted(executed, ctx.Err())
+	case errors.As(err, &stop) && !mayHaveHappened:
+		return Decision{Outcome: schemas.StatusFailed, Code: stop.Code, Message: stop.Message, Attempts: executed, EstablishedBy: schemas.EstablishedByRule}
+	case errors.As(err, &stop):
+		return Decision{Outcome: schemas.StatusUnresolved, Code: schemas.CodeAmbiguous,
+			Message: "an earlier attempt may have taken effect; then " + stop.Message, Attempts: executed}
+	default:
+		return Decision{Outcome: schemas.StatusUnresolved, Code: CodeNotStarted,
+			Message: fmt.Sprintf("attempt %d not started: %v", req.Attempt, err), Attempts: executed}
+	}
+}
+
+// backOff is a retry schedule built on its first use: most calls end
+// with their first attempt and never wait (the default schedule is a
+// heap object per call otherwise).
+type backOff struct {
+	make func() backoff.BackOff
+	b    backoff.BackOff
+}
+
+// NextBackOff is the schedule's next wait.
+func (b *backOff) NextBackOff() time.Duration {
+	if b.b == nil {
+		b.b = b.make()
+	}
+	return b.b.NextBackOff()
 }
 
 // retryWait is the wait before retrying a "not done" answer: the backoff,
@@ -511,34 +626,47 @@ func (r *runner) waitUntil(start time.Time) time.Time {
 	return until
 }
 
+// admission is what admit took: the Gate's permit and the slot, nil
+// for none.
+type admission struct {
+	permit Permit
+	slot   Slot
+}
+
+// done gives both back with the attempt's answer.
+func (a admission) done(res connectors.Result, took time.Duration) {
+	if a.slot != nil {
+		a.slot.Give()
+	}
+	if a.permit != nil {
+		a.permit.Done(res, took)
+	}
+}
+
 // admit waits until notBefore and for the Gate and the slot (WithGate,
-// WithSlot). done gives both back with the attempt's answer.
-func (r *runner) admit(ctx context.Context, notBefore time.Time) (done func(connectors.Result, time.Duration), err error) {
-	var permit Permit
+// WithSlot); the admission's done gives both back with the attempt's
+// answer.
+func (r *runner) admit(ctx context.Context, notBefore time.Time) (admission, error) {
+	var a admission
 	if r.o.gate != nil {
-		if permit, err = r.o.gate.Acquire(ctx, notBefore); err != nil {
-			return nil, err
+		permit, err := r.o.gate.Acquire(ctx, notBefore)
+		if err != nil {
+			return admission{}, err
 		}
+		a.permit = permit
 	} else if err := Sleep(ctx, time.Until(notBefore)); err != nil {
-		return nil, err
+		return admission{}, err
 	} else if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return admission{}, ctx.Err()
 	}
-	release := func() {}
 	if r.o.slot != nil {
-		if release, err = r.o.slot(ctx); err != nil {
-			if permit != nil {
-				permit.Done(connectors.Result{}, 0)
-			}
-			return nil, err
+		if err := r.o.slot.Take(ctx); err != nil {
+			a.done(connectors.Result{}, 0)
+			return admission{}, err
 		}
+		a.slot = r.o.slot
 	}
-	return func(res connectors.Result, took time.Duration) {
-		release()
-		if permit != nil {
-			permit.Done(res, took)
-		}
-	}, nil
+	return a, nil
 }
 
 // gaveUp is the Decision when the waits of a call ran out (GiveUpAfter or
@@ -678,7 +806,7 @@ func (r *runner) confirm(ctx context.Context, req connectors.Request) (connector
 			EstablishedBy: schemas.EstablishedByConfirmation}, true
 	}
 	for {
-		done, err := r.admit(cctx, time.Time{})
+		adm, err := r.admit(cctx, time.Time{})
 		if err != nil {
 			if ctx.Err() != nil {
 				return connectors.Result{}, interrupted(req.Attempt, ctx.Err()), true
@@ -691,7 +819,7 @@ func (r *runner) confirm(ctx context.Context, req connectors.Request) (connector
 		acancel()
 		// A Confirm answer is not an Execute answer: it tells the Gate
 		// nothing about the system's load.
-		done(connectors.Result{}, time.Since(asked))
+		adm.done(connectors.Result{}, time.Since(asked))
 		var wait time.Duration
 		switch {
 		case res.Kind == connectors.Succeeded:
