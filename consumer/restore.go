@@ -362,7 +362,8 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 			prog.Epoch = m.Epoch
 		}
 	case schemas.KindRecord:
-		rec, err := schemas.UnmarshalRecord(r.Value)
+		// Only what the index reads: the value itself is what is stored.
+		rec, err := schemas.UnmarshalRecordIndex(r.Value)
 		if err != nil {
 			e.log.Error("journal: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
 			return

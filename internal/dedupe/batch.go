@@ -92,7 +92,10 @@ func (b *Batch) PutRecord(rec schemas.Record) {
 
 // PutRecordBytes is PutRecord for a record whose encoding
 // (wire.SealRecord, the journal value) is at hand: raw is stored as it
-// is instead of being encoded again. raw nil: encoded here.
+// is instead of being encoded again. raw nil: encoded here. With raw, rec
+// needs only the fields schemas.UnmarshalRecordIndex decodes (the index and
+// the entity state are built from those); Lookup on this batch then
+// returns that partial record.
 func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) { b.put(rec, raw, false) }
 
 // PutNewRecordBytes is PutRecordBytes for a key the caller read as absent
