@@ -336,12 +336,15 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 // records (about 4 MiB of values held per restoring partition until it
 // is written). Tables of 1 000 were ingestions, flushes of the memtable
 // they overlap and level-0 files four times as often.
-const ingestRecords = 4000
+//
+// ingestRecords and ingestMin are variables only so that a test can make
+// a small journal take the ingesting road (TestDataDirLossRestoresByIngest).
+var ingestRecords = 4000
 
 // ingestMin is the smallest batch a fresh catch-up ingests (its last one
 // may be short): below it, a table and an ingestion cost more than the
 // memtable saves, and the batch is committed with a sync instead.
-const ingestMin = 256
+var ingestMin = 256
 
 // batchRecords is how many records a catch-up collects per batch: 1 000
 // through the memtable (more measured no better, BENCHMARKS.md round 7),
