@@ -2,6 +2,8 @@ package dedupe
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -119,5 +121,39 @@ func TestIngestMatchesCommit(t *testing.T) {
 	}
 	if es, ok, err := ingested.Entity("e-7"); err != nil || !ok || es.Version == 0 {
 		t.Errorf("entity e-7 after an ingested restore: %+v %v %v", es, ok, err)
+	}
+}
+
+// TestLeftIngestTable: a crash between writing an ingestion's table and
+// ingesting it leaves the file behind. The store still opens, and the next
+// ingestion overwrites it (the same name is taken again).
+func TestLeftIngestTable(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	left := filepath.Join(dir, "restore-ingest-0.sst")
+	if err := os.WriteFile(left, []byte("half a table"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir); err != nil {
+		t.Fatalf("open with a table left by a crash: %v", err)
+	}
+	defer s.Close()
+	b := s.NewBatch()
+	b.PutRecord(rec("k-1", "e-1", schemas.StatusSucceeded, 0))
+	b.SetProgress(0, Progress{JournalOffset: 1})
+	if err := b.CommitIngest(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Lookup("e-1", "k-1"); err != nil || !ok {
+		t.Fatalf("k-1 after ingesting over the left table: found %v, err %v", ok, err)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Errorf("%s still there after the ingestion (err %v)", left, err)
 	}
 }
