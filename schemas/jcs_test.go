@@ -135,6 +135,9 @@ func addRecordSeeds(f *testing.F) {
 	f.Add([]byte(`{"status":null,"error":null,"result":null,"command":{"offset":-0},"Entity":"x"}`))
 	f.Add([]byte(`{"attempts":1.0,"entity":"a","entity":"b","finished_at":"2025-01-01T00:00:00Z"}`))
 	f.Add([]byte(`{"fingerprint":1,"status":"succeeded"}`))
+	for _, v := range []string{`{"a":01}`, `[1,]`, `{"a" 1}`, `-`, `1.`, `1e`, `-0.5E+7`, `tru`, `[[[{"x":[null,true,false]}]]]`, `{"a":1,"a":2}`, `{}`, `[]`, ` 7 `, `"\u12"`, `{"a":"b",}`} {
+		f.Add([]byte(`{"data":` + v + `,"result":` + v + `,"status":"failed"}`))
+	}
 	f.Add([]byte(`{"started_at":"yesterday","status":"succeeded"}`))
 	f.Add([]byte(`{"evidence":[{"at":"2026-12-02T01:00:00Z","detail":"\u00e9\ud800"}],"data":{"a":[1,2,{"b":null}]},"executor":"x\n"}`))
 }

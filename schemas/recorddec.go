@@ -156,6 +156,10 @@ func (d *recDecoder) int32(v *int32) bool {
 // does (null included).
 func (d *recDecoder) raw(v *json.RawMessage) bool {
 	p := &d.p
+	if d.index {
+		// Not kept: checked without the canonical copy Value writes.
+		return d.skip(1)
+	}
 	start := p.Pos
 	err := p.Value(1)
 	p.Out = p.Out[:0]
@@ -164,6 +168,121 @@ func (d *recDecoder) raw(v *json.RawMessage) bool {
 	}
 	if !d.index {
 		*v = append(json.RawMessage(nil), p.Src[start:p.Pos]...)
+	}
+	return true
+}
+
+// skip reads past one JSON value that is not kept, checking that it is
+// well-formed JSON (what json.RawMessage requires), without writing its
+// canonical form as Value does: for an index decode's result and data,
+// that copy was a tenth of the decode. It may refuse what Value accepts
+// (nesting past 64 levels), never the reverse of what encoding/json
+// accepts: a refusal only sends the caller to the whole decode.
+func (d *recDecoder) skip(depth int) bool {
+	p := &d.p
+	if depth > 64 || p.Pos >= len(p.Src) {
+		return false
+	}
+	switch c := p.Src[p.Pos]; {
+	case c == '"':
+		_, err := p.Str()
+		return err == nil
+	case c == '{', c == '[':
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		p.Pos++
+		p.SkipSpace()
+		if p.Pos < len(p.Src) && p.Src[p.Pos] == end {
+			p.Pos++
+			return true
+		}
+		for {
+			if c == '{' {
+				if p.Pos >= len(p.Src) || p.Src[p.Pos] != '"' {
+					return false
+				}
+				if _, err := p.Str(); err != nil {
+					return false
+				}
+				p.SkipSpace()
+				if p.Pos >= len(p.Src) || p.Src[p.Pos] != ':' {
+					return false
+				}
+				p.Pos++
+				p.SkipSpace()
+			}
+			if !d.skip(depth + 1) {
+				return false
+			}
+			p.SkipSpace()
+			if p.Pos >= len(p.Src) {
+				return false
+			}
+			switch p.Src[p.Pos] {
+			case ',':
+				p.Pos++
+				p.SkipSpace()
+			case end:
+				p.Pos++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == 't':
+		return d.literal("true")
+	case c == 'f':
+		return d.literal("false")
+	case c == 'n':
+		return d.literal("null")
+	}
+	return d.skipNumber()
+}
+
+func (d *recDecoder) literal(lit string) bool {
+	if !bytes.HasPrefix(d.p.Src[d.p.Pos:], []byte(lit)) {
+		return false
+	}
+	d.p.Pos += len(lit)
+	return true
+}
+
+// skipNumber reads a number by JSON's grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (d *recDecoder) skipNumber() bool {
+	p := &d.p
+	digits := func() int {
+		n := 0
+		for p.Pos < len(p.Src) && p.Src[p.Pos] >= '0' && p.Src[p.Pos] <= '9' {
+			p.Pos++
+			n++
+		}
+		return n
+	}
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '-' {
+		p.Pos++
+	}
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '0' {
+		p.Pos++
+	} else if digits() == 0 {
+		return false
+	}
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '.' {
+		p.Pos++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if p.Pos < len(p.Src) && (p.Src[p.Pos] == 'e' || p.Src[p.Pos] == 'E') {
+		p.Pos++
+		if p.Pos < len(p.Src) && (p.Src[p.Pos] == '+' || p.Src[p.Pos] == '-') {
+			p.Pos++
+		}
+		if digits() == 0 {
+			return false
+		}
 	}
 	return true
 }
