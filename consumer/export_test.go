@@ -10,3 +10,11 @@ func WithStoreOptions(opts ...dedupe.Option) Option {
 
 // Halted is haltReason, for the tests that wait for a halt.
 func (e *Executor) Halted() error { return e.haltReason() }
+
+// SetIngestBatches sets how many records a fresh catch-up ingests per
+// table and the fewest it ingests, until the returned func restores them.
+func SetIngestBatches(records, least int) (restore func()) {
+	oldRecords, oldMin := ingestRecords, ingestMin
+	ingestRecords, ingestMin = records, least
+	return func() { ingestRecords, ingestMin = oldRecords, oldMin }
+}

@@ -236,10 +236,21 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 	// Progress in a batch that survived never names a record that did not
 	// (dedupe.TestNoSyncBatchesKeepProgressBehindRecords). A sync per batch
 	// was a wait on the disk every 1 000 records of every restore.
+	//
+	// Into a partition the store held nothing of (fresh), a full batch is
+	// ingested as a sorted table instead (dedupe.Batch.CommitIngest): no
+	// memtable, WAL or flush for records that only the journal produced,
+	// and each batch durable when it returns. Such a catch-up never
+	// commits without a sync: an ingestion is not ordered after unsynced
+	// WAL writes, so an ingested Progress could outlive an earlier
+	// unsynced batch's records.
 	flush := func(sync bool) error {
 		b.SetProgress(p, prog)
 		commit := b.CommitNoSync
-		if sync {
+		switch {
+		case fresh != nil && n >= ingestMin:
+			commit = b.CommitIngest
+		case sync || fresh != nil:
 			commit = b.Commit
 		}
 		if err := commit(); err != nil {
@@ -327,7 +338,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 					return prog, e.unsignedHeld(p, err)
 				}
 			}
-			if n >= 1000 {
+			if n >= batchRecords(fresh) {
 				if err := flush(false); err != nil {
 					return prog, err
 				}
@@ -346,6 +357,30 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 		}
 	}
 	return prog, flush(true)
+}
+
+// ingestRecords is a fresh catch-up's batch: a table per 4 000 journal
+// records (about 4 MiB of values held per restoring partition until it
+// is written). Tables of 1 000 were ingestions, flushes of the memtable
+// they overlap and level-0 files four times as often.
+//
+// ingestRecords and ingestMin are variables only so that a test can make
+// a small journal take the ingesting road (TestDataDirLossRestoresByIngest).
+var ingestRecords = 4000
+
+// ingestMin is the smallest batch a fresh catch-up ingests (its last one
+// may be short): below it, a table and an ingestion cost more than the
+// memtable saves, and the batch is committed with a sync instead.
+var ingestMin = 256
+
+// batchRecords is how many records a catch-up collects per batch: 1 000
+// through the memtable (more measured no better, BENCHMARKS.md round 7),
+// ingestRecords into a fresh partition.
+func batchRecords(fresh *dedupe.Fresh) int {
+	if fresh != nil {
+		return ingestRecords
+	}
+	return 1000
 }
 
 // unsignedHeld is the reason a partition is held for records no trusted
@@ -389,7 +424,8 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 			prog.Epoch = m.Epoch
 		}
 	case schemas.KindRecord:
-		rec, err := schemas.UnmarshalRecord(r.Value)
+		// Only what the index reads: the value itself is what is stored.
+		rec, err := schemas.UnmarshalRecordIndex(r.Value)
 		if err != nil {
 			e.log.Error("journal: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
 			return

@@ -3,6 +3,8 @@ package schemas
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // UnmarshalRecord decodes a record's JSON: records in the shape the
@@ -17,4 +19,22 @@ func UnmarshalRecord(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("unmarshal record: %w", err)
 	}
 	return rec, nil
+}
+
+// UnmarshalRecordIndex is UnmarshalRecord for a reader that needs only
+// what the dedupe index and an entity's state are built from: the
+// idempotency key, entity, action, status, entity version, command
+// partition, finished_at, epoch, fencing token, release, unique key and
+// hash. Every other field is checked as UnmarshalRecord checks it (the
+// same records decode and fail), but may be left zero: a restore rebuilding
+// the index from the journal stores the journal value itself, and copying
+// its result, data, evidence and strings it never reads was half of its
+// decoding.
+func UnmarshalRecordIndex(b []byte) (Record, error) {
+	var rec Record
+	d := recDecoder{p: jcs.Parser{Src: b}, index: true}
+	if d.record(&rec) && d.end() {
+		return rec, nil
+	}
+	return UnmarshalRecord(b)
 }

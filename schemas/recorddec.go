@@ -24,6 +24,10 @@ func decodeRecordFast(src []byte, rec *Record) bool {
 
 type recDecoder struct {
 	p jcs.Parser
+	// index: fields the dedupe index does not read (IndexFields) are
+	// checked exactly as in a whole decode but not kept, so nothing is
+	// copied or allocated for them (UnmarshalRecordIndex).
+	index bool
 }
 
 func (d *recDecoder) end() bool {
@@ -91,6 +95,22 @@ func (d *recDecoder) str(s *string) bool {
 	return true
 }
 
+// opt is str for a field outside IndexFields: checked, and in index mode
+// not kept.
+func (d *recDecoder) opt(s *string) bool {
+	if !d.index {
+		return d.str(s)
+	}
+	if d.isNull() {
+		return true
+	}
+	if d.p.Pos >= len(d.p.Src) || d.p.Src[d.p.Pos] != '"' {
+		return false
+	}
+	_, err := d.p.Str()
+	return err == nil
+}
+
 func (d *recDecoder) int64(v *int64) bool {
 	if d.isNull() {
 		return true
@@ -136,13 +156,134 @@ func (d *recDecoder) int32(v *int32) bool {
 // does (null included).
 func (d *recDecoder) raw(v *json.RawMessage) bool {
 	p := &d.p
+	if d.index {
+		// Not kept: checked without the canonical copy Value writes.
+		return d.skip(1)
+	}
 	start := p.Pos
 	err := p.Value(1)
 	p.Out = p.Out[:0]
 	if err != nil {
 		return false
 	}
-	*v = append(json.RawMessage(nil), p.Src[start:p.Pos]...)
+	if !d.index {
+		*v = append(json.RawMessage(nil), p.Src[start:p.Pos]...)
+	}
+	return true
+}
+
+// skip reads past one JSON value that is not kept, checking that it is
+// well-formed JSON (what json.RawMessage requires), without writing its
+// canonical form as Value does: for an index decode's result and data,
+// that copy was a tenth of the decode. It may refuse what Value accepts
+// (nesting past 64 levels), never the reverse of what encoding/json
+// accepts: a refusal only sends the caller to the whole decode.
+func (d *recDecoder) skip(depth int) bool {
+	p := &d.p
+	if depth > 64 || p.Pos >= len(p.Src) {
+		return false
+	}
+	switch c := p.Src[p.Pos]; {
+	case c == '"':
+		_, err := p.Str()
+		return err == nil
+	case c == '{', c == '[':
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		p.Pos++
+		p.SkipSpace()
+		if p.Pos < len(p.Src) && p.Src[p.Pos] == end {
+			p.Pos++
+			return true
+		}
+		for {
+			if c == '{' {
+				if p.Pos >= len(p.Src) || p.Src[p.Pos] != '"' {
+					return false
+				}
+				if _, err := p.Str(); err != nil {
+					return false
+				}
+				p.SkipSpace()
+				if p.Pos >= len(p.Src) || p.Src[p.Pos] != ':' {
+					return false
+				}
+				p.Pos++
+				p.SkipSpace()
+			}
+			if !d.skip(depth + 1) {
+				return false
+			}
+			p.SkipSpace()
+			if p.Pos >= len(p.Src) {
+				return false
+			}
+			switch p.Src[p.Pos] {
+			case ',':
+				p.Pos++
+				p.SkipSpace()
+			case end:
+				p.Pos++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == 't':
+		return d.literal("true")
+	case c == 'f':
+		return d.literal("false")
+	case c == 'n':
+		return d.literal("null")
+	}
+	return d.skipNumber()
+}
+
+func (d *recDecoder) literal(lit string) bool {
+	if !bytes.HasPrefix(d.p.Src[d.p.Pos:], []byte(lit)) {
+		return false
+	}
+	d.p.Pos += len(lit)
+	return true
+}
+
+// skipNumber reads a number by JSON's grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (d *recDecoder) skipNumber() bool {
+	p := &d.p
+	digits := func() int {
+		n := 0
+		for p.Pos < len(p.Src) && p.Src[p.Pos] >= '0' && p.Src[p.Pos] <= '9' {
+			p.Pos++
+			n++
+		}
+		return n
+	}
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '-' {
+		p.Pos++
+	}
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '0' {
+		p.Pos++
+	} else if digits() == 0 {
+		return false
+	}
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '.' {
+		p.Pos++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if p.Pos < len(p.Src) && (p.Src[p.Pos] == 'e' || p.Src[p.Pos] == 'E') {
+		p.Pos++
+		if p.Pos < len(p.Src) && (p.Src[p.Pos] == '+' || p.Src[p.Pos] == '-') {
+			p.Pos++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
 	return true
 }
 
@@ -158,6 +299,19 @@ func (d *recDecoder) timePtr(t **time.Time) bool {
 	}
 	*t = &v
 	return true
+}
+
+// optTime is timePtr for a field outside IndexFields: parsed (a bad time
+// fails the decode either way), and in index mode not kept.
+func (d *recDecoder) optTime(t **time.Time) bool {
+	if !d.index {
+		return d.timePtr(t)
+	}
+	if d.isNull() {
+		return true
+	}
+	var v time.Time
+	return d.time(&v)
 }
 
 func (d *recDecoder) time(t *time.Time) bool {
@@ -187,7 +341,7 @@ func (d *recDecoder) record(rec *Record) bool {
 		case "status":
 			return 3, d.status(&rec.Status)
 		case "fingerprint":
-			return 4, d.str(&rec.Fingerprint)
+			return 4, d.opt(&rec.Fingerprint)
 		case "attempts":
 			return 5, d.int(&rec.Attempts)
 		case "entity_version":
@@ -215,9 +369,9 @@ func (d *recDecoder) record(rec *Record) bool {
 			return 9, d.object(func(k []byte) (int, bool) {
 				switch string(k) {
 				case "id":
-					return 0, d.str(&c.ID)
+					return 0, d.opt(&c.ID)
 				case "source":
-					return 1, d.str(&c.Source)
+					return 1, d.opt(&c.Source)
 				case "partition":
 					return 2, d.int32(&c.Partition)
 				case "offset":
@@ -226,19 +380,19 @@ func (d *recDecoder) record(rec *Record) bool {
 				return 0, false
 			})
 		case "started_at":
-			return 10, d.timePtr(&rec.StartedAt)
+			return 10, d.optTime(&rec.StartedAt)
 		case "finished_at":
 			return 11, d.timePtr(&rec.FinishedAt)
 		case "executor":
-			return 12, d.str(&rec.Executor)
+			return 12, d.opt(&rec.Executor)
 		case "epoch":
 			return 13, d.int64(&rec.Epoch)
 		case "fencing_token":
 			return 14, d.int64(&rec.FencingToken)
 		case "deadline":
-			return 15, d.timePtr(&rec.Deadline)
+			return 15, d.optTime(&rec.Deadline)
 		case "traceparent":
-			return 16, d.str(&rec.TraceParent)
+			return 16, d.opt(&rec.TraceParent)
 		case "data":
 			return 17, d.raw(&rec.Data)
 		case "resolution":
@@ -248,7 +402,7 @@ func (d *recDecoder) record(rec *Record) bool {
 		case "unique_key":
 			return 22, d.str(&rec.UniqueKey)
 		case "established_by":
-			return 23, d.str(&rec.EstablishedBy)
+			return 23, d.opt(&rec.EstablishedBy)
 		case "evidence":
 			return 24, d.evidence(&rec.Evidence)
 		case "evidence_dropped":
@@ -256,7 +410,7 @@ func (d *recDecoder) record(rec *Record) bool {
 		case "hash":
 			return 19, d.str(&rec.Hash)
 		case "prev_hash":
-			return 20, d.str(&rec.PrevHash)
+			return 20, d.opt(&rec.PrevHash)
 		}
 		return 0, false
 	})
@@ -285,7 +439,9 @@ func (d *recDecoder) evidence(dst *[]Evidence) bool {
 		if !d.evidenceEntry(&ev) {
 			return false
 		}
-		out = append(out, ev)
+		if !d.index {
+			out = append(out, ev)
+		}
 		p.SkipSpace()
 		if p.Pos >= len(p.Src) {
 			return false
@@ -308,7 +464,7 @@ func (d *recDecoder) evidenceEntry(ev *Evidence) bool {
 	return d.object(func(k []byte) (int, bool) {
 		switch string(k) {
 		case "kind":
-			return 0, d.str(&ev.Kind)
+			return 0, d.opt(&ev.Kind)
 		case "attempt":
 			return 1, d.int(&ev.Attempt)
 		case "fencing_token":
@@ -316,13 +472,13 @@ func (d *recDecoder) evidenceEntry(ev *Evidence) bool {
 		case "at":
 			return 3, d.time(&ev.At)
 		case "ended_at":
-			return 4, d.timePtr(&ev.EndedAt)
+			return 4, d.optTime(&ev.EndedAt)
 		case "answer":
-			return 5, d.str(&ev.Answer)
+			return 5, d.opt(&ev.Answer)
 		case "by":
-			return 6, d.str(&ev.By)
+			return 6, d.opt(&ev.By)
 		case "detail":
-			return 7, d.str(&ev.Detail)
+			return 7, d.opt(&ev.Detail)
 		}
 		return 0, false
 	})

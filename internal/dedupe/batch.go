@@ -92,7 +92,10 @@ func (b *Batch) PutRecord(rec schemas.Record) {
 
 // PutRecordBytes is PutRecord for a record whose encoding
 // (wire.SealRecord, the journal value) is at hand: raw is stored as it
-// is instead of being encoded again. raw nil: encoded here.
+// is instead of being encoded again. raw nil: encoded here. With raw, rec
+// needs only the fields schemas.UnmarshalRecordIndex decodes (the index and
+// the entity state are built from those); Lookup on this batch then
+// returns that partial record.
 func (b *Batch) PutRecordBytes(rec schemas.Record, raw []byte) { b.put(rec, raw, false) }
 
 // PutNewRecordBytes is PutRecordBytes for a key the caller read as absent
@@ -217,6 +220,41 @@ func (b *Batch) Commit() error { return b.commit(pebble.Sync) }
 func (b *Batch) CommitNoSync() error { return b.commit(pebble.NoSync) }
 
 func (b *Batch) commit(sync *pebble.WriteOptions) error {
+	var pb *pebble.Batch
+	return b.finish(func() kvWriter {
+		pb = b.s.db.NewBatchWithSize(b.sizeHint())
+		return pb
+	}, nil, func() error { return pb.Commit(sync) }, func() {
+		if pb != nil {
+			_ = pb.Close()
+		}
+	})
+}
+
+// kvWriter is where a batch's entries go at commit: a Pebble batch, or a
+// sorted table for ingestion (CommitIngest).
+type kvWriter interface {
+	Set(key, value []byte, _ *pebble.WriteOptions) error
+	Delete(key []byte, _ *pebble.WriteOptions) error
+}
+
+// sizeHint is about the bytes the batch's entries take: one allocation
+// for a Pebble batch instead of doubling from 1 KiB (each doubling copies
+// what was written so far).
+func (b *Batch) sizeHint() int {
+	n := 64 * (len(b.entities) + len(b.progress))
+	for key, p := range b.records {
+		n += len(p.raw) + 6*(len(key)+24)
+	}
+	return n
+}
+
+// finish is what Commit and CommitIngest share: newWriter gives the writer
+// the entries go to, prepare (if not nil) runs after they were written and
+// before the store's lock is taken, apply makes them durable under it, and
+// release frees the writer whatever happened.
+func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, release func()) error {
+	defer release()
 	if b.done {
 		return errBatchDone
 	}
@@ -234,8 +272,7 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 	if err := b.s.usable(); err != nil {
 		return err
 	}
-	pb := b.s.db.NewBatch()
-	defer pb.Close()
+	w := newWriter()
 
 	// Prune-index entries this batch adds; Prune's resume cursor must not
 	// be past any of them (see pruneState).
@@ -248,10 +285,10 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 				return fmt.Errorf("dedupe: encode record %q: %w", key, err)
 			}
 		}
-		if err := pb.Set(recordKey(key), val, nil); err != nil {
+		if err := w.Set(recordKey(key), val, nil); err != nil {
 			return fmt.Errorf("dedupe: batch: %w", err)
 		}
-		if err := writeIndex(pb, p); err != nil {
+		if err := writeIndex(w, p); err != nil {
 			return err
 		}
 		if prunable(&p.rec) {
@@ -259,7 +296,7 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 		}
 	}
 	for entity, es := range b.entities {
-		if err := pb.Set(entityKey(entity), encodeEntity(es), nil); err != nil {
+		if err := w.Set(entityKey(entity), encodeEntity(es), nil); err != nil {
 			return fmt.Errorf("dedupe: batch: %w", err)
 		}
 	}
@@ -268,8 +305,13 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 		if err != nil {
 			return fmt.Errorf("dedupe: encode progress %d: %w", partition, err)
 		}
-		if err := pb.Set(progressKey(partition), val, nil); err != nil {
+		if err := w.Set(progressKey(partition), val, nil); err != nil {
 			return fmt.Errorf("dedupe: batch: %w", err)
+		}
+	}
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return err
 		}
 	}
 	// Under s.mu: a concurrent Prune either sees this batch's records when
@@ -279,7 +321,7 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 	for _, k := range pruneKeys {
 		b.s.prune.lowerCursor(phaseFull, k)
 	}
-	if err := b.s.guard(func() error { return pb.Commit(sync) }); err != nil {
+	if err := b.s.guard(apply); err != nil {
 		return fmt.Errorf("dedupe: commit: %w", err)
 	}
 	for key, p := range b.records {
@@ -294,7 +336,7 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 // writeIndex replaces the committed record's index entries by the new ones.
 // Unchanged entries are not rewritten, so a status that does not move costs
 // no tombstone.
-func writeIndex(pb *pebble.Batch, p *pendingRecord) error {
+func writeIndex(pb kvWriter, p *pendingRecord) error {
 	newKeys := indexKeys(&p.rec)
 	if p.prevFound {
 		for _, old := range staleIndexKeys(&p.prevRec) {

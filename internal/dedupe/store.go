@@ -175,6 +175,8 @@ type Store struct {
 	// entityReadHook, if set (tests, before the reads it pauses begin),
 	// runs in Entity between its Pebble read and caching what it read.
 	entityReadHook func(entity string)
+	// ingest is where CommitIngest writes its tables (restore.go).
+	ingest ingestFiles
 }
 
 // Settings is what Options set for Open.
@@ -275,19 +277,23 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		cfg.FS = vfs.Default
 	}
 	s, err := open(dir, &cfg)
-	if err == nil || !corrupted(err) {
-		return s, err
-	}
-	if !cfg.rebuild {
-		if !errors.Is(err, ErrCorrupt) {
-			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	if err != nil && corrupted(err) {
+		if !cfg.rebuild {
+			if !errors.Is(err, ErrCorrupt) {
+				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
+			return nil, err
 		}
+		if err := moveAside(dir, &cfg, err); err != nil {
+			return nil, err
+		}
+		s, err = open(dir, &cfg)
+	}
+	if err != nil {
 		return nil, err
 	}
-	if err := moveAside(dir, &cfg, err); err != nil {
-		return nil, err
-	}
-	return open(dir, &cfg)
+	s.ingest.fs, s.ingest.dir = cfg.FS, dir
+	return s, nil
 }
 
 func open(dir string, cfg *Settings) (*Store, error) {

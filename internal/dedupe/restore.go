@@ -1,0 +1,166 @@
+package dedupe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// CommitIngest is Commit by another road: the batch's entries are sorted
+// into a table that Pebble ingests, instead of being inserted into the
+// memtable, logged in the WAL and later flushed to a table of the same
+// content. It is for a restore's catch-up, whose large batches are built
+// from the journal alone: the memtable inserts, the WAL and the flush were
+// a third of its CPU.
+//
+// What it guarantees is Commit's: when it returns without error the whole
+// batch is durable (the table is synced before Pebble links it, and the
+// ingestion is logged durably), and a crash leaves all of it or none of it
+// (one table, ingested in one step). Its entries get a sequence number
+// above everything the store holds, so they overwrite and delete exactly
+// as the same Commit would: the store reads the same afterwards
+// (TestIngestMatchesCommit).
+//
+// What it costs: a table file and an ingestion per call, and a memtable
+// that overlaps the table is flushed (or queued for flushing) first. So it
+// pays only for large batches; small ones should Commit.
+func (b *Batch) CommitIngest() error {
+	// A record's value and 2–4 index entries, its entity, the progress.
+	t := &tableEntries{e: make([]tableEntry, 0, 5*len(b.records)+len(b.entities)+len(b.progress))}
+	slot := b.s.ingest.take()
+	path := b.s.ingest.path(slot)
+	return b.finish(func() kvWriter { return t },
+		func() error { return b.s.ingest.write(path, t, b.s.db.TableFormat()) },
+		func() error { return b.s.db.Ingest(context.Background(), []string{path}) },
+		func() { b.s.ingest.done(slot) })
+}
+
+// tableEntries collects a batch's entries for a table. It keeps the slices
+// it is given: a batch's keys and values are built for it, or are journal
+// values nobody changes, so copying them again would be waste.
+type tableEntries struct {
+	e []tableEntry
+}
+
+type tableEntry struct {
+	key, value []byte
+	del        bool
+}
+
+func (t *tableEntries) Set(key, value []byte, _ *pebble.WriteOptions) error {
+	t.e = append(t.e, tableEntry{key: key, value: value})
+	return nil
+}
+
+func (t *tableEntries) Delete(key []byte, _ *pebble.WriteOptions) error {
+	t.e = append(t.e, tableEntry{key: key, del: true})
+	return nil
+}
+
+// ingestFiles names and writes the tables of CommitIngest in the store's
+// directory, on its file system (Pebble links them in; they must be on
+// the same one). Names come from a small set reused as ingestions end, so
+// a crash between writing a table and ingesting it leaves at most one
+// file per concurrent ingestion, overwritten by the next.
+type ingestFiles struct {
+	fs   vfs.FS
+	dir  string
+	once sync.Once
+	opts sstable.WriterOptions
+	mu   sync.Mutex
+	busy []bool
+}
+
+// write sorts t's entries and writes them to path as a synced table of the
+// given format, with the filters and compression of the store's own tables.
+func (f *ingestFiles) write(path string, t *tableEntries, format sstable.TableFormat) error {
+	// Sorted by pointer: swapping 8 bytes instead of an entry's 56 made the
+	// sort ~40 % cheaper, and it was a fifth of CommitIngest.
+	sorted := make([]*tableEntry, len(t.e))
+	for i := range t.e {
+		sorted[i] = &t.e[i]
+	}
+	slices.SortFunc(sorted, func(a, b *tableEntry) int { return bytes.Compare(a.key, b.key) })
+	for i := 1; i < len(sorted); i++ {
+		// Every entry of a batch has its own key (each names its record's
+		// scope, entity or partition); a second one would be a bug, and a
+		// table cannot hold it.
+		if bytes.Equal(sorted[i-1].key, sorted[i].key) {
+			return fmt.Errorf("dedupe: ingest: key %q written twice in one batch", sorted[i].key)
+		}
+	}
+	file, err := f.fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("dedupe: ingest: create %s: %w", path, err)
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(file), f.writerOptions(format))
+	for _, e := range sorted {
+		if e.del {
+			err = w.Delete(e.key)
+		} else {
+			err = w.Set(e.key, e.value)
+		}
+		if err != nil {
+			break
+		}
+	}
+	// Close finishes the table and syncs it (Ingest requires it synced).
+	if err = errors.Join(err, w.Close()); err != nil {
+		return fmt.Errorf("dedupe: ingest: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// writerOptions are Pebble's defaults for a level-0 table with the store's
+// filter and compression (as open sets them for every level), in the
+// table format the store writes.
+func (f *ingestFiles) writerOptions(format sstable.TableFormat) sstable.WriterOptions {
+	f.once.Do(func() {
+		o := &pebble.Options{Comparer: pebble.DefaultComparer}
+		o.EnsureDefaults()
+		for i := range o.Levels {
+			o.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
+			o.Levels[i].Compression = tableCompression
+		}
+		f.opts = o.MakeWriterOptions(0, format)
+	})
+	opts := f.opts
+	opts.TableFormat = format
+	return opts
+}
+
+// take reserves a table name (path).
+func (f *ingestFiles) take() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.Index(f.busy, false)
+	if i < 0 {
+		i = len(f.busy)
+		f.busy = append(f.busy, false)
+	}
+	f.busy[i] = true
+	return i
+}
+
+func (f *ingestFiles) path(slot int) string {
+	return f.fs.PathJoin(f.dir, "restore-ingest-"+strconv.Itoa(slot)+".sst")
+}
+
+// done removes the table of slot if Pebble has not taken it (a failed
+// write or ingestion; Ingest removes what it ingested) and frees its name.
+func (f *ingestFiles) done(slot int) {
+	_ = f.fs.Remove(f.path(slot))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.busy[slot] = false
+}
