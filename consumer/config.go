@@ -31,13 +31,13 @@ const (
 	defaultMaxPollRecords               = 500
 	defaultClockDrift                   = time.Second
 	defaultTransactionTimeout           = 10 * time.Second
-	defaultMaxBuffered                  = 4096
+	defaultMaxBuffered                  = 2048
 	defaultMaxBufferedPerPartition      = 2000
 	defaultMaxBufferedBytesPerPartition = 64 << 20
 	defaultMaxBufferedPerEntity         = 200
 	defaultMaxSkippedPerPartition       = 100000
-	defaultMaxBufferedBytes             = 16 << 20
-	defaultMaxFetchBytes                = 4 << 20
+	defaultMaxBufferedBytes             = 8 << 20
+	defaultMaxFetchBytes                = 2 << 20
 	defaultMaxConcurrentFetches         = 2
 	defaultPartitionCheckInterval       = 10 * time.Second
 	defaultStatusInterval               = 10 * time.Second
@@ -118,21 +118,24 @@ type Config struct {
 	// whole process: queued for their entity, running, or answered and
 	// staged for the committer's transaction. The poll loop waits when it
 	// is reached, so a backlog of any size is drained with at most this
-	// many commands in memory (docs/memory.md). Default 4096.
+	// many commands in memory (docs/memory.md). Default 2048: two
+	// transactions' worth (1 024 answers each), one staged while the other
+	// commits; more only held more in memory (BENCHMARKS.md, "Round 8 (mem)").
 	MaxBuffered int
 	// MaxBufferedBytes bounds the bytes of the same commands: a command's
 	// record while it is queued or running, the estimated size of its
 	// answer (journal record, outcome, ...) once staged. The poll loop
 	// waits past it; a worker waits before staging an answer while the
 	// staged answers alone are at it (the committer drains them without
-	// help, so the wait always ends). Default 16 MiB.
+	// help, so the wait always ends). Default 8 MiB (~2 400 small staged
+	// answers).
 	MaxBufferedBytes int
 	// MaxFetchBytes is the most one fetch response may carry (franz-go's
 	// FetchMaxBytes; a single record batch larger than it still comes
 	// whole), and MaxConcurrentFetches how many fetches may be in flight or
 	// buffered at once across brokers (franz-go's MaxConcurrentFetches).
 	// What franz-go holds ahead of the poll loop is at most their product.
-	// Defaults 4 MiB and 2.
+	// Defaults 2 MiB (~5 000 small commands, more than MaxBuffered) and 2.
 	MaxFetchBytes        int
 	MaxConcurrentFetches int
 	// MaxBufferedPerPartition and MaxBufferedBytesPerPartition bound one

@@ -325,7 +325,7 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 		return fmt.Errorf("dedupe: commit: %w", err)
 	}
 	for key, p := range b.records {
-		b.s.metas.put(key, metaOf(&p.rec))
+		rememberMeta(b.s.metas, key, &p.rec)
 	}
 	for entity, es := range b.entities {
 		b.s.entities.put(entity, entityEntry{es: *es, found: true})

@@ -15,8 +15,9 @@ import (
 //
 //   - entities: the state of recently written entities, read by Entity;
 //   - metas: the index-relevant fields (status, partition, finished_at) of
-//     recently written records, read by PutRecord to know which index
-//     entries to move.
+//     recently written records that are not final, read by PutRecord to
+//     know which index entries to move when their final record follows
+//     (rememberMeta).
 //
 // Both are filled by Batch.Commit, under Store.mu, after the Pebble commit
 // succeeded, so they never hold a value Pebble does not. Entity also
@@ -103,6 +104,16 @@ func (c *genCache[V]) putIfQuiet(k string, val V, v uint64) {
 	}
 }
 
+// del drops k from both generations (a final record's key from metas:
+// rememberMeta).
+func (c *genCache[V]) del(k string) {
+	c.mu.Lock()
+	c.writes++
+	delete(c.cur, k)
+	delete(c.old, k)
+	c.mu.Unlock()
+}
+
 func (c *genCache[V]) putLocked(k string, v V) {
 	c.writes++
 	c.cur[k] = v
@@ -116,6 +127,23 @@ func (c *genCache[V]) putLocked(k string, v V) {
 type entityEntry struct {
 	es    EntityState
 	found bool
+}
+
+// rememberMeta keeps a committed record's index fields for its key's next
+// write, if one is expected soon: a record that is not final (an intent, a
+// held command) is followed by its final record, while a final record is
+// written again only by an operator's decision or a prune, rare enough to
+// read Pebble for (PutRecord does, for a key the cache lacks). Caching
+// final records too kept the latest 16–32 Ki new keys of a backlog, none
+// of them read again: ~7 MB of a noop drain's ~35 MB live heap, and twice
+// that resident under GOGC=100 (BENCHMARKS.md, "Round 8 (mem)"). A final
+// record drops its key's entry, which would be stale.
+func rememberMeta(c *genCache[recMeta], key string, rec *schemas.Record) {
+	if rec.Status.Final() {
+		c.del(key)
+		return
+	}
+	c.put(key, metaOf(rec))
 }
 
 // recMeta is what writeIndex needs of a key's previous record.

@@ -140,3 +140,37 @@ func TestEntityCacheConcurrentReadersAndCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestMetasKeepOnlyRecordsNotFinal: an intent's index fields stay cached
+// for its final record; the final record drops them (a backlog of new keys
+// then caches nothing), and a later rewrite of the final record, read from
+// Pebble, still moves its index entries.
+func TestMetasKeepOnlyRecordsNotFinal(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key := scope("e-1", "k-1")
+	put(t, s, rec("k-1", "e-1", schemas.StatusInProgress, 2))
+	if m, ok := s.metas.get(key); !ok || m.status != schemas.StatusInProgress {
+		t.Fatalf("after the intent: cached %+v, %v; want its in_progress fields", m, ok)
+	}
+	put(t, s, rec("k-1", "e-1", schemas.StatusUnresolved, 2))
+	if m, ok := s.metas.get(key); ok {
+		t.Fatalf("after the final record: still cached %+v", m)
+	}
+	put(t, s, rec("k-1", "e-1", schemas.StatusSucceeded, 3))
+	idx := dump(t, s)
+	for _, gone := range []string{statusPrefix(schemas.StatusInProgress) + key, statusPrefix(schemas.StatusUnresolved) + key} {
+		if _, ok := idx[gone]; ok {
+			t.Errorf("index entry %q left behind by a rewrite of an uncached record", gone)
+		}
+	}
+	if _, ok := idx[statusPrefix(schemas.StatusSucceeded)+key]; !ok {
+		t.Errorf("no index entry %q after the rewrite", statusPrefix(schemas.StatusSucceeded)+key)
+	}
+	if _, ok := s.metas.get(scope("e-1", "k-1")); ok {
+		t.Error("final record cached after its rewrite")
+	}
+}

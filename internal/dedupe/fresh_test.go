@@ -195,16 +195,6 @@ func TestPutNewRecordBytes(t *testing.T) {
 	}
 }
 
-// del forgets k as an eviction would (tests only: production code never
-// drops one entry; generations age out together).
-func (c *genCache[V]) del(k string) {
-	c.mu.Lock()
-	c.writes++
-	delete(c.cur, k)
-	delete(c.old, k)
-	c.mu.Unlock()
-}
-
 // TestCheckAbsentRefusesAStoredKey: with CheckAbsent (the executor's
 // tests), PutNewRecordBytes of a key that has a stored record fails its
 // batch instead of leaving the stored record's index entries behind.
