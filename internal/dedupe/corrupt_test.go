@@ -137,8 +137,7 @@ func TestHealthyIndexNotMovedAside(t *testing.T) {
 func TestDamageFoundWhileRunningRebuildsAtNextStart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	tabledIndex(t, dir)
-	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
-	for _, p := range ssts {
+	for _, p := range recordTables(t, dir) {
 		fi, _ := os.Stat(p)
 		f, err := os.OpenFile(p, os.O_RDWR, 0)
 		if err != nil {
