@@ -10,7 +10,7 @@
 //
 // Key layout (one Pebble keyspace, prefixes keep the kinds apart):
 //
-//	r/<scope>                           record, JSON of schemas.Record
+//	r/<scope>                           record, JSON of schemas.Record (its value in a blob file: valueSeparation)
 //	e/<entity>                          EntityState, binary (entity.go; JSON in older stores)
 //	p/<partition, 10 digits>            Progress, JSON
 //	s/<status>/<scope>                  status index, empty value
@@ -746,6 +746,9 @@ type blobCheckFS struct {
 	vfs.FS
 	damaged func(pebble.DataCorruptionInfo)
 }
+
+// Unwrap is the file system it checks for.
+func (fs blobCheckFS) Unwrap() vfs.FS { return fs.FS }
 
 func (fs blobCheckFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 	f, err := fs.FS.Open(name, opts...)
