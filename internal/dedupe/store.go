@@ -106,8 +106,12 @@ const (
 	// valueSepMaxRefDepth bounds how many overlapping blob files one table
 	// may reference before a compaction rewrites the values into new blob
 	// files. A lookup reads one value from one blob file whatever the
-	// depth, so the depth only trades files held open against rewrites.
-	valueSepMaxRefDepth = 10
+	// depth, so the depth only trades files held open against rewrites:
+	// with keys spread evenly every L0 → Lbase compaction adds the depth of
+	// each L0 sublevel, and at Pebble's usual 10 the records were
+	// rewritten every few compactions (95 of 231 MB compacted writing
+	// 300 000 records; 32 of 133 MB at 50, with l0CompactionThreshold).
+	valueSepMaxRefDepth = 50
 	// valueSepRewriteAge and valueSepGarbageRatio let Pebble rewrite a blob
 	// file once a fifth of its values are unreferenced (records Prune
 	// stubbed or forgot, compacted away) and it is older than a few
@@ -127,6 +131,20 @@ func valueSeparation() pebble.ValueSeparationPolicy {
 		TargetGarbageRatio:    valueSepGarbageRatio,
 	}
 }
+
+// l0CompactionThreshold is Pebble's L0CompactionThreshold, twice its
+// default of 4: with keys spread evenly, each L0 → Lbase compaction
+// rewrites the whole overlapping Lbase (the index entries and record keys
+// of every key), so fewer, larger compactions write less — writing
+// 300 000 records, 231 → 133 MB compacted together with
+// valueSepMaxRefDepth, and ~18 % less CPU per new key in the executor
+// (BENCHMARKS.md, round 8 (valsep)). The cost is a bloom filter check per
+// L0 sublevel on each lookup. l0StopWritesThreshold (Pebble's default 12)
+// keeps the same distance above it.
+const (
+	l0CompactionThreshold = 8
+	l0StopWritesThreshold = 24
+)
 
 // recordSpan is the key range of records ("r/" up to "r0").
 var recordSpan = struct{ start, end []byte }{[]byte(prefixRecord), prefixEnd([]byte(prefixRecord))}
@@ -375,6 +393,8 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		// cache's reservation, so the cache size bounds both.
 		MemTableSize:                uint64(cfg.memTable),
 		MemTableStopWritesThreshold: memTables,
+		L0CompactionThreshold:       l0CompactionThreshold,
+		L0StopWritesThreshold:       l0StopWritesThreshold,
 		// Without a Logger Pebble prints WAL replay lines to stderr on open.
 		Logger: pebbleLogger{cfg.logger, fail},
 		// The directory is a rebuildable cache, never read by an older
