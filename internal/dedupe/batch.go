@@ -456,7 +456,7 @@ func (b *Batch) lookupPrev(key string) (schemas.Record, bool, error) {
 	}
 	var rec schemas.Record
 	rk := recordKey(key)
-	found, err := seekRaw(it, rk, func(val []byte) error {
+	found, err := b.s.seekRaw(it, rk, func(val []byte) error {
 		var err error
 		if rec, err = schemas.UnmarshalRecord(val); err != nil {
 			return fmt.Errorf("dedupe: decode %q: %w", rk, err)
@@ -482,7 +482,7 @@ func (b *Batch) entityState(entity string) (EntityState, error) {
 	}
 	var es EntityState
 	ek := entityKey(entity)
-	_, err = seekRaw(it, ek, func(val []byte) error {
+	_, err = b.s.seekRaw(it, ek, func(val []byte) error {
 		if err := decodeEntity(val, &es); err != nil {
 			return fmt.Errorf("dedupe: decode %q: %w", ek, err)
 		}

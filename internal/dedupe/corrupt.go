@@ -99,7 +99,8 @@ func checkCorruptMarker(fs vfs.FS, dir string) error {
 // process; instead the store is failed (nothing more is answered from it)
 // and a marker makes the next start rebuild it.
 func corruptionListener(cfg *Settings, dir string, fail *failure) *pebble.EventListener {
-	l := pebble.EventListener{
+	var l pebble.EventListener
+	l = pebble.EventListener{
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			msg := fmt.Sprintf("data corruption in %s: %v", info.Path, info.Details)
 			cfg.logger.Error("dedupe: "+msg, "component", "pebble")
@@ -112,6 +113,12 @@ func corruptionListener(cfg *Settings, dir string, fail *failure) *pebble.EventL
 		},
 		BackgroundError: func(err error) {
 			cfg.logger.Error("dedupe: background error", "component", "pebble", "err", err)
+			// A compaction that met a damaged block of a blob file:
+			// Pebble reports that only as the compaction's error
+			// (store.go, reportCorrupt).
+			if pebble.IsCorruptionError(err) {
+				l.DataCorruption(pebble.DataCorruptionInfo{Path: dir, Details: err})
+			}
 		},
 	}
 	return &l

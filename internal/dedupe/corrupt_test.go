@@ -137,41 +137,10 @@ func TestHealthyIndexNotMovedAside(t *testing.T) {
 func TestDamageFoundWhileRunningRebuildsAtNextStart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	tabledIndex(t, dir)
-	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
-	for _, p := range ssts {
-		fi, _ := os.Stat(p)
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
-		if err != nil {
+	for _, p := range recordTables(t, dir) {
+		if err := overwrite(512, func(size int64) int64 { return size / 3 })(p); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.WriteAt(make([]byte, 512), fi.Size()/3); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
 	}
-	s, err := Open(dir, WithRebuildOnCorruption())
-	if err != nil {
-		t.Fatalf("Pebble found the damage at open (%v): this test needs damage found later", err)
-	}
-	for i := range 2000 {
-		if _, _, err := s.Lookup("e", fmt.Sprint("k", i)); err != nil {
-			break
-		}
-	}
-	if !errors.Is(s.Failed(), ErrFailed) {
-		t.Fatalf("reads over a damaged block left the store usable (Failed() = %v)", s.Failed())
-	}
-	t.Logf("failed: %v", s.Failed())
-	s.Close()
-	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("next Open: %v, want ErrCorrupt from the marker", err)
-	}
-	s, err = Open(dir, WithRebuildOnCorruption())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, ok, _ := s.Lookup("e", "k5"); ok {
-		t.Error("the damaged index was reused")
-	}
+	damageFoundWhileRunning(t, dir)
 }

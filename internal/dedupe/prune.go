@@ -403,6 +403,7 @@ type candidate struct {
 // a chunk's reads do not each build one. It sees the store as of its
 // creation: apply creates it under s.mu, where nothing else commits.
 type pointReader struct {
+	s  *Store
 	it *pebble.Iterator
 }
 
@@ -414,20 +415,21 @@ func (s *Store) newPointReader() (*pointReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: new iterator: %w", err)
 	}
-	return &pointReader{it: it}, nil
+	return &pointReader{s: s, it: it}, nil
 }
 
 // get returns key's value, valid until the next call, or nil if absent.
-func (r *pointReader) get(key []byte) ([]byte, error) {
+func (r *pointReader) get(key []byte) (_ []byte, err error) {
+	defer r.s.recoverBlobPanic(&err)
 	if !r.it.SeekPrefixGE(key) || !bytes.Equal(r.it.Key(), key) {
 		if err := r.it.Error(); err != nil {
-			return nil, fmt.Errorf("dedupe: read %q: %w", key, err)
+			return nil, fmt.Errorf("dedupe: read %q: %w", key, r.s.reportCorrupt(err))
 		}
 		return nil, nil
 	}
 	val, err := r.it.ValueAndErr()
 	if err != nil {
-		return nil, fmt.Errorf("dedupe: read %q: %w", key, err)
+		return nil, fmt.Errorf("dedupe: read %q: %w", key, r.s.reportCorrupt(err))
 	}
 	if val == nil {
 		val = []byte{}
@@ -697,7 +699,7 @@ func (p *pruner) backfill(ctx context.Context) error {
 			val, err := it.ValueAndErr()
 			if err != nil {
 				it.Close()
-				return fmt.Errorf("dedupe: backfill scan: %w", err)
+				return fmt.Errorf("dedupe: backfill scan: %w", s.reportCorrupt(err))
 			}
 			c := candidate{key: string(it.Key()[len(prefixRecord):]), raw: bytes.Clone(val)}
 			c.valid = decodeSlim(c.raw, &c.rec) == nil

@@ -542,7 +542,8 @@ func TestPruneUpgradeBackfill(t *testing.T) {
 }
 
 // tableBytes flushes and compacts everything, then returns the size of all
-// sstables and the number of live keys.
+// sstables and live blob files (records are separated into blob files,
+// store.go) and the number of live keys.
 func tableBytes(t testing.TB, s *Store) (int64, int) {
 	t.Helper()
 	if err := s.db.Flush(); err != nil {
@@ -551,7 +552,8 @@ func tableBytes(t testing.TB, s *Store) (int64, int) {
 	if err := s.Compact(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return s.db.Metrics().Total().TablesSize, len(allKeys(t, s, ""))
+	m := s.db.Metrics()
+	return m.Total().TablesSize + int64(m.BlobFiles.LiveSize), len(allKeys(t, s, ""))
 }
 
 // TestPruneBoundsDisk: a steady stream of new keys, one day at a time, with

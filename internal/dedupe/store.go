@@ -10,7 +10,7 @@
 //
 // Key layout (one Pebble keyspace, prefixes keep the kinds apart):
 //
-//	r/<scope>                           record, JSON of schemas.Record
+//	r/<scope>                           record, JSON of schemas.Record (its value in a blob file: valueSeparation)
 //	e/<entity>                          EntityState, binary (entity.go; JSON in older stores)
 //	p/<partition, 10 digits>            Progress, JSON
 //	s/<status>/<scope>                  status index, empty value
@@ -41,10 +41,12 @@ package dedupe
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,7 +55,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/sstable/blob"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/onceflight/onceflight/schemas"
@@ -76,6 +81,89 @@ const DefaultCacheSize = 64 << 20
 // names its compression, so tables written with Snappy before stay
 // readable.
 func tableCompression() *sstable.CompressionProfile { return sstable.MinLZCompression }
+
+// Value separation: a record's value (JSON of schemas.Record, ~430 bytes
+// plus the command's data) goes to a blob file when its memtable is
+// flushed, and the sstables keep only its key and a handle. Compactions
+// then move keys and handles, not records: with keys spread evenly over
+// the key space (every new-key drain and every restore) each L0 → Lbase
+// compaction rewrote the whole overlapping Lbase, records included, and
+// compactions and flushes were ~22–26 % of the executor's CPU draining new
+// keys (BENCHMARKS.md, round 7 (cpu) and round 8 (valsep)).
+//
+// Only records are separated (recordSpanPolicy): the other values are
+// empty index entries or small states read on every command (entity,
+// Progress), which a blob file would cost an extra block read.
+//
+// The store was at FormatNewest (FormatValueSeparation) before this was
+// enabled, so a store written without separation opens unchanged: its
+// tables keep their values in place until compactions rewrite them.
+const (
+	// valueSepMinimumSize is below every full record (~430 bytes without
+	// data), so that each is separated; stubs (prune.go, ~300 bytes) mostly
+	// are too.
+	valueSepMinimumSize = 256
+	// valueSepMaxRefDepth bounds how many overlapping blob files one table
+	// may reference before a compaction rewrites the values into new blob
+	// files. A lookup reads one value from one blob file whatever the
+	// depth, so the depth only trades files held open against rewrites:
+	// with keys spread evenly every L0 → Lbase compaction adds the depth of
+	// each L0 sublevel, and at Pebble's usual 10 the records were
+	// rewritten every few compactions (95 of 231 MB compacted writing
+	// 300 000 records; 32 of 133 MB at 50, with l0CompactionThreshold).
+	valueSepMaxRefDepth = 50
+	// valueSepRewriteAge and valueSepGarbageRatio let Pebble rewrite a blob
+	// file once a fifth of its values are unreferenced (records Prune
+	// stubbed or forgot, compacted away) and it is older than a few
+	// minutes: space amplification stays bounded with pruning (a blob file
+	// whose values are all unreferenced is deleted without a rewrite).
+	valueSepRewriteAge   = 5 * time.Minute
+	valueSepGarbageRatio = 0.2
+)
+
+// valueSeparation is the store's pebble.ValueSeparationPolicy.
+func valueSeparation() pebble.ValueSeparationPolicy {
+	return pebble.ValueSeparationPolicy{
+		Enabled:               true,
+		MinimumSize:           valueSepMinimumSize,
+		MaxBlobReferenceDepth: valueSepMaxRefDepth,
+		RewriteMinimumAge:     valueSepRewriteAge,
+		TargetGarbageRatio:    valueSepGarbageRatio,
+	}
+}
+
+// l0CompactionThreshold is Pebble's L0CompactionThreshold, twice its
+// default of 4: with keys spread evenly, each L0 → Lbase compaction
+// rewrites the whole overlapping Lbase (the index entries and record keys
+// of every key), so fewer, larger compactions write less — writing
+// 300 000 records, 231 → 133 MB compacted together with
+// valueSepMaxRefDepth, and ~18 % less CPU per new key in the executor
+// (BENCHMARKS.md, round 8 (valsep)). The cost is a bloom filter check per
+// L0 sublevel on each lookup. l0StopWritesThreshold (Pebble's default 12)
+// keeps the same distance above it.
+const (
+	l0CompactionThreshold = 8
+	l0StopWritesThreshold = 24
+)
+
+// recordSpan is the key range of records ("r/" up to "r0").
+var recordSpan = struct{ start, end []byte }{[]byte(prefixRecord), prefixEnd([]byte(prefixRecord))}
+
+// recordSpanPolicy separates values only in the record span: everywhere
+// else values stay in the sstables (ValueStorageLowReadLatency). Pebble
+// calls it for the first key of each output table and ends the table at
+// the returned end key.
+func recordSpanPolicy(start []byte) (pebble.SpanPolicy, []byte, error) {
+	inPlace := pebble.SpanPolicy{ValueStoragePolicy: pebble.ValueStorageLowReadLatency}
+	switch {
+	case bytes.Compare(start, recordSpan.start) < 0:
+		return inPlace, recordSpan.start, nil
+	case bytes.Compare(start, recordSpan.end) < 0:
+		return pebble.SpanPolicy{}, recordSpan.end, nil
+	default:
+		return inPlace, nil, nil
+	}
+}
 
 // bloomBitsPerKey gives a ~1% false-positive rate. Most lookups are misses
 // (new keys), so the filter is what keeps a miss off the disk.
@@ -155,6 +243,11 @@ type Store struct {
 	// whichever goroutine met the failure, and read (atomically) by every
 	// call (failure.go). The pointer itself is fixed by Open.
 	fail *failure
+	// corruption is the DataCorruption handler of the store's Pebble
+	// event listener (corrupt.go), also called for damage Pebble returns
+	// without reporting it (reportCorrupt). dir is the store's directory.
+	corruption func(pebble.DataCorruptionInfo)
+	dir        string
 
 	// mu orders Prune's check-and-write against Batch.Commit: Prune re-reads
 	// a record and writes its stub or deletion while holding mu, and Commit
@@ -192,6 +285,9 @@ type Settings struct {
 	entries   int   // entries of each in-memory cache generation (cache.go)
 	logger    *slog.Logger
 	rebuild   bool // WithRebuildOnCorruption
+	// noValueSep (tests) opens the store as builds before value separation
+	// did, to write a store in their layout.
+	noValueSep bool
 }
 
 // Option configures Open.
@@ -301,6 +397,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		return nil, err
 	}
 	fail := newFailure()
+	listener := corruptionListener(cfg, dir, fail)
 	po := &pebble.Options{
 		// DefaultComparer.Split returns len(key): prefix == whole key. Lookup
 		// depends on that; a custom comparer must keep it.
@@ -310,13 +407,19 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		// cache's reservation, so the cache size bounds both.
 		MemTableSize:                uint64(cfg.memTable),
 		MemTableStopWritesThreshold: memTables,
+		L0CompactionThreshold:       l0CompactionThreshold,
+		L0StopWritesThreshold:       l0StopWritesThreshold,
 		// Without a Logger Pebble prints WAL replay lines to stderr on open.
 		Logger: pebbleLogger{cfg.logger, fail},
 		// The directory is a rebuildable cache, never read by an older
 		// binary, so use the newest stable format (columnar blocks).
 		FormatMajorVersion: pebble.FormatNewest,
-		FS:                 cfg.FS,
-		EventListener:      corruptionListener(cfg, dir, fail),
+		FS:                 blobCheckFS{FS: cfg.FS, damaged: listener.DataCorruption},
+		EventListener:      listener,
+	}
+	if !cfg.noValueSep {
+		po.Experimental.ValueSeparationPolicy = valueSeparation
+		po.Experimental.SpanPolicyFunc = recordSpanPolicy
 	}
 	// L0 defaults to no filter; set every level explicitly so L0 rejects
 	// misses too, and L6 (where almost all keys live) has a filter to use.
@@ -328,7 +431,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: cfg.logger, fail: fail, entities: newGenCache[entityEntry](cfg.entries), metas: newGenCache[recMeta](cfg.entries),
+	s := &Store{db: db, log: cfg.logger, fail: fail, corruption: listener.DataCorruption, dir: dir, entities: newGenCache[entityEntry](cfg.entries), metas: newGenCache[recMeta](cfg.entries),
 		limits: Limits{CacheBytes: cfg.cacheSize, MemTableBytes: memTables * cfg.memTable, EntryCacheEntries: 4 * cfg.entries}}
 	if err := s.checkFormat(); err != nil {
 		db.Close()
@@ -603,22 +706,23 @@ func (s *Store) getRaw(src iterSource, key []byte, use func(val []byte) error) (
 		return false, fmt.Errorf("dedupe: new iterator: %w", err)
 	}
 	defer it.Close()
-	return seekRaw(it, key, use)
+	return s.seekRaw(it, key, use)
 }
 
 // seekRaw is getRaw on an open iterator.
-func seekRaw(it *pebble.Iterator, key []byte, use func(val []byte) error) (bool, error) {
+func (s *Store) seekRaw(it *pebble.Iterator, key []byte, use func(val []byte) error) (_ bool, err error) {
+	defer s.recoverBlobPanic(&err)
 	// With Split == len(key), a valid position after SeekPrefixGE already
 	// means the exact key; the comparison guards against a comparer change.
 	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
 		if err := it.Error(); err != nil {
-			return false, fmt.Errorf("dedupe: read %q: %w", key, err)
+			return false, fmt.Errorf("dedupe: read %q: %w", key, s.reportCorrupt(err))
 		}
 		return false, nil
 	}
 	val, err := it.ValueAndErr()
 	if err != nil {
-		return false, fmt.Errorf("dedupe: read %q: %w", key, err)
+		return false, fmt.Errorf("dedupe: read %q: %w", key, s.reportCorrupt(err))
 	}
 	if use != nil {
 		if err := use(val); err != nil {
@@ -626,6 +730,102 @@ func seekRaw(it *pebble.Iterator, key []byte, use func(val []byte) error) (bool,
 		}
 	}
 	return true, nil
+}
+
+// reportCorrupt fails the store and marks its directory (as Pebble's
+// DataCorruption event does, corrupt.go) when err is Pebble's corruption
+// error, and returns err. Pebble v2.1.7 reports a damaged block of a table
+// to the event listener, but a damaged value block of a blob file only as
+// the read's error: without this the store would go on answering, and the
+// next start would not rebuild it. Reporting twice is harmless.
+func (s *Store) reportCorrupt(err error) error {
+	if err != nil && pebble.IsCorruptionError(err) {
+		s.corruption(pebble.DataCorruptionInfo{Path: s.dir, Details: err})
+	}
+	return err
+}
+
+// recoverBlobPanic, deferred by the calls that read records' values,
+// turns Pebble v2.1.7's panic on a blob file it cannot open (a live blob
+// file missing from the directory: Pebble's Open checks tables, not blob
+// files, and its report of the failure has no case for blob files,
+// "unknown metadata type: <nil>") into the store's failure, as for
+// damage (reportCorrupt): the next start rebuilds instead of panicking
+// again on the same read. Any other panic goes on.
+func (s *Store) recoverBlobPanic(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if msg, ok := r.(string); !ok || !strings.HasPrefix(msg, "unknown metadata type") {
+		panic(r)
+	}
+	e := fmt.Errorf("dedupe: a blob file could not be opened (missing or damaged): pebble: %s", r)
+	s.corruption(pebble.DataCorruptionInfo{Path: s.dir, Details: e})
+	*err = e
+}
+
+// blobCheckFS checks each blob file (value separation) when Pebble opens
+// it for reading: its footer and index block, the parts Pebble reads when
+// it opens the file. Pebble v2.1.7 panics ("unknown metadata type") when
+// that open of a blob file fails with a corruption error — a damaged
+// footer or a live blob file gone missing — where a damaged table is an
+// error it reports. Found here, the damage is reported to damaged (the
+// store fails, the next start rebuilds) and Open returns an error that is
+// not marked as corruption, which Pebble passes to the read (or the
+// compaction) instead of panicking. Blob files are opened for reading only
+// once they are complete (a file being written is Created), and the file
+// cache keeps them open: one footer and index read per blob file opened.
+type blobCheckFS struct {
+	vfs.FS
+	damaged func(pebble.DataCorruptionInfo)
+}
+
+// Unwrap is the file system it checks for.
+func (fs blobCheckFS) Unwrap() vfs.FS { return fs.FS }
+
+func (fs blobCheckFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := fs.FS.Open(name, opts...)
+	if !strings.HasSuffix(name, ".blob") {
+		return f, err
+	}
+	if err == nil {
+		err = checkBlobFile(fs.FS, name)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err // not damage: an I/O error, permissions, ...
+	}
+	if err == nil {
+		return f, nil
+	}
+	if f != nil {
+		_ = f.Close()
+	}
+	fs.damaged(pebble.DataCorruptionInfo{Path: name, Details: err})
+	// %v, not %w: a corruption (or not-exist) mark would reach Pebble's panic.
+	return nil, fmt.Errorf("dedupe: blob file %s damaged: %v", name, err)
+}
+
+// checkBlobFile reads a blob file's footer and index block, verifying
+// their checksums. Errors other than damage (I/O) are returned as they are.
+func checkBlobFile(fs vfs.FS, name string) error {
+	f, err := fs.Open(name, vfs.RandomReadsOption)
+	if err != nil {
+		return err
+	}
+	r, err := objstorageprovider.NewFileReadable(f, fs, objstorageprovider.NewReadaheadConfig(), name)
+	if err != nil {
+		return errors.Join(err, f.Close())
+	}
+	ctx := context.Background()
+	fr, err := blob.NewFileReader(ctx, r, blob.FileReaderOptions{})
+	if err != nil {
+		return errors.Join(err, r.Close())
+	}
+	h, err := fr.ReadIndexBlock(ctx, block.NoReadEnv, nil)
+	if err == nil {
+		h.Release()
+	}
+	return errors.Join(err, fr.Close())
 }
 
 // recordKey is the record key of scope sc.
