@@ -388,7 +388,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.ingest.fs, s.ingest.dir = cfg.FS, dir
+	s.ingest.dir = dir
 	return s, nil
 }
 
@@ -414,8 +414,12 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		// The directory is a rebuildable cache, never read by an older
 		// binary, so use the newest stable format (columnar blocks).
 		FormatMajorVersion: pebble.FormatNewest,
-		FS:                 blobCheckFS{FS: cfg.FS, damaged: listener.DataCorruption},
-		EventListener:      listener,
+		// A pointer: Pebble compares the file system an ingested table
+		// was written with to its own (== on interfaces) to link the
+		// table rather than copy it, and a struct holding a func is not
+		// comparable (restore's CommitIngest writes with this one).
+		FS:            &blobCheckFS{FS: cfg.FS, damaged: listener.DataCorruption},
+		EventListener: listener,
 	}
 	if !cfg.noValueSep {
 		po.Experimental.ValueSeparationPolicy = valueSeparation
@@ -433,6 +437,9 @@ func open(dir string, cfg *Settings) (*Store, error) {
 	}
 	s := &Store{db: db, log: cfg.logger, fail: fail, corruption: listener.DataCorruption, dir: dir, entities: newGenCache[entityEntry](cfg.entries), metas: newGenCache[recMeta](cfg.entries),
 		limits: Limits{CacheBytes: cfg.cacheSize, MemTableBytes: memTables * cfg.memTable, EntryCacheEntries: 4 * cfg.entries}}
+	// Ingested tables are written through Pebble's own file system, so it
+	// links them instead of copying (blobCheckFS).
+	s.ingest.fs = po.FS
 	if err := s.checkFormat(); err != nil {
 		db.Close()
 		return nil, err
