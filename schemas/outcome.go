@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -9,8 +10,6 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // OutcomeSource is the CloudEvents source of every outcome event.
@@ -31,13 +30,18 @@ type Outcome struct {
 // consumers can drop it (docs/events.md#execution-records). It is SHA-256 over the three parts, each
 // length-prefixed, formatted as an RFC 9562 version 8 (custom) UUID.
 func OutcomeID(key string, status Status, commandID string) string {
-	h := sha256.New()
-	jcs.WriteFramed(h, []byte("onceflight/outcome-id/v1"))
-	jcs.WriteFramed(h, []byte(key))
-	jcs.WriteFramed(h, []byte(status))
-	jcs.WriteFramed(h, []byte(commandID))
+	// Framed into one buffer on the stack and hashed in one call (the
+	// framing of jcs.WriteFramed): every outcome, a repeat's included,
+	// computes an id, and a hasher and a []byte per part were most of an
+	// outcome's allocations.
+	var stack [256]byte
+	in := appendFramed(stack[:0], "onceflight/outcome-id/v1")
+	in = appendFramed(in, key)
+	in = appendFramed(in, string(status))
+	in = appendFramed(in, commandID)
+	sum := sha256.Sum256(in)
 	var u [16]byte
-	copy(u[:], h.Sum(nil))
+	copy(u[:], sum[:])
 	u[6] = u[6]&0x0f | 0x80 // version 8
 	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
 	var b [36]byte
@@ -51,6 +55,12 @@ func OutcomeID(key string, status Status, commandID string) string {
 	b[23] = '-'
 	hex.Encode(b[24:], u[10:])
 	return string(b[:])
+}
+
+// appendFramed appends s as jcs.WriteFramed writes it: its length, 8
+// bytes big-endian, then its bytes.
+func appendFramed(b []byte, s string) []byte {
+	return append(binary.BigEndian.AppendUint64(b, uint64(len(s))), s...)
 }
 
 // DecodeOutcome decodes an outcome event in either content mode.

@@ -123,3 +123,34 @@ func TestEncodeOutcomeGolden(t *testing.T) {
 		t.Fatalf("%d lines, want %d", len(g), len(w))
 	}
 }
+
+// TestEncodeOutcomeAllocs: an outcome is encoded into one buffer sized
+// for it: no allocation beyond the event's own (EncodeOutcomeData's)
+// and the encoder's into a buffer that never grows, for records of every
+// shape (a repeat's answer is encoded here).
+func TestEncodeOutcomeAllocs(t *testing.T) {
+	for _, rec := range append(goldenJournal(t), outcomeShapes()[:20]...) {
+		data, err := appendRecordJSON(nil, &rec)
+		if err != nil {
+			continue
+		}
+		enc := testing.AllocsPerRun(20, func() { _, _ = appendRecordJSON(make([]byte, 0, 8192), &rec) }) - 1
+		ev := testing.AllocsPerRun(20, func() { EncodeOutcomeData(&rec, data, "cmd-x", true) })
+		if n := testing.AllocsPerRun(20, func() { _, _ = EncodeOutcome(rec, "cmd-x", true) }); n > ev+enc {
+			t.Errorf("EncodeOutcome of %s: %.0f allocations, want at most %.0f (the event's %.0f and the encoder's %.0f)", rec.IdempotencyKey, n, ev+enc, ev, enc)
+		}
+	}
+}
+
+// BenchmarkEncodeOutcome prices a repeat's answer for a record of the
+// usual shape (golden journal, with evidence).
+func BenchmarkEncodeOutcome(b *testing.B) {
+	recs := goldenJournal(&testing.T{})
+	rec := recs[len(recs)-1]
+	rec.Data = json.RawMessage(`{"amount":1250,"currency":"EUR","customer":"cus_0042","items":[{"qty":2,"sku":"sku-1"},{"qty":1,"sku":"sku-7"}],"order":"order-1042","reason":"customer request for a refund"}`)
+	for b.Loop() {
+		if _, err := EncodeOutcome(rec, "cmd-x", true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
