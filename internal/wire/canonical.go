@@ -2,7 +2,8 @@ package wire
 
 import (
 	"bytes"
-	"unicode/utf8"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // A record's data and result are JSON the encoder must write in their RFC
@@ -100,29 +101,17 @@ func (c *canonScan) integer() bool {
 
 // str accepts a string without escapes or control characters whose bytes
 // are valid UTF-8 — written as it is by JCS — and returns its contents.
+// jcs.Parser.Str reads it: its result is a slice of the source exactly
+// when the string had neither escapes nor invalid UTF-8 (otherwise it is
+// a decoded copy).
 func (c *canonScan) str() ([]byte, bool) {
-	c.pos++ // '"'
-	start := c.pos
-	for c.pos < len(c.b) {
-		ch := c.b[c.pos]
-		switch {
-		case ch == '"':
-			s := c.b[start:c.pos]
-			c.pos++
-			return s, true
-		case ch == '\\' || ch < 0x20:
-			return nil, false
-		case ch < utf8.RuneSelf:
-			c.pos++
-		default:
-			r, n := utf8.DecodeRune(c.b[c.pos:])
-			if r == utf8.RuneError && n == 1 {
-				return nil, false
-			}
-			c.pos += n
-		}
+	p := jcs.Parser{Src: c.b, Pos: c.pos}
+	s, err := p.Str()
+	if err != nil || (len(s) > 0 && &s[0] != &c.b[c.pos+1]) || len(s) != p.Pos-c.pos-2 {
+		return nil, false
 	}
-	return nil, false
+	c.pos = p.Pos
+	return s, true
 }
 
 // object accepts members in strictly increasing key order (so no
