@@ -138,3 +138,42 @@ func BenchmarkRestoreIngest(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkLookupHit prices the parts of a repeat's lookup (a key that is
+// there, in L6): the seek alone (iterator or db.Get) and the whole Lookup
+// with the record's decode.
+func BenchmarkLookupHit(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	fillForBench(b, s)
+	j := func(i int) int { return (i * 7919) % benchKeys }
+	hit := func(i int) []byte {
+		return recordKey(scope(fmt.Sprintf("order-%d", j(i)), fmt.Sprintf("key-%08d", 2*j(i))))
+	}
+	b.Run("Lookup", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if _, ok, err := s.Lookup(fmt.Sprintf("order-%d", j(i)), fmt.Sprintf("key-%08d", 2*j(i))); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("SeekPrefixGE", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if ok, err := s.getRaw(s.db, hit(i), nil); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("Get", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			_, closer, err := s.db.Get(hit(i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			closer.Close()
+		}
+	})
+}

@@ -535,7 +535,7 @@ func (s *Store) Lookup(entity, key string) (schemas.Record, bool, error) {
 		return schemas.Record{}, false, err
 	}
 	defer s.leave()
-	return s.lookupIn(s.db, scope(entity, key))
+	return s.lookupKey(s.db, appendRecordKey(nil, entity, key))
 }
 
 // LookupKey returns the records of key for every entity that used it
@@ -604,17 +604,29 @@ func (s *Store) UniqueHolders(entity, action, uniqueKey string) ([]string, error
 
 // lookupIn reads the record stored under scope sc (see scope).
 func (s *Store) lookupIn(src iterSource, sc string) (schemas.Record, bool, error) {
-	var rec schemas.Record
-	rk := recordKey(sc)
-	found, err := s.getRaw(src, rk, func(val []byte) error {
-		var err error
-		if rec, err = schemas.UnmarshalRecord(val); err != nil {
-			return fmt.Errorf("dedupe: decode %q: %w", rk, err)
-		}
-		return nil
-	})
+	return s.lookupKey(src, recordKey(sc))
+}
+
+// lookupKey reads the record stored under record key rk. It is the
+// executor's lookup of every command's key, so it seeks and decodes
+// without a callback (whose closure, and the record it wrote to, escaped
+// to the heap on every call).
+func (s *Store) lookupKey(src iterSource, rk []byte) (schemas.Record, bool, error) {
+	if err := s.usable(); err != nil {
+		return schemas.Record{}, false, err
+	}
+	it, err := src.NewIter(&pointIterOptions)
+	if err != nil {
+		return schemas.Record{}, false, fmt.Errorf("dedupe: new iterator: %w", err)
+	}
+	defer it.Close()
+	val, found, err := s.seekValue(it, rk)
 	if err != nil || !found {
 		return schemas.Record{}, false, err
+	}
+	rec, err := schemas.UnmarshalRecord(val)
+	if err != nil {
+		return schemas.Record{}, false, fmt.Errorf("dedupe: decode %q: %w", rk, err)
 	}
 	return rec, true, nil
 }
@@ -717,24 +729,13 @@ func (s *Store) getRaw(src iterSource, key []byte, use func(val []byte) error) (
 }
 
 // seekRaw is getRaw on an open iterator.
-func (s *Store) seekRaw(it *pebble.Iterator, key []byte, use func(val []byte) error) (_ bool, err error) {
-	defer s.recoverBlobPanic(&err)
-	// With Split == len(key), a valid position after SeekPrefixGE already
-	// means the exact key; the comparison guards against a comparer change.
-	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
-		if err := it.Error(); err != nil {
-			return false, fmt.Errorf("dedupe: read %q: %w", key, s.reportCorrupt(err))
-		}
-		return false, nil
+func (s *Store) seekRaw(it *pebble.Iterator, key []byte, use func(val []byte) error) (bool, error) {
+	val, found, err := s.seekValue(it, key)
+	if err != nil || !found || use == nil {
+		return found, err
 	}
-	val, err := it.ValueAndErr()
-	if err != nil {
-		return false, fmt.Errorf("dedupe: read %q: %w", key, s.reportCorrupt(err))
-	}
-	if use != nil {
-		if err := use(val); err != nil {
-			return false, err
-		}
+	if err := use(val); err != nil {
+		return false, err
 	}
 	return true, nil
 }
@@ -835,8 +836,40 @@ func checkBlobFile(fs vfs.FS, name string) error {
 	return errors.Join(err, fr.Close())
 }
 
+// seekValue positions it on key and returns its value, the iterator's
+// buffer (valid until it moves or closes). Damage it meets fails the
+// store (reportCorrupt, recoverBlobPanic).
+func (s *Store) seekValue(it *pebble.Iterator, key []byte) (_ []byte, _ bool, err error) {
+	defer s.recoverBlobPanic(&err)
+	// With Split == len(key), a valid position after SeekPrefixGE already
+	// means the exact key; the comparison guards against a comparer change.
+	if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
+		if err := it.Error(); err != nil {
+			return nil, false, fmt.Errorf("dedupe: read %q: %w", key, s.reportCorrupt(err))
+		}
+		return nil, false, nil
+	}
+	val, err := it.ValueAndErr()
+	if err != nil {
+		return nil, false, fmt.Errorf("dedupe: read %q: %w", key, s.reportCorrupt(err))
+	}
+	return val, true, nil
+}
+
 // recordKey is the record key of scope sc.
 func recordKey(sc string) []byte { return []byte(prefixRecord + sc) }
+
+// appendRecordKey appends the record key of (entity, key), built in one
+// buffer rather than through scope's string and a conversion.
+func appendRecordKey(b []byte, entity, key string) []byte {
+	if b == nil {
+		b = make([]byte, 0, len(prefixRecord)+len(entity)+1+len(key))
+	}
+	b = append(b, prefixRecord...)
+	b = append(b, escapeName(entity)...)
+	b = append(b, 0)
+	return append(b, key...)
+}
 
 // recordKeyOf is the record key of rec.
 func recordKeyOf(rec *schemas.Record) []byte { return recordKey(scopeOf(rec)) }

@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -352,5 +353,16 @@ func TestCountUnresolved(t *testing.T) {
 	put(t, s, rec("done", "e", schemas.StatusSucceeded, 0))
 	if n, err := s.CountUnresolved([]int32{0, 2}); err != nil || n != 3 {
 		t.Fatalf("count %d, %v; want 3", n, err)
+	}
+}
+
+// TestAppendRecordKey: Lookup's key, built in one buffer, is the key the
+// batch writes a record under (recordKeyOf), escapes included.
+func TestAppendRecordKey(t *testing.T) {
+	for _, c := range [][2]string{{"order-1", "k"}, {"a\x00b", "k\x01"}, {"\x01", "x"}, {"", ""}, {"é", "ü/1"}} {
+		r := schemas.Record{Entity: c[0], IdempotencyKey: c[1]}
+		if got, want := appendRecordKey(nil, c[0], c[1]), recordKeyOf(&r); !bytes.Equal(got, want) {
+			t.Errorf("appendRecordKey(%q, %q) = %q, want %q", c[0], c[1], got, want)
+		}
 	}
 }

@@ -36,10 +36,17 @@ func SettlementDecision(rec *schemas.Record, causationID string) string {
 // causationID is the id of the command being answered; idempotencykey and
 // causationid are omitted when empty (an undecodable command may have
 // neither). Topic is left empty.
+//
+// The record is written straight into the event's buffer, sized for it
+// (sealedSize), not encoded apart and copied: every repeat's answer is
+// encoded here, and the second buffer, its growth and the copy were a
+// third of that.
 func EncodeOutcome(rec schemas.Record, causationID string, replayed bool) (*kgo.Record, error) {
-	data, err := appendRecordJSON(nil, &rec)
+	v := make([]byte, 0, outcomeHeadSize(&rec, causationID)+sealedSize(&rec)+len(`,"hash":`)+len(rec.Hash)+2)
+	v = appendOutcomeHead(v, &rec, causationID, replayed)
+	v, err := appendRecordJSON(v, &rec)
 	if err != nil {
 		return nil, err
 	}
-	return EncodeOutcomeData(&rec, data, causationID, replayed), nil
+	return outcomeRecord(&rec, append(v, '}')), nil
 }

@@ -120,7 +120,7 @@ func appendRecord(b []byte, rec *schemas.Record, withHash bool) (out []byte, has
 	b = append(b, '}')
 	if len(rec.Data) > 0 {
 		b = append(b, `,"data":`...)
-		if b, err = jcs.AppendCanonical(b, rec.Data, jcs.Mode{JCS: true}); err != nil {
+		if b, err = appendJCS(b, rec.Data); err != nil {
 			return nil, 0, fmt.Errorf("encode record %q: data: %w", rec.IdempotencyKey, err)
 		}
 	}
@@ -200,7 +200,7 @@ func appendRecord(b []byte, rec *schemas.Record, withHash bool) (out []byte, has
 	b = append(b, `,"result":`...)
 	if len(rec.Result) == 0 {
 		b = append(b, "null"...)
-	} else if b, err = jcs.AppendCanonical(b, rec.Result, jcs.Mode{JCS: true}); err != nil {
+	} else if b, err = appendJCS(b, rec.Result); err != nil {
 		return nil, 0, fmt.Errorf("encode record %q: result: %w", rec.IdempotencyKey, err)
 	}
 	if rec.StartedAt != nil {
@@ -219,6 +219,15 @@ func appendRecord(b []byte, rec *schemas.Record, withHash bool) (out []byte, has
 		b = jcs.AppendString(b, rec.UniqueKey)
 	}
 	return append(b, '}'), hashAt, nil
+}
+
+// appendJCS writes the JSON text raw in its RFC 8785 form: as it is when it
+// is in that form already (asCanonical, canonical.go), else canonicalized.
+func appendJCS(b, raw []byte) ([]byte, error) {
+	if asCanonical(raw) {
+		return append(b, raw...), nil
+	}
+	return jcs.AppendCanonical(b, raw, jcs.Mode{JCS: true})
 }
 
 // appendResolution writes an operator decision's members (JCS order) after
@@ -308,11 +317,25 @@ const headerContentType = "content-type"
 // are, and the CloudEvent around them is written directly (structured mode),
 // as the sdk-go writer would write it, without a second encoding.
 func EncodeOutcomeData(rec *schemas.Record, data []byte, causationID string, replayed bool) *kgo.Record {
+	v := make([]byte, 0, len(data)+outcomeHeadSize(rec, causationID))
+	v = appendOutcomeHead(v, rec, causationID, replayed)
+	v = append(v, data...)
+	return outcomeRecord(rec, append(v, '}'))
+}
+
+// outcomeHeadSize is room for the CloudEvent around a record's data and
+// its closing brace.
+func outcomeHeadSize(rec *schemas.Record, causationID string) int {
+	return 384 + len(rec.IdempotencyKey) + len(causationID) + len(rec.Entity) + len(rec.TraceParent)
+}
+
+// appendOutcomeHead writes rec's outcome event up to its data member's
+// value: time is rec.FinishedAt, or now for records without one.
+func appendOutcomeHead(v []byte, rec *schemas.Record, causationID string, replayed bool) []byte {
 	t := time.Now()
 	if rec.FinishedAt != nil {
 		t = *rec.FinishedAt
 	}
-	v := make([]byte, 0, len(data)+384+len(rec.IdempotencyKey)+len(causationID)+len(rec.Entity))
 	v = append(v, `{"specversion":"1.0","id":`...)
 	v = jcs.AppendString(v, OutcomeIDOf(rec, causationID))
 	v = append(v, `,"source":`...)
@@ -340,9 +363,11 @@ func EncodeOutcomeData(rec *schemas.Record, data []byte, causationID string, rep
 		v = append(v, `,"`+schemas.ExtTraceParent+`":`...)
 		v = jcs.AppendString(v, rec.TraceParent)
 	}
-	v = append(v, `,"data":`...)
-	v = append(v, data...)
-	v = append(v, '}')
+	return append(v, `,"data":`...)
+}
+
+// outcomeRecord is the Kafka record of an outcome event whose value is v.
+func outcomeRecord(rec *schemas.Record, v []byte) *kgo.Record {
 	r := &kgo.Record{Value: v, Headers: []kgo.RecordHeader{{Key: headerContentType, Value: []byte(event.ApplicationCloudEventsJSON)}}}
 	if rec.Entity != "" {
 		r.Key = []byte(rec.Entity)

@@ -1,0 +1,156 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+var updateOutcomes = flag.Bool("update-outcomes", false, "rewrite testdata/outcomes.golden from the current encoder")
+
+// outcomeShapes are records of every shape an outcome carries: each
+// status, data and result canonical or not (unsorted keys, spaces,
+// escapes, non-ASCII and UTF-16-ordered keys, numbers JCS rewrites,
+// duplicates), errors, evidence, decisions, deadlines, trace context.
+func outcomeShapes() []schemas.Record {
+	t0 := time.Date(2026, 12, 6, 3, 4, 5, 123456789, time.UTC)
+	t1 := t0.Add(1500 * time.Millisecond)
+	off := int64(41)
+	datas := []string{"", `{"amount":1250,"currency":"EUR"}`, `{"currency":"EUR","amount":1250}`,
+		`{ "a" : [1, 2.50, 1e3, -0, 0.1] }`, `{"s":"tab\there \u00e9 \"q\" \\ \u2028","u":"é€😀"}`,
+		`{"\u20ac":1,"😀":2,"ﬀ":3}`, `{"a":1,"a":2}`, `[true,false,null,{"z":{},"y":[]}]`, `"text"`, `12345678901234567890`,
+		`null`, `{"n":-12,"m":0,"k":9007199254740993}`, `{"deep":{"deeper":{"deepest":[[[{"x":"y"}]]]}}}`,
+		`{"ctl":"\u0001\u001f\b\f"}`, `{"big":1E400}`}
+	results := []string{"", `{"noop":true}`, `{"b":1,"a":2}`, `[1.0]`, `null`, `{"id":"ch_1","status":"ok"}`}
+	statuses := []schemas.Status{schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusUnresolved,
+		schemas.StatusRejected, schemas.StatusHeld, schemas.StatusInProgress}
+	var out []schemas.Record
+	for i, d := range datas {
+		for j, res := range results {
+			st := statuses[(i+j)%len(statuses)]
+			r := schemas.Record{
+				IdempotencyKey: fmt.Sprintf("key-%d-%d", i, j), Entity: "order-" + strings.Repeat("x", j),
+				Action: "charge", Status: st, Fingerprint: "sha256:abc", Attempts: j, EntityVersion: int64(i),
+				Command:  schemas.CommandRef{ID: fmt.Sprintf("cmd-%d", i), Source: "/shop", Partition: int32(j), Offset: int64(i * 100)},
+				Executor: "exec-1", Epoch: 3, PrevHash: "sha256:prev", Hash: "sha256:hash",
+			}
+			if d != "" {
+				r.Data = json.RawMessage(d)
+			}
+			if res != "" {
+				r.Result = json.RawMessage(res)
+			}
+			if (i+j)%2 == 0 {
+				r.StartedAt, r.FinishedAt = &t0, &t1
+			}
+			if st == schemas.StatusFailed || st == schemas.StatusUnresolved || st == schemas.StatusRejected {
+				r.Error = &schemas.Error{Code: schemas.CodeConnectorRejected, Message: "declined: \"card\" <expired>\n"}
+			}
+			if j%3 == 1 {
+				r.Evidence = []schemas.Evidence{{Kind: "attempt", Attempt: 1, At: t0, EndedAt: &t1, Answer: "ok", Detail: "200 OK"},
+					{Kind: "confirmation", Attempt: 2, FencingToken: 7, At: t1, Answer: "unknown", By: schemas.ByExecutor}}
+				r.EvidenceDropped = j
+				r.FencingToken = 7
+			}
+			if j%3 == 2 {
+				r.Resolution = &schemas.Resolution{By: "ops@example.com", At: t1, Reason: "checked", As: schemas.StatusSucceeded, DecisionID: "dec-1", Offset: &off}
+				r.Deadline = &t1
+				r.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+				r.UniqueKey = "u1"
+				r.EstablishedBy = "confirmation"
+			}
+			if i%4 == 3 {
+				r.Release = &schemas.Resolution{By: "ops", At: t0, Reason: "free it", As: st}
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestEncodeOutcomeGolden pins EncodeOutcome's bytes, as they were before
+// the encoder learned to copy data and result that are canonical already
+// (and to write the record straight into the event): for every shape, as
+// a repeat under another command id, as a republication, and as the
+// settlement's answer. The golden file was written by the encoder before
+// that change (-update-outcomes).
+func TestEncodeOutcomeGolden(t *testing.T) {
+	var got bytes.Buffer
+	for _, rec := range outcomeShapes() {
+		if rec.FinishedAt == nil {
+			t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			rec.FinishedAt = &t0 // EncodeOutcome would take the time of now
+		}
+		for _, c := range []struct {
+			cause    string
+			replayed bool
+		}{{"other-cmd", true}, {rec.Command.ID, false}} {
+			r, err := EncodeOutcome(rec, c.cause, c.replayed)
+			if err != nil {
+				fmt.Fprintf(&got, "%s %s: error %v\n", rec.IdempotencyKey, c.cause, err)
+				continue
+			}
+			fmt.Fprintf(&got, "%s %s %s\n", r.Key, r.Headers, r.Value)
+		}
+	}
+	const golden = "testdata/outcomes.golden"
+	if *updateOutcomes {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		g, w := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
+		for i := range min(len(g), len(w)) {
+			if g[i] != w[i] {
+				t.Fatalf("line %d differs:\n got %s\nwant %s", i+1, g[i], w[i])
+			}
+		}
+		t.Fatalf("%d lines, want %d", len(g), len(w))
+	}
+}
+
+// TestEncodeOutcomeAllocs: an outcome is encoded into one buffer sized
+// for it: no allocation beyond the event's own (EncodeOutcomeData's)
+// and the encoder's into a buffer that never grows, for records of every
+// shape (a repeat's answer is encoded here).
+func TestEncodeOutcomeAllocs(t *testing.T) {
+	for _, rec := range append(goldenJournal(t), outcomeShapes()[:20]...) {
+		data, err := appendRecordJSON(nil, &rec)
+		if err != nil {
+			continue
+		}
+		enc := testing.AllocsPerRun(20, func() { _, _ = appendRecordJSON(make([]byte, 0, 8192), &rec) }) - 1
+		ev := testing.AllocsPerRun(20, func() { EncodeOutcomeData(&rec, data, "cmd-x", true) })
+		if n := testing.AllocsPerRun(20, func() { _, _ = EncodeOutcome(rec, "cmd-x", true) }); n > ev+enc {
+			t.Errorf("EncodeOutcome of %s: %.0f allocations, want at most %.0f (the event's %.0f and the encoder's %.0f)", rec.IdempotencyKey, n, ev+enc, ev, enc)
+		}
+	}
+}
+
+// BenchmarkEncodeOutcome prices a repeat's answer for a record of the
+// usual shape (golden journal, with evidence).
+func BenchmarkEncodeOutcome(b *testing.B) {
+	recs := goldenJournal(&testing.T{})
+	rec := recs[len(recs)-1]
+	rec.Data = json.RawMessage(`{"amount":1250,"currency":"EUR","customer":"cus_0042","items":[{"qty":2,"sku":"sku-1"},{"qty":1,"sku":"sku-7"}],"order":"order-1042","reason":"customer request for a refund"}`)
+	for b.Loop() {
+		if _, err := EncodeOutcome(rec, "cmd-x", true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
