@@ -90,8 +90,8 @@ var guarantees = []mutant{
 	{
 		Name: "intent-before-effect", Guarantee: "G1: no attempt leaves before its intent (in_progress, deadline) committed",
 		Edits: []edit{{"consumer/job.go",
-			"		if a.effectless {\n			return nil\n		}\n		in := rec",
-			"		if true {\n			return nil\n		}\n		in := rec"}},
+			"	if x.a.effectless {\n		return nil\n	}\n	in := x.rec",
+			"	if true {\n		return nil\n	}\n	in := x.rec"}},
 		Pkgs: []string{consumerPkg},
 		Run:  "TestFaultIntentBeforeEffect|TestIntentSkippedOnlyWhenEffectless|TestFencingTokenGrowsPerAttempt|TestEvidenceCrashBeforeConfirmation|TestRedeliveredApproveAnsweredApplied",
 	},
