@@ -204,36 +204,18 @@ func (d *recDecoder) skip(depth int) bool {
 		}
 		for {
 			if c == '{' {
-				if p.Pos >= len(p.Src) || p.Src[p.Pos] != '"' {
+				if _, err := p.MemberKey(); err != nil {
 					return false
 				}
-				if _, err := p.Str(); err != nil {
-					return false
-				}
-				p.SkipSpace()
-				if p.Pos >= len(p.Src) || p.Src[p.Pos] != ':' {
-					return false
-				}
-				p.Pos++
-				p.SkipSpace()
 			}
 			if !d.skip(depth + 1) {
 				return false
 			}
+			more, err := p.ElemEnd(end)
+			if err != nil || !more {
+				return err == nil
+			}
 			p.SkipSpace()
-			if p.Pos >= len(p.Src) {
-				return false
-			}
-			switch p.Src[p.Pos] {
-			case ',':
-				p.Pos++
-				p.SkipSpace()
-			case end:
-				p.Pos++
-				return true
-			default:
-				return false
-			}
 		}
 	case c == 't':
 		return d.literal("true")
@@ -446,21 +428,15 @@ func (d *recDecoder) evidence(dst *[]Evidence) bool {
 		if !d.index {
 			out = append(out, ev)
 		}
-		p.SkipSpace()
-		if p.Pos >= len(p.Src) {
+		more, err := p.ElemEnd(']')
+		if err != nil {
 			return false
 		}
-		switch p.Src[p.Pos] {
-		case ',':
-			p.Pos++
-			p.SkipSpace()
-		case ']':
-			p.Pos++
+		if !more {
 			*dst = out
 			return true
-		default:
-			return false
 		}
+		p.SkipSpace()
 	}
 }
 

@@ -273,6 +273,12 @@ func (p *Parser) MemberKey() ([]byte, error) {
 // MemberEnd reads what follows a member's value: a ',' (more is true: a
 // member follows) or the object's '}'.
 func (p *Parser) MemberEnd() (more bool, err error) {
+	return p.ElemEnd('}')
+}
+
+// ElemEnd reads what follows a member's or an element's value: a ','
+// (more is true) or end, the object's '}' or the array's ']'.
+func (p *Parser) ElemEnd(end byte) (more bool, err error) {
 	p.SkipSpace()
 	if p.Pos >= len(p.Src) {
 		return false, errUnexpectedEnd
@@ -281,9 +287,12 @@ func (p *Parser) MemberEnd() (more bool, err error) {
 	case ',':
 		p.Pos++
 		return true, nil
-	case '}':
+	case end:
 		p.Pos++
 		return false, nil
+	}
+	if end == ']' {
+		return false, p.errAt("after array element")
 	}
 	return false, p.errAt("after object key:value pair")
 }
@@ -375,20 +384,14 @@ func (p *Parser) array(depth int) error {
 		if err := p.Value(depth + 1); err != nil {
 			return err
 		}
-		p.SkipSpace()
-		if p.Pos >= len(p.Src) {
-			return errUnexpectedEnd
+		more, err := p.ElemEnd(']')
+		if err != nil {
+			return err
 		}
-		switch p.Src[p.Pos] {
-		case ',':
-			p.Pos++
-			continue
-		case ']':
-			p.Pos++
+		if !more {
 			p.Out = append(p.Out, ']')
 			return nil
 		}
-		return p.errAt("after array element")
 	}
 }
 
