@@ -73,11 +73,11 @@ func (t *tableEntries) Delete(key []byte, _ *pebble.WriteOptions) error {
 // a crash between writing a table and ingesting it leaves at most one
 // file per concurrent ingestion, overwritten by the next.
 type ingestFiles struct {
-	fs   vfs.FS
-	dir  string
+	fs   vfs.FS // set by open, then read only
+	dir  string // set by open, then read only
 	once sync.Once
-	opts sstable.WriterOptions
-	mu   sync.Mutex
+	opts sstable.WriterOptions // written once (once), then read only
+	mu   sync.Mutex            // guards busy: partitions restore concurrently
 	busy []bool
 }
 

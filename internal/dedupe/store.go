@@ -388,7 +388,6 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.ingest.dir = dir
 	return s, nil
 }
 
@@ -439,7 +438,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		limits: Limits{CacheBytes: cfg.cacheSize, MemTableBytes: memTables * cfg.memTable, EntryCacheEntries: 4 * cfg.entries}}
 	// Ingested tables are written through Pebble's own file system, so it
 	// links them instead of copying (blobCheckFS).
-	s.ingest.fs = po.FS
+	s.ingest.fs, s.ingest.dir = po.FS, dir
 	if err := s.checkFormat(); err != nil {
 		db.Close()
 		return nil, err
