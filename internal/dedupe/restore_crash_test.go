@@ -24,8 +24,7 @@ import (
 // Progress covers.
 func TestNoSyncBatchesKeepProgressBehindRecords(t *testing.T) {
 	const batches, perBatch = 24, 150
-	key := func(off int) string { return fmt.Sprintf("k%05d", off) }
-	entity := func(off int) string { return fmt.Sprintf("e%03d", off%97) }
+	key, entity := crashKey, crashEntity
 	lost := 0
 	for seed := range uint64(6) {
 		fs := vfs.NewCrashableMem()
@@ -56,28 +55,12 @@ func TestNoSyncBatchesKeepProgressBehindRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		for ci, crashed := range clones {
-			s2, err := Open("db", func(o *Settings) { o.FS = crashed })
-			if err != nil {
-				t.Fatalf("seed %d clone %d: reopen after the crash: %v", seed, ci, err)
-			}
-			p, err := s2.Progress(0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := reopenCrashed(t, crashed, fmt.Sprintf("seed %d clone %d", seed, ci))
 			if p.JournalOffset < batches*perBatch {
 				lost++
 			}
 			if p.JournalOffset > 0 && p.LastHash != "sha256:h-"+key(int(p.JournalOffset)-1) {
 				t.Errorf("seed %d clone %d: progress %+v does not name the last record of its batch", seed, ci, p)
-			}
-			for off := range int(p.JournalOffset) {
-				if _, ok, err := s2.Lookup(entity(off), key(off)); err != nil || !ok {
-					t.Errorf("seed %d clone %d: progress at offset %d, but the record at %d is missing (found %v, err %v)", seed, ci, p.JournalOffset, off, ok, err)
-					break
-				}
-			}
-			if err := s2.Close(); err != nil {
-				t.Fatal(err)
 			}
 		}
 	}
@@ -94,8 +77,7 @@ func TestNoSyncBatchesKeepProgressBehindRecords(t *testing.T) {
 // memtable they overlap (flushed or queued for flushing first).
 func TestIngestedBatchesSurviveACrash(t *testing.T) {
 	const batches, perBatch = 12, 200
-	key := func(off int) string { return fmt.Sprintf("k%05d", off) }
-	entity := func(off int) string { return fmt.Sprintf("e%03d", off%97) }
+	key, entity := crashKey, crashEntity
 	for seed := range uint64(3) {
 		fs := vfs.NewCrashableMem()
 		s, err := Open("db", func(o *Settings) { o.FS = fs }, WithMemTableSize(1<<20))
@@ -138,26 +120,42 @@ func TestIngestedBatchesSurviveACrash(t *testing.T) {
 			t.Fatalf("seed %d: no crash taken", seed)
 		}
 		for ci, c := range clones {
-			s2, err := Open("db", func(o *Settings) { o.FS = c.fs })
-			if err != nil {
-				t.Fatalf("seed %d clone %d: reopen after the crash: %v", seed, ci, err)
-			}
-			p, err := s2.Progress(0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := reopenCrashed(t, c.fs, fmt.Sprintf("seed %d clone %d", seed, ci))
 			if p.JournalOffset != int64(c.want) {
 				t.Errorf("seed %d clone %d: progress %d after a crash, want %d: an ingested batch was lost", seed, ci, p.JournalOffset, c.want)
-			}
-			for off := range int(p.JournalOffset) {
-				if _, ok, err := s2.Lookup(entity(off), key(off)); err != nil || !ok {
-					t.Errorf("seed %d clone %d: progress at offset %d, but the record at %d is missing (found %v, err %v)", seed, ci, p.JournalOffset, off, ok, err)
-					break
-				}
-			}
-			if err := s2.Close(); err != nil {
-				t.Fatal(err)
 			}
 		}
 	}
 }
+
+// reopenCrashed opens the store "db" a crash left on fs and returns its
+// progress, after checking that every record below it is there (the
+// progress never names a record a crash lost).
+func reopenCrashed(t *testing.T, fs vfs.FS, which string) Progress {
+	t.Helper()
+	s, err := Open("db", func(o *Settings) { o.FS = fs })
+	if err != nil {
+		t.Fatalf("%s: reopen after the crash: %v", which, err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	p, err := s.Progress(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := range int(p.JournalOffset) {
+		if _, ok, err := s.Lookup(crashEntity(off), crashKey(off)); err != nil || !ok {
+			t.Errorf("%s: progress at offset %d, but the record at %d is missing (found %v, err %v)", which, p.JournalOffset, off, ok, err)
+			break
+		}
+	}
+	return p
+}
+
+// crashKey and crashEntity name the record of journal offset off in the
+// crash tests.
+func crashKey(off int) string    { return fmt.Sprintf("k%05d", off) }
+func crashEntity(off int) string { return fmt.Sprintf("e%03d", off%97) }
