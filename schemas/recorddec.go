@@ -224,7 +224,8 @@ func (d *recDecoder) skip(depth int) bool {
 	case c == 'n':
 		return d.literal("null")
 	}
-	return d.skipNumber()
+	_, _, err := d.p.ScanNumber()
+	return err == nil
 }
 
 func (d *recDecoder) literal(lit string) bool {
@@ -232,44 +233,6 @@ func (d *recDecoder) literal(lit string) bool {
 		return false
 	}
 	d.p.Pos += len(lit)
-	return true
-}
-
-// skipNumber reads a number by JSON's grammar:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (d *recDecoder) skipNumber() bool {
-	p := &d.p
-	digits := func() int {
-		n := 0
-		for p.Pos < len(p.Src) && p.Src[p.Pos] >= '0' && p.Src[p.Pos] <= '9' {
-			p.Pos++
-			n++
-		}
-		return n
-	}
-	if p.Pos < len(p.Src) && p.Src[p.Pos] == '-' {
-		p.Pos++
-	}
-	if p.Pos < len(p.Src) && p.Src[p.Pos] == '0' {
-		p.Pos++
-	} else if digits() == 0 {
-		return false
-	}
-	if p.Pos < len(p.Src) && p.Src[p.Pos] == '.' {
-		p.Pos++
-		if digits() == 0 {
-			return false
-		}
-	}
-	if p.Pos < len(p.Src) && (p.Src[p.Pos] == 'e' || p.Src[p.Pos] == 'E') {
-		p.Pos++
-		if p.Pos < len(p.Src) && (p.Src[p.Pos] == '+' || p.Src[p.Pos] == '-') {
-			p.Pos++
-		}
-		if digits() == 0 {
-			return false
-		}
-	}
 	return true
 }
 

@@ -585,48 +585,10 @@ func AppendString(dst []byte, s string) []byte {
 
 // number validates the JSON number at p.Pos and appends its canonical form.
 func (p *Parser) number() error {
-	start := p.Pos
-	if p.Src[p.Pos] == '-' {
-		p.Pos++
+	lit, integer, err := p.ScanNumber()
+	if err != nil {
+		return err
 	}
-	digits := func() int {
-		n := 0
-		for p.Pos < len(p.Src) && p.Src[p.Pos] >= '0' && p.Src[p.Pos] <= '9' {
-			p.Pos++
-			n++
-		}
-		return n
-	}
-	if p.Pos >= len(p.Src) {
-		return errUnexpectedEnd
-	}
-	integer := true
-	switch c := p.Src[p.Pos]; {
-	case c == '0':
-		p.Pos++
-	case c >= '1' && c <= '9':
-		digits()
-	default:
-		return p.errAt("in numeric literal")
-	}
-	if p.Pos < len(p.Src) && p.Src[p.Pos] == '.' {
-		p.Pos++
-		integer = false
-		if digits() == 0 {
-			return p.errAt("after decimal point in numeric literal")
-		}
-	}
-	if p.Pos < len(p.Src) && (p.Src[p.Pos] == 'e' || p.Src[p.Pos] == 'E') {
-		p.Pos++
-		integer = false
-		if p.Pos < len(p.Src) && (p.Src[p.Pos] == '+' || p.Src[p.Pos] == '-') {
-			p.Pos++
-		}
-		if digits() == 0 {
-			return p.errAt("in exponent of numeric literal")
-		}
-	}
-	lit := p.Src[start:p.Pos]
 	if !p.Mode.JCS {
 		p.Out = append(p.Out, lit...)
 		return nil
@@ -681,4 +643,54 @@ func AppendES6Number(dst []byte, f float64) []byte {
 		}
 	}
 	return dst
+}
+
+// ScanNumber reads the JSON number at p.Pos by JSON's grammar,
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and returns its literal
+// (a slice of Src) and whether it is an integer; it writes nothing. Value
+// canonicalizes what it returns; a reader that only skips a value calls it
+// alone.
+func (p *Parser) ScanNumber() (lit []byte, integer bool, err error) {
+	start := p.Pos
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '-' {
+		p.Pos++
+	}
+	digits := func() int {
+		n := 0
+		for p.Pos < len(p.Src) && p.Src[p.Pos] >= '0' && p.Src[p.Pos] <= '9' {
+			p.Pos++
+			n++
+		}
+		return n
+	}
+	if p.Pos >= len(p.Src) {
+		return nil, false, errUnexpectedEnd
+	}
+	integer = true
+	switch c := p.Src[p.Pos]; {
+	case c == '0':
+		p.Pos++
+	case c >= '1' && c <= '9':
+		digits()
+	default:
+		return nil, false, p.errAt("in numeric literal")
+	}
+	if p.Pos < len(p.Src) && p.Src[p.Pos] == '.' {
+		p.Pos++
+		integer = false
+		if digits() == 0 {
+			return nil, false, p.errAt("after decimal point in numeric literal")
+		}
+	}
+	if p.Pos < len(p.Src) && (p.Src[p.Pos] == 'e' || p.Src[p.Pos] == 'E') {
+		p.Pos++
+		integer = false
+		if p.Pos < len(p.Src) && (p.Src[p.Pos] == '+' || p.Src[p.Pos] == '-') {
+			p.Pos++
+		}
+		if digits() == 0 {
+			return nil, false, p.errAt("in exponent of numeric literal")
+		}
+	}
+	return p.Src[start:p.Pos], integer, nil
 }
