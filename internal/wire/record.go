@@ -222,9 +222,9 @@ func appendRecord(b []byte, rec *schemas.Record, withHash bool) (out []byte, has
 }
 
 // appendJCS writes the JSON text raw in its RFC 8785 form: as it is when it
-// is in that form already (asCanonical, canonical.go), else canonicalized.
+// is in that form already (jcs.IsCanonical), else canonicalized.
 func appendJCS(b, raw []byte) ([]byte, error) {
-	if asCanonical(raw) {
+	if jcs.IsCanonical(raw) {
 		return append(b, raw...), nil
 	}
 	return jcs.AppendCanonical(b, raw, jcs.Mode{JCS: true})

@@ -1,13 +1,11 @@
-package wire
+package jcs
 
 import (
 	"bytes"
 	"testing"
-
-	"github.com/onceflight/onceflight/internal/jcs"
 )
 
-// canonicalSeeds are texts asCanonical must accept (first group) and
+// canonicalSeeds are texts IsCanonical must accept (first group) and
 // texts it must leave to AppendCanonical (second).
 var canonicalSeeds = [][]byte{
 	[]byte(`{"amount":1250,"currency":"EUR","order":"order-1042"}`), []byte(`{}`), []byte(`[]`),
@@ -20,32 +18,32 @@ var canonicalSeeds = [][]byte{
 	[]byte("\"\x01\""), []byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`),
 }
 
-// TestAsCanonicalSeeds: the usual data and results are copied, not
+// TestIsCanonicalSeeds: the usual data and results are copied, not
 // canonicalized again (otherwise the scan is pure cost).
-func TestAsCanonicalSeeds(t *testing.T) {
+func TestIsCanonicalSeeds(t *testing.T) {
 	for i, b := range canonicalSeeds {
-		if want := i < 8; asCanonical(b) != want {
-			t.Errorf("asCanonical(%s) = %v, want %v", b, !want, want)
+		if want := i < 8; IsCanonical(b) != want {
+			t.Errorf("IsCanonical(%s) = %v, want %v", b, !want, want)
 		}
 	}
 }
 
-// FuzzAsCanonical: whatever asCanonical accepts, AppendCanonical writes
+// FuzzIsCanonical: whatever IsCanonical accepts, AppendCanonical writes
 // back byte for byte, so copying it writes what canonicalizing it would.
-func FuzzAsCanonical(f *testing.F) {
+func FuzzIsCanonical(f *testing.F) {
 	for _, b := range canonicalSeeds {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if !asCanonical(b) {
+		if !IsCanonical(b) {
 			return
 		}
-		out, err := jcs.AppendCanonical(nil, b, jcs.Mode{JCS: true})
+		out, err := AppendCanonical(nil, b, Mode{JCS: true})
 		if err != nil {
-			t.Fatalf("asCanonical accepted %q, AppendCanonical refused it: %v", b, err)
+			t.Fatalf("IsCanonical accepted %q, AppendCanonical refused it: %v", b, err)
 		}
 		if !bytes.Equal(out, b) {
-			t.Fatalf("asCanonical accepted %q, AppendCanonical wrote %q", b, out)
+			t.Fatalf("IsCanonical accepted %q, AppendCanonical wrote %q", b, out)
 		}
 	})
 }

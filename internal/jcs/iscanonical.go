@@ -1,35 +1,31 @@
-package wire
+package jcs
 
-import (
-	"bytes"
+import "bytes"
 
-	"github.com/onceflight/onceflight/internal/jcs"
-)
-
-// A record's data and result are JSON the encoder must write in their RFC
-// 8785 form. Almost always they are in it already: the record was read
-// back from Pebble or the journal, whose bytes this encoder wrote, or the
-// command's data was canonical to begin with. Running them through
-// jcs.AppendCanonical again was the biggest part of encoding a repeat's
-// outcome (BENCHMARKS.md, round 8), so appendRecord first asks
-// asCanonical, a scan that writes nothing, and copies them when it says
-// yes.
+// A record's data and result are JSON its encoder (internal/wire) must
+// write in their RFC 8785 form. Almost always they are in it already: the
+// record was read back from Pebble or the journal, whose bytes that
+// encoder wrote, or the command's data was canonical to begin with.
+// Running them through AppendCanonical again was the biggest part of
+// encoding a repeat's outcome (BENCHMARKS.md, round 8), so the encoder
+// first asks IsCanonical, a scan that writes nothing, and copies them when
+// it says yes.
 //
-// asCanonical is conservative: it says yes only for text that
-// jcs.AppendCanonical(Mode{JCS: true}) copies unchanged (FuzzAsCanonical
+// IsCanonical is conservative: it says yes only for text that
+// AppendCanonical(Mode{JCS: true}) copies unchanged (FuzzIsCanonical
 // holds it to that), and no to anything it would have to think about —
 // whitespace, any escape in a string, a number that is not a short
 // integer, keys whose UTF-8 and UTF-16 orders could differ, deep nesting.
 // A no costs only the scan; AppendCanonical then writes the text as
 // before.
 
-// canonicalDepth bounds the nesting asCanonical follows; deeper text goes
+// canonicalDepth bounds the nesting IsCanonical follows; deeper text goes
 // to AppendCanonical, which has its own (larger) limit and error.
 const canonicalDepth = 64
 
-// asCanonical reports whether b is one JSON value that is its own JCS
+// IsCanonical reports whether b is one JSON value that is its own JCS
 // canonical form, as far as a cheap scan can tell (see above).
-func asCanonical(b []byte) bool {
+func IsCanonical(b []byte) bool {
 	c := canonScan{b: b}
 	return c.value(0) && c.pos == len(b)
 }
@@ -101,11 +97,11 @@ func (c *canonScan) integer() bool {
 
 // str accepts a string without escapes or control characters whose bytes
 // are valid UTF-8 — written as it is by JCS — and returns its contents.
-// jcs.Parser.Str reads it: its result is a slice of the source exactly
+// Parser.Str reads it: its result is a slice of the source exactly
 // when the string had neither escapes nor invalid UTF-8 (otherwise it is
 // a decoded copy).
 func (c *canonScan) str() ([]byte, bool) {
-	p := jcs.Parser{Src: c.b, Pos: c.pos}
+	p := Parser{Src: c.b, Pos: c.pos}
 	s, err := p.Str()
 	if err != nil || (len(s) > 0 && &s[0] != &c.b[c.pos+1]) || len(s) != p.Pos-c.pos-2 {
 		return nil, false
