@@ -153,33 +153,48 @@ func TestPerformInterruptedDuringBackoff(t *testing.T) {
 
 func TestConfirmWaitsForDeadlineBeforeTrustingNotFound(t *testing.T) {
 	// The attempt is ambiguous and, unknown to us, still in flight: it lands
-	// shortly before its deadline. A NotFound obtained earlier must not
-	// trigger a second execution.
+	// after the first confirmation answered NotFound and before the
+	// attempt's deadline. That early NotFound must not trigger a second
+	// execution. The effect lands inside the first Confirm call, not after a
+	// timer, so a loaded machine cannot move it past the deadline; the
+	// deadline is long enough for that first call to come before it.
 	f := NewFaulty()
 	f.Inject("k", FaultAmbiguousBefore)
 	p := fastPolicy()
-	p.Timeout = 150 * time.Millisecond
-	p.ConfirmTimeout = time.Second
-	late := &lateApplier{Faulty: f, delay: 100 * time.Millisecond}
+	p.Timeout = time.Second
+	p.ConfirmTimeout = 5 * time.Second
+	late := &lateApplier{Faulty: f}
 	d := effect.Perform(context.Background(), late, req("k"), p)
 	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 1 || f.Effects("k") != 1 {
 		t.Fatalf("decision %+v, effects %d", d, f.Effects("k"))
 	}
+	if !late.landed {
+		t.Fatal("the late effect never landed: the test did not exercise an early NotFound")
+	}
 }
 
 // lateApplier answers the first execution Ambiguous at once and applies it
-// delay later, like a request still queued behind a proxy that gave up.
+// only once a confirmation has answered NotFound, like a request still
+// queued behind a proxy that gave up.
 type lateApplier struct {
 	*Faulty
-	delay time.Duration
-	done  bool
+	pending *connectors.Request
+	landed  bool
 }
 
 func (l *lateApplier) Execute(ctx context.Context, r connectors.Request) connectors.Result {
 	res := l.Faulty.Execute(ctx, r)
-	if !l.done && res.Kind == connectors.Ambiguous {
-		l.done = true
-		time.AfterFunc(l.delay, func() { l.Faulty.Execute(context.Background(), r) })
+	if l.pending == nil && !l.landed && res.Kind == connectors.Ambiguous {
+		l.pending = &r
+	}
+	return res
+}
+
+func (l *lateApplier) Confirm(ctx context.Context, r connectors.Request) connectors.Result {
+	res := l.Faulty.Confirm(ctx, r)
+	if l.pending != nil && res.Kind == connectors.NotFound {
+		l.Faulty.Execute(context.Background(), *l.pending)
+		l.pending, l.landed = nil, true
 	}
 	return res
 }
