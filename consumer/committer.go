@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,6 +59,11 @@ type committer struct {
 	// with nothing else to wake the loop.
 	syncing    *pendingSync
 	syncFailed chan error
+
+	// groupImplicit: the TxnOffsetCommit adds the group to the
+	// transaction itself, no AddOffsetsToTxn first (loop only; see
+	// commitOffsets).
+	groupImplicit bool
 
 	// landing is closed when the transaction under way has been committed
 	// and applied to Pebble (or has failed); nil between transactions. A
@@ -885,18 +891,23 @@ func (c *committer) commitOffsets(ctx context.Context, member string, gen int32,
 		return fmt.Errorf("producer id: %w", err)
 	}
 	txnID := e.txnID()
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID = txnID
-	add.ProducerID = pid
-	add.ProducerEpoch = epoch
-	add.Group = e.cfg.Group
-	addResp, err := add.RequestWith(ctx, c.cl)
-	if err != nil {
-		return fmt.Errorf("add offsets to transaction: %w", err)
+	if !c.groupImplicit {
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID = txnID
+		add.ProducerID = pid
+		add.ProducerEpoch = epoch
+		add.Group = e.cfg.Group
+		addResp, err := add.RequestWith(ctx, c.cl)
+		if err != nil {
+			return fmt.Errorf("add offsets to transaction: %w", err)
+		}
+		if err := kerr.ErrorForCode(addResp.ErrorCode); err != nil {
+			return fmt.Errorf("add offsets to transaction: %w", err)
+		}
 	}
-	if err := kerr.ErrorForCode(addResp.ErrorCode); err != nil {
-		return fmt.Errorf("add offsets to transaction: %w", err)
-	}
+	// Whatever happens below, the next transaction adds the group itself
+	// unless this one proves it need not.
+	c.groupImplicit = false
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID = txnID
 	req.Group = e.cfg.Group
@@ -931,7 +942,28 @@ func (c *committer) commitOffsets(ctx context.Context, member string, gen int32,
 			}
 		}
 	}
+	// Under KIP-890 part 2 (transaction.version 2, Kafka 4.0+), a
+	// TxnOffsetCommit of v5 or later adds the group to the transaction
+	// itself, as a Produce adds its partition: AddOffsetsToTxn is one
+	// broker round trip of every transaction for nothing (~0.17 ms of a
+	// command's latency, BENCHMARKS.md round 9 (latency)). franz-go skips
+	// it exactly then, and so does this, once the client is seen to run
+	// that protocol: this commit went as v5+ and the client never sent an
+	// AddPartitionsToTxn (which it does before every transaction's first
+	// Produce otherwise). Any failure above sends it again.
+	c.groupImplicit = req.GetVersion() >= 5 && !e.addedPartitions.Load()
 	return nil
+}
+
+// txnAddsHook notes in seen that the client sent an AddPartitionsToTxn.
+type txnAddsHook struct{ seen *atomic.Bool }
+
+var _ kgo.HookBrokerWrite = txnAddsHook{}
+
+func (h txnAddsHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == int16(kmsg.AddPartitionsToTxn) {
+		h.seen.Store(true)
+	}
 }
 
 func isGenerationErr(err error) bool {
