@@ -1,13 +1,16 @@
 package consumer_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/internal/kafkatest"
@@ -90,6 +93,10 @@ func TestFaultBrokerErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.Close)
+			if tc.fault.Keys[0] == kmsg.AddOffsetsToTxn {
+				// Sent only before KIP-890 part 2 (commitOffsets).
+				setTxnVersion(t, c, 0)
+			}
 			h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
 			n := h.StartNode("test", t.TempDir(), onceflighttest.NodeOptions{})
 			stop := func() {
@@ -137,6 +144,92 @@ func TestFaultInitProducerIDRefusedAtStart(t *testing.T) {
 			}
 			t.Logf("Run: %v", runErr)
 			n.Done <- runErr // for the cleanup's stop
+		})
+	}
+}
+
+// setTxnVersion sets the cluster's transaction.version feature: below 2,
+// clients run transactions as before KIP-890 part 2 (AddPartitionsToTxn
+// before producing, AddOffsetsToTxn before committing offsets).
+func setTxnVersion(t *testing.T, c *kfake.Cluster, v int16) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrUpdateFeaturesRequest()
+	fu := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+	fu.Feature = "transaction.version"
+	fu.MaxVersionLevel = v
+	fu.UpgradeType = 2 // safe downgrade
+	req.FeatureUpdates = append(req.FeatureUpdates, fu)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	for _, r := range resp.Results {
+		if err == nil {
+			err = kerr.ErrorForCode(r.ErrorCode)
+		}
+	}
+	if err != nil {
+		t.Fatalf("UpdateFeatures transaction.version %d: %v", v, err)
+	}
+}
+
+// TestAddOffsetsToTxnOnlyBeforeKIP890: under KIP-890 part 2 a transaction's
+// TxnOffsetCommit adds the group itself, so once the client is seen to run
+// that protocol the executor sends no AddOffsetsToTxn (one broker round
+// trip less per transaction); before it (transaction.version 0), every
+// transaction still sends one. Both answer every command once.
+func TestAddOffsetsToTxnOnlyBeforeKIP890(t *testing.T) {
+	for _, tv := range []int16{2, 0} {
+		t.Run(fmt.Sprintf("transaction.version=%d", tv), func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			if tv < 2 {
+				setTxnVersion(t, c, tv)
+			}
+			var adds atomic.Int32
+			c.ControlKey(int16(kmsg.AddOffsetsToTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				adds.Add(1)
+				return nil, nil, false
+			})
+			h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
+			n := h.StartNode("test", t.TempDir(), onceflighttest.NodeOptions{})
+			defer func() {
+				if err := n.Stop(); err != nil {
+					t.Errorf("run: %v", err)
+				}
+			}()
+			onceflighttest.WaitFor(t, 20*time.Second, "the executor to be ready", n.Ex.Ready)
+			seen := map[string][]schemas.Outcome{}
+			h.Submit("c0", "order-0", "k0", `{}`)
+			h.Outcomes(1, seen, nil)
+			before := adds.Load()
+			const cmds = 5
+			for i := 1; i <= cmds; i++ { // one transaction each
+				h.Submit(fmt.Sprintf("c%d", i), fmt.Sprintf("order-%d", i), fmt.Sprintf("k%d", i), `{}`)
+				h.Outcomes(i+1, seen, nil)
+			}
+			sent := adds.Load() - before
+			switch {
+			case tv >= 2 && sent != 0:
+				t.Errorf("%d AddOffsetsToTxn in %d transactions under KIP-890 part 2, want none", sent, cmds)
+			case tv < 2 && sent < cmds:
+				t.Errorf("%d AddOffsetsToTxn in %d transactions before KIP-890 part 2, want one each", sent, cmds)
+			}
+			for id, o := range seen {
+				if len(o) != 1 || o[0].Record.Status != schemas.StatusSucceeded {
+					t.Errorf("%s: %+v, want one success", id, o)
+				}
+			}
+			h.Audit()
 		})
 	}
 }

@@ -1,11 +1,13 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,6 +52,18 @@ type committer struct {
 	wake    chan struct{}   // a send wakes the loop: something was queued
 	flushes chan chan error // flushNow's requests, answered by the loop
 	done    chan struct{}   // closed when the loop has returned
+
+	// syncing is the last transaction's Pebble fsync, under way while the
+	// loop goes on to the next transaction (loop only; nil when none):
+	// see apply. syncFailed carries its error to the loop when it fails
+	// with nothing else to wake the loop.
+	syncing    *pendingSync
+	syncFailed chan error
+
+	// groupImplicit: the TxnOffsetCommit adds the group to the
+	// transaction itself, no AddOffsetsToTxn first (loop only; see
+	// commitOffsets).
+	groupImplicit bool
 
 	// landing is closed when the transaction under way has been committed
 	// and applied to Pebble (or has failed); nil between transactions. A
@@ -162,7 +176,44 @@ var errRetry = errors.New("transaction aborted; will retry")
 var errIdle = errors.New("nothing to publish")
 
 func newCommitter(e *Executor, cl *kgo.Client, p *pipeline) *committer {
-	return &committer{e: e, cl: cl, p: p, wake: make(chan struct{}, 1), flushes: make(chan chan error), done: make(chan struct{})}
+	return &committer{e: e, cl: cl, p: p, wake: make(chan struct{}, 1), flushes: make(chan chan error), done: make(chan struct{}),
+		syncFailed: make(chan error, 1)}
+}
+
+// pendingSync is a committed transaction's Pebble batch, applied (visible
+// to every read) and syncing; its intent and marker waiters are released
+// once the sync ends.
+type pendingSync struct {
+	done chan struct{} // closed when the sync has ended and the waiters are answered
+	err  error         // read after done
+}
+
+// ended reports whether the sync has ended (a nil one has).
+func (s *pendingSync) ended() bool {
+	if s == nil {
+		return true
+	}
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// joinSync waits for the Pebble syncs under way, if any, and returns the
+// first error among them.
+func (c *committer) joinSync() error {
+	s := c.syncing
+	if s == nil {
+		return nil
+	}
+	<-s.done
+	c.syncing = nil
+	if s.err != nil {
+		return fmt.Errorf("pebble commit after transaction: %w", s.err)
+	}
+	return nil
 }
 
 // stopped reports whether the loop has returned: nothing staged from now
@@ -317,6 +368,9 @@ func (c *committer) flushNow(ctx context.Context) error {
 // unrelated traffic.
 func (c *committer) loop(ctx context.Context) error {
 	defer func() {
+		// A sync under way ends before the store may be closed; its error
+		// is the store's failure, which the executor watches already.
+		_ = c.joinSync()
 		close(c.done)
 		// Workers waiting for staged room see stopped() now.
 		c.p.mu.Lock()
@@ -337,6 +391,11 @@ func (c *committer) loop(ctx context.Context) error {
 			// command's latency.
 		case <-retry:
 		case reply = <-c.flushes:
+		case err := <-c.syncFailed:
+			// The last transaction's Pebble sync failed with nothing
+			// queued after it: as a failed commit in apply would.
+			_ = c.joinSync()
+			return fmt.Errorf("pebble commit after transaction: %w", err)
 		}
 		retry = nil
 		for {
@@ -374,7 +433,13 @@ func (c *committer) loop(ctx context.Context) error {
 			}
 		}
 		if reply != nil {
-			reply <- nil
+			// flushNow's callers (revocation, shutdown) get the index
+			// synced, as before the sync overlapped the next transaction.
+			err := c.joinSync()
+			reply <- err
+			if err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -664,6 +729,18 @@ func (c *committer) commit(ctx context.Context, tx *txn, member string, gen int3
 
 // apply makes Pebble agree with a committed transaction, then releases
 // waiters and watermarks.
+//
+// The records' batch is synced, but the loop does not wait for the fsync:
+// the batch is visible to reads when CommitSyncLater returns, and its
+// fsync overlaps the next transaction's broker round trips (a new key's
+// fsync was ~0.5 ms of the next command's latency, BENCHMARKS.md round 9
+// (latency)). What needs the records durable waits for it: the intent and
+// marker waiters are released once it and every earlier sync ended, and
+// a flushNow and the loop's end wait for them too (joinSync). A failed
+// sync fails the store: the next apply's commit fails, and an idle loop
+// learns it from syncFailed. A crash before
+// the sync ends is the crash between the transaction and its Pebble
+// commit that restore already covers: the journal holds the records.
 func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) error {
 	e := c.e
 	b := e.store.NewBatch()
@@ -701,11 +778,14 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 	// forwards, deadletters) changes only Progress in Pebble: losing that
 	// in a crash costs a replay from the older offset, so it is not worth
 	// an fsync on every repeat's latency.
-	commit := b.Commit
+	var syncWait func() error // nil: nothing to wait for
+	var err error
 	if len(tx.journaled) == 0 {
-		commit = b.CommitNoSync
+		err = b.CommitNoSync()
+	} else {
+		syncWait, err = b.CommitSyncLater()
 	}
-	if err := commit(); err != nil {
+	if err != nil {
 		// The journal has it; a restore rebuilds Pebble. Keep going
 		// would let lookups miss committed records: recreate instead.
 		return fmt.Errorf("pebble commit after transaction: %w", err)
@@ -714,11 +794,42 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 	c.p.settled(tx.items)
 	c.e.seals.committed(tx.seals)
 	c.e.cp.committed(tx.ob.Entries(), tx.seals)
-	for _, r := range tx.intents {
-		answer(r.done, nil)
+	release := func() {
+		for _, r := range tx.intents {
+			answer(r.done, nil)
+		}
+		for _, m := range tx.markers {
+			m.answer(markerDone{off: last[m.p]})
+		}
 	}
-	for _, m := range tx.markers {
-		m.answer(markerDone{off: last[m.p]})
+	prev := c.syncing
+	switch {
+	case syncWait == nil && len(tx.intents) == 0 && len(tx.markers) == 0:
+		// Nothing to sync, nobody to release.
+	case syncWait == nil && prev.ended():
+		release()
+	default:
+		// Waiters are released in transaction order, once this sync and
+		// every earlier one ended: prev is only captured, so finished
+		// syncs are not kept in a chain.
+		s := &pendingSync{done: make(chan struct{})}
+		c.syncing = s
+		go func() {
+			defer close(s.done)
+			var err error
+			if syncWait != nil {
+				err = syncWait()
+			}
+			if prev != nil {
+				<-prev.done
+				err = cmp.Or(err, prev.err)
+			}
+			if s.err = err; err != nil {
+				answer(c.syncFailed, err)
+				return
+			}
+			release()
+		}()
 	}
 	for _, it := range tx.items {
 		for i := range it.emits {
@@ -780,18 +891,23 @@ func (c *committer) commitOffsets(ctx context.Context, member string, gen int32,
 		return fmt.Errorf("producer id: %w", err)
 	}
 	txnID := e.txnID()
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID = txnID
-	add.ProducerID = pid
-	add.ProducerEpoch = epoch
-	add.Group = e.cfg.Group
-	addResp, err := add.RequestWith(ctx, c.cl)
-	if err != nil {
-		return fmt.Errorf("add offsets to transaction: %w", err)
+	if !c.groupImplicit {
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID = txnID
+		add.ProducerID = pid
+		add.ProducerEpoch = epoch
+		add.Group = e.cfg.Group
+		addResp, err := add.RequestWith(ctx, c.cl)
+		if err != nil {
+			return fmt.Errorf("add offsets to transaction: %w", err)
+		}
+		if err := kerr.ErrorForCode(addResp.ErrorCode); err != nil {
+			return fmt.Errorf("add offsets to transaction: %w", err)
+		}
 	}
-	if err := kerr.ErrorForCode(addResp.ErrorCode); err != nil {
-		return fmt.Errorf("add offsets to transaction: %w", err)
-	}
+	// Whatever happens below, the next transaction adds the group itself
+	// unless this one proves it need not.
+	c.groupImplicit = false
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID = txnID
 	req.Group = e.cfg.Group
@@ -826,7 +942,28 @@ func (c *committer) commitOffsets(ctx context.Context, member string, gen int32,
 			}
 		}
 	}
+	// Under KIP-890 part 2 (transaction.version 2, Kafka 4.0+), a
+	// TxnOffsetCommit of v5 or later adds the group to the transaction
+	// itself, as a Produce adds its partition: AddOffsetsToTxn is one
+	// broker round trip of every transaction for nothing (~0.17 ms of a
+	// command's latency, BENCHMARKS.md round 9 (latency)). franz-go skips
+	// it exactly then, and so does this, once the client is seen to run
+	// that protocol: this commit went as v5+ and the client never sent an
+	// AddPartitionsToTxn (which it does before every transaction's first
+	// Produce otherwise). Any failure above sends it again.
+	c.groupImplicit = req.GetVersion() >= 5 && !e.addedPartitions.Load()
 	return nil
+}
+
+// txnAddsHook notes in seen that the client sent an AddPartitionsToTxn.
+type txnAddsHook struct{ seen *atomic.Bool }
+
+var _ kgo.HookBrokerWrite = txnAddsHook{}
+
+func (h txnAddsHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == int16(kmsg.AddPartitionsToTxn) {
+		h.seen.Store(true)
+	}
 }
 
 func isGenerationErr(err error) bool {

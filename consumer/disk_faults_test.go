@@ -209,3 +209,49 @@ func TestFaultDiskWhileIdle(t *testing.T) {
 		return s != nil && strings.Contains(s.Halted, "dedupe index failed")
 	})
 }
+
+// TestCommitterGoesOnWhileWALSyncHeld: the committer does not wait for a
+// transaction's Pebble fsync before the next transaction, and what needs
+// the records durable still waits for it. With the WAL's syncs held, a new
+// key's intent commits to the journal and to Pebble's memtable, and its
+// attempt is not sent; a repeat staged after it is answered meanwhile.
+// Once the syncs go through, the new key is executed, once.
+func TestCommitterGoesOnWhileWALSyncHeld(t *testing.T) {
+	h := onceflighttest.New(t)
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 30s\n", h.Effects))
+	gate := diskfault.NewSyncGate(".log")
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: []consumer.Option{
+		consumer.WithStoreOptions(func(s *dedupe.Settings) { s.FS = gate.FS })}})
+	defer func() {
+		gate.Open()
+		if err := a.Stop(); err != nil {
+			t.Errorf("A: %v", err)
+		}
+	}()
+	onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
+	seen := map[string][]schemas.Outcome{}
+	h.Submit("c1", "order-1", "k1", `{}`)
+	h.Outcomes(1, seen, nil)
+
+	gate.Close()
+	h.Submit("c2", "order-2", "k2", `{}`)
+	onceflighttest.WaitFor(t, 20*time.Second, "k2's intent to reach the WAL's sync", func() bool { return gate.Held() > 0 })
+	h.Submit("c1-again", "order-1", "k1", `{}`)
+	h.Outcomes(2, seen, nil)
+	if o := seen["c1-again"]; len(o) != 1 || !o[0].Replayed {
+		t.Fatalf("c1-again: %+v, want one replayed outcome while k2's sync is held", o)
+	}
+	if n := h.EffectsOf("order-2", "k2"); n != 0 {
+		t.Fatalf("k2 took effect %d times before its intent was synced", n)
+	}
+
+	gate.Open()
+	h.Outcomes(3, seen, nil)
+	if o := seen["c2"]; len(o) != 1 || o[0].Record.Status != schemas.StatusSucceeded {
+		t.Errorf("c2: %+v, want one success", o)
+	}
+	if n := h.EffectsOf("order-2", "k2"); n != 1 {
+		t.Errorf("k2 took effect %d times, want 1", n)
+	}
+	h.Audit()
+}

@@ -128,6 +128,11 @@ type Executor struct {
 	// restores still waiting for one give up (waitPipeline) instead of
 	// holding Close until RestoreTimeout.
 	closing atomic.Pointer[kgo.Client]
+	// addedPartitions is set once the current client sent an
+	// AddPartitionsToTxn (txnAddsHook): its transactions run the protocol
+	// before KIP-890 part 2, so the group is added with AddOffsetsToTxn
+	// (committer.commitOffsets).
+	addedPartitions atomic.Bool
 }
 
 // Option configures an Executor.
@@ -428,12 +433,13 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		kgo.OnPartitionsAssigned(e.onAssigned),
 		kgo.OnPartitionsRevoked(e.onRevoked),
 		kgo.OnPartitionsLost(e.onLost),
-		kgo.WithHooks(contactHook{e}),
+		kgo.WithHooks(contactHook{e}, txnAddsHook{&e.addedPartitions}),
 		// Transaction markers are handed to dispatch, which counts their
 		// offsets as answered: otherwise the watermark stops before a
 		// trailing marker and the lag never reaches 0.
 		kgo.KeepControlRecords(),
 	}, e.opts...)
+	e.addedPartitions.Store(false)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: client: %w", err)

@@ -219,6 +219,51 @@ func (b *Batch) Commit() error { return b.commit(pebble.Sync) }
 // restore then replays the journal from the older Progress.
 func (b *Batch) CommitNoSync() error { return b.commit(pebble.NoSync) }
 
+// CommitSyncLater is Commit that returns once the batch is applied — its
+// writes visible to every read, as they are with Commit before its fsync
+// ends — and leaves the fsync to syncWait, which returns once the batch is
+// durable (or the store has failed). A caller can so do other work, such
+// as a broker round trip, while the WAL syncs, and still wait for
+// durability before it acts on it. syncWait must be called exactly once
+// when err is nil; the batch cannot be reused. Pebble's WAL is a prefix:
+// a later batch's sync also covers this one.
+//
+// A failed sync fails the store as a failed Commit does (Pebble reports
+// it through Fatalf only when it waits for the sync itself).
+func (b *Batch) CommitSyncLater() (syncWait func() error, err error) {
+	var pb *pebble.Batch
+	applied := false
+	err = b.finish(func() kvWriter {
+		pb = b.s.db.NewBatchWithSize(b.sizeHint())
+		return pb
+	}, nil, func() error {
+		if err := b.s.db.ApplyNoSyncWait(pb, pebble.Sync); err != nil {
+			return err
+		}
+		applied = true
+		return nil
+	}, func() {
+		if pb != nil && !applied {
+			_ = pb.Close()
+		}
+	})
+	if err != nil || !applied {
+		// Nothing was written (an empty batch), or nothing to wait for.
+		return func() error { return nil }, err
+	}
+	s := b.s
+	return func() error {
+		defer pb.Close()
+		if err := pb.SyncWait(); err != nil {
+			msg := fmt.Sprintf("pebble: fatal commit error: %v", err)
+			s.log.Error(msg, "component", "pebble", "fatal", true)
+			s.fail.set(msg)
+			return fmt.Errorf("dedupe: commit: %w", s.fail.get())
+		}
+		return nil
+	}, nil
+}
+
 func (b *Batch) commit(sync *pebble.WriteOptions) error {
 	var pb *pebble.Batch
 	return b.finish(func() kvWriter {

@@ -38,17 +38,7 @@ func TestWriteFailureFailsTheStore(t *testing.T) {
 			b := s.NewBatch()
 			b.PutRecord(rec("k2", "e1", schemas.StatusSucceeded, 0))
 			err = b.Commit()
-			if !errors.Is(err, ErrFailed) {
-				t.Fatalf("commit on a failing disk: %v, want ErrFailed", err)
-			}
-			if !errors.Is(s.Failed(), ErrFailed) {
-				t.Fatalf("Failed() = %v", s.Failed())
-			}
-			select {
-			case <-s.Failure():
-			default:
-				t.Error("Failure() not closed after the failure")
-			}
+			mustHaveFailed(t, s, err)
 			t.Logf("commit: %v", err)
 			if _, _, err := s.Lookup("e1", "k1"); !errors.Is(err, ErrFailed) {
 				t.Errorf("Lookup after the failure: %v, want ErrFailed", err)
@@ -125,4 +115,21 @@ func TestUnsyncedProgressLostInACrash(t *testing.T) {
 }
 
 // onFS opens a store on fs (a failing or crashed disk).
+// mustHaveFailed checks that a commit on a failing disk returned ErrFailed
+// and left the store failed, its Failure channel closed.
+func mustHaveFailed(t *testing.T, s *Store, commitErr error) {
+	t.Helper()
+	if !errors.Is(commitErr, ErrFailed) {
+		t.Fatalf("commit on a failing disk: %v, want ErrFailed", commitErr)
+	}
+	if !errors.Is(s.Failed(), ErrFailed) {
+		t.Fatalf("Failed() = %v", s.Failed())
+	}
+	select {
+	case <-s.Failure():
+	default:
+		t.Error("Failure() not closed after the failure")
+	}
+}
+
 func onFS(fs vfs.FS) Option { return func(s *Settings) { s.FS = fs } }

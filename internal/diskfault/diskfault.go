@@ -1,9 +1,10 @@
-// Package diskfault is the one disk fault the tests inject under Pebble: a
+// Package diskfault is the disk faults the tests inject under Pebble: a
 // file system that works until switched to failing, then refuses every
 // write and sync with an error of the test's choice (an I/O error, a full
 // disk), while reads still work — how a dying or full disk looks to a
 // running store. It wraps pebble's vfs/errorfs; pass FS to
-// dedupe.Settings.FS.
+// dedupe.Settings.FS. SyncGate (gate.go) is a slow disk instead: syncs held,
+// nothing failing.
 package diskfault
 
 import (
