@@ -33,6 +33,10 @@ type recDecoder struct {
 	// so its strings, data and result point into it instead of being
 	// copied out of it one by one.
 	keep bool
+	// times backs the record's time pointers (started_at, finished_at,
+	// deadline, evidence's ended_at): one heap object for up to four of
+	// them instead of one each.
+	times []time.Time
 }
 
 // text is b as a string: b itself when the decoder keeps its source (b
@@ -258,7 +262,11 @@ func (d *recDecoder) timePtr(t **time.Time) bool {
 	if !d.time(&v) {
 		return false
 	}
-	*t = &v
+	if len(d.times) == cap(d.times) {
+		d.times = make([]time.Time, 0, 4)
+	}
+	d.times = append(d.times, v)
+	*t = &d.times[len(d.times)-1]
 	return true
 }
 
