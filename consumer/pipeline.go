@@ -68,6 +68,13 @@ type pipeline struct {
 	// work hands an entity to an idle one; idle counts them (at most
 	// maxIdleWorkers wait, the rest exit); retire ends one idle worker
 	// (trimIdle); quit ends them when stop has waited for every entity.
+	//
+	// An entity that finds no idle worker waits in pending when a worker
+	// started for an earlier one has not begun yet (startEntity): that
+	// worker, and whichever worker finishes first, take it. A backlog of
+	// repeats hands out ~500 entities per poll, far more than are idle,
+	// and a goroutine started for each (and its stack grown, ~3 times)
+	// was ~8 % of a repeat's CPU.
 	pool struct {
 		work    chan entityTask
 		idle    atomic.Int32
@@ -75,6 +82,16 @@ type pipeline struct {
 		retire  chan struct{}
 		quit    chan struct{}
 		wg      sync.WaitGroup
+		run     func(entityTask) // runEntity; tests count with their own
+		spawn   func(func())     // the go statement; tests start workers when they choose
+		// mu is a leaf (DESIGN.md#lock-order). Whenever pending is not
+		// empty, starting is at least 1: a started goroutine that has not
+		// yet called began, which takes the next one.
+		mu struct {
+			sync.Mutex
+			pending  []entityTask // entities waiting for a worker, in order
+			starting int          // workers started that have not begun
+		}
 	}
 	// broken is set when a command could not be answered while its
 	// partition is still ours: no later fetch would bring it back, so the
@@ -102,6 +119,8 @@ func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 	p.mu.queues, p.mu.ov = map[string]*entityQueue{}, newOverlay()
 	p.pool.work, p.pool.retire, p.pool.quit = make(chan entityTask), make(chan struct{}), make(chan struct{})
 	p.pool.maxIdle = idleWorkerCap(e.cfg.MaxInflight)
+	p.pool.run = func(t entityTask) { p.runEntity(t.entity, t.st) }
+	p.pool.spawn = func(f func()) { go f() }
 	p.cond = sync.NewCond(&p.mu.Mutex)
 	p.room = sync.NewCond(&p.mu.Mutex)
 	p.cm = newCommitter(e, cl, p)
@@ -231,23 +250,84 @@ func (p *pipeline) trimIdle() (retired int) {
 	return retired
 }
 
-// startEntity runs t.entity's queue on an idle pooled goroutine, or on a
-// new one when none is idle.
+// startEntity runs t.entity's queue on an idle pooled goroutine; when none
+// is idle, it waits in pending for a goroutine started before that has
+// not begun, or for a new one. A goroutine that has not begun is blocked
+// on nothing, so an entity in pending waits no longer than one with a
+// goroutine of its own would wait to be scheduled: never behind a worker
+// busy with a slow execution.
 func (p *pipeline) startEntity(t entityTask) {
 	select {
 	case p.pool.work <- t:
+		return
 	default:
-		p.pool.wg.Add(1)
-		go p.worker(t)
+	}
+	p.pool.mu.Lock()
+	if p.pool.mu.starting > 0 {
+		p.pool.mu.pending = append(p.pool.mu.pending, t)
+		p.pool.mu.Unlock()
+		return
+	}
+	p.pool.mu.starting++
+	p.pool.mu.Unlock()
+	p.spawn(t)
+}
+
+// spawn starts a worker for t, counted in pool.mu.starting by the caller.
+func (p *pipeline) spawn(t entityTask) {
+	p.pool.wg.Add(1)
+	p.pool.spawn(func() { p.worker(t) })
+}
+
+// began is a new worker's first step: it is no longer starting, so if
+// entities are pending, the next one gets a goroutine that is (the
+// invariant of pool.mu).
+func (p *pipeline) began() {
+	p.pool.mu.Lock()
+	p.pool.mu.starting--
+	t, ok := p.popPending()
+	if ok {
+		p.pool.mu.starting++
+	}
+	p.pool.mu.Unlock()
+	if ok {
+		p.spawn(t)
 	}
 }
 
-// worker runs entity queues one after another, then waits (if fewer than
-// pool.maxIdle do) for the next one until the pipeline stops.
+// nextPending takes the first pending entity, if any.
+func (p *pipeline) nextPending() (entityTask, bool) {
+	p.pool.mu.Lock()
+	defer p.pool.mu.Unlock()
+	return p.popPending()
+}
+
+// popPending removes the first pending entity (pool.mu held).
+func (p *pipeline) popPending() (entityTask, bool) {
+	q := p.pool.mu.pending
+	if len(q) == 0 {
+		return entityTask{}, false
+	}
+	t := q[0]
+	q[0] = entityTask{}
+	if p.pool.mu.pending = q[1:]; len(p.pool.mu.pending) == 0 {
+		p.pool.mu.pending = nil
+	}
+	return t, true
+}
+
+// worker runs entity queues one after another — its own, then pending
+// ones — then waits (if fewer than pool.maxIdle do) for the next one
+// until the pipeline stops.
 func (p *pipeline) worker(t entityTask) {
 	defer p.pool.wg.Done()
+	p.began()
 	for {
-		p.runEntity(t.entity, t.st)
+		p.pool.run(t)
+		if next, ok := p.nextPending(); ok {
+			t = next
+			continue
+		}
 		if p.pool.idle.Add(1) > p.pool.maxIdle {
 			p.pool.idle.Add(-1)
 			return

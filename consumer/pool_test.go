@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,4 +58,100 @@ func TestIdleWorkersTrimmed(t *testing.T) {
 	}
 	close(p.pool.quit)
 	ended.Wait()
+}
+
+// poolPipeline is a pipeline whose pool runs tasks with run and starts
+// its goroutines with spawn.
+func poolPipeline(run func(entityTask), spawn func(func())) *pipeline {
+	p := &pipeline{}
+	p.pool.work, p.pool.retire, p.pool.quit = make(chan entityTask), make(chan struct{}), make(chan struct{})
+	p.pool.maxIdle = keepIdleWorkers
+	p.pool.run, p.pool.spawn = run, spawn
+	return p
+}
+
+// TestPendingEntitiesShareStartingWorker: entities that find no idle
+// worker while one started for an earlier entity has not begun wait for
+// it instead of each starting a goroutine; when it begins it starts one
+// more for the rest (a goroutine per entity was ~8 % of a repeat's CPU),
+// and every entity runs once, in order of arrival within a worker.
+func TestPendingEntitiesShareStartingWorker(t *testing.T) {
+	var mu sync.Mutex
+	var ran []string
+	var started []func()
+	p := poolPipeline(func(t entityTask) {
+		mu.Lock()
+		ran = append(ran, t.entity)
+		mu.Unlock()
+	}, func(f func()) {
+		mu.Lock()
+		started = append(started, f)
+		mu.Unlock()
+	})
+	const n = 100
+	for i := range n {
+		p.startEntity(entityTask{entity: strconv.Itoa(i)})
+	}
+	if len(started) != 1 {
+		t.Fatalf("%d goroutines started for %d entities while none had begun, want 1", len(started), n)
+	}
+	// The first worker begins: it starts one goroutine for the next
+	// pending entity, then runs its own and every other pending one.
+	go started[0]()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		k, s := len(ran), len(started)
+		mu.Unlock()
+		if k == n-1 || time.Now().After(deadline) {
+			if s != 2 {
+				t.Fatalf("%d goroutines started, want 2", s)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	go started[1]()
+	for p.pool.idle.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	seen := map[string]int{}
+	for _, e := range ran {
+		seen[e]++
+	}
+	if len(ran) != n || len(seen) != n || ran[0] != "0" || ran[n-1] != "1" {
+		t.Fatalf("ran %d tasks of %d entities (first %q, last %q), want each of %d once, 0 first and 1 (the second goroutine's) last", len(ran), len(seen), ran[0], ran[len(ran)-1], n)
+	}
+	mu.Unlock()
+	close(p.pool.quit)
+	p.pool.wg.Wait()
+}
+
+// TestPendingEntityNotBehindBlockedWorker: an entity waiting in pending
+// never waits for a worker busy with a slow command: every worker that
+// begins starts the next goroutine first, so while the first entity's
+// command blocks, all the others run.
+func TestPendingEntityNotBehindBlockedWorker(t *testing.T) {
+	release := make(chan struct{})
+	var others sync.WaitGroup
+	const n = 50
+	others.Add(n - 1)
+	p := poolPipeline(func(t entityTask) {
+		if t.entity == "0" {
+			<-release
+			return
+		}
+		others.Done()
+	}, func(f func()) { go f() })
+	for i := range n {
+		p.startEntity(entityTask{entity: strconv.Itoa(i)})
+	}
+	others.Wait() // the first entity is still blocked
+	close(release)
+	for p.pool.idle.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(p.pool.quit)
+	p.pool.wg.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/onceflight/onceflight/internal/jcs"
 )
@@ -18,11 +19,7 @@ import (
 // key, a duplicate key, a non-integer number, a type mismatch), so its
 // result is json.Unmarshal's wherever it answers (FuzzDecodeRecordFast).
 func decodeRecordFast(src []byte, rec *Record) bool {
-	// raw reads data and result with the parser, which writes their
-	// canonical form to Out (dropped): one buffer of the record's size,
-	// up to 512 bytes, for it instead of growing one four or five times
-	// per record (the executor decodes a record on every repeat).
-	d := recDecoder{p: jcs.Parser{Src: src, Out: make([]byte, 0, min(len(src), 512))}}
+	d := recDecoder{p: jcs.Parser{Src: src}}
 	return d.record(rec) && d.end()
 }
 
@@ -32,6 +29,24 @@ type recDecoder struct {
 	// checked exactly as in a whole decode but not kept, so nothing is
 	// copied or allocated for them (UnmarshalRecordIndex).
 	index bool
+	// keep: Src belongs to the record from now on (UnmarshalRecordKeep),
+	// so its strings, data and result point into it instead of being
+	// copied out of it one by one.
+	keep bool
+	// times backs the record's time pointers (started_at, finished_at,
+	// deadline, evidence's ended_at): one heap object for up to four of
+	// them instead of one each.
+	times []time.Time
+}
+
+// text is b as a string: b itself when the decoder keeps its source (b
+// is a piece of Src, or a buffer of its own that the parser unescaped
+// into; neither is written again), else a copy.
+func (d *recDecoder) text(b []byte) string {
+	if d.keep {
+		return unsafe.String(unsafe.SliceData(b), len(b))
+	}
+	return string(b)
 }
 
 func (d *recDecoder) end() bool {
@@ -95,7 +110,7 @@ func (d *recDecoder) str(s *string) bool {
 	if err != nil {
 		return false
 	}
-	*s = string(b)
+	*s = d.text(b)
 	return true
 }
 
@@ -156,21 +171,22 @@ func (d *recDecoder) int32(v *int32) bool {
 	return true
 }
 
-// raw reads any JSON value and keeps a copy of its bytes, as json.RawMessage
-// does (null included).
+// raw reads any JSON value and keeps its bytes, as json.RawMessage does
+// (null included): a copy, or with keep the piece of Src itself, capped so
+// that an append to it cannot write into the rest of Src. The value is
+// checked with skip, not with the parser's Value: that wrote the value's
+// canonical form, which nothing read (a buffer and a copy per record).
 func (d *recDecoder) raw(v *json.RawMessage) bool {
 	p := &d.p
-	if d.index {
-		// Not kept: checked without the canonical copy Value writes.
-		return d.skip(1)
-	}
 	start := p.Pos
-	err := p.Value(1)
-	p.Out = p.Out[:0]
-	if err != nil {
+	if !d.skip(1) {
 		return false
 	}
-	if !d.index {
+	switch {
+	case d.index:
+	case d.keep:
+		*v = json.RawMessage(p.Src[start:p.Pos:p.Pos])
+	default:
 		*v = append(json.RawMessage(nil), p.Src[start:p.Pos]...)
 	}
 	return true
@@ -246,7 +262,11 @@ func (d *recDecoder) timePtr(t **time.Time) bool {
 	if !d.time(&v) {
 		return false
 	}
-	*t = &v
+	if len(d.times) == cap(d.times) {
+		d.times = make([]time.Time, 0, 4)
+	}
+	d.times = append(d.times, v)
+	*t = &d.times[len(d.times)-1]
 	return true
 }
 

@@ -623,7 +623,10 @@ func (s *Store) lookupKey(src iterSource, rk []byte) (schemas.Record, bool, erro
 	if err != nil || !found {
 		return schemas.Record{}, false, err
 	}
-	rec, err := schemas.UnmarshalRecord(val)
+	// One copy of the value (the iterator's buffer), which the record
+	// keeps: its strings and data point into it instead of each being
+	// copied out on its own.
+	rec, err := schemas.UnmarshalRecordKeep(bytes.Clone(val))
 	if err != nil {
 		return schemas.Record{}, false, fmt.Errorf("dedupe: decode %q: %w", rk, err)
 	}

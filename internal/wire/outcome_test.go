@@ -142,6 +142,33 @@ func TestEncodeOutcomeAllocs(t *testing.T) {
 	}
 }
 
+// TestOutcomeRecordOneObject: an outcome event is its value's buffer, its
+// id and one object for the Kafka record and its header (the key in the
+// buffer's spare room, the header's value shared): a repeat's answer is
+// one of these. Key and value cannot grow into each other.
+func TestOutcomeRecordOneObject(t *testing.T) {
+	recs := goldenJournal(t)
+	rec := recs[len(recs)-1]
+	r, err := EncodeOutcome(rec, "cmd-x", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Key) != rec.Entity || cap(r.Key) != len(r.Key) || cap(r.Value) != len(r.Value) {
+		t.Fatalf("key %q (cap %d), value cap %d of len %d", r.Key, cap(r.Key), cap(r.Value), len(r.Value))
+	}
+	if len(r.Headers) != 1 || r.Headers[0].Key != headerContentType || string(r.Headers[0].Value) != "application/cloudevents+json" {
+		t.Fatalf("headers %v", r.Headers)
+	}
+	if n := testing.AllocsPerRun(50, func() { _, _ = EncodeOutcome(rec, "cmd-x", true) }); n > 3 {
+		t.Errorf("EncodeOutcome: %.0f allocations, want 3 (value, id, record)", n)
+	}
+	long := rec
+	long.Entity = strings.Repeat("e", 4096) // past the buffer's spare room: a key of its own
+	if r, err := EncodeOutcome(long, "cmd-x", true); err != nil || string(r.Key) != long.Entity {
+		t.Fatalf("long entity: %v, key of %d bytes", err, len(r.Key))
+	}
+}
+
 // BenchmarkEncodeOutcome prices a repeat's answer for a record of the
 // usual shape (golden journal, with evidence).
 func BenchmarkEncodeOutcome(b *testing.B) {

@@ -366,13 +366,38 @@ func appendOutcomeHead(v []byte, rec *schemas.Record, causationID string, replay
 	return append(v, `,"data":`...)
 }
 
+// contentTypeEvent is the content-type header's value of every outcome
+// event, shared by all of them: nothing writes into a header's value.
+var contentTypeEvent = []byte(event.ApplicationCloudEventsJSON)
+
+// outcomeMessage is an outcome event's Kafka record with room for its one
+// header: one heap object for both.
+type outcomeMessage struct {
+	r kgo.Record
+	h [1]kgo.RecordHeader
+}
+
 // outcomeRecord is the Kafka record of an outcome event whose value is v.
+// Every repeat's answer is one: the record and its header are one
+// object, the header's value is shared, and the key is written in v's
+// spare room when it fits there (v's size is an upper estimate), each
+// slice capped so that an append to one cannot write into the other —
+// three heap objects fewer per outcome.
 func outcomeRecord(rec *schemas.Record, v []byte) *kgo.Record {
-	r := &kgo.Record{Value: v, Headers: []kgo.RecordHeader{{Key: headerContentType, Value: []byte(event.ApplicationCloudEventsJSON)}}}
+	m := &outcomeMessage{}
+	m.h[0] = kgo.RecordHeader{Key: headerContentType, Value: contentTypeEvent}
+	m.r.Headers = m.h[:]
+	n := len(v)
+	m.r.Value = v[:n:n]
 	if rec.Entity != "" {
-		r.Key = []byte(rec.Entity)
+		if cap(v)-n >= len(rec.Entity) {
+			m.r.Key = append(v[n:n], rec.Entity...)
+			m.r.Key = m.r.Key[:len(m.r.Key):len(m.r.Key)]
+		} else {
+			m.r.Key = []byte(rec.Entity)
+		}
 	}
-	return r
+	return &m.r
 }
 
 // MaxEvidence is how many evidence entries a record keeps (the latest);
