@@ -246,6 +246,7 @@ func (p *pipeline) startEntity(t entityTask) {
 // pool.maxIdle do) for the next one until the pipeline stops.
 func (p *pipeline) worker(t entityTask) {
 	defer p.pool.wg.Done()
+	growStack()
 	for {
 		p.runEntity(t.entity, t.st)
 		if p.pool.idle.Add(1) > p.pool.maxIdle {
@@ -292,6 +293,35 @@ func (p *pipeline) idle() (t entityTask, ok bool) {
 //
 //go:noinline
 func holdStack(*[idleStackHold]byte) {}
+
+// workerStackFrame is the frame growStack takes: more than half of the
+// 16 KiB stack a command needs, so that a new goroutine's stack grows to
+// 16 KiB at once. The deepest frames of a new key's command are its
+// lookup's iterator setup: worker → runEntity → job.handle → lookup →
+// Store.Lookup (~7.7 KiB of frames) → Pebble's NewIter (~5.5 KiB).
+const workerStackFrame = 12 << 10
+
+// growStack grows a new worker's stack to what a command needs, in one
+// copy while the stack holds only the worker's own frame. A goroutine
+// starts with the runtime's average stack (4–8 KiB here): without this,
+// its first command grew the stack twice (in job.handle, then in
+// dedupe's lookup), each copy walking every frame above it
+// (runtime.copystack, ~6 % of serve's CPU draining new keys: most of a
+// drain's commands start on a new worker, BENCHMARKS.md round 9
+// (lookup)). The runtime sizes a growth to fit the frame that asked for
+// it, so one copy suffices.
+//
+//go:noinline
+func growStack() {
+	var frame [workerStackFrame]byte
+	useStack(frame[:])
+}
+
+// useStack keeps its argument, a local of the caller, on the caller's
+// frame (not optimized away, not escaping to the heap).
+//
+//go:noinline
+func useStack([]byte) {}
 
 // enqueue appends it to q and counts it as buffered, except in
 // p.mu.buffered: the caller counted it there (p.mu held).
