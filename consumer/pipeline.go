@@ -322,6 +322,7 @@ func (p *pipeline) popPending() (entityTask, bool) {
 func (p *pipeline) worker(t entityTask) {
 	defer p.pool.wg.Done()
 	p.began()
+	growStack()
 	for {
 		p.pool.run(t)
 		if next, ok := p.nextPending(); ok {
@@ -372,6 +373,46 @@ func (p *pipeline) idle() (t entityTask, ok bool) {
 //
 //go:noinline
 func holdStack(*[idleStackHold]byte) {}
+
+// workerStackFrame is the frame growStack takes: more than half of the
+// 16 KiB stack a command needs, so that a new goroutine's stack grows to
+// 16 KiB at once. The deepest frames of a new key's command are its
+// lookup's iterator setup: worker → runEntity → job.handle → lookup →
+// Store.Lookup (~7.7 KiB of frames) → Pebble's NewIter (~5.5 KiB).
+const workerStackFrame = 12 << 10
+
+// growStack grows a new worker's stack to what a command needs, in one
+// copy while the stack holds only the worker's own frame. A goroutine
+// starts with the runtime's average stack (4–8 KiB here): without this,
+// its first command grew the stack twice (in job.handle, then in
+// dedupe's lookup), each copy walking every frame above it
+// (runtime.copystack, ~6 % of serve's CPU draining new keys: most of a
+// drain's commands start on a new worker, BENCHMARKS.md round 9
+// (lookup)). The runtime sizes a growth to fit the frame that asked for
+// it, so one copy suffices.
+//
+// The frame is reserved, not written: the array is declared in a branch
+// never taken (growStackTouch is always false, but not a constant the
+// compiler could fold), so the function's frame holds it while nothing
+// zeroes it (zeroing 12 KiB of fresh stack was a third of this function's
+// CPU).
+//
+//go:noinline
+func growStack() {
+	if growStackTouch {
+		var frame [workerStackFrame]byte
+		useStack(frame[:])
+	}
+}
+
+// growStackTouch is never set; see growStack.
+var growStackTouch = false
+
+// useStack keeps its argument, a local of the caller, on the caller's
+// frame (not optimized away, not escaping to the heap).
+//
+//go:noinline
+func useStack([]byte) {}
 
 // enqueue appends it to q and counts it as buffered, except in
 // p.mu.buffered: the caller counted it there (p.mu held).

@@ -1,6 +1,8 @@
 package consumer
 
 import (
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -154,4 +156,43 @@ func TestPendingEntityNotBehindBlockedWorker(t *testing.T) {
 	}
 	close(p.pool.quit)
 	p.pool.wg.Wait()
+}
+
+// TestGrowStack: a goroutine that called growStack (every new worker
+// does, before its first command) holds a stack of at least 16 KiB, the
+// stack a command needs, where one that did not holds the runtime's
+// starting size.
+func TestGrowStack(t *testing.T) {
+	const need = 16 << 10
+	start := []rtmetrics.Sample{{Name: "/gc/stack/starting-size:bytes"}}
+	rtmetrics.Read(start)
+	if s := start[0].Value.Uint64(); s >= need {
+		t.Skipf("goroutines start with %d bytes of stack: nothing to grow", s)
+	}
+	const n = 256
+	inUse := func() uint64 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.StackInuse
+	}
+	release := make(chan struct{})
+	var started, ended sync.WaitGroup
+	before := inUse()
+	for range n {
+		started.Add(1)
+		ended.Add(1)
+		go func() {
+			defer ended.Done()
+			growStack()
+			started.Done()
+			<-release
+		}()
+	}
+	started.Wait()
+	grown := inUse() - before
+	close(release)
+	ended.Wait()
+	if grown < n*need {
+		t.Fatalf("%d goroutines after growStack hold %d bytes of stack, want at least %d each", n, grown, need)
+	}
 }

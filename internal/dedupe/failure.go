@@ -65,10 +65,15 @@ func (s *Store) usable() error {
 // partitions. A Fatalf on one of Pebble's own goroutines (a background
 // flush or compaction) has no caller to return to: that panic still stops
 // the process, which is what Pebble's default would do.
+//
+// Every write to Pebble goes through guard: once it returned, the
+// iterators lookups reuse are stale (pointIters), whether it succeeded or
+// not.
 func (s *Store) guard(write func() error) (err error) {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	defer s.points.wrote()
 	defer func() {
 		r := recover()
 		if r == nil {

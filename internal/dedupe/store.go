@@ -270,6 +270,8 @@ type Store struct {
 	entityReadHook func(entity string)
 	// ingest is where CommitIngest writes its tables (restore.go).
 	ingest ingestFiles
+	// points are the iterators Lookup reuses (points.go).
+	points pointIters
 }
 
 // Settings is what Options set for Open.
@@ -439,6 +441,8 @@ func open(dir string, cfg *Settings) (*Store, error) {
 	// Ingested tables are written through Pebble's own file system, so it
 	// links them instead of copying (blobCheckFS).
 	s.ingest.fs, s.ingest.dir = po.FS, dir
+	s.points.idle = time.AfterFunc(pointIterIdle, s.dropIdlePointIters)
+	s.points.idle.Stop()
 	if err := s.checkFormat(); err != nil {
 		db.Close()
 		return nil, err
@@ -498,6 +502,8 @@ func (s *Store) Close() error {
 	for s.inside.Load() > 0 {
 		time.Sleep(time.Millisecond)
 	}
+	s.points.idle.Stop()
+	s.dropPointIters()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("dedupe: close: %w", err)
 	}
@@ -523,18 +529,20 @@ func (s *Store) enter() error {
 // leave ends a call admitted by enter.
 func (s *Store) leave() { s.inside.Add(-1) }
 
-// Lookup returns the record of an idempotency key, if any.
+// Lookup returns the record of an idempotency key, if any. It sees every
+// write to the store that returned before it was called.
 //
 // It is one point lookup. It uses an iterator with UseL6Filters and
 // SeekPrefixGE rather than db.Get because db.Get does not consult the bloom
 // filter of the bottom level, where nearly all keys live: for a miss (every
 // new key) it reads an index and a data block, ~3.7x slower (measured on these machines).
+// The iterator is reused while nothing was written (points.go).
 func (s *Store) Lookup(entity, key string) (schemas.Record, bool, error) {
 	if err := s.enter(); err != nil {
 		return schemas.Record{}, false, err
 	}
 	defer s.leave()
-	return s.lookupKey(s.db, appendRecordKey(nil, entity, key))
+	return s.lookupKey(nil, appendRecordKey(nil, entity, key))
 }
 
 // LookupKey returns the records of key for every entity that used it
@@ -606,19 +614,29 @@ func (s *Store) lookupIn(src iterSource, sc string) (schemas.Record, bool, error
 	return s.lookupKey(src, recordKey(sc))
 }
 
-// lookupKey reads the record stored under record key rk. It is the
-// executor's lookup of every command's key, so it seeks and decodes
-// without a callback (whose closure, and the record it wrote to, escaped
-// to the heap on every call).
+// lookupKey reads the record stored under record key rk, in src, or with
+// a nil src in the store as it is now through a reused iterator
+// (getPointIter). It is the executor's lookup of every command's key, so
+// it seeks and decodes without a callback (whose closure, and the record
+// it wrote to, escaped to the heap on every call).
 func (s *Store) lookupKey(src iterSource, rk []byte) (schemas.Record, bool, error) {
 	if err := s.usable(); err != nil {
 		return schemas.Record{}, false, err
 	}
-	it, err := src.NewIter(&pointIterOptions)
-	if err != nil {
-		return schemas.Record{}, false, fmt.Errorf("dedupe: new iterator: %w", err)
+	var it *pebble.Iterator
+	var err error
+	if src == nil {
+		var w uint64
+		if it, w, err = s.getPointIter(); err != nil {
+			return schemas.Record{}, false, err
+		}
+		defer s.putPointIter(it, w)
+	} else {
+		if it, err = src.NewIter(&pointIterOptions); err != nil {
+			return schemas.Record{}, false, fmt.Errorf("dedupe: new iterator: %w", err)
+		}
+		defer it.Close()
 	}
-	defer it.Close()
 	val, found, err := s.seekValue(it, rk)
 	if err != nil || !found {
 		return schemas.Record{}, false, err

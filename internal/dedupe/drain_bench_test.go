@@ -1,0 +1,88 @@
+//go:build linux
+
+package dedupe
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// BenchmarkLookupDrain is the executor's lookup draining a backlog of new
+// keys: each batch of 500 keys is looked up (all absent), then written, as
+// the entity workers and the committer do, so the lookups meet the shape
+// of a store being drained into (memtables, L0 sublevels, compactions
+// under way). cpu-ns/lookup is the CPU time of the lookups' thread, so
+// that other processes on the machine do not count.
+func BenchmarkLookupDrain(b *testing.B) {
+	const perBatch = 500
+	const keys = 200_000
+	data := json.RawMessage(`{"amount":1250,"currency":"EUR","order":"order-1042","reason":"customer request"}`)
+	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	// Keys spread over the key space, as a backlog's are.
+	key := func(i int) string { return fmt.Sprintf("k-%016x", uint64(i)*0x9E3779B97F4A7C15) }
+	entity := func(i int) string { return fmt.Sprintf("order-%d", i%10000) }
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	threadCPU := func() time.Duration {
+		const rusageThread = 1 // RUSAGE_THREAD
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	// Each batch is looked up both ways, in turns first: Lookup, and
+	// lookupKey with a new iterator per lookup (as before Lookup reused
+	// them).
+	var reused, fresh time.Duration
+	lookups := 0
+	for b.Loop() {
+		s, err := Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; n < keys; n += perBatch {
+			for turn := range 2 {
+				t0 := threadCPU()
+				for i := n; i < n+perBatch; i++ {
+					var ok bool
+					var err error
+					if (turn+n/perBatch)%2 == 0 {
+						_, ok, err = s.Lookup(entity(i), key(i))
+					} else {
+						_, ok, err = s.lookupKey(s.db, appendRecordKey(nil, entity(i), key(i)))
+					}
+					if err != nil || ok {
+						b.Fatal(ok, err)
+					}
+				}
+				if (turn+n/perBatch)%2 == 0 {
+					reused += threadCPU() - t0
+				} else {
+					fresh += threadCPU() - t0
+				}
+			}
+			lookups += perBatch
+			batch := s.NewBatch()
+			for i := n; i < n+perBatch; i++ {
+				r := rec(key(i), entity(i), schemas.StatusSucceeded, int32(i%12))
+				r.Data, r.FinishedAt, r.StartedAt = data, &at, &at
+				batch.PutRecord(r)
+			}
+			if err := batch.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(reused.Nanoseconds())/float64(lookups), "cpu-ns/lookup")
+	b.ReportMetric(float64(fresh.Nanoseconds())/float64(lookups), "cpu-ns/fresh-iter-lookup")
+}
