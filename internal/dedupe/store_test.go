@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -364,5 +366,48 @@ func TestAppendRecordKey(t *testing.T) {
 		if got, want := appendRecordKey(nil, c[0], c[1]), recordKeyOf(&r); !bytes.Equal(got, want) {
 			t.Errorf("appendRecordKey(%q, %q) = %q, want %q", c[0], c[1], got, want)
 		}
+	}
+}
+
+// TestWriteSortedKeyOrder: a Commit's entries reach the Pebble batch in
+// key order (the memtable inserts each next to the previous one), deletes
+// as deletes, and a key written twice fails the batch.
+func TestWriteSortedKeyOrder(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var te tableEntries
+	for _, k := range []string{"s/succeeded/b", "r/b", "x/b", "e/1", "r/a", "p/0000000001"} {
+		_ = te.Set([]byte(k), []byte("v-"+k), nil)
+	}
+	_ = te.Delete([]byte("s/in_progress/b"), nil)
+	pb := s.db.NewBatch()
+	defer pb.Close()
+	if err := te.writeSorted(pb); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for r := pb.Reader(); ; {
+		kind, k, v, ok, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, fmt.Sprintf("%s %s=%s", kind, k, v))
+	}
+	want := []string{"SET e/1=v-e/1", "SET p/0000000001=v-p/0000000001", "SET r/a=v-r/a", "SET r/b=v-r/b",
+		"DEL s/in_progress/b=", "SET s/succeeded/b=v-s/succeeded/b", "SET x/b=v-x/b"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("batch order:\n got %q\nwant %q", got, want)
+	}
+	_ = te.Set([]byte("r/a"), nil, nil)
+	pb2 := s.db.NewBatch()
+	defer pb2.Close()
+	if err := te.writeSorted(pb2); err == nil || !strings.Contains(err.Error(), "written twice") {
+		t.Fatalf("a key written twice: %v", err)
 	}
 }
