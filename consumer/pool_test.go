@@ -166,8 +166,8 @@ func TestGrowStack(t *testing.T) {
 	const need = 16 << 10
 	start := []rtmetrics.Sample{{Name: "/gc/stack/starting-size:bytes"}}
 	rtmetrics.Read(start)
-	if s := start[0].Value.Uint64(); s >= need {
-		t.Skipf("goroutines start with %d bytes of stack: nothing to grow", s)
+	if s := start[0].Value.Uint64(); s > need/2 {
+		t.Skipf("goroutines start with %d bytes of stack: too close to what growStack grows to for this test to tell", s)
 	}
 	const n = 256
 	inUse := func() uint64 {
@@ -192,7 +192,11 @@ func TestGrowStack(t *testing.T) {
 	grown := inUse() - before
 	close(release)
 	ended.Wait()
-	if grown < n*need {
-		t.Fatalf("%d goroutines after growStack hold %d bytes of stack, want at least %d each", n, grown, need)
+	// StackInuse is the process's: stacks of other goroutines freed
+	// meanwhile lower the difference a little, so it is held to three
+	// quarters of n × need, still above what n goroutines of the
+	// starting size (at most need/2 each, checked above) could hold.
+	if grown < n*need*3/4 {
+		t.Fatalf("%d goroutines after growStack hold %d bytes of stack, want about %d each", n, grown, need)
 	}
 }
