@@ -30,3 +30,28 @@ func TestItemDoesNotPinFetchResponse(t *testing.T) {
 		t.Fatalf("item = partition %d offset %d size %d subject %q; want 3, 42, 10, entity-1", it.partition, it.offset, it.size, it.cmd.Subject)
 	}
 }
+
+// TestTransactionBound: the committer takes at most 512 answers, or 4 MiB
+// of them, into one transaction. Each transaction is held several times
+// over while it commits (its records, the produce request they are encoded
+// into, the Pebble batch), so its bound is a bound on the heap's peak
+// (docs/memory.md).
+func TestTransactionBound(t *testing.T) {
+	c := &committer{}
+	rec := schemas.Record{Data: make([]byte, 100)}
+	for range 1300 {
+		c.mu.queue = append(c.mu.queue, entry{item: &stagedItem{emits: []emit{{journal: &rec, outcome: &rec}}}})
+	}
+	for _, want := range []int{512, 512, 276, 0} {
+		if got := len(c.take()); got != want {
+			t.Fatalf("transaction of %d answers, want %d", got, want)
+		}
+	}
+	big := schemas.Record{Data: make([]byte, 1<<20)} // ~2 MiB each, estimated
+	for range 5 {
+		c.mu.queue = append(c.mu.queue, entry{item: &stagedItem{emits: []emit{{journal: &big, outcome: &big}}}})
+	}
+	if got := len(c.take()); got != 1 {
+		t.Fatalf("transaction of %d answers of ~2 MiB, want 1 (4 MiB bound)", got)
+	}
+}
