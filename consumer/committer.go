@@ -160,12 +160,15 @@ type markerDone struct {
 // Bounds of one transaction: it must end well within the transaction
 // timeout, and about a thousand records is past the point where batching
 // buys anything (measured on these machines: 730 k/s at 1 000 records per
-// transaction). Larger ones cost memory: franz-go's request buffer grows
-// to the largest produce request and stays that size (18 MB after 4 096
-// answers per transaction, docs/memory.md).
+// transaction). Larger ones cost memory, several times over: a
+// transaction's records are encoded again into one produce request (a
+// buffer grown by appending, as large as the transaction), then written
+// to Pebble as one batch of the same size, and the collector's heap goal
+// doubles all of it. 512 answers (1 024 records) hold half of what 1 024
+// did, for the same CPU per command (BENCHMARKS.md, "Round 9 (mem)").
 const (
-	maxFlushEntries = 1024
-	maxFlushBytes   = 8 << 20
+	maxFlushEntries = 512
+	maxFlushBytes   = 4 << 20
 )
 
 // errRetry means the transaction was aborted for a reason that may pass (a

@@ -31,12 +31,12 @@ const (
 	defaultMaxPollRecords               = 500
 	defaultClockDrift                   = time.Second
 	defaultTransactionTimeout           = 10 * time.Second
-	defaultMaxBuffered                  = 2048
+	defaultMaxBuffered                  = 1024
 	defaultMaxBufferedPerPartition      = 2000
 	defaultMaxBufferedBytesPerPartition = 64 << 20
 	defaultMaxBufferedPerEntity         = 200
 	defaultMaxSkippedPerPartition       = 100000
-	defaultMaxBufferedBytes             = 8 << 20
+	defaultMaxBufferedBytes             = 4 << 20
 	defaultMaxFetchBytes                = 2 << 20
 	defaultMaxConcurrentFetches         = 2
 	defaultPartitionCheckInterval       = 10 * time.Second
@@ -118,16 +118,18 @@ type Config struct {
 	// whole process: queued for their entity, running, or answered and
 	// staged for the committer's transaction. The poll loop waits when it
 	// is reached, so a backlog of any size is drained with at most this
-	// many commands in memory (docs/memory.md). Default 2048: two
-	// transactions' worth (1 024 answers each), one staged while the other
-	// commits; more only held more in memory (BENCHMARKS.md, "Round 8 (mem)").
+	// many commands in memory (docs/memory.md). Default 1024: two
+	// transactions' worth (512 answers each), one staged while the other
+	// commits; more only held more in memory (BENCHMARKS.md, "Round 8
+	// (mem)", "Round 9 (mem)"). With --max-inflight above it, it also
+	// bounds the executions in flight.
 	MaxBuffered int
 	// MaxBufferedBytes bounds the bytes of the same commands: a command's
 	// record while it is queued or running, the estimated size of its
 	// answer (journal record, outcome, ...) once staged. The poll loop
 	// waits past it; a worker waits before staging an answer while the
 	// staged answers alone are at it (the committer drains them without
-	// help, so the wait always ends). Default 8 MiB (~2 400 small staged
+	// help, so the wait always ends). Default 4 MiB (~1 200 small staged
 	// answers).
 	MaxBufferedBytes int
 	// MaxFetchBytes is the most one fetch response may carry (franz-go's

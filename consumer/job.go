@@ -19,17 +19,26 @@ import (
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// item is one consumed command.
+// item is one consumed command. It keeps the record's position, not the
+// record: a fetched record's key and value are slices of the whole fetch
+// response (up to --max-fetch-bytes), so holding it would keep that
+// response live for as long as any of its commands is buffered.
 type item struct {
-	rec     *kgo.Record
-	cmd     schemas.Command
-	size    int  // bytes, counted in its partition's buffer
-	counted bool // taken out of the buffer counts (pipeline.mu)
+	partition int32
+	offset    int64
+	cmd       schemas.Command
+	size      int  // bytes, counted in its partition's buffer
+	counted   bool // taken out of the buffer counts (pipeline.mu)
 	// queued is when the poll loop queued it for its entity: where its
 	// trace's wait for the entity's single flight starts. Set only when
 	// tracing is on; written under pipeline.mu before the entity's worker
 	// can see the item.
 	queued time.Time
+}
+
+// newItem is the buffered form of r, decoded as cmd.
+func newItem(r *kgo.Record, cmd schemas.Command) *item {
+	return &item{partition: r.Partition, offset: r.Offset, cmd: cmd, size: len(r.Value) + len(r.Key)}
 }
 
 // emit is one answer to publish, staged in the order answers were decided.
@@ -678,7 +687,7 @@ func (j *job) safeHandle(ctx context.Context, it *item, version *int64) {
 			return
 		}
 		j.e.log.Error("panic while handling a command; answered unresolved", "key", it.cmd.IdempotencyKey,
-			"entity", it.cmd.Subject, "partition", it.rec.Partition, "offset", it.rec.Offset, "panic", r, "stack", string(debug.Stack()))
+			"entity", it.cmd.Subject, "partition", it.partition, "offset", it.offset, "panic", r, "stack", string(debug.Stack()))
 		j.emits, j.err = nil, nil
 		prev, found, err := j.lookup(it.cmd.Subject, it.cmd.IdempotencyKey)
 		var seen *schemas.Record

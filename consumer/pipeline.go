@@ -194,7 +194,7 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		return
 	}
 	p.mu.buffered++
-	p.enqueue(st, q, &item{rec: r, cmd: cmd, size: len(r.Value) + len(r.Key)})
+	p.enqueue(st, q, newItem(r, cmd))
 	p.checkPause(st)
 	if !running {
 		p.workers.Add(1)
@@ -538,7 +538,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			// command, and the entity's later commands must not run
 			// before it (G1, order): drop them too.
 			p.dropRest(entity, st, it)
-			p.fail(st, entity, fmt.Errorf("offset %d: %w", it.rec.Offset, j.err))
+			p.fail(st, entity, fmt.Errorf("offset %d: %w", it.offset, j.err))
 			return
 		}
 		journaled := 0
@@ -552,7 +552,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		p.mu.ov.setVersion(entity, st, version, journaled)
 		p.unbuffer(st, it)
 		p.mu.Unlock()
-		p.stage(st, it.rec.Offset, j)
+		p.stage(st, it.offset, j)
 		done()
 	}
 }

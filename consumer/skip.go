@@ -75,7 +75,7 @@ func (p *pipeline) refill(ctx context.Context, entity string, st *partState) err
 		if cmd.Subject != entity {
 			return fmt.Errorf("skipped command at offset %d read again is of entity %q, not %q", r.Offset, cmd.Subject, entity)
 		}
-		items = append(items, &item{rec: r, cmd: cmd, size: len(r.Value) + len(r.Key)})
+		items = append(items, newItem(r, cmd))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -63,7 +63,7 @@ func (j *job) traceCommand(ctx context.Context, it *item) (context.Context, func
 	opts := []trace.SpanStartOption{
 		trace.WithTimestamp(queued), trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attrAction.String(it.cmd.Type), attrKey.String(it.cmd.IdempotencyKey), attrEntity.String(it.cmd.Subject),
-			attrCommand.String(it.cmd.ID), attrPartition.Int64(int64(it.rec.Partition)), attrOffset.Int64(it.rec.Offset)),
+			attrCommand.String(it.cmd.ID), attrPartition.Int64(int64(it.partition)), attrOffset.Int64(it.offset)),
 	}
 	if sc := producerContext(it.cmd.TraceParent); sc.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))

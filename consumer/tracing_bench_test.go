@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -18,7 +16,7 @@ import (
 func BenchmarkTracingOff(b *testing.B) {
 	e := &Executor{}
 	j := &job{e: e}
-	it := &item{rec: &kgo.Record{Partition: 1, Offset: 42}, queued: time.Now(),
+	it := &item{partition: 1, offset: 42, queued: time.Now(),
 		cmd: schemas.Command{ID: "c1", Type: "noop.ping", Subject: "order-1", IdempotencyKey: "k1", TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
 	rec := schemas.Record{Action: "noop.ping", Entity: "order-1", IdempotencyKey: "k1"}
 	ctx := context.Background()
