@@ -136,6 +136,11 @@ processes with the same --group share the partitions.`,
 			if o.sessionTimeout < time.Second {
 				return usageErrorf("--session-timeout must be at least 1s, got %s", o.sessionTimeout)
 			}
+			if !cmd.Flags().Changed("max-buffered") {
+				// The executor's default follows --max-inflight
+				// (consumer.Config.MaxBuffered).
+				o.maxBuffered = 0
+			}
 			return runServe(cmd.Context(), o)
 		},
 	}
@@ -157,7 +162,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.partitions, "partitions", def.Partitions, "partition count of the topics serve creates")
 	fs.IntVar(&o.maxDataBytes, "max-data-bytes", schemas.DefaultMaxDataBytes, "largest command data accepted")
 	fs.IntVar(&o.maxMsgBytes, "max-message-bytes", def.MaxMessageBytes, "max.message.bytes of the topics serve creates, and the producer's record limit (existing topics must allow at least this)")
-	fs.IntVar(&o.maxBuffered, "max-buffered", def.MaxBuffered, "commands consumed and not yet answered, per process (the poll loop waits past it)")
+	fs.IntVar(&o.maxBuffered, "max-buffered", def.MaxBuffered, "commands consumed and not yet answered, per process (the poll loop waits past it); unset, --max-inflight + 512 when that is larger")
 	fs.IntVar(&o.maxBufPart, "max-buffered-per-partition", def.MaxBufferedPerPartition, "commands consumed and not yet answered, per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufBytes, "max-buffered-bytes-per-partition", def.MaxBufferedBytesPerPartition, "bytes of commands consumed and not yet answered, per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufEntity, "max-buffered-per-entity", def.MaxBufferedPerEntity, "commands of one entity held in memory; its later commands are read past and read again by offset when their turn comes (docs/memory.md)")

@@ -121,8 +121,8 @@ type Config struct {
 	// many commands in memory (docs/memory.md). Default 1024: two
 	// transactions' worth (512 answers each), one staged while the other
 	// commits; more only held more in memory (BENCHMARKS.md, "Round 8
-	// (mem)", "Round 9 (mem)"). With --max-inflight above it, it also
-	// bounds the executions in flight.
+	// (mem)", "Round 9 (mem)"); MaxInflight + 512 when that is larger,
+	// since it also bounds the executions in flight.
 	MaxBuffered int
 	// MaxBufferedBytes bounds the bytes of the same commands: a command's
 	// record while it is queued or running, the estimated size of its
@@ -217,7 +217,10 @@ func (c *Config) setDefaults() {
 		c.KafkaOpts = (*kafkaconf.Config)(nil).Opts()
 	}
 	if c.MaxBuffered == 0 {
-		c.MaxBuffered = defaultMaxBuffered
+		// Executions in flight are buffered commands too: with room for
+		// only as many as may run at once, nothing would be staged behind
+		// them and the poll loop would wait with the system's slots free.
+		c.MaxBuffered = max(defaultMaxBuffered, c.MaxInflight+defaultMaxBuffered/2)
 	}
 	if c.MaxBufferedPerPartition == 0 {
 		c.MaxBufferedPerPartition = min(defaultMaxBufferedPerPartition, c.MaxBuffered)
