@@ -50,20 +50,40 @@ func needChromium(t *testing.T) string {
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	path := needChromium(t)
+	// Not t.TempDir: Chromium's helper processes may still write to the
+	// profile for a moment after the browser was stopped, and TempDir's
+	// cleanup then fails the test ("directory not empty").
+	profile, err := os.MkdirTemp("", "onceflight-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-extensions", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 900),
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelB := chromedp.NewContext(actx)
 	ctx, cancelC := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelC(); cancelB(); cancelA() })
+	t.Cleanup(func() { cancelC(); cancelB(); cancelA(); removeProfile(t, profile) })
 	if err := chromedp.Run(ctx); err != nil {
 		t.Skipf("Chromium at %s does not start (%v): the browser tests cannot run here", path, err)
 	}
 	return ctx
+}
+
+// removeProfile removes a stopped browser's profile, trying again for a
+// few seconds while its last helper processes finish writing to it.
+func removeProfile(t *testing.T, dir string) {
+	var err error
+	for range 50 {
+		if err = os.RemoveAll(dir); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("browser profile %s left behind: %v", dir, err)
 }
 
 func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action) {
