@@ -177,6 +177,14 @@ var guarantees = []mutant{
 		Pkgs: []string{consumerPkg},
 		Run:  "TestJournalKeptCompleteAndGapsHeld|TestJournalRetentionFollowsKeyMemory",
 	},
+	{
+		Name: "lookup-sees-writes", Guarantee: "G2: a lookup sees every record committed before it (a reused iterator is dropped after a write)",
+		Edits: []edit{{"internal/dedupe/failure.go",
+			"	defer s.points.wrote()\n",
+			"	defer func() {}()\n"}},
+		Pkgs: []string{"./internal/dedupe/"},
+		Run:  "TestLookupSeesEveryWrite|TestLookupSeesConcurrentCommits",
+	},
 }
 
 // rows remove one row of the decision table each (internal/decide):
