@@ -65,28 +65,22 @@ func BenchmarkPerform(b *testing.B) {
 	sys := limit.New(limit.Config{Name: "bench", MaxConcurrent: 64})
 	p := effect.Policy{}
 	r := connectors.Request{Action: "a", Entity: "e", Key: "k", Attempt: 1}
-	b.Run("options", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			h := &benchHooks{deadline: time.Now().Add(time.Minute)}
-			d := effect.Perform(ctx, answerNow{}, r, p, effect.Options(effect.WithBeforeAttempt(h.BeforeAttempt),
-				effect.WithGate(sys), effect.WithEvidence(h.Evidence)))
-			if d.Outcome != schemas.StatusSucceeded {
-				b.Fatal(d)
+	for _, c := range []struct {
+		name string
+		conn connectors.Connector
+	}{{"options", answerNow{}}, {"options-watching", answerWatching{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				h := &benchHooks{deadline: time.Now().Add(time.Minute)}
+				d := effect.Perform(ctx, c.conn, r, p, effect.Options(effect.WithBeforeAttempt(h.BeforeAttempt),
+					effect.WithGate(sys), effect.WithEvidence(h.Evidence)))
+				if d.Outcome != schemas.StatusSucceeded {
+					b.Fatal(d)
+				}
 			}
-		}
-	})
-	b.Run("options-watching", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			h := &benchHooks{deadline: time.Now().Add(time.Minute)}
-			d := effect.Perform(ctx, answerWatching{}, r, p, effect.Options(effect.WithBeforeAttempt(h.BeforeAttempt),
-				effect.WithGate(sys), effect.WithEvidence(h.Evidence)))
-			if d.Outcome != schemas.StatusSucceeded {
-				b.Fatal(d)
-			}
-		}
-	})
+		})
+	}
 	b.Run("call", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
