@@ -26,6 +26,7 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/brokerfeatures"
+	"github.com/onceflight/onceflight/internal/cmalloc"
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/httpauth"
@@ -104,6 +105,9 @@ func applyMemoryLimit(log *slog.Logger, o *serveOptions) {
 		log.Info("memory limit", "source", "GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
 	default:
 		log.Info("memory limit: none", "why", "neither --memory-limit nor GOMEMLIMIT sets one (docs/memory.md)")
+	}
+	if n := cmalloc.Arenas(); n >= 0 {
+		log.Info("malloc arenas", "count", n, "bound", os.Getenv("MALLOC_ARENA_MAX"))
 	}
 }
 

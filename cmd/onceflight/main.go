@@ -8,6 +8,9 @@ import (
 	"os"
 
 	"github.com/onceflight/onceflight/cli"
+	// Bounds glibc's malloc arenas, which hold Pebble's C memory in a cgo
+	// build (docs/memory.md).
+	_ "github.com/onceflight/onceflight/internal/cmalloc/bound"
 )
 
 func main() {
