@@ -304,7 +304,7 @@ func appendTimeMember(b []byte, name string, t time.Time) ([]byte, error) {
 	}
 	b = append(b, name...)
 	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = appendTime(b, t)
 	return append(b, '"'), nil
 }
 
@@ -347,7 +347,7 @@ func appendOutcomeHead(v []byte, rec *schemas.Record, causationID string, replay
 		v = jcs.AppendString(v, rec.Entity)
 	}
 	v = append(v, `,"datacontenttype":"application/json","time":"`...)
-	v = t.UTC().AppendFormat(v, time.RFC3339Nano)
+	v = appendTime(v, t.UTC())
 	v = append(v, '"')
 	if causationID != "" {
 		v = append(v, `,"`+schemas.ExtCausationID+`":`...)
