@@ -336,9 +336,11 @@ func appendOutcomeHead(v []byte, rec *schemas.Record, causationID string, replay
 	if rec.FinishedAt != nil {
 		t = *rec.FinishedAt
 	}
-	v = append(v, `{"specversion":"1.0","id":`...)
-	v = jcs.AppendString(v, OutcomeIDOf(rec, causationID))
-	v = append(v, `,"source":`...)
+	// The id is a UUID (hex digits and dashes): its JSON string is the
+	// id between quotes.
+	v = append(v, `{"specversion":"1.0","id":"`...)
+	v = appendOutcomeIDOf(v, rec, causationID)
+	v = append(v, `","source":`...)
 	v = jcs.AppendString(v, schemas.OutcomeSource)
 	v = append(v, `,"type":`...)
 	v = jcs.AppendString(v, schemas.OutcomeTypePrefix+string(rec.Status))
