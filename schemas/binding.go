@@ -163,12 +163,27 @@ func (m *kafkaMessage) Finish(error) error { return nil }
 
 // header returns the value of the first header named name (case-insensitive).
 func header(r *kgo.Record, name string) (string, bool) {
+	v, ok := headerBytes(r, name)
+	return string(v), ok
+}
+
+// headerBytes is header's value as it lies in the record.
+func headerBytes(r *kgo.Record, name string) ([]byte, bool) {
 	for _, h := range r.Headers {
 		if strings.EqualFold(h.Key, name) {
-			return string(h.Value), true
+			return h.Value, true
 		}
 	}
-	return "", false
+	return nil, false
+}
+
+// jsonEvent reports whether r is what every structured command is: a
+// content-type of exactly application/cloudevents+json, which newMessage
+// reads as structured mode in format.JSON. It answers without newMessage's
+// message and header string, for DecodeCommand's fast path.
+func jsonEvent(r *kgo.Record) bool {
+	ct, ok := headerBytes(r, headerContentType)
+	return ok && string(ct) == event.ApplicationCloudEventsJSON
 }
 
 // mediaType is the lowercased media type of a content type without parameters.

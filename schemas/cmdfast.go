@@ -3,6 +3,7 @@ package schemas
 import (
 	"bytes"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
@@ -48,6 +49,24 @@ func (a *ceAttrs) ext(name string) (any, bool) {
 	return nil, false
 }
 
+// extString is ext for the extensions that must be strings, without
+// boxing the fast path's value in an interface (an allocation per
+// command): isStr false says a present value is not a string, and v is
+// that value, for the error.
+func (a *ceAttrs) extString(name string) (s string, present, isStr bool, v any) {
+	if a.sdk == nil {
+		for i, n := range fastExts {
+			if n == name {
+				return a.exts[i], a.has&(1<<i) != 0, true, nil
+			}
+		}
+		return "", false, false, nil
+	}
+	v, present = a.sdk.Extensions()[name]
+	s, isStr = v.(string)
+	return s, present, isStr, v
+}
+
 func attrsOf(ev *event.Event) ceAttrs {
 	mt, _ := ev.Context.GetDataMediaType()
 	return ceAttrs{id: ev.ID(), source: ev.Source(), typ: ev.Type(), subject: ev.Subject(), sdk: ev,
@@ -86,18 +105,23 @@ func structuredFast(src []byte) (a ceAttrs, ok bool) {
 		mData
 		mExt // first extension bit; extension i is mExt << i
 	)
-	// plain reads a string value that has no escapes and is valid UTF-8,
-	// so that it is exactly the bytes between its quotes.
-	plain := func() (string, bool) {
+	// plainBytes reads a string value that has no escapes and is valid
+	// UTF-8, so that it is exactly the bytes between its quotes; plain
+	// makes it a string.
+	plainBytes := func() ([]byte, bool) {
 		if p.Pos >= len(src) || src[p.Pos] != '"' {
-			return "", false
+			return nil, false
 		}
 		start := p.Pos
 		s, err := p.Str()
 		if err != nil || p.Pos-start-2 != len(s) {
-			return "", false
+			return nil, false
 		}
-		return string(s), true
+		return s, true
+	}
+	plain := func() (string, bool) {
+		s, ok := plainBytes()
+		return string(s), ok
 	}
 	p.SkipSpace()
 	if p.Pos < len(src) && src[p.Pos] == '}' {
@@ -112,24 +136,24 @@ func structuredFast(src []byte) (a ceAttrs, ok bool) {
 		var ok bool
 		switch string(key) {
 		case "specversion":
-			var v string
-			v, ok = plain()
-			ok = ok && v == event.CloudEventsVersionV1
+			var v []byte
+			v, ok = plainBytes()
+			ok = ok && string(v) == event.CloudEventsVersionV1
 			bit = mSpec
 		case "id":
 			a.id, ok = plain()
 			bit = mID
 		case "source":
-			a.source, ok = plain()
-			// sdk-go keeps the source as a parsed URI and prints it
-			// again: answer only where that is the same string.
-			if ok {
-				u, err := url.Parse(a.source)
-				ok = err == nil && u.String() == a.source
+			var v []byte
+			if v, ok = plainBytes(); ok {
+				a.source, ok = lastSource.get(v, sameURI)
 			}
 			bit = mSource
 		case "type":
-			a.typ, ok = plain()
+			var v []byte
+			if v, ok = plainBytes(); ok {
+				a.typ, ok = lastType.get(v, nil)
+			}
 			bit = mType
 		case "subject":
 			a.subject, ok = plain()
@@ -142,16 +166,23 @@ func structuredFast(src []byte) (a ceAttrs, ok bool) {
 			}
 			bit = mTime
 		case "datacontenttype":
-			var v string
-			v, ok = plain()
-			ok = ok && v == "application/json"
-			a.mediaType = v
+			var v []byte
+			v, ok = plainBytes()
+			ok = ok && string(v) == jsonMediaType
+			a.mediaType = jsonMediaType
 			bit = mContentType
 		case "data":
 			if p.Pos < len(src) && src[p.Pos] == '{' {
 				start := p.Pos
-				ok = p.Value(0) == nil
-				a.data, a.canon = src[start:p.Pos], p.Out
+				if n, canon := jcs.CanonicalPrefix(src[start:]); canon {
+					// Its own v1 form: fingerprinted where it lies,
+					// neither copied nor scanned twice.
+					p.Pos += n
+					a.data, a.canon, ok = src[start:p.Pos], src[start:p.Pos], true
+				} else {
+					ok = p.Value(0) == nil
+					a.data, a.canon = src[start:p.Pos], p.Out
+				}
 			}
 			bit = mData
 		default:
@@ -184,4 +215,38 @@ func structuredFast(src []byte) (a ceAttrs, ok bool) {
 		return a, false
 	}
 	return a, true
+}
+
+// jsonMediaType is the one datacontenttype the fast path accepts.
+const jsonMediaType = "application/json"
+
+// A producer writes the same source and type on every command: the fast
+// path keeps the last one of each it read (checked, for the source), and
+// a command that has it again shares its string instead of allocating
+// one and parsing the source as a URI again. A different value replaces
+// it; concurrent decoders only ever swap whole, checked values.
+var lastSource, lastType lastString
+
+// lastString is the last accepted value of one attribute.
+type lastString struct{ p atomic.Pointer[string] }
+
+// get returns b as a string, the last one when equal, else a new one
+// that check (nil: any) accepts, then kept; ok false when check refuses.
+func (l *lastString) get(b []byte, check func(string) bool) (string, bool) {
+	if last := l.p.Load(); last != nil && *last == string(b) {
+		return *last, true
+	}
+	s := new(string(b))
+	if check != nil && !check(*s) {
+		return "", false
+	}
+	l.p.Store(s)
+	return *s, true
+}
+
+// sameURI reports whether source is a URI reference that sdk-go, which
+// keeps the source parsed and prints it again, gives back unchanged.
+func sameURI(source string) bool {
+	u, err := url.Parse(source)
+	return err == nil && u.String() == source
 }

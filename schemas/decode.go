@@ -70,13 +70,19 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 	if maxDataBytes <= 0 {
 		maxDataBytes = DefaultMaxDataBytes
 	}
-	// Best-effort entity for errors, refined to the subject once read.
-	entity := string(r.Key)
+	// Best-effort entity for errors, refined to the subject once read;
+	// the record key when there is neither (made a string only for an
+	// error: an allocation per command otherwise).
+	var entity string
 	if s, ok := header(r, headerPrefix+"subject"); ok && s != "" {
 		entity = s
 	}
 	fail := func(format string, args ...any) (Command, error) {
-		return Command{}, &DecodeError{Reason: fmt.Sprintf(format, args...), Entity: entity}
+		e := entity
+		if e == "" {
+			e = string(r.Key)
+		}
+		return Command{}, &DecodeError{Reason: fmt.Sprintf(format, args...), Entity: e}
 	}
 	defer func() {
 		// Defense in depth: every sdk-go call is already guarded, but an
@@ -86,21 +92,27 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 		}
 	}()
 
-	structured := false
-	m := newMessage(r)
-	switch m.ReadEncoding() {
-	case binding.EncodingBinary:
-		// Cheap early reject before any parsing.
-		if len(r.Value) > maxDataBytes {
-			return fail("data is %d bytes, limit %d", len(r.Value), maxDataBytes)
-		}
-	case binding.EncodingStructured:
-		structured = true
-	}
 	var a ceAttrs
-	ok := false
-	if fast && structured && m.format == format.JSON {
+	ok, structured := false, false
+	if fast && jsonEvent(r) {
+		// What newMessage would say of it: structured, format JSON.
+		structured = true
 		a, ok = structuredFast(r.Value)
+	}
+	if !ok && !structured {
+		m := newMessage(r)
+		switch m.ReadEncoding() {
+		case binding.EncodingBinary:
+			// Cheap early reject before any parsing.
+			if len(r.Value) > maxDataBytes {
+				return fail("data is %d bytes, limit %d", len(r.Value), maxDataBytes)
+			}
+		case binding.EncodingStructured:
+			structured = true
+		}
+		if fast && structured && m.format == format.JSON {
+			a, ok = structuredFast(r.Value)
+		}
 	}
 	if !ok {
 		ev, err := toEvent(r)
@@ -135,15 +147,14 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 		Offset:    r.Offset,
 	}
 
-	cmd.IdempotencyKey = cmd.Source + "/" + cmd.ID
-	keyFrom := "idempotency key (default source/id)"
-	if v, ok := a.ext(ExtIdempotencyKey); ok {
-		s, ok := v.(string)
-		if !ok {
-			return fail("extension %q must be a string, got %T", ExtIdempotencyKey, v)
-		}
+	keyFrom := "idempotency key"
+	if s, ok, isStr, v := a.extString(ExtIdempotencyKey); !ok {
+		cmd.IdempotencyKey = cmd.Source + "/" + cmd.ID
+		keyFrom = "idempotency key (default source/id)"
+	} else if !isStr {
+		return fail("extension %q must be a string, got %T", ExtIdempotencyKey, v)
+	} else {
 		cmd.IdempotencyKey = s
-		keyFrom = "idempotency key"
 	}
 	if n := len(cmd.IdempotencyKey); n < 1 || n > maxIdempotencyKeyBytes {
 		return fail("idempotency key is %d bytes, want 1-%d", n, maxIdempotencyKeyBytes)
@@ -160,9 +171,8 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 		cmd.ExpectedVersion = &n
 	}
 
-	if v, ok := a.ext(ExtDeadline); ok {
-		s, ok := v.(string)
-		if !ok {
+	if s, ok, isStr, v := a.extString(ExtDeadline); ok {
+		if !isStr {
 			return fail("extension %q must be an RFC 3339 string, got %T", ExtDeadline, v)
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
@@ -172,24 +182,28 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 		cmd.Deadline = &t
 	}
 
-	if v, ok := a.ext(ExtTraceParent); ok {
-		s, ok := v.(string)
-		if !ok || !validTraceParent(s) {
+	if s, ok, isStr, v := a.extString(ExtTraceParent); ok {
+		if !isStr {
 			return fail("extension %q is not a W3C traceparent: %v", ExtTraceParent, v)
+		}
+		if !validTraceParent(s) {
+			return fail("extension %q is not a W3C traceparent: %v", ExtTraceParent, s)
 		}
 		cmd.TraceParent = s
 	}
 
-	for _, x := range [...]struct {
-		name string
-		dst  *string
-	}{{ExtControlKeyID, &cmd.ControlKeyID}, {ExtControlSig, &cmd.ControlSig}} {
-		if v, ok := a.ext(x.name); ok {
-			s, ok := v.(string)
-			if !ok {
-				return fail("extension %q must be a string, got %T", x.name, v)
+	// By name, not through pointers into cmd: those moved cmd to the heap
+	// (an allocation per command).
+	for i, name := range [...]string{ExtControlKeyID, ExtControlSig} {
+		if s, ok, isStr, v := a.extString(name); ok {
+			if !isStr {
+				return fail("extension %q must be a string, got %T", name, v)
 			}
-			*x.dst = s
+			if i == 0 {
+				cmd.ControlKeyID = s
+			} else {
+				cmd.ControlSig = s
+			}
 		}
 	}
 

@@ -85,10 +85,17 @@ func FuzzDecodeCommand(f *testing.F) {
 // BenchmarkDecodeCommand: the fixtures (the structured one has a numeric
 // expectedversion, which the fast path leaves to sdk-go), and the
 // benchmark's commands (onceflight-bench: structured, 200-byte data)
-// with and without the fast path.
+// with and without the fast path, with data in canonical form or not.
 func BenchmarkDecodeCommand(b *testing.B) {
 	bench, err := EncodeCommand(Command{ID: "n-1", Source: "onceflight-bench", Type: "bench.noop", Subject: "e-1", IdempotencyKey: "k-1",
 		Data: []byte(`{"pad":"` + strings.Repeat("x", 180) + `","n":1}`)}, Structured)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// What onceflight-bench sends today (benchData): data already in
+	// canonical form, an idempotency key of its own.
+	canonical, err := EncodeCommand(Command{ID: "n-104211", Source: "onceflight-bench", Type: "bench.noop", Subject: "e-4211", IdempotencyKey: "k-104211",
+		Data: []byte(`{"amount":1,"pad":"` + strings.Repeat("x", 179) + `"}`)}, Structured)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -96,7 +103,7 @@ func BenchmarkDecodeCommand(b *testing.B) {
 		name string
 		r    *kgo.Record
 		fast bool
-	}{{"structured", loadStructured(b), true}, {"binary", loadBinary(b), true}, {"bench", bench, true}, {"bench-sdk", bench, false}} {
+	}{{"structured", loadStructured(b), true}, {"binary", loadBinary(b), true}, {"bench", bench, true}, {"bench-sdk", bench, false}, {"bench-canonical", canonical, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

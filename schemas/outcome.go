@@ -31,8 +31,19 @@ type Outcome struct {
 // consumers can drop it (docs/events.md#execution-records). It is SHA-256 over the three parts, each
 // length-prefixed, formatted as an RFC 9562 version 8 (custom) UUID.
 func OutcomeID(key string, status Status, commandID string) string {
+	var b [OutcomeIDLen]byte
+	return string(AppendOutcomeID(b[:0], key, status, commandID))
+}
+
+// OutcomeIDLen is the length of an outcome id: a UUID's 36 characters.
+const OutcomeIDLen = 36
+
+// AppendOutcomeID appends OutcomeID(key, status, commandID) to dst: an
+// outcome event is written with its id in place, without the string
+// (a heap object per outcome).
+func AppendOutcomeID(dst []byte, key string, status Status, commandID string) []byte {
 	// Hashed in one piece from a stack buffer, as fingerprintCanonical:
-	// one heap object (the id) per outcome rather than ~6.
+	// no heap object for the hash's input.
 	var stack [256]byte
 	buf := jcs.AppendFramed(stack[:0], "onceflight/outcome-id/v1")
 	buf = jcs.AppendFramed(buf, key)
@@ -43,7 +54,7 @@ func OutcomeID(key string, status Status, commandID string) string {
 	copy(u[:], sum[:])
 	u[6] = u[6]&0x0f | 0x80 // version 8
 	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
-	var b [36]byte
+	var b [OutcomeIDLen]byte
 	hex.Encode(b[0:8], u[0:4])
 	b[8] = '-'
 	hex.Encode(b[9:13], u[4:6])
@@ -53,7 +64,7 @@ func OutcomeID(key string, status Status, commandID string) string {
 	hex.Encode(b[19:23], u[8:10])
 	b[23] = '-'
 	hex.Encode(b[24:], u[10:])
-	return string(b[:])
+	return append(dst, b[:]...)
 }
 
 // DecodeOutcome decodes an outcome event in either content mode.

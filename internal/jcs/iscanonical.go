@@ -26,8 +26,22 @@ const canonicalDepth = 64
 // IsCanonical reports whether b is one JSON value that is its own JCS
 // canonical form, as far as a cheap scan can tell (see above).
 func IsCanonical(b []byte) bool {
+	n, ok := CanonicalPrefix(b)
+	return ok && n == len(b)
+}
+
+// CanonicalPrefix is IsCanonical for the JSON value b starts with, which
+// may be followed by anything: n is its length. Such a value is also its
+// own v1 (CanonicalV1) form, strict or not — without escapes, fractions,
+// exponents or long integers, with keys in increasing byte order, the two
+// forms agree — so a command's data can be fingerprinted as it is, where
+// it lies in the event (schemas' structuredFast).
+func CanonicalPrefix(b []byte) (n int, ok bool) {
 	c := canonScan{b: b}
-	return c.value(0) && c.pos == len(b)
+	if !c.value(0) {
+		return 0, false
+	}
+	return c.pos, true
 }
 
 type canonScan struct {

@@ -28,6 +28,23 @@ func TestIsCanonicalSeeds(t *testing.T) {
 	}
 }
 
+// TestCanonicalPrefix: the canonical value at the start of a text, and
+// its length, whatever follows it; nothing when the value itself is not.
+func TestCanonicalPrefix(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		n  int
+		ok bool
+	}{
+		{`{"a":1},"b":2}`, 7, true}, {`{"a":"x"}}`, 9, true}, {`[1]  `, 3, true}, {`{"a":1}`, 7, true},
+		{`{"b":1,"a":2},`, 0, false}, {`{"a":1.5}`, 0, false}, {``, 0, false}, {`{"a":1`, 0, false},
+	} {
+		if n, ok := CanonicalPrefix([]byte(c.in)); n != c.n || ok != c.ok {
+			t.Errorf("CanonicalPrefix(%s) = %d, %v; want %d, %v", c.in, n, ok, c.n, c.ok)
+		}
+	}
+}
+
 // FuzzIsCanonical: whatever IsCanonical accepts, AppendCanonical writes
 // back byte for byte, so copying it writes what canonicalizing it would.
 func FuzzIsCanonical(f *testing.F) {
@@ -35,6 +52,11 @@ func FuzzIsCanonical(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if n, ok := CanonicalPrefix(b); ok {
+			if n == 0 || !IsCanonical(b[:n]) {
+				t.Fatalf("CanonicalPrefix(%q) = %d, a prefix IsCanonical refuses", b, n)
+			}
+		}
 		if !IsCanonical(b) {
 			return
 		}
@@ -44,6 +66,10 @@ func FuzzIsCanonical(f *testing.F) {
 		}
 		if !bytes.Equal(out, b) {
 			t.Fatalf("IsCanonical accepted %q, AppendCanonical wrote %q", b, out)
+		}
+		// The v1 form too (CanonicalPrefix's promise to structuredFast).
+		if v1, err := CanonicalV1(b, true); err != nil || !bytes.Equal(v1, b) {
+			t.Fatalf("IsCanonical accepted %q, CanonicalV1 wrote %q (%v)", b, v1, err)
 		}
 	})
 }

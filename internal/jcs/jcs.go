@@ -403,6 +403,10 @@ func (p *Parser) Str() ([]byte, error) {
 	p.Pos++ // '"'
 	start := p.Pos
 	for p.Pos < len(p.Src) {
+		p.Pos += plainRun(p.Src[p.Pos:])
+		if p.Pos >= len(p.Src) {
+			break
+		}
 		c := p.Src[p.Pos]
 		switch {
 		case c == '"':
@@ -523,7 +527,7 @@ func hex4(b []byte) (rune, bool) {
 // appendStr writes decoded, valid UTF-8 s as a canonical JSON string.
 func (p *Parser) appendStr(dst, s []byte) []byte {
 	dst = append(dst, '"')
-	for _, c := range s {
+	for _, c := range s[plainRun(s):] {
 		if c < 0x20 || c == '"' || c == '\\' {
 			return appendEscaped(dst, s, p.Mode.JCS)
 		}
@@ -563,16 +567,8 @@ func appendEscaped(dst, s []byte, jcs bool) []byte {
 // AppendString writes a Go string as a JCS string; invalid UTF-8
 // becomes U+FFFD, as encoding/json writes it.
 func AppendString(dst []byte, s string) []byte {
-	clean := true
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-			clean = false
-			break
-		}
-	}
 	dst = append(dst, '"')
-	if clean {
+	if plainRun(s) == len(s) {
 		dst = append(dst, s...)
 		return append(dst, '"')
 	}

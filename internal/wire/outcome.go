@@ -14,10 +14,16 @@ import (
 // Every other outcome takes (key, status, causation id); a repeat under
 // another command id is answered under that id.
 func OutcomeIDOf(rec *schemas.Record, causationID string) string {
+	var b [schemas.OutcomeIDLen]byte
+	return string(appendOutcomeIDOf(b[:0], rec, causationID))
+}
+
+// appendOutcomeIDOf appends OutcomeIDOf(rec, causationID) to dst.
+func appendOutcomeIDOf(dst []byte, rec *schemas.Record, causationID string) []byte {
 	if d := SettlementDecision(rec, causationID); d != "" {
-		return schemas.OutcomeID(rec.IdempotencyKey, rec.Status, d)
+		causationID = d
 	}
-	return schemas.OutcomeID(rec.IdempotencyKey, rec.Status, causationID)
+	return schemas.AppendOutcomeID(dst, rec.IdempotencyKey, rec.Status, causationID)
 }
 
 // SettlementDecision is the decision id an outcome of rec answering

@@ -304,7 +304,7 @@ func appendTimeMember(b []byte, name string, t time.Time) ([]byte, error) {
 	}
 	b = append(b, name...)
 	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = appendTime(b, t)
 	return append(b, '"'), nil
 }
 
@@ -336,9 +336,11 @@ func appendOutcomeHead(v []byte, rec *schemas.Record, causationID string, replay
 	if rec.FinishedAt != nil {
 		t = *rec.FinishedAt
 	}
-	v = append(v, `{"specversion":"1.0","id":`...)
-	v = jcs.AppendString(v, OutcomeIDOf(rec, causationID))
-	v = append(v, `,"source":`...)
+	// The id is a UUID (hex digits and dashes): its JSON string is the
+	// id between quotes.
+	v = append(v, `{"specversion":"1.0","id":"`...)
+	v = appendOutcomeIDOf(v, rec, causationID)
+	v = append(v, `","source":`...)
 	v = jcs.AppendString(v, schemas.OutcomeSource)
 	v = append(v, `,"type":`...)
 	v = jcs.AppendString(v, schemas.OutcomeTypePrefix+string(rec.Status))
@@ -347,7 +349,7 @@ func appendOutcomeHead(v []byte, rec *schemas.Record, causationID string, replay
 		v = jcs.AppendString(v, rec.Entity)
 	}
 	v = append(v, `,"datacontenttype":"application/json","time":"`...)
-	v = t.UTC().AppendFormat(v, time.RFC3339Nano)
+	v = appendTime(v, t.UTC())
 	v = append(v, '"')
 	if causationID != "" {
 		v = append(v, `,"`+schemas.ExtCausationID+`":`...)
