@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -287,11 +286,8 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 			}
 		}()
 	}
-	// pre is the decoded index fields of the record apply is given, when
-	// readAhead decoded them (without seals to check).
-	var pre *decodedRecord
 	apply := func(r *kgo.Record) {
-		e.applyJournal(b, r, &prog, pre)
+		e.applyJournal(b, r, &prog)
 		prog.JournalOffset = r.Offset + 1
 		n++
 	}
@@ -313,21 +309,15 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 			applyRecord(r)
 		}
 	}
-	chunks, done, stop := readAhead(wctx, rd, prog.JournalOffset, target, gate == nil)
-	defer stop()
 	for read := prog.JournalOffset; read < target; {
-		c, ok := <-chunks
-		if !ok || c.err != nil {
-			err := c.err
-			if err == nil {
-				err = cmp.Or(wctx.Err(), errReaderStopped)
-			}
-			return prog, fmt.Errorf("catch up partition %d: reached offset %d of %d: %w", p, read, target, err)
+		fetches := rd.PollFetches(wctx)
+		if wctx.Err() != nil {
+			return prog, fmt.Errorf("catch up partition %d: reached offset %d of %d: %w", p, read, target, wctx.Err())
 		}
-		for _, err := range c.errs {
+		fetches.EachError(func(_ string, _ int32, err error) {
 			e.log.Warn("catch up: fetch error", "partition", p, "err", err)
-		}
-		for i, r := range c.records {
+		})
+		for _, r := range fetches.Records() {
 			if afterGap {
 				afterGap = false
 				if err := e.gapAcceptable(p, r); err != nil {
@@ -342,9 +332,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 				}
 				continue
 			case gate == nil:
-				pre = &c.decoded[i]
 				apply(r)
-				pre = nil
 			default:
 				if _, err := e.gated(gate, r, apply, gate.Sealed() >= 1000); err != nil {
 					return prog, e.unsignedHeld(p, err)
@@ -356,7 +344,6 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 				}
 			}
 		}
-		done(c)
 	}
 	if gate != nil {
 		if _, err := e.gated(gate, nil, apply, true); err != nil {
@@ -425,10 +412,7 @@ func (e *Executor) gapAcceptable(p int32, r *kgo.Record) error {
 // epoch is the highest one read — from markers and from records, so it
 // survives retention deleting the markers — and the token floor the
 // highest fencing token read.
-//
-// pre, if not nil, is r's index fields decoded ahead (readAhead); else r
-// is decoded here.
-func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Progress, pre *decodedRecord) {
+func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Progress) {
 	switch wire.JournalKind(r) {
 	case schemas.KindEpoch:
 		m := wire.DecodeEpochMarker(r)
@@ -441,13 +425,7 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 		}
 	case schemas.KindRecord:
 		// Only what the index reads: the value itself is what is stored.
-		var rec schemas.Record
-		var err error
-		if pre != nil {
-			rec, err = pre.rec, pre.err
-		} else {
-			rec, err = schemas.UnmarshalRecordIndex(r.Value)
-		}
+		rec, err := schemas.UnmarshalRecordIndex(r.Value)
 		if err != nil {
 			e.log.Error("journal: undecodable record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
 			return
