@@ -89,56 +89,6 @@ func BenchmarkLookupMiss(b *testing.B) {
 	}
 }
 
-// BenchmarkRestoreIngest is a restore's catch-up of one fresh partition:
-// noop-shaped journal values (a key per record, an entity per ten),
-// decoded for the index and ingested 4 000 records a table, as consumer's
-// catchUp does. ns/op is per journal record; background compactions are
-// in the process's CPU profile, not in ns/op.
-func BenchmarkRestoreIngest(b *testing.B) {
-	const n = 20_000
-	journal := make([][]byte, n)
-	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
-	for i := range journal {
-		r := rec(fmt.Sprintf("fk-%d", i), fmt.Sprintf("e-%d", i%(n/10)), schemas.StatusSucceeded, 0)
-		r.Data = json.RawMessage(`{"amount":1,"pad":"` + strings.Repeat("x", 180) + `"}`)
-		r.FinishedAt, r.StartedAt = &at, &at
-		r.EntityVersion = int64(i)
-		v, err := wire.SealRecord(&r)
-		if err != nil {
-			b.Fatal(err)
-		}
-		journal[i] = v
-	}
-	b.ResetTimer()
-	for range b.N/n + 1 {
-		b.StopTimer()
-		s, err := Open(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
-		fresh := NewFresh(n)
-		b.StartTimer()
-		for start := 0; start < n; start += 4000 {
-			batch := s.NewBatch()
-			batch.UseFresh(fresh)
-			for _, raw := range journal[start : start+4000] {
-				r, err := schemas.UnmarshalRecordIndex(raw)
-				if err != nil {
-					b.Fatal(err)
-				}
-				batch.PutRecordBytes(r, raw)
-			}
-			batch.SetProgress(0, Progress{JournalOffset: int64(start + 4000)})
-			if err := batch.CommitIngest(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		s.Close()
-		b.StartTimer()
-	}
-}
-
 // BenchmarkLookupHit prices the parts of a repeat's lookup (a key that is
 // there, in L6): the seek alone (iterator or db.Get) and the whole Lookup
 // with the record's decode.

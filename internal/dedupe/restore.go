@@ -3,6 +3,7 @@ package dedupe
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,24 +61,103 @@ func (b *Batch) newTableEntries() *tableEntries {
 }
 
 // sorted is t's entries in key order.
+//
+// The entries are sorted by reference, not by value (swapping an entry's
+// 56 bytes made the sort ~40 % dearer), in two steps: by their key's first
+// byte, which is the key's kind (record, status, key, prune entry, entity,
+// …), with a counting pass; then each kind on its own, by an integer
+// abbreviation of the 8 key bytes that follow the prefix all keys of the
+// kind share (such as "f/<time>/" or "s/succeeded/"), and by the whole
+// keys only where abbreviations tie. Most comparisons are one integer
+// compare instead of a bytes.Compare through two pointers that first
+// walks the shared prefix.
 func (t *tableEntries) sorted() ([]*tableEntry, error) {
-	// Sorted by pointer: swapping 8 bytes instead of an entry's 56 made the
-	// sort ~40 % cheaper, and it was a fifth of CommitIngest.
-	sorted := make([]*tableEntry, len(t.e))
+	var counts [257]int
 	for i := range t.e {
-		sorted[i] = &t.e[i]
+		counts[firstByte(t.e[i].key)+1]++
 	}
-	slices.SortFunc(sorted, func(a, b *tableEntry) int { return bytes.Compare(a.key, b.key) })
-	for i := 1; i < len(sorted); i++ {
-		// Every entry of a batch has its own key (each names its record's
-		// scope, entity or partition); a second one would be a bug, and a
-		// table cannot hold it (in a Pebble batch, their order would
-		// depend on the sort).
-		if bytes.Equal(sorted[i-1].key, sorted[i].key) {
+	for i := 1; i < len(counts); i++ {
+		counts[i] += counts[i-1]
+	}
+	refs := make([]entryRef, len(t.e))
+	next := counts
+	for i := range t.e {
+		c := firstByte(t.e[i].key)
+		refs[next[c]].e = &t.e[i]
+		next[c]++
+	}
+	for c := range 256 {
+		kind := refs[counts[c]:counts[c+1]]
+		if len(kind) < 2 {
+			continue
+		}
+		shared := kind[0].e.key
+		for _, r := range kind[1:] {
+			shared = shared[:commonPrefix(shared, r.e.key)]
+		}
+		for i := range kind {
+			kind[i].abbr = abbrev(kind[i].e.key, len(shared))
+		}
+		slices.SortFunc(kind, func(a, b entryRef) int {
+			if a.abbr != b.abbr {
+				if a.abbr < b.abbr {
+					return -1
+				}
+				return 1
+			}
+			return bytes.Compare(a.e.key, b.e.key)
+		})
+	}
+	sorted := make([]*tableEntry, len(refs))
+	for i := range refs {
+		sorted[i] = refs[i].e
+		if i > 0 && bytes.Equal(sorted[i-1].key, sorted[i].key) {
+			// Every entry of a batch has its own key (each names its
+			// record's scope, entity or partition); a second one would be
+			// a bug, and a table cannot hold it (in a Pebble batch, their
+			// order would depend on the sort).
 			return nil, fmt.Errorf("dedupe: key %q written twice in one batch", sorted[i].key)
 		}
 	}
 	return sorted, nil
+}
+
+// entryRef is a table entry to sort: itself and its key's abbreviation.
+type entryRef struct {
+	abbr uint64
+	e    *tableEntry
+}
+
+// firstByte is key's first byte, 0 for the empty key: it sorts first
+// among the keys that begin with 0, as its abbreviation (0) and then the
+// comparison of whole keys put it.
+func firstByte(key []byte) int {
+	if len(key) == 0 {
+		return 0
+	}
+	return int(key[0])
+}
+
+// commonPrefix is the length of the prefix a and b share.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// abbrev is the 8 bytes of key from offset from as a big-endian integer,
+// zero-padded: among keys that share their first from bytes, those that
+// differ in the next 8 order the same way by it; equal abbreviations fall
+// back to comparing the keys (a key and its zero-padded extension
+// abbreviate alike).
+func abbrev(key []byte, from int) uint64 {
+	var b [8]byte
+	copy(b[:], key[from:])
+	return binary.BigEndian.Uint64(b[:])
 }
 
 type tableEntry struct {

@@ -1,0 +1,122 @@
+//go:build linux
+
+package dedupe
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/internal/wire"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// BenchmarkRestoreIngest is a restore's catch-up of one fresh partition:
+// noop-shaped journal values (a key per record, an entity per ten),
+// decoded for the index and ingested 4 000 records a table, as consumer's
+// catchUp does. ns/op is per journal record; background compactions are
+// not in ns/op but are in cpu-ns/record, the process's CPU time from each
+// store's Open to its Close (which waits for compactions under way) per
+// record: on a loaded machine it is steadier than ns/op.
+func BenchmarkRestoreIngest(b *testing.B) {
+	const n = 20_000
+	journal := make([][]byte, n)
+	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	for i := range journal {
+		r := rec(fmt.Sprintf("fk-%d", i), fmt.Sprintf("e-%d", i%(n/10)), schemas.StatusSucceeded, 0)
+		r.Data = json.RawMessage(`{"amount":1,"pad":"` + strings.Repeat("x", 180) + `"}`)
+		r.FinishedAt, r.StartedAt = &at, &at
+		r.EntityVersion = int64(i)
+		v, err := wire.SealRecord(&r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		journal[i] = v
+	}
+	b.ResetTimer()
+	cpu0, records := processCPU(b), 0
+	for range b.N/n + 1 {
+		b.StopTimer()
+		s, err := Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		fresh := NewFresh(n)
+		b.StartTimer()
+		for start := 0; start < n; start += 4000 {
+			batch := s.NewBatch()
+			batch.UseFresh(fresh)
+			for _, raw := range journal[start : start+4000] {
+				r, err := schemas.UnmarshalRecordIndex(raw)
+				if err != nil {
+					b.Fatal(err)
+				}
+				batch.PutRecordBytes(r, raw)
+			}
+			batch.SetProgress(0, Progress{JournalOffset: int64(start + 4000)})
+			if err := batch.CommitIngest(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		s.Close()
+		records += n
+		b.StartTimer()
+	}
+	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(records), "cpu-ns/record")
+}
+
+// processCPU is the user and system CPU time of this process so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkIngestSort is the sort of one CommitIngest table's entries: a
+// batch of 4 000 noop-shaped records (an entity per ten), as the restore
+// writes them.
+func BenchmarkIngestSort(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	batch := s.NewBatch()
+	for i := range 4000 {
+		r := rec(fmt.Sprintf("fk-%d", i), fmt.Sprintf("e-%d", i%400), schemas.StatusSucceeded, 0)
+		r.FinishedAt, r.StartedAt = &at, &at
+		batch.PutRecord(r)
+	}
+	t := batch.newTableEntries()
+	if err := batch.finish(func() kvWriter { return t }, nil, func() error { return nil }, func() {}); err != nil {
+		b.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU(b)
+	for b.Loop() {
+		if _, err := t.sorted(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((threadCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// threadCPU is the CPU time of the calling goroutine's thread (locked to
+// it): what the sort itself costs, whatever else the machine runs.
+func threadCPU(b *testing.B) time.Duration {
+	const rusageThread = 1 // RUSAGE_THREAD
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
