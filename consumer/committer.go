@@ -130,10 +130,11 @@ type stagedItem struct {
 }
 
 type intentReq struct {
-	st   *partState
-	rec  schemas.Record
-	raw  []byte // rec sealed: journal and Pebble value
-	done chan error
+	st    *partState
+	rec   schemas.Record
+	raw   []byte // rec sealed: journal and Pebble value
+	fresh bool   // rec's key has no stored record (emit.fresh, job.intent)
+	done  chan error
 }
 
 // journaled is a record of the transaction with its bytes, which are the
@@ -240,13 +241,14 @@ func (c *committer) poke() {
 // intent records rec as partition p's next journal entry, with a fencing
 // token of its own, and returns that token once the record is committed
 // under the current generation, or the reason it is not (errFenced when p
-// is no longer ours).
-func (c *committer) intent(ctx context.Context, p int32, rec schemas.Record) (int64, error) {
+// is no longer ours). fresh: the caller read rec's key as absent and
+// nothing else has written it since (job.intent).
+func (c *committer) intent(ctx context.Context, p int32, rec schemas.Record, fresh bool) (int64, error) {
 	st := c.e.part(p)
 	if st == nil || st.lost.Load() {
 		return 0, errFenced
 	}
-	req := &intentReq{st: st, rec: rec, done: make(chan error, 1)}
+	req := &intentReq{st: st, rec: rec, fresh: fresh, done: make(chan error, 1)}
 	c.mu.Lock()
 	st.chain.token = max(st.chain.token+1, st.chain.pos)
 	req.rec.FencingToken = st.chain.token
@@ -647,7 +649,7 @@ func (c *committer) encode(queue []entry) *txn {
 				answer(r.done, err)
 				continue
 			}
-			tx.journaled = append(tx.journaled, journaled{rec: &r.rec, raw: r.raw})
+			tx.journaled = append(tx.journaled, journaled{rec: &r.rec, raw: r.raw, fresh: r.fresh})
 			tx.heads[r.st] = r.rec.Hash
 			continue
 		}

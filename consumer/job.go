@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -633,9 +634,29 @@ func (j *job) claim(entity, key, fp string) bool {
 func (j *job) add(e emit) { j.emits = append(j.emits, e) }
 
 // intent queues an intent of this job's execution (committer.intent).
+//
+// The first intent of a key this job read as absent is written to Pebble
+// without reading the key's previous version again
+// (dedupe.PutNewRecordBytes), for the reason markFresh gives: the entity's
+// commands run one at a time on this worker and only the committer writes
+// Pebble, in queue order, so nothing can have stored a record of the key
+// between the lookup and this intent. The key leaves absent: the intent is
+// from now on its stored record, which every later write of it replaces
+// (and markFresh flags nothing once an intent was asked). Reading it again
+// was a Pebble seek per new http command (BENCHMARKS.md, round 10
+// (intent)).
 func (j *job) intent(ctx context.Context, p int32, rec schemas.Record) (int64, error) {
 	j.askedIntent = true
-	return j.p.cm.intent(ctx, p, rec)
+	return j.p.cm.intent(ctx, p, rec, j.takeAbsent(scopeOf(&rec)))
+}
+
+// takeAbsent reports whether k is among the keys this job read as absent,
+// and removes it: every time it was read (a key looked up twice is listed
+// twice), so only its first write is taken for new.
+func (j *job) takeAbsent(k scopedKey) bool {
+	n := len(j.absent)
+	j.absent = slices.DeleteFunc(j.absent, func(a scopedKey) bool { return a == k })
+	return len(j.absent) < n
 }
 
 // markFresh flags the first journal record of each key this job read as
@@ -655,13 +676,8 @@ func (j *job) markFresh() {
 		if r == nil {
 			continue
 		}
-		k := scopeOf(r)
-		for n, a := range j.absent {
-			if a == k {
-				j.emits[i].fresh = true
-				j.absent = append(j.absent[:n], j.absent[n+1:]...)
-				break
-			}
+		if j.takeAbsent(scopeOf(r)) {
+			j.emits[i].fresh = true
 		}
 	}
 }
