@@ -1191,23 +1191,24 @@ func evidenceProblem(rec *schemas.Record) string {
 			lastConfirm = ev
 		}
 	}
-	claim := fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy)
+	// Built only for a problem: most records have none.
+	claim := func() string { return fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy) }
 	switch rec.EstablishedBy {
 	case schemas.EstablishedByRule:
 		return ""
 	case schemas.EstablishedByOperator:
 		if rec.Resolution == nil || rec.Resolution.As != rec.Status {
-			return claim + " without an operator's resolution as " + string(rec.Status)
+			return claim() + " without an operator's resolution as " + string(rec.Status)
 		}
 		return ""
 	case schemas.EstablishedByAnswer:
 		switch {
 		case lastAttempt == nil:
-			return claim + " without an attempt's answer"
+			return claim() + " without an attempt's answer"
 		case rec.Status == schemas.StatusSucceeded && lastAttempt.Answer != schemas.AnswerSucceeded:
-			return fmt.Sprintf("%s, but the last attempt answered %s", claim, lastAttempt.Answer)
+			return fmt.Sprintf("%s, but the last attempt answered %s", claim(), lastAttempt.Answer)
 		case rec.Status == schemas.StatusFailed && lastAttempt.Answer == schemas.AnswerSucceeded:
-			return claim + ", but the last attempt answered succeeded"
+			return claim() + ", but the last attempt answered succeeded"
 		}
 		return ""
 	case schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler:
@@ -1215,20 +1216,20 @@ func evidenceProblem(rec *schemas.Record) string {
 			if rec.EstablishedBy == schemas.EstablishedByReconciler && lastAttempt != nil {
 				return "" // re-executed without confirming (idempotent_by_key)
 			}
-			return claim + " without a confirmation"
+			return claim() + " without a confirmation"
 		}
 		// The confirmation asks about an attempt whose answer was
 		// ambiguous, or that never answered (its executor stopped).
 		for _, ev := range rec.Evidence {
 			if ev.Kind == schemas.EvidenceAttempt && ev.Attempt == lastConfirm.Attempt && ev.Answer != schemas.AnswerAmbiguous && ev.At.Before(lastConfirm.At) {
-				return fmt.Sprintf("%s, but attempt %d answered %s: nothing to confirm", claim, ev.Attempt, ev.Answer)
+				return fmt.Sprintf("%s, but attempt %d answered %s: nothing to confirm", claim(), ev.Attempt, ev.Answer)
 			}
 		}
 		switch {
 		case rec.Status == schemas.StatusSucceeded && lastConfirm.Answer != schemas.AnswerFound && (lastAttempt == nil || lastAttempt.Answer != schemas.AnswerSucceeded):
-			return fmt.Sprintf("%s, but the confirmation answered %s", claim, lastConfirm.Answer)
+			return fmt.Sprintf("%s, but the confirmation answered %s", claim(), lastConfirm.Answer)
 		case rec.EstablishedBy == schemas.EstablishedByConfirmation && rec.Status == schemas.StatusUnresolved && lastConfirm.Answer != schemas.AnswerUnknown:
-			return fmt.Sprintf("%s, but the confirmation answered %s", claim, lastConfirm.Answer)
+			return fmt.Sprintf("%s, but the confirmation answered %s", claim(), lastConfirm.Answer)
 		}
 		return ""
 	}
