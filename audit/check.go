@@ -242,11 +242,8 @@ type auditor struct {
 	// causeSucceeded. late holds answers to a partition already judged
 	// and dropped (an outcome on another partition than its entity's).
 	causes map[int32]*spill[uint8]
-	// spareCauses is an ended partition's causes, emptied: the next
-	// partition's, without growing a map again.
-	spareCauses *spill[uint8]
-	late        map[digest]uint8
-	judged      map[int32]bool // command partitions dropped by endCommands
+	late   map[digest]uint8
+	judged map[int32]bool // command partitions dropped by endCommands
 
 	answers *spill[answer]    // (causation, entity, key) -> its latest answer
 	ids     map[digest]idSeen // outcome id -> its first use
@@ -481,7 +478,6 @@ func (a *auditor) endCommands(p int32) {
 		}
 		a.deferred = kept
 		cs.reset()
-		a.spareCauses = cs
 	}
 	delete(a.causes, p)
 	a.judged[p] = true
@@ -496,11 +492,7 @@ func (a *auditor) addCause(p int32, c digest, flags uint8) {
 	}
 	cs := a.causes[p]
 	if cs == nil {
-		if cs = a.spareCauses; cs != nil {
-			a.spareCauses = nil // a partition ended: its map, emptied, is reused
-		} else {
-			cs = newSpill(a, spillCauses, encCause, decCause)
-		}
+		cs = newSpill(a, spillCauses, encCause, decCause)
 		// One spill per partition, under its own generation.
 		cs.gen = uint32(p)
 		a.causes[p] = cs
