@@ -247,9 +247,6 @@ type auditor struct {
 
 	answers *spill[answer]    // (causation, entity, key) -> its latest answer
 	ids     map[digest]idSeen // outcome id -> its first use
-	// spareIDs is the map of ids the store writes or wrote last, which
-	// storeIDs takes as the next ids once the store is done with it.
-	spareIDs map[digest]idSeen
 	// idStore, in Run, holds the first use of every outcome id of the
 	// outcome partitions already read, on disk; ids holds the current
 	// partition's, or its latest once there were more than maxMem. The
@@ -436,27 +433,16 @@ func (a *auditor) endAnswers() {
 }
 
 // storeIDs moves the outcome ids in memory to the store (Run), where
-// lookups find them as they find those of the partitions before. The
-// store writes them while the audit goes on (idStore.add) and then
-// empties the map, which comes back as the next one to fill: two maps
-// at most, each of at most maxMem entries.
+// lookups find them as they find those of the partitions before.
 func (a *auditor) storeIDs() {
 	if a.idStore == nil {
 		return
 	}
+	if a.err == nil {
+		a.err = a.idStore.add(a.ids)
+	}
 	a.live -= len(a.ids)
-	full := a.ids
-	if a.err != nil {
-		_ = a.idStore.wait() // the spare map may still be written
-		clear(full)
-	} else if a.err = a.idStore.add(full); a.err != nil {
-		clear(full)
-	}
-	// The map the store wrote before this one, emptied (add waited).
-	a.ids, a.spareIDs = a.spareIDs, full
-	if a.ids == nil {
-		a.ids = map[digest]idSeen{}
-	}
+	clear(a.ids) // keeping its room, as spill.reset does
 }
 
 // endCommands ends command partition p, whose commands Run has read

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -26,11 +25,6 @@ type idStore struct {
 	// Past tens of millions of ids it answers "maybe" more often, which
 	// costs lookups, never a wrong answer.
 	seen filter
-
-	// writing is the write of the last add, running while the audit
-	// reads the next partition; werr is its failure. wait ends it.
-	writing sync.WaitGroup
-	werr    error
 }
 
 // idFilterBits is the size of idStore.seen: 8 MiB, four probes: about
@@ -90,9 +84,6 @@ func (s *idStore) get(id digest) (idSeen, bool, error) {
 	if !s.seen.maybeHas(id) {
 		return idSeen{}, false, nil
 	}
-	if err := s.wait(); err != nil {
-		return idSeen{}, false, err
-	}
 	v, closer, err := s.db.Get(idKey(id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return idSeen{}, false, nil
@@ -112,31 +103,11 @@ func (s *idStore) get(id digest) (idSeen, bool, error) {
 }
 
 // add stores the first uses of a finished partition's ids. An id already
-// stored comes back with the same first use (get put it in ids). The
-// filter learns the ids at once; the write runs on its own goroutine,
-// which empties ids when done, so that the next partition is read
-// meanwhile instead of waiting for a batch of tens of thousands of
-// entries to go into the memtable: ids must not be used until wait
-// returns. get waits for it only for an id the filter may have seen.
+// stored comes back with the same first use (get put it in ids).
 func (s *idStore) add(ids map[digest]idSeen) error {
-	if err := s.wait(); err != nil {
-		return err
-	}
 	if len(ids) == 0 {
 		return nil
 	}
-	for id := range ids {
-		s.seen.add(id)
-	}
-	s.writing.Go(func() {
-		s.werr = s.write(ids)
-		clear(ids)
-	})
-	return nil
-}
-
-// write puts ids in the store.
-func (s *idStore) write(ids map[digest]idSeen) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	var v [idSeenLen]byte
@@ -147,6 +118,7 @@ func (s *idStore) write(ids map[digest]idSeen) error {
 		if err := b.Set(idKey(id), v[:], nil); err != nil {
 			return fmt.Errorf("audit: outcome id store: %w", err)
 		}
+		s.seen.add(id)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("audit: outcome id store: %w", err)
@@ -154,18 +126,9 @@ func (s *idStore) write(ids map[digest]idSeen) error {
 	return nil
 }
 
-// wait waits for the write of the last add, and returns its failure.
-func (s *idStore) wait() error {
-	s.writing.Wait()
-	return s.werr
-}
-
 // close closes the store and removes its directory.
 func (s *idStore) close() error {
-	err := s.wait()
-	if cerr := s.db.Close(); err == nil {
-		err = cerr
-	}
+	err := s.db.Close()
 	if rerr := os.RemoveAll(s.dir); err == nil && rerr != nil {
 		err = rerr
 	}
