@@ -442,7 +442,7 @@ func (a *auditor) storeIDs() {
 		a.err = a.idStore.add(a.ids)
 	}
 	a.live -= len(a.ids)
-	clear(a.ids) // keeping its room, as spill.reset does
+	a.ids = map[digest]idSeen{}
 }
 
 // endCommands ends command partition p, whose commands Run has read

@@ -128,21 +128,16 @@ func (m *spill[V]) set(d digest, v V) {
 	}
 	m.spilled += len(m.mem)
 	m.count(-len(m.mem))
-	clear(m.mem)
+	m.mem = map[digest]V{}
 }
 
 // reset drops every entry: those in memory, and those written out, which
 // a new generation no longer finds. A range deletion hides them from
 // lookups that pass the filter too; their disk is freed when the store is
 // removed at the end (it never compacts, see openIDStore).
-//
-// The map is cleared, not replaced: it keeps the room it grew to (at
-// most max entries, so the bound holds), and the next partition's
-// entries go in without growing it again (growing the maps was about a
-// fifth of the checks' CPU in a profile of the bench's topics).
 func (m *spill[V]) reset() {
 	m.count(-len(m.mem))
-	clear(m.mem)
+	m.mem = map[digest]V{}
 	if m.spilled > 0 && !m.broken {
 		from := []byte{m.kind, 0, 0, 0, 0}
 		binary.BigEndian.PutUint32(from[1:], m.gen)
