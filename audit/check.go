@@ -933,23 +933,22 @@ func (a *auditor) checkOutcome(r *kgo.Record, d *decoded) {
 		return
 	}
 	c := causeAnswered
-	if o.Record.Status == schemas.StatusSucceeded {
+	if o.status == schemas.StatusSucceeded {
 		c |= causeSucceeded
 	}
-	a.addCause(o.Record.Command.Partition, d.causation, c)
-	if !a.isChecked(o.Record.Command.Partition) {
+	a.addCause(o.partition, d.causation, c)
+	if !a.isChecked(o.partition) {
 		return
 	}
 	a.counts.Outcomes++
-	key, status, causation := o.Record.IdempotencyKey, o.Record.Status, o.CausationID
+	key, status, causation := o.key, o.status, o.causation
 	v.Key = key
-	decision := wire.SettlementDecision(&o.Record, causation)
-	if want := d.wantID; o.ID != want {
+	if !o.idOK {
 		basis := fmt.Sprintf("causation %q", causation)
-		if decision != "" {
-			basis = fmt.Sprintf("decision %q", decision)
+		if o.decision != "" {
+			basis = fmt.Sprintf("decision %q", o.decision)
 		}
-		v.Message = fmt.Sprintf("id %s is not the deterministic id %s of (key, status %s, %s)", o.ID, want, status, basis)
+		v.Message = fmt.Sprintf("id %s is not the deterministic id %s of (key, status %s, %s)", o.id, o.wantID, status, basis)
 		a.violate(check, v)
 	}
 	a.sameAnswer(o, d.answer, v)
@@ -973,7 +972,7 @@ func (a *auditor) checkOutcome(r *kgo.Record, d *decoded) {
 		a.counts.Republications++
 	default:
 		v.Message = fmt.Sprintf("id %s also names another (causation, status, key) at partition %d offset %d; here (causation %q, status %s, key %q)",
-			o.ID, prev.at.p, prev.at.off, causation, status, key)
+			o.id, prev.at.p, prev.at.off, causation, status, key)
 		a.violate(check, v)
 	}
 }
@@ -989,12 +988,8 @@ type answer struct {
 // the first time (docs/guarantees.md#decision-table): a second outcome for
 // the same (causation, entity, key) has the same status and error code,
 // unless the first left the key unresolved or held and this one settles it.
-func (a *auditor) sameAnswer(o *schemas.Outcome, d digest, v Violation) {
-	code := ""
-	if o.Record.Error != nil {
-		code = o.Record.Error.Code
-	}
-	now := answer{status: intern(o.Record.Status), code: code, at: src{v.Partition, v.Offset}}
+func (a *auditor) sameAnswer(o *outcomeFacts, d digest, v Violation) {
+	now := answer{status: intern(o.status), code: o.code, at: src{v.Partition, v.Offset}}
 	prev, seen := a.answers.get(d)
 	a.answers.set(d, now)
 	if !seen || (prev.status == now.status && prev.code == now.code) ||
@@ -1002,7 +997,7 @@ func (a *auditor) sameAnswer(o *schemas.Outcome, d digest, v Violation) {
 		return
 	}
 	v.Message = fmt.Sprintf("command %q answered %s %s at outcomes partition %d offset %d, then %s %s: a command consumed again must get its first answer",
-		o.CausationID, prev.status, prev.code, prev.at.p, prev.at.off, now.status, now.code)
+		o.causation, prev.status, prev.code, prev.at.p, prev.at.off, now.status, now.code)
 	a.violate(CheckOncePerKey, v)
 }
 
@@ -1196,23 +1191,24 @@ func evidenceProblem(rec *schemas.Record) string {
 			lastConfirm = ev
 		}
 	}
-	claim := fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy)
+	// Built only for a problem: most records have none.
+	claim := func() string { return fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy) }
 	switch rec.EstablishedBy {
 	case schemas.EstablishedByRule:
 		return ""
 	case schemas.EstablishedByOperator:
 		if rec.Resolution == nil || rec.Resolution.As != rec.Status {
-			return claim + " without an operator's resolution as " + string(rec.Status)
+			return claim() + " without an operator's resolution as " + string(rec.Status)
 		}
 		return ""
 	case schemas.EstablishedByAnswer:
 		switch {
 		case lastAttempt == nil:
-			return claim + " without an attempt's answer"
+			return claim() + " without an attempt's answer"
 		case rec.Status == schemas.StatusSucceeded && lastAttempt.Answer != schemas.AnswerSucceeded:
-			return fmt.Sprintf("%s, but the last attempt answered %s", claim, lastAttempt.Answer)
+			return fmt.Sprintf("%s, but the last attempt answered %s", claim(), lastAttempt.Answer)
 		case rec.Status == schemas.StatusFailed && lastAttempt.Answer == schemas.AnswerSucceeded:
-			return claim + ", but the last attempt answered succeeded"
+			return claim() + ", but the last attempt answered succeeded"
 		}
 		return ""
 	case schemas.EstablishedByConfirmation, schemas.EstablishedByReconciler:
@@ -1220,20 +1216,20 @@ func evidenceProblem(rec *schemas.Record) string {
 			if rec.EstablishedBy == schemas.EstablishedByReconciler && lastAttempt != nil {
 				return "" // re-executed without confirming (idempotent_by_key)
 			}
-			return claim + " without a confirmation"
+			return claim() + " without a confirmation"
 		}
 		// The confirmation asks about an attempt whose answer was
 		// ambiguous, or that never answered (its executor stopped).
 		for _, ev := range rec.Evidence {
 			if ev.Kind == schemas.EvidenceAttempt && ev.Attempt == lastConfirm.Attempt && ev.Answer != schemas.AnswerAmbiguous && ev.At.Before(lastConfirm.At) {
-				return fmt.Sprintf("%s, but attempt %d answered %s: nothing to confirm", claim, ev.Attempt, ev.Answer)
+				return fmt.Sprintf("%s, but attempt %d answered %s: nothing to confirm", claim(), ev.Attempt, ev.Answer)
 			}
 		}
 		switch {
 		case rec.Status == schemas.StatusSucceeded && lastConfirm.Answer != schemas.AnswerFound && (lastAttempt == nil || lastAttempt.Answer != schemas.AnswerSucceeded):
-			return fmt.Sprintf("%s, but the confirmation answered %s", claim, lastConfirm.Answer)
+			return fmt.Sprintf("%s, but the confirmation answered %s", claim(), lastConfirm.Answer)
 		case rec.EstablishedBy == schemas.EstablishedByConfirmation && rec.Status == schemas.StatusUnresolved && lastConfirm.Answer != schemas.AnswerUnknown:
-			return fmt.Sprintf("%s, but the confirmation answered %s", claim, lastConfirm.Answer)
+			return fmt.Sprintf("%s, but the confirmation answered %s", claim(), lastConfirm.Answer)
 		}
 		return ""
 	}

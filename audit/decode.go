@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -27,8 +26,7 @@ type decoded struct {
 	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
 
 	// outcome events
-	o                 schemas.Outcome
-	wantID            string // its deterministic id
+	o                 outcomeFacts
 	id, tuple, answer digest // of its id, (causation, status, key, decision), (causation, entity, key)
 	causation         digest // of its causation id; for a command, of its id
 	cmd               schemas.Command
@@ -55,15 +53,13 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			return
 		}
 		o := &d.o
-		d.causation = digestOf(o.CausationID)
-		if !a.isChecked(o.Record.Command.Partition) {
+		d.causation = digestOf(o.causation)
+		if !a.isChecked(o.partition) {
 			return
 		}
-		decision := wire.SettlementDecision(&o.Record, o.CausationID)
-		d.wantID = wire.OutcomeIDOf(&o.Record, o.CausationID)
-		d.id = digestOf(o.ID)
-		d.tuple = digestOf(o.CausationID, string(o.Record.Status), o.Record.IdempotencyKey, decision)
-		d.answer = digestOf(o.CausationID, o.Record.Entity, o.Record.IdempotencyKey)
+		d.id = digestOf(o.id)
+		d.tuple = digestOf(o.causation, string(o.status), o.key, o.decision)
+		d.answer = digestOf(o.causation, o.entity, o.key)
 	case a.in.Topics.Commands:
 		if !a.isChecked(r.Partition) {
 			return

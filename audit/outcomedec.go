@@ -8,77 +8,119 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// decodeOutcome is schemas.DecodeOutcome, with a fast path for the one
-// shape the executor writes (wire.EncodeOutcomeData): the audit reads
-// every outcome, and the CloudEvents sdk's generic reader (validate the
-// JSON, build an event, its extensions map, then copy the data out) was
-// most of its time. Anything else — another member order, an escaped
-// string, binary mode, an error — goes through DecodeOutcome, so the
-// result, and every error message, is DecodeOutcome's
-// (FuzzDecodeOutcomeFast).
-func decodeOutcome(r *kgo.Record) (schemas.Outcome, error) {
-	if o, ok := decodeOutcomeFast(r); ok {
-		return o, nil
+// outcomeFacts is what the checks read of an outcome event: its id and
+// causation, and of its record the key, entity, status, error code,
+// command partition and settlement decision. The audit reads every
+// outcome, and keeping (and copying) the rest of the record — its data,
+// result, evidence, times — is copied and allocated for nothing.
+type outcomeFacts struct {
+	id, causation string
+	key, entity   string
+	code          string // the record's error code; "" without an error
+	decision      string // wire.SettlementDecision; "" when not a settlement
+	status        schemas.Status
+	partition     int32  // the record's command partition
+	idOK          bool   // id is wire.OutcomeIDOf the record and causation
+	wantID        string // that id, when it is not id
+}
+
+// factsOf is the facts of outcome event id, answering causation, whose
+// data is rec.
+func factsOf(id, causation string, rec *schemas.Record) outcomeFacts {
+	f := outcomeFacts{id: id, causation: causation, key: rec.IdempotencyKey, entity: rec.Entity,
+		decision: wire.SettlementDecision(rec, causation), status: rec.Status, partition: rec.Command.Partition}
+	if rec.Error != nil {
+		f.code = rec.Error.Code
 	}
-	return schemas.DecodeOutcome(r)
+	if want := wire.OutcomeIDOf(rec, causation); want != id {
+		f.wantID = want
+	} else {
+		f.idOK = true
+	}
+	return f
+}
+
+// decodeOutcome is schemas.DecodeOutcome reduced to the facts the checks
+// read, with a fast path for the one shape the executor writes
+// (wire.EncodeOutcomeData): the CloudEvents sdk's generic reader (validate
+// the JSON, build an event, its extensions map, then copy the data out)
+// was most of the audit's time. Anything else — another member order, an
+// escaped string, binary mode, an error — goes through DecodeOutcome, so
+// the result, and every error message, is DecodeOutcome's
+// (FuzzDecodeOutcomeFast).
+func decodeOutcome(r *kgo.Record) (outcomeFacts, error) {
+	if f, ok := decodeOutcomeFast(r); ok {
+		return f, nil
+	}
+	o, err := schemas.DecodeOutcome(r)
+	if err != nil {
+		return outcomeFacts{}, err
+	}
+	return factsOf(o.ID, o.CausationID, &o.Record), nil
 }
 
 // decodeOutcomeFast reads an outcome event of exactly the members, in
 // exactly the order, that EncodeOutcomeData writes, with strings free of
-// escapes; false for anything else.
-func decodeOutcomeFast(r *kgo.Record) (o schemas.Outcome, ok bool) {
+// escapes; false for anything else. Its record is read with
+// schemas.UnmarshalRecordIndex, which accepts and refuses exactly what
+// UnmarshalRecord does but keeps only the fields the index reads; a
+// settlement, whose id depends on the command id the index decoder does
+// not keep, is decoded whole.
+func decodeOutcomeFast(r *kgo.Record) (f outcomeFacts, ok bool) {
 	if len(r.Headers) != 1 || r.Headers[0].Key != "content-type" || string(r.Headers[0].Value) != "application/cloudevents+json" {
-		return o, false
+		return f, false
 	}
 	s := outcomeScanner{b: r.Value}
-	if !s.opt(`{"specversion":"1.0","id":`) || !s.str(&o.ID) || o.ID == "" ||
-		!s.opt(`,"source":`) || !s.str(&o.Source) || o.Source != schemas.OutcomeSource ||
-		!s.opt(`,"type":`) || !s.str(&o.Type) || !strings.HasPrefix(o.Type, schemas.OutcomeTypePrefix) {
-		return o, false
+	var id, source, typ, subject, at, causation []byte
+	if !s.opt(`{"specversion":"1.0","id":`) || !s.str(&id) || len(id) == 0 ||
+		!s.opt(`,"source":`) || !s.str(&source) || string(source) != schemas.OutcomeSource ||
+		!s.opt(`,"type":`) || !s.str(&typ) || !strings.HasPrefix(string(typ), schemas.OutcomeTypePrefix) {
+		return f, false
 	}
-	if s.opt(`,"subject":`) && (!s.str(&o.Subject) || o.Subject == "") {
-		return o, false
+	if s.opt(`,"subject":`) && (!s.str(&subject) || len(subject) == 0) {
+		return f, false
 	}
-	var at string
 	if !s.opt(`,"datacontenttype":"application/json","time":`) || !s.str(&at) {
-		return o, false
+		return f, false
 	}
-	if _, err := time.Parse(time.RFC3339Nano, at); err != nil {
-		return o, false
+	if _, err := time.Parse(time.RFC3339Nano, string(at)); err != nil {
+		return f, false
 	}
-	if s.opt(`,"`+schemas.ExtCausationID+`":`) && !s.str(&o.CausationID) {
-		return o, false
+	if s.opt(`,"`+schemas.ExtCausationID+`":`) && !s.str(&causation) {
+		return f, false
 	}
-	if s.opt(`,"`+schemas.ExtIdempotencyKey+`":`) && !s.str(&o.IdempotencyKey) {
-		return o, false
+	var key []byte
+	if s.opt(`,"`+schemas.ExtIdempotencyKey+`":`) && !s.str(&key) {
+		return f, false
 	}
-	switch {
-	case s.opt(`,"` + schemas.ExtReplayed + `":true`):
-		o.Replayed = true
-	case s.opt(`,"` + schemas.ExtReplayed + `":false`):
-	default:
-		return o, false
+	if !s.opt(`,"`+schemas.ExtReplayed+`":true`) && !s.opt(`,"`+schemas.ExtReplayed+`":false`) {
+		return f, false
 	}
-	var tp string
+	var tp []byte
 	if s.opt(`,"`+schemas.ExtTraceParent+`":`) && !s.str(&tp) {
-		return o, false
+		return f, false
 	}
 	if !s.opt(`,"data":{`) {
-		return o, false
+		return f, false
 	}
 	data := s.b[s.i-1 : len(s.b)-1]
 	if len(data) < 2 || s.b[len(s.b)-1] != '}' || data[len(data)-1] != '}' {
-		return o, false
+		return f, false
 	}
-	rec, err := schemas.UnmarshalRecord(data)
+	rec, err := schemas.UnmarshalRecordIndex(data)
 	if err != nil {
-		return o, false
+		return f, false
 	}
-	o.Record = rec
-	return o, true
+	if rec.Resolution != nil {
+		if rec, err = schemas.UnmarshalRecord(data); err != nil {
+			return f, false
+		}
+	}
+	return factsOf(string(id), string(causation), &rec), true
 }
 
 // outcomeScanner walks an outcome event's bytes.
@@ -98,8 +140,8 @@ func (s *outcomeScanner) opt(lit string) bool {
 }
 
 // str reads a JSON string without escapes or control characters, in
-// valid UTF-8.
-func (s *outcomeScanner) str(dst *string) bool {
+// valid UTF-8; dst points into the event's bytes.
+func (s *outcomeScanner) str(dst *[]byte) bool {
 	if s.i >= len(s.b) || s.b[s.i] != '"' {
 		return false
 	}
@@ -111,7 +153,7 @@ func (s *outcomeScanner) str(dst *string) bool {
 			if !utf8.Valid(v) {
 				return false
 			}
-			*dst = string(v)
+			*dst = v
 			s.i = j + 1
 			return true
 		case c == '\\' || c < 0x20:

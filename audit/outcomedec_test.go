@@ -2,7 +2,7 @@ package audit
 
 import (
 	"encoding/json"
-	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,26 +47,44 @@ func outcomeSamples(t testing.TB) []*kgo.Record {
 }
 
 // TestDecodeOutcomeFast: the fast path reads the executor's outcomes (all
-// but the one with an escaped string) and gives DecodeOutcome's result.
+// but the one with an escaped string) and gives the facts of
+// DecodeOutcome's result, the settlement's decision and a wrong id's
+// deterministic one included.
 func TestDecodeOutcomeFast(t *testing.T) {
 	samples := outcomeSamples(t)
+	wrongID := *samples[0]
+	wrongID.Value = []byte(strings.Replace(string(wrongID.Value), `"id":"`, `"id":"0`, 1))
+	samples = append([]*kgo.Record{&wrongID}, samples...)
 	for i, r := range samples {
-		want, err := schemas.DecodeOutcome(r)
-		if err != nil {
-			t.Fatalf("sample %d: %v", i, err)
-		}
+		want := wantFacts(t, r)
 		got, ok := decodeOutcomeFast(r)
 		if escaped := i == len(samples)-1; ok == escaped {
 			t.Fatalf("sample %d: fast path ok=%v, want %v:\n%s", i, ok, !escaped, r.Value)
 		}
-		if ok && !reflect.DeepEqual(got, want) {
+		if ok && got != want {
 			t.Fatalf("sample %d: fast path gave\n%+v\nDecodeOutcome gave\n%+v", i, got, want)
 		}
 	}
+	if f := wantFacts(t, samples[0]); f.idOK || f.wantID == "" {
+		t.Errorf("an outcome whose id was changed: %+v", f)
+	}
+	if f := wantFacts(t, samples[5]); f.decision != "d1" {
+		t.Errorf("the settlement's decision: %+v", f)
+	}
+}
+
+// wantFacts is what DecodeOutcome reads of r, as outcomeFacts.
+func wantFacts(t *testing.T, r *kgo.Record) outcomeFacts {
+	t.Helper()
+	o, err := schemas.DecodeOutcome(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return factsOf(o.ID, o.CausationID, &o.Record)
 }
 
 // FuzzDecodeOutcomeFast: whatever the bytes, the fast path either declines
-// or gives exactly what DecodeOutcome gives; it never accepts what
+// or gives exactly the facts of what DecodeOutcome gives; it never accepts what
 // DecodeOutcome refuses, and never panics.
 func FuzzDecodeOutcomeFast(f *testing.F) {
 	for _, r := range outcomeSamples(f) {
@@ -79,11 +97,11 @@ func FuzzDecodeOutcomeFast(f *testing.F) {
 		if !ok {
 			return
 		}
-		want, err := schemas.DecodeOutcome(r)
+		o, err := schemas.DecodeOutcome(r)
 		if err != nil {
 			t.Fatalf("fast path accepted what DecodeOutcome refuses (%v):\n%s", err, value)
 		}
-		if !reflect.DeepEqual(got, want) {
+		if want := factsOf(o.ID, o.CausationID, &o.Record); got != want {
 			t.Fatalf("fast path gave\n%+v\nDecodeOutcome gave\n%+v\nfor\n%s", got, want, value)
 		}
 	})
