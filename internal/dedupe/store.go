@@ -106,12 +106,17 @@ const (
 	// valueSepMaxRefDepth bounds how many overlapping blob files one table
 	// may reference before a compaction rewrites the values into new blob
 	// files. A lookup reads one value from one blob file whatever the
-	// depth, so the depth only trades files held open against rewrites:
-	// with keys spread evenly every L0 → Lbase compaction adds the depth of
-	// each L0 sublevel, and at Pebble's usual 10 the records were
-	// rewritten every few compactions (95 of 231 MB compacted writing
-	// 300 000 records; 32 of 133 MB at 50, with l0CompactionThreshold).
-	valueSepMaxRefDepth = 50
+	// depth (no scan of the store reads records in key order), so the depth
+	// only trades files referenced per table against rewrites: with keys
+	// spread evenly every table references nearly every blob file, each
+	// L0 → Lbase compaction adds the depth of each L0 sublevel to Lbase's,
+	// and at Pebble's usual 10 the records were rewritten every few
+	// compactions (95 of 231 MB compacted writing 300 000 records). At 50,
+	// writing 1 000 000 records still rewrote 195 MB of them (a fifth);
+	// at 1 000 none, and ~25 % less CPU per record in-process
+	// (BENCHMARKS.md, round 10 (write)). The manifest lists each table's
+	// blob files: at most this many per table.
+	valueSepMaxRefDepth = 1000
 	// valueSepRewriteAge and valueSepGarbageRatio let Pebble rewrite a blob
 	// file once a fifth of its values are unreferenced (records Prune
 	// stubbed or forgot, compacted away) and it is older than a few
