@@ -80,7 +80,7 @@ type serveOptions struct {
 }
 
 // minCacheSize is the smallest --cache-size: the dedupe index's two
-// memtables (a quarter of the cache each, at most 16 MiB, at least 1 MiB) are reserved
+// memtables (an eighth of the cache each, at least 1 MiB) are reserved
 // inside it.
 const minCacheSize = 8 << 20
 

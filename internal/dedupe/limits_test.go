@@ -27,17 +27,6 @@ func TestOpenLimits(t *testing.T) {
 		t.Fatalf("default limits %+v", d)
 	}
 
-	// A smaller cache than the default: each memtable takes a quarter of
-	// it, so that both fit with room for blocks.
-	small, err := Open(t.TempDir(), WithCacheSize(32<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer small.Close()
-	if got := small.Limits().MemTableBytes; got != memTables*8<<20 {
-		t.Fatalf("memtables of a 32 MiB cache: %d bytes, want %d", got, memTables*8<<20)
-	}
-
 	for _, c := range []struct {
 		opt  Option
 		want string

@@ -310,26 +310,18 @@ func WithCacheSize(bytes int64) Option {
 }
 
 // DefaultMemTableSize is the size of one Pebble memtable when
-// WithMemTableSize is not given and the cache is at least 4 times as
-// large (with a smaller cache: a quarter of it, at least 1 MiB), set
+// WithMemTableSize is not given and the cache is at least 8 times as
+// large (with a smaller cache: an eighth of it, at least 1 MiB), set
 // explicitly so the index's memory is stated rather than inherited
 // (docs/memory.md). Up to memTables of them exist at once (one being
-// written, the other being flushed), reserved inside the block cache, so
-// they take at most half of it.
+// written, the others being flushed), reserved inside the block cache, so
+// they take at most a quarter of it.
 //
-// Not Pebble's 4 MiB, nor the 8 MiB of earlier builds: with keys spread
-// evenly over the key space (every new-key drain and every restore) each
-// L0 → Lbase compaction rewrites the whole overlapping Lbase, index entries
-// and record handles of every key stored, and a larger memtable means
-// fewer, larger flushes and so fewer such compactions: writing 1 000 000
-// new keys, 8 → 16 MiB compacted 563 → 426 MB of tables and cost ~16 %
-// less CPU per key in-process (BENCHMARKS.md, round 10 (write)); 4 → 8
-// MiB was ~25 % less CPU for a restore into an empty data dir (issue 24).
-const DefaultMemTableSize = 16 << 20
-
-// memTableShare is the part of the cache one memtable takes by default
-// (1/memTableShare), so that the memtables fit a small cache.
-const memTableShare = 4
+// Not Pebble's 4 MiB: every flush of a memtable is a table that the next
+// compactions rewrite, and with keys spread evenly over the key space
+// (every restore and every new-key drain) twice the memtable meant ~25 %
+// less CPU for a restore into an empty data dir (BENCHMARKS.md, issue 24).
+const DefaultMemTableSize = 8 << 20
 
 // memTables is Pebble's MemTableStopWritesThreshold: writes stall rather
 // than queue a third memtable behind a slow flush.
@@ -370,7 +362,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		cfg.cacheSize = DefaultCacheSize
 	}
 	if cfg.memTable <= 0 {
-		cfg.memTable = min(DefaultMemTableSize, max(cfg.cacheSize/memTableShare, 1<<20))
+		cfg.memTable = min(DefaultMemTableSize, max(cfg.cacheSize/8, 1<<20))
 	}
 	if cfg.memTable < 1<<20 || cfg.memTable > 1<<30 {
 		return nil, fmt.Errorf("dedupe: memtable size %d bytes: must be between 1 MiB and 1 GiB", cfg.memTable)
