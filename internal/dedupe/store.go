@@ -113,7 +113,7 @@ const (
 	// and at Pebble's usual 10 the records were rewritten every few
 	// compactions (95 of 231 MB compacted writing 300 000 records). At 50,
 	// writing 1 000 000 records still rewrote 195 MB of them (a fifth);
-	// at 1 000 none, and ~25 % less CPU per record in-process
+	// at 1 000 none, and ~23 % less CPU per record in-process
 	// (BENCHMARKS.md, round 10 (write)). The manifest lists each table's
 	// blob files: at most this many per table.
 	valueSepMaxRefDepth = 1000

@@ -268,8 +268,8 @@ func recordTables(t *testing.T, dir string) []string {
 // TestNewKeysKeepBlobFiles: writing new keys spread evenly over the key
 // space, compactions move the records' handles and never write the
 // records again (valueSepMaxRefDepth). With a reference depth of 50,
-// this drain (1 MiB memtables: ~80 flushes, as 500 000 new keys make
-// with 16 MiB ones) rewrote part of its records into new blob files.
+// this drain (1 MiB memtables: ~80 flushes, as ~500 000 new keys make
+// with the default 8 MiB ones) rewrote part of its records into new blob files.
 func TestNewKeysKeepBlobFiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes ~80 MB through the memtables")
