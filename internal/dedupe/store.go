@@ -106,21 +106,12 @@ const (
 	// valueSepMaxRefDepth bounds how many overlapping blob files one table
 	// may reference before a compaction rewrites the values into new blob
 	// files. A lookup reads one value from one blob file whatever the
-	// depth, so the depth trades locality against rewrites: records
-	// adjacent in key order (a ByStatus listing reads them so) share blob
-	// blocks only after a rewrite, and without one a listing of 1 000
-	// reads up to 1 000 blob blocks (not measured). With keys
-	// spread evenly every table references nearly every blob file, each
-	// L0 → Lbase compaction adds the depth of each L0 sublevel to Lbase's,
-	// and at Pebble's usual 10 the records were rewritten every few
-	// compactions (95 of 231 MB compacted writing 300 000 records). At 50,
-	// writing 1 000 000 records still rewrote 195 MB of them (a fifth);
-	// at 1 000 none, and ~23 % less CPU per record in-process
-	// (BENCHMARKS.md, round 10 (write)). The manifest lists each table's
-	// blob files: at most this many per table. A 10 M-key index then keeps
-	// ~1 700 blob files (one per flush), more than Pebble's MaxOpenFiles
-	// (1 000): lookups of existing keys at that size are still to measure.
-	valueSepMaxRefDepth = 1000
+	// depth, so the depth only trades files held open against rewrites:
+	// with keys spread evenly every L0 → Lbase compaction adds the depth of
+	// each L0 sublevel, and at Pebble's usual 10 the records were
+	// rewritten every few compactions (95 of 231 MB compacted writing
+	// 300 000 records; 32 of 133 MB at 50, with l0CompactionThreshold).
+	valueSepMaxRefDepth = 50
 	// valueSepRewriteAge and valueSepGarbageRatio let Pebble rewrite a blob
 	// file once a fifth of its values are unreferenced (records Prune
 	// stubbed or forgot, compacted away) and it is older than a few

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -263,51 +262,4 @@ func recordTables(t *testing.T, dir string) []string {
 		t.Fatal("no table of records")
 	}
 	return out
-}
-
-// TestNewKeysKeepBlobFiles: writing new keys spread evenly over the key
-// space, compactions move the records' handles and never write the
-// records again (valueSepMaxRefDepth). With a reference depth of 50,
-// this drain (1 MiB memtables: ~80 flushes, as ~500 000 new keys make
-// with the default 8 MiB ones) rewrote part of its records into new blob files.
-func TestNewKeysKeepBlobFiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes ~80 MB through the memtables")
-	}
-	s, err := Open(t.TempDir(), WithMemTableSize(1<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	const n, batch = 80_000, 1000
-	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
-	for i := 0; i < n; i += batch {
-		b := s.NewBatch()
-		for j := i; j < i+batch; j++ {
-			r := rec(fmt.Sprintf("%016x", uint64(j)*0x9E3779B97F4A7C15), fmt.Sprint("e", j%1000), schemas.StatusSucceeded, int32(j%12))
-			r.FinishedAt = &at
-			b.PutRecord(r)
-		}
-		if err := b.CommitNoSync(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for t0 := time.Now(); s.db.Metrics().Compact.NumInProgress > 0 && time.Since(t0) < time.Minute; {
-		time.Sleep(10 * time.Millisecond)
-	}
-	m := s.db.Metrics()
-	var rewritten uint64
-	for _, l := range m.Levels {
-		rewritten += l.BlobBytesCompacted - l.BlobBytesFlushed
-	}
-	t.Logf("%d flushes, %d compactions, %d blob bytes written by compactions", m.Flush.Count, m.Compact.Count, rewritten)
-	if m.Compact.Count < 20 {
-		t.Fatalf("only %d compactions: the drain did not test the depth", m.Compact.Count)
-	}
-	if rewritten != 0 {
-		t.Fatalf("compactions wrote %d bytes of blob files: records were rewritten", rewritten)
-	}
 }
