@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,14 +28,6 @@ func BenchmarkLookupDrain(b *testing.B) {
 	entity := func(i int) string { return fmt.Sprintf("order-%d", i%10000) }
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	threadCPU := func() time.Duration {
-		const rusageThread = 1 // RUSAGE_THREAD
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(rusageThread, &ru); err != nil {
-			b.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
 	// Each batch is looked up both ways, in turns first: Lookup, and
 	// lookupKey with a new iterator per lookup (as before Lookup reused
 	// them).
@@ -49,7 +40,7 @@ func BenchmarkLookupDrain(b *testing.B) {
 		}
 		for n := 0; n < keys; n += perBatch {
 			for turn := range 2 {
-				t0 := threadCPU()
+				t0 := threadCPU(b)
 				for i := n; i < n+perBatch; i++ {
 					var ok bool
 					var err error
@@ -63,9 +54,9 @@ func BenchmarkLookupDrain(b *testing.B) {
 					}
 				}
 				if (turn+n/perBatch)%2 == 0 {
-					reused += threadCPU() - t0
+					reused += threadCPU(b) - t0
 				} else {
-					fresh += threadCPU() - t0
+					fresh += threadCPU(b) - t0
 				}
 			}
 			lookups += perBatch

@@ -106,11 +106,17 @@ const (
 	// valueSepMaxRefDepth bounds how many overlapping blob files one table
 	// may reference before a compaction rewrites the values into new blob
 	// files. A lookup reads one value from one blob file whatever the
-	// depth, so the depth only trades files held open against rewrites:
+	// depth, so the depth trades locality and files open against rewrites:
 	// with keys spread evenly every L0 → Lbase compaction adds the depth of
 	// each L0 sublevel, and at Pebble's usual 10 the records were
 	// rewritten every few compactions (95 of 231 MB compacted writing
 	// 300 000 records; 32 of 133 MB at 50, with l0CompactionThreshold).
+	// Writing 1 000 000 keys spread evenly, 50 still rewrites a fifth of
+	// the records (195 MB); 1 000 rewrote none, for ~18 % less CPU per
+	// record in-process but none seen in the executor, and listings by
+	// status read 2–5× slower: without rewrites, records adjacent in key
+	// order are spread over every flush's blob file (BENCHMARKS.md,
+	// round 10 (write)).
 	valueSepMaxRefDepth = 50
 	// valueSepRewriteAge and valueSepGarbageRatio let Pebble rewrite a blob
 	// file once a fifth of its values are unreferenced (records Prune
