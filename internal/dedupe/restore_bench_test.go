@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,15 +69,6 @@ func BenchmarkRestoreIngest(b *testing.B) {
 	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(records), "cpu-ns/record")
 }
 
-// processCPU is the user and system CPU time of this process so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkIngestSort is the sort of one CommitIngest table's entries: a
 // batch of 4 000 noop-shaped records (an entity per ten), as the restore
 // writes them.
@@ -108,15 +98,4 @@ func BenchmarkIngestSort(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64((threadCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
-}
-
-// threadCPU is the CPU time of the calling goroutine's thread (locked to
-// it): what the sort itself costs, whatever else the machine runs.
-func threadCPU(b *testing.B) time.Duration {
-	const rusageThread = 1 // RUSAGE_THREAD
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
