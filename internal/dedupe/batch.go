@@ -254,9 +254,7 @@ func (b *Batch) CommitSyncLater() (syncWait func() error, err error) {
 	return func() error {
 		defer pb.Close()
 		if err := pb.SyncWait(); err != nil {
-			msg := fmt.Sprintf("pebble: fatal commit error: %v", err)
-			s.log.Error(msg, "component", "pebble", "fatal", true)
-			s.fail.set(msg)
+			pebbleLogger{s.log, s.fail}.fatal(fmt.Sprintf("pebble: fatal commit error: %v", err))
 			return fmt.Errorf("dedupe: commit: %w", s.fail.get())
 		}
 		return nil

@@ -966,7 +966,14 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 // becomes the caller's error (failure.go).
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	p.fatal(msg)
+	panic(fatalPanic{"dedupe: pebble fatal: " + msg})
+}
+
+// fatal logs a fatal Pebble error and marks the store failed: what Fatalf
+// does before it panics, for the errors Pebble returns instead of
+// reporting them through Fatalf (Batch.CommitSyncLater's sync).
+func (p pebbleLogger) fatal(msg string) {
 	p.l.Error(msg, "component", "pebble", "fatal", true)
 	p.fail.set(msg)
-	panic(fatalPanic{"dedupe: pebble fatal: " + msg})
 }
