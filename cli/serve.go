@@ -106,8 +106,14 @@ func applyMemoryLimit(log *slog.Logger, o *serveOptions) {
 	default:
 		log.Info("memory limit: none", "why", "neither --memory-limit nor GOMEMLIMIT sets one (docs/memory.md)")
 	}
+	// The bound itself is set before main (internal/cmalloc/bound); the
+	// count shows it held. An operator's own bound is named when set.
 	if n := cmalloc.Arenas(); n >= 0 {
-		log.Info("malloc arenas", "count", n, "bound", os.Getenv("MALLOC_ARENA_MAX"))
+		attrs := []any{"count", n}
+		if v := os.Getenv("MALLOC_ARENA_MAX"); v != "" {
+			attrs = append(attrs, "MALLOC_ARENA_MAX", v)
+		}
+		log.Info("malloc arenas", attrs...)
 	}
 }
 
