@@ -678,6 +678,10 @@ func (c *committer) encode(queue []entry) *txn {
 				if err := ob.OutcomeBytes(em.outcome, em.raw, em.causation, em.replayed); err != nil {
 					e.log.Error("outcome not encodable; dropped", "key", em.outcome.IdempotencyKey, "err", err)
 				}
+			} else if em.outcome != nil && em.stored != nil {
+				if err := ob.OutcomeBytes(em.outcome, em.stored, em.causation, em.replayed); err != nil {
+					e.log.Error("outcome not encodable; dropped", "key", em.outcome.IdempotencyKey, "err", err)
+				}
 			} else if em.outcome != nil {
 				if err := ob.Outcome(*em.outcome, em.causation, em.replayed); err != nil {
 					e.log.Error("outcome not encodable; dropped", "key", em.outcome.IdempotencyKey, "err", err)

@@ -44,8 +44,11 @@ func newItem(r *kgo.Record, cmd schemas.Command) *item {
 
 // emit is one answer to publish, staged in the order answers were decided.
 type emit struct {
-	journal    *schemas.Record // state change to journal, nil for none
-	raw        []byte          // journal sealed (committer)
+	journal *schemas.Record // state change to journal, nil for none
+	raw     []byte          // journal sealed (committer)
+	// stored is outcome's value in Pebble (a replay without a journal
+	// record), published as its data as it is; nil: outcome is encoded.
+	stored     []byte
 	outcome    *schemas.Record
 	causation  string
 	replayed   bool
@@ -95,6 +98,9 @@ type job struct {
 	// command at this position sees it (decide.Seen), so a command
 	// consumed again after a restart is answered as it was the first time.
 	at decide.Position
+	// stored is the last record this job read from Pebble as it was
+	// written, with its bytes, so that replay publishes them as they are.
+	stored storedBytes
 	// asker is who runs the current execution's confirmations
 	// (schemas.By*): the executor itself unless the reconciler or an
 	// operator's reconcile request does.
@@ -524,7 +530,21 @@ func (j *job) replay(cmd schemas.Command, prev schemas.Record) {
 	// The command that produced the record, consumed again after a
 	// crash between commit and offset, is a republication: same outcome
 	// id, and not marked replayed.
-	j.add(emit{outcome: &prev, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID})
+	em := emit{outcome: &prev, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID}
+	// The recorded result is re-emitted as it was recorded: the record's
+	// stored bytes, not the record decoded and encoded again (the same
+	// bytes for a record this build wrote, and a record written by
+	// another version keeps the fields this one does not know).
+	if j.stored.key == (scopedKey{prev.Entity, prev.IdempotencyKey}) {
+		em.stored = j.stored.raw
+	}
+	j.add(em)
+}
+
+// storedBytes is a record's key and its value in Pebble.
+type storedBytes struct {
+	key scopedKey
+	raw []byte
 }
 
 // tooLargeToForward answers a misrouted command whose copy would not fit
@@ -593,6 +613,8 @@ func (j *job) lookupNamed(entity, key string) (schemas.Record, bool, error) {
 }
 
 func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
+	// stored is the bytes of this lookup's record only (replay).
+	j.stored = storedBytes{}
 	// This job's own records come first: it may have settled the key
 	// already (an inherited execution settled before a reconcile request).
 	for i := len(j.emits) - 1; i >= 0; i-- {
@@ -603,12 +625,16 @@ func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 	if rec, ok := j.p.pendingRecord(scopedKey{entity, key}); ok {
 		return rec, true, nil
 	}
-	rec, ok, err := j.e.store.Lookup(entity, key)
+	rec, raw, ok, err := j.e.store.LookupBytes(entity, key)
 	if err != nil {
 		return rec, false, fmt.Errorf("dedupe lookup %q of entity %q: %w", key, entity, err)
 	}
 	if !ok {
 		j.absent = append(j.absent, scopedKey{entity, key})
+	} else if rec.Hash != "" && rec.Release == nil {
+		// A sealed journal record (a stub has no hash) that decide.Seen
+		// will not change: its bytes are its outcome's data (replay).
+		j.stored = storedBytes{scopedKey{entity, key}, raw}
 	}
 	// Past key_memory a key is forgotten (docs/events.md#execution-records): a command with it is
 	// new work.

@@ -544,11 +544,20 @@ func (s *Store) leave() { s.inside.Add(-1) }
 // new key) it reads an index and a data block, ~3.7x slower (measured on these machines).
 // The iterator is reused while nothing was written (points.go).
 func (s *Store) Lookup(entity, key string) (schemas.Record, bool, error) {
+	rec, _, found, err := s.LookupBytes(entity, key)
+	return rec, found, err
+}
+
+// LookupBytes is Lookup that also returns the record's stored bytes: the
+// journal value it was written from, which a repeat's outcome replays as
+// they are instead of encoding the record again (docs/events.md). The
+// record's strings and data point into them, so neither may be changed.
+func (s *Store) LookupBytes(entity, key string) (schemas.Record, []byte, bool, error) {
 	if err := s.enter(); err != nil {
-		return schemas.Record{}, false, err
+		return schemas.Record{}, nil, false, err
 	}
 	defer s.leave()
-	return s.lookupKey(nil, appendRecordKey(nil, entity, key))
+	return s.lookupKeyBytes(nil, appendRecordKey(nil, entity, key))
 }
 
 // LookupKey returns the records of key for every entity that used it
@@ -626,35 +635,43 @@ func (s *Store) lookupIn(src iterSource, sc string) (schemas.Record, bool, error
 // it seeks and decodes without a callback (whose closure, and the record
 // it wrote to, escaped to the heap on every call).
 func (s *Store) lookupKey(src iterSource, rk []byte) (schemas.Record, bool, error) {
+	rec, _, found, err := s.lookupKeyBytes(src, rk)
+	return rec, found, err
+}
+
+// lookupKeyBytes is lookupKey that also returns the value the record was
+// decoded from (and points into).
+func (s *Store) lookupKeyBytes(src iterSource, rk []byte) (schemas.Record, []byte, bool, error) {
 	if err := s.usable(); err != nil {
-		return schemas.Record{}, false, err
+		return schemas.Record{}, nil, false, err
 	}
 	var it *pebble.Iterator
 	var err error
 	if src == nil {
 		var w uint64
 		if it, w, err = s.getPointIter(); err != nil {
-			return schemas.Record{}, false, err
+			return schemas.Record{}, nil, false, err
 		}
 		defer s.putPointIter(it, w)
 	} else {
 		if it, err = src.NewIter(&pointIterOptions); err != nil {
-			return schemas.Record{}, false, fmt.Errorf("dedupe: new iterator: %w", err)
+			return schemas.Record{}, nil, false, fmt.Errorf("dedupe: new iterator: %w", err)
 		}
 		defer it.Close()
 	}
 	val, found, err := s.seekValue(it, rk)
 	if err != nil || !found {
-		return schemas.Record{}, false, err
+		return schemas.Record{}, nil, false, err
 	}
 	// One copy of the value (the iterator's buffer), which the record
 	// keeps: its strings and data point into it instead of each being
 	// copied out on its own.
-	rec, err := schemas.UnmarshalRecordKeep(bytes.Clone(val))
+	raw := bytes.Clone(val)
+	rec, err := schemas.UnmarshalRecordKeep(raw)
 	if err != nil {
-		return schemas.Record{}, false, fmt.Errorf("dedupe: decode %q: %w", rk, err)
+		return schemas.Record{}, nil, false, fmt.Errorf("dedupe: decode %q: %w", rk, err)
 	}
-	return rec, true, nil
+	return rec, raw, true, nil
 }
 
 // Entity returns the state of an entity, if any record was written for it.
