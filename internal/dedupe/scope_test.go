@@ -2,6 +2,7 @@ package dedupe
 
 import (
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -28,15 +29,37 @@ func TestKeyScopedToEntity(t *testing.T) {
 	if _, ok, _ := s.Lookup("order-c", "refund-1"); ok {
 		t.Fatal("key found for an entity that never used it")
 	}
+	// A key that is a prefix of this one must not show up in its listing.
+	put(t, s, rec("refund-10", "order-a", schemas.StatusSucceeded, 0))
 	all, err := s.LookupKey("refund-1")
 	if err != nil || len(all) != 3 {
 		t.Fatalf("LookupKey = %d records, %v; want 3", len(all), err)
+	}
+	// In entity order, whole records read from r/ (not index stubs).
+	for i, want := range []schemas.Record{a, c, b} {
+		if all[i].Entity != want.Entity || all[i].Status != want.Status || all[i].Hash != want.Hash {
+			t.Fatalf("LookupKey[%d] = %q %s, want %q %s", i, all[i].Entity, all[i].Status, want.Entity, want.Status)
+		}
 	}
 	un, err := s.Unresolved([]int32{1}, 0)
 	if err != nil || len(un) != 1 || un[0].Entity != "order-b" {
 		t.Fatalf("Unresolved = %+v, %v", un, err)
 	}
 	checkIndexes(t, s)
+}
+
+// TestRecordsKeyFirst: records are stored under r/<key>\x00<entity'> and
+// no per-key index (format 2's x/) is written: LookupKey reads the records
+// by prefix, so a key costs one entry fewer for compactions to rewrite.
+func TestRecordsKeyFirst(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	put(t, s, rec("refund-1", "order\x00b", schemas.StatusSucceeded, 0))
+	if got, want := allKeys(t, s, prefixRecord), []string{"r/refund-1\x00order\x01\x01b"}; !slices.Equal(got, want) {
+		t.Fatalf("record keys %q, want %q", got, want)
+	}
+	if x := allKeys(t, s, "x/"); len(x) != 0 {
+		t.Fatalf("x/ entries written: %q", x)
+	}
 }
 
 // TestUniqueHolders: a record holds its unique_by tuple while in_progress,
