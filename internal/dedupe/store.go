@@ -13,7 +13,7 @@
 //	r/<scope>                           record, JSON of schemas.Record (its value in a blob file: valueSeparation)
 //	e/<entity>                          EntityState, binary (entity.go; JSON in older stores)
 //	p/<partition, 10 digits>            Progress, JSON
-//	s/<status>/<scope>                  status index, empty value
+//	s/<status>/<scope>                  status index, empty value; none for succeeded (ByStatus)
 //	u/<partition, 10 digits>/<scope>    unresolved-by-partition index, empty value
 //	f/<finished_at, 19 digits>/<scope>  prune index: a full final record, empty value
 //	k/<finished_at, 19 digits>/<scope>  prune index: a stub (key only), empty value
