@@ -81,13 +81,28 @@ func (s cmdSpec) ids() map[string]struct{} {
 	return m
 }
 
+// idempotencyKey is the key of command i of s: keyPrefix-i, or with
+// -random-keys keyPrefix-<i mixed, 16 hex digits>, the same for the same i
+// (the repeats phase sends the executor phase's keys again).
+func (b *bench) idempotencyKey(s cmdSpec, i int) string {
+	if !b.randomKeys {
+		return s.keyPrefix + "-" + strconv.Itoa(i)
+	}
+	x := uint64(i) // SplitMix64's finalizer, a bijection
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return fmt.Sprintf("%s-%016x", s.keyPrefix, x^x>>31)
+}
+
 // command encodes command i of s in structured mode (the whole CloudEvent
 // JSON in the value), as issue 8's kcat producer did; key = entity.
 func (b *bench) command(s cmdSpec, i int) (*kgo.Record, error) {
 	r, err := schemas.EncodeCommand(schemas.Command{
 		ID: s.id(i), Source: "onceflight-bench", Type: s.action,
 		Subject:        "e-" + strconv.Itoa(i%b.entities),
-		IdempotencyKey: s.keyPrefix + "-" + strconv.Itoa(i),
+		IdempotencyKey: b.idempotencyKey(s, i),
 		Data:           b.data,
 	}, schemas.Structured)
 	if err != nil {

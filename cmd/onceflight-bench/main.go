@@ -56,6 +56,8 @@ type bench struct {
 	partitions int
 	entities   int
 	inflight   int
+	// randomKeys: idempotency keys in no order (-random-keys).
+	randomKeys bool
 	data       []byte
 	configPath string
 	serveArgs  []string
@@ -97,6 +99,7 @@ type options struct {
 	httpN         int
 	rawPoll       int
 	entities      int
+	randomKeys    bool
 	partitions    int
 	inflight      int
 	httpInflight  int
@@ -131,6 +134,7 @@ func main() {
 	fs.IntVar(&o.rawPoll, "raw-poll", 0, "records per poll (and so per transaction) of the raw pipeline; 0: whatever one PollFetches returns (the strongest baseline); 500 is the executor's MaxPollRecords")
 	fs.IntVar(&o.httpN, "http-n", 0, "commands of the http phase (0: -n)")
 	fs.IntVar(&o.entities, "entities", 10_000, "distinct entities (Kafka keys) the commands are spread over")
+	fs.BoolVar(&o.randomKeys, "random-keys", false, "idempotency keys in no order (PREFIX-<16 hex digits>, a bijection of the command's number) instead of PREFIX-<number>: the dedupe index stores records key-first, so numbered keys land next to each other and compact almost for free, which random keys (UUIDs, hashes) do not")
 	fs.IntVar(&o.partitions, "partitions", 12, "partitions of every topic")
 	fs.IntVar(&o.inflight, "inflight", 64, "serve --max-inflight for the noop phases (serve's default)")
 	fs.IntVar(&o.httpInflight, "http-inflight", 1024, "serve --max-inflight for the http phase")
@@ -240,7 +244,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 
 	host, _ := os.Hostname()
 	b := &bench{
-		bin: bin, dir: dir, partitions: o.partitions, entities: o.entities, inflight: o.inflight,
+		bin: bin, dir: dir, partitions: o.partitions, entities: o.entities, randomKeys: o.randomKeys, inflight: o.inflight,
 		data: benchData(o.dataBytes), serveArgs: strings.Fields(o.serveArgs), stall: o.stall, audit: o.audit,
 		rep: &report{Started: time.Now().UTC(), Commit: gitCommit(), Host: host, CPUs: runtime.NumCPU(), Args: strings.Join(os.Args[1:], " ")},
 	}

@@ -432,13 +432,16 @@ func writeIndex(pb kvWriter, p *pendingRecord) error {
 	return nil
 }
 
-// indexKeys lists the secondary-index keys of a record: always its status
-// and its key's entry in x/, its partition's unresolved list while it is
+// indexKeys lists the secondary-index keys of a record: its status unless
+// succeeded (statusIndexed), its partition's unresolved list while it is
 // unresolved, its unique_by tuple while it holds it (HoldsUnique), and the
 // prune index (f/) once it is final and prunable.
 func indexKeys(rec *schemas.Record) []string {
 	sc := scopeOf(rec)
-	keys := []string{statusPrefix(rec.Status) + sc, prefixByKey + rec.IdempotencyKey + "\x00" + escapeName(rec.Entity)}
+	keys := make([]string, 0, 4)
+	if statusIndexed(rec.Status) {
+		keys = append(keys, statusPrefix(rec.Status)+sc)
+	}
 	if rec.Status == schemas.StatusUnresolved {
 		keys = append(keys, unresolvedPrefix(rec.Command.Partition)+sc)
 	}

@@ -160,15 +160,15 @@ func TestMetasKeepOnlyRecordsNotFinal(t *testing.T) {
 	if m, ok := s.metas.get(key); ok {
 		t.Fatalf("after the final record: still cached %+v", m)
 	}
-	put(t, s, rec("k-1", "e-1", schemas.StatusSucceeded, 3))
+	put(t, s, rec("k-1", "e-1", schemas.StatusFailed, 3))
 	idx := dump(t, s)
 	for _, gone := range []string{statusPrefix(schemas.StatusInProgress) + key, statusPrefix(schemas.StatusUnresolved) + key} {
 		if _, ok := idx[gone]; ok {
 			t.Errorf("index entry %q left behind by a rewrite of an uncached record", gone)
 		}
 	}
-	if _, ok := idx[statusPrefix(schemas.StatusSucceeded)+key]; !ok {
-		t.Errorf("no index entry %q after the rewrite", statusPrefix(schemas.StatusSucceeded)+key)
+	if _, ok := idx[statusPrefix(schemas.StatusFailed)+key]; !ok {
+		t.Errorf("no index entry %q after the rewrite", statusPrefix(schemas.StatusFailed)+key)
 	}
 	if _, ok := s.metas.get(scope("e-1", "k-1")); ok {
 		t.Error("final record cached after its rewrite")

@@ -22,9 +22,54 @@ func (s *Store) Unresolved(partitions []int32, limit int) ([]schemas.Record, err
 }
 
 // ByStatus lists records with the given status, in key order, at most limit
-// (limit <= 0: all), from the "s/" index. It backs GET /v1/executions?status=.
+// (limit <= 0: all). It backs GET /v1/executions?status=, the reconciler
+// (in_progress) and governance (held).
+//
+// Every status but succeeded is read from its "s/" index. Succeeded is
+// not indexed (statusIndexed): it is most records, and its entries were
+// one more entry per key for every compaction to rewrite. Listing it
+// scans the records, reading each record's value until limit are found:
+// about as many reads as records listed while most records succeeded,
+// but the whole store when few did and limit is not reached (seconds for
+// a few million records).
 func (s *Store) ByStatus(status schemas.Status, limit int) ([]schemas.Record, error) {
+	if !statusIndexed(status) {
+		return s.scanStatus(status, limit)
+	}
 	return s.listIndex([]string{statusPrefix(status)}, status, limit)
+}
+
+// statusIndexed reports whether records of status st have an "s/" entry.
+func statusIndexed(st schemas.Status) bool { return st != schemas.StatusSucceeded }
+
+// scanStatus is ByStatus for a status without an index: a scan of r/.
+func (s *Store) scanStatus(status schemas.Status, limit int) ([]schemas.Record, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: recordSpan.start, UpperBound: recordSpan.end})
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: new iterator: %w", err)
+	}
+	defer it.Close()
+	var out []schemas.Record
+	for ok := it.First(); ok && (limit <= 0 || len(out) < limit); ok = it.Next() {
+		rec, err := s.iterRecord(it)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Status == status {
+			out = append(out, rec)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("dedupe: scan records for %s: %w", status, s.reportCorrupt(err))
+	}
+	return out, nil
 }
 
 // listIndex walks index prefixes and loads each record by point lookup. Index

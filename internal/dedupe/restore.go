@@ -67,7 +67,7 @@ func (b *Batch) newTableEntries() *tableEntries {
 // byte, which is the key's kind (record, status, key, prune entry, entity,
 // …), with a counting pass; then each kind on its own, by an integer
 // abbreviation of the 8 key bytes that follow the prefix all keys of the
-// kind share (such as "f/<time>/" or "s/succeeded/"), and by the whole
+// kind share (such as "f/<time>/" or "s/in_progress/"), and by the whole
 // keys only where abbreviations tie. Most comparisons are one integer
 // compare instead of a bytes.Compare through two pointers that first
 // walks the shared prefix.

@@ -21,12 +21,22 @@ import (
 // not in ns/op but are in cpu-ns/record, the process's CPU time from each
 // store's Open to its Close (which waits for compactions under way) per
 // record: on a loaded machine it is steadier than ns/op.
+//
+// keys=seq names keys fk-0, fk-1, …; keys=random in no order (see
+// BenchmarkCommitNewKeys: records are stored key-first).
 func BenchmarkRestoreIngest(b *testing.B) {
+	b.Run("keys=seq", func(b *testing.B) { benchRestoreIngest(b, func(i int) string { return fmt.Sprintf("fk-%d", i) }) })
+	b.Run("keys=random", func(b *testing.B) {
+		benchRestoreIngest(b, func(i int) string { return fmt.Sprintf("fk-%016x", mix64(uint64(i))) })
+	})
+}
+
+func benchRestoreIngest(b *testing.B, key func(int) string) {
 	const n = 20_000
 	journal := make([][]byte, n)
 	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
 	for i := range journal {
-		r := rec(fmt.Sprintf("fk-%d", i), fmt.Sprintf("e-%d", i%(n/10)), schemas.StatusSucceeded, 0)
+		r := rec(key(i), fmt.Sprintf("e-%d", i%(n/10)), schemas.StatusSucceeded, 0)
 		r.Data = json.RawMessage(`{"amount":1,"pad":"` + strings.Repeat("x", 180) + `"}`)
 		r.FinishedAt, r.StartedAt = &at, &at
 		r.EntityVersion = int64(i)

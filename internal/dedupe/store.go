@@ -13,22 +13,25 @@
 //	r/<scope>                           record, JSON of schemas.Record (its value in a blob file: valueSeparation)
 //	e/<entity>                          EntityState, binary (entity.go; JSON in older stores)
 //	p/<partition, 10 digits>            Progress, JSON
-//	s/<status>/<scope>                  status index, empty value
+//	s/<status>/<scope>                  status index, empty value; none for succeeded (ByStatus)
 //	u/<partition, 10 digits>/<scope>    unresolved-by-partition index, empty value
 //	f/<finished_at, 19 digits>/<scope>  prune index: a full final record, empty value
 //	k/<finished_at, 19 digits>/<scope>  prune index: a stub (key only), empty value
-//	x/<key>\x00<entity'>                records of a key, whatever the entity, empty value
 //	b/<entity'>\x00<action'>\x00<unique key>\x00<key>
 //	                                    unique_by index (docs/configuration.md), empty value
 //	m/prune                             prune index state (upgrade backfill), JSON
 //	m/format                            key layout version (formatVersion)
 //
 // An idempotency key is scoped to its entity (docs/events.md#execution-records), so a record is
-// stored under its scope: <entity'>\x00<key>, where entity' is the entity
-// with 0x01 written as 0x01 0x02 and 0x00 as 0x01 0x01 (escapeName). An
-// escaped name has no 0x00, and a key is printable UTF-8 (no 0x00, checked
-// at decode), so the first 0x00 ends the entity and a prefix scan of
-// "<entity'>\x00" sees exactly that entity's keys.
+// stored under its scope: <key>\x00<entity'>, where entity' is the entity
+// with 0x01 written as 0x01 0x02 and 0x00 as 0x01 0x01 (escapeName, which
+// keeps names in order). A key is printable UTF-8 (no 0x00, checked at
+// decode), so the first 0x00 ends the key and a prefix scan of
+// "r/<key>\x00" reads exactly the records of that key, in entity order:
+// LookupKey needs no index of its own. (Format 2 stored <entity'>\x00<key>
+// and kept an x/<key>\x00<entity'> entry per record for LookupKey, one more
+// entry for every compaction to rewrite; nothing reads an entity's records
+// by prefix.)
 //
 // finished_at in the prune index is Unix nanoseconds, zero-padded, so the
 // index sorts by age and Prune reads only the entries that are due (prune.go).
@@ -184,17 +187,18 @@ const (
 	prefixUnresolved = "u/"
 	prefixPruneFull  = "f/"
 	prefixPruneStub  = "k/"
-	prefixByKey      = "x/"
 	prefixUnique     = "b/"
 	keyPruneMeta     = "m/prune"
 	keyFormat        = "m/format"
 )
 
-// formatVersion is the key layout this build writes. A store without it
-// (or with another) was written by a build whose keys were not scoped to
-// their entity; Open empties it and restore replays the journal into the
-// new layout (the store is a cache of the journal).
-const formatVersion = "2"
+// formatVersion is the key layout this build writes: 3 stores records
+// key-first and has no x/ index. A store without it (or with another) was
+// written by an older build (none: keys not scoped to their entity; 2:
+// entity-first records and an x/ index); Open empties it and restore
+// replays the journal into the new layout (the store is a cache of the
+// journal).
+const formatVersion = "3"
 
 // EntityState is what the executor needs about an entity before it runs a
 // command for it: the version for optimistic checks, and whether an execution
@@ -561,8 +565,9 @@ func (s *Store) LookupBytes(entity, key string) (schemas.Record, []byte, bool, e
 }
 
 // LookupKey returns the records of key for every entity that used it
-// (normally one), in entity order, from the x/ index. Operators ask for a
-// key without knowing its entity (GET /v1/executions/{key}).
+// (normally one), in entity order: a prefix scan of "r/<key>\x00", since
+// records are stored key-first. Operators ask for a key without knowing
+// its entity (GET /v1/executions/{key}).
 func (s *Store) LookupKey(key string) ([]schemas.Record, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
@@ -571,29 +576,39 @@ func (s *Store) LookupKey(key string) ([]schemas.Record, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	snap := s.db.NewSnapshot()
-	defer snap.Close()
-	lower := []byte(prefixByKey + key + "\x00")
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	lower := recordKey(key + "\x00")
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: new iterator: %w", err)
 	}
 	defer it.Close()
 	var out []schemas.Record
 	for ok := it.First(); ok; ok = it.Next() {
-		sc := string(it.Key()[len(lower):]) + "\x00" + key
-		rec, found, err := s.lookupIn(snap, sc)
+		rec, err := s.iterRecord(it)
 		if err != nil {
 			return nil, err
 		}
-		if found {
-			out = append(out, rec)
-		}
+		out = append(out, rec)
 	}
 	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("dedupe: scan key %q: %w", key, err)
+		return nil, fmt.Errorf("dedupe: scan key %q: %w", key, s.reportCorrupt(err))
 	}
 	return out, nil
+}
+
+// iterRecord decodes the record at it's position (a key in r/). Damage it
+// meets fails the store (reportCorrupt, recoverBlobPanic).
+func (s *Store) iterRecord(it *pebble.Iterator) (_ schemas.Record, err error) {
+	defer s.recoverBlobPanic(&err)
+	val, err := it.ValueAndErr()
+	if err != nil {
+		return schemas.Record{}, fmt.Errorf("dedupe: read %q: %w", it.Key(), s.reportCorrupt(err))
+	}
+	rec, err := schemas.UnmarshalRecordKeep(bytes.Clone(val))
+	if err != nil {
+		return schemas.Record{}, fmt.Errorf("dedupe: decode %q: %w", it.Key(), err)
+	}
+	return rec, nil
 }
 
 // UniqueHolders returns the idempotency keys of the entity's records of
@@ -906,19 +921,19 @@ func recordKey(sc string) []byte { return []byte(prefixRecord + sc) }
 // buffer rather than through scope's string and a conversion.
 func appendRecordKey(b []byte, entity, key string) []byte {
 	if b == nil {
-		b = make([]byte, 0, len(prefixRecord)+len(entity)+1+len(key))
+		b = make([]byte, 0, len(prefixRecord)+len(key)+1+len(entity))
 	}
 	b = append(b, prefixRecord...)
-	b = append(b, escapeName(entity)...)
+	b = append(b, key...)
 	b = append(b, 0)
-	return append(b, key...)
+	return append(b, escapeName(entity)...)
 }
 
 // recordKeyOf is the record key of rec.
 func recordKeyOf(rec *schemas.Record) []byte { return recordKey(scopeOf(rec)) }
 
 // scope is the storage form of (entity, key): see the package comment.
-func scope(entity, key string) string { return escapeName(entity) + "\x00" + key }
+func scope(entity, key string) string { return key + "\x00" + escapeName(entity) }
 
 func scopeOf(rec *schemas.Record) string { return scope(rec.Entity, rec.IdempotencyKey) }
 

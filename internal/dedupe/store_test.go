@@ -223,6 +223,37 @@ func assertByStatus(t *testing.T, s *Store, st schemas.Status, want ...string) {
 	}
 }
 
+// TestSucceededNotIndexed: succeeded records get no s/ entry (most
+// records are succeeded; the entry was one more for compactions to
+// rewrite), and ByStatus(succeeded) finds them by scanning the records,
+// in key order, stopping at limit; other statuses keep their entries.
+func TestSucceededNotIndexed(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	put(t, s,
+		rec("a", "e1", schemas.StatusSucceeded, 0),
+		rec("b", "e1", schemas.StatusFailed, 0),
+		rec("c", "e2", schemas.StatusSucceeded, 0),
+		rec("c", "e1", schemas.StatusHeld, 0),
+		rec("d", "e3", schemas.StatusSucceeded, 0))
+	if got := allKeys(t, s, statusPrefix(schemas.StatusSucceeded)); len(got) != 0 {
+		t.Fatalf("s/succeeded/ entries written: %q", got)
+	}
+	for _, st := range []schemas.Status{schemas.StatusFailed, schemas.StatusHeld} {
+		if got := allKeys(t, s, statusPrefix(st)); len(got) != 1 {
+			t.Fatalf("%s entries %q, want one", st, got)
+		}
+	}
+	assertByStatus(t, s, schemas.StatusSucceeded, "a", "c", "d")
+	got, err := s.ByStatus(schemas.StatusSucceeded, 2)
+	if err != nil || fmt.Sprint(keys(got)) != "[a c]" || got[1].Entity != "e2" || got[1].Hash != "sha256:h-c" {
+		t.Fatalf("ByStatus(succeeded, 2) = %v, %v", keys(got), err)
+	}
+	// A record that leaves succeeded leaves the listing.
+	put(t, s, rec("a", "e1", schemas.StatusUnresolved, 0))
+	assertByStatus(t, s, schemas.StatusSucceeded, "c", "d")
+	checkIndexes(t, s)
+}
+
 func TestStatusIndexMoves(t *testing.T) {
 	s := openTest(t, t.TempDir())
 	put(t, s,
