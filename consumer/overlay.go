@@ -245,6 +245,19 @@ func (p *pipeline) forgetIntents(st *partState) {
 	p.mu.ov.forgetIntents(st, keys)
 }
 
+// intents lists the overlay's intents of live ownerships (storeof.Intents).
+func (p *pipeline) intents() []schemas.Record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []schemas.Record
+	for _, pr := range p.mu.ov.pending {
+		if pr.rec.Status == schemas.StatusInProgress && !pr.st.lost.Load() && p.e.part(pr.st.p) == pr.st {
+			out = append(out, *pr.rec)
+		}
+	}
+	return out
+}
+
 // pendingUnique lists the keys of staged records of the entity's action
 // that carry tuple (pipeline.mu is taken here).
 func (p *pipeline) pendingUnique(entity, action, tuple string) []string {
