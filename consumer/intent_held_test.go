@@ -31,9 +31,25 @@ import (
 //     would find no record of the key and execute it again;
 //   - the index of that store, replayed over records it held already,
 //     equals the index of a restore from an empty data dir.
+//
+// Also with a signed journal required: the held Progress carries the seal
+// before the intent's transaction, and the restore's seal gate goes on
+// from it.
 func TestCrashAfterIntentIsInherited(t *testing.T) {
-	t.Parallel() // waits out a deadline, mostly idle
-	h := onceflighttest.New(t)
+	for _, signed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("signed=%v", signed), func(t *testing.T) {
+			t.Parallel() // waits out a deadline, mostly idle
+			h := onceflighttest.New(t)
+			if signed {
+				k := newExecKey(t, "executor-a")
+				h.Opts = signing(k, trustedKeys(t, k.line))
+			}
+			crashAfterIntent(t, h, signed)
+		})
+	}
+}
+
+func crashAfterIntent(t *testing.T, h *onceflighttest.Harness, signed bool) {
 	svc := newEvidenceService(t)
 	h.UseConfig(strings.Replace(fmt.Sprintf(evidenceYAML, svc.URL("")), "confirm_timeout: 5s", "confirm_timeout: 60s", 1))
 	dir := t.TempDir()
@@ -76,8 +92,8 @@ func TestCrashAfterIntentIsInherited(t *testing.T) {
 	if rec, ok, err := h.Ex.Seen(ent, key); err != nil || !ok || rec.Status != schemas.StatusInProgress || rec.Error == nil || rec.Error.Code != schemas.CodeConfirmationPending {
 		t.Fatalf("the executor reads %+v (found %v, err %v) of %s, want its confirmation_pending intent", rec, ok, err, key)
 	}
-	if prog, err := store.Progress(p); err != nil || prog.JournalOffset > intentAt {
-		t.Fatalf("stored Progress of partition %d: %+v (err %v): past the open intent at offset %d", p, prog, err, intentAt)
+	if prog, err := store.Progress(p); err != nil || prog.JournalOffset > intentAt || signed && prog.SealNote == "" {
+		t.Fatalf("stored Progress of partition %d: %+v (err %v): past the open intent at offset %d, or without the seal before it", p, prog, err, intentAt)
 	}
 	h.Stop()
 
