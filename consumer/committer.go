@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
@@ -37,7 +38,11 @@ import (
 // wrote becomes visible. An intent's waiter is released only after its
 // transaction committed, so every connector attempt is preceded by a
 // fenced, durable record that a later owner's restore will read.
-// Pebble is updated after the commit, as a cache of what committed.
+// Pebble is updated after the commit, as a cache of what committed —
+// except intents, which stay in the overlay until a later record of their
+// key replaces them, while each partition's stored Progress stays before
+// its oldest open intent (DESIGN.md, "An intent stays out of Pebble until
+// its record is replaced").
 type committer struct {
 	e  *Executor
 	cl *kgo.Client
@@ -59,6 +64,10 @@ type committer struct {
 	// with nothing else to wake the loop.
 	syncing    *pendingSync
 	syncFailed chan error
+
+	// holding lists the partition ownerships with open intents (loop
+	// only): once one ends, its intents leave the overlay (apply).
+	holding map[*partState]bool
 
 	// groupImplicit: the TxnOffsetCommit adds the group to the
 	// transaction itself, no AddOffsetsToTxn first (loop only; see
@@ -130,19 +139,20 @@ type stagedItem struct {
 }
 
 type intentReq struct {
-	st    *partState
-	rec   schemas.Record
-	raw   []byte // rec sealed: journal and Pebble value
-	fresh bool   // rec's key has no stored record (emit.fresh, job.intent)
-	done  chan error
+	st   *partState
+	rec  schemas.Record
+	raw  []byte // rec sealed: the journal value
+	done chan error
 }
 
 // journaled is a record of the transaction with its bytes, which are the
-// journal value and, once committed, the Pebble value.
+// journal value and, once committed, the Pebble value (not for intents).
 type journaled struct {
-	rec   *schemas.Record
-	raw   []byte
-	fresh bool // emit.fresh
+	st     *partState
+	rec    *schemas.Record
+	raw    []byte
+	fresh  bool // emit.fresh
+	intent bool // kept out of Pebble (apply)
 }
 
 type markerReq struct {
@@ -241,14 +251,18 @@ func (c *committer) poke() {
 // intent records rec as partition p's next journal entry, with a fencing
 // token of its own, and returns that token once the record is committed
 // under the current generation, or the reason it is not (errFenced when p
-// is no longer ours). fresh: the caller read rec's key as absent and
-// nothing else has written it since (job.intent).
-func (c *committer) intent(ctx context.Context, p int32, rec schemas.Record, fresh bool) (int64, error) {
+// is no longer ours).
+//
+// The intent is in the overlay from now on, read before Pebble, until a
+// later record of its key is staged: Pebble never gets it from the
+// committer (apply). Seen before it commits, it makes a reader wait and
+// confirm (inherit) an attempt that was never sent, never the reverse.
+func (c *committer) intent(ctx context.Context, p int32, rec schemas.Record) (int64, error) {
 	st := c.e.part(p)
 	if st == nil || st.lost.Load() {
 		return 0, errFenced
 	}
-	req := &intentReq{st: st, rec: rec, fresh: fresh, done: make(chan error, 1)}
+	req := &intentReq{st: st, rec: rec, done: make(chan error, 1)}
 	c.mu.Lock()
 	st.chain.token = max(st.chain.token+1, st.chain.pos)
 	req.rec.FencingToken = st.chain.token
@@ -258,6 +272,7 @@ func (c *committer) intent(ctx context.Context, p int32, rec schemas.Record, fre
 		return 0, err
 	}
 	req.raw = raw
+	c.p.addPending(st, []*schemas.Record{&req.rec})
 	c.mu.queue = append(c.mu.queue, entry{intent: req})
 	c.mu.Unlock()
 	c.poke()
@@ -598,6 +613,7 @@ func (c *committer) dropUnowned(queue []entry) []entry {
 		case en.intent != nil && !owned(en.intent.st):
 			e.m.fenced.WithLabelValues("intent").Inc()
 			answer(en.intent.done, errFenced)
+			c.p.forgetIntent(en.intent.st, &en.intent.rec)
 			dropped++
 		case en.item != nil && !owned(en.item.st):
 			e.m.fenced.WithLabelValues("answer").Inc()
@@ -649,7 +665,7 @@ func (c *committer) encode(queue []entry) *txn {
 				answer(r.done, err)
 				continue
 			}
-			tx.journaled = append(tx.journaled, journaled{rec: &r.rec, raw: r.raw, fresh: r.fresh})
+			tx.journaled = append(tx.journaled, journaled{st: r.st, rec: &r.rec, raw: r.raw, intent: true})
 			tx.heads[r.st] = r.rec.Hash
 			continue
 		}
@@ -671,7 +687,7 @@ func (c *committer) encode(queue []entry) *txn {
 					e.log.Error("journal record not encodable; dropped", "key", em.journal.IdempotencyKey, "err", err)
 					continue
 				}
-				tx.journaled = append(tx.journaled, journaled{rec: em.journal, raw: em.raw, fresh: em.fresh})
+				tx.journaled = append(tx.journaled, journaled{st: it.st, rec: em.journal, raw: em.raw, fresh: em.fresh})
 				tx.heads[it.st] = em.journal.Hash
 			}
 			if em.outcome != nil && em.outcome == em.journal {
@@ -739,12 +755,17 @@ func (c *committer) commit(ctx context.Context, tx *txn, member string, gen int3
 // apply makes Pebble agree with a committed transaction, then releases
 // waiters and watermarks.
 //
+// Intents are not written: their waiters are released at once (the
+// committed transaction is what an attempt needs), they stay in the
+// overlay, and each partition's stored Progress stays before its oldest
+// open intent (partState.storedProgress), so a restore replays them.
+//
 // The records' batch is synced, but the loop does not wait for the fsync:
 // the batch is visible to reads when CommitSyncLater returns, and its
 // fsync overlaps the next transaction's broker round trips (a new key's
 // fsync was ~0.5 ms of the next command's latency, BENCHMARKS.md round 9
-// (latency)). What needs the records durable waits for it: the intent and
-// marker waiters are released once it and every earlier sync ended, and
+// (latency)). What needs the records durable waits for it: the marker
+// waiters are released once it and every earlier sync ended, and
 // a flushNow and the loop's end wait for them too (joinSync). A failed
 // sync fails the store: the next apply's commit fails, and an idle loop
 // learns it from syncFailed. A crash before
@@ -752,15 +773,12 @@ func (c *committer) commit(ctx context.Context, tx *txn, member string, gen int3
 // commit that restore already covers: the journal holds the records.
 func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) error {
 	e := c.e
+	for _, r := range tx.intents {
+		answer(r.done, nil)
+	}
 	b := e.store.NewBatch()
 	defer b.Close()
-	for _, j := range tx.journaled {
-		if j.fresh {
-			b.PutNewRecordBytes(*j.rec, j.raw)
-		} else {
-			b.PutRecordBytes(*j.rec, j.raw)
-		}
-	}
+	written := c.holdIntents(b, tx.journaled)
 	for st, h := range tx.heads {
 		st.committed.hash = h
 		if off, ok := last[st.p]; ok {
@@ -781,7 +799,7 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 		c.mu.Lock()
 		tok := st.chain.token
 		c.mu.Unlock()
-		b.SetProgress(st.p, st.progress(tok))
+		b.SetProgress(st.p, st.storedProgress(tok))
 	}
 	// A transaction without records (repeats answered from their record,
 	// forwards, deadletters) changes only Progress in Pebble: losing that
@@ -789,7 +807,7 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 	// an fsync on every repeat's latency.
 	var syncWait func() error // nil: nothing to wait for
 	var err error
-	if len(tx.journaled) == 0 {
+	if written == 0 {
 		err = b.CommitNoSync()
 	} else {
 		syncWait, err = b.CommitSyncLater()
@@ -804,16 +822,13 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 	c.e.seals.committed(tx.seals)
 	c.e.cp.committed(tx.ob.Entries(), tx.seals)
 	release := func() {
-		for _, r := range tx.intents {
-			answer(r.done, nil)
-		}
 		for _, m := range tx.markers {
 			m.answer(markerDone{off: last[m.p]})
 		}
 	}
 	prev := c.syncing
 	switch {
-	case syncWait == nil && len(tx.intents) == 0 && len(tx.markers) == 0:
+	case syncWait == nil && len(tx.markers) == 0:
 		// Nothing to sync, nobody to release.
 	case syncWait == nil && prev.ended():
 		release()
@@ -849,6 +864,53 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 		}
 	}
 	return nil
+}
+
+// holdIntents puts tx's records other than intents into b, in journal
+// order, and keeps the partitions' open intents (partState.held): an
+// intent opens a hold at the Progress stored before tx (its partition's
+// committed state is still that one here), a later record of its key in
+// b closes it. It returns how many records it put. Ownerships that ended
+// lose their intents from the overlay: nothing will replace them there.
+func (c *committer) holdIntents(b *dedupe.Batch, recs []journaled) (written int) {
+	var holds map[*partState]*intentHold // this transaction's, per partition
+	for _, j := range recs {
+		k := scopeOf(j.rec)
+		if !j.intent {
+			j.st.closeIntent(k)
+			if j.fresh {
+				b.PutNewRecordBytes(*j.rec, j.raw)
+			} else {
+				b.PutRecordBytes(*j.rec, j.raw)
+			}
+			written++
+			continue
+		}
+		h := holds[j.st]
+		if h == nil {
+			h = &intentHold{prog: j.st.progress(0)}
+			if holds == nil {
+				holds = map[*partState]*intentHold{}
+			}
+			holds[j.st] = h
+			j.st.held.holds = append(j.st.held.holds, h)
+			if c.holding == nil {
+				c.holding = map[*partState]bool{}
+			}
+			c.holding[j.st] = true
+		}
+		j.st.openIntent(k, h)
+	}
+	for st := range c.holding {
+		switch {
+		case len(st.held.open) == 0:
+			delete(c.holding, st)
+		case c.e.part(st.p) != st || st.lost.Load():
+			c.p.forgetIntents(st)
+			delete(c.holding, st)
+		}
+	}
+	return written
 }
 
 // logNotable writes one line, once committed, for each answer a person may

@@ -27,10 +27,19 @@ import (
 	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/kafkaconf"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 func init() {
 	storeof.Executor = func(ex any) *dedupe.Store { return ex.(*Executor).store }
+	storeof.Intents = func(ex any) []schemas.Record {
+		if e, ok := ex.(*Executor); ok {
+			if p := e.pipe.Load(); p != nil {
+				return p.intents()
+			}
+		}
+		return nil
+	}
 	storeof.Settled = func(ex any, ctx context.Context) error {
 		if e, ok := ex.(*Executor); ok {
 			if p := e.pipe.Load(); p != nil {

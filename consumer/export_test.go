@@ -1,6 +1,9 @@
 package consumer
 
-import "github.com/onceflight/onceflight/internal/dedupe"
+import (
+	"github.com/onceflight/onceflight/internal/dedupe"
+	"github.com/onceflight/onceflight/schemas"
+)
 
 // WithStoreOptions opens the executor's state with opts too: the tests'
 // failing disk (dedupe.Settings.FS).
@@ -17,4 +20,15 @@ func SetIngestBatches(records, least int) (restore func()) {
 	oldRecords, oldMin := ingestRecords, ingestMin
 	ingestRecords, ingestMin = records, least
 	return func() { ingestRecords, ingestMin = oldRecords, oldMin }
+}
+
+// Seen is the record of (entity, key) as a job reads it first: the
+// overlay of staged records and intents, then Pebble (job.lookupAny).
+func (e *Executor) Seen(entity, key string) (schemas.Record, bool, error) {
+	if p := e.pipe.Load(); p != nil {
+		if rec, ok := p.pendingRecord(scopedKey{entity, key}); ok {
+			return rec, true, nil
+		}
+	}
+	return e.store.Lookup(entity, key)
 }

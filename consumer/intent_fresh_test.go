@@ -2,25 +2,33 @@ package consumer
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/schemas"
 )
 
-// TestIntentOfAbsentKeyIsFresh: the first intent of a key the job read as
-// absent is queued fresh (written without reading the key again,
-// dedupe.PutNewRecordBytes); its later intents, the final record, and an
-// intent of a key the job never read absent are not — each of those may
-// replace a stored record whose index entries must go. The consumer tests
-// run with dedupe.CheckAbsent (main_test.go), which fails any fresh write
-// over a stored record, so the http and fault tests check the other half:
+// TestIntentServedFromOverlayAndFinalFresh: an intent is in the overlay,
+// read before Pebble, from the moment it is queued and until a later
+// record of its key is staged in its place (Pebble never gets it from the
+// committer); and since no intent ever reaches Pebble, the final record of
+// a key the job read as absent is written fresh (without reading the key
+// again, dedupe.PutNewRecordBytes), its intents notwithstanding. The
+// consumer tests run with dedupe.CheckAbsent (main_test.go), which fails
+// any fresh write over a stored record, so the http and fault tests check
 // that "fresh" is never wrong.
-func TestIntentOfAbsentKeyIsFresh(t *testing.T) {
-	e := &Executor{}
-	e.mu.parts = map[int32]*partState{0: {p: 0}}
-	c := newCommitter(e, nil, nil)
-	j := &job{p: &pipeline{cm: c}, e: e}
+func TestIntentServedFromOverlayAndFinalFresh(t *testing.T) {
+	e := &Executor{m: newMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler)}
+	st := &partState{p: 0}
+	e.mu.parts = map[int32]*partState{0: st}
+	pl := &pipeline{e: e}
+	pl.mu.ov = newOverlay()
+	c := newCommitter(e, nil, pl)
+	pl.cm = c
+	j := &job{p: pl, e: e}
 	k := scopedKey{"e-1", "k-1"}
 	j.absent = []scopedKey{k, {"e-1", "k-other"}, k} // k read twice
 
@@ -29,36 +37,51 @@ func TestIntentOfAbsentKeyIsFresh(t *testing.T) {
 		return schemas.Record{Entity: "e-1", IdempotencyKey: key, Action: "a.b", Status: schemas.StatusInProgress,
 			Attempts: attempt, Deadline: &d, Command: schemas.CommandRef{ID: "c-" + key, Partition: 0}}
 	}
-	// ask queues an intent and reports whether it went fresh; the waiter
-	// gives up at once (nothing commits here), the intent stays queued.
-	ask := func(r schemas.Record) bool {
+	// ask queues an intent; the waiter gives up at once (nothing commits
+	// here), the intent stays queued.
+	ask := func(r schemas.Record) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := j.intent(ctx, 0, r); err != context.Canceled {
 			t.Fatalf("intent of %q: err %v, want the canceled wait", r.IdempotencyKey, err)
 		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.mu.queue[len(c.mu.queue)-1].intent.fresh
 	}
-	if !ask(rec("k-1", 1)) {
-		t.Error("first intent of a key read absent: not fresh (its Pebble write reads the key again)")
+	seen := func() schemas.Record {
+		t.Helper()
+		got, ok := pl.pendingRecord(k)
+		if !ok {
+			t.Fatal("intent not in the overlay: a read between it and its final would miss it")
+		}
+		return got
 	}
-	if ask(rec("k-1", 2)) {
-		t.Error("second intent of the key: fresh, but the first is its stored record")
+	ask(rec("k-1", 1))
+	if got := seen(); got.Status != schemas.StatusInProgress || got.Attempts != 1 {
+		t.Fatalf("overlay has %s attempt %d, want the first intent", got.Status, got.Attempts)
 	}
-	if ask(rec("k-2", 1)) {
-		t.Error("intent of a key never read absent: fresh")
+	ask(rec("k-1", 2))
+	if got := seen(); got.Attempts != 2 {
+		t.Fatalf("overlay has attempt %d, want the later intent", got.Attempts)
 	}
 	final := rec("k-1", 2)
 	final.Status = schemas.StatusSucceeded
 	j.add(emit{journal: &final, outcome: &final})
 	j.markFresh()
-	if j.emits[0].fresh {
-		t.Error("final record after the key's intent: fresh")
+	if !j.emits[0].fresh {
+		t.Error("final record of a key read absent, after its intents: not fresh (its Pebble write reads the key again)")
 	}
 	if len(j.absent) != 1 || j.absent[0] != (scopedKey{"e-1", "k-other"}) {
-		t.Errorf("absent after the intents: %v, want only the key never written", j.absent)
+		t.Errorf("absent after the final: %v, want only the key never written", j.absent)
+	}
+	c.stage(st, 7, j.emits, 0)
+	if got := seen(); got.Status != schemas.StatusSucceeded {
+		t.Fatalf("overlay has %s after the final was staged, want the final", got.Status)
+	}
+	// The intents were queued before the final, in journal order.
+	c.mu.Lock()
+	n := len(c.mu.queue)
+	c.mu.Unlock()
+	if n != 3 {
+		t.Fatalf("queue holds %d entries, want 2 intents and the answer", n)
 	}
 }

@@ -88,9 +88,6 @@ type job struct {
 	deadline *time.Time
 	// intents counts intents this job committed.
 	intents int
-	// askedIntent: the job queued an intent, committed or not (one may
-	// still be applied to Pebble after its waiter gave up).
-	askedIntent bool
 	// absent lists the keys Pebble held no record of when this job read
 	// them (lookupAny), for markFresh.
 	absent []scopedKey
@@ -660,20 +657,11 @@ func (j *job) claim(entity, key, fp string) bool {
 func (j *job) add(e emit) { j.emits = append(j.emits, e) }
 
 // intent queues an intent of this job's execution (committer.intent).
-//
-// The first intent of a key this job read as absent is written to Pebble
-// without reading the key's previous version again
-// (dedupe.PutNewRecordBytes), for the reason markFresh gives: the entity's
-// commands run one at a time on this worker and only the committer writes
-// Pebble, in queue order, so nothing can have stored a record of the key
-// between the lookup and this intent. The key leaves absent: the intent is
-// from now on its stored record, which every later write of it replaces
-// (and markFresh flags nothing once an intent was asked). Reading it again
-// was a Pebble seek per new http command (BENCHMARKS.md, round 10
-// (intent)).
+// It is never written to Pebble (the overlay serves it until its key's
+// next record replaces it), so it leaves a key read as absent absent for
+// markFresh.
 func (j *job) intent(ctx context.Context, p int32, rec schemas.Record) (int64, error) {
-	j.askedIntent = true
-	return j.p.cm.intent(ctx, p, rec, j.takeAbsent(scopeOf(&rec)))
+	return j.p.cm.intent(ctx, p, rec)
 }
 
 // takeAbsent reports whether k is among the keys this job read as absent,
@@ -688,13 +676,13 @@ func (j *job) takeAbsent(k scopedKey) bool {
 // markFresh flags the first journal record of each key this job read as
 // absent from Pebble (emit.fresh). Nothing else can have written such a
 // key since: its entity's commands run one at a time on this worker, each
-// answer is in the overlay (read before Pebble) until Pebble holds it, and
-// only the committer writes Pebble, in queue order. Unless the job itself
-// queued an intent: that intent is, or will be before this answer, the
-// key's stored record. A later journal record of the same key in the job
-// goes into the same batch, which knows the first.
+// answer is in the overlay (read before Pebble) until Pebble holds it,
+// only the committer writes Pebble, in queue order, and it never writes
+// an intent (the job's own intents of the key stay in the overlay). A
+// later journal record of the same key in the job goes into the same
+// batch, which knows the first.
 func (j *job) markFresh() {
-	if j.askedIntent || len(j.absent) == 0 {
+	if len(j.absent) == 0 {
 		return
 	}
 	for i := range j.emits {

@@ -161,9 +161,13 @@ func (o *overlay) idle(entity string) {
 }
 
 // applied forgets what Pebble now holds; busy reports entities with a
-// queue, whose versions are kept.
+// queue, whose versions are kept. Intents are not in Pebble: they stay
+// until a later record of their key replaces them (stageRecords).
 func (o *overlay) applied(recs []journaled, busy func(entity string) bool) {
 	for _, j := range recs {
+		if j.intent {
+			continue
+		}
 		r := j.rec
 		if cur, ok := o.pending[scopeOf(r)]; ok && cur.rec.Hash == r.Hash {
 			o.drop(scopeOf(r))
@@ -192,6 +196,17 @@ func (o *overlay) forget(st *partState, r *schemas.Record, busy func(entity stri
 	}
 }
 
+// forgetIntents drops the intents of keys, queued or committed under
+// ownership st, which has ended: nothing will replace them, and a later
+// ownership reads them from its restore.
+func (o *overlay) forgetIntents(st *partState, keys []scopedKey) {
+	for _, k := range keys {
+		if cur, ok := o.pending[k]; ok && cur.st == st && cur.rec.Status == schemas.StatusInProgress {
+			o.drop(k)
+		}
+	}
+}
+
 // claim reserves a new key for fingerprint fp; false if another
 // fingerprint holds it.
 func (o *overlay) claim(key scopedKey, fp string) bool {
@@ -206,6 +221,41 @@ func (o *overlay) release(keys []scopedKey) {
 	for _, k := range keys {
 		delete(o.claims, k)
 	}
+}
+
+// forgetIntent drops the overlay entry of intent r, queued under
+// ownership st and dropped unwritten (committer.dropUnowned).
+func (p *pipeline) forgetIntent(st *partState, r *schemas.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.mu.ov.pending[scopeOf(r)]; ok && cur.st == st && cur.rec.Hash == r.Hash {
+		p.mu.ov.drop(scopeOf(r))
+	}
+}
+
+// forgetIntents drops the open intents of ownership st, which has ended
+// (committer.holdIntents).
+func (p *pipeline) forgetIntents(st *partState) {
+	keys := make([]scopedKey, 0, len(st.held.open))
+	for k := range st.held.open {
+		keys = append(keys, k)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.ov.forgetIntents(st, keys)
+}
+
+// intents lists the overlay's intents of live ownerships (storeof.Intents).
+func (p *pipeline) intents() []schemas.Record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []schemas.Record
+	for _, pr := range p.mu.ov.pending {
+		if pr.rec.Status == schemas.StatusInProgress && !pr.st.lost.Load() && p.e.part(pr.st.p) == pr.st {
+			out = append(out, *pr.rec)
+		}
+	}
+	return out
 }
 
 // pendingUnique lists the keys of staged records of the entity's action

@@ -45,6 +45,15 @@ type partState struct {
 		sealOff  int64
 	}
 
+	// held is what the committer's loop keeps of the partition's open
+	// intents: intents in the journal whose key has no later record in
+	// Pebble (committer loop only; DESIGN.md, "An intent stays out of
+	// Pebble until its record is replaced").
+	held struct {
+		open  map[scopedKey]*intentHold // key → the hold of its latest intent
+		holds []*intentHold             // in transaction order
+	}
+
 	lost     atomic.Bool
 	draining atomic.Bool
 	ctx      context.Context // cancelled when the partition is lost
@@ -160,4 +169,55 @@ func (st *partState) committedTo(wm int64) {
 func (st *partState) progress(tokens int64) dedupe.Progress {
 	return dedupe.Progress{JournalOffset: st.committed.next, Epoch: st.epoch, LastHash: st.committed.hash, TokenSeq: tokens,
 		SealNote: st.committed.sealNote, SealOffset: st.committed.sealOff}
+}
+
+// intentHold is the Progress stored before a transaction that journaled
+// intents, and how many of those intents are still open: while any is,
+// the partition's stored Progress may not pass it, so that a restore
+// replays them (committer loop only).
+type intentHold struct {
+	prog dedupe.Progress
+	n    int
+}
+
+// openIntent notes that k's latest intent is in the transaction of h:
+// only that intent needs replaying, so an earlier hold of k is let go.
+func (st *partState) openIntent(k scopedKey, h *intentHold) {
+	if st.held.open == nil {
+		st.held.open = map[scopedKey]*intentHold{}
+	}
+	if old, ok := st.held.open[k]; ok {
+		old.n--
+	}
+	st.held.open[k] = h
+	h.n++
+}
+
+// closeIntent notes that a record replacing k's intent is in the Pebble
+// batch being written.
+func (st *partState) closeIntent(k scopedKey) {
+	if h, ok := st.held.open[k]; ok {
+		h.n--
+		delete(st.held.open, k)
+	}
+}
+
+// storedProgress is the Progress to store with the batch being written:
+// the one before the oldest transaction with an open intent, or the
+// current one (progress) when none is open. Its token floor is always the
+// current one: restore takes the highest it reads, and a lower floor would
+// only let a token be handed out twice.
+func (st *partState) storedProgress(tokens int64) dedupe.Progress {
+	i := 0
+	for i < len(st.held.holds) && st.held.holds[i].n <= 0 {
+		i++
+	}
+	st.held.holds = st.held.holds[i:]
+	if len(st.held.holds) == 0 {
+		st.held.holds = nil
+		return st.progress(tokens)
+	}
+	prog := st.held.holds[0].prog
+	prog.TokenSeq = max(prog.TokenSeq, tokens)
+	return prog
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/kafkatest"
-	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
@@ -456,7 +455,8 @@ func TestWaitingCommandSurvivesRestart(t *testing.T) {
 	h.Start(dir)
 	ids := submitMany(t, h, "w", "payments.refund", 1)
 	onceflighttest.WaitFor(t, 20*time.Second, "the not-done record", func() bool {
-		rec, ok, err := storeof.Executor(h.Ex).Lookup("ent-w0", "key-w0")
+		// An intent: in the executor's overlay, not in Pebble.
+		rec, ok, err := h.Ex.Seen("ent-w0", "key-w0")
 		return err == nil && ok && rec.Status == schemas.StatusInProgress && rec.Error != nil
 	})
 	h.Stop()

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	"github.com/onceflight/onceflight/internal/dedupe"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // Executor returns the state of ex, a *consumer.Executor; package consumer
@@ -22,3 +23,10 @@ var Executor func(ex any) *dedupe.Store
 // here and looks again, so a client that has read an outcome finds its
 // record. ex is a *consumer.Executor; for anything else it returns at once.
 var Settled = func(ex any, ctx context.Context) error { return nil }
+
+// Intents lists the intents (in_progress records) of ex's executions in
+// flight. An intent is not in the state until the next record of its key
+// replaces it (DESIGN.md, "An intent stays out of Pebble until its record
+// is replaced"): a reader of the state takes these as the newer records
+// of their keys. ex is a *consumer.Executor; for anything else, none.
+var Intents = func(ex any) []schemas.Record { return nil }

@@ -96,6 +96,14 @@ var guarantees = []mutant{
 		Run:  "TestFaultIntentBeforeEffect|TestIntentSkippedOnlyWhenEffectless|TestFencingTokenGrowsPerAttempt|TestEvidenceCrashBeforeConfirmation|TestRedeliveredApproveAnsweredApplied",
 	},
 	{
+		Name: "intent-held-progress", Guarantee: "G1/G3: the stored Progress never passes an intent that is not in Pebble, so a restart finds it",
+		Edits: []edit{{"consumer/partstate.go",
+			"	st.held.holds = st.held.holds[i:]\n	if len(st.held.holds) == 0 {",
+			"	st.held.holds = st.held.holds[i:]\n	if true {"}},
+		Pkgs: []string{consumerPkg},
+		Run:  "TestCrashAfterIntentIsInherited|TestEvidenceCrashBeforeConfirmation|TestWaitingCommandSurvivesRestart",
+	},
+	{
 		Name: "kip447-generation", Guarantee: "G1/G4: the offset commit carries the group generation (KIP-447), fencing a zombie",
 		Edits: []edit{{"consumer/committer.go",
 			"	req.Generation = gen\n	req.MemberID = member\n",

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -124,6 +125,10 @@ func (s *settings) recordRoutes(ex Executor, store *dedupe.Store) {
 		} else {
 			recs, err = store.LookupKey(key)
 		}
+		_, oneEntity := r.URL.Query()["entity"]
+		recs = withIntents(recs, storeof.Intents(ex), func(in *schemas.Record) bool {
+			return in.IdempotencyKey == key && (!oneEntity || in.Entity == r.URL.Query().Get("entity"))
+		})
 		switch {
 		case err != nil:
 			writeError(w, http.StatusInternalServerError, err.Error())
@@ -156,6 +161,14 @@ func (s *settings) recordRoutes(ex Executor, store *dedupe.Store) {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
+		// A key with an intent in flight is in_progress, whatever the
+		// state still holds of it.
+		ins := storeof.Intents(ex)
+		recs = withIntents(recs, ins, func(*schemas.Record) bool { return st == schemas.StatusInProgress })
+		recs = slices.DeleteFunc(recs, func(r schemas.Record) bool { return r.Status != st })
+		if len(recs) > limit {
+			recs = recs[:limit]
+		}
 		if recs == nil {
 			recs = []schemas.Record{}
 		}
@@ -165,6 +178,11 @@ func (s *settings) recordRoutes(ex Executor, store *dedupe.Store) {
 		ent := r.PathValue("entity")
 		settle(r)
 		es, ok, err := store.Entity(ent)
+		for _, in := range storeof.Intents(ex) {
+			if in.Entity == ent {
+				es.InFlightKey, es.LastKey, es.Partition, ok = in.IdempotencyKey, in.IdempotencyKey, in.Command.Partition, true
+			}
+		}
 		switch {
 		case err != nil:
 			writeError(w, http.StatusInternalServerError, err.Error())
@@ -174,6 +192,26 @@ func (s *settings) recordRoutes(ex Executor, store *dedupe.Store) {
 			writeJSON(w, http.StatusOK, map[string]any{"entity": ent, "state": es})
 		}
 	})
+}
+
+// withIntents is recs with the intents of executions in flight
+// (storeof.Intents) in place of their keys' records, which the state still
+// holds as they were before the intent; intents of keys recs lacks are
+// added when add says so.
+func withIntents(recs, intents []schemas.Record, add func(*schemas.Record) bool) []schemas.Record {
+	for i := range intents {
+		in := &intents[i]
+		j := slices.IndexFunc(recs, func(r schemas.Record) bool {
+			return r.Entity == in.Entity && r.IdempotencyKey == in.IdempotencyKey
+		})
+		switch {
+		case j >= 0:
+			recs[j] = *in
+		case add(in):
+			recs = append(recs, *in)
+		}
+	}
+	return recs
 }
 
 // redacted applies the redaction of each record's action, in place.

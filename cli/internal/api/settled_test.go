@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/cli/internal/api"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/storeof"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
@@ -53,5 +54,57 @@ func TestRecordNotOlderThanItsOutcome(t *testing.T) {
 				t.Fatalf("GET the record of %s right after its %s outcome: %d %+v %v", o.Record.IdempotencyKey, o.Record.Status, resp.StatusCode, body, err)
 			}
 		}
+	}
+}
+
+// TestIntentInFlightIsListed: an execution in flight has its intent in
+// the executor's overlay only (DESIGN.md, "An intent stays out of Pebble
+// until its record is replaced"); the record API still answers it as
+// in_progress by key, by status, and as its entity's key in flight.
+func TestIntentInFlightIsListed(t *testing.T) {
+	svc := apifake.NewEffects(t, apifake.WithScript(func(string, int) apifake.Fault { return apifake.HangAfterEffect }))
+	h := onceflighttest.New(t)
+	h.UseConfig(fmt.Sprintf("actions:\n  pay.call:\n    connector: http\n    url: %s\n    timeout: 30s\n", svc.URL("")))
+	n := h.StartNode("intents", t.TempDir(), onceflighttest.NodeOptions{})
+	onceflighttest.WaitFor(t, 60*time.Second, "the executor ready", n.Ex.Ready)
+	srv := httptest.NewServer(api.Handler(n.Ex, storeof.Executor(n.Ex), n.Reg))
+	defer srv.Close()
+	h.SubmitAction("c1", "pay.call", "order-1", "k1", `{"amount":1}`)
+	onceflighttest.WaitFor(t, 30*time.Second, "the attempt at the service", func() bool {
+		posts, _, _ := svc.Counts("k1")
+		return len(posts) == 1
+	})
+	get := func(path string, v any) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var recs struct{ Executions []schemas.Record }
+	get("/v1/executions/k1?entity=order-1", &recs)
+	if len(recs.Executions) != 1 || recs.Executions[0].Status != schemas.StatusInProgress {
+		t.Errorf("by key: %+v, want k1 in_progress", recs.Executions)
+	}
+	recs.Executions = nil
+	get("/v1/executions?status=in_progress", &recs)
+	if len(recs.Executions) != 1 || recs.Executions[0].IdempotencyKey != "k1" {
+		t.Errorf("in_progress: %+v, want k1", recs.Executions)
+	}
+	var ent struct {
+		State struct {
+			InFlightKey string `json:"in_flight_key"`
+		}
+	}
+	get("/v1/entities/order-1", &ent)
+	if ent.State.InFlightKey != "k1" {
+		t.Errorf("entity order-1: in flight %q, want k1", ent.State.InFlightKey)
 	}
 }
