@@ -119,3 +119,65 @@ func FuzzRecordHash(f *testing.F) {
 	f.Add(raw)
 	f.Fuzz(func(t *testing.T, raw []byte) { checkRecordHash(t, raw) })
 }
+
+// TestCanonicalHash: a record the executor sealed, without escapes or
+// fractions, is hashed from its bytes as they are, to RecordHash's value,
+// wherever its hash member is (first, in the middle, last, alone, none);
+// bytes that are not their own canonical form are left to the slower
+// paths.
+func TestCanonicalHash(t *testing.T) {
+	samples := recordSamples(t)
+	cases := map[string][]byte{
+		"final with evidence": samples[1],
+		"resolution, release": samples[3],
+		"hash first":          []byte(`{"hash":"sha256:00","z":1}`),
+		"hash last":           []byte(`{"a":[1,{"b":null}],"hash":"x"}`),
+		"hash alone":          []byte(`{"hash":"x"}`),
+		"no hash":             []byte(`{"a":"b","c":true}`),
+		"empty":               []byte(`{}`),
+	}
+	for what, raw := range cases {
+		want, err := wire.RecordHash(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := canonicalHash(raw); !ok || got != want {
+			t.Errorf("%s: canonicalHash = %q, %v; want %q:\n%s", what, got, ok, want, raw)
+		}
+	}
+	for what, raw := range map[string][]byte{
+		"a fraction":      samples[0],
+		"an escape":       samples[2],
+		"whitespace":      []byte(`{"a":1, "hash":"x"}`),
+		"keys unordered":  []byte(`{"hash":"x","a":1}`),
+		"a repeated key":  []byte(`{"a":1,"a":1}`),
+		"a nested order":  []byte(`{"a":{"z":1,"b":2}}`),
+		"trailing bytes":  []byte(`{"a":1}x`),
+		"unterminated":    []byte(`{"a":1,`),
+		"not an object":   []byte(`["hash"]`),
+		"key past U+E000": []byte("{\"a\":1,\"\ue000\":2}"),
+	} {
+		if h, ok := canonicalHash(raw); ok {
+			t.Errorf("%s: canonicalHash accepted bytes that are not canonical (%q):\n%s", what, h, raw)
+		}
+	}
+}
+
+// FuzzCanonicalHash: whatever the bytes, canonicalHash declines or
+// gives exactly RecordHash's value.
+func FuzzCanonicalHash(f *testing.F) {
+	for _, raw := range recordSamples(f) {
+		f.Add(raw)
+	}
+	f.Add([]byte(`{"hash":"x","z":[1,{"a":"é"}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := canonicalHash(raw)
+		if !ok {
+			return
+		}
+		want, err := wire.RecordHash(raw)
+		if err != nil || got != want {
+			t.Fatalf("canonicalHash = %q; RecordHash = %q, %v\nfor %s", got, want, err, raw)
+		}
+	})
+}
