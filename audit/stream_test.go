@@ -386,3 +386,43 @@ func BenchmarkAuditStatePerKey(b *testing.B) {
 	}
 	b.ReportMetric(perKey, "B/key")
 }
+
+// TestRunOutcomesOfJournalRecords: the executor's outcomes carry their
+// journal records' bytes, which Run finds among the records it decoded
+// (recordMemo) instead of decoding them again. It must still judge each
+// outcome by its own bytes: one whose record was changed after the
+// journal's (status failed, hash kept) is decoded and fails outcome_ids
+// and once_per_key, exactly as Check (which keeps no memo) says.
+func TestRunOutcomesOfJournalRecords(t *testing.T) {
+	in := base(t)
+	var outs []*kgo.Record
+	for _, r := range in.Journal {
+		rc, err := schemas.UnmarshalRecord(r.Value)
+		if err != nil || rc.Status != schemas.StatusSucceeded {
+			continue // the marker, in_progress records
+		}
+		for _, replayed := range []bool{false, true} {
+			o, err := wire.EncodeOutcome(rc, rc.Command.ID, replayed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(o.Value, r.Value) {
+				t.Fatalf("outcome data is not the journal record's bytes:\n%s\n%s", o.Value, r.Value)
+			}
+			o.Topic, o.Partition, o.Offset = tops.Outcomes, pe, int64(len(outs))
+			outs = append(outs, o)
+		}
+	}
+	changed := *outs[len(outs)-1]
+	changed.Value = bytes.Replace(changed.Value, []byte(`"status":"succeeded"`), []byte(`"status":"failed"`), 1)
+	changed.Offset = int64(len(outs))
+	in.Outcomes = append(outs, &changed)
+	want := Check(in)
+	if find(want, CheckOutcomeIDs).Count != 2 || find(want, CheckOncePerKey).Count != 1 || want.Counts.Republications != 2 {
+		t.Fatalf("the changed outcome should fail outcome_ids twice (id not its own, id reused) and once_per_key once, the replays be republications: %+v %+v", want.Checks, want.Counts)
+	}
+	a := runHistory(t, in, want)
+	if a.memoHits != len(outs) {
+		t.Errorf("%d outcomes found in the memo, want the %d unchanged ones", a.memoHits, len(outs))
+	}
+}
