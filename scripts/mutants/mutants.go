@@ -35,8 +35,8 @@ var guarantees = []mutant{
 	{
 		Name: "dedupe-lookup", Guarantee: "G2: a key's record is found in the dedupe index",
 		Edits: []edit{{"consumer/job.go",
-			"	rec, ok, err := j.e.store.Lookup(entity, key)\n",
-			"	rec, ok, err := j.e.store.Lookup(entity, key)\n	ok = false\n"}},
+			"	rec, raw, ok, err := j.e.store.LookupBytes(entity, key)\n",
+			"	rec, raw, ok, err := j.e.store.LookupBytes(entity, key)\n	ok = false\n"}},
 		Pkgs: []string{consumerPkg},
 		Run:  "TestKeyScopedToEntity|TestReleaseMakesKeyNewWork|TestDataDirLossRestoresFromJournal|TestRepeatReuseUnknownAndDeadletter|TestRetentionAndKeyMemory|TestUnresolvedThenReconciled|" + sim,
 	},
