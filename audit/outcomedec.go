@@ -115,7 +115,7 @@ func decodeOutcomeFast(r *kgo.Record, known *recordMemo) (f outcomeFacts, inMemo
 	if len(data) < 2 || s.b[len(s.b)-1] != '}' || data[len(data)-1] != '}' {
 		return f, false, false
 	}
-	if known != nil && !known.empty() {
+	if known != nil && known.cur != nil {
 		if rf, ok := known.get(sha256.Sum256(data)); ok {
 			return rf.outcome(string(id), string(causation)), true, true
 		}
@@ -189,24 +189,12 @@ func newRecordMemo(max int) *recordMemo {
 	return &recordMemo{max: max}
 }
 
-// add adds rf under sum. The two maps are made once and then cleared and
-// reused, the older becoming the newer: making them anew for each
-// generation and partition left megabytes of freed maps to the collector,
-// which showed in the audit's peak RSS.
 func (m *recordMemo) add(sum [sha256.Size]byte, rf recordFacts) {
-	if m.cur == nil {
-		m.cur, m.old = make(map[[sha256.Size]byte]recordFacts, m.max), make(map[[sha256.Size]byte]recordFacts, m.max)
-	}
-	if len(m.cur) >= m.max {
-		m.old, m.cur = m.cur, m.old
-		clear(m.cur)
+	if m.cur == nil || len(m.cur) >= m.max {
+		m.old, m.cur = m.cur, make(map[[sha256.Size]byte]recordFacts, m.max)
 	}
 	m.cur[sum] = rf
 }
-
-// empty reports whether the memo holds nothing (a lookup would be for
-// nothing).
-func (m *recordMemo) empty() bool { return len(m.cur)+len(m.old) == 0 }
 
 func (m *recordMemo) get(sum [sha256.Size]byte) (recordFacts, bool) {
 	if rf, ok := m.cur[sum]; ok {
@@ -217,10 +205,7 @@ func (m *recordMemo) get(sum [sha256.Size]byte) (recordFacts, bool) {
 }
 
 // reset drops every entry (the partition the records were on is done).
-func (m *recordMemo) reset() {
-	clear(m.cur)
-	clear(m.old)
-}
+func (m *recordMemo) reset() { m.cur, m.old = nil, nil }
 
 // outcomeScanner walks an outcome event's bytes.
 type outcomeScanner struct {
