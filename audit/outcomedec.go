@@ -162,10 +162,10 @@ func recordFactsOf(rec *schemas.Record) recordFacts {
 func (rf *recordFacts) outcome(id, causation string) outcomeFacts {
 	rec := schemas.Record{IdempotencyKey: rf.key, Entity: rf.entity, Status: rf.status,
 		Command: schemas.CommandRef{ID: rf.cmdID, Partition: rf.partition}}
+	var res schemas.Resolution
 	if rf.settled {
-		// Allocated only for a settlement: a Resolution declared for
-		// every outcome escaped to the heap for every outcome.
-		rec.Resolution = &schemas.Resolution{DecisionID: rf.decision}
+		res.DecisionID = rf.decision
+		rec.Resolution = &res
 	}
 	f := factsOf(id, causation, &rec)
 	f.code = rf.code
@@ -191,7 +191,7 @@ func newRecordMemo(max int) *recordMemo {
 
 func (m *recordMemo) add(sum [sha256.Size]byte, rf recordFacts) {
 	if m.cur == nil || len(m.cur) >= m.max {
-		m.old, m.cur = m.cur, make(map[[sha256.Size]byte]recordFacts, m.max)
+		m.old, m.cur = m.cur, make(map[[sha256.Size]byte]recordFacts, min(m.max, 1024))
 	}
 	m.cur[sum] = rf
 }
