@@ -154,13 +154,6 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 // ids, about 40 MB at most. A variable so that a test can make Run spill.
 var maxStateInMemory = 1 << 16
 
-// maxRecordMemo bounds the journal records whose facts the auditor keeps
-// for the outcomes that publish them (recordMemo): at most twice this many,
-// about 200 bytes each (≈ 3 MB). The executor writes a record and its
-// outcome in one transaction, so they are read close together; a repeat
-// replays an older record, found if it is among the latest.
-var maxRecordMemo = 8192
-
 // testHookAuditor, when a test sets it, sees Run's auditor once it is
 // made (to read how much state it held at most).
 var testHookAuditor func(*auditor)

@@ -266,12 +266,6 @@ type auditor struct {
 	deferred []deferredCmd
 
 	dbuf [2][]decoded // records' decodings: the chunk checked, the chunk decoded
-	// memo holds the facts of the journal records decoded last, for
-	// the outcomes that publish them (decodeAll); reset with the
-	// partition (endAnswers).
-	memo *recordMemo
-	// memoHits counts the outcomes whose record was found in memo.
-	memoHits int
 
 	// decisions are the operator decisions read (with ControlKeys), by
 	// id; claims are the records established by an operator, judged in
@@ -329,7 +323,6 @@ func newAuditor(in Input) *auditor {
 		causes: map[int32]*spill[uint8]{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 		decisions: map[digest]decisionSeen{},
-		memo:      newRecordMemo(maxRecordMemo),
 	}
 	a.keys = newSpill(a, spillKeys, encKey, decKey)
 	a.ents = newSpill(a, spillEnts, encEnt, decEnt)
@@ -433,7 +426,6 @@ func (a *auditor) grow(n int) {
 // dropped. Only the causation ids stay, until endCommands of the command
 // partition they answer.
 func (a *auditor) endAnswers() {
-	a.memo.reset()
 	a.keys.reset()
 	a.ents.reset()
 	a.answers.reset()
@@ -935,9 +927,6 @@ func (a *auditor) checkOutcome(r *kgo.Record, d *decoded) {
 	const check = CheckOutcomeIDs
 	v := Violation{Topic: a.in.Topics.Outcomes, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
 	o, err := &d.o, d.err
-	if d.inMemo {
-		a.memoHits++
-	}
 	if err != nil {
 		v.Message = fmt.Sprintf("undecodable outcome event: %v", err)
 		a.violate(check, v)

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"crypto/sha256"
 	"runtime"
 	"strconv"
 	"sync"
@@ -24,12 +23,10 @@ type decoded struct {
 	rec             schemas.Record
 	hash            string
 	hashErr         error
-	keyID, entityID digest            // of (partition, entity, key) and (partition, entity)
-	sum             [sha256.Size]byte // of the record's bytes, when decoded (recordMemo)
+	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
 
 	// outcome events
 	o                 outcomeFacts
-	inMemo            bool   // o's record was in the memo, not decoded
 	id, tuple, answer digest // of its id, (causation, status, key, decision), (causation, entity, key)
 	causation         digest // of its causation id; for a command, of its id
 	cmd               schemas.Command
@@ -50,10 +47,9 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			p := strconv.FormatInt(int64(r.Partition), 10)
 			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
 			d.entityID = digestOf(p, d.rec.Entity)
-			d.sum = sha256.Sum256(r.Value)
 		}
 	case a.in.Topics.Outcomes:
-		if d.o, d.inMemo, d.err = decodeOutcome(r, a.memo); d.err != nil {
+		if d.o, d.err = decodeOutcome(r); d.err != nil {
 			return
 		}
 		o := &d.o
@@ -126,41 +122,22 @@ func (a *auditor) records(rs []*kgo.Record) {
 	}
 }
 
-// decodeAll decodes rs into ds on every core: the journal records (and
-// commands) first, whose facts it then adds to the auditor's recordMemo,
-// then the outcomes, most of whose data is one of those records (or of
-// the records before), found there rather than decoded again.
+// decodeAll decodes rs into ds on every core.
 func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
-	isOutcome := func(r *kgo.Record) bool { return r.Topic == a.in.Topics.Outcomes }
-	a.decodeEach(rs, ds, func(r *kgo.Record) bool { return !isOutcome(r) })
-	for i, r := range rs {
-		if d := &ds[i]; r.Topic == a.in.Topics.Journal && d.err == nil && d.kind == schemas.KindRecord && d.sum != ([sha256.Size]byte{}) {
-			a.memo.add(d.sum, recordFactsOf(&d.rec))
-		}
-	}
-	a.decodeEach(rs, ds, isOutcome)
-}
-
-// decodeEach decodes the records of rs that want takes into ds, on every
-// core: each worker takes every workers-th record, so that a run of one
-// topic's records is shared too.
-func (a *auditor) decodeEach(rs []*kgo.Record, ds []decoded, want func(*kgo.Record) bool) {
 	workers := min(runtime.GOMAXPROCS(0), (len(rs)+63)/64)
 	if workers <= 1 {
 		for i, r := range rs {
-			if want(r) {
-				a.decode(r, &ds[i])
-			}
+			a.decode(r, &ds[i])
 		}
 		return
 	}
 	var wg sync.WaitGroup
-	for w := range workers {
+	per := (len(rs) + workers - 1) / workers
+	for lo := 0; lo < len(rs); lo += per {
+		hi := min(lo+per, len(rs))
 		wg.Go(func() {
-			for i := w; i < len(rs); i += workers {
-				if want(rs[i]) {
-					a.decode(rs[i], &ds[i])
-				}
+			for i := lo; i < hi; i++ {
+				a.decode(rs[i], &ds[i])
 			}
 		})
 	}

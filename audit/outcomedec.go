@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -53,17 +52,15 @@ func factsOf(id, causation string, rec *schemas.Record) outcomeFacts {
 // escaped string, binary mode, an error — goes through DecodeOutcome, so
 // the result, and every error message, is DecodeOutcome's
 // (FuzzDecodeOutcomeFast).
-//
-// inMemo says that the record was known's, not decoded.
-func decodeOutcome(r *kgo.Record, known *recordMemo) (f outcomeFacts, inMemo bool, err error) {
-	if f, inMemo, ok := decodeOutcomeFast(r, known); ok {
-		return f, inMemo, nil
+func decodeOutcome(r *kgo.Record) (outcomeFacts, error) {
+	if f, ok := decodeOutcomeFast(r); ok {
+		return f, nil
 	}
 	o, err := schemas.DecodeOutcome(r)
 	if err != nil {
-		return outcomeFacts{}, false, err
+		return outcomeFacts{}, err
 	}
-	return factsOf(o.ID, o.CausationID, &o.Record), false, nil
+	return factsOf(o.ID, o.CausationID, &o.Record), nil
 }
 
 // decodeOutcomeFast reads an outcome event of exactly the members, in
@@ -72,140 +69,59 @@ func decodeOutcome(r *kgo.Record, known *recordMemo) (f outcomeFacts, inMemo boo
 // schemas.UnmarshalRecordIndex, which accepts and refuses exactly what
 // UnmarshalRecord does but keeps only the fields the index reads; a
 // settlement, whose id depends on the command id the index decoder does
-// not keep, is decoded whole. A record whose bytes known holds (a journal
-// record of the partition, decoded already) is not decoded again.
-func decodeOutcomeFast(r *kgo.Record, known *recordMemo) (f outcomeFacts, inMemo, ok bool) {
+// not keep, is decoded whole.
+func decodeOutcomeFast(r *kgo.Record) (f outcomeFacts, ok bool) {
 	if len(r.Headers) != 1 || r.Headers[0].Key != "content-type" || string(r.Headers[0].Value) != "application/cloudevents+json" {
-		return f, false, false
+		return f, false
 	}
 	s := outcomeScanner{b: r.Value}
 	var id, source, typ, subject, at, causation []byte
 	if !s.opt(`{"specversion":"1.0","id":`) || !s.str(&id) || len(id) == 0 ||
 		!s.opt(`,"source":`) || !s.str(&source) || string(source) != schemas.OutcomeSource ||
 		!s.opt(`,"type":`) || !s.str(&typ) || !strings.HasPrefix(string(typ), schemas.OutcomeTypePrefix) {
-		return f, false, false
+		return f, false
 	}
 	if s.opt(`,"subject":`) && (!s.str(&subject) || len(subject) == 0) {
-		return f, false, false
+		return f, false
 	}
 	if !s.opt(`,"datacontenttype":"application/json","time":`) || !s.str(&at) {
-		return f, false, false
+		return f, false
 	}
 	if _, err := time.Parse(time.RFC3339Nano, string(at)); err != nil {
-		return f, false, false
+		return f, false
 	}
 	if s.opt(`,"`+schemas.ExtCausationID+`":`) && !s.str(&causation) {
-		return f, false, false
+		return f, false
 	}
 	var key []byte
 	if s.opt(`,"`+schemas.ExtIdempotencyKey+`":`) && !s.str(&key) {
-		return f, false, false
+		return f, false
 	}
 	if !s.opt(`,"`+schemas.ExtReplayed+`":true`) && !s.opt(`,"`+schemas.ExtReplayed+`":false`) {
-		return f, false, false
+		return f, false
 	}
 	var tp []byte
 	if s.opt(`,"`+schemas.ExtTraceParent+`":`) && !s.str(&tp) {
-		return f, false, false
+		return f, false
 	}
 	if !s.opt(`,"data":{`) {
-		return f, false, false
+		return f, false
 	}
 	data := s.b[s.i-1 : len(s.b)-1]
 	if len(data) < 2 || s.b[len(s.b)-1] != '}' || data[len(data)-1] != '}' {
-		return f, false, false
-	}
-	if known != nil && known.cur != nil {
-		if rf, ok := known.get(sha256.Sum256(data)); ok {
-			return rf.outcome(string(id), string(causation)), true, true
-		}
+		return f, false
 	}
 	rec, err := schemas.UnmarshalRecordIndex(data)
 	if err != nil {
-		return f, false, false
+		return f, false
 	}
 	if rec.Resolution != nil {
 		if rec, err = schemas.UnmarshalRecord(data); err != nil {
-			return f, false, false
+			return f, false
 		}
 	}
-	return factsOf(string(id), string(causation), &rec), false, true
+	return factsOf(string(id), string(causation), &rec), true
 }
-
-// recordFacts is what an outcome's facts need of the record in its data
-// (factsOf): the executor publishes a journal record's bytes as the data
-// of its outcome, and of every repeat's, so the audit keeps these facts of
-// the journal records it has decoded (recordMemo) rather than decoding
-// the same bytes again for each outcome.
-type recordFacts struct {
-	key, entity, code string
-	cmdID, decision   string // decision: the resolution's, when settled
-	status            schemas.Status
-	partition         int32
-	settled           bool // the record has a resolution
-}
-
-func recordFactsOf(rec *schemas.Record) recordFacts {
-	rf := recordFacts{key: rec.IdempotencyKey, entity: rec.Entity, cmdID: rec.Command.ID, status: rec.Status, partition: rec.Command.Partition}
-	if rec.Error != nil {
-		rf.code = rec.Error.Code
-	}
-	if rec.Resolution != nil {
-		rf.settled, rf.decision = true, rec.Resolution.DecisionID
-	}
-	return rf
-}
-
-// outcome is factsOf(id, causation, rec) for the record rf was taken
-// from: rec is rebuilt with the fields factsOf and the wire's outcome id
-// read, so that both stay the one definition.
-func (rf *recordFacts) outcome(id, causation string) outcomeFacts {
-	rec := schemas.Record{IdempotencyKey: rf.key, Entity: rf.entity, Status: rf.status,
-		Command: schemas.CommandRef{ID: rf.cmdID, Partition: rf.partition}}
-	var res schemas.Resolution
-	if rf.settled {
-		res.DecisionID = rf.decision
-		rec.Resolution = &res
-	}
-	f := factsOf(id, causation, &rec)
-	f.code = rf.code
-	return f
-}
-
-// recordMemo holds the recordFacts of the journal records decoded last,
-// by the SHA-256 of their bytes: an outcome whose data has the same
-// digest has the same bytes, which UnmarshalRecord accepted already.
-// Bounded: two generations of at most max entries each, the older
-// dropped when the newer is full, so it holds the latest max to 2·max
-// records whatever the partition's size; an outcome whose record was
-// dropped (or is not in the journal read) is decoded as before. Lookups
-// may run concurrently with each other, never with add.
-type recordMemo struct {
-	cur, old map[[sha256.Size]byte]recordFacts
-	max      int
-}
-
-func newRecordMemo(max int) *recordMemo {
-	return &recordMemo{max: max}
-}
-
-func (m *recordMemo) add(sum [sha256.Size]byte, rf recordFacts) {
-	if m.cur == nil || len(m.cur) >= m.max {
-		m.old, m.cur = m.cur, make(map[[sha256.Size]byte]recordFacts, min(m.max, 1024))
-	}
-	m.cur[sum] = rf
-}
-
-func (m *recordMemo) get(sum [sha256.Size]byte) (recordFacts, bool) {
-	if rf, ok := m.cur[sum]; ok {
-		return rf, true
-	}
-	rf, ok := m.old[sum]
-	return rf, ok
-}
-
-// reset drops every entry (the partition the records were on is done).
-func (m *recordMemo) reset() { m.cur, m.old = nil, nil }
 
 // outcomeScanner walks an outcome event's bytes.
 type outcomeScanner struct {

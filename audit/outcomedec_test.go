@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -58,7 +57,7 @@ func TestDecodeOutcomeFast(t *testing.T) {
 	samples = append([]*kgo.Record{&wrongID}, samples...)
 	for i, r := range samples {
 		want := wantFacts(t, r)
-		got, _, ok := decodeOutcomeFast(r, nil)
+		got, ok := decodeOutcomeFast(r)
 		if escaped := i == len(samples)-1; ok == escaped {
 			t.Fatalf("sample %d: fast path ok=%v, want %v:\n%s", i, ok, !escaped, r.Value)
 		}
@@ -94,7 +93,7 @@ func FuzzDecodeOutcomeFast(f *testing.F) {
 	f.Add([]byte(`{"specversion":"1.0","id":"x","source":"onceflight","type":"onceflight.execution.succeeded","datacontenttype":"application/json","time":"2026-01-02T03:04:05Z","replayed":false,"data":{}}`))
 	f.Fuzz(func(t *testing.T, value []byte) {
 		r := &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/cloudevents+json")}}}
-		got, _, ok := decodeOutcomeFast(r, nil)
+		got, ok := decodeOutcomeFast(r)
 		if !ok {
 			return
 		}
@@ -106,75 +105,4 @@ func FuzzDecodeOutcomeFast(f *testing.F) {
 			t.Fatalf("fast path gave\n%+v\nDecodeOutcome gave\n%+v\nfor\n%s", got, want, value)
 		}
 	})
-}
-
-// dataOf is the bytes of outcome event r's data member: the record's JSON.
-func dataOf(t *testing.T, r *kgo.Record) []byte {
-	t.Helper()
-	i := strings.Index(string(r.Value), `,"data":`)
-	if i < 0 {
-		t.Fatalf("no data in %s", r.Value)
-	}
-	return r.Value[i+len(`,"data":`) : len(r.Value)-1]
-}
-
-// TestDecodeOutcomeKnownRecord: an outcome whose data has the bytes of a
-// record in the memo takes that record's facts instead of decoding it
-// (a planted entry shows the lookup is made), gives exactly the facts a
-// decode gives for a real entry, and a byte of difference is decoded.
-func TestDecodeOutcomeKnownRecord(t *testing.T) {
-	samples := outcomeSamples(t)
-	for i, r := range samples[:len(samples)-1] { // the last one is not read by the fast path
-		data := dataOf(t, r)
-		rec, err := schemas.UnmarshalRecord(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := newRecordMemo(4)
-		m.add(sha256.Sum256(data), recordFactsOf(&rec))
-		got, _, ok := decodeOutcomeFast(r, m)
-		if want := wantFacts(t, r); !ok || got != want {
-			t.Fatalf("sample %d: with its record in the memo: %+v, %v; want %+v", i, got, ok, want)
-		}
-		planted := newRecordMemo(4)
-		planted.add(sha256.Sum256(data), recordFacts{key: "planted", status: schemas.StatusHeld})
-		if got, _, ok := decodeOutcomeFast(r, planted); !ok || got.key != "planted" || got.status != schemas.StatusHeld {
-			t.Fatalf("sample %d: the memo's entry for its data was not used: %+v", i, got)
-		}
-	}
-	// The record's bytes with one change (its hash member kept, as a
-	// tamperer would): not the memo's record.
-	r := samples[0]
-	data := dataOf(t, r)
-	m := newRecordMemo(4)
-	m.add(sha256.Sum256(data), recordFacts{key: "planted", status: schemas.StatusHeld})
-	changed := *r
-	changed.Value = []byte(strings.Replace(string(r.Value), `"status":"succeeded"`, `"status":"failed"`, 1))
-	got, _, ok := decodeOutcomeFast(&changed, m)
-	if want := wantFacts(t, &changed); !ok || got != want || got.status != schemas.StatusFailed {
-		t.Fatalf("a changed record: %+v, %v; want %+v", got, ok, want)
-	}
-}
-
-// TestRecordMemoBound: the memo keeps the latest max to 2·max records
-// and forgets the older ones.
-func TestRecordMemoBound(t *testing.T) {
-	m := newRecordMemo(3)
-	sum := func(i int) [sha256.Size]byte { return sha256.Sum256([]byte{byte(i)}) }
-	for i := range 10 {
-		m.add(sum(i), recordFacts{partition: int32(i)})
-	}
-	for i := range 10 {
-		rf, ok := m.get(sum(i))
-		if want := i >= 6; ok != want || (ok && rf.partition != int32(i)) {
-			t.Errorf("record %d: %+v, %v; want found=%v", i, rf, ok, want)
-		}
-	}
-	if n := len(m.cur) + len(m.old); n > 2*3 {
-		t.Errorf("%d entries, more than 2·max", n)
-	}
-	m.reset()
-	if _, ok := m.get(sum(9)); ok {
-		t.Error("found after reset")
-	}
 }
