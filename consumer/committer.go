@@ -690,17 +690,21 @@ func (c *committer) encode(queue []entry) *txn {
 				tx.journaled = append(tx.journaled, journaled{st: it.st, rec: em.journal, raw: em.raw, fresh: em.fresh})
 				tx.heads[it.st] = em.journal.Hash
 			}
-			if em.outcome != nil && em.outcome == em.journal {
-				if err := ob.OutcomeBytes(em.outcome, em.raw, em.causation, em.replayed); err != nil {
-					e.log.Error("outcome not encodable; dropped", "key", em.outcome.IdempotencyKey, "err", err)
+			if o := em.outcome; o != nil {
+				// The outcome's data is the record's bytes where they
+				// exist (sealed just now, or as stored for a replay),
+				// else the record encoded.
+				var err error
+				switch {
+				case o == em.journal:
+					err = ob.OutcomeBytes(o, em.raw, em.causation, em.replayed)
+				case em.stored != nil:
+					err = ob.OutcomeBytes(o, em.stored, em.causation, em.replayed)
+				default:
+					err = ob.Outcome(*o, em.causation, em.replayed)
 				}
-			} else if em.outcome != nil && em.stored != nil {
-				if err := ob.OutcomeBytes(em.outcome, em.stored, em.causation, em.replayed); err != nil {
-					e.log.Error("outcome not encodable; dropped", "key", em.outcome.IdempotencyKey, "err", err)
-				}
-			} else if em.outcome != nil {
-				if err := ob.Outcome(*em.outcome, em.causation, em.replayed); err != nil {
-					e.log.Error("outcome not encodable; dropped", "key", em.outcome.IdempotencyKey, "err", err)
+				if err != nil {
+					e.log.Error("outcome not encodable; dropped", "key", o.IdempotencyKey, "err", err)
 				}
 			}
 		}
