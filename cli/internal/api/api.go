@@ -156,14 +156,16 @@ func (s *settings) recordRoutes(ex Executor, store *dedupe.Store) {
 			limit = n
 		}
 		settle(r)
-		recs, err := store.ByStatus(st, limit)
+		// A key with an intent in flight is in_progress, whatever the
+		// state still holds of it: each intent can take one stored
+		// record out of this status, so that many more are read for a
+		// full page.
+		ins := storeof.Intents(ex)
+		recs, err := store.ByStatus(st, limit+len(ins))
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
-		// A key with an intent in flight is in_progress, whatever the
-		// state still holds of it.
-		ins := storeof.Intents(ex)
 		recs = withIntents(recs, ins, func(*schemas.Record) bool { return st == schemas.StatusInProgress })
 		recs = slices.DeleteFunc(recs, func(r schemas.Record) bool { return r.Status != st })
 		if len(recs) > limit {
