@@ -142,6 +142,14 @@ level=INFO msg="partition restored" partition=2 took=3s
 	if failures != 1 || len(parts) != 2 || !parts[0] || !parts[2] {
 		t.Errorf("restoredSince = %v, %d; want {0,2}, 1", parts, failures)
 	}
+	// A restore fenced by a rebalance is logged at INFO, and is a restore
+	// to wait past all the same.
+	moved := append(log, `level=INFO msg="restore stopped: partition moved to another member; rejoining the group" partition=5 err="fenced"
+level=INFO msg="partition restored" partition=5 took=1s
+`...)
+	if parts, failures := restoredSince(moved); failures != 2 || len(parts) != 1 || !parts[5] {
+		t.Errorf("restoredSince after a fenced restore = %v, %d; want {5}, 2", parts, failures)
+	}
 	if parts, failures := restoredSince([]byte(`msg="partition restored" partition=7 took=1s`)); failures != 0 || !parts[7] {
 		t.Errorf("no failures: %v, %d", parts, failures)
 	}

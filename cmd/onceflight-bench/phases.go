@@ -392,7 +392,7 @@ func (b *bench) restore(ctx context.Context, fillDir string, target int64, perCm
 var (
 	restoredRE     = regexp.MustCompile(`msg="partition restored".* took=(\S+)`)
 	restoredPartRE = regexp.MustCompile(`msg="partition restored" partition=(\d+)`)
-	restoreFailRE  = regexp.MustCompile(`msg="restore failed`)
+	restoreFailRE  = regexp.MustCompile(`msg="restore (failed|stopped)`)
 )
 
 // restoredSince returns the partitions serve logged as restored after its
