@@ -64,7 +64,16 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 		if !a.isChecked(r.Partition) {
 			return
 		}
-		if d.cmd, d.err = schemas.DecodeCommand(r, a.in.MaxDataBytes); d.err == nil {
+		// The checks read a command's attributes, and the data and
+		// fingerprint of an operator decision only (its signature covers
+		// them): every other command is decoded without copying its data
+		// or hashing its fingerprint, which accepts and refuses exactly
+		// the records DecodeCommand does.
+		d.cmd, d.err = schemas.DecodeCommandChecked(r, a.in.MaxDataBytes)
+		if d.err == nil && schemas.IsDecision(d.cmd.Type) {
+			d.cmd, d.err = schemas.DecodeCommand(r, a.in.MaxDataBytes)
+		}
+		if d.err == nil {
 			d.causation = digestOf(d.cmd.ID)
 		}
 	}

@@ -61,9 +61,27 @@ func DecodeCommand(r *kgo.Record, maxDataBytes int) (cmd Command, err error) {
 	return decodeCommand(r, maxDataBytes, true)
 }
 
+// DecodeCommandChecked is DecodeCommand for a reader that only needs to
+// know whether a record is a valid command and its attributes: the same
+// records decode and fail, with the same errors, and the command is the
+// same except that Data and Fingerprint are left empty. The data is still
+// read and checked as DecodeCommand checks it (size, media type, a JSON
+// object in canonicalizable form); only the copy of it and the SHA-256 of
+// the fingerprint, neither of which can fail, are skipped. The audit
+// reads every command and never its data (FuzzDecodeCommandChecked).
+func DecodeCommandChecked(r *kgo.Record, maxDataBytes int) (Command, error) {
+	return decodeCommandWith(r, maxDataBytes, true, false)
+}
+
 // decodeCommand is DecodeCommand; fast false always goes through sdk-go
 // (the fuzz test's reference).
 func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err error) {
+	return decodeCommandWith(r, maxDataBytes, fast, true)
+}
+
+// decodeCommandWith is decodeCommand; withData false leaves Data and
+// Fingerprint empty (DecodeCommandChecked).
+func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cmd Command, err error) {
 	if r == nil {
 		return Command{}, &DecodeError{Reason: "nil record"}
 	}
@@ -224,11 +242,13 @@ func decodeCommand(r *kgo.Record, maxDataBytes int, fast bool) (cmd Command, err
 				return fail("data is not a JSON object: %v", err)
 			}
 		}
-		// Keep our own copy: sdk-go may alias the record's buffer, and
-		// kgo may reuse it.
-		cmd.Data = json.RawMessage(append([]byte(nil), data...))
-		cmd.Fingerprint = fingerprintCanonical(cmd.Type, cmd.Subject, canon)
-	} else {
+		if withData {
+			// Keep our own copy: sdk-go may alias the record's buffer,
+			// and kgo may reuse it.
+			cmd.Data = json.RawMessage(append([]byte(nil), data...))
+			cmd.Fingerprint = fingerprintCanonical(cmd.Type, cmd.Subject, canon)
+		}
+	} else if withData {
 		cmd.Fingerprint = fingerprintCanonical(cmd.Type, cmd.Subject, nil)
 	}
 	return cmd, nil

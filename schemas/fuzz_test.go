@@ -82,6 +82,38 @@ func FuzzDecodeCommand(f *testing.F) {
 	})
 }
 
+// FuzzDecodeCommandChecked: DecodeCommandChecked fails exactly where
+// DecodeCommand fails, with the same error, and otherwise returns its
+// command without Data and Fingerprint, for any key, value and headers
+// (the seeds: FuzzDecodeCommand's and the structured fast path's).
+func FuzzDecodeCommandChecked(f *testing.F) {
+	for _, r := range []*kgo.Record{loadStructured(f), loadBinary(f)} {
+		f.Add(r.Key, r.Value, encodeHeaders(r.Headers))
+	}
+	f.Add([]byte(nil), []byte(`{"a":1}`), encodeHeaders(binaryRecord("", "", binaryBase()...).Headers))
+	f.Add([]byte(nil), []byte(`{"a":1,"a":2}`), encodeHeaders(binaryRecord("", "", binaryBase()...).Headers))
+	f.Add([]byte(nil), []byte(`[1]`), encodeHeaders(binaryRecord("", "", binaryBase()...).Headers))
+	f.Add([]byte(nil), []byte(strings.Repeat("[", 600)), encodeHeaders(binaryRecord("", "", binaryBase()...).Headers))
+	for _, s := range fastSeeds {
+		f.Add([]byte("e1"), []byte(s), encodeHeaders(structuredHeaders()))
+	}
+	f.Fuzz(func(t *testing.T, key, value, headerBlob []byte) {
+		r := &kgo.Record{Key: key, Value: value, Headers: parseHeaders(headerBlob)}
+		want, wantErr := DecodeCommand(r, 1<<10)
+		got, err := DecodeCommandChecked(r, 1<<10)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("errors differ:\nchecked: %v\nwhole:   %v", err, wantErr)
+		}
+		if wantErr == nil && (want.Fingerprint == "" || got.Fingerprint != "" || got.Data != nil) {
+			t.Fatalf("fingerprint %q, data %q: want the whole decode's fingerprint set and the checked one's empty", want.Fingerprint, got.Data)
+		}
+		want.Data, want.Fingerprint = nil, ""
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("commands differ:\nchecked: %+v\nwhole:   %+v", got, want)
+		}
+	})
+}
+
 // BenchmarkDecodeCommand: the fixtures (the structured one has a numeric
 // expectedversion, which the fast path leaves to sdk-go), and the
 // benchmark's commands (onceflight-bench: structured, 200-byte data)

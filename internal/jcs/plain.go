@@ -18,8 +18,11 @@ const (
 func plainRun[T ~string | ~[]byte](s T) int {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		// One bounds check for the word, not eight (the loads are
+		// combined into one either way).
+		u := s[i : i+8]
+		w := uint64(u[0]) | uint64(u[1])<<8 | uint64(u[2])<<16 | uint64(u[3])<<24 |
+			uint64(u[4])<<32 | uint64(u[5])<<40 | uint64(u[6])<<48 | uint64(u[7])<<56
 		// A byte from 0x80 up, below 0x20, equal to '"' or to '\\' sets
 		// its high bit in one of these terms (each test has no false
 		// negatives; a false positive only sends the word to the loop

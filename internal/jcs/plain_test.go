@@ -47,3 +47,17 @@ func FuzzPlainRun(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPlainRun is plainRun over a record's longer plain strings
+// (a 180-byte data member, a hash).
+func BenchmarkPlainRun(b *testing.B) {
+	s := []byte(strings.Repeat("x", 180) + `"`)
+	h := []byte("sha256:90ec21ce4de9d8579268d143f469f89eb3ddb2c132ef66577906bea4b5bf4c49\"")
+	n := 0
+	for b.Loop() {
+		n += plainRun(s) + plainRun(h)
+	}
+	if n == 0 {
+		b.Fatal(n)
+	}
+}
