@@ -325,7 +325,13 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 	recs := buf[:0]
 	for i := range emits {
 		if j := emits[i].journal; j != nil {
-			raw, err := c.chain(st, j)
+			var raw []byte
+			var err error
+			if emits[i].outcome == j {
+				emits[i].event, raw, err = c.chainOutcome(st, j, emits[i].causation, emits[i].replayed)
+			} else {
+				raw, err = c.chain(st, j)
+			}
 			if err != nil {
 				// Not hashable means not encodable: a bug, never input
 				// (fit checked the encoding). Answer without it.
@@ -358,6 +364,20 @@ func (c *committer) chain(st *partState, rec *schemas.Record) ([]byte, error) {
 	st.chain.hash = rec.Hash
 	st.chain.pos++
 	return raw, nil
+}
+
+// chainOutcome is chain for a record that is also its outcome's data: it
+// is sealed straight into the outcome event (wire.SealOutcome), whose
+// value it returns with the record's bytes, a slice of it.
+func (c *committer) chainOutcome(st *partState, rec *schemas.Record, causationID string, replayed bool) (event, raw []byte, err error) {
+	rec.Epoch = st.epoch
+	rec.PrevHash = st.chain.hash
+	if event, raw, err = wire.SealOutcome(rec, causationID, replayed); err != nil {
+		return nil, nil, err
+	}
+	st.chain.hash = rec.Hash
+	st.chain.pos++
+	return event, raw, nil
 }
 
 // flushNow commits everything staged so far (revocation, shutdown).
@@ -696,6 +716,8 @@ func (c *committer) encode(queue []entry) *txn {
 				// else the record encoded.
 				var err error
 				switch {
+				case o == em.journal && em.event != nil:
+					err = ob.OutcomeEvent(o, em.event)
 				case o == em.journal:
 					err = ob.OutcomeBytes(o, em.raw, em.causation, em.replayed)
 				case em.stored != nil:
