@@ -35,6 +35,8 @@ type Batch struct {
 	progress map[int32]Progress
 	it       *pebble.Iterator // see iter
 	fresh    *Fresh           // UseFresh
+	pending  slab[pendingRecord]
+	states   slab[EntityState]
 	// err is the first error of PutRecord, which cannot return one; Commit
 	// reports it and writes nothing.
 	err  error
@@ -43,21 +45,44 @@ type Batch struct {
 
 // pendingRecord is the latest record of a key in this batch, plus where its
 // index entries were before the batch so Commit can remove them.
+// Only the previous record's index fields are kept (recMeta): a full
+// record here was half of what a batch allocated per key.
 type pendingRecord struct {
 	rec       schemas.Record
 	raw       []byte // rec's encoding, if the caller had it
 	prevFound bool
-	prevRec   schemas.Record
+	prev      recMeta
 }
 
 // NewBatch starts a batch. Call Close when done with it, committed or not.
-func (s *Store) NewBatch() *Batch {
+func (s *Store) NewBatch() *Batch { return s.NewBatchSize(0) }
+
+// NewBatchSize is NewBatch for about records records (a hint): its maps
+// and its records' memory are sized for them at once rather than grown
+// (a committer's transaction knows how many it writes).
+func (s *Store) NewBatchSize(records int) *Batch {
 	return &Batch{
 		s:        s,
-		records:  make(map[string]*pendingRecord),
-		entities: make(map[string]*EntityState),
+		records:  make(map[string]*pendingRecord, records),
+		entities: make(map[string]*EntityState, records),
 		progress: make(map[int32]Progress),
+		pending:  make(slab[pendingRecord], 0, records),
+		states:   make(slab[EntityState], 0, records),
 	}
+}
+
+// slab hands out a batch's pendingRecords and entity states: one
+// allocation for as many as the batch was sized for (NewBatchSize), not
+// one per record and entity.
+type slab[T any] []T
+
+// next is a zero T from s.
+func (s *slab[T]) next() *T {
+	if len(*s) == cap(*s) {
+		*s = make([]T, 0, 32)
+	}
+	*s = (*s)[:len(*s)+1]
+	return &(*s)[len(*s)-1]
 }
 
 // Lookup is Store.Lookup as seen from inside the batch: a record put earlier
@@ -134,7 +159,7 @@ func (b *Batch) put(rec schemas.Record, raw []byte, absent bool) {
 		// can delete its index entries if the status or partition moved.
 		// Only its index fields matter; a key written lately has them in
 		// the cache.
-		var prev schemas.Record
+		var prev recMeta
 		found := false
 		// Before the cache: a Fresh must record every key written, or
 		// one evicted from the cache would later pass for new.
@@ -151,16 +176,18 @@ func (b *Batch) put(rec schemas.Record, raw []byte, absent bool) {
 		}
 		if !absent { // absent: nothing to read (PutNewRecordBytes)
 			if m, ok := b.s.metas.get(key); ok {
-				prev, found = m.record(rec.Entity, rec.IdempotencyKey), true
+				prev, found = m, true
 			} else if seen {
-				var err error
-				if prev, found, err = b.lookupPrev(key); err != nil {
+				stored, ok, err := b.lookupPrev(key)
+				if err != nil {
 					b.err = err
 					return
 				}
+				prev, found = metaOf(&stored), ok
 			}
 		}
-		p = &pendingRecord{prevFound: found, prevRec: prev}
+		p = b.pending.next()
+		p.prevFound, p.prev = found, prev
 		b.records[key] = p
 	}
 	p.rec, p.raw = rec, raw
@@ -172,7 +199,8 @@ func (b *Batch) put(rec schemas.Record, raw []byte, absent bool) {
 			b.err = err
 			return
 		}
-		es = &cur
+		es = b.states.next()
+		*es = cur
 		b.entities[rec.Entity] = es
 	}
 	applyToEntity(es, &rec)
@@ -421,7 +449,8 @@ func writeIndex(pb kvWriter, p *pendingRecord, sc string, a *keyArena) (prune []
 	var buf, staleBuf [5][]byte
 	newKeys := indexKeys(buf[:0], &p.rec, sc, a)
 	if p.prevFound {
-		for _, old := range staleIndexKeys(staleBuf[:0], &p.prevRec, sc, a) {
+		prev := p.prev.record(p.rec.Entity, p.rec.IdempotencyKey)
+		for _, old := range staleIndexKeys(staleBuf[:0], &prev, sc, a) {
 			if !containsKey(newKeys, old) {
 				if err := pb.Delete(old, nil); err != nil {
 					return nil, fmt.Errorf("dedupe: batch: %w", err)
@@ -547,7 +576,7 @@ func containsKey(keys [][]byte, k []byte) bool {
 // Close discards the batch if it was not committed. It is idempotent.
 func (b *Batch) Close() {
 	b.done = true
-	b.records, b.entities, b.progress = nil, nil, nil
+	b.records, b.entities, b.progress, b.pending, b.states = nil, nil, nil, nil, nil
 	if b.it != nil {
 		_ = b.it.Close()
 		b.it = nil
