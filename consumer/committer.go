@@ -671,7 +671,8 @@ type txn struct {
 
 func (c *committer) encode(queue []entry) *txn {
 	e := c.e
-	tx := &txn{ob: outbox.NewBatch(e.obTopics), heads: map[*partState]string{}}
+	tx := &txn{ob: outbox.NewBatch(e.obTopics), heads: map[*partState]string{},
+		journaled: make([]journaled, 0, len(queue)), items: make([]*stagedItem, 0, len(queue))}
 	ob := tx.ob
 	for _, en := range queue {
 		if m := en.marker; m != nil {
@@ -802,7 +803,7 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 	for _, r := range tx.intents {
 		answer(r.done, nil)
 	}
-	b := e.store.NewBatch()
+	b := e.store.NewBatchSize(len(tx.journaled))
 	defer b.Close()
 	written := c.holdIntents(b, tx.journaled)
 	for st, h := range tx.heads {
