@@ -320,6 +320,13 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 			c.e.fit(o)
 		}
 	}
+	// A record that is its own outcome's data is sealed into the event:
+	// its head is written here, outside the lock (wire.OutcomeHead).
+	for i := range emits {
+		if j := emits[i].journal; j != nil && emits[i].outcome == j {
+			emits[i].event = wire.OutcomeHead(j, emits[i].causation, emits[i].replayed)
+		}
+	}
 	c.mu.Lock()
 	var buf [2]*schemas.Record // most answers journal one record
 	recs := buf[:0]
@@ -327,8 +334,8 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 		if j := emits[i].journal; j != nil {
 			var raw []byte
 			var err error
-			if emits[i].outcome == j {
-				emits[i].event, raw, err = c.chainOutcome(st, j, emits[i].causation, emits[i].replayed)
+			if emits[i].event != nil {
+				emits[i].event, raw, err = c.chainOutcome(st, j, emits[i].event)
 			} else {
 				raw, err = c.chain(st, j)
 			}
@@ -367,12 +374,12 @@ func (c *committer) chain(st *partState, rec *schemas.Record) ([]byte, error) {
 }
 
 // chainOutcome is chain for a record that is also its outcome's data: it
-// is sealed straight into the outcome event (wire.SealOutcome), whose
-// value it returns with the record's bytes, a slice of it.
-func (c *committer) chainOutcome(st *partState, rec *schemas.Record, causationID string, replayed bool) (event, raw []byte, err error) {
+// is sealed straight into the outcome event after head (wire.SealOutcome),
+// whose value it returns with the record's bytes, a slice of it.
+func (c *committer) chainOutcome(st *partState, rec *schemas.Record, head []byte) (event, raw []byte, err error) {
 	rec.Epoch = st.epoch
 	rec.PrevHash = st.chain.hash
-	if event, raw, err = wire.SealOutcome(rec, causationID, replayed); err != nil {
+	if event, raw, err = wire.SealOutcome(head, rec); err != nil {
 		return nil, nil, err
 	}
 	st.chain.hash = rec.Hash

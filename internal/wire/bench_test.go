@@ -72,7 +72,7 @@ func BenchmarkSealOutcome(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			r := rec
-			ev, _, err := SealOutcome(&r, r.Command.ID, false)
+			ev, _, err := SealOutcome(OutcomeHead(&r, r.Command.ID, false), &r)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -338,19 +338,30 @@ func EncodeOutcomeData(rec *schemas.Record, data []byte, causationID string, rep
 	return outcomeRecord(rec, append(v, '}'))
 }
 
+// OutcomeHead starts rec's outcome event for SealOutcome: the
+// CloudEvent up to its data, in a buffer with room for rec sealed after
+// it and for the event's key. It reads none of what sealing sets (epoch,
+// prev_hash, hash), so the executor writes it before it takes the lock
+// that orders the hash chain, and only the seal is done under it.
+func OutcomeHead(rec *schemas.Record, causationID string, replayed bool) []byte {
+	// prev_hash is set after this, when the record is chained: room
+	// for one is added.
+	v := make([]byte, 0, outcomeHeadSize(rec, causationID)+sealedCap(rec)+hashLen+len(rec.Entity))
+	return appendOutcomeHead(v, rec, causationID, replayed)
+}
+
 // SealOutcome is SealRecord and EncodeOutcomeData in one buffer, for a
 // record that is its own outcome's data (a new key's answer): the record
-// is sealed straight into its outcome event instead of being copied there
-// (a ~0.7 KiB copy and allocation per new key). raw is the sealed record,
-// a slice of event capped at its end; event is the outcome event's value
-// for OutcomeRecord, with room after it for the event's key. Both hold
-// the same bytes as SealRecord and EncodeOutcomeData would, the event's
-// time aside when rec has no FinishedAt (now, read here).
-func SealOutcome(rec *schemas.Record, causationID string, replayed bool) (event, raw []byte, err error) {
-	v := make([]byte, 0, outcomeHeadSize(rec, causationID)+sealedCap(rec)+len(rec.Entity))
-	v = appendOutcomeHead(v, rec, causationID, replayed)
-	start := len(v)
-	if v, err = appendSealed(v, rec); err != nil {
+// is sealed straight into its outcome event, after head (OutcomeHead of
+// rec), instead of being copied there (a ~0.7 KiB copy and allocation per
+// new key). raw is the sealed record, a slice of event capped at its end;
+// event is the outcome event's value for OutcomeRecord. Both hold the
+// same bytes as SealRecord and EncodeOutcomeData would, the event's time
+// aside when rec has no FinishedAt (now, read by OutcomeHead).
+func SealOutcome(head []byte, rec *schemas.Record) (event, raw []byte, err error) {
+	start := len(head)
+	v, err := appendSealed(head, rec)
+	if err != nil {
 		return nil, nil, err
 	}
 	raw = v[start:len(v):len(v)]
