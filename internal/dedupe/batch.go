@@ -58,28 +58,32 @@ type pendingRecord struct {
 func (s *Store) NewBatch() *Batch { return s.NewBatchSize(0) }
 
 // NewBatchSize is NewBatch for about records records (a hint): its maps
-// and its records' memory are sized for them at once rather than grown
-// (a committer's transaction knows how many it writes).
+// are sized for them at once rather than grown (a committer's transaction
+// knows how many it writes).
 func (s *Store) NewBatchSize(records int) *Batch {
 	return &Batch{
 		s:        s,
 		records:  make(map[string]*pendingRecord, records),
 		entities: make(map[string]*EntityState, records),
 		progress: make(map[int32]Progress),
-		pending:  make(slab[pendingRecord], 0, records),
-		states:   make(slab[EntityState], 0, records),
+		pending:  make(slab[pendingRecord], 0, min(records, slabLen)),
+		states:   make(slab[EntityState], 0, min(records, slabLen)),
 	}
 }
 
 // slab hands out a batch's pendingRecords and entity states: one
-// allocation for as many as the batch was sized for (NewBatchSize), not
-// one per record and entity.
+// allocation per slabLen of them, not one per record and entity.
 type slab[T any] []T
+
+// slabLen is how many Ts a slab allocates at a time: 64 pendingRecords
+// stay under the runtime's 32 KiB small-object size (a transaction's
+// thousand in one object was a large allocation per transaction).
+const slabLen = 64
 
 // next is a zero T from s.
 func (s *slab[T]) next() *T {
 	if len(*s) == cap(*s) {
-		*s = make([]T, 0, 32)
+		*s = make([]T, 0, slabLen)
 	}
 	*s = (*s)[:len(*s)+1]
 	return &(*s)[len(*s)-1]
