@@ -320,12 +320,25 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 			c.e.fit(o)
 		}
 	}
+	// A record that is its own outcome's data is sealed into the event:
+	// its head is written here, outside the lock (wire.OutcomeHead).
+	for i := range emits {
+		if j := emits[i].journal; j != nil && emits[i].outcome == j {
+			emits[i].event = wire.OutcomeHead(j, emits[i].causation, emits[i].replayed)
+		}
+	}
 	c.mu.Lock()
 	var buf [2]*schemas.Record // most answers journal one record
 	recs := buf[:0]
 	for i := range emits {
 		if j := emits[i].journal; j != nil {
-			raw, err := c.chain(st, j)
+			var raw []byte
+			var err error
+			if emits[i].event != nil {
+				emits[i].event, raw, err = c.chainOutcome(st, j, emits[i].event)
+			} else {
+				raw, err = c.chain(st, j)
+			}
 			if err != nil {
 				// Not hashable means not encodable: a bug, never input
 				// (fit checked the encoding). Answer without it.
@@ -358,6 +371,20 @@ func (c *committer) chain(st *partState, rec *schemas.Record) ([]byte, error) {
 	st.chain.hash = rec.Hash
 	st.chain.pos++
 	return raw, nil
+}
+
+// chainOutcome is chain for a record that is also its outcome's data: it
+// is sealed straight into the outcome event after head (wire.SealOutcome),
+// whose value it returns with the record's bytes, a slice of it.
+func (c *committer) chainOutcome(st *partState, rec *schemas.Record, head []byte) (event, raw []byte, err error) {
+	rec.Epoch = st.epoch
+	rec.PrevHash = st.chain.hash
+	if event, raw, err = wire.SealOutcome(head, rec); err != nil {
+		return nil, nil, err
+	}
+	st.chain.hash = rec.Hash
+	st.chain.pos++
+	return event, raw, nil
 }
 
 // flushNow commits everything staged so far (revocation, shutdown).
@@ -651,7 +678,8 @@ type txn struct {
 
 func (c *committer) encode(queue []entry) *txn {
 	e := c.e
-	tx := &txn{ob: outbox.NewBatch(e.obTopics), heads: map[*partState]string{}}
+	tx := &txn{ob: outbox.NewBatch(e.obTopics), heads: map[*partState]string{},
+		journaled: make([]journaled, 0, len(queue)), items: make([]*stagedItem, 0, len(queue))}
 	ob := tx.ob
 	for _, en := range queue {
 		if m := en.marker; m != nil {
@@ -696,6 +724,8 @@ func (c *committer) encode(queue []entry) *txn {
 				// else the record encoded.
 				var err error
 				switch {
+				case o == em.journal && em.event != nil:
+					err = ob.OutcomeEvent(o, em.event)
 				case o == em.journal:
 					err = ob.OutcomeBytes(o, em.raw, em.causation, em.replayed)
 				case em.stored != nil:
@@ -780,7 +810,7 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 	for _, r := range tx.intents {
 		answer(r.done, nil)
 	}
-	b := e.store.NewBatch()
+	b := e.store.NewBatchSize(len(tx.journaled))
 	defer b.Close()
 	written := c.holdIntents(b, tx.journaled)
 	for st, h := range tx.heads {

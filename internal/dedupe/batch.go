@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,8 @@ type Batch struct {
 	progress map[int32]Progress
 	it       *pebble.Iterator // see iter
 	fresh    *Fresh           // UseFresh
+	pending  slab[pendingRecord]
+	states   slab[EntityState]
 	// err is the first error of PutRecord, which cannot return one; Commit
 	// reports it and writes nothing.
 	err  error
@@ -42,21 +45,48 @@ type Batch struct {
 
 // pendingRecord is the latest record of a key in this batch, plus where its
 // index entries were before the batch so Commit can remove them.
+// Only the previous record's index fields are kept (recMeta): a full
+// record here was half of what a batch allocated per key.
 type pendingRecord struct {
 	rec       schemas.Record
 	raw       []byte // rec's encoding, if the caller had it
 	prevFound bool
-	prevRec   schemas.Record
+	prev      recMeta
 }
 
 // NewBatch starts a batch. Call Close when done with it, committed or not.
-func (s *Store) NewBatch() *Batch {
+func (s *Store) NewBatch() *Batch { return s.NewBatchSize(0) }
+
+// NewBatchSize is NewBatch for about records records (a hint): its maps
+// are sized for them at once rather than grown (a committer's transaction
+// knows how many it writes).
+func (s *Store) NewBatchSize(records int) *Batch {
 	return &Batch{
 		s:        s,
-		records:  make(map[string]*pendingRecord),
-		entities: make(map[string]*EntityState),
+		records:  make(map[string]*pendingRecord, records),
+		entities: make(map[string]*EntityState, records),
 		progress: make(map[int32]Progress),
+		pending:  make(slab[pendingRecord], 0, min(records, slabLen)),
+		states:   make(slab[EntityState], 0, min(records, slabLen)),
 	}
+}
+
+// slab hands out a batch's pendingRecords and entity states: one
+// allocation per slabLen of them, not one per record and entity.
+type slab[T any] []T
+
+// slabLen is how many Ts a slab allocates at a time: 64 pendingRecords
+// stay under the runtime's 32 KiB small-object size (a transaction's
+// thousand in one object was a large allocation per transaction).
+const slabLen = 64
+
+// next is a zero T from s.
+func (s *slab[T]) next() *T {
+	if len(*s) == cap(*s) {
+		*s = make([]T, 0, slabLen)
+	}
+	*s = (*s)[:len(*s)+1]
+	return &(*s)[len(*s)-1]
 }
 
 // Lookup is Store.Lookup as seen from inside the batch: a record put earlier
@@ -133,7 +163,7 @@ func (b *Batch) put(rec schemas.Record, raw []byte, absent bool) {
 		// can delete its index entries if the status or partition moved.
 		// Only its index fields matter; a key written lately has them in
 		// the cache.
-		var prev schemas.Record
+		var prev recMeta
 		found := false
 		// Before the cache: a Fresh must record every key written, or
 		// one evicted from the cache would later pass for new.
@@ -150,16 +180,18 @@ func (b *Batch) put(rec schemas.Record, raw []byte, absent bool) {
 		}
 		if !absent { // absent: nothing to read (PutNewRecordBytes)
 			if m, ok := b.s.metas.get(key); ok {
-				prev, found = m.record(rec.Entity, rec.IdempotencyKey), true
+				prev, found = m, true
 			} else if seen {
-				var err error
-				if prev, found, err = b.lookupPrev(key); err != nil {
+				stored, ok, err := b.lookupPrev(key)
+				if err != nil {
 					b.err = err
 					return
 				}
+				prev, found = metaOf(&stored), ok
 			}
 		}
-		p = &pendingRecord{prevFound: found, prevRec: prev}
+		p = b.pending.next()
+		p.prevFound, p.prev = found, prev
 		b.records[key] = p
 	}
 	p.rec, p.raw = rec, raw
@@ -171,7 +203,8 @@ func (b *Batch) put(rec schemas.Record, raw []byte, absent bool) {
 			b.err = err
 			return
 		}
-		es = &cur
+		es = b.states.next()
+		*es = cur
 		b.entities[rec.Entity] = es
 	}
 	applyToEntity(es, &rec)
@@ -351,9 +384,10 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 	}
 	w := newWriter()
 
-	// Prune-index entries this batch adds; Prune's resume cursor must not
-	// be past any of them (see pruneState).
-	var pruneKeys []string
+	// The lowest prune-index entry this batch adds; Prune's resume cursor
+	// must not be past it (see pruneState).
+	var pruneLow []byte
+	keys := keyArena{chunk: keyArenaChunk}
 	for key, p := range b.records {
 		val := p.raw
 		if val == nil {
@@ -362,14 +396,15 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 				return fmt.Errorf("dedupe: encode record %q: %w", key, err)
 			}
 		}
-		if err := w.Set(recordKey(key), val, nil); err != nil {
+		if err := w.Set(keys.join(prefixRecord, key, "", ""), val, nil); err != nil {
 			return fmt.Errorf("dedupe: batch: %w", err)
 		}
-		if err := writeIndex(w, p); err != nil {
+		pk, err := writeIndex(w, p, key, &keys)
+		if err != nil {
 			return err
 		}
-		if prunable(&p.rec) {
-			pruneKeys = append(pruneKeys, pruneIndexKey(prefixPruneFull, &p.rec))
+		if pk != nil && (pruneLow == nil || bytes.Compare(pk, pruneLow) < 0) {
+			pruneLow = pk
 		}
 	}
 	for entity, es := range b.entities {
@@ -395,8 +430,8 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 	// it re-reads them, or has already written and this batch overwrites it.
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
-	for _, k := range pruneKeys {
-		b.s.prune.lowerCursor(phaseFull, k)
+	if pruneLow != nil {
+		b.s.prune.lowerCursor(phaseFull, string(pruneLow))
 	}
 	if err := b.s.guard(apply); err != nil {
 		return fmt.Errorf("dedupe: commit: %w", err)
@@ -412,58 +447,110 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 
 // writeIndex replaces the committed record's index entries by the new ones.
 // Unchanged entries are not rewritten, so a status that does not move costs
-// no tombstone.
-func writeIndex(pb kvWriter, p *pendingRecord) error {
-	newKeys := indexKeys(&p.rec)
+// no tombstone. sc is the record's scope; the keys are built in a. It
+// returns the record's prune-index entry, nil when it has none.
+func writeIndex(pb kvWriter, p *pendingRecord, sc string, a *keyArena) (prune []byte, err error) {
+	var buf, staleBuf [5][]byte
+	newKeys := indexKeys(buf[:0], &p.rec, sc, a)
 	if p.prevFound {
-		for _, old := range staleIndexKeys(&p.prevRec) {
+		prev := p.prev.record(p.rec.Entity, p.rec.IdempotencyKey)
+		for _, old := range staleIndexKeys(staleBuf[:0], &prev, sc, a) {
 			if !containsKey(newKeys, old) {
-				if err := pb.Delete([]byte(old), nil); err != nil {
-					return fmt.Errorf("dedupe: batch: %w", err)
+				if err := pb.Delete(old, nil); err != nil {
+					return nil, fmt.Errorf("dedupe: batch: %w", err)
 				}
 			}
 		}
 	}
 	for _, k := range newKeys {
-		if err := pb.Set([]byte(k), nil, nil); err != nil {
-			return fmt.Errorf("dedupe: batch: %w", err)
+		if err := pb.Set(k, nil, nil); err != nil {
+			return nil, fmt.Errorf("dedupe: batch: %w", err)
 		}
 	}
-	return nil
+	if prunable(&p.rec) {
+		prune = newKeys[len(newKeys)-1] // indexKeys puts it last
+	}
+	return prune, nil
 }
 
-// indexKeys lists the secondary-index keys of a record: its status unless
-// succeeded (statusIndexed), its partition's unresolved list while it is
-// unresolved, its unique_by tuple while it holds it (HoldsUnique), and the
-// prune index (f/) once it is final and prunable.
-func indexKeys(rec *schemas.Record) []string {
-	sc := scopeOf(rec)
-	keys := make([]string, 0, 4)
+// indexKeys appends to dst the secondary-index keys of a record whose
+// scope is sc, built in a: its status unless succeeded (statusIndexed),
+// its partition's unresolved list while it is unresolved, its unique_by
+// tuple while it holds it (HoldsUnique), and last the prune index (f/)
+// once it is final and prunable.
+func indexKeys(dst [][]byte, rec *schemas.Record, sc string, a *keyArena) [][]byte {
 	if statusIndexed(rec.Status) {
-		keys = append(keys, statusPrefix(rec.Status)+sc)
+		dst = append(dst, a.join(prefixStatus, string(rec.Status), "/", sc))
 	}
 	if rec.Status == schemas.StatusUnresolved {
-		keys = append(keys, unresolvedPrefix(rec.Command.Partition)+sc)
+		dst = append(dst, a.join(unresolvedPrefix(rec.Command.Partition), sc, "", ""))
 	}
 	if HoldsUnique(rec) {
-		keys = append(keys, uniquePrefix(rec.Entity, rec.Action, rec.UniqueKey)+rec.IdempotencyKey)
+		dst = append(dst, a.join(uniquePrefix(rec.Entity, rec.Action, rec.UniqueKey), rec.IdempotencyKey, "", ""))
 	}
 	if prunable(rec) {
-		keys = append(keys, pruneIndexKey(prefixPruneFull, rec))
+		dst = append(dst, a.pruneKey(prefixPruneFull, rec, sc))
 	}
-	return keys
+	return dst
 }
 
 // staleIndexKeys is every index key the stored rec may have: indexKeys, plus
 // the stub entry (k/) that Prune gives it in place of f/ when it stubs it. A
 // stored record does not say whether it is a stub, so overwriting one deletes
 // both; the extra tombstone is only paid when a final record is overwritten.
-func staleIndexKeys(rec *schemas.Record) []string {
-	keys := indexKeys(rec)
+func staleIndexKeys(dst [][]byte, rec *schemas.Record, sc string, a *keyArena) [][]byte {
+	dst = indexKeys(dst, rec, sc, a)
 	if prunable(rec) {
-		keys = append(keys, pruneIndexKey(prefixPruneStub, rec))
+		dst = append(dst, a.pruneKey(prefixPruneStub, rec, sc))
 	}
-	return keys
+	return dst
+}
+
+// keyArena holds a batch's record and index keys, each built in place in
+// a shared buffer: a Pebble batch copies the keys it is given, and the
+// table a restore writes keeps them until written, so none needs a heap
+// object of its own. Building each as strings and converting them was
+// about ten allocations per new key at commit (round 12 (commit)).
+//
+// The zero arena gives each key a buffer of its own, for a caller that
+// builds a few.
+type keyArena struct {
+	b     []byte
+	chunk int // size of the arena's buffers; 0: one per key
+}
+
+// keyArenaChunk is the size of a batch's arena buffers: about 200 new
+// keys' record and prune entries.
+const keyArenaChunk = 16 << 10
+
+// room is an empty slice with room for n bytes in the arena.
+func (a *keyArena) room(n int) []byte {
+	if cap(a.b)-len(a.b) < n {
+		a.b = make([]byte, 0, max(n, a.chunk))
+	}
+	return a.b[len(a.b):len(a.b)]
+}
+
+// keep takes k, written into room(n), out of the arena's free room.
+func (a *keyArena) keep(k []byte, n int) []byte {
+	if len(k) <= n { // else k outgrew its room, and was moved out of a
+		a.b = a.b[:len(a.b)+len(k)]
+	}
+	return k[:len(k):len(k)]
+}
+
+// join is the key w+x+y+z.
+func (a *keyArena) join(w, x, y, z string) []byte {
+	n := len(w) + len(x) + len(y) + len(z)
+	k := append(append(append(append(a.room(n), w...), x...), y...), z...)
+	return a.keep(k, n)
+}
+
+// pruneKey is pruneIndexKey(prefix, rec) of a record whose scope is sc.
+func (a *keyArena) pruneKey(prefix string, rec *schemas.Record, sc string) []byte {
+	n := len(prefix) + tsWidth + 1 + len(sc)
+	k := appendPruneTS(append(a.room(n), prefix...), *rec.FinishedAt)
+	return a.keep(append(append(k, '/'), sc...), n)
 }
 
 // HoldsUnique reports whether rec counts against its unique_by tuple
@@ -481,9 +568,9 @@ func HoldsUnique(rec *schemas.Record) bool {
 	return false
 }
 
-func containsKey(keys []string, k string) bool {
+func containsKey(keys [][]byte, k []byte) bool {
 	for _, x := range keys {
-		if x == k {
+		if bytes.Equal(x, k) {
 			return true
 		}
 	}
@@ -493,7 +580,7 @@ func containsKey(keys []string, k string) bool {
 // Close discards the batch if it was not committed. It is idempotent.
 func (b *Batch) Close() {
 	b.done = true
-	b.records, b.entities, b.progress = nil, nil, nil
+	b.records, b.entities, b.progress, b.pending, b.states = nil, nil, nil, nil, nil
 	if b.it != nil {
 		_ = b.it.Close()
 		b.it = nil

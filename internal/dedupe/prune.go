@@ -277,6 +277,12 @@ const tsWidth = 19 // digits of math.MaxInt64
 // pruneTS formats t as zero-padded Unix nanoseconds, clamped to what int64
 // nanoseconds can hold, so that key order is time order.
 func pruneTS(t time.Time) string {
+	var b [tsWidth]byte
+	return string(appendPruneTS(b[:0], t))
+}
+
+// appendPruneTS appends pruneTS(t) to dst.
+func appendPruneTS(dst []byte, t time.Time) []byte {
 	var n int64
 	switch {
 	case t.Before(time.Unix(0, 0)):
@@ -286,8 +292,9 @@ func pruneTS(t time.Time) string {
 	default:
 		n = t.UnixNano()
 	}
-	s := strconv.FormatInt(n, 10)
-	return "0000000000000000000"[:tsWidth-len(s)] + s
+	var digits [tsWidth]byte
+	s := strconv.AppendInt(digits[:0], n, 10)
+	return append(append(dst, "0000000000000000000"[:tsWidth-len(s)]...), s...)
 }
 
 func pruneIndexKey(prefix string, rec *schemas.Record) string {
@@ -656,12 +663,13 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 // entity restarting at version 0 would reject a late command's
 // expectedversion. Called under s.mu.
 func (p *pruner) forget(pb *pebble.Batch, rec *schemas.Record) error {
-	keys := staleIndexKeys(rec)
+	var a keyArena
+	keys := staleIndexKeys(nil, rec, scopeOf(rec), &a)
 	if err := pb.Delete(recordKeyOf(rec), nil); err != nil {
 		return fmt.Errorf("dedupe: batch: %w", err)
 	}
 	for _, k := range keys {
-		if err := pb.Delete([]byte(k), nil); err != nil {
+		if err := pb.Delete(k, nil); err != nil {
 			return fmt.Errorf("dedupe: batch: %w", err)
 		}
 	}

@@ -96,22 +96,38 @@ func (b *Batch) Journal(p int32, rec schemas.Record) error {
 // JournalBytes is Journal for a record already encoded (wire.SealRecord):
 // v is the value as it is, so a record is serialised once.
 func (b *Batch) JournalBytes(p int32, rec *schemas.Record, v []byte) error {
-	r := &kgo.Record{
+	m := &journalMessage{}
+	m.r = kgo.Record{
 		Topic:     b.topics.Journal,
 		Partition: p,
 		Key:       []byte(rec.IdempotencyKey),
 		Value:     v,
-		Headers: []kgo.RecordHeader{
-			{Key: schemas.HeaderKind, Value: []byte(schemas.KindRecord)},
-			{Key: schemas.HeaderEpoch, Value: []byte(strconv.FormatInt(rec.Epoch, 10))},
-		},
 	}
+	m.h = [2]kgo.RecordHeader{
+		{Key: schemas.HeaderKind, Value: kindRecord},
+		{Key: schemas.HeaderEpoch, Value: strconv.AppendInt(m.epoch[:0:len(m.epoch)], rec.Epoch, 10)},
+	}
+	m.r.Headers = m.h[:]
+	r := &m.r
 	if err := b.topics.check("journal record", r); err != nil {
 		return err
 	}
 	b.entries = append(b.entries, Entry{Kind: KindJournal, Record: r, Journal: rec})
 	return nil
 }
+
+// journalMessage is a journal record's Kafka record with its two headers
+// and the epoch header's digits: one heap object for all of them, as
+// wire's outcome records are (every new key journals one).
+type journalMessage struct {
+	r     kgo.Record
+	h     [2]kgo.RecordHeader
+	epoch [20]byte // an int64's digits and sign
+}
+
+// kindRecord is the kind header's value of every journal record, shared:
+// nothing writes into a header's value.
+var kindRecord = []byte(schemas.KindRecord)
 
 // Epoch stages an ownership-epoch marker on journal partition p. It names
 // the partition count the owner works with, so that a restore after the
@@ -160,6 +176,11 @@ func (b *Batch) Outcome(rec schemas.Record, causationID string, replayed bool) e
 // event's data as it is.
 func (b *Batch) OutcomeBytes(rec *schemas.Record, data []byte, causationID string, replayed bool) error {
 	return b.outcome(wire.EncodeOutcomeData(rec, data, causationID, replayed))
+}
+
+// OutcomeEvent is Outcome for an event wire.SealOutcome wrote for rec.
+func (b *Batch) OutcomeEvent(rec *schemas.Record, event []byte) error {
+	return b.outcome(wire.OutcomeRecord(rec, event))
 }
 
 // outcome stages the outcome event r.

@@ -1,6 +1,8 @@
 package outbox
 
 import (
+	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -52,5 +54,31 @@ func TestPlacement(t *testing.T) {
 	}
 	if d := es[3].Record; d.Topic != "d" || d.Partition != 0 || string(d.Value) != "x" {
 		t.Fatalf("deadletter: %+v", d)
+	}
+}
+
+// TestJournalBytesHeaders: a journal record carries its kind and epoch
+// headers (the epoch's digits of any int64), its key and value as given,
+// in one object with its headers and the key's copy: every new key
+// journals one.
+func TestJournalBytesHeaders(t *testing.T) {
+	b := NewBatch(Topics{Journal: "j", Outcomes: "o"})
+	for _, epoch := range []int64{0, 7, -12, math.MaxInt64, math.MinInt64} {
+		rec := schemas.Record{IdempotencyKey: "k1", Epoch: epoch}
+		v := []byte(`{"x":1}`)
+		if err := b.JournalBytes(3, &rec, v); err != nil {
+			t.Fatal(err)
+		}
+		r := b.Entries()[b.Len()-1].Record
+		if r.Topic != "j" || r.Partition != 3 || string(r.Key) != "k1" || &r.Value[0] != &v[0] || len(r.Headers) != 2 ||
+			r.Headers[0].Key != schemas.HeaderKind || string(r.Headers[0].Value) != schemas.KindRecord ||
+			r.Headers[1].Key != schemas.HeaderEpoch || string(r.Headers[1].Value) != strconv.FormatInt(epoch, 10) {
+			t.Fatalf("epoch %d: %+v", epoch, r)
+		}
+	}
+	rec := schemas.Record{IdempotencyKey: "k1", Epoch: 12345}
+	v := []byte(`{}`)
+	if n := testing.AllocsPerRun(50, func() { b.entries = b.entries[:0]; _ = b.JournalBytes(3, &rec, v) }); n > 2 {
+		t.Errorf("JournalBytes: %.0f allocations, want 2 (the record with its headers, the key)", n)
 	}
 }

@@ -62,3 +62,32 @@ func BenchmarkEncodeOutcomeData(b *testing.B) {
 		EncodeOutcomeData(&rec, raw, rec.Command.ID, false)
 	}
 }
+
+// BenchmarkSealOutcome prices a new key's record and outcome event sealed
+// into one buffer (committer.chainOutcome), against SealRecord then
+// EncodeOutcomeData (the committer before round 12).
+func BenchmarkSealOutcome(b *testing.B) {
+	rec := noopRecord()
+	b.Run("one", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r := rec
+			ev, _, err := SealOutcome(OutcomeHead(&r, r.Command.ID, false), &r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			OutcomeRecord(&r, ev)
+		}
+	})
+	b.Run("apart", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r := rec
+			raw, err := SealRecord(&r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			EncodeOutcomeData(&r, raw, r.Command.ID, false)
+		}
+	})
+}

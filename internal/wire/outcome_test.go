@@ -181,3 +181,71 @@ func BenchmarkEncodeOutcome(b *testing.B) {
 		}
 	}
 }
+
+// TestSealOutcomeSameBytes: a record sealed straight into its outcome
+// event is sealed as SealRecord seals it (same bytes, same hash), and the
+// event is EncodeOutcomeData's around those bytes, for records of every
+// shape, as a repeat and as an answer; the record's bytes cannot grow into
+// the event, nor the event into its key.
+func TestSealOutcomeSameBytes(t *testing.T) {
+	for _, rec := range append(goldenJournal(t), outcomeShapes()...) {
+		if rec.FinishedAt == nil {
+			t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			rec.FinishedAt = &t0 // else the event's time is now
+		}
+		for _, c := range []struct {
+			cause    string
+			replayed bool
+		}{{"other-cmd", true}, {rec.Command.ID, false}} {
+			want, got := rec, rec
+			wantRaw, err := SealRecord(&want)
+			// The committer writes the head before it chains the record.
+			got.PrevHash = ""
+			head := OutcomeHead(&got, c.cause, c.replayed)
+			got.PrevHash = rec.PrevHash
+			event, raw, err2 := SealOutcome(head, &got)
+			if (err == nil) != (err2 == nil) {
+				t.Fatalf("%s: SealRecord error %v, SealOutcome error %v", rec.IdempotencyKey, err, err2)
+			}
+			if err != nil {
+				continue
+			}
+			if got.Hash != want.Hash || !bytes.Equal(raw, wantRaw) {
+				t.Fatalf("%s: sealed\n %s (%s)\nwant\n %s (%s)", rec.IdempotencyKey, raw, got.Hash, wantRaw, want.Hash)
+			}
+			wantEv := EncodeOutcomeData(&want, wantRaw, c.cause, c.replayed)
+			ev := OutcomeRecord(&got, event)
+			if !bytes.Equal(ev.Value, wantEv.Value) || !bytes.Equal(ev.Key, wantEv.Key) || fmt.Sprint(ev.Headers) != fmt.Sprint(wantEv.Headers) {
+				t.Fatalf("%s: event\n %s %s\nwant\n %s %s", rec.IdempotencyKey, ev.Key, ev.Value, wantEv.Key, wantEv.Value)
+			}
+			if cap(raw) != len(raw) || cap(ev.Value) != len(ev.Value) || cap(ev.Key) != len(ev.Key) {
+				t.Fatalf("%s: caps raw %d/%d value %d/%d key %d/%d", rec.IdempotencyKey, len(raw), cap(raw), len(ev.Value), cap(ev.Value), len(ev.Key), cap(ev.Key))
+			}
+		}
+	}
+}
+
+// TestSealOutcomeAllocs: a new key's record and outcome event are one
+// buffer (and the hash's string), the outcome's key in its spare room,
+// a buffer that does not grow when the record is chained after its head
+// was written: fewer allocations than sealing and then encoding the event
+// apart.
+func TestSealOutcomeAllocs(t *testing.T) {
+	rec := noopRecord()
+	apart := testing.AllocsPerRun(50, func() {
+		r := rec
+		raw, _ := SealRecord(&r)
+		OutcomeRecord(&r, EncodeOutcomeData(&r, raw, "cmd-x", false).Value)
+	})
+	one := testing.AllocsPerRun(50, func() {
+		r := rec
+		r.PrevHash = ""
+		head := OutcomeHead(&r, "cmd-x", false) // before the record is chained
+		r.PrevHash = rec.PrevHash
+		ev, _, _ := SealOutcome(head, &r)
+		OutcomeRecord(&r, ev)
+	})
+	if one > apart-1 || one > 3 {
+		t.Errorf("SealOutcome and its record: %.0f allocations, apart %.0f; want 3 (buffer, hash, record)", one, apart)
+	}
+}
