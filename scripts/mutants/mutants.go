@@ -199,7 +199,7 @@ var guarantees = []mutant{
 			"		b.s.present.add(key)\n",
 			"		_ = key\n"}},
 		Pkgs: []string{"./internal/dedupe/", consumerPkg},
-		Run:  "TestPresenceEveryWritePathFindsItsKey|TestPresencePastTheCap|TestLookupSeesEveryWrite|TestDataDirLossRestoresFromJournal|TestRepeatReuseUnknownAndDeadletter",
+		Run:  "TestPresenceEveryWritePathFindsItsKey|TestPresencePastTheCap|TestLookupSeesEveryWrite|TestDataDirLossRestoresFromJournal",
 	},
 	{
 		Name: "presence-scan", Guarantee: "G2: a reopened store's presence filter holds every stored record key",
