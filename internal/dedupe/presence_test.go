@@ -14,6 +14,7 @@ import (
 // presence-add, which drops the add, is caught by it).
 func TestPresenceEveryWritePathFindsItsKey(t *testing.T) {
 	s := openTest(t, t.TempDir())
+	waitPresence(t, s)
 	paths := map[string]func(b *Batch) error{
 		"Commit":       (*Batch).Commit,
 		"CommitNoSync": (*Batch).CommitNoSync,
@@ -81,12 +82,72 @@ func TestPresenceReopenFindsStoredKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openTest(t, dir)
+	waitPresence(t, s)
 	for j := range n {
 		if _, ok, err := s.Lookup(fmt.Sprintf("e-%d", j%7), fmt.Sprintf("k-%d", j)); err != nil || !ok {
 			t.Fatalf("k-%d after reopening: found=%v err=%v", j, ok, err)
 		}
 	}
 	if _, ok, err := s.Lookup("e-1", "k-never"); err != nil || ok {
+		t.Fatalf("k-never: found=%v err=%v", ok, err)
+	}
+}
+
+// waitPresence waits for s's presence filter scan to end and checks that
+// it is trusted: only then do lookups answer from it.
+func waitPresence(t testing.TB, s *Store) {
+	t.Helper()
+	<-s.present.done
+	if !s.present.ready.Load() {
+		t.Fatalf("presence filter scan ended without being ready (store: %v)", s.Failed())
+	}
+}
+
+// TestPresenceSeeksUntilScanEnds: until the scan of the keys stored at
+// Open has ended, the filter answers nothing (a stored key it has not
+// reached yet would read as absent: G2), so lookups seek; a write made
+// meanwhile is found, before and after the scan ends; and Close does not
+// wait for a long scan to finish, only for it to stop.
+func TestPresenceSeeksUntilScanEnds(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	b := s.NewBatch()
+	for j := range 3000 {
+		b.PutRecord(rec(fmt.Sprintf("k-%d", j), "e", schemas.StatusSucceeded, 2))
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	s, err := Open(dir, func(c *Settings) { c.presenceHold = hold })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for j := range 3000 {
+		if _, ok, err := s.Lookup("e", fmt.Sprintf("k-%d", j)); err != nil || !ok {
+			t.Fatalf("k-%d while the scan is held: found=%v err=%v", j, ok, err)
+		}
+	}
+	if s.present.ready.Load() {
+		t.Fatal("filter ready before its scan ran")
+	}
+	b = s.NewBatch()
+	b.PutRecord(rec("k-during", "e", schemas.StatusSucceeded, 2))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	waitPresence(t, s)
+	for _, k := range []string{"k-0", "k-2999", "k-during"} {
+		if _, ok, err := s.Lookup("e", k); err != nil || !ok {
+			t.Fatalf("%s after the scan: found=%v err=%v", k, ok, err)
+		}
+	}
+	if _, ok, err := s.Lookup("e", "k-never"); err != nil || ok {
 		t.Fatalf("k-never: found=%v err=%v", ok, err)
 	}
 }
@@ -101,6 +162,7 @@ func TestPresencePastTheCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	waitPresence(t, s)
 	const n = 20_000
 	for i := 0; i < n; i += 1000 {
 		b := s.NewBatch()

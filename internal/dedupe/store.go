@@ -283,7 +283,8 @@ type Store struct {
 	// points are the iterators Lookup reuses (points.go).
 	points pointIters
 	// present is the filter of record keys that lets a lookup of a key
-	// never written skip Pebble (presence.go). Set by open, then fixed.
+	// never written skip Pebble (presence.go). Set by open, then fixed;
+	// trusted once its scan of the stored keys has ended.
 	present *presence
 }
 
@@ -306,6 +307,8 @@ type Settings struct {
 	// presenceBytes caps the presence filter (presence.go); tests set it
 	// lower to reach the cap.
 	presenceBytes int64
+	// presenceHold (tests) holds the presence filter's scan until closed.
+	presenceHold chan struct{}
 }
 
 // Option configures Open.
@@ -467,7 +470,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.loadPresence(cfg.presenceBytes); err != nil {
+	if err := s.startPresence(cfg.presenceBytes, cfg.presenceHold); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -672,7 +675,7 @@ func (s *Store) lookupKeyBytes(src iterSource, rk []byte) (schemas.Record, []byt
 	}
 	// A key the presence filter never saw was never written: absent
 	// from the store now, and from any older snapshot of it.
-	if !s.present.mayContain(rk[len(prefixRecord):]) {
+	if s.present.absent(rk[len(prefixRecord):]) {
 		return schemas.Record{}, nil, false, nil
 	}
 	var it *pebble.Iterator
