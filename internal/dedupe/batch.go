@@ -426,6 +426,11 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 			return err
 		}
 	}
+	// Every record key into the presence filter before the batch is
+	// applied: a lookup that sees a record must find its key there.
+	for key := range b.records {
+		b.s.present.add(key)
+	}
 	// Under s.mu: a concurrent Prune either sees this batch's records when
 	// it re-reads them, or has already written and this batch overwrites it.
 	b.s.mu.Lock()

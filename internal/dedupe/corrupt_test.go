@@ -131,7 +131,8 @@ func TestHealthyIndexNotMovedAside(t *testing.T) {
 }
 
 // TestDamageFoundWhileRunningRebuildsAtNextStart: a checksum failure found
-// on a read fails the store (nothing more answered from it) and marks the
+// on a read (a lookup, or the presence filter's scan of the record keys
+// after Open) fails the store (nothing more answered from it) and marks the
 // directory, so the next start rebuilds it even though Pebble alone would
 // open it again.
 func TestDamageFoundWhileRunningRebuildsAtNextStart(t *testing.T) {

@@ -282,6 +282,10 @@ type Store struct {
 	ingest ingestFiles
 	// points are the iterators Lookup reuses (points.go).
 	points pointIters
+	// present is the filter of record keys that lets a lookup of a key
+	// never written skip Pebble (presence.go). Set by open, then fixed;
+	// trusted once its scan of the stored keys has ended.
+	present *presence
 }
 
 // Settings is what Options set for Open.
@@ -300,6 +304,11 @@ type Settings struct {
 	// noValueSep (tests) opens the store as builds before value separation
 	// did, to write a store in their layout.
 	noValueSep bool
+	// presenceBytes caps the presence filter (presence.go); tests set it
+	// lower to reach the cap.
+	presenceBytes int64
+	// presenceHold (tests) holds the presence filter's scan until closed.
+	presenceHold chan struct{}
 }
 
 // Option configures Open.
@@ -359,7 +368,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // Open opens or creates the index in dir.
 func Open(dir string, opts ...Option) (*Store, error) {
-	cfg := Settings{cacheSize: DefaultCacheSize}
+	cfg := Settings{cacheSize: DefaultCacheSize, presenceBytes: presenceMaxBytes}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -458,6 +467,10 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		return nil, err
 	}
 	if err := s.loadPruneState(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.startPresence(cfg.presenceBytes, cfg.presenceHold); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -659,6 +672,11 @@ func (s *Store) lookupKey(src iterSource, rk []byte) (schemas.Record, bool, erro
 func (s *Store) lookupKeyBytes(src iterSource, rk []byte) (schemas.Record, []byte, bool, error) {
 	if err := s.usable(); err != nil {
 		return schemas.Record{}, nil, false, err
+	}
+	// A key the presence filter never saw was never written: absent
+	// from the store now, and from any older snapshot of it.
+	if s.present.absent(rk[len(prefixRecord):]) {
+		return schemas.Record{}, nil, false, nil
 	}
 	var it *pebble.Iterator
 	var err error

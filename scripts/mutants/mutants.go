@@ -193,6 +193,22 @@ var guarantees = []mutant{
 		Pkgs: []string{"./internal/dedupe/"},
 		Run:  "TestLookupSeesEveryWrite|TestLookupSeesConcurrentCommits",
 	},
+	{
+		Name: "presence-add", Guarantee: "G2: a committed record's key is in the presence filter before the record is visible",
+		Edits: []edit{{"internal/dedupe/batch.go",
+			"		b.s.present.add(key)\n",
+			"		_ = key\n"}},
+		Pkgs: []string{"./internal/dedupe/", consumerPkg},
+		Run:  "TestPresenceEveryWritePathFindsItsKey|TestPresencePastTheCap|TestLookupSeesEveryWrite|TestDataDirLossRestoresFromJournal",
+	},
+	{
+		Name: "presence-scan", Guarantee: "G2: a reopened store's presence filter holds every stored record key",
+		Edits: []edit{{"internal/dedupe/presence.go",
+			"		p.addBytes(it.Key()[len(prefixRecord):])\n",
+			"		_ = p\n"}},
+		Pkgs: []string{"./internal/dedupe/", consumerPkg},
+		Run:  "TestPresenceReopenFindsStoredKeys|TestReopenPersistence|TestRepeatReplaysStoredBytes",
+	},
 }
 
 // rows remove one row of the decision table each (internal/decide):
