@@ -362,24 +362,23 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 // one SHA-256 over the result: data and result are copied as they are when
 // already canonical, which records built by the executor are.
 func (c *committer) chain(st *partState, rec *schemas.Record) ([]byte, error) {
-	rec.Epoch = st.epoch
-	rec.PrevHash = st.chain.hash
-	raw, err := wire.SealRecord(rec)
-	if err != nil {
-		return nil, err
-	}
-	st.chain.hash = rec.Hash
-	st.chain.pos++
-	return raw, nil
+	_, raw, err := c.chainOutcome(st, rec, nil)
+	return raw, err
 }
 
-// chainOutcome is chain for a record that is also its outcome's data: it
-// is sealed straight into the outcome event after head (wire.SealOutcome),
-// whose value it returns with the record's bytes, a slice of it.
+// chainOutcome is chain for a record that is also its outcome's data: with
+// head (wire.OutcomeHead) it is sealed straight into the outcome event
+// after head (wire.SealOutcome), whose value it returns with the record's
+// bytes, a slice of it. With a nil head it is chain: no event.
 func (c *committer) chainOutcome(st *partState, rec *schemas.Record, head []byte) (event, raw []byte, err error) {
 	rec.Epoch = st.epoch
 	rec.PrevHash = st.chain.hash
-	if event, raw, err = wire.SealOutcome(head, rec); err != nil {
+	if head == nil {
+		raw, err = wire.SealRecord(rec)
+	} else {
+		event, raw, err = wire.SealOutcome(head, rec)
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	st.chain.hash = rec.Hash
