@@ -255,10 +255,6 @@ type auditor struct {
 	idStore *idStore
 	maxMem  int
 	err     error // the first failure of idStore; Run returns it
-	// idsRoom is the room of ids, as spill.room; spareCauses is an
-	// emptied spill of a judged command partition, for the next one.
-	idsRoom     int
-	spareCauses *spill[uint8]
 
 	dead      map[src]struct{} // commands copied to the deadletter topic
 	fwd       map[src]struct{} // commands forwarded to their partition
@@ -446,33 +442,7 @@ func (a *auditor) storeIDs() {
 		a.err = a.idStore.add(a.ids)
 	}
 	a.live -= len(a.ids)
-	clear(a.ids) // its room serves the next partition (expect)
-}
-
-// expect is told, before Run reads partition p's journal and outcomes,
-// how many records each holds at most (from their offsets): at most one
-// key and one entity per journal record, one answer, outcome id and
-// answered causation per outcome. The maps those go to are made with room
-// for that many (at most maxMem+1 each, what memory holds before a spill),
-// so they do not grow as the records come: growing rehashes every entry
-// each time a map doubles, which was a tenth of the audit's CPU. Only
-// the room changes; what is stored and checked does not.
-func (a *auditor) expect(p int32, journal, outcomes int64) {
-	hint := func(n int64) int {
-		if a.maxMem > 0 {
-			n = min(n, int64(a.maxMem)+1)
-		}
-		return int(min(n, 1<<30))
-	}
-	a.keys.reserve(hint(journal))
-	a.ents.reserve(hint(journal))
-	a.answers.reserve(hint(outcomes))
-	if n := hint(outcomes); len(a.ids) == 0 && n > a.idsRoom {
-		a.ids, a.idsRoom = make(map[digest]idSeen, n), n
-	}
-	if outcomes > 0 {
-		a.causesOf(p).reserve(hint(outcomes))
-	}
+	a.ids = map[digest]idSeen{}
 }
 
 // endCommands ends command partition p, whose commands Run has read
@@ -494,7 +464,6 @@ func (a *auditor) endCommands(p int32) {
 		}
 		a.deferred = kept
 		cs.reset()
-		a.spareCauses = cs
 	}
 	delete(a.causes, p)
 	a.judged[p] = true
@@ -507,27 +476,15 @@ func (a *auditor) addCause(p int32, c digest, flags uint8) {
 		a.late[c] |= flags
 		return
 	}
-	cs := a.causesOf(p)
+	cs := a.causes[p]
+	if cs == nil {
+		cs = newSpill(a, spillCauses, encCause, decCause)
+		// One spill per partition, under its own generation.
+		cs.gen = uint32(p)
+		a.causes[p] = cs
+	}
 	f, _ := cs.get(c)
 	cs.set(c, f|flags)
-}
-
-// causesOf returns the answered causation ids of command partition p,
-// not judged yet, making them if need be: a judged partition's emptied
-// spill if there is one, whose map has room already.
-func (a *auditor) causesOf(p int32) *spill[uint8] {
-	cs := a.causes[p]
-	if cs != nil {
-		return cs
-	}
-	if cs, a.spareCauses = a.spareCauses, nil; cs == nil {
-		cs = newSpill(a, spillCauses, encCause, decCause)
-	}
-	// One spill per partition, under its own generation: what an
-	// earlier partition wrote out under another is not found.
-	cs.gen = uint32(p)
-	a.causes[p] = cs
-	return cs
 }
 
 // cause returns the flags of causation c, looked up first among the
@@ -1002,14 +959,12 @@ func (a *auditor) checkOutcome(r *kgo.Record, d *decoded) {
 		if prev, dup, a.err = a.idStore.get(id); dup {
 			a.ids[id] = prev
 			a.grow(1)
-			a.idsRoom = max(a.idsRoom, len(a.ids))
 		}
 	}
 	switch {
 	case !dup:
 		a.ids[id] = idSeen{tuple, src{r.Partition, r.Offset}}
 		a.grow(1)
-		a.idsRoom = max(a.idsRoom, len(a.ids))
 		if a.maxMem > 0 && len(a.ids) > a.maxMem {
 			a.storeIDs()
 		}

@@ -20,11 +20,7 @@ import (
 //
 // Check has no store: its spills keep everything in memory.
 type spill[V any] struct {
-	mem map[digest]V
-	// room is the most entries mem has held, or been made for, since it
-	// was made: a Go map never shrinks, so mem holds that many again
-	// without growing (reserve, and clear instead of a new map).
-	room int
+	mem  map[digest]V
 	max  int      // entries in memory before they are written out; 0: never
 	st   *idStore // nil: never spill
 	kind byte     // the key prefix of this map's entries in st
@@ -107,7 +103,6 @@ func (m *spill[V]) get(d digest) (V, bool) {
 func (m *spill[V]) set(d digest, v V) {
 	if _, ok := m.mem[d]; !ok {
 		m.count(1)
-		m.room = max(m.room, len(m.mem)+1)
 	}
 	m.mem[d] = v
 	if m.st == nil || m.max <= 0 || len(m.mem) <= m.max || m.broken {
@@ -133,25 +128,7 @@ func (m *spill[V]) set(d digest, v V) {
 	}
 	m.spilled += len(m.mem)
 	m.count(-len(m.mem))
-	// Emptied, not made anew: it fills up to max again without growing,
-	// and its room (max+1 entries) is what memory holds at most anyway.
-	clear(m.mem)
-}
-
-// reserve makes room in memory for n entries, the most a partition
-// about to be read can add (from its offsets), so that the map does not
-// grow, rehashing what it holds, as the records come. Room is capped at
-// max+1 entries, what memory holds before a spill, so the memory stays
-// bounded whatever n (docs/memory.md#audit). An empty map with room
-// enough already is kept.
-func (m *spill[V]) reserve(n int) {
-	if m.max > 0 {
-		n = min(n, m.max+1)
-	}
-	if len(m.mem) > 0 || n <= m.room {
-		return
-	}
-	m.mem, m.room = make(map[digest]V, n), n
+	m.mem = map[digest]V{}
 }
 
 // reset drops every entry: those in memory, and those written out, which
@@ -160,7 +137,7 @@ func (m *spill[V]) reserve(n int) {
 // removed at the end (it never compacts, see openIDStore).
 func (m *spill[V]) reset() {
 	m.count(-len(m.mem))
-	clear(m.mem) // its room serves the next partition (reserve)
+	m.mem = map[digest]V{}
 	if m.spilled > 0 && !m.broken {
 		from := []byte{m.kind, 0, 0, 0, 0}
 		binary.BigEndian.PutUint32(from[1:], m.gen)
