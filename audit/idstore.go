@@ -27,9 +27,24 @@ type idStore struct {
 	seen filter
 }
 
-// idFilterBits is the size of idStore.seen: 8 MiB, four probes: about
+// idFilterBits is the most idStore.seen takes: 8 MiB, four probes: about
 // 0.5 % false positives at 5 million ids, 4 % at 10 million.
 const idFilterBits = 1 << 26
+
+// idFilterBitsFor is the size of idStore.seen for an audit of at most n
+// outcomes (from the outcomes topic's offsets, which bound its ids): 16
+// bits per id, about 0.25 % false positives when full, a power of two
+// from 64 KiB up to idFilterBits. Every outcome looks its id up in the
+// filter and every new id is added: a filter of the full 8 MiB for a few
+// hundred thousand ids missed the caches at each, a fifth of the store's
+// CPU (BenchmarkIDStore), where one sized for them stays in them.
+func idFilterBitsFor(n int64) int {
+	bits := 1 << 19
+	for bits < idFilterBits && int64(bits) < 16*n {
+		bits <<= 1
+	}
+	return bits
+}
 
 // idKey is id's key in the store: kind 0, then the id (the spills' state
 // entries start with their kind, spillKeys and up).
@@ -42,8 +57,8 @@ func idKey(id digest) []byte {
 const idStoreMem = 8 << 20
 
 // openIDStore creates the store in a new directory under parent ("" : the
-// system's temporary directory, $TMPDIR).
-func openIDStore(parent string) (*idStore, error) {
+// system's temporary directory, $TMPDIR), for at most ids outcome ids.
+func openIDStore(parent string, ids int64) (*idStore, error) {
 	dir, err := os.MkdirTemp(parent, "onceflight-audit-")
 	if err != nil {
 		return nil, fmt.Errorf("audit: temporary directory for outcome ids: %w", err)
@@ -73,7 +88,7 @@ func openIDStore(parent string) (*idStore, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("audit: open outcome id store in %s: %w", dir, err)
 	}
-	return &idStore{db: db, dir: dir, seen: newFilter(idFilterBits)}, nil
+	return &idStore{db: db, dir: dir, seen: newFilter(idFilterBitsFor(ids))}, nil
 }
 
 // idSeenLen is an encoded idSeen: tuple digest, partition, offset.
