@@ -1,6 +1,9 @@
 package audit
 
 import (
+	"bytes"
+	"encoding/binary"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -91,5 +94,42 @@ func TestIDFilterSized(t *testing.T) {
 	}
 	if rate := float64(fp) / tries; rate > 0.005 {
 		t.Errorf("%.2f %% false positives with %d ids, want about 0.25 %%", 100*rate, n)
+	}
+}
+
+// TestSortKeys: sortKeys puts ids in key order (as bytes.Compare orders
+// their keys), every entry once, for sizes around the bucket counts.
+func TestSortKeys(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 7, 8, 9, 1000, 4097} {
+		var ks []sortKey
+		for i := range n {
+			d := digestOf(strconv.Itoa(n), strconv.Itoa(i))
+			if i%10 == 3 && i > 0 {
+				d = digestOf(strconv.Itoa(n), strconv.Itoa(i-1)) // equal hi and lo
+			}
+			ks = append(ks, sortKey{binary.BigEndian.Uint64(d[:8]), binary.BigEndian.Uint64(d[8:]), i})
+		}
+		got := sortKeys(slices.Clone(ks))
+		if len(got) != n {
+			t.Fatalf("%d keys: %d back", n, len(got))
+		}
+		seen := map[int]bool{}
+		for j, k := range got {
+			seen[k.i] = true
+			if j == 0 {
+				continue
+			}
+			var x, y [16]byte
+			binary.BigEndian.PutUint64(x[:], got[j-1].hi)
+			binary.BigEndian.PutUint64(x[8:], got[j-1].lo)
+			binary.BigEndian.PutUint64(y[:], k.hi)
+			binary.BigEndian.PutUint64(y[8:], k.lo)
+			if bytes.Compare(x[:], y[:]) > 0 {
+				t.Fatalf("%d keys: key %d (%x) after %x", n, j, y, x)
+			}
+		}
+		if len(seen) != n {
+			t.Fatalf("%d keys: %d distinct entries back", n, len(seen))
+		}
 	}
 }
