@@ -122,7 +122,11 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 		Trusted:           opts.Trusted,
 		OriginPrefix:      opts.OriginPrefix,
 	})
-	st, err := openIDStore("")
+	var outcomes int64 // at most this many outcome ids
+	for p, end := range ends[tp.Outcomes] {
+		outcomes += max(end-starts[tp.Outcomes][p], 0)
+	}
+	st, err := openIDStore("", outcomes)
 	if err != nil {
 		return Report{}, err
 	}

@@ -69,7 +69,8 @@
 //     of each answered causation id;
 //   - the first use of every outcome id of the partitions done, on disk in
 //     a temporary Pebble store under $TMPDIR (about 40 bytes per outcome;
-//     in memory only its 8 MiB cache and memtables and an 8 MiB filter),
+//     in memory only its 8 MiB cache and memtables and a filter of 16
+//     bits per outcome of the topic, at most 8 MiB),
 //     since an id must stand for one (causation, status, key) across
 //     partitions;
 //   - per deadletter copy, forwarded and misrouted command, and command

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -27,9 +28,24 @@ type idStore struct {
 	seen filter
 }
 
-// idFilterBits is the size of idStore.seen: 8 MiB, four probes: about
+// idFilterBits is the most idStore.seen takes: 8 MiB, four probes: about
 // 0.5 % false positives at 5 million ids, 4 % at 10 million.
 const idFilterBits = 1 << 26
+
+// idFilterBitsFor is the size of idStore.seen for an audit of at most n
+// outcomes (from the outcomes topic's offsets, which bound its ids): 16
+// bits per id, about 0.25 % false positives when full, a power of two
+// from 64 KiB up to idFilterBits. Every outcome looks its id up in the
+// filter and every new id is added: a filter of the full 8 MiB for a few
+// hundred thousand ids missed the caches at each, a fifth of the store's
+// CPU (BenchmarkIDStore), where one sized for them stays in them.
+func idFilterBitsFor(n int64) int {
+	bits := 1 << 19
+	for bits < idFilterBits && int64(bits) < 16*n {
+		bits <<= 1
+	}
+	return bits
+}
 
 // idKey is id's key in the store: kind 0, then the id (the spills' state
 // entries start with their kind, spillKeys and up).
@@ -42,8 +58,8 @@ func idKey(id digest) []byte {
 const idStoreMem = 8 << 20
 
 // openIDStore creates the store in a new directory under parent ("" : the
-// system's temporary directory, $TMPDIR).
-func openIDStore(parent string) (*idStore, error) {
+// system's temporary directory, $TMPDIR), for at most ids outcome ids.
+func openIDStore(parent string, ids int64) (*idStore, error) {
 	dir, err := os.MkdirTemp(parent, "onceflight-audit-")
 	if err != nil {
 		return nil, fmt.Errorf("audit: temporary directory for outcome ids: %w", err)
@@ -73,7 +89,7 @@ func openIDStore(parent string) (*idStore, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("audit: open outcome id store in %s: %w", dir, err)
 	}
-	return &idStore{db: db, dir: dir, seen: newFilter(idFilterBits)}, nil
+	return &idStore{db: db, dir: dir, seen: newFilter(idFilterBitsFor(ids))}, nil
 }
 
 // idSeenLen is an encoded idSeen: tuple digest, partition, offset.
@@ -104,26 +120,83 @@ func (s *idStore) get(id digest) (idSeen, bool, error) {
 
 // add stores the first uses of a finished partition's ids. An id already
 // stored comes back with the same first use (get put it in ids).
+//
+// They go in key order: a partition's ids make a batch larger than half
+// a memtable, which Pebble sorts itself and flushes as a table of its own
+// (a flushable batch); its sort of a batch in map order was a sixth of
+// the store's CPU (BenchmarkIDStore), of one in order a single pass.
 func (s *idStore) add(ids map[digest]idSeen) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	type entry struct {
+		id   digest
+		seen idSeen
+	}
+	es := make([]entry, 0, len(ids))
+	ks := make([]sortKey, 0, len(ids))
+	for id, seen := range ids {
+		ks = append(ks, sortKey{binary.BigEndian.Uint64(id[:8]), binary.BigEndian.Uint64(id[8:]), len(es)})
+		es = append(es, entry{id, seen})
+	}
+	ks = sortKeys(ks)
 	b := s.db.NewBatch()
 	defer b.Close()
 	var v [idSeenLen]byte
-	for id, seen := range ids {
-		copy(v[:], seen.tuple[:])
-		binary.BigEndian.PutUint32(v[16:], uint32(seen.at.p))
-		binary.BigEndian.PutUint64(v[20:], uint64(seen.at.off))
-		if err := b.Set(idKey(id), v[:], nil); err != nil {
+	for _, k := range ks {
+		e := &es[k.i]
+		copy(v[:], e.seen.tuple[:])
+		binary.BigEndian.PutUint32(v[16:], uint32(e.seen.at.p))
+		binary.BigEndian.PutUint64(v[20:], uint64(e.seen.at.off))
+		if err := b.Set(idKey(e.id), v[:], nil); err != nil {
 			return fmt.Errorf("audit: outcome id store: %w", err)
 		}
-		s.seen.add(id)
+		s.seen.add(e.id)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("audit: outcome id store: %w", err)
 	}
 	return nil
+}
+
+// sortKey is an id as two big-endian words (its key order), and the
+// index of its entry.
+type sortKey struct {
+	hi, lo uint64
+	i      int
+}
+
+// sortKeys returns ks in key order. Ids are digests, uniformly spread:
+// placed by the top bits of hi (a counting sort into about one bucket
+// per id), they are in order but within a bucket, which an insertion
+// sort then fixes in a pass. A comparison sort of a partition's ids cost
+// as much as Pebble's own sort of the batch it saves.
+func sortKeys(ks []sortKey) []sortKey {
+	if len(ks) < 2 {
+		return ks
+	}
+	width := bits.Len(uint(len(ks)))
+	shift := 64 - width
+	starts := make([]int, 1<<width+1)
+	for _, k := range ks {
+		starts[k.hi>>shift+1]++
+	}
+	for i := 1; i < len(starts); i++ {
+		starts[i] += starts[i-1]
+	}
+	out := make([]sortKey, len(ks))
+	for _, k := range ks {
+		b := k.hi >> shift
+		out[starts[b]] = k
+		starts[b]++
+	}
+	less := func(x, y sortKey) bool { return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo) }
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && less(out[j], out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
 }
 
 // close closes the store and removes its directory.

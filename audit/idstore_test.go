@@ -1,6 +1,9 @@
 package audit
 
 import (
+	"bytes"
+	"encoding/binary"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -11,7 +14,7 @@ import (
 // rewrote everything for nothing), and every id written across many
 // flushed tables is still found with its first use.
 func TestIDStoreDoesNotCompact(t *testing.T) {
-	st, err := openIDStore(t.TempDir())
+	st, err := openIDStore(t.TempDir(), 8*500)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,5 +54,82 @@ func TestIDStoreDoesNotCompact(t *testing.T) {
 	}
 	if _, ok, err := st.get(digestOf("absent")); ok || err != nil {
 		t.Fatalf("an id never added was found (%v)", err)
+	}
+}
+
+// TestIDFilterSized: the id store's filter is sized for the outcomes the
+// audit can read (16 bits each, at least 64 KiB, at most idFilterBits),
+// and sized so, about 0.25 % of absent ids pass it once it is full.
+func TestIDFilterSized(t *testing.T) {
+	for _, c := range []struct {
+		ids  int64
+		bits int
+	}{{0, 1 << 19}, {1000, 1 << 19}, {200_000, 1 << 22}, {1 << 30, idFilterBits}} {
+		if got := idFilterBitsFor(c.ids); got != c.bits {
+			t.Errorf("%d ids: filter of %d bits, want %d", c.ids, got, c.bits)
+		}
+	}
+	st, err := openIDStore(t.TempDir(), 200_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := st.close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if got := len(st.seen) * 64; got != 1<<22 {
+		t.Fatalf("store for 200 000 ids: filter of %d bits, want %d", got, 1<<22)
+	}
+	const n = 1 << 22 / 16 // full: 16 bits per id
+	for i := range n {
+		st.seen.add(digestOf(strconv.Itoa(i)))
+	}
+	const tries = 100_000
+	fp := 0
+	for i := range tries {
+		if st.seen.maybeHas(digestOf(strconv.Itoa(n + i))) {
+			fp++
+		}
+	}
+	if rate := float64(fp) / tries; rate > 0.005 {
+		t.Errorf("%.2f %% false positives with %d ids, want about 0.25 %%", 100*rate, n)
+	}
+}
+
+// TestSortKeys: sortKeys puts ids in key order (as bytes.Compare orders
+// their keys), every entry once, for sizes around the bucket counts.
+func TestSortKeys(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 7, 8, 9, 1000, 4097} {
+		var ks []sortKey
+		for i := range n {
+			d := digestOf(strconv.Itoa(n), strconv.Itoa(i))
+			if i%10 == 3 && i > 0 {
+				d = digestOf(strconv.Itoa(n), strconv.Itoa(i-1)) // equal hi and lo
+			}
+			ks = append(ks, sortKey{binary.BigEndian.Uint64(d[:8]), binary.BigEndian.Uint64(d[8:]), i})
+		}
+		got := sortKeys(slices.Clone(ks))
+		if len(got) != n {
+			t.Fatalf("%d keys: %d back", n, len(got))
+		}
+		seen := map[int]bool{}
+		for j, k := range got {
+			seen[k.i] = true
+			if j == 0 {
+				continue
+			}
+			var x, y [16]byte
+			binary.BigEndian.PutUint64(x[:], got[j-1].hi)
+			binary.BigEndian.PutUint64(x[8:], got[j-1].lo)
+			binary.BigEndian.PutUint64(y[:], k.hi)
+			binary.BigEndian.PutUint64(y[8:], k.lo)
+			if bytes.Compare(x[:], y[:]) > 0 {
+				t.Fatalf("%d keys: key %d (%x) after %x", n, j, y, x)
+			}
+		}
+		if len(seen) != n {
+			t.Fatalf("%d keys: %d distinct entries back", n, len(seen))
+		}
 	}
 }
