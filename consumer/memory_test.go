@@ -166,6 +166,13 @@ func TestBacklogDrainsWithinMemoryBounds(t *testing.T) {
 	if stagedBytes < maxBytes/2 {
 		t.Errorf("staged answers peaked at %.0f bytes: the committer never had a queue to bound", stagedBytes)
 	}
+	// The dedupe index's presence filter is a bound of its own, shown
+	// beside its cap: one generation (1.25 MiB) for a backlog this size.
+	presence := peak(t, h.Reg, "dedupe_presence_bytes")
+	presenceCap, ok := kafkatest.Gauge(t, h.Reg, "onceflight_memory_limit", "bound", "dedupe_presence_bytes")
+	if !ok || presence <= 0 || presence > presenceCap {
+		t.Errorf("presence filter %.0f bytes, cap %.0f (reported: %v): want 0 < filter ≤ cap", presence, presenceCap, ok)
+	}
 }
 
 // Workers that wait for room among staged answers must never stop the

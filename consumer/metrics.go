@@ -233,13 +233,13 @@ type memCollector struct {
 
 var (
 	memDescNow = prometheus.NewDesc("onceflight_memory_in_use",
-		"What a memory bound currently holds: buffered_commands/buffered_bytes (consumed, queued or running), staged_commands/staged_bytes (answered, waiting for the transaction to commit; bytes estimated), overlay_entries (staged records, entity versions and claimed keys visible before Pebble), skipped_commands (commands of hot entities read past and remembered by offset, 8 bytes each), total_commands/total_bytes (buffered + staged, what max-buffered and max-buffered-bytes bound).",
+		"What a memory bound currently holds: buffered_commands/buffered_bytes (consumed, queued or running), staged_commands/staged_bytes (answered, waiting for the transaction to commit; bytes estimated), overlay_entries (staged records, entity versions and claimed keys visible before Pebble), skipped_commands (commands of hot entities read past and remembered by offset, 8 bytes each), total_commands/total_bytes (buffered + staged, what max-buffered and max-buffered-bytes bound), dedupe_presence_bytes (the dedupe index's filter of stored keys; it only grows).",
 		[]string{"what"}, nil)
 	memDescPeak = prometheus.NewDesc("onceflight_memory_in_use_peak",
 		"The highest value of onceflight_memory_in_use since the process started (exact: raised where the value changes, not sampled).",
 		[]string{"what"}, nil)
 	memDescLimit = prometheus.NewDesc("onceflight_memory_limit",
-		"A configured memory bound: max_buffered (commands, buffered + staged), max_buffered_bytes (buffered + staged; staged alone too), fetch_bytes (max-fetch-bytes × max-concurrent-fetches, held by the Kafka client), dedupe_cache_bytes, dedupe_memtable_bytes and dedupe_entry_cache_entries (the dedupe index), max_skipped_per_partition (skipped commands remembered per partition).",
+		"A configured memory bound: max_buffered (commands, buffered + staged), max_buffered_bytes (buffered + staged; staged alone too), fetch_bytes (max-fetch-bytes × max-concurrent-fetches, held by the Kafka client), dedupe_cache_bytes, dedupe_memtable_bytes, dedupe_entry_cache_entries and dedupe_presence_bytes (the dedupe index), max_skipped_per_partition (skipped commands remembered per partition).",
 		[]string{"bound"}, nil)
 )
 
@@ -279,6 +279,12 @@ func (c *memCollector) Collect(ch chan<- prometheus.Metric) {
 	if e == nil {
 		return
 	}
+	if e.store != nil {
+		// The filter never shrinks: its peak is what it holds now.
+		pb := float64(e.store.PresenceBytes())
+		g(memDescNow, pb, "dedupe_presence_bytes")
+		g(memDescPeak, pb, "dedupe_presence_bytes")
+	}
 	cfg := &e.cfg
 	g(memDescLimit, float64(cfg.MaxBuffered), "max_buffered")
 	g(memDescLimit, float64(cfg.MaxSkippedPerPartition), "max_skipped_per_partition")
@@ -289,6 +295,7 @@ func (c *memCollector) Collect(ch chan<- prometheus.Metric) {
 		g(memDescLimit, float64(l.CacheBytes), "dedupe_cache_bytes")
 		g(memDescLimit, float64(l.MemTableBytes), "dedupe_memtable_bytes")
 		g(memDescLimit, float64(l.EntryCacheEntries), "dedupe_entry_cache_entries")
+		g(memDescLimit, float64(l.PresenceBytes), "dedupe_presence_bytes")
 	}
 }
 

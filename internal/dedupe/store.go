@@ -355,10 +355,16 @@ type Limits struct {
 	// EntryCacheEntries bounds the entries of both in-memory caches
 	// together (two caches of two generations).
 	EntryCacheEntries int
+	// PresenceBytes caps the presence filter (presence.go).
+	PresenceBytes int64
 }
 
 // Limits reports the memory bounds the store was opened with.
 func (s *Store) Limits() Limits { return s.limits }
+
+// PresenceBytes is the memory the presence filter holds now (its bits:
+// it grows by generations up to Limits.PresenceBytes and never shrinks).
+func (s *Store) PresenceBytes() int64 { return s.present.sizeBytes() }
 
 // WithLogger routes Pebble's messages to l (default: discarded). Pebble's
 // informational messages (WAL replay on every open) go to Debug.
@@ -456,7 +462,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, log: cfg.logger, fail: fail, corruption: listener.DataCorruption, dir: dir, entities: newGenCache[entityEntry](cfg.entries), metas: newGenCache[recMeta](cfg.entries),
-		limits: Limits{CacheBytes: cfg.cacheSize, MemTableBytes: memTables * cfg.memTable, EntryCacheEntries: 4 * cfg.entries}}
+		limits: Limits{CacheBytes: cfg.cacheSize, MemTableBytes: memTables * cfg.memTable, EntryCacheEntries: 4 * cfg.entries, PresenceBytes: cfg.presenceBytes}}
 	// Ingested tables are written through Pebble's own file system, so it
 	// links them instead of copying (blobCheckFS).
 	s.ingest.fs, s.ingest.dir = po.FS, dir
