@@ -14,7 +14,7 @@ func TestOpenLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	want := Limits{CacheBytes: 32 << 20, MemTableBytes: memTables * 2 << 20, EntryCacheEntries: 4 * 4096}
+	want := Limits{CacheBytes: 32 << 20, MemTableBytes: memTables * 2 << 20, EntryCacheEntries: 4 * 4096, PresenceBytes: presenceMaxBytes}
 	if got := s.Limits(); got != want {
 		t.Fatalf("limits %+v, want %+v", got, want)
 	}
