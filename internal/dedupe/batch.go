@@ -389,6 +389,10 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 	var pruneLow []byte
 	keys := keyArena{chunk: keyArenaChunk}
 	for key, p := range b.records {
+		// Every record key into the presence filter before the batch is
+		// applied (below): a lookup that sees a record must find its key
+		// there. A batch that then fails leaves only false positives.
+		b.s.present.add(key)
 		val := p.raw
 		if val == nil {
 			var err error
@@ -425,11 +429,6 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 		if err := prepare(); err != nil {
 			return err
 		}
-	}
-	// Every record key into the presence filter before the batch is
-	// applied: a lookup that sees a record must find its key there.
-	for key := range b.records {
-		b.s.present.add(key)
 	}
 	// Under s.mu: a concurrent Prune either sees this batch's records when
 	// it re-reads them, or has already written and this batch overwrites it.

@@ -28,8 +28,10 @@ import (
 //     store thus starts at once (the scan was 1.2–1.6 µs of CPU per
 //     stored key: ~15 s at 10 M keys) and gains the filter when it ends;
 //   - every write of a record adds its key before the write is applied
-//     (Batch.finish for Commit, CommitSyncLater and CommitIngest; Prune's
-//     stub), so a lookup that sees the write sees the key. Pebble
+//     (Batch.finish for Commit, CommitNoSync, CommitSyncLater and
+//     CommitIngest), so a lookup that sees the write sees the key; Prune's
+//     stub, the one other write of a record, rewrites a key it has just
+//     read, which is in already. Pebble
 //     publishes an applied batch with an atomic store and the bits are set
 //     with atomic ORs before it (Go's atomics are sequentially
 //     consistent). A write that fails leaves its key in: a false positive;
