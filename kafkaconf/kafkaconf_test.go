@@ -193,6 +193,8 @@ func TestParseProperties(t *testing.T) {
 		"a=b\x00\n":                    "k.properties:1: control character",
 		"sasl.password=abc\\\ndef\n":   "k.properties:1: property \"sasl.password\": line continuations",
 		strings.Repeat("x", 70<<10):    "k.properties:1: read",
+		" \ufeffclient.id=x\n":         "k.properties:1: byte-order mark",
+		"a=1\n\ufeffb=2\n":             "k.properties:2: byte-order mark",
 	} {
 		if _, err := parseProperties("k.properties", strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("ParseProperties(%.20q) error = %v, want %q", in, err, w)

@@ -47,6 +47,12 @@ func parseProperties(name string, r io.Reader) ([]Property, error) {
 		if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }) {
 			return nil, &Error{Source: src, Msg: "control character in line (only a line break may end a line)"}
 		}
+		// A byte-order mark is dropped only as the file's first bytes;
+		// anywhere else it would hide inside a key that then matches no
+		// property (and reads differently once the file is rewritten).
+		if strings.ContainsRune(s, '\ufeff') {
+			return nil, &Error{Source: src, Msg: "byte-order mark (U+FEFF) inside the line: only the file's very first bytes may be one"}
+		}
 		i := strings.IndexAny(s, "=:")
 		if i < 0 {
 			return nil, &Error{Source: src, Msg: "expected key=value or key: value"}
