@@ -32,3 +32,6 @@ func (e *Executor) Seen(entity, key string) (schemas.Record, bool, error) {
 	}
 	return e.store.Lookup(entity, key)
 }
+
+// RefetchBytes is refetchBytes, a refill's fetch size (skip.go).
+var RefetchBytes = refetchBytes

@@ -106,8 +106,11 @@ func TestHotEntityDoesNotBlockItsPartition(t *testing.T) {
 	defer let()
 
 	h := onceflighttest.New(t)
-	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n"+
-		"  slow.call:\n    connector: http\n    url: %s\n    timeout: 5m\n", h.Effects, svc.URL("")))
+	// noop.ping without an effects file: the test counts outcomes, not
+	// effects, and the file's fsync per effect made the hot entity's
+	// 10 000 commands, run one at a time, take ~30 s (90 s in make test).
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    timeout: 500ms\n"+
+		"  slow.call:\n    connector: http\n    url: %s\n    timeout: 5m\n", svc.URL("")))
 	h.Reg = prometheus.NewRegistry()
 	h.Tune = func(c *consumer.Config) {
 		c.MaxBuffered, c.MaxBufferedPerEntity, c.MaxPollRecords = maxBuffered, perEntity, poll
@@ -227,4 +230,35 @@ func TestRestartWhileDrainingSkippedCommands(t *testing.T) {
 	}
 	checkEntityOrder(t, h, "hot", ids[:hotN])
 	h.Audit()
+}
+
+// A refill's fetch is sized by the span of offsets it reads again, not by
+// the partition: a hot entity's contiguous skipped commands are read
+// without the rest of its backlog; offsets spread over other entities'
+// records get up to max(--max-message-bytes, 1 MiB), as every refill had.
+func TestRefetchSizedBySpan(t *testing.T) {
+	run := func(first, n int64) []int64 {
+		offs := make([]int64, n)
+		for i := range offs {
+			offs[i] = first + int64(i)
+		}
+		return offs
+	}
+	for _, c := range []struct {
+		name       string
+		offs       []int64
+		maxMessage int
+		want       int32
+	}{
+		{"one", []int64{7}, 1 << 20, 64 << 10},
+		{"a run of 50", run(1000, 50), 1 << 20, 64 << 10},
+		{"a run of 200", run(1000, 200), 1 << 20, 200 << 10},
+		{"spread", []int64{10, 5000, 90000}, 1 << 20, 1 << 20},
+		{"spread, large messages", []int64{10, 5000, 90000}, 8 << 20, 8 << 20},
+		{"far apart", []int64{0, 1 << 62}, 1 << 20, 1 << 20},
+	} {
+		if got := consumer.RefetchBytes(c.offs, c.maxMessage); got != c.want {
+			t.Errorf("%s: %d bytes, want %d", c.name, got, c.want)
+		}
+	}
 }
