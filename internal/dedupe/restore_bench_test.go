@@ -57,7 +57,7 @@ func benchRestoreIngest(b *testing.B, key func(int) string) {
 		fresh := NewFresh(n)
 		b.StartTimer()
 		for start := 0; start < n; start += 4000 {
-			batch := s.NewBatch()
+			batch := s.NewBatchSize(4000) // as consumer's catchUp
 			batch.UseFresh(fresh)
 			for _, raw := range journal[start : start+4000] {
 				r, err := schemas.UnmarshalRecordIndex(raw)
