@@ -396,7 +396,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if h.rate() > 0 && o.httpDelay == 20*time.Millisecond {
 			goalAtLeast(&r, h.rate(), 20_000, "20 000/s")
 		}
-		r.Note = fmt.Sprintf("%d cmds, %d POSTs, --max-inflight %d%s", h.n, got, o.httpInflight, brokerNote(h.brokerCPU, h.n))
+		r.Note = fmt.Sprintf("%d cmds, %d POSTs, --max-inflight %d%s%s", h.n, got, o.httpInflight, brokerNote(h.brokerCPU, h.n), h.steadyNote())
 		b.rep.Rows = append(b.rep.Rows, r)
 		// The goal is 20 000/s, or where this machine's CPU is what
 		// bounds it, at most 1.5× a noop command's CPU.

@@ -30,6 +30,46 @@ type serveRun struct {
 	replayed   int
 	audit      string
 	journal    int64 // journal offsets written during the run
+	// steady is the window from the 10th to the 90th percent of outcomes
+	// read: the start (connections dialed, fetches and the first
+	// transactions under way) and the tail (the last, slowest
+	// entities) left out. A short drain at 1 024 in flight spends a
+	// large and varying part of its time in those two, so its whole
+	// rate ranks builds badly (BENCHMARKS.md, "Round 13 (http)").
+	steady struct {
+		n    int
+		wall time.Duration // 10 % → 90 % of outcomes
+		cpu  time.Duration // serve's CPU over the same window
+		// head and tail are the time to the first 10 % (from the
+		// drain's start) and from the 90th percent to the last.
+		head, tail time.Duration
+	}
+}
+
+// steadyRate is the outcomes per second of the steady window, 0 when
+// there is none.
+func (r serveRun) steadyRate() float64 {
+	if r.steady.wall <= 0 {
+		return 0
+	}
+	return float64(r.steady.n) / r.steady.wall.Seconds()
+}
+
+// steadyCPUPerCmd is serve's CPU per command in the steady window, in µs.
+func (r serveRun) steadyCPUPerCmd() float64 {
+	if r.steady.n == 0 {
+		return 0
+	}
+	return float64(r.steady.cpu.Microseconds()) / float64(r.steady.n)
+}
+
+// steadyNote describes the steady window for a row's note.
+func (r serveRun) steadyNote() string {
+	if r.steady.n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; outcomes 10→90 %%: %.0f/s, %.0f µs CPU/cmd (first 10 %% after %.1fs, last 10 %% took %.1fs)",
+		r.steadyRate(), r.steadyCPUPerCmd(), r.steady.head.Seconds(), r.steady.tail.Seconds())
 }
 
 func (r serveRun) rate() float64 {
@@ -144,6 +184,22 @@ func (b *bench) drain(ctx context.Context, phase string, spec cmdSpec, dataDir s
 		return r, err
 	}
 	broker0 := b.brokerCPU()
+	// The steady window's ends: serve's CPU is sampled when the outcome
+	// at 10 % and at 90 % of the run is read.
+	lo, hi := spec.n/10, spec.n-spec.n/10
+	var read int
+	var at [2]time.Time
+	var cpuAt [2]time.Duration
+	w.onOutcome = func(_ string, t time.Time) {
+		read++
+		for i, mark := range [2]int{lo, hi} {
+			if read == mark && mark > 0 {
+				if s, err := sampleProc(c.Pid()); err == nil {
+					at[i], cpuAt[i] = t, s.CPU
+				}
+			}
+		}
+	}
 	res, err := w.await(ctx, spec.ids(), b.stall, func() error {
 		if c.Exited() {
 			return c.ExitErr()
@@ -162,6 +218,13 @@ func (b *bench) drain(ctx context.Context, phase string, spec cmdSpec, dataDir s
 		t0 = res.first
 	}
 	r.drain = res.last.Sub(t0)
+	if !at[0].IsZero() && at[1].After(at[0]) {
+		r.steady.n = hi - lo
+		r.steady.wall = at[1].Sub(at[0])
+		r.steady.cpu = cpuAt[1] - cpuAt[0]
+		r.steady.head = at[0].Sub(t0)
+		r.steady.tail = res.last.Sub(at[1])
+	}
 	r.cpu = s1.CPU - s0.CPU
 	r.brokerCPU = b.brokerCPU() - broker0
 	r.hwmKB = s1.HWMKB
