@@ -1,11 +1,13 @@
 package audit
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
 	"os"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -166,14 +168,30 @@ type sortKey struct {
 	i      int
 }
 
-// sortKeys returns ks in key order. Ids are digests, uniformly spread:
-// placed by the top bits of hi (a counting sort into about one bucket
-// per id), they are in order but within a bucket, which an insertion
-// sort then fixes in a pass. A comparison sort of a partition's ids cost
-// as much as Pebble's own sort of the batch it saves.
+// sortKeys returns ks in key order (sortKeysCounted).
 func sortKeys(ks []sortKey) []sortKey {
+	out, _ := sortKeysCounted(ks)
+	return out
+}
+
+// maxInsertionBucket is the largest bucket sortKeysCounted orders by
+// insertion; a larger one is sorted by comparison (O(n log n)).
+const maxInsertionBucket = 32
+
+// sortKeysCounted returns ks in key order, and how many of its buckets
+// were too large to order by insertion. Ids are digests, uniformly
+// spread: placed by the top bits of hi (a counting sort into about one
+// bucket per id), they are in order but within a bucket, which an
+// insertion sort then fixes. A comparison sort of a partition's ids cost
+// as much as Pebble's own sort of the batch it saves. Ids that are not
+// uniform (an outcome id is anyone's string, and ids chosen to share the
+// digest's top bits can be searched for) would put many in one bucket,
+// whose insertion sort is quadratic: a bucket of more than
+// maxInsertionBucket is sorted by slices.SortFunc instead, so the sort
+// stays O(n log n) whatever the ids (TestSortKeysCrafted).
+func sortKeysCounted(ks []sortKey) ([]sortKey, int) {
 	if len(ks) < 2 {
-		return ks
+		return ks, 0
 	}
 	width := bits.Len(uint(len(ks)))
 	shift := 64 - width
@@ -190,13 +208,28 @@ func sortKeys(ks []sortKey) []sortKey {
 		out[starts[b]] = k
 		starts[b]++
 	}
-	less := func(x, y sortKey) bool { return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo) }
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && less(out[j], out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
+	// starts[b] is now where bucket b ends, and bucket b+1 begins.
+	large, lo := 0, 0
+	for _, hi := range starts[:1<<width] {
+		switch n := hi - lo; {
+		case n > maxInsertionBucket:
+			large++
+			slices.SortFunc(out[lo:hi], compareSortKeys)
+		case n > 1:
+			for i := lo + 1; i < hi; i++ {
+				for j := i; j > lo && compareSortKeys(out[j], out[j-1]) < 0; j-- {
+					out[j], out[j-1] = out[j-1], out[j]
+				}
+			}
 		}
+		lo = hi
 	}
-	return out
+	return out, large
+}
+
+// compareSortKeys orders sort keys as their ids' bytes.
+func compareSortKeys(x, y sortKey) int {
+	return cmp.Or(cmp.Compare(x.hi, y.hi), cmp.Compare(x.lo, y.lo))
 }
 
 // close closes the store and removes its directory.

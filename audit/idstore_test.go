@@ -133,3 +133,68 @@ func TestSortKeys(t *testing.T) {
 		}
 	}
 }
+
+// craftedSortKeys is n ids that all share the top bits sortKeysCounted
+// buckets by (as ids searched for a common digest prefix would), in
+// descending order: one bucket of n, the insertion sort's worst case.
+func craftedSortKeys(n int) []sortKey {
+	ks := make([]sortKey, n)
+	for i := range ks {
+		d := digestOf("crafted", strconv.Itoa(i))
+		ks[i] = sortKey{0xfedc_ba98_0000_0000 | uint64(n-i), binary.BigEndian.Uint64(d[8:]), i}
+	}
+	return ks
+}
+
+// TestSortKeysCrafted: ids crafted into one bucket are sorted by
+// comparison, not by the insertion pass (quadratic in a bucket's size),
+// and come back in key order, every entry once; the digests of ordinary
+// ids never leave the insertion pass.
+func TestSortKeysCrafted(t *testing.T) {
+	const n = 20_000
+	ks := craftedSortKeys(n)
+	want := slices.Clone(ks)
+	slices.SortFunc(want, compareSortKeys)
+	got, large := sortKeysCounted(slices.Clone(ks))
+	if large != 1 {
+		t.Errorf("%d crafted ids in one bucket: %d buckets sorted by comparison, want 1", n, large)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%d crafted ids: not in key order", n)
+	}
+	var ordinary []sortKey
+	for i := range n {
+		d := digestOf("ordinary", strconv.Itoa(i))
+		ordinary = append(ordinary, sortKey{binary.BigEndian.Uint64(d[:8]), binary.BigEndian.Uint64(d[8:]), i})
+	}
+	want = slices.Clone(ordinary)
+	slices.SortFunc(want, compareSortKeys)
+	got, large = sortKeysCounted(ordinary)
+	if large != 0 {
+		t.Errorf("%d ordinary ids: %d buckets sorted by comparison, want none", n, large)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%d ordinary ids: not in key order", n)
+	}
+}
+
+// BenchmarkSortKeys: sortKeys of a partition's worth of ordinary ids
+// (digests) and of as many crafted into one bucket.
+func BenchmarkSortKeys(b *testing.B) {
+	const n = 16_667
+	ordinary := make([]sortKey, n)
+	for i := range ordinary {
+		d := digestOf("ordinary", strconv.Itoa(i))
+		ordinary[i] = sortKey{binary.BigEndian.Uint64(d[:8]), binary.BigEndian.Uint64(d[8:]), i}
+	}
+	for _, c := range []struct {
+		name string
+		ks   []sortKey
+	}{{"ordinary", ordinary}, {"crafted", craftedSortKeys(n)}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				sortKeys(c.ks)
+			}
+		})
+	}
+}
