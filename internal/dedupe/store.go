@@ -480,6 +480,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.logTree("dedupe: opened")
 	return s, nil
 }
 
@@ -533,6 +534,7 @@ func (s *Store) Close() error {
 	}
 	s.points.idle.Stop()
 	s.dropPointIters()
+	s.logTree("dedupe: closing")
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("dedupe: close: %w", err)
 	}
