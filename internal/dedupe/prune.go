@@ -611,7 +611,7 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 		age := p.now.Sub(*rec.FinishedAt)
 		switch {
 		case p.memory > 0 && age > p.memory:
-			if err := p.forget(pb, &rec); err != nil {
+			if err := p.forget(pb, &rec, ph); err != nil {
 				return err
 			}
 		case ph == phaseFull && p.keep > 0 && age > p.keep:
@@ -657,14 +657,23 @@ func (p *pruner) applyLocked(pr *pointReader, pb *pebble.Batch, ph phase, cands 
 	return nil
 }
 
-// forget deletes rec and every index entry that can name it: status, f/ and
-// k/ (a prunable record is never unresolved, so it has no u/ entry). An
+// forget deletes rec and every index entry that can name it: status, and
+// the prune entry of the phase that found it (a prunable record is never
+// unresolved, so it has no u/ entry): f/ for a full record, k/ for a stub,
+// whose f/ entry the stubbing deleted. A second tombstone there would
+// delete nothing, and the prune index has tables of its own
+// (recordSpanPolicy): a table of such tombstones overlaps nothing below
+// it, so compactions move it whole to the bottom level, where it stays. An
 // entity's state stays: its version is business state, and a forgotten
 // entity restarting at version 0 would reject a late command's
 // expectedversion. Called under s.mu.
-func (p *pruner) forget(pb *pebble.Batch, rec *schemas.Record) error {
+func (p *pruner) forget(pb *pebble.Batch, rec *schemas.Record, ph phase) error {
 	var a keyArena
-	keys := staleIndexKeys(nil, rec, scopeOf(rec), &a)
+	sc := scopeOf(rec)
+	keys := indexKeys(nil, rec, sc, &a) // the f/ entry last
+	if ph == phaseStub {
+		keys = append(keys[:len(keys)-1], a.pruneKey(prefixPruneStub, rec, sc))
+	}
 	if err := pb.Delete(recordKeyOf(rec), nil); err != nil {
 		return fmt.Errorf("dedupe: batch: %w", err)
 	}

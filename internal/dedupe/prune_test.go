@@ -743,3 +743,38 @@ func BenchmarkPrune(b *testing.B) {
 		})
 	}
 }
+
+// TestForgetStubDeletesNoFullEntry: forgetting a stub deletes its k/ entry,
+// not the f/ entry that stubbing already deleted: a table of tombstones
+// over nothing, in the prune index's own tables, would be moved whole to
+// the bottom level and stay (TestPruneShrinksDisk saw it in 2 runs of 5).
+func TestForgetStubDeletesNoFullEntry(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	b := s.NewBatch()
+	for j := range 100 {
+		b.PutRecord(fullRec(fmt.Sprintf("k%06d", j), "e", schemas.StatusSucceeded, t0))
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	pruneAll(t, s, t0.Add(keep+day))
+	tableBytes(t, s) // flushed and compacted: no f/ entry is left
+	pruneAll(t, s, t0.Add(memory+day))
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := s.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range levels {
+		for _, tb := range level {
+			if bytes.HasPrefix(tb.Smallest.UserKey, []byte(prefixPruneFull)) || bytes.HasPrefix(tb.Largest.UserKey, []byte(prefixPruneFull)) {
+				t.Errorf("table %s [%q .. %q] after forgetting stubs: f/ tombstones written", tb.FileNum, tb.Smallest.UserKey, tb.Largest.UserKey)
+			}
+		}
+	}
+	if n := len(allKeys(t, s, prefixRecord)); n != 0 {
+		t.Errorf("%d records left after forgetting", n)
+	}
+}

@@ -158,20 +158,36 @@ const (
 // recordSpan is the key range of records ("r/" up to "r0").
 var recordSpan = struct{ start, end []byte }{[]byte(prefixRecord), prefixEnd([]byte(prefixRecord))}
 
+// pruneSpan is the key range of the prune index ("f/" up to "f0").
+var pruneSpan = struct{ start, end []byte }{[]byte(prefixPruneFull), prefixEnd([]byte(prefixPruneFull))}
+
+// spanBounds are the keys at which every table ends (recordSpanPolicy), in
+// key order.
+var spanBounds = [][]byte{pruneSpan.start, pruneSpan.end, recordSpan.start, recordSpan.end}
+
 // recordSpanPolicy separates values only in the record span: everywhere
 // else values stay in the sstables (ValueStorageLowReadLatency). Pebble
 // calls it for the first key of each output table and ends the table at
 // the returned end key.
+//
+// Tables also end at the prune index's bounds. Its keys begin with the
+// record's finish time, so a flush's prune entries are newer than every
+// stored one; in a table of their own they overlap at most the last prune
+// table of Lbase, whereas in one table with the entity and progress
+// entries (keys spread over e/ and p/, on both sides of f/) they made
+// every L0 → Lbase compaction rewrite the whole stored prune index, the
+// largest part of the index (47 of the ~74 bytes of keys per record).
 func recordSpanPolicy(start []byte) (pebble.SpanPolicy, []byte, error) {
-	inPlace := pebble.SpanPolicy{ValueStoragePolicy: pebble.ValueStorageLowReadLatency}
-	switch {
-	case bytes.Compare(start, recordSpan.start) < 0:
-		return inPlace, recordSpan.start, nil
-	case bytes.Compare(start, recordSpan.end) < 0:
-		return pebble.SpanPolicy{}, recordSpan.end, nil
-	default:
-		return inPlace, nil, nil
+	pol := pebble.SpanPolicy{ValueStoragePolicy: pebble.ValueStorageLowReadLatency}
+	if bytes.Compare(start, recordSpan.start) >= 0 && bytes.Compare(start, recordSpan.end) < 0 {
+		pol = pebble.SpanPolicy{}
 	}
+	for _, b := range spanBounds {
+		if bytes.Compare(start, b) < 0 {
+			return pol, b, nil
+		}
+	}
+	return pol, nil, nil
 }
 
 // bloomBitsPerKey gives a ~1% false-positive rate. Most lookups are misses
@@ -480,6 +496,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.logTree("dedupe: opened")
 	return s, nil
 }
 
@@ -533,6 +550,7 @@ func (s *Store) Close() error {
 	}
 	s.points.idle.Stop()
 	s.dropPointIters()
+	s.logTree("dedupe: closing")
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("dedupe: close: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -262,4 +263,53 @@ func recordTables(t *testing.T, dir string) []string {
 		t.Fatal("no table of records")
 	}
 	return out
+}
+
+// TestPruneIndexTablesApart: a flush writes the prune index (f/) into
+// tables of its own, apart from the entity and progress entries around it
+// in key order, so that a flush's prune table (newer finish times than any
+// stored) does not overlap the stored prune index and L0 → Lbase
+// compactions need not rewrite it (recordSpanPolicy).
+func TestPruneIndexTablesApart(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	t0 := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		var recs []schemas.Record
+		for j := range 50 {
+			r := rec(fmt.Sprintf("k-%d-%d", i, j), fmt.Sprintf("e-%d", j), schemas.StatusSucceeded, 0)
+			at := t0.Add(time.Duration(i*50+j) * time.Millisecond)
+			r.StartedAt, r.FinishedAt = &at, &at
+			recs = append(recs, r)
+		}
+		b := s.NewBatch()
+		for _, r := range recs {
+			b.PutRecord(r)
+		}
+		b.SetProgress(0, Progress{JournalOffset: int64(i)})
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := s.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prune int
+	for _, level := range levels {
+		for _, tb := range level {
+			lo, hi := bytes.HasPrefix(tb.Smallest.UserKey, pruneSpan.start), bytes.HasPrefix(tb.Largest.UserKey, pruneSpan.start)
+			if lo != hi {
+				t.Errorf("table %s spans %q .. %q: prune entries share it", tb.FileNum, tb.Smallest.UserKey, tb.Largest.UserKey)
+			}
+			if lo {
+				prune++
+			}
+		}
+	}
+	if prune == 0 {
+		t.Error("no table of prune entries")
+	}
 }

@@ -1,0 +1,56 @@
+package dedupe
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// TestTreeLoggedAtDebug: with Debug on, Open and Close log Pebble's figures
+// (what a flush wrote since Open, what the next start inherits); at Info
+// nothing.
+func TestTreeLoggedAtDebug(t *testing.T) {
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	s, err := Open(dir, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), `msg="dedupe: opened" wal_bytes_in=`) {
+		t.Fatalf("no tree at open in %q", logs.String())
+	}
+	for i := range 50 {
+		put(t, s, rec(fmt.Sprintf("k-%d", i), "e-1", schemas.StatusSucceeded, 0))
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closing := logs.String()[strings.Index(logs.String(), `msg="dedupe: closing"`):]
+	for _, want := range []string{" flushes=1 ", " compactions=0 ", " compacted_blob_bytes=0 ", " levels=L0:"} {
+		if !strings.Contains(closing, want) {
+			t.Errorf("closing line lacks %q: %q", want, closing)
+		}
+	}
+	if strings.Contains(closing, " flushed_table_bytes=0 ") || strings.Contains(closing, " wal_bytes_in=0 ") {
+		t.Errorf("closing line counts no write: %q", closing)
+	}
+
+	logs.Reset()
+	s, err = Open(dir, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "dedupe: opened") || strings.Contains(logs.String(), "dedupe: closing") {
+		t.Errorf("tree logged at Info: %q", logs.String())
+	}
+}
