@@ -52,7 +52,7 @@ func treeAttrs(m *pebble.Metrics) []any {
 		fmt.Fprintf(&levels, "+%.1f+%.1fMiB", mib(l.TableBytesFlushed+l.TableBytesCompacted), mib(l.BlobBytesCompacted))
 	}
 	// Pebble counts a flush's blob files in BlobBytesCompacted too.
-	compB -= flushB
+	compB -= min(flushB, compB)
 	amp := 0.0
 	if m.WAL.BytesIn > 0 {
 		amp = float64(flushT+flushB+compT+compB) / float64(m.WAL.BytesIn)
