@@ -582,7 +582,7 @@ func (c *committer) flush(ctx context.Context) error {
 	if len(queue) == 0 {
 		return errIdle
 	}
-	queue = c.dropUnowned(queue)
+	queue = c.dropUnowned(queue, member)
 
 	tx := c.encode(queue)
 	if tx.ob.Len() == 0 {
@@ -603,6 +603,9 @@ func (c *committer) flush(ctx context.Context) error {
 	}
 	wms := map[int32]int64{}
 	for _, st := range e.ownedStates() {
+		if st.member != member {
+			continue // dropUnowned
+		}
 		if wm, ok := st.watermark(); ok {
 			wms[st.p] = wm
 		}
@@ -627,10 +630,17 @@ func (c *committer) flush(ctx context.Context) error {
 }
 
 // dropUnowned drops the work of partitions we no longer own: the new owner
-// consumes those commands again (and inherits their intents).
-func (c *committer) dropUnowned(queue []entry) []entry {
+// consumes those commands again (and inherits their intents). Owned means
+// held, not lost, and assigned to member, the membership this flush
+// commits under: the offset commit's generation vouches only for the
+// partitions of its own membership, and the coordinator does not check
+// which partitions it names, so work of a partition assigned to an
+// earlier membership of this process (kept by the client across an
+// eviction, though another member owned it in between) must not ride on
+// it.
+func (c *committer) dropUnowned(queue []entry, member string) []entry {
 	e := c.e
-	owned := func(st *partState) bool { return e.part(st.p) == st && !st.lost.Load() }
+	owned := func(st *partState) bool { return e.part(st.p) == st && !st.lost.Load() && st.member == member }
 	kept := queue[:0]
 	dropped := 0
 	var gone []*stagedItem

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -489,6 +490,18 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 		e.ready.Store(true)
 		return
 	}
+	// The membership this assignment belongs to. Partitions held under
+	// another one were kept by the client across an eviction: another
+	// member may have owned them meanwhile, so their state is stale.
+	// Drop them and rejoin from nothing, so that every partition is
+	// restored before it is processed.
+	member, _ := cl.GroupMetadata()
+	if stale := e.partsOfOtherMember(member); len(stale) > 0 {
+		e.log.Warn("partitions kept across a new group membership: dropped, and the group is joined again so that they are restored first",
+			"partitions", stale)
+		e.release(stale)
+		e.rejoin(fmt.Errorf("partitions %v kept across a new group membership", stale))
+	}
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.RestoreTimeout)
 	defer cancel()
 	// A restarted executor keeps its transactional id: loading the
@@ -536,6 +549,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			// partition held or paused under an earlier ownership would
 			// otherwise never be fetched again.
 			cl.ResumeFetchPartitions(map[string][]int32{e.cfg.Topics.Commands: {p}})
+			st.member = member
 			e.mu.Lock()
 			if old, ok := e.mu.parts[p]; ok {
 				old.lost.Store(true)
@@ -559,10 +573,17 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 // could be minutes): the loop recreates the client, which rejoins and
 // restores again from the progress made so far.
 func (e *Executor) rejoinAfterFailedRestore() {
+	e.rejoin(errors.New("a partition could not be restored"))
+}
+
+// rejoin marks the executor not ready and ends the poll loop with cause:
+// the loop recreates the client, which joins the group with no
+// partitions and restores every one it is given.
+func (e *Executor) rejoin(cause error) {
 	e.ready.Store(false)
 	if p := e.pipe.Load(); p != nil {
 		select {
-		case p.broken <- errors.New("a partition could not be restored"):
+		case p.broken <- cause:
 		default:
 		}
 	}
@@ -654,6 +675,21 @@ func (e *Executor) dropAll() {
 		delete(e.mu.parts, p)
 	}
 	clear(e.mu.held)
+}
+
+// partsOfOtherMember lists the partitions held under a group member id
+// other than member.
+func (e *Executor) partsOfOtherMember(member string) []int32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []int32
+	for p, st := range e.mu.parts {
+		if st.member != member {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (e *Executor) part(p int32) *partState {

@@ -2,11 +2,8 @@ package consumer
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -21,13 +18,7 @@ import (
 // any fresh write over a stored record, so the http and fault tests check
 // that "fresh" is never wrong.
 func TestIntentServedFromOverlayAndFinalFresh(t *testing.T) {
-	e := &Executor{m: newMetrics(prometheus.NewRegistry()), log: slog.New(slog.DiscardHandler)}
-	st := &partState{p: 0}
-	e.mu.parts = map[int32]*partState{0: st}
-	pl := &pipeline{e: e}
-	pl.mu.ov = newOverlay()
-	c := newCommitter(e, nil, pl)
-	pl.cm = c
+	e, st, pl, c := committerOfOnePartition("")
 	j := &job{p: pl, e: e}
 	k := scopedKey{"e-1", "k-1"}
 	j.absent = []scopedKey{k, {"e-1", "k-other"}, k} // k read twice

@@ -16,6 +16,13 @@ type partState struct {
 
 	// Set by restore before the partition is published; read-only after.
 	epoch int64
+	// member is the group member id the partition was assigned to
+	// (onAssigned), read-only after. Its work commits only under that
+	// membership (committer.dropUnowned): a member that was evicted and
+	// rejoined gets a new id, and the cooperative protocol may hand it
+	// back partitions it claimed from before without a callback, though
+	// another member owned them in between.
+	member string
 
 	// chain is the partition's journal chain, guarded by committer.mu:
 	// hashes and fencing tokens are assigned in the order records are

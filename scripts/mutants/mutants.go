@@ -186,6 +186,14 @@ var guarantees = []mutant{
 		Run:  "TestJournalKeptCompleteAndGapsHeld|TestJournalRetentionFollowsKeyMemory",
 	},
 	{
+		Name: "fence-membership", Guarantee: "G1: work of a partition assigned to an earlier membership of this process is not committed under a later one",
+		Edits: []edit{{"consumer/committer.go",
+			" && !st.lost.Load() && st.member == member }",
+			" && !st.lost.Load() }"}},
+		Pkgs: []string{consumerPkg},
+		Run:  "TestWorkOfAnEarlierMembershipIsDropped|TestAnswersOfAnEarlierMembershipAreDropped",
+	},
+	{
 		Name: "lookup-sees-writes", Guarantee: "G2: a lookup sees every record committed before it (a reused iterator is dropped after a write)",
 		Edits: []edit{{"internal/dedupe/failure.go",
 			"	defer s.points.wrote()\n",
