@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -34,5 +35,24 @@ func TestNoClientMetricsByDefault(t *testing.T) {
 	c.setDefaults()
 	if disabled(c.KafkaOpts) {
 		t.Error("enable.metrics.push=true: client metrics are off")
+	}
+}
+
+// TestFetchLongPollBoundsResume: the executor's fetch is held by the
+// broker for at most fetchMaxWait, not franz-go's 5 s default, since a
+// partition resumed after its buffer bound joins only the next fetch
+// request (checkPause).
+func TestFetchLongPollBoundsResume(t *testing.T) {
+	c := Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", ExecutorID: "x"}
+	c.Topics.Commands = "commands"
+	c.setDefaults()
+	e := &Executor{cfg: c}
+	cl, err := e.newClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if got := cl.OptValue(kgo.FetchMaxWait).(time.Duration); got > time.Second {
+		t.Fatalf("fetch max wait %s: a resumed partition may wait that long for its first fetch", got)
 	}
 }

@@ -432,6 +432,12 @@ func (e *Executor) initProducer(ctx context.Context, cl *kgo.Client) error {
 
 func (e *Executor) txnID() string { return "onceflight-" + e.cfg.ExecutorID }
 
+// fetchMaxWait is how long the broker may hold the executor's fetch
+// when no partition in it has records: the longest a resumed partition
+// waits for its first fetch. An idle executor then asks 4 times a second
+// instead of once every 5 s.
+const fetchMaxWait = 250 * time.Millisecond
+
 func (e *Executor) newClient() (*kgo.Client, error) {
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(e.cfg.Brokers...),
@@ -457,6 +463,13 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		// 50 MiB response per broker).
 		kgo.FetchMaxBytes(int32(e.cfg.MaxFetchBytes)),
 		kgo.MaxConcurrentFetches(e.cfg.MaxConcurrentFetches),
+		// A partition paused at its buffer bound (checkPause) is resumed
+		// into the next fetch request, not the one in flight; with the
+		// other partitions idle, that one is a long poll held by the
+		// broker for up to this long. At franz-go's 5 s default a drain's
+		// last partition sat idle for 4 s after its resume (BENCHMARKS.md,
+		// "Round 13 (http)").
+		kgo.FetchMaxWait(fetchMaxWait),
 		// Every record's partition is chosen by outbox (murmur2 for keys,
 		// the command's partition for the journal).
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
