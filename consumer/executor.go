@@ -498,22 +498,25 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 // rebalance it belongs to; an epoch marker written after that would be
 // refused by its fence anyway.
 func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
-	ps := assigned[e.cfg.Topics.Commands]
-	if len(ps) == 0 {
-		e.ready.Store(true)
-		return
-	}
 	// The membership this assignment belongs to. Partitions held under
 	// another one were kept by the client across an eviction: another
 	// member may have owned them meanwhile, so their state is stale.
 	// Drop them and rejoin from nothing, so that every partition is
-	// restored before it is processed.
+	// restored before it is processed. Checked before anything else: an
+	// assignment that adds no partition may keep stale ones, and one that
+	// adds some need not restore them, since the rejoin restores all.
 	member, _ := cl.GroupMetadata()
 	if stale := e.partsOfOtherMember(member); len(stale) > 0 {
 		e.log.Warn("partitions kept across a new group membership: dropped, and the group is joined again so that they are restored first",
 			"partitions", stale)
 		e.release(stale)
 		e.rejoin(fmt.Errorf("partitions %v kept across a new group membership", stale))
+		return
+	}
+	ps := assigned[e.cfg.Topics.Commands]
+	if len(ps) == 0 {
+		e.ready.Store(true)
+		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.RestoreTimeout)
 	defer cancel()
