@@ -505,8 +505,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 	// restored before it is processed. Checked before anything else: an
 	// assignment that adds no partition may keep stale ones, and one that
 	// adds some need not restore them, since the rejoin restores all.
-	member, _ := cl.GroupMetadata()
-	if stale := e.partsOfOtherMember(member); len(stale) > 0 {
+	if stale := e.partsOfOtherMember(cl); len(stale) > 0 {
 		e.log.Warn("partitions kept across a new group membership: dropped, and the group is joined again so that they are restored first",
 			"partitions", stale)
 		e.release(stale)
@@ -518,6 +517,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 		e.ready.Store(true)
 		return
 	}
+	member, _ := cl.GroupMetadata()
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.RestoreTimeout)
 	defer cancel()
 	// A restarted executor keeps its transactional id: loading the
@@ -694,10 +694,14 @@ func (e *Executor) dropAll() {
 }
 
 // partsOfOtherMember lists the partitions held under a group member id
-// other than member.
-func (e *Executor) partsOfOtherMember(member string) []int32 {
+// other than cl's now; the client is asked only if some are held.
+func (e *Executor) partsOfOtherMember(cl *kgo.Client) []int32 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if len(e.mu.parts) == 0 {
+		return nil
+	}
+	member, _ := cl.GroupMetadata()
 	var out []int32
 	for p, st := range e.mu.parts {
 		if st.member != member {
