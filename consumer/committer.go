@@ -159,8 +159,12 @@ type markerReq struct {
 	answered bool // done was sent (committer only)
 	p        int32
 	epoch    int64
-	fence    int64 // committed offset of commands partition p, re-committed as the fence
-	done     chan markerDone
+	fence    int64  // committed offset of commands partition p, re-committed as the fence
+	member   string // the group membership whose assignment p's restore belongs to
+	// abandoned: the restore stopped waiting (its deadline passed), so it
+	// will not publish p; the marker must not be written after that.
+	abandoned atomic.Bool
+	done      chan markerDone
 }
 
 type markerDone struct {
@@ -288,8 +292,8 @@ func (c *committer) intent(ctx context.Context, p int32, rec schemas.Record) (in
 
 // marker writes an epoch marker for partition p (not yet published as
 // owned) in a fenced transaction and returns its journal offset.
-func (c *committer) marker(ctx context.Context, p int32, epoch, fence int64) (int64, error) {
-	req := &markerReq{p: p, epoch: epoch, fence: fence, done: make(chan markerDone, 1)}
+func (c *committer) marker(ctx context.Context, p int32, epoch, fence int64, member string) (int64, error) {
+	req := &markerReq{p: p, epoch: epoch, fence: fence, member: member, done: make(chan markerDone, 1)}
 	c.mu.Lock()
 	c.mu.queue = append(c.mu.queue, entry{marker: req})
 	c.mu.Unlock()
@@ -298,6 +302,7 @@ func (c *committer) marker(ctx context.Context, p int32, epoch, fence int64) (in
 	case d := <-req.done:
 		return d.off, d.err
 	case <-ctx.Done():
+		req.abandoned.Store(true)
 		return 0, ctx.Err()
 	case <-c.done:
 		return 0, errFenced
@@ -603,8 +608,8 @@ func (c *committer) flush(ctx context.Context) error {
 	}
 	wms := map[int32]int64{}
 	for _, st := range e.ownedStates() {
-		if st.member != member {
-			continue // dropUnowned
+		if !e.ownedBy(st, member) {
+			continue // as dropUnowned
 		}
 		if wm, ok := st.watermark(); ok {
 			wms[st.p] = wm
@@ -640,20 +645,27 @@ func (c *committer) flush(ctx context.Context) error {
 // it.
 func (c *committer) dropUnowned(queue []entry, member string) []entry {
 	e := c.e
-	owned := func(st *partState) bool { return e.part(st.p) == st && !st.lost.Load() && st.member == member }
 	kept := queue[:0]
 	dropped := 0
 	var gone []*stagedItem
 	for _, en := range queue {
 		switch {
-		case en.intent != nil && !owned(en.intent.st):
+		case en.intent != nil && !e.ownedBy(en.intent.st, member):
 			e.m.fenced.WithLabelValues("intent").Inc()
 			answer(en.intent.done, errFenced)
 			c.p.forgetIntent(en.intent.st, &en.intent.rec)
 			dropped++
-		case en.item != nil && !owned(en.item.st):
+		case en.item != nil && !e.ownedBy(en.item.st, member):
 			e.m.fenced.WithLabelValues("answer").Inc()
 			gone = append(gone, en.item)
+			dropped++
+		case en.marker != nil && (en.marker.member != member || en.marker.abandoned.Load()):
+			// An epoch marker claims its partition and re-commits its
+			// fence offset: under another membership's generation, or
+			// after its restore gave up, it would claim a partition this
+			// membership may not own, and move its committed offset.
+			e.m.fenced.WithLabelValues("marker").Inc()
+			en.marker.answer(markerDone{err: errFenced})
 			dropped++
 		default:
 			kept = append(kept, en)
@@ -672,6 +684,13 @@ func (c *committer) dropUnowned(queue []entry, member string) []entry {
 		e.log.Warn("fenced: dropped writes for partitions no longer owned; the new owner answers those commands", "dropped", dropped)
 	}
 	return kept
+}
+
+// ownedBy reports whether st is the held, not lost, state of its
+// partition, assigned to member: the one rule for what a flush committing
+// under member may carry (work and watermarks alike).
+func (e *Executor) ownedBy(st *partState, member string) bool {
+	return e.part(st.p) == st && !st.lost.Load() && st.member == member
 }
 
 // txn is one transaction's content, encoded.

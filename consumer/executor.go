@@ -533,6 +533,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 		e.rejoinAfterFailedRestore()
 		return
 	}
+	as.member = member
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 4)
 	for _, p := range ps {

@@ -92,3 +92,62 @@ func TestAnswersOfAnEarlierMembershipAreDropped(t *testing.T) {
 		t.Error("the dropped answer is still in the overlay")
 	}
 }
+
+// queueMarker asks c for an epoch marker of partition 0 for member, as a
+// restore does, and returns the restore's answer and the queue taken once
+// the marker is in it.
+func queueMarker(t *testing.T, ctx context.Context, c *committer, member string) (<-chan error, []entry) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.marker(ctx, 0, 5, 100, member)
+		errc <- err
+	}()
+	for {
+		c.mu.Lock()
+		n := len(c.mu.queue)
+		c.mu.Unlock()
+		if n > 0 {
+			return errc, c.take()
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestMarkersOfAnEarlierMembershipAreDropped: an epoch marker is written
+// only under the membership its restore was assigned under. A marker
+// claims its partition and re-commits the fence offset: committed under a
+// later membership's generation, it would claim a partition this process
+// may not own, and move that partition's committed offset under its owner.
+func TestMarkersOfAnEarlierMembershipAreDropped(t *testing.T) {
+	_, _, _, c := committerOfOnePartition("member-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, q := queueMarker(t, ctx, c, "member-1")
+	if kept := c.dropUnowned(q, "member-1"); len(kept) != 1 {
+		t.Fatalf("the marker of this membership's restore: %d entries kept, want 1", len(kept))
+	}
+	errc, q := queueMarker(t, ctx, c, "member-1")
+	if kept := c.dropUnowned(q, "member-2"); len(kept) != 0 {
+		t.Fatalf("the marker of an earlier membership's restore: %d entries kept, want none", len(kept))
+	}
+	if err := <-errc; err != errFenced {
+		t.Fatalf("the dropped marker's restore got %v, want errFenced", err)
+	}
+}
+
+// TestMarkersOfAbandonedRestoresAreDropped: a restore that stopped waiting
+// for its marker (its deadline passed) publishes nothing and the group is
+// joined again; its marker, still queued, must not be written after that.
+func TestMarkersOfAbandonedRestoresAreDropped(t *testing.T) {
+	_, _, _, c := committerOfOnePartition("member-1")
+	ctx, stop := context.WithCancel(context.Background())
+	errc, q := queueMarker(t, ctx, c, "member-1")
+	stop()
+	if err := <-errc; err != context.Canceled {
+		t.Fatalf("the restore that gave up got %v, want its own cancellation", err)
+	}
+	if kept := c.dropUnowned(q, "member-1"); len(kept) != 0 {
+		t.Fatalf("the marker of a restore that gave up: %d entries kept, want none", len(kept))
+	}
+}

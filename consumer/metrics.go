@@ -98,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "onceflight_skipped_refills_total", Help: "Reads of a hot entity's skipped commands again from Kafka (each of at most max-buffered-per-entity commands).",
 		}),
 	}
-	for _, s := range []string{"intent", "answer", "commit"} {
+	for _, s := range []string{"intent", "answer", "marker", "commit"} {
 		m.fenced.WithLabelValues(s)
 	}
 	for _, r := range []string{"committed", "aborted"} {

@@ -84,7 +84,7 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, 
 	if err != nil {
 		return nil, fmt.Errorf("restore partition %d: %w", p, err)
 	}
-	off, err := pipe.cm.marker(ctx, p, epoch, fence)
+	off, err := pipe.cm.marker(ctx, p, epoch, fence, as.member)
 	if err != nil {
 		return nil, fmt.Errorf("restore partition %d: epoch marker: %w", p, err)
 	}
@@ -125,7 +125,10 @@ func (e *Executor) waitPipeline(ctx context.Context, cl *kgo.Client) (*pipeline,
 // once, instead of once per partition: the journal's bounds and the group's
 // committed offsets.
 type assignment struct {
-	e              *Executor
+	e *Executor
+	// member is the group member id the assignment was made to: the
+	// epoch markers of its restores are committed only under it.
+	member         string
 	starts, ends   kadm.ListedOffsets
 	committed      kadm.OffsetResponses
 	commandsStarts kadm.ListedOffsets

@@ -188,10 +188,18 @@ var guarantees = []mutant{
 	{
 		Name: "fence-membership", Guarantee: "G1: work of a partition assigned to an earlier membership of this process is not committed under a later one",
 		Edits: []edit{{"consumer/committer.go",
-			" && !st.lost.Load() && st.member == member }",
-			" && !st.lost.Load() }"}},
+			" && !st.lost.Load() && st.member == member\n}",
+			" && !st.lost.Load()\n}"}},
 		Pkgs: []string{consumerPkg},
 		Run:  "TestWorkOfAnEarlierMembershipIsDropped|TestAnswersOfAnEarlierMembershipAreDropped",
+	},
+	{
+		Name: "fence-marker-membership", Guarantee: "G1: an epoch marker is not committed under a later membership than its restore's, nor after its restore gave up",
+		Edits: []edit{{"consumer/committer.go",
+			"case en.marker != nil && (en.marker.member != member || en.marker.abandoned.Load()):",
+			"case false:"}},
+		Pkgs: []string{consumerPkg},
+		Run:  "TestMarkersOfAnEarlierMembershipAreDropped|TestMarkersOfAbandonedRestoresAreDropped",
 	},
 	{
 		Name: "lookup-sees-writes", Guarantee: "G2: a lookup sees every record committed before it (a reused iterator is dropped after a write)",
