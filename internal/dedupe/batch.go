@@ -387,7 +387,7 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 	// The lowest prune-index entry this batch adds; Prune's resume cursor
 	// must not be past it (see pruneState).
 	var pruneLow []byte
-	keys := keyArena{chunk: keyArenaChunk}
+	keys := keyArena{chunk: b.arenaChunk()}
 	for key, p := range b.records {
 		// Every record key into the presence filter before the batch is
 		// applied (below): a lookup that sees a record must find its key
@@ -523,9 +523,26 @@ type keyArena struct {
 	chunk int // size of the arena's buffers; 0: one per key
 }
 
-// keyArenaChunk is the size of a batch's arena buffers: about 200 new
-// keys' record and prune entries.
+// keyArenaChunk is the largest size of a batch's arena buffers: about 200
+// new keys' record and prune entries.
 const keyArenaChunk = 16 << 10
+
+// arenaChunk sizes the batch's key arena buffers to its records' keys (a
+// record, its index entries and, when it overwrites one, the old entries:
+// about four keys of its scope's length), at most keyArenaChunk. A fixed
+// 16 KiB was allocated by every batch with a record, and a transaction of
+// one command (commands one at a time) built two small keys in it: a fifth
+// of the bytes serve allocated per command, and of its garbage
+// collections (BENCHMARKS.md, "Round 14 (latency)").
+func (b *Batch) arenaChunk() int {
+	n := 0
+	for key := range b.records {
+		if n += 4 * (len(key) + 32); n >= keyArenaChunk {
+			return keyArenaChunk
+		}
+	}
+	return n
+}
 
 // room is an empty slice with room for n bytes in the arena.
 func (a *keyArena) room(n int) []byte {
