@@ -850,6 +850,11 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 			c.mu.Unlock()
 		}
 	}
+	type progressOf struct {
+		st   *partState
+		prog dedupe.Progress
+	}
+	var progs []progressOf // written by b
 	for _, st := range e.ownedStates() {
 		if wm, ok := wms[st.p]; ok {
 			st.committedTo(wm)
@@ -861,12 +866,16 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 		c.mu.Lock()
 		tok := st.chain.token
 		c.mu.Unlock()
-		b.SetProgress(st.p, st.storedProgress(tok))
+		if prog, changed := st.progressToStore(tok); changed {
+			b.SetProgress(st.p, prog)
+			progs = append(progs, progressOf{st, prog})
+		}
 	}
 	// A transaction without records (repeats answered from their record,
-	// forwards, deadletters) changes only Progress in Pebble: losing that
-	// in a crash costs a replay from the older offset, so it is not worth
-	// an fsync on every repeat's latency.
+	// forwards, deadletters) changes at most Progress in Pebble (often
+	// nothing: an empty batch writes nothing): losing that in a crash
+	// costs a replay from the older offset, so it is not worth an fsync on
+	// every repeat's latency.
 	var syncWait func() error // nil: nothing to wait for
 	var err error
 	if written == 0 {
@@ -878,6 +887,9 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 		// The journal has it; a restore rebuilds Pebble. Keep going
 		// would let lookups miss committed records: recreate instead.
 		return fmt.Errorf("pebble commit after transaction: %w", err)
+	}
+	for _, p := range progs {
+		p.st.progressStored(p.prog)
 	}
 	c.p.applied(tx.journaled)
 	c.p.settled(tx.items)

@@ -52,6 +52,14 @@ type partState struct {
 		sealOff  int64
 	}
 
+	// stored is the Progress the committer last wrote to Pebble for this
+	// ownership, if it wrote one (committer loop only): a transaction
+	// that leaves it as it is does not write it again (progressToStore).
+	stored struct {
+		prog dedupe.Progress
+		ok   bool
+	}
+
 	// held is what the committer's loop keeps of the partition's open
 	// intents: intents in the journal whose key has no later record in
 	// Pebble (committer loop only; DESIGN.md, "An intent stays out of
@@ -214,6 +222,23 @@ func (st *partState) closeIntent(k scopedKey) {
 // current one (progress) when none is open. Its token floor is always the
 // current one: restore takes the highest it reads, and a lower floor would
 // only let a token be handed out twice.
+// progressToStore is storedProgress(tokens), and whether it differs from
+// the Progress the committer last wrote for st (committer loop only).
+// Only a partition a transaction moved needs writing: rewriting every
+// owned partition's in every transaction was, with one command per
+// transaction, eleven of twelve Progress entries (JSON, Pebble entries,
+// WAL bytes) for nothing, and a repeat's transaction wrote nothing else
+// (BENCHMARKS.md, "Round 14 (latency)").
+func (st *partState) progressToStore(tokens int64) (dedupe.Progress, bool) {
+	prog := st.storedProgress(tokens)
+	return prog, !st.stored.ok || prog != st.stored.prog
+}
+
+// progressStored notes that prog was written for st (committer loop only).
+func (st *partState) progressStored(prog dedupe.Progress) {
+	st.stored.prog, st.stored.ok = prog, true
+}
+
 func (st *partState) storedProgress(tokens int64) dedupe.Progress {
 	i := 0
 	for i < len(st.held.holds) && st.held.holds[i].n <= 0 {
