@@ -333,6 +333,7 @@ func FuzzCheckRecords(f *testing.F) {
 		want := Check(in)
 
 		a := newAuditor(in)
+		a.useMemo()
 		for _, o := range in.Outcomes {
 			o.Topic = tops.Outcomes
 		}
