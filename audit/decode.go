@@ -24,7 +24,7 @@ type decoded struct {
 	hash            string
 	hashErr         error
 	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
-	sum             uint64 // recordMemo.sum of its bytes, when decoded and the auditor has a memo
+	sum             uint64 // recordMemo.sum of its bytes when decoded with a memo; 0: none (a record whose sum is 0 is only not memoized)
 
 	// outcome events
 	o                 outcomeFacts
