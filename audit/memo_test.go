@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -139,8 +140,20 @@ func TestRunOutcomesOfJournalRecords(t *testing.T) {
 	if find(want, CheckOutcomeIDs).Count != 2 || find(want, CheckOncePerKey).Count != 1 || want.Counts.Republications != 2 {
 		t.Fatalf("the changed outcome should fail outcome_ids twice (id not its own, id reused) and once_per_key once, the replays be republications: %+v %+v", want.Checks, want.Counts)
 	}
-	a := runHistory(t, in, want)
+	a := runHistory(t, in, want, 50)
 	if a.memoHits != len(outs) {
 		t.Errorf("%d outcomes found in the memo, want the %d unchanged ones", a.memoHits, len(outs))
+	}
+	// Whatever the chunks and the cores decoding them (so whichever
+	// outcomes find their record in the memo), the report is Check's.
+	procs := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	for _, cores := range []int{1, 2, 8} {
+		for _, chunk := range []int{1, 7, 1024} {
+			t.Run(fmt.Sprintf("cores=%d,chunk=%d", cores, chunk), func(t *testing.T) {
+				runtime.GOMAXPROCS(cores)
+				runHistory(t, in, want, chunk)
+			})
+		}
 	}
 }
