@@ -136,6 +136,7 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 		}
 	}()
 	a.useStore(st, maxStateInMemory)
+	a.useMemo()
 	if testHookAuditor != nil {
 		testHookAuditor(a)
 	}

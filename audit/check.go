@@ -266,6 +266,11 @@ type auditor struct {
 	deferred []deferredCmd
 
 	dbuf [2][]decoded // records' decodings: the chunk checked, the chunk decoded
+	// memo, in Run, has the journal records decoded lately, for the
+	// outcomes that carry them (recordMemo); nil in Check, which decodes
+	// one record at a time.
+	memo     *recordMemo
+	memoHits int // outcomes whose record was found in memo
 
 	// decisions are the operator decisions read (with ControlKeys), by
 	// id; claims are the records established by an operator, judged in

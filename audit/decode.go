@@ -24,9 +24,11 @@ type decoded struct {
 	hash            string
 	hashErr         error
 	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
+	sum             uint64 // recordMemo.sum of its bytes when decoded with a memo; 0: none (a record whose sum is 0 is only not memoized)
 
 	// outcome events
 	o                 outcomeFacts
+	fromMemo          bool   // o's record was found in the recordMemo, not decoded
 	id, tuple, answer digest // of its id, (causation, status, key, decision), (causation, entity, key)
 	causation         digest // of its causation id; for a command, of its id
 	cmd               schemas.Command
@@ -47,9 +49,12 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			p := strconv.FormatInt(int64(r.Partition), 10)
 			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
 			d.entityID = digestOf(p, d.rec.Entity)
+			if a.memo != nil {
+				d.sum = a.memo.sum(r.Value)
+			}
 		}
 	case a.in.Topics.Outcomes:
-		if d.o, d.err = decodeOutcome(r); d.err != nil {
+		if d.o, d.fromMemo, d.err = decodeOutcome(r, a.memo); d.err != nil {
 			return
 		}
 		o := &d.o
@@ -121,6 +126,9 @@ func (a *auditor) records(rs []*kgo.Record) {
 				a.checkJournal(r, &ds[j])
 			case a.in.Topics.Outcomes:
 				a.checkOutcome(r, &ds[j])
+				if ds[j].fromMemo {
+					a.memoHits++
+				}
 			case a.in.Topics.Commands:
 				a.checkCommand(r, &ds[j])
 			}
@@ -131,22 +139,47 @@ func (a *auditor) records(rs []*kgo.Record) {
 	}
 }
 
-// decodeAll decodes rs into ds on every core.
+// decodeAll decodes rs into ds on every core: first the journal records
+// and commands, then, once the journal records are in the auditor's
+// recordMemo (if it has one), the outcomes, most of whose records are
+// found there rather than decoded again.
 func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
+	if a.memo == nil {
+		a.decodeEach(rs, ds, nil)
+		return
+	}
+	outcomes := a.in.Topics.Outcomes
+	a.decodeEach(rs, ds, func(r *kgo.Record) bool { return r.Topic != outcomes })
+	for i, r := range rs {
+		if d := &ds[i]; r.Topic == a.in.Topics.Journal && d.err == nil && d.kind == schemas.KindRecord && d.sum != 0 {
+			a.memo.add(d.sum, r.Value, &d.rec)
+		}
+	}
+	a.decodeEach(rs, ds, func(r *kgo.Record) bool { return r.Topic == outcomes })
+}
+
+// decodeEach decodes the records of rs that want takes (all if want is
+// nil) into ds on every core, each worker every workers-th record, so
+// that the records a pass takes are shared out evenly wherever they are
+// in rs.
+func (a *auditor) decodeEach(rs []*kgo.Record, ds []decoded, want func(*kgo.Record) bool) {
+	one := func(i int) {
+		if want == nil || want(rs[i]) {
+			a.decode(rs[i], &ds[i])
+		}
+	}
 	workers := min(runtime.GOMAXPROCS(0), (len(rs)+63)/64)
 	if workers <= 1 {
-		for i, r := range rs {
-			a.decode(r, &ds[i])
+		for i := range rs {
+			one(i)
 		}
 		return
 	}
 	var wg sync.WaitGroup
-	per := (len(rs) + workers - 1) / workers
-	for lo := 0; lo < len(rs); lo += per {
-		hi := min(lo+per, len(rs))
+	for w := range workers {
 		wg.Go(func() {
-			for i := lo; i < hi; i++ {
-				a.decode(rs[i], &ds[i])
+			for i := w; i < len(rs); i += workers {
+				one(i)
 			}
 		})
 	}

@@ -73,6 +73,9 @@
 //     bits per outcome of the topic, at most 8 MiB),
 //     since an id must stand for one (causation, status, key) across
 //     partitions;
+//   - the journal records decoded lately, for the outcomes that carry
+//     their bytes (recordMemo): at most 2 × 2 MiB of copies and 2 × 8 192
+//     entries, whatever the number of keys;
 //   - per deadletter copy, forwarded and misrouted command, and command
 //     found unanswered below the committed offset: its position (rare in
 //     a healthy history).

@@ -52,15 +52,15 @@ func factsOf(id, causation string, rec *schemas.Record) outcomeFacts {
 // escaped string, binary mode, an error — goes through DecodeOutcome, so
 // the result, and every error message, is DecodeOutcome's
 // (FuzzDecodeOutcomeFast).
-func decodeOutcome(r *kgo.Record) (outcomeFacts, error) {
-	if f, ok := decodeOutcomeFast(r); ok {
-		return f, nil
+func decodeOutcome(r *kgo.Record, memo *recordMemo) (f outcomeFacts, fromMemo bool, err error) {
+	if f, fromMemo, ok := decodeOutcomeFast(r, memo); ok {
+		return f, fromMemo, nil
 	}
 	o, err := schemas.DecodeOutcome(r)
 	if err != nil {
-		return outcomeFacts{}, err
+		return outcomeFacts{}, false, err
 	}
-	return factsOf(o.ID, o.CausationID, &o.Record), nil
+	return factsOf(o.ID, o.CausationID, &o.Record), false, nil
 }
 
 // decodeOutcomeFast reads an outcome event of exactly the members, in
@@ -69,58 +69,63 @@ func decodeOutcome(r *kgo.Record) (outcomeFacts, error) {
 // schemas.UnmarshalRecordIndex, which accepts and refuses exactly what
 // UnmarshalRecord does but keeps only the fields the index reads; a
 // settlement, whose id depends on the command id the index decoder does
-// not keep, is decoded whole.
-func decodeOutcomeFast(r *kgo.Record) (f outcomeFacts, ok bool) {
+// not keep, is decoded whole. A record whose exact bytes are in memo
+// (nil: none) is not decoded at all: the memo has the fields of it that
+// decoding these bytes gives.
+func decodeOutcomeFast(r *kgo.Record, memo *recordMemo) (f outcomeFacts, fromMemo, ok bool) {
 	if len(r.Headers) != 1 || r.Headers[0].Key != "content-type" || string(r.Headers[0].Value) != "application/cloudevents+json" {
-		return f, false
+		return f, false, false
 	}
 	s := outcomeScanner{b: r.Value}
 	var id, source, typ, subject, at, causation []byte
 	if !s.opt(`{"specversion":"1.0","id":`) || !s.str(&id) || len(id) == 0 ||
 		!s.opt(`,"source":`) || !s.str(&source) || string(source) != schemas.OutcomeSource ||
 		!s.opt(`,"type":`) || !s.str(&typ) || !strings.HasPrefix(string(typ), schemas.OutcomeTypePrefix) {
-		return f, false
+		return f, false, false
 	}
 	if s.opt(`,"subject":`) && (!s.str(&subject) || len(subject) == 0) {
-		return f, false
+		return f, false, false
 	}
 	if !s.opt(`,"datacontenttype":"application/json","time":`) || !s.str(&at) {
-		return f, false
+		return f, false, false
 	}
 	if _, err := time.Parse(time.RFC3339Nano, string(at)); err != nil {
-		return f, false
+		return f, false, false
 	}
 	if s.opt(`,"`+schemas.ExtCausationID+`":`) && !s.str(&causation) {
-		return f, false
+		return f, false, false
 	}
 	var key []byte
 	if s.opt(`,"`+schemas.ExtIdempotencyKey+`":`) && !s.str(&key) {
-		return f, false
+		return f, false, false
 	}
 	if !s.opt(`,"`+schemas.ExtReplayed+`":true`) && !s.opt(`,"`+schemas.ExtReplayed+`":false`) {
-		return f, false
+		return f, false, false
 	}
 	var tp []byte
 	if s.opt(`,"`+schemas.ExtTraceParent+`":`) && !s.str(&tp) {
-		return f, false
+		return f, false, false
 	}
 	if !s.opt(`,"data":{`) {
-		return f, false
+		return f, false, false
 	}
 	data := s.b[s.i-1 : len(s.b)-1]
 	if len(data) < 2 || s.b[len(s.b)-1] != '}' || data[len(data)-1] != '}' {
-		return f, false
+		return f, false, false
+	}
+	if rec, ok := memo.find(data); ok {
+		return factsOf(string(id), string(causation), &rec), true, true
 	}
 	rec, err := schemas.UnmarshalRecordIndex(data)
 	if err != nil {
-		return f, false
+		return f, false, false
 	}
 	if rec.Resolution != nil {
 		if rec, err = schemas.UnmarshalRecord(data); err != nil {
-			return f, false
+			return f, false, false
 		}
 	}
-	return factsOf(string(id), string(causation), &rec), true
+	return factsOf(string(id), string(causation), &rec), false, true
 }
 
 // outcomeScanner walks an outcome event's bytes.

@@ -35,7 +35,7 @@ func TestRunStreamsPartitions(t *testing.T) {
 	if want.OK() || find(want, CheckOutcomeIDs).Count != 2 || find(want, CheckAnswered).Count != 1 {
 		t.Fatalf("the history should fail outcome_ids twice and commands_answered once: %+v", want.Checks)
 	}
-	a := runHistory(t, in, want)
+	a := runHistory(t, in, want, 50) // a fetch is decoded and checked in several chunks
 	largest := 0
 	for _, n := range perPart {
 		largest = max(largest, n)
@@ -70,7 +70,7 @@ func TestRunSpills(t *testing.T) {
 	old := maxStateInMemory
 	maxStateInMemory = perMap
 	t.Cleanup(func() { maxStateInMemory = old })
-	a := runHistory(t, in, want)
+	a := runHistory(t, in, want, 50) // a fetch is decoded and checked in several chunks
 	// Keys, entities, answers and ids, and the causes of at most the two
 	// command partitions a step holds, each at most perMap+1 at once.
 	bound := 6 * (perMap + 1)
@@ -149,9 +149,9 @@ func streamHistory(t *testing.T, reexec bool) (in Input, perPart []int, total in
 	return in, perPart, total
 }
 
-// runHistory audits in with Run on kfake, fails unless its report is
-// want, and returns Run's auditor.
-func runHistory(t *testing.T, in Input, want Report) *auditor {
+// runHistory audits in with Run on kfake, decoding chunks of chunk
+// records, fails unless its report is want, and returns Run's auditor.
+func runHistory(t *testing.T, in Input, want Report, chunk int) *auditor {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -159,11 +159,9 @@ func runHistory(t *testing.T, in Input, want Report) *auditor {
 
 	var a *auditor
 	testHookAuditor = func(x *auditor) { a = x }
-	// Small chunks: a fetch is decoded and checked in several, each
-	// decoded while the one before is checked.
-	chunk := decodeChunk
-	decodeChunk = 50
-	t.Cleanup(func() { testHookAuditor, decodeChunk = nil, chunk })
+	old := decodeChunk
+	decodeChunk = chunk
+	defer func() { testHookAuditor, decodeChunk = nil, old }()
 	got, err := Run(ctx, Options{Client: cl, MaxViolations: 20})
 	if err != nil {
 		t.Fatal(err)
@@ -333,6 +331,7 @@ func FuzzCheckRecords(f *testing.F) {
 		want := Check(in)
 
 		a := newAuditor(in)
+		a.useMemo()
 		for _, o := range in.Outcomes {
 			o.Topic = tops.Outcomes
 		}
