@@ -157,3 +157,22 @@ func TestRunOutcomesOfJournalRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordMemoFindsOnlyItsBytes: find answers only for the exact bytes
+// kept, in either generation. A sum is 64 bits of a non-cryptographic
+// hash: bytes a tamperer shaped to share a kept record's sum (planted
+// here under the other bytes' sum) must not take that record's facts.
+func TestRecordMemoFindsOnlyItsBytes(t *testing.T) {
+	m := newRecordMemo()
+	kept := []byte(`{"idempotency_key":"k-1","status":"succeeded"}`)
+	forged := []byte(`{"idempotency_key":"k-1","status":"failed"}`)
+	m.add(m.sum(forged), kept, &schemas.Record{IdempotencyKey: "k-1", Status: schemas.StatusSucceeded})
+	if rec, ok := m.find(forged); ok {
+		t.Fatalf("bytes sharing a kept record's sum found %+v", rec)
+	}
+	other := []byte(`{"idempotency_key":"k-2","status":"succeeded"}`)
+	m.add(m.sum(other), other, &schemas.Record{IdempotencyKey: "k-2", Status: schemas.StatusSucceeded})
+	if rec, ok := m.find(other); !ok || rec.IdempotencyKey != "k-2" {
+		t.Fatalf("the kept bytes: %+v, %v; want k-2's record", rec, ok)
+	}
+}

@@ -80,6 +80,14 @@ var guarantees = []mutant{
 		Run:  "TestReconcile|TestConfirmWaitsForDeadlineBeforeTrustingNotFound|TestUnresolvedThenReconciled|TestEvidencePaths|TestEvidenceCrashBeforeConfirmation|TestFaultGraceConfirmWaitsForDeadlinePlusDrift|TestInterruptedReconcileAttemptIsInherited|TestReconcilerConfirmationConsumedAgain",
 	},
 	{
+		Name: "audit-memo-bytes", Guarantee: "G5: the audit takes a record from its memo only for the same bytes (a tampered outcome under a matching hash is decoded and checked)",
+		Edits: []edit{{"audit/memo.go",
+			"		if bytes.Equal(g.arena[e.off:e.off+e.n], raw) {",
+			"		if bytes.Equal(raw, raw) {"}},
+		Pkgs: []string{"./audit/"},
+		Run:  "TestDecodeOutcomeKnownRecord|TestRecordMemoFindsOnlyItsBytes|TestRecordMemoBound|TestRunOutcomesOfJournalRecords",
+	},
+	{
 		Name: "hash-chain", Guarantee: "G5: the audit checks each journal record's prev_hash",
 		Edits: []edit{{"audit/check.go",
 			"	if cs.havePrev && rec.PrevHash != cs.prev {",
