@@ -1,0 +1,46 @@
+package httpconn
+
+import (
+	"net/http"
+	"testing"
+)
+
+// The default client is fasthttp where it applies, net/http otherwise or
+// when named: the suite's two runs (client_test.go) each test the client
+// they mean to.
+func TestClientChosen(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		fast bool
+	}{
+		{Config{URL: "http://h/x"}, defaultClient == ClientFast},
+		{Config{URL: "https://h/x", Transport: Transport{Client: ClientFast}}, true},
+		{Config{URL: "http://h/x", Transport: Transport{Client: ClientNetHTTP}}, false},
+		{Config{URL: "http://h/x", Client: &http.Client{}}, false},
+	} {
+		c, err := New(tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (c.fast != nil) != tc.fast {
+			t.Errorf("%+v: fasthttp %v, want %v", tc.cfg.Transport, c.fast != nil, tc.fast)
+		}
+	}
+}
+
+// Only the configured origin goes through fasthttp's one-host pool.
+func TestFastServesItsOrigin(t *testing.T) {
+	f := &fastClient{origin: "https://api.example:8443"}
+	for u, want := range map[string]bool{
+		"https://api.example:8443":          true,
+		"https://api.example:8443/v1/x?y=1": true,
+		"https://api.example:8443?y=1":      true,
+		"https://api.example:84430/x":       false,
+		"https://api.example:8443.evil/x":   false,
+		"http://api.example:8443/x":         false,
+	} {
+		if got := f.serves(u); got != want {
+			t.Errorf("serves(%q) = %v, want %v", u, got, want)
+		}
+	}
+}
