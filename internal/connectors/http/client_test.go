@@ -65,8 +65,9 @@ func deadlined() connectors.Request {
 // A kept-alive connection that the server closes after reading a POST,
 // without answering: the POST may have been done, so the answer is
 // ambiguous and the request is not sent again by the client. fasthttp's
-// HostClient.Do resends a POST on a fresh connection in exactly this case
-// (io.EOF before the first response byte); the connector does not use Do.
+// HostClient.Do sends a request again in this case when its RetryIf or
+// RetryIfErr allows (by default for GET, HEAD, PUT: an API's method may be
+// PUT); the connector does not use Do.
 func TestClosedKeptAliveConnectionIsNotResent(t *testing.T) {
 	var posts atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -187,5 +188,21 @@ func TestClientSetting(t *testing.T) {
 		if _, err := httpconn.New(httpconn.Config{URL: "https://h/x", Transport: httpconn.Transport{Client: name}}); err != nil {
 			t.Errorf("client %q: %v", name, err)
 		}
+	}
+}
+
+// A 2xx whose body is far longer than the result keeps is succeeded, and
+// the result says the body was cut.
+func TestHugeBodyIsCut(t *testing.T) {
+	big := strings.Repeat("x", 200<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, big)
+	}))
+	defer srv.Close()
+	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", MaxResultBytes: 1 << 10})
+	res := c.Execute(context.Background(), deadlined())
+	if res.Kind != connectors.Succeeded || !strings.Contains(string(res.Result), `"body_truncated":true`) {
+		t.Fatalf("201 with a 200 KiB body: %v %q %.80s", res.Kind, res.Message, res.Result)
 	}
 }

@@ -38,11 +38,11 @@ const fastConnWait = time.Minute
 // fastClient sends Execute's requests to the system's one host over
 // fasthttp's connection pool, with a round trip of the connector's own
 // (roundTrip) rather than HostClient.Do: Do's loop is the only place
-// fasthttp re-sends a request (for a POST too when a kept-alive
-// connection was closed under it), so leaving it out means a request goes
-// out at most once by construction; a resend is Perform's decision, after
-// Confirm. MaxIdemponentCallAttempts and RetryIfErr are set to never retry
-// as well, should anything call Do.
+// fasthttp sends a request again (when RetryIf or RetryIfErr allows: by
+// default a GET, HEAD or PUT, and an API's method may be PUT), so leaving
+// it out means a request goes out at most once by construction; a resend
+// is Perform's decision, after Confirm. MaxIdemponentCallAttempts and
+// RetryIfErr are set to never retry as well, should anything call Do.
 //
 // Every connection is dialed through a guardConn, with TLS handshaken at
 // dial time, so that a request's guard counts only the request's own

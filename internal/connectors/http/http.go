@@ -401,7 +401,11 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 	switch k := ClassifyStatus(code); k {
 	case connectors.Succeeded:
 		// The status says it happened; a broken body does not change that.
-		return c.succeeded(req, code, rep.header(), raw, rep.truncated || rep.broken)
+		var h http.Header
+		if c.shape.hasRules { // only rules read the answer's header
+			h = rep.header()
+		}
+		return c.succeeded(req, code, h, raw, rep.truncated || rep.broken)
 	case connectors.Ambiguous:
 		c.dropConnections()
 		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
