@@ -141,8 +141,13 @@ func newFastClient(cfg Config, t Transport, tlsCfg *tls.Config) (*fastClient, er
 	return &fastClient{hc: hc, origin: u.Scheme + "://" + u.Host, maxBody: hc.MaxResponseBodySize, maxIdle: t.MaxIdleConns}, nil
 }
 
-// serves reports whether rawURL is on the client's origin.
-func (f *fastClient) serves(rawURL string) bool {
+// serves reports whether the request goes through fasthttp: rawURL on the
+// client's origin, and a method whose body fasthttp sends (it drops a GET's
+// or HEAD's body, which net/http sends).
+func (f *fastClient) serves(method, rawURL string) bool {
+	if method == http.MethodGet || method == http.MethodHead {
+		return false
+	}
 	rest, ok := strings.CutPrefix(rawURL, f.origin)
 	return ok && (rest == "" || rest[0] == '/' || rest[0] == '?')
 }

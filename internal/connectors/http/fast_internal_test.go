@@ -28,7 +28,8 @@ func TestClientChosen(t *testing.T) {
 	}
 }
 
-// Only the configured origin goes through fasthttp's one-host pool.
+// Only the configured origin goes through fasthttp's one-host pool, and
+// only methods whose body fasthttp sends.
 func TestFastServesItsOrigin(t *testing.T) {
 	f := &fastClient{origin: "https://api.example:8443"}
 	for u, want := range map[string]bool{
@@ -39,8 +40,13 @@ func TestFastServesItsOrigin(t *testing.T) {
 		"https://api.example:8443.evil/x":   false,
 		"http://api.example:8443/x":         false,
 	} {
-		if got := f.serves(u); got != want {
+		if got := f.serves(http.MethodPost, u); got != want {
 			t.Errorf("serves(%q) = %v, want %v", u, got, want)
+		}
+	}
+	for m, want := range map[string]bool{http.MethodPut: true, http.MethodDelete: true, http.MethodPatch: true, http.MethodGet: false, http.MethodHead: false} {
+		if got := f.serves(m, f.origin+"/x"); got != want {
+			t.Errorf("serves(%s) = %v, want %v: fasthttp drops a GET's body", m, got, want)
 		}
 	}
 }

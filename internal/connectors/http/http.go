@@ -362,7 +362,7 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}
 	}
 	var rep reply
-	if c.fast != nil && c.fast.serves(out.url) && !trace.SpanFromContext(ctx).IsRecording() {
+	if c.fast != nil && c.fast.serves(out.method, out.url) && !trace.SpanFromContext(ctx).IsRecording() {
 		rep = c.sendFast(ctx, req, out)
 	} else {
 		rep = c.sendNet(ctx, req, out)
