@@ -3,6 +3,8 @@ package httpconn
 import (
 	"net/http"
 	"testing"
+
+	"github.com/onceflight/onceflight/connectors"
 )
 
 // The default client is fasthttp where it applies, net/http otherwise or
@@ -48,5 +50,21 @@ func TestFastServesItsOrigin(t *testing.T) {
 		if got := f.serves(m, f.origin+"/x"); got != want {
 			t.Errorf("serves(%s) = %v, want %v: fasthttp drops a GET's body", m, got, want)
 		}
+	}
+}
+
+// A URL without placeholders expands to itself without allocating: every
+// Execute of the default protocol expands one.
+func TestLiteralTemplateExpandsWithoutCopy(t *testing.T) {
+	tm, err := ParseTemplate("http://h:8080/refunds?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := connectors.Request{Key: "k"}
+	if got, err := tm.expand(req, nil, modeURL); err != nil || got != "http://h:8080/refunds?x=1" {
+		t.Fatalf("expand = %q, %v", got, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = tm.expand(req, nil, modeURL) }); n != 0 {
+		t.Errorf("%v allocations per expansion of a literal URL, want 0", n)
 	}
 }
