@@ -3,10 +3,12 @@ package httpconn_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,5 +206,53 @@ func TestHugeBodyIsCut(t *testing.T) {
 	res := c.Execute(context.Background(), deadlined())
 	if res.Kind != connectors.Succeeded || !strings.Contains(string(res.Result), `"body_truncated":true`) {
 		t.Fatalf("201 with a 200 KiB body: %v %q %.80s", res.Kind, res.Message, res.Result)
+	}
+}
+
+// A kept-alive connection the system closed while it was idle (its own
+// idle timeout shorter than the connector's) is not used for the next
+// request: that request is sent on a new connection and answered, not
+// written into the closed one and ambiguous. net/http learns of the close
+// from its reading goroutine; the fasthttp path looks before writing.
+func TestIdleConnectionClosedBySystemIsNotUsed(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
+			var posts, closed atomic.Int32
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				posts.Add(1)
+				w.WriteHeader(http.StatusCreated)
+			}))
+			srv.Config.IdleTimeout = 20 * time.Millisecond
+			srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateClosed {
+					closed.Add(1)
+				}
+			}
+			cfg := httpconn.Config{}
+			if useTLS {
+				srv.StartTLS()
+				ca := filepath.Join(t.TempDir(), "ca.pem")
+				writePEM(t, ca, "CERTIFICATE", srv.Certificate().Raw)
+				cfg.API.TLS = httpconn.TLS{CAFile: ca, ServerName: "example.com"}
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			cfg.URL = srv.URL + "/refunds"
+			c := newTestConnector(t, cfg)
+			if res := c.Execute(context.Background(), deadlined()); res.Kind != connectors.Succeeded {
+				t.Fatalf("first: %v %q", res.Kind, res.Message)
+			}
+			for closed.Load() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(10 * time.Millisecond) // the FIN reaches the client's socket
+			if res := c.Execute(context.Background(), deadlined()); res.Kind != connectors.Succeeded {
+				t.Fatalf("after the system closed the idle connection: %v %q, want succeeded", res.Kind, res.Message)
+			}
+			if n := posts.Load(); n != 2 {
+				t.Fatalf("the server saw %d POSTs, want 2", n)
+			}
+		})
 	}
 }

@@ -209,7 +209,21 @@ func (f *fastClient) roundTrip(ctx context.Context, req *fasthttp.Request, resp 
 	if err := ctx.Err(); err != nil {
 		return false, false, err
 	}
+	// A pooled connection the system closed while it was idle is passed
+	// over (nothing is sent on it): net/http's reading goroutine per
+	// connection notices such a close at once and drops the connection;
+	// the pool has no reader, so it is looked for here, before a request
+	// is written into it.
 	cc, err := f.hc.AcquireConn(timeout, false)
+	for err == nil && !cc.LastUseTime().IsZero() && peerDone(cc.Conn()) {
+		f.hc.CloseConn(cc)
+		if !deadline.IsZero() {
+			if timeout = time.Until(deadline); timeout <= 0 {
+				return false, false, ErrDeadlinePassed
+			}
+		}
+		cc, err = f.hc.AcquireConn(timeout, false)
+	}
 	if err != nil {
 		return false, false, err
 	}
