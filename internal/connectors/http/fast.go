@@ -109,7 +109,7 @@ func newFastClient(cfg Config, t Transport, tlsCfg *tls.Config) (*fastClient, er
 		if err != nil {
 			return nil, err
 		}
-		g := &guardConn{Conn: conn}
+		g := &guardConn{Conn: conn, peek: newPeeker(conn)}
 		if !isTLS {
 			return g, nil
 		}
@@ -269,6 +269,13 @@ func (f *fastClient) roundTrip(ctx context.Context, req *fasthttp.Request, resp 
 		return true, false, f.cause(ctx, err)
 	}
 	return true, err != nil, nil
+}
+
+// peerDone reports whether the system closed c (a connection of the pool)
+// while it was idle.
+func peerDone(c net.Conn) bool {
+	g := guardOf(c)
+	return g != nil && g.peek.peerDone()
 }
 
 // cause is err, or the context's error when the context ended first (the

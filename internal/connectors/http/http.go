@@ -264,6 +264,7 @@ type guardConn struct {
 		deadline time.Time
 	}
 	written atomic.Int64
+	peek    *peeker // the fasthttp path's look at an idle connection; nil on net/http's
 }
 
 // arm starts a new request on the connection (HTTP/1.1: one at a time).

@@ -4,6 +4,10 @@ package httpconn
 
 import "net"
 
-// peerDone cannot look without blocking here: a connection the peer
-// closed while idle is found out by the request written on it.
-func peerDone(net.Conn) bool { return false }
+// peeker cannot look without blocking here: a connection the peer closed
+// while idle is found out by the request written on it.
+type peeker struct{}
+
+func newPeeker(net.Conn) *peeker { return nil }
+
+func (*peeker) peerDone() bool { return false }
