@@ -18,8 +18,8 @@ import (
 // The clients Execute can send with (Transport.Client, systems.<name>.http.client).
 const (
 	// ClientFast sends Execute's requests with fasthttp's HostClient: no
-	// goroutine per connection and no allocation per request in the
-	// transport, about a third of net/http's CPU per request
+	// goroutine per connection and pooled requests, responses and
+	// buffers, about a third of net/http's CPU per request
 	// (BENCHMARKS.md, round 14). The default where it applies (fastEligible).
 	ClientFast = "fasthttp"
 	// ClientNetHTTP sends every request with net/http.
