@@ -57,8 +57,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{`:3:21: field "systems.pay.max_concurrent": must be at least 1, got 0`, `:4:11: field "systems.pay.rate": must be positive, got -5`,
 				`field "systems.pay.breaker.after": must be at least 1, got 0`, `field "systems.pay.breaker.probe_every": must be positive`,
 				`:6:5: unknown field "systems.pay.limit"`}},
-		{"bad http transport", "systems:\n  pay:\n    http: {max_idle_conns: 0, max_conns: -1, idle_timeout: 0s, dial_timeout: 5, pool: 3}\n" + minimal,
-			[]string{`field "systems.pay.http.max_idle_conns": must be at least 1, got 0`, `field "systems.pay.http.max_conns": must be at least 1, got -1`,
+		{"bad http transport", "systems:\n  pay:\n    http: {max_idle_conns: 0, max_conns: -1, idle_timeout: 0s, dial_timeout: 5, pool: 3, client: curl}\n" + minimal,
+			[]string{`field "systems.pay.http.max_idle_conns": must be at least 1, got 0`, `field "systems.pay.http.client": must be fasthttp or net/http, got "curl"`, `field "systems.pay.http.max_conns": must be at least 1, got -1`,
 				`field "systems.pay.http.idle_timeout": must be positive`, `field "systems.pay.http.dial_timeout": invalid duration "5"`,
 				`unknown field "systems.pay.http.pool"`}},
 		{"rate not a number", "systems:\n  pay:\n    rate: 50/s\n" + minimal,
@@ -348,7 +348,7 @@ systems:
     rate: 12.5
     burst: 3
     breaker: {after: 2, probe_every: 500ms}
-    http: {max_idle_conns: 64, idle_timeout: 30s, max_conns: 128, dial_timeout: 2s, tls_handshake_timeout: 3s, keep_alive: 15s}
+    http: {max_idle_conns: 64, idle_timeout: 30s, max_conns: 128, dial_timeout: 2s, tls_handshake_timeout: 3s, keep_alive: 15s, client: net/http}
   mail: {}
 actions:
   payments.refund: {connector: noop, system: payments, give_up_after: 10m}
@@ -361,7 +361,7 @@ actions:
 	}
 	want := System{Name: "payments", MaxConcurrent: 8, Rate: 12.5, Burst: 3, BreakerAfter: 2, ProbeEvery: 500 * time.Millisecond,
 		HTTP: httpconn.Transport{MaxIdleConns: 64, IdleTimeout: 30 * time.Second, MaxConns: 128, DialTimeout: 2 * time.Second,
-			TLSHandshakeTimeout: 3 * time.Second, KeepAlive: 15 * time.Second}}
+			TLSHandshakeTimeout: 3 * time.Second, KeepAlive: 15 * time.Second, Client: httpconn.ClientNetHTTP}}
 	if got := cfg.Systems["payments"]; got == nil || *got != want {
 		t.Errorf("payments = %+v", got)
 	}

@@ -56,6 +56,7 @@ type systemDoc struct {
 		DialTimeout         Duration `yaml:"dial_timeout"`
 		TLSHandshakeTimeout Duration `yaml:"tls_handshake_timeout"`
 		KeepAlive           Duration `yaml:"keep_alive"`
+		Client              string   `yaml:"client"`
 	} `yaml:"http"`
 }
 
@@ -486,7 +487,11 @@ func (p *loader) system(name string, d systemDoc) *System {
 	s := &System{Name: name, MaxConcurrent: d.MaxConcurrent, Rate: float64(d.Rate), Burst: d.Burst,
 		BreakerAfter: d.Breaker.After, ProbeEvery: time.Duration(d.Breaker.ProbeEvery),
 		HTTP: httpconn.Transport{MaxIdleConns: d.HTTP.MaxIdleConns, IdleTimeout: time.Duration(d.HTTP.IdleTimeout), MaxConns: d.HTTP.MaxConns,
-			DialTimeout: time.Duration(d.HTTP.DialTimeout), TLSHandshakeTimeout: time.Duration(d.HTTP.TLSHandshakeTimeout), KeepAlive: time.Duration(d.HTTP.KeepAlive)}}
+			DialTimeout: time.Duration(d.HTTP.DialTimeout), TLSHandshakeTimeout: time.Duration(d.HTTP.TLSHandshakeTimeout), KeepAlive: time.Duration(d.HTTP.KeepAlive),
+			Client: d.HTTP.Client}}
+	if n, ok := valid("http.client"); ok && d.HTTP.Client != httpconn.ClientFast && d.HTTP.Client != httpconn.ClientNetHTTP {
+		p.errAt(n, at("http.client"), "must be %s or %s, got %q", httpconn.ClientFast, httpconn.ClientNetHTTP, d.HTTP.Client)
+	}
 	for _, f := range []struct {
 		field string
 		v     int

@@ -40,6 +40,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/onceflight/onceflight/connectors"
 )
 
@@ -95,6 +97,13 @@ type Transport struct {
 	// KeepAlive is the interval of TCP keep-alive probes on open
 	// connections. Default 30s.
 	KeepAlive time.Duration
+	// Client is what sends Execute's requests: ClientFast (fasthttp) or
+	// ClientNetHTTP. Default: fasthttp where it applies (no Config.Client,
+	// no proxy in the environment for the url, an http or https url), else
+	// net/http. Requests to another origin than the url's (an API's url
+	// template), requests under a recording trace span, the OAuth2 token
+	// requests and Confirm always use net/http.
+	Client string
 }
 
 // Transport defaults (docs/configuration.md#systems).
@@ -150,6 +159,7 @@ type Connector struct {
 	cfg       Config
 	client    *http.Client
 	transport *http.Transport // nil when the caller's RoundTripper is foreign
+	fast      *fastClient     // nil: Execute uses client (Transport.Client)
 	shape     *shape          // cfg.API compiled, secrets resolved (api.go)
 }
 
@@ -219,6 +229,27 @@ func New(cfg Config) (*Connector, error) {
 	sh.startOAuth(base, client.Transport)
 	client.Transport = traced(client.Transport)
 	c.client = client
+	name, implicit := cfg.Transport.Client, cfg.Transport.Client == ""
+	if implicit {
+		name = defaultClient
+	}
+	switch name {
+	case ClientFast:
+		if why := fastEligible(cfg); why != "" {
+			if !implicit {
+				return nil, fmt.Errorf("httpconn: client %s: %s", ClientFast, why)
+			}
+			break
+		}
+		f, err := newFastClient(cfg, cfg.Transport.withDefaults(cfg.MaxConcurrent), sh.tls)
+		if err != nil {
+			return nil, fmt.Errorf("httpconn: %w", err)
+		}
+		c.fast = f
+	case ClientNetHTTP:
+	default:
+		return nil, fmt.Errorf("httpconn: client %q: want %s or %s", name, ClientFast, ClientNetHTTP)
+	}
 	return c, nil
 }
 
@@ -233,6 +264,7 @@ type guardConn struct {
 		deadline time.Time
 	}
 	written atomic.Int64
+	peek    *peeker // the fasthttp path's look at an idle connection; nil on net/http's
 }
 
 // arm starts a new request on the connection (HTTP/1.1: one at a time).
@@ -330,23 +362,19 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 	if err != nil {
 		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}
 	}
-	st := &sendState{}
-	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace(req.Deadline)), out.method, out.url, bytes.NewReader(out.body))
-	if err != nil {
-		return connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}
+	var rep reply
+	if c.fast != nil && c.fast.serves(out.method, out.url) && !trace.SpanFromContext(ctx).IsRecording() {
+		rep = c.sendFast(ctx, req, out)
+	} else {
+		rep = c.sendNet(ctx, req, out)
 	}
-	hr.GetBody = nil // never replayable by the transport (see package doc)
-	hr.Header = c.executeHeaders(req)
-	token, err := c.shape.authorize(hr, nil)
-	if err != nil {
-		return connectors.Result{Kind: ClassifyTokenError(err), Message: fmt.Sprintf("not sent: %v", err)}
+	defer rep.release()
+	if rep.res != nil {
+		return *rep.res
 	}
-	c.shape.sign(hr, req.Key, out.body, time.Now())
-
-	resp, err := c.client.Do(hr)
-	if err != nil {
+	if err := rep.err; err != nil {
 		c.dropConnections()
-		k := ClassifyTransportError(st.sent())
+		k := ClassifyTransportError(rep.sent)
 		switch {
 		case k == connectors.Ambiguous:
 			return connectors.Result{Kind: k, Message: fmt.Sprintf("sent, no response: %v", err)}
@@ -361,23 +389,24 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		}
 		return res
 	}
-	defer resp.Body.Close()
-	raw, truncated, rerr := c.readBody(resp.Body)
-	code := resp.StatusCode
-	if code == http.StatusUnauthorized && token != "" && !renewed {
+	code, raw := rep.code, rep.raw
+	if code == http.StatusUnauthorized && rep.token != "" && !renewed {
 		// The API refused a token it handed out and that has not
 		// expired by its expires_in (revoked, or lost by a restart):
 		// nothing was done, so the same request goes once more with a
 		// new token rather than failing every command until the old
 		// one expires.
-		resp.Body.Close()
-		c.shape.renewToken(token)
+		c.shape.renewToken(rep.token)
 		return c.execute(ctx, req, true)
 	}
 	switch k := ClassifyStatus(code); k {
 	case connectors.Succeeded:
 		// The status says it happened; a broken body does not change that.
-		return c.succeeded(req, code, resp.Header, raw, truncated || rerr != nil)
+		var h http.Header
+		if c.shape.hasRules { // only rules read the answer's header
+			h = rep.header()
+		}
+		return c.succeeded(req, code, h, raw, rep.truncated || rep.broken)
 	case connectors.Ambiguous:
 		c.dropConnections()
 		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
@@ -390,13 +419,107 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 			res.Signal = connectors.SignalDown
 		}
 		if res.Signal != connectors.SignalNone {
-			res.RetryAfter = RetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			res.RetryAfter = RetryAfter(rep.header().Get("Retry-After"), time.Now())
 			if res.RetryAfter > 0 {
 				res.Message += fmt.Sprintf(" (Retry-After %s)", res.RetryAfter.Round(time.Millisecond))
 			}
 		}
 		return res
 	}
+}
+
+// reply is what became of one request, whichever client sent it.
+type reply struct {
+	res   *connectors.Result // decided before anything was sent
+	token string             // the OAuth2 access token sent, if any
+	// err: no answer; sent tells whether a byte of the request left.
+	err  error
+	sent bool
+	// An answer: its status, its body (cut at MaxResultBytes: truncated),
+	// broken when the body could not be read to its end.
+	code      int
+	raw       []byte
+	truncated bool
+	broken    bool
+	hdr       http.Header
+	fast      *fastReply // the fast path's buffers: raw points into them
+}
+
+// header is the answer's header; the fast path converts it only when asked.
+func (r *reply) header() http.Header {
+	if r.hdr == nil && r.fast != nil {
+		r.hdr = fastHeader(r.fast.resp)
+	}
+	return r.hdr
+}
+
+func (r *reply) release() {
+	if r.fast != nil {
+		r.fast.release()
+		r.fast = nil
+	}
+}
+
+// prepare sets the protocol's headers and the shape's credentials and
+// signature on hr; a reply with res set when the request cannot go.
+func (c *Connector) prepare(hr *http.Request, req connectors.Request, body []byte) reply {
+	hr.GetBody = nil // never replayable by the transport (see package doc)
+	hr.Header = c.executeHeaders(req)
+	token, err := c.shape.authorize(hr, nil)
+	if err != nil {
+		return reply{res: &connectors.Result{Kind: ClassifyTokenError(err), Message: fmt.Sprintf("not sent: %v", err)}}
+	}
+	c.shape.sign(hr, req.Key, body, time.Now())
+	return reply{token: token}
+}
+
+// sendNet sends out with net/http, its sent state from the guard armed by
+// a ClientTrace (package doc).
+func (c *Connector) sendNet(ctx context.Context, req connectors.Request, out request) reply {
+	st := &sendState{}
+	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace(req.Deadline)), out.method, out.url, bytes.NewReader(out.body))
+	if err != nil {
+		return reply{res: &connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}}
+	}
+	rep := c.prepare(hr, req, out.body)
+	if rep.res != nil {
+		return rep
+	}
+	resp, err := c.client.Do(hr)
+	if err != nil {
+		rep.err, rep.sent = err, st.sent()
+		return rep
+	}
+	defer resp.Body.Close()
+	raw, truncated, rerr := c.readBody(resp.Body)
+	rep.code, rep.hdr, rep.raw, rep.truncated, rep.broken = resp.StatusCode, resp.Header, raw, truncated, rerr != nil
+	return rep
+}
+
+// sendFast sends out with fasthttp (fast.go). The request is shaped on
+// an http.Request's header, as on the net/http path, so that credentials
+// and signatures are set by the same code.
+func (c *Connector) sendFast(ctx context.Context, req connectors.Request, out request) reply {
+	hr := &http.Request{}
+	rep := c.prepare(hr, req, out.body)
+	if rep.res != nil {
+		return rep
+	}
+	fr, sent, broken, err := c.fast.do(ctx, out.method, out.url, hr.Header, out.body)
+	rep.fast = &fr
+	if err != nil {
+		rep.err, rep.sent = err, sent
+		return rep
+	}
+	rep.code, rep.raw, rep.broken = fr.resp.StatusCode(), fr.resp.Body(), broken
+	if len(rep.raw) > c.cfg.MaxResultBytes {
+		rep.raw, rep.truncated = rep.raw[:c.cfg.MaxResultBytes], true
+	}
+	if c.shape.hasRules {
+		// Rules may keep the body past release.
+		rep.raw = bytes.Clone(rep.raw)
+	}
+	return rep
 }
 
 // protocolHeaders is how many headers executeHeaders sets at most.
@@ -573,6 +696,9 @@ func (c *Connector) requestContext(ctx context.Context, deadline time.Time) (con
 func (c *Connector) dropConnections() {
 	if c.transport != nil {
 		c.transport.CloseIdleConnections()
+	}
+	if c.fast != nil {
+		c.fast.hc.CloseIdleConnections()
 	}
 }
 

@@ -118,6 +118,11 @@ const (
 
 // expand fills t from req; data is req.Data decoded (decodeData).
 func (t *Template) expand(req connectors.Request, data any, mode int) (string, error) {
+	if len(t.parts) == 1 && t.parts[0].field == nil {
+		// A URL without placeholders (every Execute of the default
+		// protocol): the text itself, not a copy per request.
+		return t.parts[0].lit, nil
+	}
 	var b strings.Builder
 	for _, p := range t.parts {
 		if p.field == nil {

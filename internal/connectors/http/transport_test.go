@@ -154,7 +154,8 @@ func TestTransportIdleTimeout(t *testing.T) {
 // the request's deadline, the action's timeout). The server runs in the
 // same process, so ns/op and cpu-ns/op (the process's CPU per request,
 // steadier than ns/op on a shared machine) include it; compare runs with
-// benchstat.
+// benchstat. HTTPCONN_TEST_CLIENT=net/http measures net/http instead of
+// the default client (client_test.go).
 //
 //	go test ./internal/connectors/http -run '^$' -bench BenchmarkExecuteConcurrent -benchmem -count 6
 func BenchmarkExecuteConcurrent(b *testing.B) {

@@ -1,0 +1,258 @@
+package httpconn_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/connectors"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
+)
+
+// testClientEnv names the client the package's tests run on when set;
+// unset, they run on the default (fasthttp) and TestSuiteOnNetHTTP runs
+// them all again on net/http.
+const testClientEnv = "HTTPCONN_TEST_CLIENT"
+
+func TestMain(m *testing.M) {
+	if c := os.Getenv(testClientEnv); c != "" {
+		httpconn.SetDefaultClient(c)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSuiteOnNetHTTP runs every test of the package with net/http as the
+// default client: each behaviour docs/connectors.md states holds on both.
+func TestSuiteOnNetHTTP(t *testing.T) {
+	if os.Getenv(testClientEnv) != "" {
+		t.Skip("already the suite on one client")
+	}
+	args := []string{"-test.run=^Test", "-test.skip=^TestSuiteOnNetHTTP$", "-test.count=1"}
+	if testing.Short() {
+		args = append(args, "-test.short")
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), testClientEnv+"="+httpconn.ClientNetHTTP)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the suite on %s: %v\n%s", httpconn.ClientNetHTTP, err, out)
+	}
+}
+
+// newTestConnector is a connector for url with cfg's other settings.
+func newTestConnector(t *testing.T, cfg httpconn.Config) *httpconn.Connector {
+	t.Helper()
+	c, err := httpconn.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func deadlined() connectors.Request {
+	r := request()
+	r.Deadline = time.Now().Add(5 * time.Second)
+	return r
+}
+
+// A kept-alive connection that the server closes after reading a POST,
+// without answering: the POST may have been done, so the answer is
+// ambiguous and the request is not sent again by the client. fasthttp's
+// HostClient.Do sends a request again in this case when its RetryIf or
+// RetryIfErr allows (by default for GET, HEAD, PUT: an API's method may be
+// PUT); the connector does not use Do.
+func TestClosedKeptAliveConnectionIsNotResent(t *testing.T) {
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if posts.Add(1) == 2 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds"})
+	if res := c.Execute(context.Background(), deadlined()); res.Kind != connectors.Succeeded {
+		t.Fatalf("first: %v %q", res.Kind, res.Message)
+	}
+	if res := c.Execute(context.Background(), deadlined()); res.Kind != connectors.Ambiguous {
+		t.Fatalf("connection closed after the request: %v %q, want ambiguous", res.Kind, res.Message)
+	}
+	if n := posts.Load(); n != 2 {
+		t.Fatalf("the server saw %d POSTs, want 2: the client resent one", n)
+	}
+}
+
+// A 2xx whose body breaks off stays succeeded: the status says it
+// happened.
+func TestBrokenBodyAfterStatusSucceeds(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		conn, bw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		fmt.Fprint(bw, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":")
+		_ = bw.Flush()
+		_ = conn.Close()
+	}))
+	defer srv.Close()
+	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds"})
+	if res := c.Execute(context.Background(), deadlined()); res.Kind != connectors.Succeeded {
+		t.Fatalf("201 with a broken body: %v %q, want succeeded", res.Kind, res.Message)
+	}
+}
+
+// A request whose deadline passes while it waits for one of max_conns
+// busy connections was not sent: unavailable, and the server never sees it.
+func TestDeadlineWhileWaitingForConnectionIsNotSent(t *testing.T) {
+	release := make(chan struct{})
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		posts.Add(1)
+		<-release
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	defer close(release)
+	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", Transport: httpconn.Transport{MaxConns: 1}})
+	go c.Execute(context.Background(), deadlined())
+	for posts.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	req := request()
+	req.Deadline = time.Now().Add(50 * time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), req.Deadline)
+	defer cancel()
+	if res := c.Execute(ctx, req); res.Kind != connectors.Unavailable {
+		t.Fatalf("waited past its deadline for a connection: %v %q, want unavailable", res.Kind, res.Message)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("the server saw %d POSTs, want 1", n)
+	}
+}
+
+// Cancelling the context (a shutdown) ends a request that has no deadline
+// and waits for its answer: ambiguous, since it was sent.
+func TestCancelEndsASentRequest(t *testing.T) {
+	release := make(chan struct{})
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		posts.Add(1)
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release)
+	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan connectors.Result, 1)
+	go func() { done <- c.Execute(ctx, request()) }()
+	for posts.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case res := <-done:
+		if res.Kind != connectors.Ambiguous || !strings.Contains(res.Message, "canceled") {
+			t.Fatalf("cancelled after sending: %v %q, want ambiguous", res.Kind, res.Message)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Execute did not return after its context was cancelled")
+	}
+}
+
+// systems.<name>.http.client: a name it does not know, and fasthttp where
+// it cannot apply, are refused.
+func TestClientSetting(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  httpconn.Config
+		want string
+	}{
+		{httpconn.Config{URL: "http://h/x", Transport: httpconn.Transport{Client: "curl"}}, `client "curl"`},
+		{httpconn.Config{URL: "http://h/x", Client: &http.Client{}, Transport: httpconn.Transport{Client: httpconn.ClientFast}}, "Config.Client is set"},
+	} {
+		if _, err := httpconn.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.cfg.Transport, err, tc.want)
+		}
+	}
+	for _, name := range []string{"", httpconn.ClientFast, httpconn.ClientNetHTTP} {
+		if _, err := httpconn.New(httpconn.Config{URL: "https://h/x", Transport: httpconn.Transport{Client: name}}); err != nil {
+			t.Errorf("client %q: %v", name, err)
+		}
+	}
+}
+
+// A 2xx whose body is far longer than the result keeps is succeeded, and
+// the result says the body was cut.
+func TestHugeBodyIsCut(t *testing.T) {
+	big := strings.Repeat("x", 200<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, big)
+	}))
+	defer srv.Close()
+	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", MaxResultBytes: 1 << 10})
+	res := c.Execute(context.Background(), deadlined())
+	if res.Kind != connectors.Succeeded || !strings.Contains(string(res.Result), `"body_truncated":true`) {
+		t.Fatalf("201 with a 200 KiB body: %v %q %.80s", res.Kind, res.Message, res.Result)
+	}
+}
+
+// A kept-alive connection the system closed while it was idle (its own
+// idle timeout shorter than the connector's) is not used for the next
+// request: that request is sent on a new connection and answered, not
+// written into the closed one and ambiguous. net/http learns of the close
+// from its reading goroutine; the fasthttp path looks before writing.
+func TestIdleConnectionClosedBySystemIsNotUsed(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
+			var posts, closed atomic.Int32
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				posts.Add(1)
+				w.WriteHeader(http.StatusCreated)
+			}))
+			srv.Config.IdleTimeout = 20 * time.Millisecond
+			srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateClosed {
+					closed.Add(1)
+				}
+			}
+			cfg := httpconn.Config{}
+			if useTLS {
+				srv.StartTLS()
+				ca := filepath.Join(t.TempDir(), "ca.pem")
+				writePEM(t, ca, "CERTIFICATE", srv.Certificate().Raw)
+				cfg.API.TLS = httpconn.TLS{CAFile: ca, ServerName: "example.com"}
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			cfg.URL = srv.URL + "/refunds"
+			c := newTestConnector(t, cfg)
+			if res := c.Execute(context.Background(), deadlined()); res.Kind != connectors.Succeeded {
+				t.Fatalf("first: %v %q", res.Kind, res.Message)
+			}
+			for closed.Load() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(10 * time.Millisecond) // the FIN reaches the client's socket
+			if res := c.Execute(context.Background(), deadlined()); res.Kind != connectors.Succeeded {
+				t.Fatalf("after the system closed the idle connection: %v %q, want succeeded", res.Kind, res.Message)
+			}
+			if n := posts.Load(); n != 2 {
+				t.Fatalf("the server saw %d POSTs, want 2", n)
+			}
+		})
+	}
+}
