@@ -72,6 +72,14 @@ var guarantees = []mutant{
 		Run:  "TestNextStepIsPerformsRule|TestPerformRules|TestUnresolvedThenReconciled|TestEvidencePaths|TestPaymentsProfileEndToEnd",
 	},
 	{
+		Name: "fasthttp-unanswered-is-sent", Guarantee: "G3: a request written over fasthttp and not answered is ambiguous (confirmed), not \"not sent\" (retried)",
+		Edits: []edit{{"internal/connectors/http/fast.go",
+			"	if err != nil && !answered {\n		return true, false, f.cause(ctx, err)",
+			"	if err != nil && !answered {\n		return false, false, f.cause(ctx, err)"}},
+		Pkgs: []string{"./internal/connectors/http/"},
+		Run:  "TestClosedKeptAliveConnectionIsNotResent|TestCancelEndsASentRequest|TestPerform|TestTimedOutConnectionNotReused|TestPaymentsProfile",
+	},
+	{
 		Name: "reconcile-without-confirm", Guarantee: "G3: an inherited or unresolved execution is confirmed before it runs again",
 		Edits: []edit{{"internal/connectors/effect/perform.go",
 			"	res, d, done := r.confirm(ctx, req)\n	if done {\n		return d\n	}\n	if res.Kind == connectors.Succeeded {\n		return Decision{Outcome: schemas.StatusSucceeded, Result: res.Result, Attempts: req.Attempt, EstablishedBy: schemas.EstablishedByConfirmation}\n	}\n	req.Attempt++ // NotFound",
