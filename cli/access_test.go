@@ -251,6 +251,7 @@ func serveForAccess(t *testing.T, readyURL string, args ...string) (brokers stri
 		}
 		select {
 		case out := <-done:
+			done <- out // for the deferred stop, which waits for it
 			t.Fatalf("serve stopped before it was ready: %s", out)
 		case <-time.After(100 * time.Millisecond):
 		}

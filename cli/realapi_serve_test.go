@@ -173,6 +173,7 @@ func TestServeRealAPISecretsNowhere(t *testing.T) {
 		}
 		select {
 		case out := <-done:
+			done <- out // for the deferred stop, which waits for it
 			t.Fatalf("serve stopped before it was ready: %s", out)
 		case <-time.After(100 * time.Millisecond):
 		}
