@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,20 +115,33 @@ func TestBrokenBodyAfterStatusSucceeds(t *testing.T) {
 	}
 }
 
+// heldServer is a system that holds every POST it counts until release
+// (or the test's end), then answers 201: a request to its url is sent and
+// unanswered for as long as the test looks. It is released before it is
+// closed, so the requests' goroutines end.
+func heldServer(t *testing.T) (url string, posts *atomic.Int32, release func()) {
+	t.Helper()
+	held := make(chan struct{})
+	release = sync.OnceFunc(func() { close(held) })
+	posts = new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		posts.Add(1)
+		<-held
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(release)
+	return srv.URL + "/refunds", posts, release
+}
+
 // A request whose deadline passes while it waits for one of max_conns
 // busy connections was not sent: unavailable, and the server never sees it.
 func TestDeadlineWhileWaitingForConnectionIsNotSent(t *testing.T) {
-	release := make(chan struct{})
-	var posts atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		posts.Add(1)
-		<-release
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
-	defer close(release)
-	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", Transport: httpconn.Transport{MaxConns: 1}})
-	go c.Execute(context.Background(), deadlined())
+	url, posts, release := heldServer(t)
+	c := newTestConnector(t, httpconn.Config{URL: url, Transport: httpconn.Transport{MaxConns: 1}})
+	first := make(chan connectors.Result, 1)
+	go func() { first <- c.Execute(context.Background(), deadlined()) }()
+	t.Cleanup(func() { release(); <-first })
 	for posts.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
@@ -146,15 +160,8 @@ func TestDeadlineWhileWaitingForConnectionIsNotSent(t *testing.T) {
 // Cancelling the context (a shutdown) ends a request that has no deadline
 // and waits for its answer: ambiguous, since it was sent.
 func TestCancelEndsASentRequest(t *testing.T) {
-	release := make(chan struct{})
-	var posts atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		posts.Add(1)
-		<-release
-	}))
-	defer srv.Close()
-	defer close(release)
-	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds"})
+	url, posts, _ := heldServer(t)
+	c := newTestConnector(t, httpconn.Config{URL: url})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan connectors.Result, 1)
 	go func() { done <- c.Execute(ctx, request()) }()
