@@ -222,6 +222,21 @@ func (st *partState) closeIntent(k scopedKey) {
 // current one (progress) when none is open. Its token floor is always the
 // current one: restore takes the highest it reads, and a lower floor would
 // only let a token be handed out twice.
+func (st *partState) storedProgress(tokens int64) dedupe.Progress {
+	i := 0
+	for i < len(st.held.holds) && st.held.holds[i].n <= 0 {
+		i++
+	}
+	st.held.holds = st.held.holds[i:]
+	if len(st.held.holds) == 0 {
+		st.held.holds = nil
+		return st.progress(tokens)
+	}
+	prog := st.held.holds[0].prog
+	prog.TokenSeq = max(prog.TokenSeq, tokens)
+	return prog
+}
+
 // progressToStore is storedProgress(tokens), and whether it differs from
 // the Progress the committer last wrote for st (committer loop only).
 // Only a partition a transaction moved needs writing: rewriting every
@@ -237,19 +252,4 @@ func (st *partState) progressToStore(tokens int64) (dedupe.Progress, bool) {
 // progressStored notes that prog was written for st (committer loop only).
 func (st *partState) progressStored(prog dedupe.Progress) {
 	st.stored.prog, st.stored.ok = prog, true
-}
-
-func (st *partState) storedProgress(tokens int64) dedupe.Progress {
-	i := 0
-	for i < len(st.held.holds) && st.held.holds[i].n <= 0 {
-		i++
-	}
-	st.held.holds = st.held.holds[i:]
-	if len(st.held.holds) == 0 {
-		st.held.holds = nil
-		return st.progress(tokens)
-	}
-	prog := st.held.holds[0].prog
-	prog.TokenSeq = max(prog.TokenSeq, tokens)
-	return prog
 }
