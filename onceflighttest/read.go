@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/audit"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -52,34 +53,7 @@ func (h *Harness) Journal(p int32) []*kgo.Record {
 
 func (h *Harness) readAll(topic string, p int32, timeout time.Duration) []*kgo.Record {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	ends, err := kadm.NewClient(h.Client()).ListEndOffsets(ctx, topic)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	end, _ := ends.Lookup(topic, p)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	next := int64(-1)
-	for next < end.Offset-1 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			h.t.Fatalf("reading %s/%d: reached %d of %d", topic, p, next, end.Offset)
-		}
-		for _, r := range fs.Records() {
-			next = r.Offset
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
+	return kafkatest.ReadAll(h.t, h.Brokers, topic, p, timeout)
 }
 
 // JournalAll reads every committed journal record of the harness's

@@ -1,10 +1,12 @@
 package kafkatest
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/schemas"
@@ -76,4 +78,46 @@ func Gauge(t testing.TB, reg *prometheus.Registry, name string, labels ...string
 		}
 	}
 	return 0, false
+}
+
+// ReadAll reads every committed record of topic partition p, up to its end
+// offset at the time of the call (control records skipped), within
+// timeout. It reads to the end offset the broker reports rather than for a
+// fixed time: a loaded machine may take longer than any window to fetch
+// them, and a count must not end before the last record.
+func ReadAll(t testing.TB, brokers []string, topic string, p int32, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+	adm.Close()
+	if err != nil {
+		t.Fatalf("reading %s/%d: end offsets: %v", topic, p, err)
+	}
+	end, _ := ends.Lookup(topic, p)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	next := int64(-1)
+	for next < end.Offset-1 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s/%d: reached %d of %d", topic, p, next, end.Offset)
+		}
+		for _, r := range fs.Records() {
+			next = r.Offset
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }

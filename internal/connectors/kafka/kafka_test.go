@@ -19,11 +19,15 @@ import (
 	"github.com/onceflight/onceflight/connectors/connectortest"
 	"github.com/onceflight/onceflight/internal/connectors/effect"
 	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
+	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
 
-const topic = "t"
+const (
+	topic      = "t"
+	partitions = 3 // of topic
+)
 
 func cluster(t *testing.T) *kgo.Client {
 	t.Helper()
@@ -35,7 +39,7 @@ func cluster(t *testing.T) *kgo.Client {
 // producing client for it.
 func fakeCluster(t *testing.T) (*kfake.Cluster, *kgo.Client) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topic))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,53 +61,18 @@ func connector(t *testing.T, cl *kgo.Client, partitionFor func(string, int) int3
 	return c
 }
 
-// effects counts the records on the topic carrying key. It reads every
-// partition up to the end offset the broker reports, rather than for a fixed
-// time: a loaded machine may take longer than any window to fetch them.
+// effects counts the records on the topic carrying key, read to each
+// partition's end offset (kafkatest.ReadAll).
 func effects(t *testing.T, cl *kgo.Client, key string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("effects: list end offsets: %v", err)
-	}
-	want := map[int32]int64{}
-	from := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			t.Fatalf("effects: end offset of partition %d: %v", o.Partition, o.Err)
-		}
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-			from[o.Partition] = kgo.NewOffset().AtStart()
-		}
-	})
-	if len(want) == 0 {
-		return 0
-	}
 	seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
-	rd, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
 	n := 0
-	for len(want) > 0 {
-		fs := rd.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("effects: partitions %v not read to their end offsets: %v", want, ctx.Err())
+	for p := range int32(partitions) {
+		for _, r := range kafkatest.ReadAll(t, seeds, topic, p, 20*time.Second) {
+			if kafkatest.HeaderValue(r, kafkaconn.HeaderKey) == key {
+				n++
+			}
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			for _, h := range r.Headers {
-				if h.Key == kafkaconn.HeaderKey && bytes.Equal(h.Value, []byte(key)) {
-					n++
-				}
-			}
-			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-		})
 	}
 	return n
 }
