@@ -517,7 +517,6 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 		e.ready.Store(true)
 		return
 	}
-	member, _ := cl.GroupMetadata()
 	rctx, cancel := context.WithTimeout(ctx, e.cfg.RestoreTimeout)
 	defer cancel()
 	// A restarted executor keeps its transactional id: loading the
@@ -533,7 +532,10 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 		e.rejoinAfterFailedRestore()
 		return
 	}
-	as.member = member
+	// The membership the restores and their epoch markers belong to:
+	// fixed while this callback runs (the client joins again only after
+	// it returns).
+	as.member, _ = cl.GroupMetadata()
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, 4)
 	for _, p := range ps {
@@ -566,7 +568,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			// partition held or paused under an earlier ownership would
 			// otherwise never be fetched again.
 			cl.ResumeFetchPartitions(map[string][]int32{e.cfg.Topics.Commands: {p}})
-			st.member = member
+			st.member = as.member
 			e.mu.Lock()
 			if old, ok := e.mu.parts[p]; ok {
 				old.lost.Store(true)
