@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/onceflight/onceflight/internal/broker"
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/internal/proctest"
 	"github.com/onceflight/onceflight/kafkaconf"
 )
 
@@ -60,15 +60,15 @@ func execCLI(ctx context.Context, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-// freeAddr returns a local address nothing listens on right now.
+// freeAddr returns a local address nothing listens on right now, outside
+// the ports other tests' listeners on :0 are given (proctest.FreeAddr).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := proctest.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // serveSecured runs `serve` with conn (the -X flags) against addr in the

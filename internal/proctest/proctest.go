@@ -254,16 +254,6 @@ func CountLevels(b []byte) (errs, warns int, first string) {
 	return errs, warns, first
 }
 
-// FreeAddr returns 127.0.0.1:<port> for a port that was free a moment ago.
-func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // WaitTCP waits until addr accepts connections; it fails when p exits
 // first or ctx ends.
 func WaitTCP(ctx context.Context, p *Proc, addr string) error {

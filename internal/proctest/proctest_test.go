@@ -2,7 +2,9 @@ package proctest
 
 import (
 	"context"
+	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +60,33 @@ func TestStartWaitStop(t *testing.T) {
 	}
 	if _, err := stubborn.WaitLog(ctx, regexp.MustCompile(`never`)); err == nil || !strings.Contains(err.Error(), "exited") {
 		t.Fatalf("WaitLog on an exited process = %v, want exited", err)
+	}
+}
+
+// TestFreeAddrDistinctAndOutsideEphemeral: addresses asked for in a row
+// differ, each can be listened on, and none is a port the kernel hands to
+// listeners on :0 (where other tests' brokers could take it first).
+func TestFreeAddrDistinctAndOutsideEphemeral(t *testing.T) {
+	lo, hi := explicitPorts()
+	seen := map[string]bool{}
+	for range 50 {
+		addr, err := FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[addr] {
+			t.Fatalf("FreeAddr handed out %s twice", addr)
+		}
+		seen[addr] = true
+		_, ps, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(ps)
+		if hi > lo && (p < lo || p >= hi) {
+			t.Fatalf("FreeAddr gave port %d, want one in [%d, %d) below the ephemeral range", p, lo, hi)
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("listen on FreeAddr's %s: %v", addr, err)
+		}
+		ln.Close()
 	}
 }
