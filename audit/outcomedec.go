@@ -36,10 +36,10 @@ func factsOf(id, causation string, rec *schemas.Record) outcomeFacts {
 	if rec.Error != nil {
 		f.code = rec.Error.Code
 	}
-	if want := wire.OutcomeIDOf(rec, causation); want != id {
-		f.wantID = want
-	} else {
+	if wire.IsOutcomeIDOf(id, rec, causation) {
 		f.idOK = true
+	} else {
+		f.wantID = wire.OutcomeIDOf(rec, causation)
 	}
 	return f
 }
