@@ -26,9 +26,10 @@ import (
 // coefficients are the bytes' 16-byte blocks and length, agrees on them.
 // For two different byte strings of at most L blocks the difference is
 // a non-zero polynomial of degree at most L+1, which has at most L+1
-// roots: they share a tag for at most L+1 of the 2^128 values of H
-// (GHASH is (L+1)/2^128-almost-universal; McGrew and Viega, "The security
-// and performance of the Galois/Counter Mode", 2004). That bound holds for
+// roots: they share a tag for at most L+1 of the 2^128 values of H, which
+// is as good as uniform with AES a pseudorandom permutation (GHASH is
+// (L+1)/2^128-almost-universal; McGrew and Viega, "The security and
+// performance of the Galois/Counter Mode", 2004). That bound holds for
 // bytes chosen without knowing H, and the audited bytes are: they are
 // below end offsets read before the key is drawn, and nothing computed
 // from the key leaves the process. For the executor's records (L ≈ 70)
