@@ -48,10 +48,9 @@ import (
 // # Bound
 //
 // Two generations (the latest records and the ones before them), each of
-// at most memoEntries entries and memoBytes bytes counted as each
-// entry's fixed size and the strings it keeps (key, entity, and of an
-// error or a resolution what it holds): at most 2 × memoBytes whatever
-// the number of keys (docs/memory.md#audit).
+// at most memoEntries entries and memoBytes of what the entries keep
+// (their strings; an error's or a resolution's): at most 2 × (2.2 MB +
+// 1 MiB) whatever the number of keys (docs/memory.md#audit).
 //
 // It is written between decoding passes (add, on one goroutine) and only
 // read while records are decoded on every core (tagOf, find).
@@ -64,7 +63,8 @@ type recordMemo struct {
 // memoTag is a record's GMAC under the memo's key (recordMemo).
 type memoTag [16]byte
 
-// memoGen is one generation of the memo.
+// memoGen is one generation of the memo. Its map and entries are made
+// for memoEntries when first used and then reused.
 type memoGen struct {
 	at    map[memoTag]int32 // a record's tag -> its entry
 	ents  []memoEntry
@@ -75,24 +75,23 @@ type memoGen struct {
 type memoEntry struct {
 	key        string
 	entity     string
-	status     schemas.Status
-	command    schemas.CommandRef // Partition, and ID when resolution is set (SettlementDecision)
+	status     schemas.Status // interned
+	cmdID      string         // the command id when resolution is set (SettlementDecision reads it), else ""
+	partition  int32          // the command partition
 	err        *schemas.Error
 	resolution *schemas.Resolution
 }
 
-// memoBytes and memoEntries bound each generation: variables so that a
-// test can make the memo turn over. 16 384 entries hold a partition of
-// the bench's topics (8 300 journal records; an executor's record costs
-// about 200 bytes here, 3 MB a generation).
+// memoEntries and memoBytes bound each generation: at most memoEntries
+// entries (88 bytes each and their tag in the map: about 2.2 MB for
+// 16 384) keeping at most memoBytes of strings and what err and
+// resolution point at (memoCost). Variables so that a test can make the
+// memo turn over. 16 384 entries hold a partition of the bench's topics
+// (8 300 journal records, about 40 bytes of key and entity each).
 var (
-	memoBytes   = 4 << 20
 	memoEntries = 1 << 14
+	memoBytes   = 1 << 20
 )
-
-// memoEntrySize is what an entry costs besides its strings: the entry
-// and its tag in the map.
-const memoEntrySize = 120 + 48
 
 // useMemo gives a the recordMemo Run decodes with (none where AES-GCM is
 // not available, as in FIPS 140-only mode: every record is then decoded).
@@ -109,9 +108,6 @@ func newRecordMemo() *recordMemo {
 	if m.gcm, err = cipher.NewGCM(blk); err != nil {
 		return nil
 	}
-	for i := range m.gen {
-		m.gen[i].at = map[memoTag]int32{}
-	}
 	return m
 }
 
@@ -121,14 +117,17 @@ func (m *recordMemo) tagOf(raw []byte, t *memoTag) {
 	m.gcm.Seal(t[:0], m.nonce[:], nil, raw)
 }
 
-// memoCost is what keeping rec costs a generation.
+// memoCost is what keeping rec costs a generation beyond its entry:
+// the strings the entry keeps (each rounded up to a word) and what its
+// error and resolution hold.
 func memoCost(rec *schemas.Record) int {
-	n := memoEntrySize + len(rec.IdempotencyKey) + len(rec.Entity)
+	str := func(s string) int { return (len(s) + 7) &^ 7 }
+	n := str(rec.IdempotencyKey) + str(rec.Entity)
 	if e := rec.Error; e != nil {
-		n += 32 + len(e.Code) + len(e.Message)
+		n += 32 + str(e.Code) + str(e.Message)
 	}
 	if r := rec.Resolution; r != nil {
-		n += 96 + len(r.By) + len(r.Reason) + len(r.As) + len(r.DecisionID) + len(rec.Command.ID)
+		n += 96 + str(r.By) + str(r.Reason) + str(string(r.As)) + str(r.DecisionID) + str(rec.Command.ID)
 	}
 	return n
 }
@@ -149,14 +148,18 @@ func (m *recordMemo) add(t *memoTag, rec *schemas.Record) {
 		g.ents, g.bytes = g.ents[:0], 0
 		clear(g.at)
 	}
+	if g.at == nil {
+		g.at = make(map[memoTag]int32, memoEntries)
+		g.ents = make([]memoEntry, 0, memoEntries)
+	}
 	if _, ok := g.at[*t]; ok {
 		return
 	}
 	g.at[*t] = int32(len(g.ents))
-	e := memoEntry{key: rec.IdempotencyKey, entity: rec.Entity, status: rec.Status,
-		command: schemas.CommandRef{Partition: rec.Command.Partition}, err: rec.Error, resolution: rec.Resolution}
+	e := memoEntry{key: rec.IdempotencyKey, entity: rec.Entity, status: intern(rec.Status),
+		partition: rec.Command.Partition, err: rec.Error, resolution: rec.Resolution}
 	if rec.Resolution != nil {
-		e.command.ID = rec.Command.ID
+		e.cmdID = rec.Command.ID
 	}
 	g.ents = append(g.ents, e)
 	g.bytes += c
@@ -174,7 +177,7 @@ func (m *recordMemo) find(raw []byte, t *memoTag) (schemas.Record, bool) {
 		if j, ok := g.at[*t]; ok {
 			e := &g.ents[j]
 			return schemas.Record{IdempotencyKey: e.key, Entity: e.entity, Status: e.status,
-				Command: e.command, Error: e.err, Resolution: e.resolution}, true
+				Command: schemas.CommandRef{ID: e.cmdID, Partition: e.partition}, Error: e.err, Resolution: e.resolution}, true
 		}
 	}
 	return schemas.Record{}, false

@@ -90,7 +90,7 @@ func TestRecordMemoBound(t *testing.T) {
 				m.tagOf(raw(i), &tag)
 				m.add(&tag, rec(i))
 				for _, g := range m.gen {
-					if g.bytes > memoBytes || len(g.ents) > memoEntries || len(g.at) != len(g.ents) || g.bytes != len(g.ents)*cost {
+					if g.bytes > memoBytes || len(g.ents) > memoEntries || cap(g.ents) > memoEntries || len(g.at) != len(g.ents) || g.bytes != len(g.ents)*cost {
 						t.Fatalf("after %d records: a generation of %d bytes, %d entries, %d tags", i+1, g.bytes, len(g.ents), len(g.at))
 					}
 				}
