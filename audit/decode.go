@@ -24,7 +24,9 @@ type decoded struct {
 	hash            string
 	hashErr         error
 	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
-	sum             uint64 // recordMemo.sum of its bytes when decoded with a memo; 0: none (a record whose sum is 0 is only not memoized)
+	tagged          bool   // tag is the recordMemo's tag of its bytes (decoded with a memo)
+
+	tag memoTag // of a journal record's bytes, or of the record an outcome carries
 
 	// outcome events
 	o                 outcomeFacts
@@ -50,11 +52,12 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
 			d.entityID = digestOf(p, d.rec.Entity)
 			if a.memo != nil {
-				d.sum = a.memo.sum(r.Value)
+				a.memo.tagOf(r.Value, &d.tag)
+				d.tagged = true
 			}
 		}
 	case a.in.Topics.Outcomes:
-		if d.o, d.fromMemo, d.err = decodeOutcome(r, a.memo); d.err != nil {
+		if d.o, d.fromMemo, d.err = decodeOutcome(r, a.memo, &d.tag); d.err != nil {
 			return
 		}
 		o := &d.o
@@ -151,8 +154,8 @@ func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
 	outcomes := a.in.Topics.Outcomes
 	a.decodeEach(rs, ds, func(r *kgo.Record) bool { return r.Topic != outcomes })
 	for i, r := range rs {
-		if d := &ds[i]; r.Topic == a.in.Topics.Journal && d.err == nil && d.kind == schemas.KindRecord && d.sum != 0 {
-			a.memo.add(d.sum, r.Value, &d.rec)
+		if d := &ds[i]; r.Topic == a.in.Topics.Journal && d.err == nil && d.kind == schemas.KindRecord && d.tagged {
+			a.memo.add(&d.tag, &d.rec)
 		}
 	}
 	a.decodeEach(rs, ds, func(r *kgo.Record) bool { return r.Topic == outcomes })

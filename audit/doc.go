@@ -74,8 +74,9 @@
 //     since an id must stand for one (causation, status, key) across
 //     partitions;
 //   - the journal records decoded lately, for the outcomes that carry
-//     their bytes (recordMemo): at most 2 × 2 MiB of copies and 2 × 8 192
-//     entries, whatever the number of keys;
+//     their bytes (recordMemo): a 16-byte tag of each record's bytes and
+//     the fields an outcome reads, at most 2 × 16 384 entries keeping
+//     2 × 1 MiB of strings (≈ 7 MB), whatever the number of keys;
 //   - per deadletter copy, forwarded and misrouted command, and command
 //     found unanswered below the committed offset: its position (rare in
 //     a healthy history).

@@ -26,9 +26,10 @@ func dataOf(t *testing.T, r *kgo.Record) []byte {
 // TestDecodeOutcomeKnownRecord: an outcome whose data has the bytes of a
 // record in the memo takes that record's fields instead of decoding it (a
 // planted entry shows the lookup is made), gets exactly the facts a decode
-// gives for a real entry, and a record differing in one byte is decoded.
+// gives for a real entry, and a record differing in one member is decoded.
 func TestDecodeOutcomeKnownRecord(t *testing.T) {
 	samples := outcomeSamples(t)
+	var tag memoTag
 	for i, r := range samples[:len(samples)-1] { // the last one is not read by the fast path
 		data := dataOf(t, r)
 		rec, err := schemas.UnmarshalRecord(data)
@@ -36,61 +37,68 @@ func TestDecodeOutcomeKnownRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := newRecordMemo()
-		m.add(m.sum(data), data, &rec)
-		got, fromMemo, ok := decodeOutcomeFast(r, m)
+		m.tagOf(data, &tag)
+		m.add(&tag, &rec)
+		got, fromMemo, ok := decodeOutcomeFast(r, m, &tag)
 		if want := wantFacts(t, r); !ok || !fromMemo || got != want {
 			t.Fatalf("sample %d: with its record in the memo: %+v, %v, %v; want %+v from the memo", i, got, fromMemo, ok, want)
 		}
 		planted := newRecordMemo()
-		planted.add(planted.sum(data), data, &schemas.Record{IdempotencyKey: "planted", Status: schemas.StatusHeld})
-		if got, _, ok := decodeOutcomeFast(r, planted); !ok || got.key != "planted" || got.status != schemas.StatusHeld {
+		planted.tagOf(data, &tag)
+		planted.add(&tag, &schemas.Record{IdempotencyKey: "planted", Status: schemas.StatusHeld})
+		if got, _, ok := decodeOutcomeFast(r, planted, &tag); !ok || got.key != "planted" || got.status != schemas.StatusHeld {
 			t.Fatalf("sample %d: the memo's entry for its data was not used: %+v", i, got)
 		}
 	}
 	// The record's bytes with one change (its hash member kept, as a
-	// tamperer would): not the memo's record, even under its sum.
+	// tamperer would): not the memo's record.
 	r := samples[0]
 	data := dataOf(t, r)
 	m := newRecordMemo()
 	changed := *r
 	changed.Value = []byte(strings.Replace(string(r.Value), `"status":"succeeded"`, `"status":"failed"`, 1))
-	m.add(m.sum(dataOf(t, &changed)), data, &schemas.Record{IdempotencyKey: "planted", Status: schemas.StatusHeld})
-	got, fromMemo, ok := decodeOutcomeFast(&changed, m)
+	m.tagOf(data, &tag)
+	m.add(&tag, &schemas.Record{IdempotencyKey: "planted", Status: schemas.StatusHeld})
+	got, fromMemo, ok := decodeOutcomeFast(&changed, m, &tag)
 	if want := wantFacts(t, &changed); !ok || fromMemo || got != want || got.status != schemas.StatusFailed {
 		t.Fatalf("a changed record: %+v, %v, %v; want %+v, decoded", got, fromMemo, ok, want)
 	}
 }
 
 // TestRecordMemoBound: the memo keeps the latest records, in two
-// generations of at most memoArena bytes and memoEntries entries each, and
-// forgets the older ones.
+// generations of at most memoBytes (as memoCost counts them) and
+// memoEntries entries each, and forgets the older ones.
 func TestRecordMemoBound(t *testing.T) {
-	arena, entries := memoArena, memoEntries
-	t.Cleanup(func() { memoArena, memoEntries = arena, entries })
-	raw := func(i int) []byte { return fmt.Appendf(nil, `{"record":%04d}`, i) } // 15 bytes
+	size, entries := memoBytes, memoEntries
+	t.Cleanup(func() { memoBytes, memoEntries = size, entries })
+	raw := func(i int) []byte { return fmt.Appendf(nil, `{"record":%04d}`, i) }
+	rec := func(i int) *schemas.Record { return &schemas.Record{IdempotencyKey: fmt.Sprintf("%04d", i)} }
+	cost := memoCost(rec(0)) // the same for every record here
+	var tag memoTag
 	for _, c := range []struct {
 		name            string
-		arena, entries  int
+		size, entries   int
 		oldest, maxEnts int // the oldest of the 20 records still found; entries held at most
 	}{
-		{"bytes", 4 * 15, 1000, 12, 8},
+		{"bytes", 4 * cost, 1000, 12, 8},
 		{"entries", 1 << 20, 3, 15, 6},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			memoArena, memoEntries = c.arena, c.entries
+			memoBytes, memoEntries = c.size, c.entries
 			m := newRecordMemo()
 			for i := range 20 {
-				m.add(m.sum(raw(i)), raw(i), &schemas.Record{IdempotencyKey: fmt.Sprint(i)})
+				m.tagOf(raw(i), &tag)
+				m.add(&tag, rec(i))
 				for _, g := range m.gen {
-					if len(g.arena) > memoArena || cap(g.arena) > memoArena || len(g.ents) > memoEntries || len(g.at) != len(g.ents) {
-						t.Fatalf("after %d records: a generation of %d bytes (cap %d), %d entries, %d sums", i+1, len(g.arena), cap(g.arena), len(g.ents), len(g.at))
+					if g.bytes > memoBytes || len(g.ents) > memoEntries || cap(g.ents) > memoEntries || len(g.at) != len(g.ents) || g.bytes != len(g.ents)*cost {
+						t.Fatalf("after %d records: a generation of %d bytes, %d entries, %d tags", i+1, g.bytes, len(g.ents), len(g.at))
 					}
 				}
 			}
 			for i := range 20 {
-				rec, ok := m.find(raw(i))
-				if want := i >= c.oldest; ok != want || (ok && rec.IdempotencyKey != fmt.Sprint(i)) {
-					t.Errorf("record %d: %+v, %v; want found=%v", i, rec, ok, want)
+				got, ok := m.find(raw(i), &tag)
+				if want := i >= c.oldest; ok != want || (ok && got.IdempotencyKey != fmt.Sprintf("%04d", i)) {
+					t.Errorf("record %d: %+v, %v; want found=%v", i, got, ok, want)
 				}
 			}
 			if n := len(m.gen[0].ents) + len(m.gen[1].ents); n > c.maxEnts {
@@ -98,11 +106,12 @@ func TestRecordMemoBound(t *testing.T) {
 			}
 		})
 	}
-	memoArena = 10
+	memoBytes = cost - 1
 	m := newRecordMemo()
-	m.add(m.sum(raw(1)), raw(1), &schemas.Record{})
-	if _, ok := m.find(raw(1)); ok {
-		t.Error("a record larger than an arena was kept")
+	m.tagOf(raw(1), &tag)
+	m.add(&tag, rec(1))
+	if _, ok := m.find(raw(1), &tag); ok {
+		t.Error("a record costing more than a generation was kept")
 	}
 }
 
@@ -159,20 +168,39 @@ func TestRunOutcomesOfJournalRecords(t *testing.T) {
 }
 
 // TestRecordMemoFindsOnlyItsBytes: find answers only for the exact bytes
-// kept, in either generation. A sum is 64 bits of a non-cryptographic
-// hash: bytes a tamperer shaped to share a kept record's sum (planted
-// here under the other bytes' sum) must not take that record's facts.
+// kept, in either generation: the executor's record with any one of its
+// bytes changed, one byte short or one byte longer is not found (its tag
+// covers every byte; recordMemo says why equal tags mean equal bytes).
 func TestRecordMemoFindsOnlyItsBytes(t *testing.T) {
 	m := newRecordMemo()
-	kept := []byte(`{"idempotency_key":"k-1","status":"succeeded"}`)
-	forged := []byte(`{"idempotency_key":"k-1","status":"failed"}`)
-	m.add(m.sum(forged), kept, &schemas.Record{IdempotencyKey: "k-1", Status: schemas.StatusSucceeded})
-	if rec, ok := m.find(forged); ok {
-		t.Fatalf("bytes sharing a kept record's sum found %+v", rec)
-	}
+	var tag memoTag
+	kept := dataOf(t, outcomeSamples(t)[0])
+	m.tagOf(kept, &tag)
+	m.add(&tag, &schemas.Record{IdempotencyKey: "kept", Status: schemas.StatusSucceeded})
 	other := []byte(`{"idempotency_key":"k-2","status":"succeeded"}`)
-	m.add(m.sum(other), other, &schemas.Record{IdempotencyKey: "k-2", Status: schemas.StatusSucceeded})
-	if rec, ok := m.find(other); !ok || rec.IdempotencyKey != "k-2" {
-		t.Fatalf("the kept bytes: %+v, %v; want k-2's record", rec, ok)
+	m.tagOf(other, &tag)
+	m.add(&tag, &schemas.Record{IdempotencyKey: "k-2", Status: schemas.StatusSucceeded})
+	for _, c := range []struct {
+		raw  []byte
+		want string
+	}{{kept, "kept"}, {other, "k-2"}} {
+		if rec, ok := m.find(c.raw, &tag); !ok || rec.IdempotencyKey != c.want {
+			t.Fatalf("the kept bytes: %+v, %v; want %s's record", rec, ok, c.want)
+		}
+	}
+	changed := bytes.Clone(kept)
+	for i := range changed {
+		for _, bit := range []byte{0x01, 0x80} {
+			changed[i] ^= bit
+			if rec, ok := m.find(changed, &tag); ok {
+				t.Fatalf("byte %d changed (^%#x): found %+v", i, bit, rec)
+			}
+			changed[i] = kept[i]
+		}
+	}
+	for _, b := range [][]byte{kept[:len(kept)-1], append(bytes.Clone(kept), ' '), kept[1:]} {
+		if rec, ok := m.find(b, &tag); ok {
+			t.Fatalf("%d bytes for %d: found %+v", len(b), len(kept), rec)
+		}
 	}
 }

@@ -36,10 +36,10 @@ func factsOf(id, causation string, rec *schemas.Record) outcomeFacts {
 	if rec.Error != nil {
 		f.code = rec.Error.Code
 	}
-	if want := wire.OutcomeIDOf(rec, causation); want != id {
-		f.wantID = want
-	} else {
+	if wire.IsOutcomeIDOf(id, rec, causation) {
 		f.idOK = true
+	} else {
+		f.wantID = wire.OutcomeIDOf(rec, causation)
 	}
 	return f
 }
@@ -52,8 +52,8 @@ func factsOf(id, causation string, rec *schemas.Record) outcomeFacts {
 // escaped string, binary mode, an error — goes through DecodeOutcome, so
 // the result, and every error message, is DecodeOutcome's
 // (FuzzDecodeOutcomeFast).
-func decodeOutcome(r *kgo.Record, memo *recordMemo) (f outcomeFacts, fromMemo bool, err error) {
-	if f, fromMemo, ok := decodeOutcomeFast(r, memo); ok {
+func decodeOutcome(r *kgo.Record, memo *recordMemo, t *memoTag) (f outcomeFacts, fromMemo bool, err error) {
+	if f, fromMemo, ok := decodeOutcomeFast(r, memo, t); ok {
 		return f, fromMemo, nil
 	}
 	o, err := schemas.DecodeOutcome(r)
@@ -71,8 +71,9 @@ func decodeOutcome(r *kgo.Record, memo *recordMemo) (f outcomeFacts, fromMemo bo
 // settlement, whose id depends on the command id the index decoder does
 // not keep, is decoded whole. A record whose exact bytes are in memo
 // (nil: none) is not decoded at all: the memo has the fields of it that
-// decoding these bytes gives.
-func decodeOutcomeFast(r *kgo.Record, memo *recordMemo) (f outcomeFacts, fromMemo, ok bool) {
+// decoding these bytes gives. *t is where the memo writes the record's
+// tag.
+func decodeOutcomeFast(r *kgo.Record, memo *recordMemo, t *memoTag) (f outcomeFacts, fromMemo, ok bool) {
 	if len(r.Headers) != 1 || r.Headers[0].Key != "content-type" || string(r.Headers[0].Value) != "application/cloudevents+json" {
 		return f, false, false
 	}
@@ -113,7 +114,7 @@ func decodeOutcomeFast(r *kgo.Record, memo *recordMemo) (f outcomeFacts, fromMem
 	if len(data) < 2 || s.b[len(s.b)-1] != '}' || data[len(data)-1] != '}' {
 		return f, false, false
 	}
-	if rec, ok := memo.find(data); ok {
+	if rec, ok := memo.find(data, t); ok {
 		return factsOf(string(id), string(causation), &rec), true, true
 	}
 	rec, err := schemas.UnmarshalRecordIndex(data)

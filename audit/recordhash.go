@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"sync"
 
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
@@ -34,13 +35,28 @@ func sealedHash(rec *schemas.Record, raw []byte) (string, bool) {
 	if bytes.Count(raw, []byte("{"))+bytes.Count(raw, []byte("[")) >= maxFastNesting {
 		return "", false
 	}
-	re := *rec
-	b, err := wire.SealRecord(&re)
-	if err != nil || !bytes.Equal(b, raw) {
+	bp := sealScratch.Get().(*[]byte)
+	b, h, ok := wire.IsSealed(*bp, rec, raw)
+	if cap(b) <= maxScratch {
+		*bp = b
+		sealScratch.Put(bp)
+	}
+	// raw's hash member is the hash of its body; rec.Hash, decoded from
+	// raw, is that member's value (compared without a copy).
+	if !ok || rec.Hash != string(h) {
 		return "", false
 	}
-	return re.Hash, true
+	return rec.Hash, true
 }
+
+// sealScratch holds the buffers sealedHash encodes a record into, one per
+// decoding worker at a time: a record's encoding is compared and dropped,
+// so a buffer is reused for the next one instead of allocating its size
+// (~1 KB) per journal record.
+// A buffer grown past maxScratch by a large record is dropped.
+var sealScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxScratch = 64 << 10
 
 // maxFastNesting bounds the brackets of a record sealedHash seals: well
 // below the canonicalizer's nesting limit (512), so that a record sealed

@@ -87,6 +87,7 @@ func BenchmarkAuditRecords(b *testing.B) {
 			a.records(rs[lo:min(lo+4000, len(rs))])
 		}
 	}
+	hits := 0
 	cpu0 := processCPU(b)
 	for b.Loop() {
 		a := newAuditor(Input{Topics: tops, CommandPartitions: 1, Committed: map[int32]int64{0: int64(len(cmds))}})
@@ -99,10 +100,13 @@ func BenchmarkAuditRecords(b *testing.B) {
 		if rep := a.finish(); !rep.OK() || rep.Counts.Outcomes != 2*keys || rep.Counts.Commands != 2*keys {
 			b.Fatalf("audit of the bench's topics: %+v", rep)
 		}
+		hits += a.memoHits
 	}
 	// CPU, not wall time: the records are decoded on every core, and on
 	// a shared machine the wall time is mostly the neighbours'.
 	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/record")
+	// Outcomes whose record was found in the memo rather than decoded.
+	b.ReportMetric(float64(hits)/float64(b.N), "memo-hits/op")
 }
 
 // processCPU is the process's user and system CPU time so far.

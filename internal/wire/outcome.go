@@ -18,6 +18,14 @@ func OutcomeIDOf(rec *schemas.Record, causationID string) string {
 	return string(appendOutcomeIDOf(b[:0], rec, causationID))
 }
 
+// IsOutcomeIDOf reports whether id is OutcomeIDOf(rec, causationID),
+// without making that id a string: the audit checks every outcome's id
+// this way, and the string was an allocation per outcome.
+func IsOutcomeIDOf(id string, rec *schemas.Record, causationID string) bool {
+	var b [schemas.OutcomeIDLen]byte
+	return string(appendOutcomeIDOf(b[:0], rec, causationID)) == id
+}
+
 // appendOutcomeIDOf appends OutcomeIDOf(rec, causationID) to dst.
 func appendOutcomeIDOf(dst []byte, rec *schemas.Record, causationID string) []byte {
 	if d := SettlementDecision(rec, causationID); d != "" {

@@ -249,3 +249,32 @@ func TestSealOutcomeAllocs(t *testing.T) {
 		t.Errorf("SealOutcome and its record: %.0f allocations, apart %.0f; want 3 (buffer, hash, record)", one, apart)
 	}
 }
+
+// TestIsOutcomeIDOf: IsOutcomeIDOf agrees with OutcomeIDOf, a settlement's
+// decision id included, refuses any other id (one character changed, one
+// short, one longer), and allocates nothing.
+func TestIsOutcomeIDOf(t *testing.T) {
+	recs := []schemas.Record{
+		{IdempotencyKey: "k-1", Status: schemas.StatusSucceeded, Command: schemas.CommandRef{ID: "c-1"}},
+		{IdempotencyKey: "k-2", Status: schemas.StatusFailed, Command: schemas.CommandRef{ID: "c-2"},
+			Resolution: &schemas.Resolution{As: schemas.StatusFailed, DecisionID: "d-2"}},
+	}
+	for _, rec := range recs {
+		for _, causation := range []string{rec.Command.ID, "other"} {
+			id := OutcomeIDOf(&rec, causation)
+			if !IsOutcomeIDOf(id, &rec, causation) {
+				t.Fatalf("%s, causation %s: its id %s refused", rec.IdempotencyKey, causation, id)
+			}
+			changed := []byte(id)
+			changed[len(changed)-1] ^= 1
+			for _, other := range []string{string(changed), id[:len(id)-1], id + "0", ""} {
+				if IsOutcomeIDOf(other, &rec, causation) {
+					t.Fatalf("%s, causation %s: %q accepted for %q", rec.IdempotencyKey, causation, other, id)
+				}
+			}
+			if n := testing.AllocsPerRun(20, func() { IsOutcomeIDOf(id, &rec, causation) }); n > 0 {
+				t.Errorf("%.0f allocations, want none", n)
+			}
+		}
+	}
+}
