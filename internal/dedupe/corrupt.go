@@ -111,6 +111,12 @@ func corruptionListener(cfg *Settings, dir string, fail *failure) *pebble.EventL
 				_ = f.Close()
 			}
 		},
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			cfg.logger.Debug("dedupe: write stall", "component", "pebble", "reason", info.Reason)
+		},
+		WriteStallEnd: func() {
+			cfg.logger.Debug("dedupe: write stall ended", "component", "pebble")
+		},
 		BackgroundError: func(err error) {
 			cfg.logger.Error("dedupe: background error", "component", "pebble", "err", err)
 			// A compaction that met a damaged block of a blob file:
