@@ -71,6 +71,8 @@ func treeAttrs(m *pebble.Metrics) []any {
 		"l0_sublevels", m.Levels[0].Sublevels,
 		"compaction_debt_bytes", m.Compact.EstimatedDebt,
 		"blob_files", m.BlobFiles.LiveCount,
+		"cache_hits", m.BlockCache.Hits,
+		"cache_misses", m.BlockCache.Misses,
 		"levels", levels.String(),
 	}
 }
