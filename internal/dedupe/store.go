@@ -141,21 +141,24 @@ func valueSeparation() pebble.ValueSeparationPolicy {
 	}
 }
 
-// flushBlockSize is L0's block size, 16 KiB instead of Pebble's 4 KiB.
+// flushBlockSize is L0's block size, 8 KiB instead of Pebble's 4 KiB.
 // Pebble writes a flush's blob file (valueSeparation) with the block size
 // of the flush's level, L0, so this is the size of the value blocks that
 // hold nearly every record's value. A flush's records are the commands of
-// one stretch of the backlog, and repeats of a backlog arrive in the same
-// order, so one value block read answers the repeats of the ~25 records
-// in it instead of ~6 (the cache keeps it meanwhile): draining repeats,
-// block reads per lookup 0.21 → 0.05, and a flush's blob file is ~45 %
-// smaller, since more of the records' common bytes fall in one
-// compression block (BENCHMARKS.md, round 15 (repeats)). A lookup that
-// misses the cache reads and decompresses 16 KiB to use one value, and
-// L0's tables (transient) have 16 KiB data blocks too. Blob files that
-// compactions write (values rewritten in key order, where neighbours are
-// not read together) keep their level's 4 KiB.
-const flushBlockSize = 16 << 10
+// one stretch of the backlog, and repeats of a backlog (or retries soon
+// after their command) arrive in the same order, so one value block read
+// answers the repeats of the ~12 records in it instead of ~6 while the
+// cache keeps it: draining repeats in the order written, block reads per
+// lookup 0.20 → 0.10 and ~17 % less CPU per lookup, and the flushes'
+// blob files are smaller (more of the records' common bytes fall in one
+// compression block). 16 KiB read half as many blocks again for no less
+// CPU in order, and cost ~25 % more CPU per lookup of keys in no order (a
+// block read and decompressed for one value); 8 KiB costs those about
+// what 4 KiB does (BENCHMARKS.md, round 15 (repeats)). L0's tables
+// (transient) have 8 KiB data blocks too. Blob files that compactions
+// write (values rewritten in key order, where neighbours are not read
+// together) keep their level's 4 KiB.
+const flushBlockSize = 8 << 10
 
 // l0CompactionThreshold is Pebble's L0CompactionThreshold, twice its
 // default of 4: with keys spread evenly, each L0 → Lbase compaction
