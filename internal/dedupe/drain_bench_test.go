@@ -3,6 +3,7 @@
 package dedupe
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -225,4 +226,81 @@ func benchLookupRepeats(b *testing.B, random bool, opt Option) {
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(lookups), "cpu-ns/lookup")
 	b.ReportMetric(float64(misses)/float64(lookups), "reads/lookup")
+}
+
+// BenchmarkLookupRepeatsGet compares, on the store of
+// BenchmarkLookupRepeats (order=written), Lookup (SeekPrefixGE on a
+// reused iterator with L6 filters) with db.Get (a new get iterator per
+// lookup, no L6 filter: a hit in L6 needs none), both decoding the
+// record, in turns of 500 keys so that both meet the same tree and cache.
+func BenchmarkLookupRepeatsGet(b *testing.B) {
+	const perTurn = 500
+	const keys = 200_000
+	data := json.RawMessage(`{"amount":1250,"currency":"EUR","order":"order-1042","reason":"customer request","note":"` +
+		"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789" + `"}`)
+	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	key := func(i int) string { return fmt.Sprintf("k-%016x", uint64(i)*0x9E3779B97F4A7C15) }
+	entity := func(i int) string { return fmt.Sprintf("order-%d", i%10000) }
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var seek, get time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		s, err := Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; n < keys; n += perTurn {
+			batch := s.NewBatch()
+			for i := n; i < n+perTurn; i++ {
+				r := rec(key(i), entity(i), schemas.StatusSucceeded, int32(i%12))
+				r.Data, r.FinishedAt, r.StartedAt = data, &at, &at
+				batch.PutRecord(r)
+			}
+			if err := batch.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if s, err = Open(dir); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for n := 0; n < keys; n += perTurn {
+			useGet := (n/perTurn)%2 == 1
+			t0 := threadCPU(b)
+			for i := n; i < n+perTurn; i++ {
+				if !useGet {
+					if _, ok, err := s.Lookup(entity(i), key(i)); err != nil || !ok {
+						b.Fatal(ok, err)
+					}
+					continue
+				}
+				v, closer, err := s.db.Get(appendRecordKey(nil, entity(i), key(i)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, err = schemas.UnmarshalRecordKeep(bytes.Clone(v))
+				closer.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			if useGet {
+				get += threadCPU(b) - t0
+			} else {
+				seek += threadCPU(b) - t0
+			}
+		}
+		b.StopTimer()
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(seek.Nanoseconds())/float64(b.N*keys/2), "cpu-ns/lookup")
+	b.ReportMetric(float64(get.Nanoseconds())/float64(b.N*keys/2), "cpu-ns/get")
 }
