@@ -149,12 +149,13 @@ func valueSeparation() pebble.ValueSeparationPolicy {
 // after their command) arrive in the same order, so one value block read
 // answers the repeats of the ~12 records in it instead of ~6 while the
 // cache keeps it: draining repeats in the order written, block reads per
-// lookup 0.20 → 0.10 and ~17 % less CPU per lookup, and the flushes'
-// blob files are smaller (more of the records' common bytes fall in one
-// compression block). 16 KiB read half as many blocks again for no less
-// CPU in order, and cost ~25 % more CPU per lookup of keys in no order (a
-// block read and decompressed for one value); 8 KiB costs those about
-// what 4 KiB does (BENCHMARKS.md, round 15 (repeats)). L0's tables
+// lookup 0.20 → 0.10 and ~19 % less CPU per lookup in-process (−9 % CPU
+// per repeat end to end), and the flushes' blob files are smaller (more
+// of the records' common bytes fall in one compression block). 16 KiB
+// reads half as many blocks again but saves no more CPU in order, and
+// costs ~24 % more CPU per lookup of keys in no order (a block read and
+// decompressed for one value); 8 KiB costs those about what 4 KiB does
+// (BENCHMARKS.md, round 15 (repeats)). L0's tables
 // (transient) have 8 KiB data blocks too. Blob files that compactions
 // write (values rewritten in key order, where neighbours are not read
 // together) keep their level's 4 KiB.
