@@ -149,7 +149,7 @@ func valueSeparation() pebble.ValueSeparationPolicy {
 // after their command) arrive in the same order, so one value block read
 // answers the repeats of the ~12 records in it instead of ~6 while the
 // cache keeps it: draining repeats in the order written, block reads per
-// lookup 0.20 → 0.10 and ~19 % less CPU per lookup in-process (−9 % CPU
+// lookup 0.20 → 0.10 and ~19 % less CPU per lookup in-process (−6 % CPU
 // per repeat end to end), and the flushes' blob files are smaller (more
 // of the records' common bytes fall in one compression block). 16 KiB
 // reads half as many blocks again but saves no more CPU in order, and
