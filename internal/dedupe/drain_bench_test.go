@@ -165,17 +165,50 @@ func BenchmarkLookupRepeats(b *testing.B) {
 	}
 }
 
-func benchLookupRepeats(b *testing.B, random bool, opt Option) {
+// The store of the repeats benchmarks: repeatsKeys records of
+// repeatsKey(i) and repeatsEntity(i), written in batches of 500 in the
+// order of i.
+const repeatsKeys = 200_000
+
+func repeatsKey(i int) string    { return fmt.Sprintf("k-%016x", uint64(i)*0x9E3779B97F4A7C15) }
+func repeatsEntity(i int) string { return fmt.Sprintf("order-%d", i%10000) }
+
+// openRepeatsStore writes the repeats benchmarks' store in a new
+// directory, closes it, and opens it again, as the repeats' serve does.
+func openRepeatsStore(b *testing.B, opts ...Option) *Store {
 	const perBatch = 500
-	const keys = 200_000
 	data := json.RawMessage(`{"amount":1250,"currency":"EUR","order":"order-1042","reason":"customer request","note":"` +
 		"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789" + `"}`)
 	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
-	key := func(i int) string { return fmt.Sprintf("k-%016x", uint64(i)*0x9E3779B97F4A7C15) }
-	entity := func(i int) string { return fmt.Sprintf("order-%d", i%10000) }
+	dir := b.TempDir()
+	s, err := Open(dir, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < repeatsKeys; n += perBatch {
+		batch := s.NewBatch()
+		for i := n; i < n+perBatch; i++ {
+			r := rec(repeatsKey(i), repeatsEntity(i), schemas.StatusSucceeded, int32(i%12))
+			r.Data, r.FinishedAt, r.StartedAt = data, &at, &at
+			batch.PutRecord(r)
+		}
+		if err := batch.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if s, err = Open(dir, opts...); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func benchLookupRepeats(b *testing.B, random bool, opt Option) {
 	order := func(i int) int { return i }
 	if random {
-		order = func(i int) int { return (i * 7919) % keys }
+		order = func(i int) int { return (i * 7919) % repeatsKeys }
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -184,39 +217,18 @@ func benchLookupRepeats(b *testing.B, random bool, opt Option) {
 	lookups := 0
 	for b.Loop() {
 		b.StopTimer()
-		dir := b.TempDir()
-		s, err := Open(dir, opt)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for n := 0; n < keys; n += perBatch {
-			batch := s.NewBatch()
-			for i := n; i < n+perBatch; i++ {
-				r := rec(key(i), entity(i), schemas.StatusSucceeded, int32(i%12))
-				r.Data, r.FinishedAt, r.StartedAt = data, &at, &at
-				batch.PutRecord(r)
-			}
-			if err := batch.Commit(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := s.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if s, err = Open(dir, opt); err != nil {
-			b.Fatal(err)
-		}
+		s := openRepeatsStore(b, opt)
 		m0 := s.db.Metrics().BlockCache
 		b.StartTimer()
 		t0 := threadCPU(b)
-		for n := range keys {
+		for n := range repeatsKeys {
 			i := order(n)
-			if _, ok, err := s.Lookup(entity(i), key(i)); err != nil || !ok {
+			if _, ok, err := s.Lookup(repeatsEntity(i), repeatsKey(i)); err != nil || !ok {
 				b.Fatal(ok, err)
 			}
 		}
 		cpu += threadCPU(b) - t0
-		lookups += keys
+		lookups += repeatsKeys
 		b.StopTimer()
 		misses += s.db.Metrics().BlockCache.Misses - m0.Misses
 		if err := s.Close(); err != nil {
@@ -235,51 +247,24 @@ func benchLookupRepeats(b *testing.B, random bool, opt Option) {
 // record, in turns of 500 keys so that both meet the same tree and cache.
 func BenchmarkLookupRepeatsGet(b *testing.B) {
 	const perTurn = 500
-	const keys = 200_000
-	data := json.RawMessage(`{"amount":1250,"currency":"EUR","order":"order-1042","reason":"customer request","note":"` +
-		"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789" + `"}`)
-	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
-	key := func(i int) string { return fmt.Sprintf("k-%016x", uint64(i)*0x9E3779B97F4A7C15) }
-	entity := func(i int) string { return fmt.Sprintf("order-%d", i%10000) }
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var seek, get time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		dir := b.TempDir()
-		s, err := Open(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for n := 0; n < keys; n += perTurn {
-			batch := s.NewBatch()
-			for i := n; i < n+perTurn; i++ {
-				r := rec(key(i), entity(i), schemas.StatusSucceeded, int32(i%12))
-				r.Data, r.FinishedAt, r.StartedAt = data, &at, &at
-				batch.PutRecord(r)
-			}
-			if err := batch.Commit(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := s.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if s, err = Open(dir); err != nil {
-			b.Fatal(err)
-		}
+		s := openRepeatsStore(b)
 		b.StartTimer()
-		for n := 0; n < keys; n += perTurn {
+		for n := 0; n < repeatsKeys; n += perTurn {
 			useGet := (n/perTurn)%2 == 1
 			t0 := threadCPU(b)
 			for i := n; i < n+perTurn; i++ {
 				if !useGet {
-					if _, ok, err := s.Lookup(entity(i), key(i)); err != nil || !ok {
+					if _, ok, err := s.Lookup(repeatsEntity(i), repeatsKey(i)); err != nil || !ok {
 						b.Fatal(ok, err)
 					}
 					continue
 				}
-				v, closer, err := s.db.Get(appendRecordKey(nil, entity(i), key(i)))
+				v, closer, err := s.db.Get(appendRecordKey(nil, repeatsEntity(i), repeatsKey(i)))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -301,6 +286,6 @@ func BenchmarkLookupRepeatsGet(b *testing.B) {
 		}
 		b.StartTimer()
 	}
-	b.ReportMetric(float64(seek.Nanoseconds())/float64(b.N*keys/2), "cpu-ns/lookup")
-	b.ReportMetric(float64(get.Nanoseconds())/float64(b.N*keys/2), "cpu-ns/get")
+	b.ReportMetric(float64(seek.Nanoseconds())/float64(b.N*repeatsKeys/2), "cpu-ns/lookup")
+	b.ReportMetric(float64(get.Nanoseconds())/float64(b.N*repeatsKeys/2), "cpu-ns/get")
 }
