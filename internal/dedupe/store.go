@@ -141,26 +141,25 @@ func valueSeparation() pebble.ValueSeparationPolicy {
 	}
 }
 
-// flushBlockSize is L0's block size, 8 KiB instead of Pebble's 4 KiB.
+// flushBlockSize is L0's block size, 16 KiB instead of Pebble's 4 KiB.
 // Pebble writes a flush's blob file (valueSeparation) with the block size
 // of the flush's level, L0, so this is the size of the value blocks that
 // hold nearly every record's value. A flush's records are the commands of
 // one stretch of the backlog, and repeats of a backlog (or retries soon
-// after their command) arrive in the same order, so one value block read
-// answers the repeats of the ~12 records in it instead of ~6 while the
-// cache keeps it: draining repeats in the order written, block reads per
-// lookup 0.20 → 0.10, 8–19 % less CPU per lookup in-process and ~4 %
-// per repeat end to end (neither resolved at the load measured), and the
-// flushes' blob files are smaller (more of the records' common bytes fall
-// in one compression block): −9 % bytes compacted per new key. 16 KiB
-// reads half as many blocks again but saves no more CPU in order, and
-// costs ~24 % more CPU per lookup of keys in no order (a block read and
-// decompressed for one value); 8 KiB costs those about what 4 KiB does
-// (BENCHMARKS.md, round 15 (repeats)). L0's tables
-// (transient) have 8 KiB data blocks too. Blob files that compactions
+// after their command) arrive in about the same order, so one value block
+// read answers the repeats of the ~25 records in it instead of ~6 while
+// the cache keeps it: draining repeats, block reads per repeat 0.34 →
+// 0.09, ~10 % less CPU per repeat, a lower peak RSS, and the flushes'
+// blob files are smaller (more of the records' common bytes fall in one
+// compression block: −15 % bytes compacted per new key). The trade: a
+// lookup of an old key in no order, which the cache does not hold, reads
+// and decompresses 16 KiB for one value, ~24 % more CPU per such lookup
+// in-process; 8 KiB cost those nothing more but showed no CPU gain for
+// repeats end to end (BENCHMARKS.md, round 15 (repeats)). L0's tables
+// (transient) have 16 KiB data blocks too. Blob files that compactions
 // write (values rewritten in key order, where neighbours are not read
 // together) keep their level's 4 KiB.
-const flushBlockSize = 8 << 10
+const flushBlockSize = 16 << 10
 
 // l0CompactionThreshold is Pebble's L0CompactionThreshold, twice its
 // default of 4: with keys spread evenly, each L0 → Lbase compaction

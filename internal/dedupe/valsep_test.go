@@ -320,10 +320,10 @@ func TestPruneIndexTablesApart(t *testing.T) {
 }
 
 // TestFlushBlobBlocks: a flush writes its records' values in blocks of
-// flushBlockSize (8 KiB), not Pebble's 4 KiB, so one block read answers
-// the lookups of a stretch of records written together. The records
-// here are ~330 bytes: a 4 KiB block holds 11 or 12, an 8 KiB one 23 or
-// 24.
+// flushBlockSize (16 KiB), not Pebble's 4 KiB, so one block read
+// answers the lookups of a stretch of records written together. The
+// records here are ~330 bytes: a 4 KiB block holds 11 or 12, a 16 KiB
+// one about 48.
 func TestFlushBlobBlocks(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir)
@@ -356,7 +356,7 @@ func TestFlushBlobBlocks(t *testing.T) {
 	if values != 2000 {
 		t.Fatalf("%d values in the blob files, want 2000", values)
 	}
-	if per := values / blocks; per < 18 {
+	if per := values / blocks; per < 36 {
 		t.Errorf("%d values in %d blocks (%d a block): blocks of Pebble's 4 KiB, not flushBlockSize", values, blocks, per)
 	}
 }
