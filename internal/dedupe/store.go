@@ -153,7 +153,7 @@ func valueSeparation() pebble.ValueSeparationPolicy {
 // blob files are smaller (more of the records' common bytes fall in one
 // compression block: −15 % bytes compacted per new key). The trade: a
 // lookup of an old key in no order, which the cache does not hold, reads
-// and decompresses 16 KiB for one value, ~24 % more CPU per such lookup
+// and decompresses 16 KiB for one value, 24–30 % more CPU per such lookup
 // in-process; 8 KiB cost those nothing more but showed no CPU gain for
 // repeats end to end (BENCHMARKS.md, round 15 (repeats)). L0's tables
 // (transient) have 16 KiB data blocks too. Blob files that compactions
