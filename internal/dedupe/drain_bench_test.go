@@ -3,6 +3,7 @@
 package dedupe
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -141,4 +142,150 @@ func benchPresenceScan(b *testing.B, compacted bool) {
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(scans*keys), "cpu-ns/key")
 	b.ReportMetric(float64(wall.Nanoseconds())/float64(scans*keys), "scan-ns/key")
+}
+
+// BenchmarkLookupRepeats is the executor's lookup draining a backlog of
+// repeats: 200 000 records of random keys (~650 bytes each, a noop's
+// record with ~200 bytes of data) written in batches of 500 as a drain
+// writes them, the store closed and opened again (the repeats' serve is a
+// new process), then every key looked up once, with Lookup (the record's
+// decode included): order=written in the order the records were written,
+// as the repeats of the same backlog arrive; order=random in no order
+// (repeats of old keys). flush-block is L0's block size, the value block
+// size of the flushes' blob files (flushBlockSize). cpu-ns/lookup is the
+// lookups' thread CPU per lookup; reads/lookup the block cache misses per
+// lookup (blocks read from disk or the page cache, checked, decompressed).
+func BenchmarkLookupRepeats(b *testing.B) {
+	for _, order := range []string{"written", "random"} {
+		for _, size := range []int{4 << 10, flushBlockSize} {
+			b.Run(fmt.Sprintf("order=%s/flush-block=%dKiB", order, size>>10), func(b *testing.B) {
+				benchLookupRepeats(b, order == "random", func(s *Settings) { s.flushBlock = size })
+			})
+		}
+	}
+}
+
+// The store of the repeats benchmarks: repeatsKeys records of
+// repeatsKey(i) and repeatsEntity(i), written in batches of 500 in the
+// order of i.
+const repeatsKeys = 200_000
+
+func repeatsKey(i int) string    { return fmt.Sprintf("k-%016x", uint64(i)*0x9E3779B97F4A7C15) }
+func repeatsEntity(i int) string { return fmt.Sprintf("order-%d", i%10000) }
+
+// openRepeatsStore writes the repeats benchmarks' store in a new
+// directory, closes it, and opens it again, as the repeats' serve does.
+func openRepeatsStore(b *testing.B, opts ...Option) *Store {
+	const perBatch = 500
+	data := json.RawMessage(`{"amount":1250,"currency":"EUR","order":"order-1042","reason":"customer request","note":"` +
+		"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789" + `"}`)
+	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	dir := b.TempDir()
+	s, err := Open(dir, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < repeatsKeys; n += perBatch {
+		batch := s.NewBatch()
+		for i := n; i < n+perBatch; i++ {
+			r := rec(repeatsKey(i), repeatsEntity(i), schemas.StatusSucceeded, int32(i%12))
+			r.Data, r.FinishedAt, r.StartedAt = data, &at, &at
+			batch.PutRecord(r)
+		}
+		if err := batch.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if s, err = Open(dir, opts...); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func benchLookupRepeats(b *testing.B, random bool, opt Option) {
+	order := func(i int) int { return i }
+	if random {
+		order = func(i int) int { return (i * 7919) % repeatsKeys }
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var cpu time.Duration
+	var misses int64
+	lookups := 0
+	for b.Loop() {
+		b.StopTimer()
+		s := openRepeatsStore(b, opt)
+		m0 := s.db.Metrics().BlockCache
+		b.StartTimer()
+		t0 := threadCPU(b)
+		for n := range repeatsKeys {
+			i := order(n)
+			if _, ok, err := s.Lookup(repeatsEntity(i), repeatsKey(i)); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+		cpu += threadCPU(b) - t0
+		lookups += repeatsKeys
+		b.StopTimer()
+		misses += s.db.Metrics().BlockCache.Misses - m0.Misses
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(lookups), "cpu-ns/lookup")
+	b.ReportMetric(float64(misses)/float64(lookups), "reads/lookup")
+}
+
+// BenchmarkLookupRepeatsGet compares, on the store of
+// BenchmarkLookupRepeats (order=written), Lookup (SeekPrefixGE on a
+// reused iterator with L6 filters) with db.Get (a new get iterator per
+// lookup, no L6 filter: a hit in L6 needs none), both decoding the
+// record, in turns of 500 keys so that both meet the same tree and cache.
+func BenchmarkLookupRepeatsGet(b *testing.B) {
+	const perTurn = 500
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var seek, get time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		s := openRepeatsStore(b)
+		b.StartTimer()
+		for n := 0; n < repeatsKeys; n += perTurn {
+			useGet := (n/perTurn)%2 == 1
+			t0 := threadCPU(b)
+			for i := n; i < n+perTurn; i++ {
+				if !useGet {
+					if _, ok, err := s.Lookup(repeatsEntity(i), repeatsKey(i)); err != nil || !ok {
+						b.Fatal(ok, err)
+					}
+					continue
+				}
+				v, closer, err := s.db.Get(appendRecordKey(nil, repeatsEntity(i), repeatsKey(i)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, err = schemas.UnmarshalRecordKeep(bytes.Clone(v))
+				closer.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			if useGet {
+				get += threadCPU(b) - t0
+			} else {
+				seek += threadCPU(b) - t0
+			}
+		}
+		b.StopTimer()
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(seek.Nanoseconds())/float64(b.N*repeatsKeys/2), "cpu-ns/lookup")
+	b.ReportMetric(float64(get.Nanoseconds())/float64(b.N*repeatsKeys/2), "cpu-ns/get")
 }

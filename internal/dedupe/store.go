@@ -141,6 +141,26 @@ func valueSeparation() pebble.ValueSeparationPolicy {
 	}
 }
 
+// flushBlockSize is L0's block size, 16 KiB instead of Pebble's 4 KiB.
+// Pebble writes a flush's blob file (valueSeparation) with the block size
+// of the flush's level, L0, so this is the size of the value blocks that
+// hold nearly every record's value. A flush's records are the commands of
+// one stretch of the backlog, and repeats of a backlog (or retries soon
+// after their command) arrive in about the same order, so one value block
+// read answers the repeats of the ~25 records in it instead of ~6 while
+// the cache keeps it: draining repeats, block reads per repeat 0.34 →
+// 0.09, ~10 % less CPU per repeat, a lower peak RSS, and the flushes'
+// blob files are smaller (more of the records' common bytes fall in one
+// compression block: −15 % bytes compacted per new key). The trade: a
+// lookup of an old key in no order, which the cache does not hold, reads
+// and decompresses 16 KiB for one value, 24–30 % more CPU per such lookup
+// in-process; 8 KiB cost those nothing more but showed no CPU gain for
+// repeats end to end (BENCHMARKS.md, round 15 (repeats)). L0's tables
+// (transient) have 16 KiB data blocks too. Blob files that compactions
+// write (values rewritten in key order, where neighbours are not read
+// together) keep their level's 4 KiB.
+const flushBlockSize = 16 << 10
+
 // l0CompactionThreshold is Pebble's L0CompactionThreshold, twice its
 // default of 4: with keys spread evenly, each L0 → Lbase compaction
 // rewrites the whole overlapping Lbase (the index entries and record keys
@@ -325,6 +345,8 @@ type Settings struct {
 	presenceBytes int64
 	// presenceHold (tests) holds the presence filter's scan until closed.
 	presenceHold chan struct{}
+	// flushBlock (benchmarks) replaces flushBlockSize when > 0.
+	flushBlock int
 }
 
 // Option configures Open.
@@ -472,6 +494,10 @@ func open(dir string, cfg *Settings) (*Store, error) {
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 		po.Levels[i].Compression = tableCompression
+	}
+	po.Levels[0].BlockSize = flushBlockSize
+	if cfg.flushBlock > 0 {
+		po.Levels[0].BlockSize = cfg.flushBlock
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {

@@ -14,8 +14,9 @@ import (
 // was written since Open (WAL, flushes, compactions, per level and in
 // total). At Open it tells what a start inherits (an L0 left behind by a
 // drain is compacted by the next process, on its CPU); at Close, what the
-// process's writes cost in flushes and compactions per byte written, which
-// profile shares cannot say. Cheap (Pebble's counters under its mutex), and
+// process's writes cost in flushes and compactions per byte written, and
+// how many block reads the cache saved and did not (a lookup's reads per
+// key), which profile shares cannot say. Cheap (Pebble's counters under its mutex), and
 // nothing is computed unless Debug is on.
 func (s *Store) logTree(msg string) {
 	if !s.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -71,6 +72,8 @@ func treeAttrs(m *pebble.Metrics) []any {
 		"l0_sublevels", m.Levels[0].Sublevels,
 		"compaction_debt_bytes", m.Compact.EstimatedDebt,
 		"blob_files", m.BlobFiles.LiveCount,
+		"cache_hits", m.BlockCache.Hits,
+		"cache_misses", m.BlockCache.Misses,
 		"levels", levels.String(),
 	}
 }

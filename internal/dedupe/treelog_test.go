@@ -54,3 +54,24 @@ func TestTreeLoggedAtDebug(t *testing.T) {
 		t.Errorf("tree logged at Info: %q", logs.String())
 	}
 }
+
+// TestTreeAttrsCountCacheReads: the tree log carries the block cache's
+// hits and misses, so that a drain's log tells its block reads per key.
+func TestTreeAttrsCountCacheReads(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	putMany(t, s, 0, 100)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	checkMany(t, s, 100) // reads the flushed table's and blob file's blocks
+	attrs := treeAttrs(s.db.Metrics())
+	got := map[string]string{}
+	for i := 0; i+1 < len(attrs); i += 2 {
+		got[fmt.Sprint(attrs[i])] = fmt.Sprint(attrs[i+1])
+	}
+	for _, k := range []string{"cache_hits", "cache_misses"} {
+		if v, ok := got[k]; !ok || v == "0" {
+			t.Errorf("%s = %q (present %v), want a count above 0: %v", k, v, ok, attrs)
+		}
+	}
+}

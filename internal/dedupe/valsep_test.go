@@ -7,10 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable/blob"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -312,4 +317,70 @@ func TestPruneIndexTablesApart(t *testing.T) {
 	if prune == 0 {
 		t.Error("no table of prune entries")
 	}
+}
+
+// TestFlushBlobBlocks: a flush writes its records' values in blocks of
+// flushBlockSize (16 KiB), not Pebble's 4 KiB, so one block read
+// answers the lookups of a stretch of records written together. The
+// records here are ~330 bytes: a 4 KiB block holds 11 or 12, a 16 KiB
+// one about 48.
+func TestFlushBlobBlocks(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	putMany(t, s, 0, 2000)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := filepath.Glob(filepath.Join(dir, "*.blob"))
+	if err != nil || len(blobs) == 0 {
+		t.Fatalf("no blob file after the flush: %v", err)
+	}
+	var values, blocks int
+	for _, name := range blobs {
+		layout := blobLayout(t, name)
+		for line := range strings.Lines(layout) {
+			if n, ok := strings.CutPrefix(line, "values: "); ok {
+				v, err := strconv.Atoi(strings.TrimSpace(n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				values += v
+				blocks++
+			}
+		}
+	}
+	if values != 2000 {
+		t.Fatalf("%d values in the blob files, want 2000", values)
+	}
+	if per := values / blocks; per < 36 {
+		t.Errorf("%d values in %d blocks (%d a block): blocks of Pebble's 4 KiB, not flushBlockSize", values, blocks, per)
+	}
+}
+
+// blobLayout is the layout of blob file name (blob.FileReader.Layout):
+// a "values: N" line for each value block.
+func blobLayout(t *testing.T, name string) string {
+	t.Helper()
+	f, err := vfs.Default.Open(name, vfs.RandomReadsOption)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := objstorageprovider.NewFileReadable(f, vfs.Default, objstorageprovider.NewReadaheadConfig(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := blob.NewFileReader(context.Background(), r, blob.FileReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	layout, err := fr.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layout
 }
