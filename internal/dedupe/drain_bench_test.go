@@ -26,9 +26,7 @@ func BenchmarkLookupDrain(b *testing.B) {
 	const keys = 200_000
 	data := json.RawMessage(`{"amount":1250,"currency":"EUR","order":"order-1042","reason":"customer request"}`)
 	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
-	// Keys spread over the key space, as a backlog's are.
-	key := func(i int) string { return fmt.Sprintf("k-%016x", uint64(i)*0x9E3779B97F4A7C15) }
-	entity := func(i int) string { return fmt.Sprintf("order-%d", i%10000) }
+	key, entity := repeatsKey, repeatsEntity
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	// Each batch is looked up both ways, in turns first: Lookup, and
@@ -63,15 +61,7 @@ func BenchmarkLookupDrain(b *testing.B) {
 				}
 			}
 			lookups += perBatch
-			batch := s.NewBatch()
-			for i := n; i < n+perBatch; i++ {
-				r := rec(key(i), entity(i), schemas.StatusSucceeded, int32(i%12))
-				r.Data, r.FinishedAt, r.StartedAt = data, &at, &at
-				batch.PutRecord(r)
-			}
-			if err := batch.Commit(); err != nil {
-				b.Fatal(err)
-			}
+			putDrainRecords(b, s, n, perBatch, data, at)
 		}
 		if err := s.Close(); err != nil {
 			b.Fatal(err)
@@ -173,6 +163,21 @@ const repeatsKeys = 200_000
 func repeatsKey(i int) string    { return fmt.Sprintf("k-%016x", uint64(i)*0x9E3779B97F4A7C15) }
 func repeatsEntity(i int) string { return fmt.Sprintf("order-%d", i%10000) }
 
+// putDrainRecords commits one batch of the records repeatsKey(i) for i
+// in [from, from+n): succeeded, with data, as the executor writes them.
+func putDrainRecords(b *testing.B, s *Store, from, n int, data json.RawMessage, at time.Time) {
+	b.Helper()
+	batch := s.NewBatch()
+	for i := from; i < from+n; i++ {
+		r := rec(repeatsKey(i), repeatsEntity(i), schemas.StatusSucceeded, int32(i%12))
+		r.Data, r.FinishedAt, r.StartedAt = data, &at, &at
+		batch.PutRecord(r)
+	}
+	if err := batch.Commit(); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // openRepeatsStore writes the repeats benchmarks' store in a new
 // directory, closes it, and opens it again, as the repeats' serve does.
 func openRepeatsStore(b *testing.B, opts ...Option) *Store {
@@ -186,15 +191,7 @@ func openRepeatsStore(b *testing.B, opts ...Option) *Store {
 		b.Fatal(err)
 	}
 	for n := 0; n < repeatsKeys; n += perBatch {
-		batch := s.NewBatch()
-		for i := n; i < n+perBatch; i++ {
-			r := rec(repeatsKey(i), repeatsEntity(i), schemas.StatusSucceeded, int32(i%12))
-			r.Data, r.FinishedAt, r.StartedAt = data, &at, &at
-			batch.PutRecord(r)
-		}
-		if err := batch.Commit(); err != nil {
-			b.Fatal(err)
-		}
+		putDrainRecords(b, s, n, perBatch, data, at)
 	}
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
