@@ -200,11 +200,20 @@ var aLongTimeAgo = time.Unix(1, 0)
 // roundTrip writes req on a pooled connection and reads its answer into
 // resp, once: no path here sends req again.
 func (f *fastClient) roundTrip(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) (sent, broken bool, err error) {
-	var timeout time.Duration
-	if !deadline.IsZero() {
-		if timeout = time.Until(deadline); timeout <= 0 {
-			return false, false, ErrDeadlinePassed
+	// wait is what is left of the deadline, for the pool's wait for a
+	// connection (0: none given).
+	wait := func() (time.Duration, error) {
+		if deadline.IsZero() {
+			return 0, nil
 		}
+		if left := time.Until(deadline); left > 0 {
+			return left, nil
+		}
+		return 0, ErrDeadlinePassed
+	}
+	timeout, err := wait()
+	if err != nil {
+		return false, false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return false, false, err
@@ -217,12 +226,9 @@ func (f *fastClient) roundTrip(ctx context.Context, req *fasthttp.Request, resp 
 	cc, err := f.hc.AcquireConn(timeout, false)
 	for err == nil && !cc.LastUseTime().IsZero() && peerDone(cc.Conn()) {
 		f.hc.CloseConn(cc)
-		if !deadline.IsZero() {
-			if timeout = time.Until(deadline); timeout <= 0 {
-				return false, false, ErrDeadlinePassed
-			}
+		if timeout, err = wait(); err == nil {
+			cc, err = f.hc.AcquireConn(timeout, false)
 		}
-		cc, err = f.hc.AcquireConn(timeout, false)
 	}
 	if err != nil {
 		return false, false, err
@@ -320,7 +326,7 @@ func readResponse(br *bufio.Reader, resp *fasthttp.Response, maxBody int) (answe
 	return true, nil
 }
 
-// header is resp's header as an http.Header, for rules and Retry-After.
+// fastHeader is resp's header as an http.Header, for rules and Retry-After.
 func fastHeader(resp *fasthttp.Response) http.Header {
 	h := make(http.Header, resp.Header.Len())
 	for k, v := range resp.Header.All() {
