@@ -39,6 +39,9 @@ type decoded struct {
 // decode fills d for r. It reads only the auditor's configuration, never
 // its state, so records can be decoded concurrently.
 func (a *auditor) decode(r *kgo.Record, d *decoded) {
+	// d is a slot reused chunk after chunk (auditor.dbuf): tagged must say
+	// this record's tag, not a record's decoded here before.
+	d.tagged = false
 	switch r.Topic {
 	case a.in.Topics.Journal:
 		d.kind, _ = header(r, schemas.HeaderKind)
@@ -154,7 +157,9 @@ func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
 	outcomes := a.in.Topics.Outcomes
 	a.decodeEach(rs, ds, func(r *kgo.Record) bool { return r.Topic != outcomes })
 	for i, r := range rs {
-		if d := &ds[i]; r.Topic == a.in.Topics.Journal && d.err == nil && d.kind == schemas.KindRecord && d.tagged {
+		// An outcome's slot is not decoded yet in this chunk: its tagged
+		// is still a journal record's of an earlier chunk.
+		if d := &ds[i]; r.Topic != outcomes && d.tagged {
 			a.memo.add(&d.tag, &d.rec)
 		}
 	}
