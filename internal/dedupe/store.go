@@ -345,7 +345,8 @@ type Settings struct {
 	presenceBytes int64
 	// presenceHold (tests) holds the presence filter's scan until closed.
 	presenceHold chan struct{}
-	// flushBlock (benchmarks) replaces flushBlockSize when > 0.
+	// flushBlock is L0's block size: flushBlockSize unless a benchmark
+	// compares another.
 	flushBlock int
 }
 
@@ -412,7 +413,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // Open opens or creates the index in dir.
 func Open(dir string, opts ...Option) (*Store, error) {
-	cfg := Settings{cacheSize: DefaultCacheSize, presenceBytes: presenceMaxBytes}
+	cfg := Settings{cacheSize: DefaultCacheSize, presenceBytes: presenceMaxBytes, flushBlock: flushBlockSize}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -495,10 +496,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 		po.Levels[i].Compression = tableCompression
 	}
-	po.Levels[0].BlockSize = flushBlockSize
-	if cfg.flushBlock > 0 {
-		po.Levels[0].BlockSize = cfg.flushBlock
-	}
+	po.Levels[0].BlockSize = cfg.flushBlock
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
