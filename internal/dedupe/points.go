@@ -36,7 +36,17 @@ import (
 type pointIters struct {
 	// writes counts the writes to Pebble that returned (Store.guard).
 	writes atomic.Uint64
-	mu     sync.Mutex
+	// slots bounds the iterators in use at once to maxPointIters: a
+	// lookup takes a slot before it takes an iterator and gives it back
+	// with the iterator. Lookups run on entity goroutines, up to one per
+	// entity with buffered commands (thousands in a backlog), and the
+	// scheduler preempts them mid-lookup: without a bound each lookup
+	// that began meanwhile found the pool empty and made an iterator of
+	// its own. Draining 1 M repeats then held up to 2 052 open table
+	// iterators (64 with the bound), each with its Go buffers and the
+	// blocks it pinned (BENCHMARKS.md, "Round 16 (lead)").
+	slots chan struct{}
+	mu    sync.Mutex
 	// free are the iterators not in use, oldest first: each tagged with
 	// writes as read before it was made. Every one is stale once the
 	// newest is.
@@ -53,9 +63,10 @@ type pointIter struct {
 	writes uint64
 }
 
-// maxPointIters bounds the iterators kept: lookups run on the workers of
-// the executor's goroutines, and as many iterators as lookups run at once
-// (about one per core) are reused; more would only pin more.
+// maxPointIters bounds the iterators kept, and the iterators in use
+// (slots): as many as lookups can make progress at once (about one per
+// core, and some waiting on a read from disk) are reused; more would only
+// pin more.
 const maxPointIters = 8
 
 // pointIterIdle is how long unused iterators are kept.
@@ -69,6 +80,7 @@ func (p *pointIters) wrote() { p.writes.Add(1) }
 // call, and the tag put needs.
 func (s *Store) getPointIter() (*pebble.Iterator, uint64, error) {
 	p := &s.points
+	p.slots <- struct{}{}
 	w := p.writes.Load()
 	var stale []pointIter
 	p.mu.Lock()
@@ -89,6 +101,7 @@ func (s *Store) getPointIter() (*pebble.Iterator, uint64, error) {
 	}
 	it, err := s.db.NewIter(&pointIterOptions)
 	if err != nil {
+		<-p.slots
 		return nil, 0, fmt.Errorf("dedupe: new iterator: %w", err)
 	}
 	return it, w, nil
@@ -98,6 +111,7 @@ func (s *Store) getPointIter() (*pebble.Iterator, uint64, error) {
 // next lookups if nothing was written since it was made, else closed.
 func (s *Store) putPointIter(it *pebble.Iterator, w uint64) {
 	p := &s.points
+	defer func() { <-p.slots }()
 	if it.Error() == nil && p.writes.Load() == w {
 		p.mu.Lock()
 		if len(p.free) < maxPointIters {

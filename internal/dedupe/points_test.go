@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -146,5 +147,44 @@ func TestPointItersDropped(t *testing.T) {
 	lookupFound(t, s, "e", "a")
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close with an iterator kept: %v", err)
+	}
+}
+
+// TestLookupsInUseBounded: at most maxPointIters lookups hold an iterator
+// at once; one more waits for a slot instead of making an iterator of its
+// own, and proceeds when one is given back. (Thousands of entity
+// goroutines preempted mid-lookup each held an iterator, and the blocks
+// and memtables it pinned, before the bound.)
+func TestLookupsInUseBounded(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	put(t, s, rec("a", "e", schemas.StatusSucceeded, 0))
+	type held struct {
+		it *pebble.Iterator
+		w  uint64
+	}
+	var hold []held
+	for range maxPointIters {
+		it, w, err := s.getPointIter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hold = append(hold, held{it, w})
+	}
+	done := make(chan bool)
+	go func() { done <- lookupFound(t, s, "e", "a") }()
+	select {
+	case <-done:
+		t.Fatalf("a lookup ran while %d iterators were in use", maxPointIters)
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.putPointIter(hold[0].it, hold[0].w)
+	if !<-done {
+		t.Fatal("the waiting lookup did not find the stored key")
+	}
+	for _, h := range hold[1:] {
+		s.putPointIter(h.it, h.w)
+	}
+	if got := len(s.points.slots); got != 0 {
+		t.Fatalf("%d slots still taken after every iterator was given back", got)
 	}
 }

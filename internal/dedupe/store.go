@@ -506,6 +506,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 	// Ingested tables are written through Pebble's own file system, so it
 	// links them instead of copying (blobCheckFS).
 	s.ingest.fs, s.ingest.dir = po.FS, dir
+	s.points.slots = make(chan struct{}, maxPointIters)
 	s.points.idle = time.AfterFunc(pointIterIdle, s.dropIdlePointIters)
 	s.points.idle.Stop()
 	if err := s.checkFormat(); err != nil {
@@ -726,33 +727,39 @@ func (s *Store) lookupKeyBytes(src iterSource, rk []byte) (schemas.Record, []byt
 	if s.present.absent(rk[len(prefixRecord):]) {
 		return schemas.Record{}, nil, false, nil
 	}
-	var it *pebble.Iterator
-	var err error
-	if src == nil {
-		var w uint64
-		if it, w, err = s.getPointIter(); err != nil {
-			return schemas.Record{}, nil, false, err
-		}
-		defer s.putPointIter(it, w)
-	} else {
-		if it, err = src.NewIter(&pointIterOptions); err != nil {
-			return schemas.Record{}, nil, false, fmt.Errorf("dedupe: new iterator: %w", err)
-		}
-		defer it.Close()
-	}
-	val, found, err := s.seekValue(it, rk)
+	raw, found, err := s.readValue(src, rk)
 	if err != nil || !found {
 		return schemas.Record{}, nil, false, err
 	}
-	// One copy of the value (the iterator's buffer), which the record
-	// keeps: its strings and data point into it instead of each being
-	// copied out on its own.
-	raw := bytes.Clone(val)
 	rec, err := schemas.UnmarshalRecordKeep(raw)
 	if err != nil {
 		return schemas.Record{}, nil, false, fmt.Errorf("dedupe: decode %q: %w", rk, err)
 	}
 	return rec, raw, true, nil
+}
+
+// readValue is a copy of the value stored under rk, in src, or with a
+// nil src in the store as it is now through a reused iterator, which is
+// given back before the value is decoded (the copy is the one the record
+// keeps: its strings and data point into it instead of each being copied
+// out on its own).
+func (s *Store) readValue(src iterSource, rk []byte) ([]byte, bool, error) {
+	if src != nil {
+		it, err := src.NewIter(&pointIterOptions)
+		if err != nil {
+			return nil, false, fmt.Errorf("dedupe: new iterator: %w", err)
+		}
+		defer it.Close()
+		val, found, err := s.seekValue(it, rk)
+		return bytes.Clone(val), found, err
+	}
+	it, w, err := s.getPointIter()
+	if err != nil {
+		return nil, false, err
+	}
+	defer s.putPointIter(it, w)
+	val, found, err := s.seekValue(it, rk)
+	return bytes.Clone(val), found, err
 }
 
 // Entity returns the state of an entity, if any record was written for it.

@@ -74,6 +74,13 @@ func treeAttrs(m *pebble.Metrics) []any {
 		"blob_files", m.BlobFiles.LiveCount,
 		"cache_hits", m.BlockCache.Hits,
 		"cache_misses", m.BlockCache.Misses,
+		"cache_bytes", m.BlockCache.Size,
+		"cache_blocks", m.BlockCache.Count,
+		"memtable_bytes", m.MemTable.Size,
+		"memtables", m.MemTable.Count,
+		"zombie_memtable_bytes", m.MemTable.ZombieSize,
+		"zombie_memtables", m.MemTable.ZombieCount,
+		"table_iters", m.TableIters,
 		"levels", levels.String(),
 	}
 }
