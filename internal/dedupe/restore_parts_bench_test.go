@@ -57,7 +57,23 @@ func benchRestoreParts(b *testing.B, parts int) {
 			journal[p][i] = v
 		}
 	}
-	var tableMB, blobMB, l0settled, hitSettledNs, missSettledNs, lookCPU, readyNs, readyCPU, settleCPU, compactions, compactedMB, ingestedMB, l0max, hitNs, missNs float64
+	// New keys written after the restore, as the executor's transactions
+	// write them (500 records a batch, through the memtable).
+	const newKeys, txn = 40_000, 500
+	newJournal := make([][]byte, newKeys)
+	for i := range newJournal {
+		n := parts*perPart + i
+		r := rec(fmt.Sprintf("nk-%016x", mix64(uint64(n))), fmt.Sprintf("e-%d", n%(parts*perPart/10)), schemas.StatusSucceeded, int32(n%parts))
+		r.Data = json.RawMessage(`{"amount":1,"pad":"` + strings.Repeat("x", 180) + `"}`)
+		fin := at.Add(time.Hour + time.Duration(i)*time.Millisecond)
+		r.FinishedAt, r.StartedAt = &fin, &fin
+		v, err := wire.SealRecord(&r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		newJournal[i] = v
+	}
+	var newCPU, newCompactedMB, tableMB, blobMB, l0settled, hitSettledNs, missSettledNs, lookCPU, readyNs, readyCPU, settleCPU, compactions, compactedMB, ingestedMB, l0max, hitNs, missNs float64
 	for range b.N {
 		s, err := Open(b.TempDir())
 		if err != nil {
@@ -115,12 +131,7 @@ func benchRestoreParts(b *testing.B, parts int) {
 		// Lookups just after ready: stored keys and keys never written.
 		h, ms, c := lookups(b, s, parts*perPart)
 		hitNs, missNs, lookCPU = hitNs+h, missNs+ms, lookCPU+c
-		// Compactions settle: none running for 300 ms.
-		for quiet := time.Now(); time.Since(quiet) < 300*time.Millisecond; time.Sleep(10 * time.Millisecond) {
-			if s.db.Metrics().Compact.NumInProgress > 0 {
-				quiet = time.Now()
-			}
-		}
+		settle(s)
 		close(stop)
 		settleCPU += float64((processCPU(b) - cpu0).Nanoseconds()) - c
 		h, ms, _ = lookups(b, s, parts*perPart)
@@ -139,6 +150,30 @@ func benchRestoreParts(b *testing.B, parts int) {
 		compactedMB += float64(comp) / (1 << 20)
 		ingestedMB += float64(ing) / (1 << 20)
 		l0max += float64(l0.Load())
+		// New keys after the restore, until their compactions settle.
+		cpu1 := processCPU(b)
+		for start := 0; start < newKeys; start += txn {
+			batch := s.NewBatchSize(txn)
+			for _, raw := range newJournal[start : start+txn] {
+				r, err := schemas.UnmarshalRecordIndex(raw)
+				if err != nil {
+					b.Fatal(err)
+				}
+				batch.PutRecordBytes(r, raw)
+			}
+			if err := batch.Commit(); err != nil {
+				b.Fatal(err)
+			}
+			batch.Close()
+		}
+		settle(s)
+		newCPU += float64((processCPU(b) - cpu1).Nanoseconds())
+		m2 := s.db.Metrics()
+		var comp2 uint64
+		for i := range m2.Levels {
+			comp2 += m2.Levels[i].TableBytesCompacted + m2.Levels[i].BlobBytesCompacted
+		}
+		newCompactedMB += float64(comp2-comp) / (1 << 20)
 		if f := os.Getenv("RESTORE_METRICS"); f != "" {
 			_ = os.WriteFile(f, []byte(m.String()), 0o644)
 		}
@@ -154,6 +189,8 @@ func benchRestoreParts(b *testing.B, parts int) {
 	b.ReportMetric(compactedMB/n, "compacted-MB")
 	b.ReportMetric(ingestedMB/n, "ingested-MB")
 	b.ReportMetric(l0max/n, "l0-max-files")
+	b.ReportMetric(newCPU/n/newKeys, "cpu-ns/new-key-after")
+	b.ReportMetric(newCompactedMB/n, "new-compacted-MB")
 	b.ReportMetric(tableMB/n, "table-MB")
 	b.ReportMetric(blobMB/n, "blob-MB")
 	b.ReportMetric(l0settled/n, "l0-settled-files")
@@ -162,6 +199,15 @@ func benchRestoreParts(b *testing.B, parts int) {
 	b.ReportMetric(hitSettledNs/n, "hit-settled-ns")
 	b.ReportMetric(missSettledNs/n, "miss-settled-ns")
 	b.ReportMetric(missNs/n, "miss-ns")
+}
+
+// settle waits until no compaction has run for 300 ms.
+func settle(s *Store) {
+	for quiet := time.Now(); time.Since(quiet) < 300*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+		if s.db.Metrics().Compact.NumInProgress > 0 {
+			quiet = time.Now()
+		}
+	}
 }
 
 // lookups times lookups of stored keys and of keys never written on a
