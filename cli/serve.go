@@ -28,6 +28,7 @@ import (
 	"github.com/onceflight/onceflight/internal/brokerfeatures"
 	"github.com/onceflight/onceflight/internal/cmalloc"
 	"github.com/onceflight/onceflight/internal/config"
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/dirlock"
 	"github.com/onceflight/onceflight/internal/httpauth"
 	"github.com/onceflight/onceflight/internal/storeof"
@@ -115,6 +116,17 @@ func applyMemoryLimit(log *slog.Logger, o *serveOptions) {
 		}
 		log.Info("malloc arenas", attrs...)
 	}
+}
+
+// trimSlack is how far glibc's arenas may hold C memory above what
+// Pebble holds in use before their free pages are given back.
+const trimSlack = 8 << 20
+
+// startTrimmer gives glibc's free pages back while serve runs
+// (cmalloc.Trimmer: the holes Pebble's evicted cache blocks leave).
+func startTrimmer(ctx context.Context, store *dedupe.Store, log *slog.Logger) {
+	t := cmalloc.Trimmer{Expected: store.CMemory, Slack: trimSlack, Every: time.Second, Log: log}
+	go t.Run(ctx)
 }
 
 func newServeCmd() *cobra.Command {
@@ -360,6 +372,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	// dir) when serve fails before Run, e.g. an address in use.
 	defer ex.Close()
 	store := storeof.Executor(ex)
+	startTrimmer(ctx, store, log)
 
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {

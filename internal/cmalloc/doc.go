@@ -1,5 +1,6 @@
 // Package cmalloc reports on the C allocator's per-thread arenas in a cgo
-// build; package bound limits them.
+// build, and gives back the free pages they hold (Trimmer); package bound
+// limits them.
 //
 // Pebble's block cache and memtables are C memory when the binary is built
 // with cgo (the default on Linux). glibc gives every thread that calls

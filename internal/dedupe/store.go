@@ -398,6 +398,18 @@ type Limits struct {
 	PresenceBytes int64
 }
 
+// CMemory is what Pebble holds now in C memory in a cgo build (Go heap
+// without cgo): the blocks in the cache and the memtables, with those
+// flushed but still read or kept for the next one. 0 once closed.
+func (s *Store) CMemory() int64 {
+	if s.enter() != nil {
+		return 0
+	}
+	defer s.leave()
+	m := s.db.Metrics()
+	return m.BlockCache.Size + int64(m.MemTable.Size+m.MemTable.ZombieSize)
+}
+
 // Limits reports the memory bounds the store was opened with.
 func (s *Store) Limits() Limits { return s.limits }
 
