@@ -75,3 +75,20 @@ func TestTreeAttrsCountCacheReads(t *testing.T) {
 		}
 	}
 }
+
+// TestCMemoryCountsMemtablesAndCache: what the trimmer compares glibc's
+// arenas with is at least the memtable a write allocated, and nothing
+// once the store is closed.
+func TestCMemoryCountsMemtablesAndCache(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	put(t, s, rec("a", "e", schemas.StatusSucceeded, 0))
+	if got := s.CMemory(); got <= 0 {
+		t.Fatalf("CMemory %d with a memtable in use", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CMemory(); got != 0 {
+		t.Fatalf("CMemory %d after Close", got)
+	}
+}
