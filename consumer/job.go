@@ -135,7 +135,10 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	}
 	in := decide.Input{Cmd: cmd, Version: *version, Now: time.Now(), Keep: j.e.retention.keep}
 	if found {
-		in.Record = &prev
+		// A copy for in: prev's own address would move it to the heap
+		// for every command, a new key's (~0.5 KB) too.
+		rec := prev
+		in.Record = &rec
 	} else {
 		in.ClaimedByOther = !j.claim(ent, cmd.IdempotencyKey, cmd.Fingerprint)
 	}
