@@ -953,7 +953,8 @@ func (c *committer) holdIntents(b *dedupe.Batch, recs []journaled) (written int)
 		if !j.intent {
 			j.st.closeIntent(k)
 			if j.fresh {
-				b.PutNewRecordBytes(*j.rec, j.raw)
+				// Sealed when staged: nothing changes it any more.
+				b.PutNewRecordRef(j.rec, j.raw)
 			} else {
 				b.PutRecordBytes(*j.rec, j.raw)
 			}
