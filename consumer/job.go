@@ -358,7 +358,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	ctx, endSpan := j.traceExecution(ctx, x.rec)
 	dec := perform(ctx, req, &x.call)
 	endSpan(dec)
-	j.e.m.duration.WithLabelValues(x.rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
+	j.e.m.executed(x.rec.Action, dec.Outcome, time.Since(start))
 	d := decide.Performed(dec, j.asker)
 	if d.Verdict == decide.Ignore {
 		// No decision: the record stays in_progress in the journal with

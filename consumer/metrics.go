@@ -3,7 +3,9 @@ package consumer
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -38,6 +40,10 @@ type metrics struct {
 	// (memory.go); mem reads the executor set by New at scrape time.
 	hw  highWater
 	mem *memCollector
+	// establishedOf and durationOf are established's and duration's
+	// children by their label values, looked up once per pair.
+	establishedOf children[prometheus.Counter]
+	durationOf    children[prometheus.Observer]
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -360,5 +366,43 @@ var establishedSeries = map[schemas.Status][]string{
 // establish counts rec's new status by how it was established
 // (onceflight_outcomes_established_total).
 func (m *metrics) establish(rec *schemas.Record) {
-	m.established.WithLabelValues(string(rec.Status), rec.EstablishedBy).Inc()
+	m.establishedOf.with(m.established.WithLabelValues, string(rec.Status), rec.EstablishedBy).Inc()
+}
+
+// executed observes an execution's duration for its action and outcome
+// (onceflight_execution_duration_seconds).
+func (m *metrics) executed(action string, outcome schemas.Status, took time.Duration) {
+	m.durationOf.with(m.duration.WithLabelValues, action, string(outcome)).Observe(took.Seconds())
+}
+
+// children holds a metric vector's children by their two label values.
+// Every command counts its new status and observes its execution's
+// duration: a vector's own lookup hashes and checks both label values
+// each time (~0.1 µs), a map read under a read lock here costs a few
+// tens of ns (BenchmarkMetricChildren). The vectors' children are never
+// deleted, and their label values come from a small set (actions,
+// statuses, how established), so neither can the entries here go stale
+// or grow without bound.
+type children[T any] struct {
+	mu sync.RWMutex
+	m  map[[2]string]T
+}
+
+// with is the child of labels a, b: from the map, or made by of once.
+func (c *children[T]) with(of func(...string) T, a, b string) T {
+	k := [2]string{a, b}
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = of(a, b)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[[2]string]T)
+	}
+	c.m[k] = v
+	c.mu.Unlock()
+	return v
 }

@@ -65,3 +65,43 @@ func BenchmarkAnswerCounts(b *testing.B) {
 		}
 	})
 }
+
+// TestMetricChildrenCached: a child is looked up in its vector once per
+// label pair and is the vector's own child, so what it counts is what
+// the vector exports.
+func TestMetricChildrenCached(t *testing.T) {
+	vec := newCommandsVec()
+	var c children[prometheus.Counter]
+	lookups := 0
+	of := func(lv ...string) prometheus.Counter {
+		lookups++
+		return vec.WithLabelValues(lv...)
+	}
+	for range 5 {
+		c.with(of, "pay", "succeeded").Inc()
+	}
+	c.with(of, "pay", "failed").Inc()
+	if lookups != 2 {
+		t.Errorf("%d lookups in the vector, want one per pair (2)", lookups)
+	}
+	if n := testutil.ToFloat64(vec.WithLabelValues("pay", "succeeded")); n != 5 {
+		t.Errorf("vector's pay/succeeded = %v, want 5", n)
+	}
+}
+
+// BenchmarkMetricChildren: a command's status count, through the vector's
+// lookup each time (as before) and through children.
+func BenchmarkMetricChildren(b *testing.B) {
+	vec := newCommandsVec()
+	b.Run("vector", func(b *testing.B) {
+		for b.Loop() {
+			vec.WithLabelValues("succeeded", "answer").Inc()
+		}
+	})
+	b.Run("children", func(b *testing.B) {
+		var c children[prometheus.Counter]
+		for b.Loop() {
+			c.with(vec.WithLabelValues, "succeeded", "answer").Inc()
+		}
+	})
+}
