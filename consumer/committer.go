@@ -929,14 +929,16 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 			release()
 		}()
 	}
+	var answers answerTally
 	for _, it := range tx.items {
 		for i := range it.emits {
 			if o := it.emits[i].outcome; o != nil {
-				e.m.commands.WithLabelValues(actionLabel(o.Action), string(o.Status)).Inc()
+				answers.add(e.m.commands, o.Action, string(o.Status))
 			}
 			c.logNotable(it, &it.emits[i])
 		}
 	}
+	answers.addTo(e.m.commands)
 	return nil
 }
 
@@ -953,7 +955,8 @@ func (c *committer) holdIntents(b *dedupe.Batch, recs []journaled) (written int)
 		if !j.intent {
 			j.st.closeIntent(k)
 			if j.fresh {
-				b.PutNewRecordBytes(*j.rec, j.raw)
+				// Sealed when staged: nothing changes it any more.
+				b.PutNewRecordRef(j.rec, j.raw)
 			} else {
 				b.PutRecordBytes(*j.rec, j.raw)
 			}

@@ -135,7 +135,10 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	}
 	in := decide.Input{Cmd: cmd, Version: *version, Now: time.Now(), Keep: j.e.retention.keep}
 	if found {
-		in.Record = &prev
+		// A copy for in: prev's own address would move it to the heap
+		// for every command, a new key's (~0.5 KB) too.
+		rec := prev
+		in.Record = &rec
 	} else {
 		in.ClaimedByOther = !j.claim(ent, cmd.IdempotencyKey, cmd.Fingerprint)
 	}
@@ -355,7 +358,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	ctx, endSpan := j.traceExecution(ctx, x.rec)
 	dec := perform(ctx, req, &x.call)
 	endSpan(dec)
-	j.e.m.duration.WithLabelValues(x.rec.Action, string(dec.Outcome)).Observe(time.Since(start).Seconds())
+	j.e.m.executed(x.rec.Action, dec.Outcome, time.Since(start))
 	d := decide.Performed(dec, j.asker)
 	if d.Verdict == decide.Ignore {
 		// No decision: the record stays in_progress in the journal with

@@ -3,7 +3,9 @@ package consumer
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -38,6 +40,10 @@ type metrics struct {
 	// (memory.go); mem reads the executor set by New at scrape time.
 	hw  highWater
 	mem *memCollector
+	// establishedOf and durationOf are established's and duration's
+	// children by their label values, looked up once per pair.
+	establishedOf children[prometheus.Counter]
+	durationOf    children[prometheus.Observer]
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -159,6 +165,54 @@ func buildInfo() (version, revision, goVersion string) {
 
 // actionLabel is the action label of a record: an undecodable command has
 // none, and gets "(none)" rather than an empty label.
+// answerTally counts a transaction's answers by action and status for the
+// commands counter, so that the counter's child is looked up once per
+// distinct pair and transaction, not once per answer: a label lookup
+// hashes and checks both values, and at ~500 answers per transaction in a
+// backlog that was ~0.2 µs of every new key's CPU (BENCHMARKS.md, round
+// 16 (newkey)). Transactions hold few distinct pairs; past
+// answerTallyPairs the rest are counted one by one.
+type answerTally struct {
+	pairs []answerCount
+	last  int // index of the pair counted last: answers come in runs
+}
+
+type answerCount struct {
+	action, status string
+	n              int
+}
+
+const answerTallyPairs = 16
+
+// add counts one answer; add of a pair the tally has no room for counts it
+// into c at once.
+func (t *answerTally) add(c *prometheus.CounterVec, action, status string) {
+	if t.last < len(t.pairs) && t.pairs[t.last].action == action && t.pairs[t.last].status == status {
+		t.pairs[t.last].n++
+		return
+	}
+	for i := range t.pairs {
+		if t.pairs[i].action == action && t.pairs[i].status == status {
+			t.pairs[i].n++
+			t.last = i
+			return
+		}
+	}
+	if len(t.pairs) == answerTallyPairs {
+		c.WithLabelValues(actionLabel(action), status).Inc()
+		return
+	}
+	t.last = len(t.pairs)
+	t.pairs = append(t.pairs, answerCount{action: action, status: status, n: 1})
+}
+
+// addTo adds the tally's counts to c.
+func (t *answerTally) addTo(c *prometheus.CounterVec) {
+	for _, p := range t.pairs {
+		c.WithLabelValues(actionLabel(p.action), p.status).Add(float64(p.n))
+	}
+}
+
 func actionLabel(a string) string {
 	if a == "" {
 		return "(none)"
@@ -312,5 +366,43 @@ var establishedSeries = map[schemas.Status][]string{
 // establish counts rec's new status by how it was established
 // (onceflight_outcomes_established_total).
 func (m *metrics) establish(rec *schemas.Record) {
-	m.established.WithLabelValues(string(rec.Status), rec.EstablishedBy).Inc()
+	m.establishedOf.with(m.established.WithLabelValues, string(rec.Status), rec.EstablishedBy).Inc()
+}
+
+// executed observes an execution's duration for its action and outcome
+// (onceflight_execution_duration_seconds).
+func (m *metrics) executed(action string, outcome schemas.Status, took time.Duration) {
+	m.durationOf.with(m.duration.WithLabelValues, action, string(outcome)).Observe(took.Seconds())
+}
+
+// children holds a metric vector's children by their two label values.
+// Every command counts its new status and observes its execution's
+// duration: a vector's own lookup hashes and checks both label values
+// each time (~0.1 µs), a map read under a read lock here costs a few
+// tens of ns (BenchmarkMetricChildren). The vectors' children are never
+// deleted, and their label values come from a small set (actions,
+// statuses, how established), so neither can the entries here go stale
+// or grow without bound.
+type children[T any] struct {
+	mu sync.RWMutex
+	m  map[[2]string]T
+}
+
+// with is the child of labels a, b: from the map, or made by of once.
+func (c *children[T]) with(of func(...string) T, a, b string) T {
+	k := [2]string{a, b}
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = of(a, b)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[[2]string]T)
+	}
+	c.m[k] = v
+	c.mu.Unlock()
+	return v
 }

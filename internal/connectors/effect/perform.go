@@ -481,8 +481,11 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		actx := b.attemptBy(req.Deadline)
 		began := time.Now()
 		res := safeCall(r.conn.Execute, actx, req)
+		// One clock read for the answer: the Gate's latency and the
+		// evidence's end.
+		ended := time.Now()
 		actx.cancel()
-		adm.done(res, time.Since(began))
+		adm.done(res, ended.Sub(began))
 		executed, sent = attempt, true
 		last = res.Message
 		// Stopped (shutdown, partition lost) while the request was out:
@@ -493,7 +496,6 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		if ctx.Err() != nil && res.Kind != connectors.Succeeded && res.Kind != connectors.Rejected {
 			return interrupted(executed, ctx.Err())
 		}
-		ended := time.Now()
 		r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: attempt, FencingToken: req.FencingToken,
 			At: began.UTC(), EndedAt: ptr(ended.UTC()), Answer: AnswerOf(res.Kind), Detail: answerDetail(res, ended.Sub(began))})
 
