@@ -35,6 +35,3 @@ func (e *Executor) Seen(entity, key string) (schemas.Record, bool, error) {
 
 // RefetchBytes is refetchBytes, a refill's fetch size (skip.go).
 var RefetchBytes = refetchBytes
-
-// FetchMaxWait is how long the group client's fetches let the broker wait.
-const FetchMaxWait = fetchMaxWait
