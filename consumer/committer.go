@@ -624,8 +624,8 @@ func (c *committer) flush(ctx context.Context) error {
 	for _, m := range tx.markers {
 		if _, ok := wms[m.p]; !ok {
 			wms[m.p] = m.fence
-			moved[m.p] = m.fence
 		}
+		moved[m.p] = wms[m.p] // a marker's partition is always re-committed
 	}
 	if len(moved) == 0 {
 		// The offset commit is the fence: a transaction that moved no
