@@ -610,12 +610,14 @@ func (c *committer) flush(ctx context.Context) error {
 	}
 	wms := map[int32]int64{}   // every owned partition's watermark
 	moved := map[int32]int64{} // those this ownership has not committed yet
+	var owned []*partState     // with a watermark
 	for _, st := range e.ownedStates() {
 		if !e.ownedBy(st, member) {
 			continue // as dropUnowned
 		}
 		if wm, ok := st.watermark(); ok {
 			wms[st.p] = wm
+			owned = append(owned, st)
 			if !st.sentAlready(wm) {
 				moved[st.p] = wm
 			}
@@ -632,6 +634,15 @@ func (c *committer) flush(ctx context.Context) error {
 		// watermark (an intent's) still carries one.
 		moved = wms
 	}
+	// What the transaction commits of each ownership, noted by apply once
+	// it committed: by partState, not partition, so that a later
+	// ownership of the partition starts with nothing sent.
+	var sent []sentOffset
+	for _, st := range owned {
+		if off, ok := moved[st.p]; ok && off == wms[st.p] {
+			sent = append(sent, sentOffset{st, off})
+		}
+	}
 	e.m.outboxBacklog.Set(float64(tx.ob.Len()))
 
 	landed := c.land()
@@ -643,7 +654,14 @@ func (c *committer) flush(ctx context.Context) error {
 		}
 		return err
 	}
-	return c.apply(tx, last, wms, moved)
+	return c.apply(tx, last, wms, sent)
+}
+
+// sentOffset is an offset a transaction commits to the group for an
+// ownership of its partition.
+type sentOffset struct {
+	st  *partState
+	off int64
 }
 
 // dropUnowned drops the work of partitions we no longer own: the new owner
@@ -848,7 +866,7 @@ func (c *committer) commit(ctx context.Context, tx *txn, member string, gen int3
 //
 // wms is every owned partition's watermark, sent the offsets the
 // transaction committed to the group.
-func (c *committer) apply(tx *txn, last, wms, sent map[int32]int64) error {
+func (c *committer) apply(tx *txn, last, wms map[int32]int64, sent []sentOffset) error {
 	e := c.e
 	for _, r := range tx.intents {
 		answer(r.done, nil)
@@ -865,6 +883,9 @@ func (c *committer) apply(tx *txn, last, wms, sent map[int32]int64) error {
 			c.mu.Unlock()
 		}
 	}
+	for _, s := range sent {
+		s.st.offsetSent(s.off)
+	}
 	type progressOf struct {
 		st   *partState
 		prog dedupe.Progress
@@ -873,9 +894,6 @@ func (c *committer) apply(tx *txn, last, wms, sent map[int32]int64) error {
 	for _, st := range e.ownedStates() {
 		if wm, ok := wms[st.p]; ok {
 			st.committedTo(wm)
-		}
-		if off, ok := sent[st.p]; ok {
-			st.offsetSent(off)
 		}
 		if note, ok := tx.seals.noteOf(st.p); ok {
 			// The seal is the last record tx wrote to the partition.
