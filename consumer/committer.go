@@ -28,9 +28,11 @@ import (
 //   - the staged answers of finished commands (final journal records,
 //     outcome events, deadletters, forwards),
 //   - epoch markers of partitions being restored, and
-//   - a TxnOffsetCommit of every owned partition's low watermark (and of a
-//     restoring partition's committed offset), sent with the group
-//     generation and member id (KIP-447).
+//   - a TxnOffsetCommit of the owned partitions' low watermarks that moved
+//     since this ownership last committed them (and of a restoring
+//     partition's committed offset), sent with the group generation and
+//     member id (KIP-447); every owned partition's when none moved, so
+//     that every transaction carries the fence.
 //
 // The offset commit is the fence: a process that is no longer a member of
 // the current generation — a zombie after a pause, a restore that outlived
@@ -606,32 +608,60 @@ func (c *committer) flush(ctx context.Context) error {
 	for _, it := range tx.items {
 		it.st.markStaged(it.off)
 	}
-	wms := map[int32]int64{}
+	wms := map[int32]int64{}   // every owned partition's watermark
+	moved := map[int32]int64{} // those this ownership has not committed yet
+	var owned []*partState     // with a watermark
 	for _, st := range e.ownedStates() {
 		if !e.ownedBy(st, member) {
 			continue // as dropUnowned
 		}
 		if wm, ok := st.watermark(); ok {
 			wms[st.p] = wm
+			owned = append(owned, st)
+			if !st.sentAlready(wm) {
+				moved[st.p] = wm
+			}
 		}
 	}
 	for _, m := range tx.markers {
 		if _, ok := wms[m.p]; !ok {
 			wms[m.p] = m.fence
 		}
+		moved[m.p] = wms[m.p] // a marker's partition is always re-committed
+	}
+	if len(moved) == 0 {
+		// The offset commit is the fence: a transaction that moved no
+		// watermark (an intent's) still carries one.
+		moved = wms
+	}
+	// What the transaction commits of each ownership, noted by apply once
+	// it committed: by partState, not partition, so that a later
+	// ownership of the partition starts with nothing sent.
+	var sent []sentOffset
+	for _, st := range owned {
+		if off, ok := moved[st.p]; ok && off == wms[st.p] {
+			sent = append(sent, sentOffset{st, off})
+		}
 	}
 	e.m.outboxBacklog.Set(float64(tx.ob.Len()))
 
 	landed := c.land()
 	defer landed()
-	last, err := c.commit(ctx, tx, member, gen, wms)
+	last, err := c.commit(ctx, tx, member, gen, moved)
 	if err != nil {
 		if errors.Is(err, errRetry) {
 			c.putBack(queue)
 		}
 		return err
 	}
-	return c.apply(tx, last, wms)
+	return c.apply(tx, last, wms, sent)
+}
+
+// sentOffset is an offset a transaction commits to the group for an
+// ownership of its partition.
+type sentOffset struct {
+	st  *partState
+	off int64
 }
 
 // dropUnowned drops the work of partitions we no longer own: the new owner
@@ -833,7 +863,10 @@ func (c *committer) commit(ctx context.Context, tx *txn, member string, gen int3
 // learns it from syncFailed. A crash before
 // the sync ends is the crash between the transaction and its Pebble
 // commit that restore already covers: the journal holds the records.
-func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) error {
+//
+// wms is every owned partition's watermark, sent the offsets the
+// transaction committed to the group.
+func (c *committer) apply(tx *txn, last, wms map[int32]int64, sent []sentOffset) error {
 	e := c.e
 	for _, r := range tx.intents {
 		answer(r.done, nil)
@@ -849,6 +882,9 @@ func (c *committer) apply(tx *txn, last map[int32]int64, wms map[int32]int64) er
 			st.chain.pos = max(st.chain.pos, off+1)
 			c.mu.Unlock()
 		}
+	}
+	for _, s := range sent {
+		s.st.offsetSent(s.off)
 	}
 	type progressOf struct {
 		st   *partState

@@ -60,6 +60,15 @@ type partState struct {
 		ok   bool
 	}
 
+	// sent is the offset the committer last committed to the group for
+	// this ownership, in a transaction that committed (committer loop
+	// only): a transaction whose watermark is still that one does not
+	// send it again (sentAlready).
+	sent struct {
+		off int64
+		ok  bool
+	}
+
 	// held is what the committer's loop keeps of the partition's open
 	// intents: intents in the journal whose key has no later record in
 	// Pebble (committer loop only; DESIGN.md, "An intent stays out of
@@ -215,6 +224,22 @@ func (st *partState) closeIntent(k scopedKey) {
 		h.n--
 		delete(st.held.open, k)
 	}
+}
+
+// sentAlready reports whether wm is the offset this ownership last
+// committed to the group (committer loop only). Committing it again
+// changes nothing, and cost a command's transaction an offset per idle
+// partition: eleven of twelve in the TxnOffsetCommit, and as many offset
+// records the broker writes when the transaction commits (BENCHMARKS.md,
+// "Round 16 (latency)").
+func (st *partState) sentAlready(wm int64) bool {
+	return st.sent.ok && st.sent.off == wm
+}
+
+// offsetSent notes that off was committed to the group for st, by a
+// transaction that committed (committer loop only).
+func (st *partState) offsetSent(off int64) {
+	st.sent.off, st.sent.ok = off, true
 }
 
 // storedProgress is the Progress to store with the batch being written:
