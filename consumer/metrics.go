@@ -163,8 +163,6 @@ func buildInfo() (version, revision, goVersion string) {
 	return
 }
 
-// actionLabel is the action label of a record: an undecodable command has
-// none, and gets "(none)" rather than an empty label.
 // answerTally counts a transaction's answers by action and status for the
 // commands counter, so that the counter's child is looked up once per
 // distinct pair and transaction, not once per answer: a label lookup
@@ -213,6 +211,8 @@ func (t *answerTally) addTo(c *prometheus.CounterVec) {
 	}
 }
 
+// actionLabel is the action label of a record: an undecodable command has
+// none, and gets "(none)" rather than an empty label.
 func actionLabel(a string) string {
 	if a == "" {
 		return "(none)"
