@@ -639,7 +639,7 @@ func (c *committer) flush(ctx context.Context) error {
 	// ownership of the partition starts with nothing sent.
 	var sent []sentOffset
 	for _, st := range owned {
-		if off, ok := moved[st.p]; ok && off == wms[st.p] {
+		if off, ok := moved[st.p]; ok { // an owned partition's is its watermark
 			sent = append(sent, sentOffset{st, off})
 		}
 	}
