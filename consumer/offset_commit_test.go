@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/onceflighttest"
@@ -20,12 +19,7 @@ import (
 // they used to commit all of them
 // (BENCHMARKS.md, "Round 16 (latency)").
 func TestOffsetCommitOnlyMoved(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
+	h, c := newClusterHarness(t)
 	var (
 		mu      sync.Mutex
 		commits [][]int32 // partitions of each TxnOffsetCommit, in order
