@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,10 +124,21 @@ func applyMemoryLimit(log *slog.Logger, o *serveOptions) {
 const trimSlack = 8 << 20
 
 // startTrimmer gives glibc's free pages back while serve runs
-// (cmalloc.Trimmer: the holes Pebble's evicted cache blocks leave).
-func startTrimmer(ctx context.Context, store *dedupe.Store, log *slog.Logger) {
+// (cmalloc.Trimmer: the holes Pebble's evicted cache blocks leave). The
+// returned stop ends it and waits for it; serve calls it once Run
+// returns (Run closes the store), so that trims stop with the store.
+func startTrimmer(ctx context.Context, store *dedupe.Store, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	t := cmalloc.Trimmer{Expected: store.CMemory, Slack: trimSlack, Every: time.Second, Log: log}
-	go t.Run(ctx)
+	go func() {
+		defer close(done)
+		t.Run(ctx)
+	}()
+	return sync.OnceFunc(func() {
+		cancel()
+		<-done
+	})
 }
 
 func newServeCmd() *cobra.Command {
@@ -372,7 +384,8 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	// dir) when serve fails before Run, e.g. an address in use.
 	defer ex.Close()
 	store := storeof.Executor(ex)
-	startTrimmer(ctx, store, log)
+	stopTrimmer := startTrimmer(ctx, store, log)
+	defer stopTrimmer() // before ex.Close, on the way out through an error
 
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
@@ -461,6 +474,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		o.started(brokers, ln.Addr().String())
 	}
 	runErr := ex.Run(ctx)
+	stopTrimmer()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for _, s := range servers {
