@@ -96,14 +96,11 @@ func cResident() (int64, error) {
 	return anon - goResident(), nil
 }
 
-var goMemory = []metrics.Sample{
-	{Name: "/memory/classes/total:bytes"},
-	{Name: "/memory/classes/heap/released:bytes"},
-}
-
 func goResident() int64 {
-	s := make([]metrics.Sample, len(goMemory))
-	copy(s, goMemory)
+	s := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+	}
 	metrics.Read(s)
 	return int64(s[0].Value.Uint64()) - int64(s[1].Value.Uint64())
 }
