@@ -756,20 +756,20 @@ func (s *Store) lookupKeyBytes(src iterSource, rk []byte) (schemas.Record, []byt
 // keeps: its strings and data point into it instead of each being copied
 // out on its own).
 func (s *Store) readValue(src iterSource, rk []byte) ([]byte, bool, error) {
+	var it *pebble.Iterator
+	var err error
 	if src != nil {
-		it, err := src.NewIter(&pointIterOptions)
-		if err != nil {
+		if it, err = src.NewIter(&pointIterOptions); err != nil {
 			return nil, false, fmt.Errorf("dedupe: new iterator: %w", err)
 		}
 		defer it.Close()
-		val, found, err := s.seekValue(it, rk)
-		return bytes.Clone(val), found, err
+	} else {
+		var w uint64
+		if it, w, err = s.getPointIter(); err != nil {
+			return nil, false, err
+		}
+		defer s.putPointIter(it, w)
 	}
-	it, w, err := s.getPointIter()
-	if err != nil {
-		return nil, false, err
-	}
-	defer s.putPointIter(it, w)
 	val, found, err := s.seekValue(it, rk)
 	return bytes.Clone(val), found, err
 }
