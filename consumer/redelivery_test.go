@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,10 +16,12 @@ import (
 // slowService is the fake external system (apifake.Effects) answering
 // POSTs 201 at once, except the first request of each key in block, which
 // it holds without applying until the executor gives up on it: an
-// execution in flight across a stop.
+// execution in flight across a stop. After holdUntilRelease it holds
+// every request of those keys, not only the first, until release.
 type slowService struct {
 	*apifake.Effects
-	arrived chan string
+	arrived           chan string
+	holdAll, released atomic.Bool
 }
 
 // newSlowService starts it and returns its URL.
@@ -29,14 +32,25 @@ func newSlowService(t *testing.T, block ...string) (*slowService, string) {
 	}
 	s := &slowService{arrived: make(chan string, 16)}
 	s.Effects = apifake.NewEffects(t, apifake.WithScript(func(key string, n int) apifake.Fault {
-		if held[key] && n == 1 {
-			s.arrived <- key
+		if held[key] && (n == 1 || s.holdAll.Load() && !s.released.Load()) {
+			if n == 1 {
+				s.arrived <- key
+			}
 			return apifake.Fault{Before: true, Hang: true}
 		}
 		return apifake.None
 	}))
 	return s, s.URL("")
 }
+
+// holdUntilRelease has the service hold the later requests of its keys
+// too, until release: an executor whose attempt reaches its deadline
+// sends the key again (idempotent_by_key) and is held again, so that it
+// cannot answer the command however long it runs.
+func (s *slowService) holdUntilRelease() { s.holdAll.Store(true) }
+
+// release ends holdUntilRelease: the next request of each key is answered.
+func (s *slowService) release() { s.released.Store(true) }
 
 func (s *slowService) wait(t *testing.T, key string) {
 	t.Helper()

@@ -42,6 +42,7 @@ type owner struct {
 	node *onceflighttest.Node
 	dir  string
 	tune func(*consumer.Config)
+	slow *slowService
 }
 
 // startOwner starts executor A with yaml (which must configure slow.call
@@ -50,6 +51,15 @@ type owner struct {
 // at the slow service: partition 0's committed offset stays below every
 // later command until the next owner settles it. It returns another
 // entity of partition 0.
+//
+// The service holds every request of "kx" until handOver has stopped A,
+// not only the first: A's stop ends up to RevokeTimeout+5s after it
+// begins (the graceful stop waits that long for running commands), and in
+// a takeover it begins only once B owns a partition, which can take a
+// heartbeat interval and two rounds of the cooperative rebalance. An
+// attempt of A that reaches its deadline (slow.call's timeout) first is
+// sent again and held again (slowCallYAML's max_attempts), so A cannot
+// answer "slow" before it stops, however the timings fall.
 func startOwner(t *testing.T, h *onceflighttest.Harness, yaml string, svc *slowService) (*owner, *schemas.ControlKeys, string) {
 	t.Helper()
 	k, err := schemas.NewControlKey("ops-1")
@@ -58,7 +68,8 @@ func startOwner(t *testing.T, h *onceflighttest.Harness, yaml string, svc *slowS
 	}
 	ks := &schemas.ControlKeys{Keys: []schemas.ControlKey{k}}
 	h.UseConfig(yaml)
-	o := &owner{t: t, h: h, dir: t.TempDir(), tune: func(c *consumer.Config) {
+	svc.holdUntilRelease()
+	o := &owner{t: t, h: h, dir: t.TempDir(), slow: svc, tune: func(c *consumer.Config) {
 		c.ControlKeys = ks
 		c.RevokeTimeout = 100 * time.Millisecond
 	}}
@@ -71,7 +82,8 @@ func startOwner(t *testing.T, h *onceflighttest.Harness, yaml string, svc *slowS
 }
 
 // handOver stops the owner and gives its partitions to the next one, as
-// how says, before the committed offset of partition 0 passes "slow".
+// how says, before the committed offset of partition 0 passes "slow"; the
+// slow service answers "slow" once the owner has stopped.
 func (o *owner) handOver(how string) {
 	o.t.Helper()
 	next := "A"
@@ -105,6 +117,7 @@ func (o *owner) stop() {
 	if err := o.node.Stop(); err != nil {
 		o.t.Fatalf("executor %s: run: %v", o.node.ID, err)
 	}
+	o.slow.release()
 }
 
 // decisionService is the external system of these tests: it counts the
@@ -152,11 +165,14 @@ func (s *decisionService) effects(key string) int {
 	return s.posts[key]
 }
 
-// slowCallYAML is the slow.call action of startOwner, on slowURL.
+// slowCallYAML is the slow.call action of startOwner, on slowURL. Its
+// max_attempts is far more than the attempts (of timeout each) that can
+// end before the owner stops: none of them gives up on "slow".
 const slowCallYAML = `  slow.call:
     connector: http
     url: %s
     timeout: 8s
+    max_attempts: 100
     idempotent_by_key: true
 `
 
