@@ -143,9 +143,10 @@ type Executor struct {
 
 	// Any goroutine, atomically.
 	ready atomic.Bool
-	// lastContact is when a fetch or heartbeat of the group client last
-	// got an answer (Unix ns): readiness requires one within the session
-	// timeout, so a lost broker turns /readyz 503 (liveness.go).
+	// lastContact is when the group client last got an answer to a fetch,
+	// a heartbeat, its assignment or a transactional write (Unix ns):
+	// readiness requires one within the session timeout, so a lost broker
+	// turns /readyz 503 (liveness.go).
 	lastContact atomic.Int64
 	// restoreFailed is set by onAssigned when a partition could not be
 	// restored; cleared by Run for each new client.
@@ -250,7 +251,7 @@ func (e *Executor) NotReady() string {
 	// cause an operator can act on. Before the first contact there is
 	// none to lose (joining).
 	if !e.inContact() && e.lastContact.Load() != 0 {
-		return fmt.Sprintf("no answer from the brokers to a fetch or heartbeat for more than the session timeout (%s)", e.cfg.SessionTimeout)
+		return fmt.Sprintf("no answer from the brokers to a fetch, heartbeat or write for more than the session timeout (%s)", e.cfg.SessionTimeout)
 	}
 	if !e.ready.Load() {
 		return "not a member of the consumer group with its partitions restored yet (joining, rejoining or restoring)"

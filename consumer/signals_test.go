@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,6 +22,7 @@ import (
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/kafkatest"
+	"github.com/onceflight/onceflight/internal/outbox"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
@@ -69,6 +71,74 @@ func TestReadyFollowsBrokerContact(t *testing.T) {
 	h.Outcomes(2, seen, nil)
 	if o := seen["c2"]; len(o) != 1 || o[0].Record.Status != schemas.StatusSucceeded {
 		t.Fatalf("after recovery: %+v", o)
+	}
+}
+
+// TestReadyOnceRestoredWithoutAFetch: an executor whose restore has just
+// ended is ready at once. The broker holds every fetch of the group client
+// (of the commands topic) and every heartbeat, which before counted alone
+// as contact with the brokers; the assignment (SyncGroup) and the
+// restore's epoch-marker transactions (Produce, TxnOffsetCommit, EndTxn)
+// are answered, and they are contact enough.
+func TestReadyOnceRestoredWithoutAFetch(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
+	// The commands topic is created here to learn its id: a fetch names
+	// its topics by id (Fetch v13+).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mmb := fmt.Sprint(outbox.DefaultMaxMessageBytes)
+	created, err := kadm.NewClient(h.Client()).CreateTopic(ctx, onceflighttest.Partitions, -1,
+		map[string]*string{"max.message.bytes": &mmb}, "onceflight.commands")
+	if err != nil || created.Err != nil {
+		t.Fatalf("create the commands topic: %v %v", err, created.Err)
+	}
+	release := make(chan struct{})
+	var fetchesHeld, heartbeatsHeld atomic.Int32
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range req.(*kmsg.FetchRequest).Topics {
+			if rt.TopicID == created.ID || rt.Topic == created.Topic {
+				fetchesHeld.Add(1)
+				c.SleepControl(func() { <-release })
+				break
+			}
+		}
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.Heartbeat), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		heartbeatsHeld.Add(1)
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	// A heartbeat shares its connection with the transactions' requests:
+	// held before the restore's epoch markers, it would hold them too. So
+	// the first heartbeat comes long after the restore: no cooperative
+	// balancer (a cooperative member heartbeats 500ms after it joins) and
+	// a long interval, in a long session.
+	n := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{
+		Tune:      func(cfg *consumer.Config) { cfg.SessionTimeout = 30 * time.Second },
+		KafkaOpts: []kgo.Opt{kgo.Balancers(kgo.StickyBalancer()), kgo.HeartbeatInterval(10 * time.Second)},
+	})
+	// Released before the node's stop (cleanups run last first): its
+	// leave and last commit go out on the connections the holds block.
+	t.Cleanup(func() { close(release) })
+	onceflighttest.WaitFor(t, 20*time.Second, "ready once restored, with no fetch or heartbeat answered", n.Ex.Ready)
+	if got := len(n.Ex.Owned()); got != onceflighttest.Partitions {
+		t.Fatalf("ready owning %d partitions, want %d", got, onceflighttest.Partitions)
+	}
+	// The hold catches the group client's fetches: its first one is held.
+	onceflighttest.WaitFor(t, 20*time.Second, "the group client's first fetch, held", func() bool { return fetchesHeld.Load() > 0 })
+	if !n.Ex.Ready() {
+		t.Errorf("not ready while its first fetch is held: %s", n.Ex.NotReady())
+	}
+	if hb := heartbeatsHeld.Load(); hb > 0 {
+		t.Logf("%d heartbeats held", hb)
 	}
 }
 
