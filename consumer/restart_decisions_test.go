@@ -73,7 +73,7 @@ func startOwner(t *testing.T, h *onceflighttest.Harness, yaml string, svc *slowS
 		c.ControlKeys = ks
 		c.RevokeTimeout = 100 * time.Millisecond
 	}}
-	o.node = h.StartNode("A", o.dir, onceflighttest.NodeOptions{Tune: o.tune})
+	o.node = o.start("A", o.dir)
 	onceflighttest.WaitFor(t, 30*time.Second, "executor A to own the 3 partitions", func() bool { return o.node.Owns(onceflighttest.Partitions) })
 	same, _ := entitiesOn(0, 2)
 	h.SubmitAction("slow", "slow.call", same[0], "kx", `{}`)
@@ -97,7 +97,7 @@ func (o *owner) handOver(how string) {
 		// B joins while A still runs; A then leaves, and B, whose data
 		// dir is empty, owns every partition.
 		next = "B"
-		b := o.h.StartNode("B", o.t.TempDir(), onceflighttest.NodeOptions{Tune: o.tune})
+		b := o.start("B", o.t.TempDir())
 		onceflighttest.WaitFor(o.t, 30*time.Second, "executor B to join the group and own a partition", func() bool {
 			return b.Ex.Ready() && len(b.Ex.Owned()) > 0
 		})
@@ -108,8 +108,17 @@ func (o *owner) handOver(how string) {
 	default:
 		o.t.Fatalf("unknown handover %q", how)
 	}
-	o.node = o.h.StartNode(next, o.dir, onceflighttest.NodeOptions{Tune: o.tune})
+	o.node = o.start(next, o.dir)
 	onceflighttest.WaitFor(o.t, 30*time.Second, "the restarted executor to own the 3 partitions", func() bool { return o.node.Owns(onceflighttest.Partitions) })
+}
+
+// start starts executor id on dir. Its heartbeats are short, so that a
+// takeover's B joins soon after it starts (the group waits for A's next
+// heartbeat) and A's graceful stop, which begins once B owns a partition,
+// ends before A's attempt of "slow" reaches its deadline: then B need not
+// wait for the deadline of a second attempt (startOwner) to inherit it.
+func (o *owner) start(id, dir string) *onceflighttest.Node {
+	return o.h.StartNode(id, dir, onceflighttest.NodeOptions{Tune: o.tune, KafkaOpts: kafkatest.ShortHeartbeats})
 }
 
 func (o *owner) stop() {
