@@ -328,10 +328,13 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 		}
 	}
 	// A record that is its own outcome's data is sealed into the event:
-	// its head is written here, outside the lock (wire.OutcomeHead).
+	// its head is written here, outside the lock (wire.OutcomeHead), in
+	// a reused buffer (eventBuf) that apply gives back.
 	for i := range emits {
 		if j := emits[i].journal; j != nil && emits[i].outcome == j {
-			emits[i].event = wire.OutcomeHead(j, emits[i].causation, emits[i].replayed)
+			eb := getEventBuf(wire.OutcomeSize(j, emits[i].causation))
+			eb.b = wire.AppendOutcomeHead(eb.b, j, emits[i].causation, emits[i].replayed)
+			emits[i].buf, emits[i].event = eb, eb.b
 		}
 	}
 	c.mu.Lock()
@@ -968,10 +971,18 @@ func (c *committer) apply(tx *txn, last, wms map[int32]int64, sent []sentOffset)
 	var answers answerTally
 	for _, it := range tx.items {
 		for i := range it.emits {
-			if o := it.emits[i].outcome; o != nil {
+			em := &it.emits[i]
+			if o := em.outcome; o != nil {
 				answers.add(e.m.commands, o.Action, string(o.Status))
 			}
-			c.logNotable(it, &it.emits[i])
+			c.logNotable(it, em)
+			if em.buf != nil {
+				// Produced, committed, in Pebble and hashed: nothing
+				// reads the event's bytes any more (eventBuf).
+				em.event, em.raw = nil, nil
+				putEventBuf(em.buf)
+				em.buf = nil
+			}
 		}
 	}
 	answers.addTo(e.m.commands)

@@ -50,6 +50,9 @@ type emit struct {
 	// record straight into it (wire.SealOutcome: outcome == journal); raw
 	// is then a slice of it.
 	event []byte
+	// buf holds event (and so raw) until the committer's apply gives it
+	// back for reuse (eventBuf); nil when event is not in one.
+	buf *eventBuf
 	// stored is outcome's value in Pebble (a replay without a journal
 	// record), published as its data as it is; nil: outcome is encoded.
 	stored     []byte

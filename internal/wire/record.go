@@ -344,10 +344,22 @@ func EncodeOutcomeData(rec *schemas.Record, data []byte, causationID string, rep
 // prev_hash, hash), so the executor writes it before it takes the lock
 // that orders the hash chain, and only the seal is done under it.
 func OutcomeHead(rec *schemas.Record, causationID string, replayed bool) []byte {
-	// prev_hash is set after this, when the record is chained: room
-	// for one is added.
-	v := make([]byte, 0, outcomeHeadSize(rec, causationID)+sealedCap(rec)+hashLen+len(rec.Entity))
-	return appendOutcomeHead(v, rec, causationID, replayed)
+	return AppendOutcomeHead(make([]byte, 0, OutcomeSize(rec, causationID)), rec, causationID, replayed)
+}
+
+// OutcomeSize is the room OutcomeHead gives an outcome event: its head,
+// the record sealed (SealOutcome) and the event's key (OutcomeRecord)
+// fit in it without growing it.
+func OutcomeSize(rec *schemas.Record, causationID string) int {
+	// prev_hash is set after the head is written, when the record is
+	// chained: room for one is added.
+	return outcomeHeadSize(rec, causationID) + sealedCap(rec) + hashLen + len(rec.Entity)
+}
+
+// AppendOutcomeHead is OutcomeHead into dst, for a caller that reuses
+// event buffers: dst should be empty with room for OutcomeSize bytes.
+func AppendOutcomeHead(dst []byte, rec *schemas.Record, causationID string, replayed bool) []byte {
+	return appendOutcomeHead(dst, rec, causationID, replayed)
 }
 
 // SealOutcome is SealRecord and EncodeOutcomeData in one buffer, for a
