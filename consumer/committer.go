@@ -772,7 +772,13 @@ func (c *committer) encode(queue []entry) *txn {
 				continue
 			}
 			if em.journal != nil {
-				if err := ob.JournalBytes(it.st.p, em.journal, em.raw); err != nil {
+				var err error
+				if em.buf != nil {
+					err = ob.JournalBytesIn(&em.buf.msgs, it.st.p, em.journal, em.raw)
+				} else {
+					err = ob.JournalBytes(it.st.p, em.journal, em.raw)
+				}
+				if err != nil {
 					e.log.Error("journal record not encodable; dropped", "key", em.journal.IdempotencyKey, "err", err)
 					continue
 				}
@@ -786,7 +792,7 @@ func (c *committer) encode(queue []entry) *txn {
 				var err error
 				switch {
 				case o == em.journal && em.event != nil:
-					err = ob.OutcomeEvent(o, em.event)
+					err = ob.OutcomeEventIn(&em.buf.msgs, o, em.event)
 				case o == em.journal:
 					err = ob.OutcomeBytes(o, em.raw, em.causation, em.replayed)
 				case em.stored != nil:

@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/onceflight/onceflight/internal/outbox"
 )
 
 // eventBuf is the buffer of a new key's outcome event (wire.OutcomeHead,
@@ -26,7 +28,16 @@ import (
 // point into the buffer (the record's hash is a string of its own). A
 // transaction that is aborted or fails keeps its buffers (its items are
 // put back, or dropped to the garbage collector with the client).
-type eventBuf struct{ b []byte }
+//
+// The Kafka records of the journal record and of the event (msgs) are
+// reused with it: they too are the producer's until the transaction was
+// produced, and are built anew by every encode (a transaction retried
+// after an abort builds them again, after the aborted one's produce
+// returned).
+type eventBuf struct {
+	b    []byte
+	msgs outbox.Messages
+}
 
 const (
 	eventBufMinShift = 10 // the smallest class: 1 KiB
@@ -86,6 +97,7 @@ func putEventBuf(eb *eventBuf) {
 		for i := range b {
 			b[i] = 0xEE
 		}
+		eb.msgs = outbox.Messages{} // a record produced after this has no topic
 		eventBufsPoisoned.Add(1)
 	}
 	eb.b = eb.b[:0]

@@ -387,6 +387,17 @@ func OutcomeRecord(rec *schemas.Record, event []byte) *kgo.Record {
 	return outcomeRecord(rec, event)
 }
 
+// OutcomeMessage is room for an outcome event's Kafka record, for a
+// caller that reuses it (OutcomeRecordIn) once the producer is done with
+// the record.
+type OutcomeMessage = outcomeMessage
+
+// OutcomeRecordIn is OutcomeRecord built in m: every field of m's record
+// is set anew.
+func OutcomeRecordIn(m *OutcomeMessage, rec *schemas.Record, event []byte) *kgo.Record {
+	return outcomeRecordIn(m, rec, event)
+}
+
 // outcomeHeadSize is room for the CloudEvent around a record's data and
 // its closing brace.
 func outcomeHeadSize(rec *schemas.Record, causationID string) int {
@@ -450,7 +461,11 @@ type outcomeMessage struct {
 // slice capped so that an append to one cannot write into the other —
 // three heap objects fewer per outcome.
 func outcomeRecord(rec *schemas.Record, v []byte) *kgo.Record {
-	m := &outcomeMessage{}
+	return outcomeRecordIn(&outcomeMessage{}, rec, v)
+}
+
+func outcomeRecordIn(m *outcomeMessage, rec *schemas.Record, v []byte) *kgo.Record {
+	*m = outcomeMessage{}
 	m.h[0] = kgo.RecordHeader{Key: headerContentType, Value: contentTypeEvent}
 	m.r.Headers = m.h[:]
 	n := len(v)
