@@ -334,7 +334,7 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 		if j := emits[i].journal; j != nil && emits[i].outcome == j {
 			eb := getEventBuf(wire.OutcomeSize(j, emits[i].causation))
 			eb.b = wire.AppendOutcomeHead(eb.b, j, emits[i].causation, emits[i].replayed)
-			emits[i].buf, emits[i].event = eb, eb.b
+			emits[i].buf = eb
 		}
 	}
 	c.mu.Lock()
@@ -344,8 +344,8 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 		if j := emits[i].journal; j != nil {
 			var raw []byte
 			var err error
-			if emits[i].event != nil {
-				emits[i].event, raw, err = c.chainOutcome(st, j, emits[i].event)
+			if eb := emits[i].buf; eb != nil {
+				eb.b, raw, err = c.chainOutcome(st, j, eb.b)
 			} else {
 				raw, err = c.chain(st, j)
 			}
@@ -791,8 +791,8 @@ func (c *committer) encode(queue []entry) *txn {
 				// else the record encoded.
 				var err error
 				switch {
-				case o == em.journal && em.event != nil:
-					err = ob.OutcomeEventIn(&em.buf.msgs, o, em.event)
+				case o == em.journal && em.buf != nil:
+					err = ob.OutcomeEventIn(&em.buf.msgs, o, em.buf.b)
 				case o == em.journal:
 					err = ob.OutcomeBytes(o, em.raw, em.causation, em.replayed)
 				case em.stored != nil:
@@ -985,7 +985,7 @@ func (c *committer) apply(tx *txn, last, wms map[int32]int64, sent []sentOffset)
 			if em.buf != nil {
 				// Produced, committed, in Pebble and hashed: nothing
 				// reads the event's bytes any more (eventBuf).
-				em.event, em.raw = nil, nil
+				em.raw = nil
 				putEventBuf(em.buf)
 				em.buf = nil
 			}

@@ -23,7 +23,7 @@ import (
 //   - has been hashed by the sealer and the checkpointer (they keep
 //     hashes, not bytes).
 //
-// Nothing else may keep emit.event or emit.raw, or a slice of them, past
+// Nothing else may keep emit.buf.b or emit.raw, or a slice of them, past
 // apply: the overlay and the caches keep records, whose fields never
 // point into the buffer (the record's hash is a string of its own). A
 // transaction that is aborted or fails keeps its buffers (its items are
