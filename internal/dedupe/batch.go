@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -425,6 +426,14 @@ func (b *Batch) sizeHint() int {
 	n := 64 * (len(b.entities) + len(b.progress))
 	for key, p := range b.records {
 		n += len(p.raw) + 6*(len(key)+24)
+	}
+	// Rounded up to a power of two, up to the 1 MiB Pebble keeps: a
+	// closed batch's buffer goes back to Pebble's pool, and a later batch
+	// takes it only if it is as large as that batch asks, so asking for
+	// each transaction's own size allocated a new buffer for about one
+	// transaction in four in a drain (BENCHMARKS.md, round 17 (newkey2)).
+	if n > 1 && n <= 1<<20 {
+		n = 1 << bits.Len(uint(n-1))
 	}
 	return n
 }
