@@ -739,7 +739,8 @@ type txn struct {
 
 func (c *committer) encode(queue []entry) *txn {
 	e := c.e
-	tx := &txn{ob: outbox.NewBatch(e.obTopics), heads: map[*partState]string{},
+	// Most entries are answers of one journal record and one outcome.
+	tx := &txn{ob: outbox.NewBatchSize(e.obTopics, 2*len(queue)), heads: map[*partState]string{},
 		journaled: make([]journaled, 0, len(queue)), items: make([]*stagedItem, 0, len(queue))}
 	ob := tx.ob
 	for _, en := range queue {

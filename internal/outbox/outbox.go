@@ -76,6 +76,12 @@ type Batch struct {
 // NewBatch returns an empty batch for these topics.
 func NewBatch(t Topics) *Batch { return &Batch{topics: t} }
 
+// NewBatchSize is NewBatch with room for about entries entries (a hint),
+// staged without growing the batch's list.
+func NewBatchSize(t Topics, entries int) *Batch {
+	return &Batch{topics: t, entries: make([]Entry, 0, entries)}
+}
+
 // Len is the number of staged entries (the outbox backlog of this cycle).
 func (b *Batch) Len() int { return len(b.entries) }
 
