@@ -328,10 +328,13 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 		}
 	}
 	// A record that is its own outcome's data is sealed into the event:
-	// its head is written here, outside the lock (wire.OutcomeHead).
+	// its head is written here, outside the lock (wire.OutcomeHead), in
+	// a reused buffer (eventBuf) that apply gives back.
 	for i := range emits {
 		if j := emits[i].journal; j != nil && emits[i].outcome == j {
-			emits[i].event = wire.OutcomeHead(j, emits[i].causation, emits[i].replayed)
+			eb := getEventBuf(wire.OutcomeSize(j, emits[i].causation))
+			eb.b = wire.AppendOutcomeHead(eb.b, j, emits[i].causation, emits[i].replayed)
+			emits[i].buf = eb
 		}
 	}
 	c.mu.Lock()
@@ -341,8 +344,8 @@ func (c *committer) stage(st *partState, off int64, emits []emit, size int) {
 		if j := emits[i].journal; j != nil {
 			var raw []byte
 			var err error
-			if emits[i].event != nil {
-				emits[i].event, raw, err = c.chainOutcome(st, j, emits[i].event)
+			if eb := emits[i].buf; eb != nil {
+				eb.b, raw, err = c.chainOutcome(st, j, eb.b)
 			} else {
 				raw, err = c.chain(st, j)
 			}
@@ -736,7 +739,8 @@ type txn struct {
 
 func (c *committer) encode(queue []entry) *txn {
 	e := c.e
-	tx := &txn{ob: outbox.NewBatch(e.obTopics), heads: map[*partState]string{},
+	// Most entries are answers of one journal record and one outcome.
+	tx := &txn{ob: outbox.NewBatchSize(e.obTopics, 2*len(queue)), heads: map[*partState]string{},
 		journaled: make([]journaled, 0, len(queue)), items: make([]*stagedItem, 0, len(queue))}
 	ob := tx.ob
 	for _, en := range queue {
@@ -769,7 +773,13 @@ func (c *committer) encode(queue []entry) *txn {
 				continue
 			}
 			if em.journal != nil {
-				if err := ob.JournalBytes(it.st.p, em.journal, em.raw); err != nil {
+				var err error
+				if em.buf != nil {
+					err = ob.JournalBytesIn(&em.buf.msgs, it.st.p, em.journal, em.raw)
+				} else {
+					err = ob.JournalBytes(it.st.p, em.journal, em.raw)
+				}
+				if err != nil {
 					e.log.Error("journal record not encodable; dropped", "key", em.journal.IdempotencyKey, "err", err)
 					continue
 				}
@@ -782,8 +792,8 @@ func (c *committer) encode(queue []entry) *txn {
 				// else the record encoded.
 				var err error
 				switch {
-				case o == em.journal && em.event != nil:
-					err = ob.OutcomeEvent(o, em.event)
+				case o == em.journal && em.buf != nil:
+					err = ob.OutcomeEventIn(&em.buf.msgs, o, em.buf.b)
 				case o == em.journal:
 					err = ob.OutcomeBytes(o, em.raw, em.causation, em.replayed)
 				case em.stored != nil:
@@ -968,10 +978,18 @@ func (c *committer) apply(tx *txn, last, wms map[int32]int64, sent []sentOffset)
 	var answers answerTally
 	for _, it := range tx.items {
 		for i := range it.emits {
-			if o := it.emits[i].outcome; o != nil {
+			em := &it.emits[i]
+			if o := em.outcome; o != nil {
 				answers.add(e.m.commands, o.Action, string(o.Status))
 			}
-			c.logNotable(it, &it.emits[i])
+			c.logNotable(it, em)
+			if em.buf != nil {
+				// Produced, committed, in Pebble and hashed: nothing
+				// reads the event's bytes any more (eventBuf).
+				em.raw = nil
+				putEventBuf(em.buf)
+				em.buf = nil
+			}
 		}
 	}
 	answers.addTo(e.m.commands)

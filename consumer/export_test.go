@@ -11,6 +11,10 @@ func WithStoreOptions(opts ...dedupe.Option) Option {
 	return func(e *Executor) { e.storeOpts = append(e.storeOpts, opts...) }
 }
 
+// EventBufsPoisoned is how many outcome event buffers were given back
+// for reuse (and poisoned: TestMain) so far.
+func EventBufsPoisoned() int64 { return eventBufsPoisoned.Load() }
+
 // Halted is haltReason, for the tests that wait for a halt.
 func (e *Executor) Halted() error { return e.haltReason() }
 

@@ -46,10 +46,11 @@ func newItem(r *kgo.Record, cmd schemas.Command) *item {
 type emit struct {
 	journal *schemas.Record // state change to journal, nil for none
 	raw     []byte          // journal sealed (committer)
-	// event is outcome's value when the committer sealed the journal
-	// record straight into it (wire.SealOutcome: outcome == journal); raw
-	// is then a slice of it.
-	event []byte
+	// buf holds outcome's value (buf.b) when the committer sealed the
+	// journal record straight into it (wire.SealOutcome: outcome ==
+	// journal); raw is then a slice of it. The committer's apply gives
+	// it back for reuse (eventBuf).
+	buf *eventBuf
 	// stored is outcome's value in Pebble (a replay without a journal
 	// record), published as its data as it is; nil: outcome is encoded.
 	stored     []byte

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -291,7 +294,8 @@ func (b *Batch) CommitNoSync() error { return b.commit(pebble.NoSync) }
 func (b *Batch) CommitSyncLater() (syncWait func() error, err error) {
 	var pb *pebble.Batch
 	applied := false
-	writer, prepare := b.sortedBatch(&pb)
+	writer, prepare, recycle := b.sortedBatch(&pb)
+	defer recycle()
 	err = b.finish(writer, prepare, func() error {
 		if err := b.s.db.ApplyNoSyncWait(pb, pebble.Sync); err != nil {
 			return err
@@ -327,7 +331,8 @@ func (b *Batch) CommitSyncLater() (syncWait func() error, err error) {
 // writing them in-process (BENCHMARKS.md, round 9 (compact)).
 func (b *Batch) commit(sync *pebble.WriteOptions) error {
 	var pb *pebble.Batch
-	writer, prepare := b.sortedBatch(&pb)
+	writer, prepare, recycle := b.sortedBatch(&pb)
+	defer recycle()
 	return b.finish(writer, prepare, func() error { return pb.Commit(sync) }, func() {
 		if pb != nil {
 			_ = pb.Close()
@@ -338,12 +343,54 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 // sortedBatch is finish's writer and prepare for a commit through a Pebble
 // batch: the entries are gathered, then written to a new batch, *pb, in
 // key order (commit says why).
-func (b *Batch) sortedBatch(pb **pebble.Batch) (writer func() kvWriter, prepare func() error) {
-	t := b.newTableEntries()
+//
+// The entries are taken from tables, and recycle gives them back once
+// finish returned: the Pebble batch copied every key and value written to
+// it, so nothing reads them after that.
+func (b *Batch) sortedBatch(pb **pebble.Batch) (writer func() kvWriter, prepare func() error, recycle func()) {
+	t := b.reusedTableEntries()
 	return func() kvWriter { return t }, func() error {
-		*pb = b.s.db.NewBatchWithSize(b.sizeHint())
-		return t.writeSorted(*pb)
+			*pb = b.s.db.NewBatchWithSize(b.sizeHint())
+			return t.writeSorted(*pb)
+		}, func() {
+			t.recycle()
+		}
+}
+
+// tables keeps the entries of batches committed through a Pebble batch
+// for the next ones: a transaction's entries, their sort's references and
+// the sorted order were ~0.5 KB allocated per new key (BENCHMARKS.md,
+// round 17 (newkey2)). A sync.Pool: batches are committed one at a time
+// in the executor, but any goroutine may commit one.
+var tables sync.Pool
+
+// maxTableEntries bounds what a table kept in tables holds room for
+// (~1 MiB of entries): the room of an unusually large batch is left to
+// the collector.
+const maxTableEntries = 16 << 10
+
+// reusedTableEntries is newTableEntries from tables when one is there.
+func (b *Batch) reusedTableEntries() *tableEntries {
+	v := tables.Get()
+	if v == nil {
+		return b.newTableEntries()
 	}
+	t := v.(*tableEntries)
+	t.e = slices.Grow(t.e, 5*len(b.records)+len(b.entities)+len(b.progress))
+	return t
+}
+
+// recycle empties t (dropping what its entries point to) and keeps it in
+// tables for another batch.
+func (t *tableEntries) recycle() {
+	if cap(t.e) > maxTableEntries {
+		return
+	}
+	clear(t.e)
+	clear(t.refs)
+	clear(t.order)
+	t.e, t.refs, t.order = t.e[:0], t.refs[:0], t.order[:0]
+	tables.Put(t)
 }
 
 // writeSorted writes t's entries to w in key order.
@@ -379,6 +426,14 @@ func (b *Batch) sizeHint() int {
 	n := 64 * (len(b.entities) + len(b.progress))
 	for key, p := range b.records {
 		n += len(p.raw) + 6*(len(key)+24)
+	}
+	// Rounded up to a power of two, up to the 1 MiB Pebble keeps: a
+	// closed batch's buffer goes back to Pebble's pool, and a later batch
+	// takes it only if it is as large as that batch asks, so asking for
+	// each transaction's own size allocated a new buffer for about one
+	// transaction in four in a drain (BENCHMARKS.md, round 17 (newkey2)).
+	if n > 1 && n <= 1<<20 {
+		n = 1 << bits.Len(uint(n-1))
 	}
 	return n
 }

@@ -52,6 +52,10 @@ func (b *Batch) CommitIngest() error {
 // changes, so copying them again would be waste.
 type tableEntries struct {
 	e []tableEntry
+	// refs and order are sorted's room, kept with e when t is reused
+	// (recycle).
+	refs  []entryRef
+	order []*tableEntry
 }
 
 // newTableEntries has room for the batch's entries: a record's value and
@@ -79,7 +83,8 @@ func (t *tableEntries) sorted() ([]*tableEntry, error) {
 	for i := 1; i < len(counts); i++ {
 		counts[i] += counts[i-1]
 	}
-	refs := make([]entryRef, len(t.e))
+	refs := slices.Grow(t.refs[:0], len(t.e))[:len(t.e)]
+	t.refs = refs
 	next := counts
 	for i := range t.e {
 		c := firstByte(t.e[i].key)
@@ -108,7 +113,8 @@ func (t *tableEntries) sorted() ([]*tableEntry, error) {
 			return bytes.Compare(a.e.key, b.e.key)
 		})
 	}
-	sorted := make([]*tableEntry, len(refs))
+	sorted := slices.Grow(t.order[:0], len(refs))[:len(refs)]
+	t.order = sorted
 	for i := range refs {
 		sorted[i] = refs[i].e
 		if i > 0 && bytes.Equal(sorted[i-1].key, sorted[i].key) {

@@ -76,6 +76,12 @@ type Batch struct {
 // NewBatch returns an empty batch for these topics.
 func NewBatch(t Topics) *Batch { return &Batch{topics: t} }
 
+// NewBatchSize is NewBatch with room for about entries entries (a hint),
+// staged without growing the batch's list.
+func NewBatchSize(t Topics, entries int) *Batch {
+	return &Batch{topics: t, entries: make([]Entry, 0, entries)}
+}
+
 // Len is the number of staged entries (the outbox backlog of this cycle).
 func (b *Batch) Len() int { return len(b.entries) }
 
@@ -96,11 +102,30 @@ func (b *Batch) Journal(p int32, rec schemas.Record) error {
 // JournalBytes is Journal for a record already encoded (wire.SealRecord):
 // v is the value as it is, so a record is serialised once.
 func (b *Batch) JournalBytes(p int32, rec *schemas.Record, v []byte) error {
-	m := &journalMessage{}
+	return b.journalBytes(&journalMessage{}, p, rec, v)
+}
+
+// Messages is room for a new key's two Kafka records — its journal
+// record and its outcome event — for a caller that stages many and reuses
+// the room (JournalBytesIn, OutcomeEventIn) once a batch that used it was
+// produced: franz-go keeps a record until its produce promise fires,
+// which Produce waits for. The zero value is ready.
+type Messages struct {
+	journal journalMessage
+	outcome wire.OutcomeMessage
+}
+
+// JournalBytesIn is JournalBytes with its Kafka record built in m.
+func (b *Batch) JournalBytesIn(m *Messages, p int32, rec *schemas.Record, v []byte) error {
+	return b.journalBytes(&m.journal, p, rec, v)
+}
+
+func (b *Batch) journalBytes(m *journalMessage, p int32, rec *schemas.Record, v []byte) error {
+	m.key = append(m.key[:0], rec.IdempotencyKey...)
 	m.r = kgo.Record{
 		Topic:     b.topics.Journal,
 		Partition: p,
-		Key:       []byte(rec.IdempotencyKey),
+		Key:       m.key[:len(m.key):len(m.key)],
 		Value:     v,
 	}
 	m.h = [2]kgo.RecordHeader{
@@ -123,6 +148,7 @@ type journalMessage struct {
 	r     kgo.Record
 	h     [2]kgo.RecordHeader
 	epoch [20]byte // an int64's digits and sign
+	key   []byte   // the record's key; its array is kept when m is reused
 }
 
 // kindRecord is the kind header's value of every journal record, shared:
@@ -181,6 +207,11 @@ func (b *Batch) OutcomeBytes(rec *schemas.Record, data []byte, causationID strin
 // OutcomeEvent is Outcome for an event wire.SealOutcome wrote for rec.
 func (b *Batch) OutcomeEvent(rec *schemas.Record, event []byte) error {
 	return b.outcome(wire.OutcomeRecord(rec, event))
+}
+
+// OutcomeEventIn is OutcomeEvent with its Kafka record built in m.
+func (b *Batch) OutcomeEventIn(m *Messages, rec *schemas.Record, event []byte) error {
+	return b.outcome(wire.OutcomeRecordIn(&m.outcome, rec, event))
 }
 
 // outcome stages the outcome event r.

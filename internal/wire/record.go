@@ -344,10 +344,22 @@ func EncodeOutcomeData(rec *schemas.Record, data []byte, causationID string, rep
 // prev_hash, hash), so the executor writes it before it takes the lock
 // that orders the hash chain, and only the seal is done under it.
 func OutcomeHead(rec *schemas.Record, causationID string, replayed bool) []byte {
-	// prev_hash is set after this, when the record is chained: room
-	// for one is added.
-	v := make([]byte, 0, outcomeHeadSize(rec, causationID)+sealedCap(rec)+hashLen+len(rec.Entity))
-	return appendOutcomeHead(v, rec, causationID, replayed)
+	return AppendOutcomeHead(make([]byte, 0, OutcomeSize(rec, causationID)), rec, causationID, replayed)
+}
+
+// OutcomeSize is the room OutcomeHead gives an outcome event: its head,
+// the record sealed (SealOutcome) and the event's key (OutcomeRecord)
+// fit in it without growing it.
+func OutcomeSize(rec *schemas.Record, causationID string) int {
+	// prev_hash is set after the head is written, when the record is
+	// chained: room for one is added.
+	return outcomeHeadSize(rec, causationID) + sealedCap(rec) + hashLen + len(rec.Entity)
+}
+
+// AppendOutcomeHead is OutcomeHead into dst, for a caller that reuses
+// event buffers: dst should be empty with room for OutcomeSize bytes.
+func AppendOutcomeHead(dst []byte, rec *schemas.Record, causationID string, replayed bool) []byte {
+	return appendOutcomeHead(dst, rec, causationID, replayed)
 }
 
 // SealOutcome is SealRecord and EncodeOutcomeData in one buffer, for a
@@ -373,6 +385,17 @@ func SealOutcome(head []byte, rec *schemas.Record) (event, raw []byte, err error
 // transaction retried after an abort produces records of its own).
 func OutcomeRecord(rec *schemas.Record, event []byte) *kgo.Record {
 	return outcomeRecord(rec, event)
+}
+
+// OutcomeMessage is room for an outcome event's Kafka record, for a
+// caller that reuses it (OutcomeRecordIn) once the producer is done with
+// the record.
+type OutcomeMessage = outcomeMessage
+
+// OutcomeRecordIn is OutcomeRecord built in m: every field of m's record
+// is set anew.
+func OutcomeRecordIn(m *OutcomeMessage, rec *schemas.Record, event []byte) *kgo.Record {
+	return outcomeRecordIn(m, rec, event)
 }
 
 // outcomeHeadSize is room for the CloudEvent around a record's data and
@@ -438,7 +461,11 @@ type outcomeMessage struct {
 // slice capped so that an append to one cannot write into the other —
 // three heap objects fewer per outcome.
 func outcomeRecord(rec *schemas.Record, v []byte) *kgo.Record {
-	m := &outcomeMessage{}
+	return outcomeRecordIn(&outcomeMessage{}, rec, v)
+}
+
+func outcomeRecordIn(m *outcomeMessage, rec *schemas.Record, v []byte) *kgo.Record {
+	*m = outcomeMessage{}
 	m.h[0] = kgo.RecordHeader{Key: headerContentType, Value: contentTypeEvent}
 	m.r.Headers = m.h[:]
 	n := len(v)
