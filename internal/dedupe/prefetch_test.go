@@ -187,3 +187,50 @@ func TestLookupPrefetchedSeesConcurrentCommits(t *testing.T) {
 	close(stop)
 	readers.Wait()
 }
+
+// TestPrefetchFromBlobFiles: records whose values a flush put in blob
+// files (and one still in the memtable, and keys never written), read
+// ahead in no order, are what Lookup reads, byte for byte.
+func TestPrefetchFromBlobFiles(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	var keys []PrefetchKey
+	for i := range 300 {
+		r := fullRec(fmt.Sprintf("k-%04d", (i*7919)%1000), fmt.Sprintf("e-%d", i%17), schemas.StatusSucceeded, t0)
+		put(t, s, r)
+		keys = append(keys, PrefetchKey{r.Entity, r.IdempotencyKey})
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.db.Metrics(); m.BlobFiles.LiveCount == 0 {
+		t.Fatalf("no blob file after the flush: %+v", m.BlobFiles)
+	}
+	last := fullRec("k-mem", "e-1", schemas.StatusSucceeded, t0)
+	put(t, s, last) // in the memtable
+	keys = append(keys, PrefetchKey{last.Entity, last.IdempotencyKey}, PrefetchKey{"e-1", "never"}, PrefetchKey{"e-404", "k-0001"})
+	// The poll's order: every third key, then the rest backwards.
+	var poll []PrefetchKey
+	for i := 0; i < len(keys); i += 3 {
+		poll = append(poll, keys[i])
+	}
+	for i := len(keys) - 1; i >= 0; i-- {
+		if i%3 != 0 {
+			poll = append(poll, keys[i])
+		}
+	}
+	pf := make([]Prefetched, len(poll))
+	s.Prefetch(poll, pf)
+	for i, k := range poll {
+		if !pf[i].read {
+			t.Fatalf("%v not read ahead", k)
+		}
+		want, wantRaw, wantOK, err := s.LookupBytes(k.Entity, k.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, raw, ok, err := s.LookupPrefetched(k.Entity, k.Key, &pf[i])
+		if err != nil || ok != wantOK || string(raw) != string(wantRaw) || got.Hash != want.Hash {
+			t.Fatalf("%v: found %v (%v), %d bytes; Lookup: found %v, %d bytes", k, ok, err, len(raw), wantOK, len(wantRaw))
+		}
+	}
+}
