@@ -793,7 +793,7 @@ func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 		fetches.EachError(func(t string, p int32, err error) {
 			e.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 		})
-		fetches.EachRecord(p.dispatch)
+		p.dispatchPoll(fetches)
 	}
 	fatal := context.Cause(pollCtx)
 	if errors.Is(fatal, errStopped) || (fatal != nil && ctx.Err() != nil && errors.Is(fatal, ctx.Err())) {

@@ -16,6 +16,7 @@ import (
 	"github.com/onceflight/onceflight/internal/config"
 	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/internal/decide"
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -30,6 +31,9 @@ type item struct {
 	cmd       schemas.Command
 	size      int  // bytes, counted in its partition's buffer
 	counted   bool // taken out of the buffer counts (pipeline.mu)
+	// pf is its key's record as the poll loop read it ahead
+	// (dispatchPoll), for its lookup (job.lookupAny).
+	pf dedupe.Prefetched
 	// queued is when the poll loop queued it for its entity: where its
 	// trace's wait for the entity's single flight starts. Set only when
 	// tracing is on; written under pipeline.mu before the entity's worker
@@ -107,6 +111,9 @@ type job struct {
 	// (schemas.By*): the executor itself unless the reconciler or an
 	// operator's reconcile request does.
 	asker string
+	// pf is the command's key's record read ahead (item.pf), for the
+	// first lookup of that key; nil once used.
+	pf *dedupe.Prefetched
 }
 
 // newJob is a job of p for one entity's command, with inFlight the key
@@ -123,6 +130,7 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	j.at = decide.At(cmd)
 	j.version = *version
 	j.deadline = cmd.Deadline
+	j.pf = &it.pf
 	if j.inFlight != "" && j.inFlight != cmd.IdempotencyKey {
 		if !j.settleInFlight(ctx, ent, j.inFlight, version) {
 			return
@@ -167,7 +175,10 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	case decide.Reject:
 		j.reject(cmd, d.Code, d.Message, d.Journal)
 	case decide.Replay:
-		j.replay(cmd, prev)
+		// in.Record: the copy made for the decision, already on the
+		// heap, becomes the outcome's record (a copy of its own was one
+		// more ~0.4 KiB object per repeat).
+		j.replay(cmd, in.Record)
 	case decide.Inherit:
 		j.inherit(ctx, cmd, prev, version)
 	case decide.Hold:
@@ -530,12 +541,14 @@ func (j *job) reject(cmd schemas.Command, code, msg string, journal bool) {
 	j.add(e)
 }
 
-func (j *job) replay(cmd schemas.Command, prev schemas.Record) {
+// replay answers cmd with prev, the record of its key, which nothing
+// changes afterwards.
+func (j *job) replay(cmd schemas.Command, prev *schemas.Record) {
 	j.e.m.replays.Inc()
 	// The command that produced the record, consumed again after a
 	// crash between commit and offset, is a republication: same outcome
 	// id, and not marked replayed.
-	em := emit{outcome: &prev, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID}
+	em := emit{outcome: prev, causation: cmd.ID, replayed: cmd.ID != prev.Command.ID}
 	// The recorded result is re-emitted as it was recorded: the record's
 	// stored bytes, not the record decoded and encoded again (the same
 	// bytes for a record this build wrote, and a record written by
@@ -630,7 +643,7 @@ func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 	if rec, ok := j.p.pendingRecord(scopedKey{entity, key}); ok {
 		return rec, true, nil
 	}
-	rec, raw, ok, err := j.e.store.LookupBytes(entity, key)
+	rec, raw, ok, err := j.lookupStore(entity, key)
 	if err != nil {
 		return rec, false, fmt.Errorf("dedupe lookup %q of entity %q: %w", key, entity, err)
 	}
@@ -648,6 +661,17 @@ func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 		return schemas.Record{}, false, nil
 	}
 	return rec, ok, nil
+}
+
+// lookupStore is the record of (entity, key) in Pebble, with its stored
+// bytes: the one the poll loop read ahead for this command (item.pf) if
+// it is of this key and no write of the key returned since, else read now.
+func (j *job) lookupStore(entity, key string) (schemas.Record, []byte, bool, error) {
+	if pf := j.pf; pf != nil && pf.For(entity, key) {
+		j.pf = nil
+		return j.e.store.LookupPrefetched(entity, key, pf)
+	}
+	return j.e.store.LookupBytes(entity, key)
 }
 
 // claim reserves a new key for the first fingerprint that uses it until its

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/internal/decide"
+	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -93,6 +95,13 @@ type pipeline struct {
 			starting int          // workers started that have not begun
 		}
 	}
+	// poll is dispatchPoll's scratch, reused from poll to poll (the poll
+	// loop's only).
+	poll struct {
+		recs []polled
+		keys []dedupe.PrefetchKey
+		pfs  []dedupe.Prefetched
+	}
 	// broken is set when a command could not be answered while its
 	// partition is still ours: no later fetch would bring it back, so the
 	// client is recreated and consumption restarts from the watermark.
@@ -127,11 +136,67 @@ func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 	return p
 }
 
+// polled is one record of a poll, decoded ahead of its dispatch when it
+// is a command of a partition this process owns (dispatchPoll).
+type polled struct {
+	r       *kgo.Record
+	decoded bool
+	cmd     schemas.Command
+	err     error // the decode's
+	want    int32 // the partition of cmd's entity (err nil)
+	pf      int   // its index in the poll's prefetched records, or -1
+}
+
+// dispatchPoll dispatches a poll's records in order (dispatch), after
+// reading ahead, in one pass in key order, the records of the commands it
+// will hand to entity workers (dedupe.Store.Prefetch): a worker's lookup
+// of its command's key then answers from what was read, if no write of
+// the key returned since (LookupPrefetched), instead of a seek of its own
+// on the entity's goroutine (BENCHMARKS.md, "Round 17 (repeats2)").
+// Decoding is all dispatch did before it could know a command's entity
+// and key; it has no effect, so doing it first changes nothing else.
+func (p *pipeline) dispatchPoll(fetches kgo.Fetches) {
+	e := p.e
+	recs, keys := p.poll.recs[:0], p.poll.keys[:0]
+	halted := e.halted.Load() != nil
+	fetches.EachRecord(func(r *kgo.Record) {
+		pr := polled{r: r, pf: -1}
+		if st := e.part(r.Partition); !halted && !r.Attrs.IsControl() && st != nil && !st.lost.Load() && !st.draining.Load() {
+			pr.decoded = true
+			pr.cmd, pr.err = schemas.DecodeCommand(r, e.cfg.MaxDataBytes)
+			if pr.err == nil {
+				pr.want = partitioner.ForEntity(pr.cmd.Subject, e.nPart)
+				if pr.want == r.Partition {
+					pr.pf = len(keys)
+					keys = append(keys, dedupe.PrefetchKey{Entity: pr.cmd.Subject, Key: pr.cmd.IdempotencyKey})
+				}
+			}
+		}
+		recs = append(recs, pr)
+	})
+	pfs := slices.Grow(p.poll.pfs[:0], len(keys))[:len(keys)]
+	e.store.Prefetch(keys, pfs)
+	for i := range recs {
+		var pf *dedupe.Prefetched
+		if recs[i].pf >= 0 {
+			pf = &pfs[recs[i].pf]
+		}
+		p.dispatch(&recs[i], pf)
+	}
+	// Nothing of this poll is kept past it: the items copied what they use.
+	clear(recs)
+	clear(keys)
+	clear(pfs)
+	p.poll.recs, p.poll.keys, p.poll.pfs = recs[:0], keys[:0], pfs[:0]
+}
+
 // dispatch routes one polled record. Records of partitions this process
 // does not own (not restored, draining, lost) are dropped: their offsets
-// stay uncommitted and the owner consumes them.
-func (p *pipeline) dispatch(r *kgo.Record) {
+// stay uncommitted and the owner consumes them. pf, if not nil, is its
+// command's record read ahead (dispatchPoll).
+func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 	e := p.e
+	r := pr.r
 	if e.halted.Load() != nil {
 		return // not tracked: its offset is never committed past
 	}
@@ -148,10 +213,16 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		st.markStaged(r.Offset)
 		return
 	}
-	cmd, err := schemas.DecodeCommand(r, e.cfg.MaxDataBytes)
+	if !pr.decoded {
+		pr.cmd, pr.err = schemas.DecodeCommand(r, e.cfg.MaxDataBytes)
+		if pr.err == nil {
+			pr.want = partitioner.ForEntity(pr.cmd.Subject, e.nPart)
+		}
+	}
+	cmd, err := pr.cmd, pr.err
 	in := decide.RouteInput{DecodeErr: err, Partition: r.Partition}
 	if err == nil {
-		in.Want = partitioner.ForEntity(cmd.Subject, e.nPart)
+		in.Want = pr.want
 	}
 	d := decide.Route(in)
 	var fwd *kgo.Record
@@ -194,7 +265,11 @@ func (p *pipeline) dispatch(r *kgo.Record) {
 		return
 	}
 	p.mu.buffered++
-	p.enqueue(st, q, newItem(r, cmd))
+	it := newItem(r, cmd)
+	if pf != nil {
+		it.pf = *pf
+	}
+	p.enqueue(st, q, it)
 	p.checkPause(st)
 	if !running {
 		p.workers.Add(1)

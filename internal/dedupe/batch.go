@@ -516,7 +516,13 @@ func (b *Batch) finish(newWriter func() kvWriter, prepare, apply func() error, r
 	if pruneLow != nil {
 		b.s.prune.lowerCursor(phaseFull, string(pruneLow))
 	}
-	if err := b.s.guard(apply); err != nil {
+	err := b.s.guardKeys(apply)
+	// Applied or not, failed or not: the records read ahead of these
+	// keys are stale (recordWrites).
+	for key := range b.records {
+		b.s.recWrites.wrote(key)
+	}
+	if err != nil {
 		return fmt.Errorf("dedupe: commit: %w", err)
 	}
 	for key, p := range b.records {

@@ -286,3 +286,65 @@ func BenchmarkLookupRepeatsGet(b *testing.B) {
 	b.ReportMetric(float64(seek.Nanoseconds())/float64(b.N*repeatsKeys/2), "cpu-ns/lookup")
 	b.ReportMetric(float64(get.Nanoseconds())/float64(b.N*repeatsKeys/2), "cpu-ns/get")
 }
+
+// BenchmarkLookupRepeatsPrefetch compares, on the store of
+// BenchmarkLookupRepeats, the repeats' lookups one by one (Lookup) with
+// a poll's worth of them read ahead in key order (Prefetch) and then
+// looked up from what was read (LookupPrefetched), the record's decode
+// included both ways, in turns of 500 keys (a poll) so that both meet the
+// same tree and cache: order=written as the repeats of a backlog arrive,
+// order=random for repeats of old keys in no order.
+func BenchmarkLookupRepeatsPrefetch(b *testing.B) {
+	for _, order := range []string{"written", "random"} {
+		b.Run("order="+order, func(b *testing.B) {
+			benchLookupRepeatsPrefetch(b, order == "random")
+		})
+	}
+}
+
+func benchLookupRepeatsPrefetch(b *testing.B, random bool) {
+	const perTurn = 500
+	order := func(i int) int { return i }
+	if random {
+		order = func(i int) int { return (i * 7919) % repeatsKeys }
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var one, ahead time.Duration
+	keys := make([]PrefetchKey, perTurn)
+	pf := make([]Prefetched, perTurn)
+	for b.Loop() {
+		b.StopTimer()
+		s := openRepeatsStore(b)
+		b.StartTimer()
+		for n := 0; n < repeatsKeys; n += perTurn {
+			t0 := threadCPU(b)
+			if (n/perTurn)%2 == 0 {
+				for i := n; i < n+perTurn; i++ {
+					if _, ok, err := s.Lookup(repeatsEntity(order(i)), repeatsKey(order(i))); err != nil || !ok {
+						b.Fatal(ok, err)
+					}
+				}
+				one += threadCPU(b) - t0
+				continue
+			}
+			for i := range perTurn {
+				keys[i] = PrefetchKey{Entity: repeatsEntity(order(n + i)), Key: repeatsKey(order(n + i))}
+			}
+			s.Prefetch(keys, pf)
+			for i, k := range keys {
+				if _, _, ok, err := s.LookupPrefetched(k.Entity, k.Key, &pf[i]); err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+			}
+			ahead += threadCPU(b) - t0
+		}
+		b.StopTimer()
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(one.Nanoseconds())/float64(b.N*repeatsKeys/2), "cpu-ns/lookup")
+	b.ReportMetric(float64(ahead.Nanoseconds())/float64(b.N*repeatsKeys/2), "cpu-ns/prefetched")
+}

@@ -68,8 +68,16 @@ func (s *Store) usable() error {
 //
 // Every write to Pebble goes through guard: once it returned, the
 // iterators lookups reuse are stale (pointIters), whether it succeeded or
-// not.
-func (s *Store) guard(write func() error) (err error) {
+// not, and so is every record read ahead (recordWrites: guard does not
+// know which record keys the write had).
+func (s *Store) guard(write func() error) error {
+	defer s.recWrites.all.Add(1)
+	return s.guardKeys(write)
+}
+
+// guardKeys is guard for a write whose caller bumps recordWrites for each
+// record key it wrote, once it returned (Batch.finish).
+func (s *Store) guardKeys(write func() error) (err error) {
 	if err := s.usable(); err != nil {
 		return err
 	}

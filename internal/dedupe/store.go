@@ -48,6 +48,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"os"
 	"strconv"
@@ -318,6 +319,9 @@ type Store struct {
 	ingest ingestFiles
 	// points are the iterators Lookup reuses (points.go).
 	points pointIters
+	// recWrites counts the writes of record keys, for the records
+	// Prefetch read ahead (prefetch.go).
+	recWrites recordWrites
 	// present is the filter of record keys that lets a lookup of a key
 	// never written skip Pebble (presence.go). Set by open, then fixed;
 	// trusted once its scan of the stored keys has ended.
@@ -519,6 +523,7 @@ func open(dir string, cfg *Settings) (*Store, error) {
 	// links them instead of copying (blobCheckFS).
 	s.ingest.fs, s.ingest.dir = po.FS, dir
 	s.points.slots = make(chan struct{}, maxPointIters)
+	s.recWrites.seed = maphash.MakeSeed()
 	s.points.idle = time.AfterFunc(pointIterIdle, s.dropIdlePointIters)
 	s.points.idle.Stop()
 	if err := s.checkFormat(); err != nil {

@@ -35,8 +35,8 @@ var guarantees = []mutant{
 	{
 		Name: "dedupe-lookup", Guarantee: "G2: a key's record is found in the dedupe index",
 		Edits: []edit{{"consumer/job.go",
-			"	rec, raw, ok, err := j.e.store.LookupBytes(entity, key)\n",
-			"	rec, raw, ok, err := j.e.store.LookupBytes(entity, key)\n	ok = false\n"}},
+			"	rec, raw, ok, err := j.lookupStore(entity, key)\n",
+			"	rec, raw, ok, err := j.lookupStore(entity, key)\n	ok = false\n"}},
 		Pkgs: []string{consumerPkg},
 		Run:  "TestKeyScopedToEntity|TestReleaseMakesKeyNewWork|TestDataDirLossRestoresFromJournal|TestRepeatReuseUnknownAndDeadletter|TestRetentionAndKeyMemory|TestUnresolvedThenReconciled|" + sim,
 	},
@@ -234,6 +234,14 @@ var guarantees = []mutant{
 			"		_ = key\n"}},
 		Pkgs: []string{"./internal/dedupe/", consumerPkg},
 		Run:  "TestPresenceEveryWritePathFindsItsKey|TestPresencePastTheCap|TestLookupSeesEveryWrite|TestDataDirLossRestoresFromJournal",
+	},
+	{
+		Name: "prefetch-writes", Guarantee: "G2: a record read ahead of its lookup is used only if no write of its key returned since",
+		Edits: []edit{{"internal/dedupe/batch.go",
+			"		b.s.recWrites.wrote(key)\n",
+			"		_ = key\n"}},
+		Pkgs: []string{"./internal/dedupe/"},
+		Run:  "TestLookupPrefetchedSeesLaterWrites|TestLookupPrefetchedSeesConcurrentCommits",
 	},
 	{
 		Name: "presence-scan", Guarantee: "G2: a reopened store's presence filter holds every stored record key",
