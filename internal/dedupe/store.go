@@ -794,12 +794,21 @@ func (s *Store) Entity(entity string) (EntityState, bool, error) {
 	}
 	var es EntityState
 	ek := entityKey(entity)
-	found, err := s.getRaw(s.db, ek, func(val []byte) error {
+	// Through a reused iterator (points.go): it sees every write that
+	// returned before the call, as a new one would, and a commit the
+	// read overlaps puts its state into the cache after it counted its
+	// write (Batch.finish), so putIfQuiet below refuses this read then.
+	it, w, err := s.getPointIter()
+	if err != nil {
+		return EntityState{}, false, err
+	}
+	found, err := s.seekRaw(it, ek, func(val []byte) error {
 		if err := decodeEntity(val, &es); err != nil {
 			return fmt.Errorf("dedupe: decode %q: %w", ek, err)
 		}
 		return nil
 	})
+	s.putPointIter(it, w)
 	if err != nil {
 		return EntityState{}, false, err
 	}
