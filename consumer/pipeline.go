@@ -147,6 +147,17 @@ type polled struct {
 	pf      int   // its index in the poll's prefetched records, or -1
 }
 
+// decode decodes pr's command and the partition of its entity, once:
+// by dispatchPoll ahead of dispatch for the records it reads ahead, else
+// by dispatch.
+func (pr *polled) decode(e *Executor) {
+	pr.decoded = true
+	pr.cmd, pr.err = schemas.DecodeCommand(pr.r, e.cfg.MaxDataBytes)
+	if pr.err == nil {
+		pr.want = partitioner.ForEntity(pr.cmd.Subject, e.nPart)
+	}
+}
+
 // dispatchPoll dispatches a poll's records in order (dispatch), after
 // reading ahead, in one pass in key order, the records of the commands it
 // will hand to entity workers (dedupe.Store.Prefetch): a worker's lookup
@@ -162,10 +173,8 @@ func (p *pipeline) dispatchPoll(fetches kgo.Fetches) {
 	fetches.EachRecord(func(r *kgo.Record) {
 		pr := polled{r: r, pf: -1}
 		if st := e.part(r.Partition); !halted && !r.Attrs.IsControl() && st != nil && !st.lost.Load() && !st.draining.Load() {
-			pr.decoded = true
-			pr.cmd, pr.err = schemas.DecodeCommand(r, e.cfg.MaxDataBytes)
+			pr.decode(e)
 			if pr.err == nil {
-				pr.want = partitioner.ForEntity(pr.cmd.Subject, e.nPart)
 				if pr.want == r.Partition {
 					pr.pf = len(keys)
 					keys = append(keys, dedupe.PrefetchKey{Entity: pr.cmd.Subject, Key: pr.cmd.IdempotencyKey})
@@ -214,10 +223,7 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 		return
 	}
 	if !pr.decoded {
-		pr.cmd, pr.err = schemas.DecodeCommand(r, e.cfg.MaxDataBytes)
-		if pr.err == nil {
-			pr.want = partitioner.ForEntity(pr.cmd.Subject, e.nPart)
-		}
+		pr.decode(e)
 	}
 	cmd, err := pr.cmd, pr.err
 	in := decide.RouteInput{DecodeErr: err, Partition: r.Partition}

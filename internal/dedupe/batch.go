@@ -350,11 +350,9 @@ func (b *Batch) commit(sync *pebble.WriteOptions) error {
 func (b *Batch) sortedBatch(pb **pebble.Batch) (writer func() kvWriter, prepare func() error, recycle func()) {
 	t := b.reusedTableEntries()
 	return func() kvWriter { return t }, func() error {
-			*pb = b.s.db.NewBatchWithSize(b.sizeHint())
-			return t.writeSorted(*pb)
-		}, func() {
-			t.recycle()
-		}
+		*pb = b.s.db.NewBatchWithSize(b.sizeHint())
+		return t.writeSorted(*pb)
+	}, t.recycle
 }
 
 // tables keeps the entries of batches committed through a Pebble batch
