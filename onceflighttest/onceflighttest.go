@@ -11,6 +11,28 @@
 // several (a Node); Submit, Outcomes, AllOutcomes, Journal, EffectCount and
 // Audit drive and observe them. Start (the function) is the shortcut for
 // tests that only need a public client of one executor.
+//
+// A test of an action against a system of its own, through the public
+// client (an http action against an httptest server here):
+//
+//	func TestRefundIsRecorded(t *testing.T) {
+//		api := httptest.NewServer(refunds) // the external system
+//		defer api.Close()
+//		c, _ := onceflighttest.Start(t, "actions:\n  refund.create:\n    connector: http\n    url: "+api.URL+"/refunds\n")
+//		ctx := context.Background()
+//		p, err := c.Submit(ctx, client.Command{Action: "refund.create", Entity: "order-42",
+//			Key: "refund-42", Data: json.RawMessage(`{"amount":1250}`)})
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		o, err := p.Wait(ctx)
+//		if err != nil || o.Status != schemas.StatusSucceeded {
+//			t.Fatalf("refund: %v %+v", err, o)
+//		}
+//	}
+//
+// The client's own tests (client/executor_test.go) and the command line's
+// are complete examples.
 package onceflighttest
 
 import (
