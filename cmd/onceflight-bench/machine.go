@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -242,4 +243,28 @@ func threadCPU() (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// idleEntries sums, over every CPU and idle state, how often the CPUs
+// entered an idle state (cpuidle's usage counters). In a virtual machine
+// an idle vCPU halts, and waking a thread on it goes through the
+// hypervisor, so many entries per command mean the samples' wakes were of
+// halted vCPUs. ok is false without cpuidle in sysfs.
+func idleEntries() (n int64, ok bool) {
+	paths, err := filepath.Glob("/sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*/usage")
+	if err != nil || len(paths) == 0 {
+		return 0, false
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return 0, false
+		}
+		v, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		n += v
+	}
+	return n, true
 }

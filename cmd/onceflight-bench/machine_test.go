@@ -73,8 +73,10 @@ func TestLatencyStateNote(t *testing.T) {
 		dirty:   &dirtyState{DirtyKB: 3 << 10, WritebackKB: 1 << 10},
 		machine: "machine busy 1.00 of 2 CPUs",
 		probe:   [2]float64{2.04, 2.5},
+
+		idlePerSample: 4.25,
 	}
-	want := "; settled: dirty 600 → 40 MB in 2.5s (not under 32 MB); at the start dirty 3 MB, writeback 1 MB; during the samples machine busy 1.00 of 2 CPUs; cpu probe 2.04 / 2.50 ns a step before / after (thread CPU time)"
+	want := "; settled: dirty 600 → 40 MB in 2.5s (not under 32 MB); at the start dirty 3 MB, writeback 1 MB; during the samples machine busy 1.00 of 2 CPUs, 4.2 CPU idle entries a sample; cpu probe 2.04 / 2.50 ns a step before / after (thread CPU time)"
 	if got := lr.stateNote(); got != want {
 		t.Errorf("stateNote =\n%q\nwant\n%q", got, want)
 	}
@@ -82,11 +84,11 @@ func TestLatencyStateNote(t *testing.T) {
 	if got := lr.stateNote(); strings.Contains(got, "not under") {
 		t.Errorf("reached, yet %q", got)
 	}
-	if got := (latencyRun{}).stateNote(); got != "" {
+	if got := (latencyRun{idlePerSample: -1}).stateNote(); got != "" {
 		t.Errorf("nothing read, yet %q", got)
 	}
 	// The raw round trip's row carries it.
-	rows := latencyRows(latencyRun{raw: []time.Duration{time.Millisecond}, dirty: &dirtyState{DirtyKB: 2048}})
+	rows := latencyRows(latencyRun{raw: []time.Duration{time.Millisecond}, dirty: &dirtyState{DirtyKB: 2048}, idlePerSample: -1})
 	if !strings.Contains(rows[0].Note, "at the start dirty 2 MB") {
 		t.Errorf("raw p50 note = %q", rows[0].Note)
 	}

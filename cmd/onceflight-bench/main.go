@@ -566,6 +566,9 @@ func (lr latencyRun) stateNote() string {
 	if lr.machine != "" {
 		s += "; during the samples " + lr.machine
 	}
+	if lr.idlePerSample >= 0 && lr.machine != "" {
+		s += fmt.Sprintf(", %.1f CPU idle entries a sample", lr.idlePerSample)
+	}
 	if lr.probe[0] > 0 && lr.probe[1] > 0 {
 		s += fmt.Sprintf("; cpu probe %.2f / %.2f ns a step before / after (thread CPU time)", lr.probe[0], lr.probe[1])
 	}

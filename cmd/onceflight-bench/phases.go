@@ -254,6 +254,9 @@ type latencyRun struct {
 	machine string
 	// probe is cpuProbe's ns per step before and after the samples.
 	probe [2]float64
+	// idlePerSample is how often the CPUs went idle per sample (of the
+	// three kinds together); -1 when not known.
+	idlePerSample float64
 }
 
 // settleLimitKB is the dirty page cache (Dirty + Writeback) under which
@@ -381,6 +384,7 @@ func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int
 	}
 	lr.probe[0] = cpuProbe()
 	m0, m0err := readCPUTimes()
+	idle0, idleOK := idleEntries()
 	fmt.Fprintf(os.Stderr, "latency: samples\n") // a mark for tools watching the run
 	for i := range samples {
 		d, err := roundTrip(i)
@@ -397,8 +401,13 @@ func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int
 		}
 		lr.repeat = append(lr.repeat, d)
 	}
+	idle1, idleOK1 := idleEntries()
 	if m1, err := readCPUTimes(); err == nil && m0err == nil {
 		lr.machine = machineNote(m0, m1, runtime.NumCPU())
+	}
+	lr.idlePerSample = -1
+	if idleOK && idleOK1 {
+		lr.idlePerSample = float64(idle1-idle0) / float64(3*samples)
 	}
 	lr.probe[1] = cpuProbe()
 	s1, err := sampleProc(c.Pid())
