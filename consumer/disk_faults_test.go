@@ -253,3 +253,59 @@ func TestCommitterGoesOnWhileWALSyncHeld(t *testing.T) {
 	gate.Open()
 	h.Audit()
 }
+
+// TestNewKeysShareWALSyncs: a new key's records go to Pebble without a
+// sync of their own; the WAL is synced at most every walSyncEvery, and
+// records left unsynced when the traffic stops are synced by the loop's
+// timer. Before, every transaction with records synced the WAL.
+func TestNewKeysShareWALSyncs(t *testing.T) {
+	restore := consumer.SetWALSyncEvery(time.Hour)
+	defer restore()
+	h := onceflighttest.New(t)
+	h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 30s\n", h.Effects))
+	gate := diskfault.NewSyncGate(".log")
+	a := h.StartNode("A", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: []consumer.Option{
+		consumer.WithStoreOptions(func(s *dedupe.Settings) { s.FS = gate.FS })}})
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := a.Stop(); err != nil {
+			t.Errorf("A: %v", err)
+		}
+	}
+	defer stop()
+	onceflighttest.WaitFor(t, 20*time.Second, "A owns every partition", func() bool { return a.Owns(3) })
+	seen := map[string][]schemas.Outcome{}
+	h.Submit("c0", "order-0", "k0", `{}`)
+	h.Outcomes(1, seen, nil)
+	n0 := gate.Passed()
+	for i := 1; i <= 5; i++ {
+		h.Submit(fmt.Sprintf("c%d", i), fmt.Sprintf("order-%d", i), fmt.Sprintf("k%d", i), `{}`)
+		h.Outcomes(i+1, seen, nil)
+	}
+	if n := gate.Passed() - n0; n != 0 {
+		t.Errorf("five new keys, one at a time, synced the WAL %d times; want none within walSyncEvery", n)
+	}
+	// Once traffic stops, the timer syncs what is left: with a short
+	// interval the next new key's records are synced without more traffic.
+	stop()
+	consumer.SetWALSyncEvery(10 * time.Millisecond)
+	b := h.StartNode("B", t.TempDir(), onceflighttest.NodeOptions{ExecutorOpts: []consumer.Option{
+		consumer.WithStoreOptions(func(s *dedupe.Settings) { s.FS = gate.FS })}})
+	defer func() {
+		if err := b.Stop(); err != nil {
+			t.Errorf("B: %v", err)
+		}
+	}()
+	onceflighttest.WaitFor(t, 20*time.Second, "B owns every partition", func() bool { return b.Owns(3) })
+	// Owned: the epoch markers' transactions were synced before their
+	// waiters were released, so nothing is left to sync now.
+	n1 := gate.Passed()
+	h.Submit("c6", "order-6", "k6", `{}`)
+	h.Outcomes(7, seen, nil)
+	onceflighttest.WaitFor(t, 20*time.Second, "k6's records to be synced with no command after them", func() bool { return gate.Passed() > n1 })
+	h.Audit()
+}
