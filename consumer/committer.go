@@ -67,14 +67,6 @@ type committer struct {
 	syncing    *pendingSync
 	syncFailed chan error
 
-	// unsynced is when the oldest records batch committed to Pebble
-	// without a sync since the last sync was committed (loop only; zero:
-	// none). Such batches are synced within walSyncEvery: by the next
-	// batch's sync, by a timer (loop), and before a marker's waiter, a
-	// flushNow or the loop's end is answered (DESIGN.md, "The index's
-	// fsync is batched over time").
-	unsynced time.Time
-
 	// holding lists the partition ownerships with open intents (loop
 	// only): once one ends, its intents leave the overlay (apply).
 	holding map[*partState]bool
@@ -195,15 +187,6 @@ const (
 	maxFlushEntries = 512
 	maxFlushBytes   = 4 << 20
 )
-
-// walSyncEvery bounds how long a committed transaction's records stay in
-// Pebble without a sync. Not one command's answer waits for that sync (the
-// journal holds the records, and a crash before it is the crash between a
-// transaction and its Pebble commit that restore covers); it bounds what
-// a restart replays. One sync per transaction cost serve ~20 % of its CPU
-// per one-at-a-time command, on the CPU the next command needs
-// (BENCHMARKS.md, "Round 18 (latency)"). A var for the tests.
-var walSyncEvery = 50 * time.Millisecond
 
 // errRetry means the transaction was aborted for a reason that may pass (a
 // rebalance changed the generation); staged work is kept for the next one.
@@ -443,8 +426,6 @@ func (c *committer) loop(ctx context.Context) error {
 	defer func() {
 		// A sync under way ends before the store may be closed; its error
 		// is the store's failure, which the executor watches already.
-		// Records committed without one are synced first.
-		c.syncUnsynced()
 		_ = c.joinSync()
 		close(c.done)
 		// Workers waiting for staged room see stopped() now.
@@ -453,21 +434,12 @@ func (c *committer) loop(ctx context.Context) error {
 		c.p.mu.Unlock()
 	}()
 	aborts := 0
-	var retry, syncTick <-chan time.Time
+	var retry <-chan time.Time
 	for {
-		if !c.unsynced.IsZero() && syncTick == nil {
-			syncTick = time.After(max(0, walSyncEvery-time.Since(c.unsynced)))
-		}
 		var reply chan error
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-syncTick:
-			// Records committed without a sync, and nothing since to sync
-			// them: sync now, off the loop.
-			syncTick = nil
-			c.syncUnsynced()
-			continue
 		case <-c.wake:
 			// No linger: work is committed as soon as it is ready, and
 			// whatever is queued while a transaction is in flight goes into
@@ -519,7 +491,6 @@ func (c *committer) loop(ctx context.Context) error {
 		if reply != nil {
 			// flushNow's callers (revocation, shutdown) get the index
 			// synced, as before the sync overlapped the next transaction.
-			c.syncUnsynced()
 			err := c.joinSync()
 			reply <- err
 			if err != nil {
@@ -891,22 +862,17 @@ func (c *committer) commit(ctx context.Context, tx *txn, member string, gen int3
 // overlay, and each partition's stored Progress stays before its oldest
 // open intent (partState.storedProgress), so a restore replays them.
 //
-// The records' batch is synced at most every walSyncEvery (a batch
-// committed without a sync is covered by the next sync: by a later
-// batch's, or SyncWAL from the loop's timer), and the loop never waits
-// for the fsync: the batch is visible to reads when it is applied, and its
-// fsync overlaps the next transactions (a new key's fsync was ~0.5 ms of
-// the next command's latency, BENCHMARKS.md round 9 (latency); syncing
-// every transaction, even off the path, took ~20 % of serve's CPU per
-// one-at-a-time command, round 18 (latency)). What needs the records
-// durable waits for it: the marker waiters are released once every
-// record before them is synced and every earlier sync ended, and a
-// flushNow and the loop's end sync what is left and wait (joinSync). A
-// failed sync fails the store: the next apply's commit fails, and an idle
-// loop learns it from syncFailed. A crash before the sync ends is the
-// crash between the transaction and its Pebble commit that restore
-// already covers: the journal holds the records, and Pebble's WAL keeps a
-// prefix, so the Progress a crash leaves never runs ahead of its records.
+// The records' batch is synced, but the loop does not wait for the fsync:
+// the batch is visible to reads when CommitSyncLater returns, and its
+// fsync overlaps the next transaction's broker round trips (a new key's
+// fsync was ~0.5 ms of the next command's latency, BENCHMARKS.md round 9
+// (latency)). What needs the records durable waits for it: the marker
+// waiters are released once it and every earlier sync ended, and
+// a flushNow and the loop's end wait for them too (joinSync). A failed
+// sync fails the store: the next apply's commit fails, and an idle loop
+// learns it from syncFailed. A crash before
+// the sync ends is the crash between the transaction and its Pebble
+// commit that restore already covers: the journal holds the records.
 //
 // wms is every owned partition's watermark, sent the offsets the
 // transaction committed to the group.
@@ -956,36 +922,17 @@ func (c *committer) apply(tx *txn, last, wms map[int32]int64, sent []sentOffset)
 	// nothing: an empty batch writes nothing): losing that in a crash
 	// costs a replay from the older offset, so it is not worth an fsync on
 	// every repeat's latency.
-	//
-	// A transaction with records is synced only when the oldest records
-	// committed without a sync are walSyncEvery old, or a marker waits
-	// (its waiter is released once every record before it is durable);
-	// otherwise it is committed without a sync too, and a later sync —
-	// of a batch, or SyncWAL from the loop's timer — covers it: Pebble's
-	// WAL is a prefix. Not one answer waits for that sync either way.
 	var syncWait func() error // nil: nothing to wait for
 	var err error
-	now := time.Now()
-	switch {
-	case written == 0:
+	if written == 0 {
 		err = b.CommitNoSync()
-	case len(tx.markers) > 0 || walSyncEvery <= 0 || (!c.unsynced.IsZero() && now.Sub(c.unsynced) >= walSyncEvery):
+	} else {
 		syncWait, err = b.CommitSyncLater()
-		c.unsynced = time.Time{}
-	default:
-		err = b.CommitNoSync()
-		if c.unsynced.IsZero() {
-			c.unsynced = now
-		}
 	}
 	if err != nil {
 		// The journal has it; a restore rebuilds Pebble. Keep going
 		// would let lookups miss committed records: recreate instead.
 		return fmt.Errorf("pebble commit after transaction: %w", err)
-	}
-	if syncWait == nil && len(tx.markers) > 0 && !c.unsynced.IsZero() {
-		syncWait = c.e.store.SyncWAL
-		c.unsynced = time.Time{}
 	}
 	for _, p := range progs {
 		p.st.progressStored(p.prog)
@@ -999,13 +946,34 @@ func (c *committer) apply(tx *txn, last, wms map[int32]int64, sent []sentOffset)
 			m.answer(markerDone{off: last[m.p]})
 		}
 	}
+	prev := c.syncing
 	switch {
 	case syncWait == nil && len(tx.markers) == 0:
 		// Nothing to sync, nobody to release.
-	case syncWait == nil && c.syncing.ended():
+	case syncWait == nil && prev.ended():
 		release()
 	default:
-		c.startSync(syncWait, release)
+		// Waiters are released in transaction order, once this sync and
+		// every earlier one ended: prev is only captured, so finished
+		// syncs are not kept in a chain.
+		s := &pendingSync{done: make(chan struct{})}
+		c.syncing = s
+		go func() {
+			defer close(s.done)
+			var err error
+			if syncWait != nil {
+				err = syncWait()
+			}
+			if prev != nil {
+				<-prev.done
+				err = cmp.Or(err, prev.err)
+			}
+			if s.err = err; err != nil {
+				answer(c.syncFailed, err)
+				return
+			}
+			release()
+		}()
 	}
 	var answers answerTally
 	for _, it := range tx.items {
@@ -1026,45 +994,6 @@ func (c *committer) apply(tx *txn, last, wms map[int32]int64, sent []sentOffset)
 	}
 	answers.addTo(e.m.commands)
 	return nil
-}
-
-// startSync runs syncWait (nil: none) off the loop and then release, once
-// every sync started before it has ended too (loop only). Waiters are so
-// released in transaction order: the previous sync is only captured, so
-// finished syncs are not kept in a chain. A failed sync is reported on
-// syncFailed, and release is not called.
-func (c *committer) startSync(syncWait func() error, release func()) {
-	prev := c.syncing
-	s := &pendingSync{done: make(chan struct{})}
-	c.syncing = s
-	go func() {
-		defer close(s.done)
-		var err error
-		if syncWait != nil {
-			err = syncWait()
-		}
-		if prev != nil {
-			<-prev.done
-			err = cmp.Or(err, prev.err)
-		}
-		if s.err = err; err != nil {
-			answer(c.syncFailed, err)
-			return
-		}
-		if release != nil {
-			release()
-		}
-	}()
-}
-
-// syncUnsynced starts a sync of Pebble's WAL if records were committed
-// without one since the last (loop only).
-func (c *committer) syncUnsynced() {
-	if c.unsynced.IsZero() {
-		return
-	}
-	c.unsynced = time.Time{}
-	c.startSync(c.e.store.SyncWAL, nil)
 }
 
 // holdIntents puts tx's records other than intents into b, in journal

@@ -1,8 +1,6 @@
 package consumer
 
 import (
-	"time"
-
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -26,13 +24,6 @@ func SetIngestBatches(records, least int) (restore func()) {
 	oldRecords, oldMin := ingestRecords, ingestMin
 	ingestRecords, ingestMin = records, least
 	return func() { ingestRecords, ingestMin = oldRecords, oldMin }
-}
-
-// SetWALSyncEvery sets walSyncEvery until the returned func restores it.
-func SetWALSyncEvery(d time.Duration) (restore func()) {
-	old := walSyncEvery
-	walSyncEvery = d
-	return func() { walSyncEvery = old }
 }
 
 // Seen is the record of (entity, key) as a job reads it first: the

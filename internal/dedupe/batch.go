@@ -322,33 +322,6 @@ func (b *Batch) CommitSyncLater() (syncWait func() error, err error) {
 	}, nil
 }
 
-// SyncWAL makes every write committed so far durable: one sync of
-// Pebble's WAL, which is a prefix, so it covers the batches committed
-// before it without one (CommitNoSync). A failed sync fails the store, as
-// a failed Commit does. It writes nothing a read could see.
-func (s *Store) SyncWAL() (err error) {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	if err := s.usable(); err != nil {
-		return err
-	}
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		if _, ok := r.(fatalPanic); !ok {
-			panic(r)
-		}
-		err = s.fail.get()
-	}()
-	// An empty log-data record: nothing enters the memtable, and Pebble
-	// waits for the WAL's sync (and reports a failed one through Fatalf).
-	return s.db.LogData(nil, pebble.Sync)
-}
-
 // commit writes the batch as one Pebble batch, its entries in key order:
 // Pebble inserts a batch into its memtable (a skiplist) in the batch's
 // order, and each insert starts its search from where the previous one

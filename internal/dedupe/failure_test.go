@@ -114,61 +114,6 @@ func TestUnsyncedProgressLostInACrash(t *testing.T) {
 	}
 }
 
-// TestSyncWALMakesEarlierNoSyncBatchesDurable: the committer commits a
-// new key's records without a sync and syncs the WAL at most every
-// walSyncEvery (consumer/committer.go). SyncWAL must make every batch
-// committed before it durable: a crash after it keeps them, and one
-// before it may lose them (the journal still has them: restore replays).
-func TestSyncWALMakesEarlierNoSyncBatchesDurable(t *testing.T) {
-	fs := vfs.NewCrashableMem()
-	s, err := Open("db", onFS(fs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, k := range []string{"k1", "k2"} {
-		b := s.NewBatch()
-		b.PutRecord(rec(k, "e1", schemas.StatusSucceeded, 0))
-		b.SetProgress(0, Progress{JournalOffset: int64(10 + i), Epoch: 1, LastHash: "sha256:h-" + k})
-		if err := b.CommitNoSync(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	if err := s.SyncWAL(); err != nil {
-		t.Fatal(err)
-	}
-	after := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SyncWAL(); !errors.Is(err, ErrClosed) {
-		t.Errorf("SyncWAL on a closed store: %v, want ErrClosed", err)
-	}
-
-	s2, err := Open("db", onFS(after))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"k1", "k2"} {
-		if _, ok := mustLookup(t, s2, k); !ok {
-			t.Errorf("%s, committed without a sync before SyncWAL, is gone after a crash after it", k)
-		}
-	}
-	if p, _ := s2.Progress(0); p.JournalOffset != 11 {
-		t.Errorf("progress after the crash: %+v, want 11", p)
-	}
-	s2.Close()
-	// The premise: without the sync, the crash loses them.
-	s3, err := Open("db", onFS(before))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s3.Close()
-	if _, ok := mustLookup(t, s3, "k2"); ok {
-		t.Error("k2 survived a crash before any sync: the test does not show what SyncWAL does")
-	}
-}
-
 // onFS opens a store on fs (a failing or crashed disk).
 // mustHaveFailed checks that a commit on a failing disk returned ErrFailed
 // and left the store failed, its Failure channel closed.

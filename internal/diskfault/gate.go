@@ -19,7 +19,6 @@ type SyncGate struct {
 	opened *sync.Cond
 	closed bool
 	held   int // syncs that reached the gate while it was closed
-	passed int // syncs that reached the gate
 }
 
 // NewSyncGate returns an open gate on the syncs of files named *suffix.
@@ -41,7 +40,6 @@ func NewSyncGate(suffix string) *SyncGate {
 func (g *SyncGate) pass() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.passed++
 	if g.closed {
 		g.held++
 	}
@@ -70,11 +68,4 @@ func (g *SyncGate) Held() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.held
-}
-
-// Passed is how many syncs reached the gate, open or closed.
-func (g *SyncGate) Passed() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.passed
 }
