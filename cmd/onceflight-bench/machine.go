@@ -203,9 +203,6 @@ func machineNote(a, b cpuTimes, ncpu int) string {
 // probeIters is the fixed work of cpuProbe: ~5–15 ms of one core.
 const probeIters = 4 << 20
 
-// probeSink keeps the probe's loop from being optimized away.
-var probeSink uint64
-
 // cpuProbe times a fixed loop (xorshift, no memory traffic) in this
 // thread's own CPU time, so neither waiting for a CPU nor time the
 // hypervisor took (steal, excluded from a task's CPU time under
@@ -227,7 +224,7 @@ func cpuProbe() float64 {
 		x ^= x >> 7
 		x ^= x << 17
 	}
-	probeSink += x
+	runtime.KeepAlive(x) // the loop's result is used: not optimized away
 	t1, err := threadCPU()
 	if err != nil || t1 <= t0 {
 		return 0
