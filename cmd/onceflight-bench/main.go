@@ -106,6 +106,7 @@ type options struct {
 	httpDelay     time.Duration
 	dataBytes     int
 	latSamples    int
+	latSettle     time.Duration
 	restoreTarget int64
 	restoreWait   time.Duration
 	brokers       string
@@ -141,6 +142,7 @@ func main() {
 	fs.DurationVar(&o.httpDelay, "http-delay", 20*time.Millisecond, "how long the http phase's server takes per request")
 	fs.IntVar(&o.dataBytes, "data-bytes", 200, "size of each command's data (a JSON object)")
 	fs.IntVar(&o.latSamples, "latency-samples", 300, "one-at-a-time samples of each kind in the latency phase")
+	fs.DurationVar(&o.latSettle, "latency-settle", 0, "before the latency samples, sync(2) and wait at most this long for the dirty page cache to fall under 32 MB (0: start at once); the raw round trip's note gives the state either way")
 	fs.Int64Var(&o.restoreTarget, "restore-records", 200_000, "journal offsets the restore phase catches up (filled with more noop commands if earlier phases wrote fewer; issue 8 asks for 1 000 000)")
 	fs.DurationVar(&o.restoreWait, "restore-wait", 10*time.Minute, "how long the restore phase waits for the empty executor to become ready")
 	fs.StringVar(&o.brokers, "brokers", "", "use these Kafka brokers (host:port,...) instead of starting the embedded broker (onceflight broker)")
@@ -372,7 +374,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 
 	if phases["latency"] {
 		fmt.Fprintf(os.Stderr, "latency: %d samples each\n", o.latSamples)
-		lr, err := b.latency(ctx, execDir, o.latSamples, 20)
+		lr, err := b.latency(ctx, execDir, o.latSamples, 20, o.latSettle)
 		if err != nil {
 			b.problem("latency: %v", err)
 		}
@@ -510,7 +512,7 @@ func serveRow(phase, measure string, s serveRun) row {
 func latencyRows(lr latencyRun) []row {
 	rawP50, rawP99 := percentile(lr.raw, 50), percentile(lr.raw, 99)
 	out := []row{
-		{Phase: "latency", Measure: "raw Kafka round trip p50", Value: ms(rawP50), Unit: "ms", Note: fmt.Sprintf("%d samples, produce linger 0 → read_committed", len(lr.raw))},
+		{Phase: "latency", Measure: "raw Kafka round trip p50", Value: ms(rawP50), Unit: "ms", Note: fmt.Sprintf("%d samples, produce linger 0 → read_committed%s", len(lr.raw), lr.stateNote())},
 		{Phase: "latency", Measure: "raw Kafka round trip p99", Value: ms(rawP99), Unit: "ms"},
 		{Phase: "latency", Measure: "serve idle CPU (nothing to do)", Value: 100 * lr.idleCPU, Unit: "% of a core", Note: fmt.Sprintf("over %s before the samples", idleWindow)},
 	}
@@ -545,6 +547,32 @@ func latencyRows(lr latencyRun) []row {
 		out = append(out, r50, r99)
 	}
 	return out
+}
+
+// stateNote is the machine's state for the raw round trip's note: the
+// dirty page cache when the samples started (and what -latency-settle did
+// before), and the CPU during them; "" when nothing could be read.
+func (lr latencyRun) stateNote() string {
+	var s string
+	if st := lr.settle; st != nil {
+		s += fmt.Sprintf("; settled: dirty %.0f → %.0f MB in %.1fs", st.before.mb(), st.after.mb(), st.waited.Seconds())
+		if !st.reached {
+			s += fmt.Sprintf(" (not under %d MB)", settleLimitKB>>10)
+		}
+	}
+	if d := lr.dirty; d != nil {
+		s += fmt.Sprintf("; at the start dirty %.0f MB, writeback %.0f MB", float64(d.DirtyKB)/1024, float64(d.WritebackKB)/1024)
+	}
+	if lr.machine != "" {
+		s += "; during the samples " + lr.machine
+	}
+	if lr.idlePerSample >= 0 && lr.machine != "" {
+		s += fmt.Sprintf(", %.1f CPU idle entries a sample", lr.idlePerSample)
+	}
+	if lr.probe[0] > 0 && lr.probe[1] > 0 {
+		s += fmt.Sprintf("; cpu probe %.2f / %.2f ns a step before / after (thread CPU time)", lr.probe[0], lr.probe[1])
+	}
+	return s
 }
 
 // brokerNote is the broker's CPU per command for a row's note, "" when the

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -245,7 +246,22 @@ type latencyRun struct {
 	// idleCPU is serve's CPU per second of wall time with nothing to do:
 	// a busy loop or a short timer shows up here.
 	idleCPU float64
+	// The machine: settle is what -latency-settle did (nil: not asked),
+	// dirty the page cache's dirty bytes when the samples started, and
+	// machine the CPU during them (machineNote).
+	settle  *settled
+	dirty   *dirtyState
+	machine string
+	// probe is cpuProbe's ns per step before and after the samples.
+	probe [2]float64
+	// idlePerSample is how often the CPUs went idle per sample (of the
+	// three kinds together); -1 when not known.
+	idlePerSample float64
 }
+
+// settleLimitKB is the dirty page cache (Dirty + Writeback) under which
+// -latency-settle counts the disk as settled.
+const settleLimitKB = 32 << 10
 
 // idleWindow is how long the latency phase watches serve with nothing to
 // do before its samples.
@@ -256,7 +272,11 @@ const idleWindow = 3 * time.Second
 // (produce with linger 0, read the record back read_committed), a new key
 // (produce a command, read its outcome read_committed), and the same key
 // again (answered from its final record).
-func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int) (lr latencyRun, err error) {
+//
+// With settle > 0 the samples start from a settled disk: right before
+// them (after the warm-up and the idle window), settleDisk writes the page cache back and waits at most settle
+// for it to stay small. What is measured is the same; only when.
+func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int, settle time.Duration) (lr latencyRun, err error) {
 	rtTopic := b.prefix + "lat.raw"
 	if err := createTopic(ctx, b.adm, rtTopic, b.partitions, nil); err != nil {
 		return lr, err
@@ -352,6 +372,20 @@ func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int
 		return lr, err
 	}
 	lr.idleCPU = float64(s0.CPU-i0.CPU) / float64(time.Since(idleStart))
+	if settle > 0 {
+		st, err := settleDisk(ctx, settleLimitKB, settle)
+		if err != nil {
+			return lr, fmt.Errorf("latency: settle: %w", err)
+		}
+		lr.settle = &st
+	}
+	if d, err := readDirty(); err == nil {
+		lr.dirty = &d
+	}
+	lr.probe[0] = cpuProbe()
+	m0, m0err := readCPUTimes()
+	idle0, idleOK := idleEntries()
+	fmt.Fprintf(os.Stderr, "latency: samples\n") // a mark for tools watching the run
 	for i := range samples {
 		d, err := roundTrip(i)
 		if err != nil {
@@ -367,6 +401,15 @@ func (b *bench) latency(ctx context.Context, dataDir string, samples, warmup int
 		}
 		lr.repeat = append(lr.repeat, d)
 	}
+	idle1, idleOK1 := idleEntries()
+	if m1, err := readCPUTimes(); err == nil && m0err == nil {
+		lr.machine = machineNote(m0, m1, runtime.NumCPU())
+	}
+	lr.idlePerSample = -1
+	if idleOK && idleOK1 {
+		lr.idlePerSample = float64(idle1-idle0) / float64(3*samples)
+	}
+	lr.probe[1] = cpuProbe()
 	s1, err := sampleProc(c.Pid())
 	if err != nil {
 		return lr, err
