@@ -236,7 +236,8 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 		} else {
 			next = nil
 		}
-		err := cur.Each(ctx, a.records)
+		err := cur.Each(ctx, a.feed)
+		a.flush()
 		cur.Close()
 		if testHookStep != nil {
 			testHookStep(p)

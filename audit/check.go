@@ -266,6 +266,10 @@ type auditor struct {
 	deferred []deferredCmd
 
 	dbuf [2][]decoded // records' decodings: the chunk checked, the chunk decoded
+	// held is the chunk feed decoded last and has not checked (flush
+	// does), its decodings in dbuf[heldBuf].
+	held    []*kgo.Record
+	heldBuf int
 	// memo, in Run, has the journal records decoded lately, for the
 	// outcomes that carry them (recordMemo); nil in Check, which decodes
 	// one record at a time.

@@ -385,3 +385,51 @@ func BenchmarkAuditStatePerKey(b *testing.B) {
 	}
 	b.ReportMetric(perKey, "B/key")
 }
+
+// TestFeedDecodesNextFetchWhileChecking: feed checks the last chunk of a
+// fetch while the first chunk of the next fetch is decoded, instead of
+// checking it alone before returning (a fetch is about one and a quarter
+// chunks, so most of the checks ran with no decoding beside them), and
+// the report is still Check's.
+func TestFeedDecodesNextFetchWhileChecking(t *testing.T) {
+	in, _, _ := streamHistory(t, false)
+	want := Check(in)
+	rs := append(sorted(in.Journal), sorted(in.Outcomes)...)
+	old := decodeChunk
+	decodeChunk = 4
+	defer func() { decodeChunk, testHookDecode, testHookCheck = old, nil, nil }()
+	split := len(rs) - 6 // two fetches: the first ends with a short chunk
+	nextDecoding := make(chan struct{})
+	testHookDecode = func(c []*kgo.Record) {
+		if c[0] == rs[split] {
+			close(nextDecoding)
+		}
+	}
+	waited := false
+	testHookCheck = func(r *kgo.Record) {
+		if r != rs[split-1] {
+			return
+		}
+		select {
+		case <-nextDecoding:
+		case <-time.After(5 * time.Second):
+			waited = true
+		}
+	}
+	a := newAuditor(in)
+	a.useMemo()
+	a.feed(rs[:split])
+	a.feed(rs[split:])
+	a.flush()
+	if waited {
+		t.Errorf("the first fetch's last record was checked before the next fetch's first chunk was being decoded")
+	}
+	a.endAnswers()
+	a.records(sorted(in.Commands))
+	for p := range int32(in.CommandPartitions) {
+		a.endCommands(p)
+	}
+	if g, w := fmt.Sprintf("%+v", a.finish()), fmt.Sprintf("%+v", want); g != w {
+		t.Fatalf("fed:\n%s\nCheck:\n%s", g, w)
+	}
+}
