@@ -111,8 +111,10 @@ func (a *auditor) records(rs []*kgo.Record) {
 // first chunk, so that a fetch's records are decoded while the fetch
 // before it is still being checked, not only while its own chunks are
 // (about one and a quarter chunks a fetch: the checks of each fetch's last
-// chunk would otherwise run with no decoding beside them). flush checks
-// it; the checks see the records in the same order either way.
+// chunk would otherwise run with no decoding beside them). The end of a
+// step that stream leaves with afterHeld runs there too, after the held
+// chunk is checked. flush checks it and runs that end; the checks see the
+// records, and the ends, in the same order either way.
 //
 // What is held between calls is one chunk of decoded records and the
 // records they point at: one fetch's buffers at most, besides those of
@@ -127,7 +129,7 @@ func (a *auditor) feed(rs []*kgo.Record) {
 			a.dbuf[buf] = make([]decoded, decodeChunk)
 		}
 		ds := a.dbuf[buf][:len(c)]
-		if len(a.held) == 0 {
+		if len(a.held) == 0 && a.ended == nil {
 			a.decodeAll(c, ds)
 		} else {
 			// c is decoded while the held chunk is checked.
@@ -140,8 +142,29 @@ func (a *auditor) feed(rs []*kgo.Record) {
 	}
 }
 
-// flush checks the chunk feed left decoded (if any).
+// afterHeld has flush run end once the held chunk is checked (after the
+// ends given before it): stream ends a step there, so that the end of a
+// step too runs while the next one's first chunk is decoded.
+func (a *auditor) afterHeld(end func()) {
+	if before := a.ended; before != nil {
+		a.ended = func() { before(); end() }
+		return
+	}
+	a.ended = end
+}
+
+// flush checks the chunk feed left decoded (if any), then runs what
+// afterHeld was given.
 func (a *auditor) flush() {
+	a.checkHeld()
+	if end := a.ended; end != nil {
+		a.ended = nil
+		end()
+	}
+}
+
+// checkHeld checks the chunk feed left decoded (if any).
+func (a *auditor) checkHeld() {
 	c := a.held
 	if len(c) == 0 {
 		return

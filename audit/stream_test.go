@@ -433,3 +433,55 @@ func TestFeedDecodesNextFetchWhileChecking(t *testing.T) {
 		t.Fatalf("fed:\n%s\nCheck:\n%s", g, w)
 	}
 }
+
+// TestRunEndsStepWhileDecodingNext: Run ends a step (its partitions'
+// G1 and G2, its outcome ids written to the store) while the next step's
+// first chunk is decoded, not before the next step's records are fed; the
+// report is still Check's.
+func TestRunEndsStepWhileDecodingNext(t *testing.T) {
+	in, _, _ := streamHistory(t, false)
+	want := Check(in)
+	var (
+		mu      sync.Mutex
+		decoded = map[int32]bool{} // steps of which a chunk began decoding
+	)
+	// The step a record is read in: journal and outcomes p in step p,
+	// commands p in step p+1.
+	stepOf := func(r *kgo.Record) int32 {
+		if r.Topic == tops.Commands {
+			return r.Partition + 1
+		}
+		return r.Partition
+	}
+	testHookDecode = func(c []*kgo.Record) {
+		mu.Lock()
+		decoded[stepOf(c[0])] = true
+		mu.Unlock()
+	}
+	var missed []int32
+	last := int32(in.CommandPartitions)
+	testHookEnd = func(p int32) {
+		if p == last || len(missed) > 0 {
+			return // no step after the last; one miss is enough
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			mu.Lock()
+			ok := decoded[p+1]
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				missed = append(missed, p)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookDecode, testHookEnd = nil, nil })
+	runHistory(t, in, want, 1024)
+	if len(missed) > 0 {
+		t.Errorf("step %v ended before any chunk of the step after it was being decoded", missed)
+	}
+}
