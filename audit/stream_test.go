@@ -485,3 +485,53 @@ func TestRunEndsStepWhileDecodingNext(t *testing.T) {
 		t.Errorf("step %v ended before any chunk of the step after it was being decoded", missed)
 	}
 }
+
+// TestDecodeEachSharesRecords: decodeEach's workers claim records as
+// they go rather than each owning a fixed share, so a worker held up (as
+// one is while feed checks the chunk before on its core) leaves the
+// records it has not claimed to the others.
+func TestDecodeEachSharesRecords(t *testing.T) {
+	procs := runtime.GOMAXPROCS(2)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	in, _, _ := streamHistory(t, false)
+	rs := sorted(in.Outcomes)
+	if len(rs) < 4*64 {
+		t.Fatalf("%d outcomes, want at least %d for two workers", len(rs), 4*64)
+	}
+	a := newAuditor(in)
+	ds := make([]decoded, len(rs))
+	index := map[*kgo.Record]int{}
+	for i, r := range rs {
+		index[r] = i
+	}
+	var mu sync.Mutex
+	others := 0 // records outside the held worker's first batch taken so far
+	done := make(chan struct{})
+	held := false
+	a.decodeEach(rs, ds, func(r *kgo.Record) bool {
+		if r == rs[0] {
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				held = true
+			}
+			return true
+		}
+		if index[r] >= decodeBatch {
+			mu.Lock()
+			if others++; others == len(rs)-decodeBatch {
+				close(done)
+			}
+			mu.Unlock()
+		}
+		return true
+	})
+	if held {
+		t.Errorf("with one worker held at the first record, the others did not decode the %d records it had not claimed", len(rs)-decodeBatch)
+	}
+	for i := range ds {
+		if ds[i].err != nil || ds[i].o.id == "" {
+			t.Fatalf("record %d not decoded: %+v", i, ds[i])
+		}
+	}
+}
