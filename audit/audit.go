@@ -163,9 +163,14 @@ var maxStateInMemory = 1 << 16
 // made (to read how much state it held at most).
 var testHookAuditor func(*auditor)
 
-// testHookStep, when a test sets it, is called when stream has read and
-// checked step p's records.
-var testHookStep func(p int32)
+// testHookStep, when a test sets it, is called when stream has read step
+// p's records (the last chunk of them may not be checked yet).
+// testHookEnd is called as step p's end starts, after its last record
+// was checked.
+var (
+	testHookStep func(p int32)
+	testHookEnd  func(p int32)
+)
 
 // stream feeds the auditor a partition at a time, pipelined: the
 // deadletters first (few: copies of undecodable commands), then for each
@@ -236,7 +241,7 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 		} else {
 			next = nil
 		}
-		err := cur.Each(ctx, a.records)
+		err := cur.Each(ctx, a.feed)
 		cur.Close()
 		if testHookStep != nil {
 			testHookStep(p)
@@ -247,14 +252,23 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 		if err != nil {
 			return err
 		}
-		if p < n {
-			a.endJournal(p)
-			a.endAnswers()
-		}
-		if p > 0 {
-			a.endCommands(p - 1)
-		}
+		// The step's last chunk and its end are left to the next feed,
+		// which runs them while the next step's first chunk is decoded
+		// (or to the flush below).
+		a.afterHeld(func() {
+			if testHookEnd != nil {
+				testHookEnd(p)
+			}
+			if p < n {
+				a.endJournal(p)
+				a.endAnswers()
+			}
+			if p > 0 {
+				a.endCommands(p - 1)
+			}
+		})
 	}
+	a.flush()
 	return a.err
 }
 

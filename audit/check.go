@@ -266,6 +266,13 @@ type auditor struct {
 	deferred []deferredCmd
 
 	dbuf [2][]decoded // records' decodings: the chunk checked, the chunk decoded
+	// held is the chunk feed decoded last and has not checked (flush
+	// does), its decodings in dbuf[heldBuf].
+	held    []*kgo.Record
+	heldBuf int
+	// ended is what flush runs after checking held (afterHeld): the end
+	// of the step held belongs to.
+	ended func()
 	// memo, in Run, has the journal records decoded lately, for the
 	// outcomes that carry them (recordMemo); nil in Check, which decodes
 	// one record at a time.

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -97,59 +98,115 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 var decodeChunk = 1024
 
 // records checks rs, records of any of the journal, outcomes and commands
-// topics in the order each partition was read, decodeChunk at a time:
-// each chunk is decoded on every core while the one before it is checked,
-// one record after the other, on this goroutine.
+// topics in the order each partition was read (feed, then flush): when it
+// returns, every record of rs has been checked.
 func (a *auditor) records(rs []*kgo.Record) {
-	var chunks [][]*kgo.Record
-	for len(rs) > decodeChunk {
-		chunks = append(chunks, rs[:decodeChunk])
-		rs = rs[decodeChunk:]
-	}
-	if len(rs) > 0 {
-		chunks = append(chunks, rs)
-	}
-	if len(chunks) == 0 {
-		return
-	}
-	for i := range a.dbuf {
-		if cap(a.dbuf[i]) < decodeChunk {
-			a.dbuf[i] = make([]decoded, decodeChunk)
+	a.feed(rs)
+	a.flush()
+}
+
+// feed checks rs as records does, decodeChunk at a time: each chunk is
+// decoded on every core while the one before it is checked, one record
+// after the other, on this goroutine. The last chunk is left decoded but
+// not checked (a.held): the next feed checks it while it decodes its own
+// first chunk, so that a fetch's records are decoded while the fetch
+// before it is still being checked, not only while its own chunks are
+// (about one and a quarter chunks a fetch: the checks of each fetch's last
+// chunk would otherwise run with no decoding beside them). The end of a
+// step that stream leaves with afterHeld runs there too, after the held
+// chunk is checked. flush checks it and runs that end; the checks see the
+// records, and the ends, in the same order either way.
+//
+// What is held between calls is one chunk of decoded records and the
+// records they point at: one fetch's buffers at most, besides those of
+// the fetch being fed.
+func (a *auditor) feed(rs []*kgo.Record) {
+	for len(rs) > 0 {
+		c := rs[:min(len(rs), decodeChunk)]
+		rs = rs[len(c):]
+		// a.dbuf[a.heldBuf] is the held chunk's, if any: c goes in the other.
+		buf := 1 - a.heldBuf
+		if cap(a.dbuf[buf]) < len(c) {
+			a.dbuf[buf] = make([]decoded, decodeChunk)
 		}
-	}
-	a.decodeAll(chunks[0], a.dbuf[0][:len(chunks[0])])
-	for i, c := range chunks {
-		ds := a.dbuf[i%2][:len(c)]
-		var next sync.WaitGroup
-		if i+1 < len(chunks) {
-			n := chunks[i+1]
-			nds := a.dbuf[(i+1)%2][:len(n)]
-			next.Go(func() { a.decodeAll(n, nds) })
+		ds := a.dbuf[buf][:len(c)]
+		if len(a.held) == 0 && a.ended == nil {
+			a.decodeAll(c, ds)
+		} else {
+			// c is decoded while the held chunk is checked.
+			var next sync.WaitGroup
+			next.Go(func() { a.decodeAll(c, ds) })
+			a.flush()
+			next.Wait()
 		}
-		for j, r := range c {
-			switch r.Topic {
-			case a.in.Topics.Journal:
-				a.checkJournal(r, &ds[j])
-			case a.in.Topics.Outcomes:
-				a.checkOutcome(r, &ds[j])
-				if ds[j].fromMemo {
-					a.memoHits++
-				}
-			case a.in.Topics.Commands:
-				a.checkCommand(r, &ds[j])
-			}
-		}
-		// Drop what the decoded records point at.
-		clear(ds)
-		next.Wait()
+		a.held, a.heldBuf = c, buf
 	}
 }
+
+// afterHeld has flush run end once the held chunk is checked (after the
+// ends given before it): stream ends a step there, so that the end of a
+// step too runs while the next one's first chunk is decoded.
+func (a *auditor) afterHeld(end func()) {
+	if before := a.ended; before != nil {
+		a.ended = func() { before(); end() }
+		return
+	}
+	a.ended = end
+}
+
+// flush checks the chunk feed left decoded (if any), then runs what
+// afterHeld was given.
+func (a *auditor) flush() {
+	a.checkHeld()
+	if end := a.ended; end != nil {
+		a.ended = nil
+		end()
+	}
+}
+
+// checkHeld checks the chunk feed left decoded (if any).
+func (a *auditor) checkHeld() {
+	c := a.held
+	if len(c) == 0 {
+		return
+	}
+	ds := a.dbuf[a.heldBuf][:len(c)]
+	for j, r := range c {
+		if testHookCheck != nil {
+			testHookCheck(r)
+		}
+		switch r.Topic {
+		case a.in.Topics.Journal:
+			a.checkJournal(r, &ds[j])
+		case a.in.Topics.Outcomes:
+			a.checkOutcome(r, &ds[j])
+			if ds[j].fromMemo {
+				a.memoHits++
+			}
+		case a.in.Topics.Commands:
+			a.checkCommand(r, &ds[j])
+		}
+	}
+	// Drop what the decoded records point at.
+	clear(ds)
+	a.held = nil
+}
+
+// testHookDecode and testHookCheck, when a test sets them, are called as
+// a chunk starts being decoded and before each record is checked.
+var (
+	testHookDecode func(chunk []*kgo.Record)
+	testHookCheck  func(r *kgo.Record)
+)
 
 // decodeAll decodes rs into ds on every core: first the journal records
 // and commands, then, once the journal records are in the auditor's
 // recordMemo (if it has one), the outcomes, most of whose records are
 // found there rather than decoded again.
 func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
+	if testHookDecode != nil {
+		testHookDecode(rs)
+	}
 	if a.memo == nil {
 		a.decodeEach(rs, ds, nil)
 		return
@@ -167,9 +224,11 @@ func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
 }
 
 // decodeEach decodes the records of rs that want takes (all if want is
-// nil) into ds on every core, each worker every workers-th record, so
-// that the records a pass takes are shared out evenly wherever they are
-// in rs.
+// nil) into ds on every core. The workers claim decodeBatch records at a
+// time from a shared counter, so that a worker that gets its core late
+// (the checks of the chunk before hold it: feed) leaves the records it
+// has not claimed to the others instead of owning a fixed share of them,
+// and a pass whose records sit in one part of rs is shared out too.
 func (a *auditor) decodeEach(rs []*kgo.Record, ds []decoded, want func(*kgo.Record) bool) {
 	one := func(i int) {
 		if want == nil || want(rs[i]) {
@@ -183,13 +242,27 @@ func (a *auditor) decodeEach(rs []*kgo.Record, ds []decoded, want func(*kgo.Reco
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(rs); i += workers {
+	var next atomic.Int64
+	work := func() {
+		for {
+			hi := int(next.Add(decodeBatch))
+			lo := hi - decodeBatch
+			if lo >= len(rs) {
+				return
+			}
+			for i := lo; i < min(hi, len(rs)); i++ {
 				one(i)
 			}
-		})
+		}
 	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 }
+
+// decodeBatch is how many records a decoding worker claims at a time: a
+// few microseconds of work, against one shared counter increment.
+const decodeBatch = 8

@@ -90,7 +90,9 @@
 // whatever the number of keys, at the cost of disk and of a lookup for
 // the few records whose key was written out while it was in progress. The records of each fetch are decoded on every core, then
 // checked in order on one, while the next fetch and the next partition's
-// first fetch are read.
+// first fetch are read; a fetch's last chunk of records, and the end of a
+// partition's step, are checked while the next fetch's first chunk is
+// decoded.
 //
 // Check, which holds its Input in memory anyway, keeps every partition's
 // state to the end; both reach the same report (TestRunStreamsPartitions).

@@ -385,3 +385,153 @@ func BenchmarkAuditStatePerKey(b *testing.B) {
 	}
 	b.ReportMetric(perKey, "B/key")
 }
+
+// TestFeedDecodesNextFetchWhileChecking: feed checks the last chunk of a
+// fetch while the first chunk of the next fetch is decoded, instead of
+// checking it alone before returning (a fetch is about one and a quarter
+// chunks, so most of the checks ran with no decoding beside them), and
+// the report is still Check's.
+func TestFeedDecodesNextFetchWhileChecking(t *testing.T) {
+	in, _, _ := streamHistory(t, false)
+	want := Check(in)
+	rs := append(sorted(in.Journal), sorted(in.Outcomes)...)
+	old := decodeChunk
+	decodeChunk = 4
+	defer func() { decodeChunk, testHookDecode, testHookCheck = old, nil, nil }()
+	split := len(rs) - 6 // two fetches: the first ends with a short chunk
+	nextDecoding := make(chan struct{})
+	testHookDecode = func(c []*kgo.Record) {
+		if c[0] == rs[split] {
+			close(nextDecoding)
+		}
+	}
+	waited := false
+	testHookCheck = func(r *kgo.Record) {
+		if r != rs[split-1] {
+			return
+		}
+		select {
+		case <-nextDecoding:
+		case <-time.After(5 * time.Second):
+			waited = true
+		}
+	}
+	a := newAuditor(in)
+	a.useMemo()
+	a.feed(rs[:split])
+	a.feed(rs[split:])
+	a.flush()
+	if waited {
+		t.Errorf("the first fetch's last record was checked before the next fetch's first chunk was being decoded")
+	}
+	a.endAnswers()
+	a.records(sorted(in.Commands))
+	for p := range int32(in.CommandPartitions) {
+		a.endCommands(p)
+	}
+	if g, w := fmt.Sprintf("%+v", a.finish()), fmt.Sprintf("%+v", want); g != w {
+		t.Fatalf("fed:\n%s\nCheck:\n%s", g, w)
+	}
+}
+
+// TestRunEndsStepWhileDecodingNext: Run ends a step (its partitions'
+// G1 and G2, its outcome ids written to the store) while the next step's
+// first chunk is decoded, not before the next step's records are fed; the
+// report is still Check's.
+func TestRunEndsStepWhileDecodingNext(t *testing.T) {
+	in, _, _ := streamHistory(t, false)
+	want := Check(in)
+	var (
+		mu      sync.Mutex
+		decoded = map[int32]bool{} // steps of which a chunk began decoding
+	)
+	// The step a record is read in: journal and outcomes p in step p,
+	// commands p in step p+1.
+	stepOf := func(r *kgo.Record) int32 {
+		if r.Topic == tops.Commands {
+			return r.Partition + 1
+		}
+		return r.Partition
+	}
+	testHookDecode = func(c []*kgo.Record) {
+		mu.Lock()
+		decoded[stepOf(c[0])] = true
+		mu.Unlock()
+	}
+	var missed []int32
+	last := int32(in.CommandPartitions)
+	testHookEnd = func(p int32) {
+		if p == last || len(missed) > 0 {
+			return // no step after the last; one miss is enough
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			mu.Lock()
+			ok := decoded[p+1]
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				missed = append(missed, p)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookDecode, testHookEnd = nil, nil })
+	runHistory(t, in, want, 1024)
+	if len(missed) > 0 {
+		t.Errorf("step %v ended before any chunk of the step after it was being decoded", missed)
+	}
+}
+
+// TestDecodeEachSharesRecords: decodeEach's workers claim records as
+// they go rather than each owning a fixed share, so a worker held up (as
+// one is while feed checks the chunk before on its core) leaves the
+// records it has not claimed to the others.
+func TestDecodeEachSharesRecords(t *testing.T) {
+	procs := runtime.GOMAXPROCS(2)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	in, _, _ := streamHistory(t, false)
+	rs := sorted(in.Outcomes)
+	if len(rs) < 4*64 {
+		t.Fatalf("%d outcomes, want at least %d for two workers", len(rs), 4*64)
+	}
+	a := newAuditor(in)
+	ds := make([]decoded, len(rs))
+	index := map[*kgo.Record]int{}
+	for i, r := range rs {
+		index[r] = i
+	}
+	var mu sync.Mutex
+	others := 0 // records outside the held worker's first batch taken so far
+	done := make(chan struct{})
+	held := false
+	a.decodeEach(rs, ds, func(r *kgo.Record) bool {
+		if r == rs[0] {
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				held = true
+			}
+			return true
+		}
+		if index[r] >= decodeBatch {
+			mu.Lock()
+			if others++; others == len(rs)-decodeBatch {
+				close(done)
+			}
+			mu.Unlock()
+		}
+		return true
+	})
+	if held {
+		t.Errorf("with one worker held at the first record, the others did not decode the %d records it had not claimed", len(rs)-decodeBatch)
+	}
+	for i := range ds {
+		if ds[i].err != nil || ds[i].o.id == "" {
+			t.Fatalf("record %d not decoded: %+v", i, ds[i])
+		}
+	}
+}
