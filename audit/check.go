@@ -265,7 +265,12 @@ type auditor struct {
 	// did when the whole outcomes topic was read first.
 	deferred []deferredCmd
 
-	dbuf [2][]decoded // records' decodings: the chunk checked, the chunk decoded
+	// dbuf holds the records' decodings: dbuf[heldBuf] the held chunk's,
+	// the other the chunk being decoded. held, heldBuf and ended belong to
+	// the goroutine that feeds (stream's, or records'); the decoding
+	// goroutines feed starts write only the other dbuf, and feed waits for
+	// them before it swaps.
+	dbuf [2][]decoded
 	// held is the chunk feed decoded last and has not checked (flush
 	// does), its decodings in dbuf[heldBuf].
 	held    []*kgo.Record

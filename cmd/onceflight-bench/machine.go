@@ -32,25 +32,26 @@ func parseMeminfoDirty(meminfo []byte) (dirtyState, error) {
 	var d dirtyState
 	var seen int
 	for line := range bytes.Lines(meminfo) {
-		for _, f := range []struct {
-			name string
-			dst  *int64
-		}{{"Dirty:", &d.DirtyKB}, {"Writeback:", &d.WritebackKB}} {
-			v, ok := bytes.CutPrefix(line, []byte(f.name))
-			if !ok {
-				continue
-			}
-			fields := bytes.Fields(v)
-			if len(fields) == 0 {
-				return d, fmt.Errorf("parse /proc/meminfo: %s has no value", f.name)
-			}
-			n, err := strconv.ParseInt(string(fields[0]), 10, 64)
-			if err != nil {
-				return d, fmt.Errorf("parse /proc/meminfo: %s: %w", f.name, err)
-			}
-			*f.dst = n
-			seen++
+		name, v, _ := bytes.Cut(line, []byte(":"))
+		var dst *int64
+		switch string(name) {
+		case "Dirty":
+			dst = &d.DirtyKB
+		case "Writeback":
+			dst = &d.WritebackKB
+		default:
+			continue
 		}
+		fields := bytes.Fields(v)
+		if len(fields) == 0 {
+			return d, fmt.Errorf("parse /proc/meminfo: %s has no value", name)
+		}
+		n, err := strconv.ParseInt(string(fields[0]), 10, 64)
+		if err != nil {
+			return d, fmt.Errorf("parse /proc/meminfo: %s: %w", name, err)
+		}
+		*dst = n
+		seen++
 	}
 	if seen != 2 {
 		return d, fmt.Errorf("parse /proc/meminfo: no Dirty and Writeback lines")
