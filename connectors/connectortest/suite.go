@@ -4,6 +4,24 @@
 // sent when cancelled, results are JSON, Confirm tells found from not found),
 // run against each connector with a harness that can count the effects the
 // external system saw.
+//
+// A connector's own test runs the suite with a harness per case; this one is
+// the ledger example's (examples/connector/ledger), which counts effects in
+// memory and can be told to apply one and then look ambiguous:
+//
+//	func TestConformance(t *testing.T) {
+//		connectortest.Run(t, connectortest.Features{Confirm: true, IdempotentByKey: true},
+//			func(t *testing.T) connectortest.Harness {
+//				l := ledger.New("EUR")
+//				return connectortest.Harness{Conn: l, Effects: l.Effects, ApplyThenAmbiguous: l.AmbiguousOnce}
+//			})
+//	}
+//
+// Features says which cases apply and what they expect. Without Confirm the
+// confirmation cases are skipped, and an applied-then-ambiguous execution
+// must end unresolved; with it, the same execution must end succeeded after
+// one attempt, found by Confirm. A connector whose system deduplicates keys
+// and cannot confirm may send again, so that case is skipped for it.
 package connectortest
 
 import (
