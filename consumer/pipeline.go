@@ -586,29 +586,34 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		q.items[0] = nil
 		q.items = q.items[1:]
 		version, ok := p.mu.ov.version(entity, st)
+		// Running from the moment it leaves the queue (under the lock that
+		// took it, which checked draining): a drain never sees a command
+		// neither queued nor running.
+		st.buf.inflight++
 		p.mu.Unlock()
 		inFlight := ""
 		if !ok {
 			es, _, err := p.e.store.Entity(entity)
 			if err != nil {
 				p.e.log.Error("entity state", "entity", entity, "err", err)
+				p.mu.Lock()
+				st.buf.inflight--
+				p.cond.Broadcast()
+				p.mu.Unlock()
 				p.dropRest(entity, st, it)
 				return
 			}
 			version = es.Version
 			inFlight = es.InFlightKey
 		}
-		p.mu.Lock()
-		st.buf.inflight++
-		p.mu.Unlock()
 		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
 		// The job counts as running, and its new keys stay claimed, until
 		// its answer is staged: a drain must not flush before it, and a
 		// reused key must see it in the overlay.
 		done := func() {
-			p.releaseClaims(j)
 			p.mu.Lock()
+			p.mu.ov.release(j.claimed)
 			st.buf.inflight--
 			p.cond.Broadcast()
 			p.mu.Unlock()
@@ -629,11 +634,11 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			}
 		}
 		j.markFresh()
+		size := answerSize(j.emits)
 		p.mu.Lock()
 		p.mu.ov.setVersion(entity, st, version, journaled)
 		p.unbuffer(st, it)
-		p.mu.Unlock()
-		p.stage(st, it.offset, j)
+		p.stageLocked(st, it.offset, j, size)
 		done()
 	}
 }
@@ -733,6 +738,13 @@ func (p *pipeline) pausedCount() int { return len(p.pausedPartitions()) }
 func (p *pipeline) stage(st *partState, off int64, j *job) {
 	size := answerSize(j.emits)
 	p.mu.Lock()
+	p.stageLocked(st, off, j, size)
+}
+
+// stageLocked is stage for an answer of size bytes (answerSize), called
+// with p.mu held, which it releases: a worker takes its command out of
+// the buffer and stages its answer under one lock.
+func (p *pipeline) stageLocked(st *partState, off int64, j *job, size int) {
 	p.waitStaged(st, size)
 	p.mu.buffered--
 	if size > 0 {
@@ -788,12 +800,6 @@ func (p *pipeline) claim(key scopedKey, fp string) bool {
 	ok := p.mu.ov.claim(key, fp)
 	p.e.m.hw.overlay.raise(p.mu.ov.entries())
 	return ok
-}
-
-func (p *pipeline) releaseClaims(j *job) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.mu.ov.release(j.claimed)
 }
 
 // drainPartition stops new work for st and waits until no worker runs one
