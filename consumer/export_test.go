@@ -1,6 +1,9 @@
 package consumer
 
 import (
+	"context"
+	"errors"
+
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -39,3 +42,27 @@ func (e *Executor) Seen(entity, key string) (schemas.Record, bool, error) {
 
 // RefetchBytes is refetchBytes, a refill's fetch size (skip.go).
 var RefetchBytes = refetchBytes
+
+// SetEntityReadHook makes every worker call hook after it takes a command
+// off its entity's queue and before it reads the entity's state from the
+// store, until the returned func restores the default.
+func SetEntityReadHook(hook func(entity string)) (restore func()) {
+	old := entityReadHook
+	entityReadHook = hook
+	return func() { entityReadHook = old }
+}
+
+// DrainOwned is drainPartition, as a revoke calls it, for every partition e
+// owns; it returns the first drain's error.
+func (e *Executor) DrainOwned(ctx context.Context) error {
+	p := e.pipe.Load()
+	if p == nil {
+		return errors.New("no pipeline")
+	}
+	for _, st := range e.ownedStates() {
+		if err := p.drainPartition(ctx, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}

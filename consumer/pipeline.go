@@ -593,6 +593,9 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		p.mu.Unlock()
 		inFlight := ""
 		if !ok {
+			if entityReadHook != nil {
+				entityReadHook(entity)
+			}
 			es, _, err := p.e.store.Entity(entity)
 			if err != nil {
 				p.e.log.Error("entity state", "entity", entity, "err", err)
@@ -801,6 +804,11 @@ func (p *pipeline) claim(key scopedKey, fp string) bool {
 	p.e.m.hw.overlay.raise(p.mu.ov.entries())
 	return ok
 }
+
+// entityReadHook, when set (tests only), is called by a worker that has
+// taken a command off its entity's queue, before it reads the entity's
+// state from the store.
+var entityReadHook func(entity string)
 
 // drainPartition stops new work for st and waits until no worker runs one
 // of its commands; their answers are staged by then.
