@@ -179,7 +179,10 @@ var (
 // before. After each step the auditor drops what the finished partitions
 // needed (endAnswers, endCommands), so it holds the state of about two
 // partitions at a time, whatever the number of partitions and keys
-// (docs/memory.md#audit).
+// (docs/memory.md#audit). The steps are read through two clients taking
+// turns (rangeread.Steps): near a step's end the other client reads the
+// next step's first fetch, and no more, while this one's last records are
+// checked.
 //
 // The commands and outcomes topics are read whole even when partitions
 // are restricted, as before streaming: a misrouted command's forwarded

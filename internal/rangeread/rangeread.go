@@ -38,10 +38,9 @@ func Read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 // a last stable offset is often a transaction marker — without it a read
 // would wait for a record that never comes.
 //
-// The consumer starts fetching as soon as Open returns: the audit opens
-// the next partition's Reader before it checks the current one, so the
-// connection, the metadata and the first fetch of a step are not waited
-// for after the step before it. The zero Reader reads nothing.
+// The consumer starts fetching as soon as Open returns. The audit reads
+// its steps through Steps instead, whose Readers share two clients. The
+// zero Reader reads nothing.
 type Reader struct {
 	rd      *kgo.Client                // nil: nothing to read
 	pending map[string]map[int32]int64 // topic -> partition -> last offset to read
