@@ -179,7 +179,10 @@ var (
 // before. After each step the auditor drops what the finished partitions
 // needed (endAnswers, endCommands), so it holds the state of about two
 // partitions at a time, whatever the number of partitions and keys
-// (docs/memory.md#audit).
+// (docs/memory.md#audit). The steps are read through two clients taking
+// turns (rangeread.Steps): near a step's end the other client reads the
+// next step's first fetch, and no more, while this one's last records are
+// checked.
 //
 // The commands and outcomes topics are read whole even when partitions
 // are restricted, as before streaming: a misrouted command's forwarded
@@ -226,23 +229,17 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 		}
 		return rs
 	}
-	next, err := rangeread.Open(cl, step(0))
+	sets := make([]map[string]map[int32][2]int64, n+1)
+	for p := range sets {
+		sets[p] = step(int32(p))
+	}
+	rd, err := rangeread.OpenSteps(cl, sets)
 	if err != nil {
 		return err
 	}
-	defer func() { next.Close() }()
+	defer rd.Close()
 	for p := int32(0); p <= n; p++ {
-		cur := next
-		if p < n {
-			if next, err = rangeread.Open(cl, step(p+1)); err != nil {
-				cur.Close()
-				return err
-			}
-		} else {
-			next = nil
-		}
-		err := cur.Each(ctx, a.feed)
-		cur.Close()
+		err := rd.Each(ctx, a.feed)
 		if testHookStep != nil {
 			testHookStep(p)
 		}

@@ -89,8 +89,9 @@
 // 1 MiB Bloom filter per map), so the state in memory stays under ~40 MB
 // whatever the number of keys, at the cost of disk and of a lookup for
 // the few records whose key was written out while it was in progress. The records of each fetch are decoded on every core, then
-// checked in order on one, while the next fetch and the next partition's
-// first fetch are read; a fetch's last chunk of records, and the end of a
+// checked in order on one, while the next fetch is read, and, near a
+// step's end, the next step's first fetch (two clients take turns at the
+// steps: rangeread.Steps); a fetch's last chunk of records, and the end of a
 // partition's step, are checked while the next fetch's first chunk is
 // decoded.
 //

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -533,5 +534,43 @@ func TestDecodeEachSharesRecords(t *testing.T) {
 		if ds[i].err != nil || ds[i].o.id == "" {
 			t.Fatalf("record %d not decoded: %+v", i, ds[i])
 		}
+	}
+}
+
+// newClientCount counts the clients made with it among their options.
+type newClientCount struct{ n atomic.Int32 }
+
+func (c *newClientCount) OnNewClient(*kgo.Client) { c.n.Add(1) }
+
+// TestRunReadsStepsThroughTwoClients: Run reads its steps through two
+// clients taking turns (rangeread.Steps), not a client per step, and
+// gives Check's report.
+func TestRunReadsStepsThroughTwoClients(t *testing.T) {
+	in, _, _ := streamHistory(t, false)
+	want := Check(in)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, _ := serveHistory(ctx, t, in, in.CommandPartitions)
+	count := &newClientCount{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(count))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	before := count.n.Load()
+	got, err := Run(ctx, Options{Client: cl, MaxViolations: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
+		t.Fatalf("Run gave\n%s\nCheck gave\n%s", g, w)
+	}
+	// Two for the steps, one for the deadletters if there are any.
+	dl := 0
+	if len(in.Deadletter) > 0 {
+		dl = 1
+	}
+	if n := count.n.Load() - before; int(n) != 2+dl {
+		t.Errorf("Run made %d reading clients for %d steps, want %d", n, in.CommandPartitions+1, 2+dl)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -37,17 +38,39 @@ func Read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 // a last stable offset is often a transaction marker — without it a read
 // would wait for a record that never comes.
 //
-// The consumer starts fetching as soon as Open returns: the audit opens
-// the next partition's Reader before it checks the current one, so the
-// connection, the metadata and the first fetch of a step are not waited
-// for after the step before it. The zero Reader reads nothing.
+// The consumer starts fetching as soon as Open returns. The audit reads
+// its steps through Steps instead, whose Readers share two clients. The
+// zero Reader reads nothing.
 type Reader struct {
 	rd      *kgo.Client                // nil: nothing to read
 	pending map[string]map[int32]int64 // topic -> partition -> last offset to read
 	left    int
+
+	// Set by Steps: near is called by the poller once at most nearLeft
+	// offsets of the ranges are left to fetch (at the latest with done),
+	// done once every range is fetched, both before the fetch's records
+	// are handed over.
+	near, done func()
+	nearLeft   int64
+	nextOff    map[string]map[int32]int64 // topic -> partition -> next offset to fetch (for nearLeft)
 }
 
 func Open(cl *kgo.Client, ranges map[string]map[int32][2]int64) (*Reader, error) {
+	r, parts := newReader(ranges)
+	if r.left == 0 {
+		return r, nil
+	}
+	rd, err := client.Reader(cl, parts)
+	if err != nil {
+		return nil, fmt.Errorf("audit reader: %w", err)
+	}
+	r.rd = rd
+	return r, nil
+}
+
+// newReader returns a Reader of ranges without a client, and the offsets
+// its client must start at.
+func newReader(ranges map[string]map[int32][2]int64) (*Reader, map[string]map[int32]kgo.Offset) {
 	parts := map[string]map[int32]kgo.Offset{}
 	r := &Reader{pending: map[string]map[int32]int64{}}
 	for t, ps := range ranges {
@@ -61,15 +84,7 @@ func Open(cl *kgo.Client, ranges map[string]map[int32][2]int64) (*Reader, error)
 			r.left++
 		}
 	}
-	if r.left == 0 {
-		return r, nil
-	}
-	rd, err := client.Reader(cl, parts)
-	if err != nil {
-		return nil, fmt.Errorf("audit reader: %w", err)
-	}
-	r.rd = rd
-	return r, nil
+	return r, parts
 }
 
 // Close ends the reader's client; a nil Reader (Open failed) has none.
@@ -128,7 +143,19 @@ func (r *Reader) poll(ctx context.Context, out chan<- []*kgo.Record) error {
 					break
 				}
 			}
+			if n := len(fp.Records); n > 0 && r.nextOff != nil {
+				r.nextOff[fp.Topic][fp.Partition] = fp.Records[n-1].Offset + 1
+			}
 		})
+		// Before the records are handed over: what the hooks start
+		// is then done while they are checked.
+		if r.near != nil && (r.left == 0 || r.leftOffsets() <= r.nearLeft) {
+			r.near()
+			r.near = nil
+		}
+		if r.left == 0 && r.done != nil {
+			r.done()
+		}
 		if len(batch) == 0 {
 			continue
 		}
@@ -139,4 +166,139 @@ func (r *Reader) poll(ctx context.Context, out chan<- []*kgo.Record) error {
 		}
 	}
 	return nil
+}
+
+// leftOffsets is how many offsets of the ranges are left to fetch.
+func (r *Reader) leftOffsets() int64 {
+	var n int64
+	for t, ps := range r.pending {
+		for p, last := range ps {
+			n += last + 1 - r.nextOff[t][p]
+		}
+	}
+	return n
+}
+
+// Steps reads a sequence of range sets, one set after the other (no
+// partition may be in two sets), through two clients that take turns: a
+// set's partitions are assigned to its client from the start, at their
+// ranges' starts, but paused until the set before it is nearly fetched
+// (aheadOffsets offsets left). The set's client then reads its first
+// fetch, and no more, while the set before it is read and checked on the
+// other client: nobody polls it until its set's Each. Once a set's ranges
+// are all fetched, its partitions are removed from its client, which also
+// ends a fetch of them waiting at the broker for records past their
+// ranges; that client's next set is the one after the next.
+//
+// So what is read ahead of the set being checked is bounded by one fetch,
+// as with a client per set opened a set ahead, without a client (its
+// connections, metadata and fetch session) per set, and without that
+// fetch held for the whole of the set before it.
+type Steps struct {
+	cls  [2]*kgo.Client // nil: not needed
+	sets []*Reader
+	next int // the set Each reads next
+}
+
+// aheadOffsets is how many offsets of a set are left to fetch when the
+// next set's first fetch starts: a few fetches' worth, so that the next
+// set's first records are there when its Each starts, while that fetch
+// is held only for the end of the set before it.
+var aheadOffsets int64 = 4096
+
+// OpenSteps makes the clients of sets and starts fetching the first
+// non-empty one.
+func OpenSteps(cl *kgo.Client, sets []map[string]map[int32][2]int64) (*Steps, error) {
+	s := &Steps{sets: make([]*Reader, len(sets))}
+	var parts []map[string]map[int32]kgo.Offset
+	var order []int // the non-empty sets
+	for i, rs := range sets {
+		r, ps := newReader(rs)
+		s.sets[i] = r
+		parts = append(parts, ps)
+		if r.left > 0 {
+			order = append(order, i)
+		}
+	}
+	for k := range min(2, len(order)) {
+		// The first set is fetched at once; every other partition the
+		// client will read is paused before it is assigned, so that
+		// none is fetched before its turn.
+		var first map[string]map[int32]kgo.Offset
+		j0 := k
+		if k == 0 {
+			first, j0 = parts[order[0]], 2
+		}
+		all := map[string]map[int32]kgo.Offset{}
+		for j := j0; j < len(order); j += 2 {
+			for t, ps := range parts[order[j]] {
+				if all[t] == nil {
+					all[t] = map[int32]kgo.Offset{}
+				}
+				maps.Copy(all[t], ps)
+			}
+		}
+		rd, err := client.Reader(cl, first)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("audit reader: %w", err)
+		}
+		s.cls[k] = rd
+		if len(all) > 0 {
+			rd.PauseFetchPartitions(topicPartitions(all))
+			rd.AddConsumePartitions(all)
+		}
+	}
+	for j, i := range order {
+		r := s.sets[i]
+		r.rd = s.cls[j%2]
+		r.nextOff = map[string]map[int32]int64{}
+		for t, ps := range parts[i] {
+			r.nextOff[t] = map[int32]int64{}
+			for p, o := range ps {
+				r.nextOff[t][p] = o.EpochOffset().Offset
+			}
+		}
+		r.nearLeft = aheadOffsets
+		if j+1 < len(order) {
+			nrd, nparts := s.cls[(j+1)%2], topicPartitions(parts[order[j+1]])
+			r.near = func() { nrd.ResumeFetchPartitions(nparts) }
+		}
+		rd, cur := r.rd, topicPartitions(parts[i])
+		r.done = func() { rd.RemoveConsumePartitions(cur) }
+	}
+	return s, nil
+}
+
+func topicPartitions(parts map[string]map[int32]kgo.Offset) map[string][]int32 {
+	out := make(map[string][]int32, len(parts))
+	for t, ps := range parts {
+		for p := range ps {
+			out[t] = append(out[t], p)
+		}
+	}
+	return out
+}
+
+// Each reads the next set as Reader.Each does: when it returns nil, every
+// range of the set has been handed to fn.
+func (s *Steps) Each(ctx context.Context, fn func([]*kgo.Record)) error {
+	if s.next >= len(s.sets) {
+		return errors.New("rangeread: every set is read")
+	}
+	r := s.sets[s.next]
+	s.next++
+	return r.Each(ctx, fn)
+}
+
+// Close ends the clients; a nil Steps (OpenSteps failed) has none.
+func (s *Steps) Close() {
+	if s == nil {
+		return
+	}
+	for _, rd := range s.cls {
+		if rd != nil {
+			rd.Close()
+		}
+	}
 }
