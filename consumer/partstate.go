@@ -98,7 +98,7 @@ type partState struct {
 		n, bytes int  // commands dispatched, not yet staged or dropped
 		skipped  int  // commands read past, remembered by offset (skip.go)
 		paused   bool // fetching paused by the pipeline
-		inflight int  // commands of this partition being handled
+		inflight int  // commands of this partition a worker took off their queue and has not staged or dropped (drainPartition waits for 0)
 	}
 }
 

@@ -599,10 +599,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			es, _, err := p.e.store.Entity(entity)
 			if err != nil {
 				p.e.log.Error("entity state", "entity", entity, "err", err)
-				p.mu.Lock()
-				st.buf.inflight--
-				p.cond.Broadcast()
-				p.mu.Unlock()
+				p.endRunning(st, nil)
 				p.dropRest(entity, st, it)
 				return
 			}
@@ -614,15 +611,8 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		// The job counts as running, and its new keys stay claimed, until
 		// its answer is staged: a drain must not flush before it, and a
 		// reused key must see it in the overlay.
-		done := func() {
-			p.mu.Lock()
-			p.mu.ov.release(j.claimed)
-			st.buf.inflight--
-			p.cond.Broadcast()
-			p.mu.Unlock()
-		}
 		if j.err != nil {
-			done()
+			p.endRunning(st, j.claimed)
 			// Not staged: the partition keeps its watermark below this
 			// command, and the entity's later commands must not run
 			// before it (G1, order): drop them too.
@@ -642,8 +632,19 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		p.mu.ov.setVersion(entity, st, version, journaled)
 		p.unbuffer(st, it)
 		p.stageLocked(st, it.offset, j, size)
-		done()
+		p.endRunning(st, j.claimed)
 	}
+}
+
+// endRunning ends a command that counted as running on st since its
+// worker took it off its queue: the keys its job claimed are released,
+// and a drain waiting for st is woken.
+func (p *pipeline) endRunning(st *partState, claimed []scopedKey) {
+	p.mu.Lock()
+	p.mu.ov.release(claimed)
+	st.buf.inflight--
+	p.cond.Broadcast()
+	p.mu.Unlock()
 }
 
 // fail restarts consumption from the committed watermark after a command
