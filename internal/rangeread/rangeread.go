@@ -41,10 +41,14 @@ func Read(ctx context.Context, cl *kgo.Client, ranges map[string]map[int32][2]in
 // The consumer starts fetching as soon as Open returns. The audit reads
 // its steps through Steps instead, whose Readers share two clients. The
 // zero Reader reads nothing.
+//
+// pending, left and nextOff belong to the goroutine that polls (Each's),
+// while Each runs; Each returns only after it has ended.
 type Reader struct {
 	rd      *kgo.Client                // nil: nothing to read
 	pending map[string]map[int32]int64 // topic -> partition -> last offset to read
 	left    int
+	nextOff map[string]map[int32]int64 // topic -> partition -> next offset to fetch, kept while near is set
 
 	// Set by Steps: near is called by the poller once at most nearLeft
 	// offsets of the ranges are left to fetch (at the latest with done),
@@ -52,7 +56,6 @@ type Reader struct {
 	// are handed over.
 	near, done func()
 	nearLeft   int64
-	nextOff    map[string]map[int32]int64 // topic -> partition -> next offset to fetch (for nearLeft)
 }
 
 func Open(cl *kgo.Client, ranges map[string]map[int32][2]int64) (*Reader, error) {
@@ -72,15 +75,17 @@ func Open(cl *kgo.Client, ranges map[string]map[int32][2]int64) (*Reader, error)
 // its client must start at.
 func newReader(ranges map[string]map[int32][2]int64) (*Reader, map[string]map[int32]kgo.Offset) {
 	parts := map[string]map[int32]kgo.Offset{}
-	r := &Reader{pending: map[string]map[int32]int64{}}
+	r := &Reader{pending: map[string]map[int32]int64{}, nextOff: map[string]map[int32]int64{}}
 	for t, ps := range ranges {
 		for p, rg := range ps {
 			if parts[t] == nil {
 				parts[t] = map[int32]kgo.Offset{}
 				r.pending[t] = map[int32]int64{}
+				r.nextOff[t] = map[int32]int64{}
 			}
 			parts[t][p] = kgo.NewOffset().At(rg[0])
 			r.pending[t][p] = rg[1] - 1
+			r.nextOff[t][p] = rg[0]
 			r.left++
 		}
 	}
@@ -143,7 +148,7 @@ func (r *Reader) poll(ctx context.Context, out chan<- []*kgo.Record) error {
 					break
 				}
 			}
-			if n := len(fp.Records); n > 0 && r.nextOff != nil {
+			if n := len(fp.Records); n > 0 && r.near != nil {
 				r.nextOff[fp.Topic][fp.Partition] = fp.Records[n-1].Offset + 1
 			}
 		})
@@ -221,21 +226,21 @@ func OpenSteps(cl *kgo.Client, sets []map[string]map[int32][2]int64) (*Steps, er
 		}
 	}
 	for k := range min(2, len(order)) {
-		// The first set is fetched at once; every other partition the
-		// client will read is paused before it is assigned, so that
-		// none is fetched before its turn.
+		// Client k reads sets order[k], order[k+2], …. The very first set
+		// is fetched at once; every later partition is paused before it
+		// is assigned, so that none is fetched before its turn.
 		var first map[string]map[int32]kgo.Offset
-		j0 := k
-		if k == 0 {
-			first, j0 = parts[order[0]], 2
-		}
-		all := map[string]map[int32]kgo.Offset{}
-		for j := j0; j < len(order); j += 2 {
+		later := map[string]map[int32]kgo.Offset{}
+		for j := k; j < len(order); j += 2 {
+			if j == 0 {
+				first = parts[order[0]]
+				continue
+			}
 			for t, ps := range parts[order[j]] {
-				if all[t] == nil {
-					all[t] = map[int32]kgo.Offset{}
+				if later[t] == nil {
+					later[t] = map[int32]kgo.Offset{}
 				}
-				maps.Copy(all[t], ps)
+				maps.Copy(later[t], ps)
 			}
 		}
 		rd, err := client.Reader(cl, first)
@@ -244,21 +249,14 @@ func OpenSteps(cl *kgo.Client, sets []map[string]map[int32][2]int64) (*Steps, er
 			return nil, fmt.Errorf("audit reader: %w", err)
 		}
 		s.cls[k] = rd
-		if len(all) > 0 {
-			rd.PauseFetchPartitions(topicPartitions(all))
-			rd.AddConsumePartitions(all)
+		if len(later) > 0 {
+			rd.PauseFetchPartitions(topicPartitions(later))
+			rd.AddConsumePartitions(later)
 		}
 	}
 	for j, i := range order {
 		r := s.sets[i]
 		r.rd = s.cls[j%2]
-		r.nextOff = map[string]map[int32]int64{}
-		for t, ps := range parts[i] {
-			r.nextOff[t] = map[int32]int64{}
-			for p, o := range ps {
-				r.nextOff[t][p] = o.EpochOffset().Offset
-			}
-		}
 		r.nearLeft = aheadOffsets
 		if j+1 < len(order) {
 			nrd, nparts := s.cls[(j+1)%2], topicPartitions(parts[order[j+1]])
