@@ -59,12 +59,23 @@ func parseMeminfoDirty(meminfo []byte) (dirtyState, error) {
 	return d, nil
 }
 
-func readDirty() (dirtyState, error) {
-	b, err := os.ReadFile("/proc/meminfo")
+// readProc reads a small /proc file whole and parses it: the three
+// machine probes differ only in the file and the parser.
+func readProc[T any](path string, parse func([]byte) (T, error)) (T, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return dirtyState{}, err
+		var zero T
+		return zero, err
 	}
-	return parseMeminfoDirty(b)
+	return parse(b)
+}
+
+func readDirty() (dirtyState, error) { return readProc("/proc/meminfo", parseMeminfoDirty) }
+
+func readCPUTimes() (cpuTimes, error) { return readProc("/proc/stat", parseProcStatCPU) }
+
+func readPressure(name string) (float64, error) {
+	return readProc("/proc/pressure/"+name, parsePressureAvg10)
 }
 
 // settled is what settleDisk did before the latency samples.
@@ -148,14 +159,6 @@ func parseProcStatCPU(stat []byte) (cpuTimes, error) {
 	return c, nil
 }
 
-func readCPUTimes() (cpuTimes, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTimes{}, err
-	}
-	return parseProcStatCPU(b)
-}
-
 // parsePressureAvg10 reads the "some" line's avg10 of a /proc/pressure
 // file: the share of the last 10 s in which at least one runnable task
 // waited (for a CPU, for I/O).
@@ -172,14 +175,6 @@ func parsePressureAvg10(p []byte) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("parse pressure: no some avg10")
-}
-
-func readPressure(name string) (float64, error) {
-	b, err := os.ReadFile("/proc/pressure/" + name)
-	if err != nil {
-		return 0, err
-	}
-	return parsePressureAvg10(b)
 }
 
 // machineNote describes the machine during a measured window for a row's
