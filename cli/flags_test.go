@@ -82,6 +82,7 @@ func TestUsageExitCodes(t *testing.T) {
 		{"submit", "--action", "a", "--entity", "e", "--data", "[1]"},
 		{"serve", "--cache-size", "1048576"},   // below the memtables it holds
 		{"serve", "--memory-limit", "1000000"}, // below the executor's fixed costs
+		{"serve", "--restore-parallelism", "0"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, &stdout, &stderr); code != exitUsage {

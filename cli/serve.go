@@ -63,6 +63,7 @@ type serveOptions struct {
 	maxBufTotal    int
 	maxFetchBytes  int
 	cacheSize      int
+	restorePar     int
 	memoryLimit    int64
 	acceptGap      bool
 	controlKeyFile string
@@ -161,6 +162,9 @@ processes with the same --group share the partitions.`,
 			if o.partitions < 1 {
 				return usageErrorf("--partitions must be at least 1, got %d", o.partitions)
 			}
+			if o.restorePar < 1 {
+				return usageErrorf("--restore-parallelism must be at least 1, got %d", o.restorePar)
+			}
 			if o.cacheSize < minCacheSize {
 				return usageErrorf("--cache-size must be at least %d (8 MiB): the cache also holds the index's memtables, got %d", minCacheSize, o.cacheSize)
 			}
@@ -203,6 +207,7 @@ processes with the same --group share the partitions.`,
 	fs.IntVar(&o.maxSkipped, "max-skipped-per-partition", def.MaxSkippedPerPartition, "commands of hot entities read past and remembered by offset (8 bytes each), per partition (its fetching pauses past it)")
 	fs.IntVar(&o.maxBufTotal, "max-buffered-bytes", def.MaxBufferedBytes, "bytes of commands consumed and not yet committed, per process: records while queued, answers once staged for the transaction (docs/memory.md)")
 	fs.IntVar(&o.maxFetchBytes, "max-fetch-bytes", def.MaxFetchBytes, "largest fetch response; the Kafka client holds at most two ahead of the executor (docs/memory.md)")
+	fs.IntVar(&o.restorePar, "restore-parallelism", def.RestoreParallelism, "partitions that rebuild their state from the journal at once; a restore into an empty data dir is the largest resident moment, fewer lowers its peak for a longer restore (docs/memory.md)")
 	fs.IntVar(&o.cacheSize, "cache-size", int(def.CacheSize), "bytes of the dedupe index's block cache, which also holds its memtables (docs/memory.md)")
 	fs.Int64Var(&o.memoryLimit, "memory-limit", 0, "soft limit in bytes of the Go runtime's memory (as GOMEMLIMIT): the garbage collector works harder near it instead of letting the heap double; 0: GOMEMLIMIT if set, else none (docs/memory.md)")
 	fs.StringVar(&o.controlKeyFile, "control-key-file", "", "control key file (onceflight keygen) verifying operator decisions; without one every resolve, approve and release is refused not_allowed")
@@ -351,6 +356,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		Brokers:                      brokers,
 		DataDir:                      filepath.Join(o.dataDir, "state"),
 		CacheSize:                    int64(o.cacheSize),
+		RestoreParallelism:           o.restorePar,
 		KafkaOpts:                    conn,
 		Group:                        o.group,
 		Topics:                       o.kf.Topics,

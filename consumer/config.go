@@ -42,6 +42,7 @@ const (
 	defaultPartitionCheckInterval       = 10 * time.Second
 	defaultStatusInterval               = 10 * time.Second
 	defaultRestoreTimeout               = 45 * time.Second
+	defaultRestoreParallelism           = 4
 	defaultRevokeTimeout                = 10 * time.Second
 	defaultCacheSize                    = dedupe.DefaultCacheSize
 )
@@ -180,6 +181,12 @@ type Config struct {
 	// assignment (run in parallel), so that it ends within the group's
 	// rebalance timeout. Default 45s.
 	RestoreTimeout time.Duration
+	// RestoreParallelism is how many partitions rebuild their state from
+	// the journal at once after an assignment. Each restoring partition
+	// holds a filter and a table being built (docs/memory.md), so a
+	// restore into an empty data dir is the executor's largest resident
+	// moment: fewer lowers that peak for a longer restore. Default 4.
+	RestoreParallelism int
 	// RevokeTimeout bounds how long a revoked partition's running commands
 	// may take to finish before it is released. Default 10s.
 	RevokeTimeout time.Duration
@@ -255,6 +262,9 @@ func (c *Config) setDefaults() {
 	if c.RestoreTimeout == 0 {
 		c.RestoreTimeout = defaultRestoreTimeout
 	}
+	if c.RestoreParallelism == 0 {
+		c.RestoreParallelism = defaultRestoreParallelism
+	}
 	if c.RevokeTimeout == 0 {
 		c.RevokeTimeout = defaultRevokeTimeout
 	}
@@ -305,7 +315,8 @@ func (c *Config) validate() error {
 	}{{"max-buffered", c.MaxBuffered}, {"max-buffered-per-partition", c.MaxBufferedPerPartition},
 		{"max-buffered-bytes-per-partition", c.MaxBufferedBytesPerPartition}, {"max-buffered-per-entity", c.MaxBufferedPerEntity},
 		{"max-skipped-per-partition", c.MaxSkippedPerPartition},
-		{"max-buffered-bytes", c.MaxBufferedBytes}, {"max-concurrent-fetches", c.MaxConcurrentFetches}} {
+		{"max-buffered-bytes", c.MaxBufferedBytes}, {"max-concurrent-fetches", c.MaxConcurrentFetches},
+		{"restore-parallelism", c.RestoreParallelism}} {
 		if b.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d, must be at least 1", b.name, b.v))
 		}

@@ -538,7 +538,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 	// it returns).
 	as.member, _ = cl.GroupMetadata()
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, 4)
+	slots := make(chan struct{}, e.cfg.RestoreParallelism)
 	for _, p := range ps {
 		if int(p) >= e.nPart {
 			// The topic grew under us (watchPartitions halts): this

@@ -66,3 +66,12 @@ func (e *Executor) DrainOwned(ctx context.Context) error {
 	}
 	return nil
 }
+
+// SetRestoreHook makes every partition's restore call hook as it begins
+// and the function hook returns as it ends, until the returned restore is
+// called.
+func SetRestoreHook(hook func(p int32) (done func())) (restore func()) {
+	old := restoreHook
+	restoreHook = hook
+	return func() { restoreHook = old }
+}

@@ -40,6 +40,9 @@ var errJournalGap = errors.New("journal gap")
 // Every epoch is chosen this way, so each is at most its marker's offset+1,
 // and a later owner, which reads a later end offset, picks a larger one.
 func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, p int32) (*partState, error) {
+	if restoreHook != nil {
+		defer restoreHook(p)()
+	}
 	start := time.Now()
 	prog, err := e.store.Progress(p)
 	if err != nil {
@@ -448,3 +451,7 @@ func (e *Executor) applyJournal(b *dedupe.Batch, r *kgo.Record, prog *dedupe.Pro
 		prog.LastHash = rec.Hash
 	}
 }
+
+// restoreHook, when set (tests only), is called as a partition's restore
+// begins; the function it returns is called when that restore ends.
+var restoreHook func(p int32) (done func())
