@@ -1,8 +1,8 @@
 // Command onceflight-bench is Onceflight's end-to-end benchmark (issue 8,
 // "the project owns its comparison"): on one broker and one machine it
-// runs a raw design-minimal Kafka + Pebble pipeline and then the real
-// executor (`onceflight serve`, a separate process) over the same kind of
-// backlog, and prints one table of rates, ratios, CPU per command, peak
+// runs a raw design-minimal Kafka + Pebble pipeline (of a new key and of
+// a repeat) and then the real executor (`onceflight serve`, a separate
+// process) over the same kind of backlog, and prints one table of rates, ratios, CPU per command, peak
 // RSS, latency percentiles and the audit verdict of the topics each run
 // left. Ratios measured in one run are what compare across machines;
 // absolute figures move with the machine and its neighbours.
@@ -96,6 +96,7 @@ func (b *bench) kafkaArgs() []string {
 type options struct {
 	phases        string
 	n, rawN       int
+	rawRepeatN    int
 	httpN         int
 	rawPoll       int
 	entities      int
@@ -132,6 +133,7 @@ func main() {
 	fs.StringVar(&o.phases, "phases", "raw,executor,repeats,latency,http,hot,index,restore,audit", "phases to run, comma-separated, from "+strings.Join(allPhases, ","))
 	fs.IntVar(&o.n, "n", 50_000, "commands in the executor's and the repeats' backlog")
 	fs.IntVar(&o.rawN, "raw-n", 0, "inputs of the raw pipeline (0: 4 × -n, at least 200 000: it is fast, and a longer run is steadier)")
+	fs.IntVar(&o.rawRepeatN, "raw-repeat-n", 0, "inputs of the raw repeat floor, each looked up once in an index of as many records (0: -n, the repeats phase's size)")
 	fs.IntVar(&o.rawPoll, "raw-poll", 0, "records per poll (and so per transaction) of the raw pipeline; 0: whatever one PollFetches returns (the strongest baseline); 500 is the executor's MaxPollRecords")
 	fs.IntVar(&o.httpN, "http-n", 0, "commands of the http phase (0: -n)")
 	fs.IntVar(&o.entities, "entities", 10_000, "distinct entities (Kafka keys) the commands are spread over")
@@ -216,6 +218,9 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	if o.rawN == 0 {
 		o.rawN = max(4*o.n, 200_000)
+	}
+	if o.rawRepeatN <= 0 {
+		o.rawRepeatN = o.n
 	}
 	if o.httpN == 0 {
 		o.httpN = o.n
@@ -310,6 +315,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 
 	execDir := filepath.Join(dir, "executor")
 	var raw rawResult
+	var rawRep rawRepeatResult
 	var exec, rep serveRun
 	perCmd := 0.0
 
@@ -321,6 +327,11 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		r := row{Phase: "raw", Measure: "inputs/s (read 1, write 3, txn + synced Pebble batch per poll)", Value: rate(raw.inputs, raw.elapsed), Unit: "/s",
 			CPUPerCmd: perInput(raw.cpu, raw.inputs), Note: fmt.Sprintf("%d inputs, %d polls (%.0f per poll), in-process%s", raw.inputs, raw.polls, float64(raw.inputs)/float64(max(1, raw.polls)), brokerNote(raw.brokerCPU, raw.inputs))}
 		b.rep.Rows = append(b.rep.Rows, r)
+		fmt.Fprintf(os.Stderr, "raw: repeats, %d inputs\n", o.rawRepeatN)
+		if rawRep, err = b.runRawRepeat(ctx, o.rawRepeatN, o.rawPoll); err != nil {
+			b.problem("raw repeats: %v", err)
+		}
+		b.rep.Rows = append(b.rep.Rows, rawRepeatRow(rawRep, perInput(raw.cpu, raw.inputs)))
 	}
 	rawRate := rate(raw.inputs, raw.elapsed)
 
@@ -368,7 +379,8 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if r.Ratio > 0 {
 			goalAtLeast(&r, r.Ratio, 3, "3×")
 		}
-		r.Note = fmt.Sprintf("%d cmds, %d replayed%s", rep.n, rep.replayed, brokerNote(rep.brokerCPU, rep.n))
+		r.Note = fmt.Sprintf("%d cmds, %d replayed%s%s", rep.n, rep.replayed, brokerNote(rep.brokerCPU, rep.n),
+			repeatsFloorNote(exec.cpuPerCmd(), rep.cpuPerCmd(), perInput(raw.cpu, raw.inputs), perInput(rawRep.cpu, rawRep.inputs)))
 		b.rep.Rows = append(b.rep.Rows, r)
 	}
 
