@@ -97,6 +97,7 @@ type options struct {
 	phases        string
 	n, rawN       int
 	rawRepeatN    int
+	rawPasses     int
 	httpN         int
 	rawPoll       int
 	entities      int
@@ -134,6 +135,7 @@ func main() {
 	fs.IntVar(&o.n, "n", 50_000, "commands in the executor's and the repeats' backlog")
 	fs.IntVar(&o.rawN, "raw-n", 0, "inputs of the raw pipeline (0: 4 × -n, at least 200 000: it is fast, and a longer run is steadier)")
 	fs.IntVar(&o.rawRepeatN, "raw-repeat-n", 0, "inputs of the raw repeat floor, each looked up once in an index of as many records (0: -n, the repeats phase's size)")
+	fs.IntVar(&o.rawPasses, "raw-repeat-passes", 3, "passes of the raw repeat floor over its inputs, each over its index reopened cold; the row adds them up")
 	fs.IntVar(&o.rawPoll, "raw-poll", 0, "records per poll (and so per transaction) of the raw pipeline; 0: whatever one PollFetches returns (the strongest baseline); 500 is the executor's MaxPollRecords")
 	fs.IntVar(&o.httpN, "http-n", 0, "commands of the http phase (0: -n)")
 	fs.IntVar(&o.entities, "entities", 10_000, "distinct entities (Kafka keys) the commands are spread over")
@@ -213,8 +215,8 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if !slices.Contains([]string{"text", "json", "markdown"}, o.output) {
 		return fmt.Errorf("-o %q: want text, json or markdown", o.output)
 	}
-	if o.n < 1 || o.entities < 1 || o.partitions < 1 || o.inflight < 1 || o.httpInflight < 1 || o.latSamples < 1 || o.rawPoll < 0 {
-		return errors.New("-n, -entities, -partitions, -inflight, -http-inflight and -latency-samples must be positive, -raw-poll not negative")
+	if o.n < 1 || o.entities < 1 || o.partitions < 1 || o.inflight < 1 || o.httpInflight < 1 || o.latSamples < 1 || o.rawPoll < 0 || o.rawPasses < 1 {
+		return errors.New("-n, -entities, -partitions, -inflight, -http-inflight, -latency-samples and -raw-repeat-passes must be positive, -raw-poll not negative")
 	}
 	if o.rawN == 0 {
 		o.rawN = max(4*o.n, 200_000)
@@ -327,8 +329,8 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		r := row{Phase: "raw", Measure: "inputs/s (read 1, write 3, txn + synced Pebble batch per poll)", Value: rate(raw.inputs, raw.elapsed), Unit: "/s",
 			CPUPerCmd: perInput(raw.cpu, raw.inputs), Note: fmt.Sprintf("%d inputs, %d polls (%.0f per poll), in-process%s", raw.inputs, raw.polls, float64(raw.inputs)/float64(max(1, raw.polls)), brokerNote(raw.brokerCPU, raw.inputs))}
 		b.rep.Rows = append(b.rep.Rows, r)
-		fmt.Fprintf(os.Stderr, "raw: repeats, %d inputs\n", o.rawRepeatN)
-		if rawRep, err = b.runRawRepeat(ctx, o.rawRepeatN, o.rawPoll); err != nil {
+		fmt.Fprintf(os.Stderr, "raw: repeats, %d inputs, %d passes\n", o.rawRepeatN, o.rawPasses)
+		if rawRep, err = b.runRawRepeat(ctx, o.rawRepeatN, o.rawPoll, o.rawPasses); err != nil {
 			b.problem("raw repeats: %v", err)
 		}
 		b.rep.Rows = append(b.rep.Rows, rawRepeatRow(rawRep, perInput(raw.cpu, raw.inputs)))
