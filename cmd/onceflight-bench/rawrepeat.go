@@ -33,7 +33,8 @@ type rawRepeatResult struct {
 // the executor's backlog is, the same keys and entities as the phases'
 // with or without -random-keys) on a topic of b.partitions partitions,
 // whose n records are first written to an index (before the clock: read
-// once, one batch per poll, as the executor phase wrote them), which is
+// once, in batches of a transaction's size, as the executor phase wrote
+// them), which is
 // then closed and opened again, as the repeats phase opens the executor's
 // (its block cache empty); then, timed, the same n commands consumed again,
 // and per poll: the inputs' idempotency keys found in their values (no
@@ -106,8 +107,8 @@ func (res *rawRepeatResult) add(r rawResult) {
 }
 
 // populateFloor writes a record for each of topic's first n commands to
-// f, reading them with a plain read_committed consumer, one batch per
-// poll (not timed).
+// f, reading them with a plain read_committed consumer, in batches of at
+// most floorBatch (not timed).
 func (b *bench) populateFloor(ctx context.Context, f *repeatFloor, topic string, n int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -125,12 +126,25 @@ func (b *bench) populateFloor(ctx context.Context, f *repeatFloor, topic string,
 		if err := fs.Err0(); err != nil {
 			return fmt.Errorf("rawrepeat: populate: %w", err)
 		}
-		if err := f.store(fs.Records()); err != nil {
-			return err
+		recs := fs.Records()
+		for len(recs) > 0 {
+			k := min(len(recs), floorBatch)
+			if err := f.store(recs[:k]); err != nil {
+				return err
+			}
+			recs = recs[k:]
 		}
 	}
 	return nil
 }
+
+// floorBatch is the most records populateFloor writes in one batch: the
+// executor writes a transaction's records in one, and its transactions
+// hold about a poll's (MaxPollRecords, 500). A poll of the populating
+// consumer brings up to ~25 000, and a batch that size (25 MB) would
+// reach Pebble as a flushable batch of its own, a different shape of
+// tables than the executor's memtable flushes.
+const floorBatch = 500
 
 // repeatFloor is the index the repeat floor reads: a dedupe store (the
 // executor's own, with its options) holding, for each command stored,
