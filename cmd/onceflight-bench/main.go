@@ -1,8 +1,8 @@
 // Command onceflight-bench is Onceflight's end-to-end benchmark (issue 8,
 // "the project owns its comparison"): on one broker and one machine it
-// runs a raw design-minimal Kafka + Pebble pipeline and then the real
-// executor (`onceflight serve`, a separate process) over the same kind of
-// backlog, and prints one table of rates, ratios, CPU per command, peak
+// runs a raw design-minimal Kafka + Pebble pipeline (of a new key and of
+// a repeat) and then the real executor (`onceflight serve`, a separate
+// process) over the same kind of backlog, and prints one table of rates, ratios, CPU per command, peak
 // RSS, latency percentiles and the audit verdict of the topics each run
 // left. Ratios measured in one run are what compare across machines;
 // absolute figures move with the machine and its neighbours.
@@ -96,6 +96,8 @@ func (b *bench) kafkaArgs() []string {
 type options struct {
 	phases        string
 	n, rawN       int
+	rawRepeatN    int
+	rawPasses     int
 	httpN         int
 	rawPoll       int
 	entities      int
@@ -132,6 +134,8 @@ func main() {
 	fs.StringVar(&o.phases, "phases", "raw,executor,repeats,latency,http,hot,index,restore,audit", "phases to run, comma-separated, from "+strings.Join(allPhases, ","))
 	fs.IntVar(&o.n, "n", 50_000, "commands in the executor's and the repeats' backlog")
 	fs.IntVar(&o.rawN, "raw-n", 0, "inputs of the raw pipeline (0: 4 × -n, at least 200 000: it is fast, and a longer run is steadier)")
+	fs.IntVar(&o.rawRepeatN, "raw-repeat-n", 0, "inputs of the raw repeat floor, each looked up once in an index of as many records (0: -n, the repeats phase's size)")
+	fs.IntVar(&o.rawPasses, "raw-repeat-passes", 3, "passes of the raw repeat floor over its inputs, each over its index reopened cold; the row adds them up")
 	fs.IntVar(&o.rawPoll, "raw-poll", 0, "records per poll (and so per transaction) of the raw pipeline; 0: whatever one PollFetches returns (the strongest baseline); 500 is the executor's MaxPollRecords")
 	fs.IntVar(&o.httpN, "http-n", 0, "commands of the http phase (0: -n)")
 	fs.IntVar(&o.entities, "entities", 10_000, "distinct entities (Kafka keys) the commands are spread over")
@@ -211,11 +215,14 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if !slices.Contains([]string{"text", "json", "markdown"}, o.output) {
 		return fmt.Errorf("-o %q: want text, json or markdown", o.output)
 	}
-	if o.n < 1 || o.entities < 1 || o.partitions < 1 || o.inflight < 1 || o.httpInflight < 1 || o.latSamples < 1 || o.rawPoll < 0 {
-		return errors.New("-n, -entities, -partitions, -inflight, -http-inflight and -latency-samples must be positive, -raw-poll not negative")
+	if o.n < 1 || o.entities < 1 || o.partitions < 1 || o.inflight < 1 || o.httpInflight < 1 || o.latSamples < 1 || o.rawPoll < 0 || o.rawPasses < 1 {
+		return errors.New("-n, -entities, -partitions, -inflight, -http-inflight, -latency-samples and -raw-repeat-passes must be positive, -raw-poll not negative")
 	}
 	if o.rawN == 0 {
 		o.rawN = max(4*o.n, 200_000)
+	}
+	if o.rawRepeatN <= 0 {
+		o.rawRepeatN = o.n
 	}
 	if o.httpN == 0 {
 		o.httpN = o.n
@@ -310,6 +317,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 
 	execDir := filepath.Join(dir, "executor")
 	var raw rawResult
+	var rawRep rawRepeatResult
 	var exec, rep serveRun
 	perCmd := 0.0
 
@@ -321,6 +329,11 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		r := row{Phase: "raw", Measure: "inputs/s (read 1, write 3, txn + synced Pebble batch per poll)", Value: rate(raw.inputs, raw.elapsed), Unit: "/s",
 			CPUPerCmd: perInput(raw.cpu, raw.inputs), Note: fmt.Sprintf("%d inputs, %d polls (%.0f per poll), in-process%s", raw.inputs, raw.polls, float64(raw.inputs)/float64(max(1, raw.polls)), brokerNote(raw.brokerCPU, raw.inputs))}
 		b.rep.Rows = append(b.rep.Rows, r)
+		fmt.Fprintf(os.Stderr, "raw: repeats, %d inputs, %d passes\n", o.rawRepeatN, o.rawPasses)
+		if rawRep, err = b.runRawRepeat(ctx, o.rawRepeatN, o.rawPoll, o.rawPasses); err != nil {
+			b.problem("raw repeats: %v", err)
+		}
+		b.rep.Rows = append(b.rep.Rows, rawRepeatRow(rawRep, perInput(raw.cpu, raw.inputs)))
 	}
 	rawRate := rate(raw.inputs, raw.elapsed)
 
@@ -368,7 +381,8 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if r.Ratio > 0 {
 			goalAtLeast(&r, r.Ratio, 3, "3×")
 		}
-		r.Note = fmt.Sprintf("%d cmds, %d replayed%s", rep.n, rep.replayed, brokerNote(rep.brokerCPU, rep.n))
+		r.Note = fmt.Sprintf("%d cmds, %d replayed%s%s", rep.n, rep.replayed, brokerNote(rep.brokerCPU, rep.n),
+			repeatsFloorNote(exec.cpuPerCmd(), rep.cpuPerCmd(), perInput(raw.cpu, raw.inputs), perInput(rawRep.cpu, rawRep.inputs)))
 		b.rep.Rows = append(b.rep.Rows, r)
 	}
 

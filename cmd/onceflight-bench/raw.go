@@ -36,10 +36,8 @@ type rawResult struct {
 // 500 being the executor's MaxPollRecords; 0 takes whatever is buffered) (kgo.GroupTransactSession, KIP-447,
 // the fence the executor relies on) and one synced Pebble batch holding
 // one entry per input. It decodes nothing: it is the floor of Kafka and
-// Pebble work one command needs, not an executor.
-//
-// The clock runs from the first non-empty poll (after the group join) to
-// the commit of the transaction holding the last input.
+// Pebble work one command needs, not an executor. The clock is
+// transactLoop's.
 func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 	in := b.prefix + "raw.in"
 	outJ, outO := b.prefix+"raw.journal", b.prefix+"raw.outcomes"
@@ -58,10 +56,43 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 	}
 	defer db.Close()
 
+	key := make([]byte, 0, 64)
+	return b.transactLoop(ctx, "raw", in, n, maxPoll, func(fs kgo.Fetches, produce func(*kgo.Record)) (int, error) {
+		batch := db.NewBatch()
+		defer batch.Close()
+		got := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			produce(&kgo.Record{Topic: outJ, Key: r.Key, Value: r.Value})
+			produce(&kgo.Record{Topic: outJ, Key: r.Key, Value: r.Value})
+			produce(&kgo.Record{Topic: outO, Key: r.Key, Value: r.Value})
+			key = binary.BigEndian.AppendUint64(append(key[:0], r.Key...), uint64(r.Offset))
+			_ = batch.Set(key, r.Value, nil) // Set on an open batch cannot fail
+		})
+		if err := batch.Commit(pebble.Sync); err != nil {
+			return got, fmt.Errorf("pebble commit: %w", err)
+		}
+		return got, nil
+	})
+}
+
+// transactLoop is the raw pipelines' consume-transform-produce loop: a
+// group transact session (kgo.GroupTransactSession, KIP-447, the fence
+// the executor relies on) reading topic in from its start, and per poll
+// (at most maxPoll records; 0 takes whatever is buffered) one transaction
+// holding what perPoll produces and the consumed offsets, until n inputs
+// are committed. perPoll is given the poll and the transaction's produce,
+// does its own work (Pebble) before the transaction ends, and returns how
+// many inputs the poll held.
+//
+// The clock runs from the first non-empty poll (after the group join) to
+// the commit of the transaction holding the last input; cpu is this
+// process's, brokerCPU the broker's over the same window.
+func (b *bench) transactLoop(ctx context.Context, name, in string, n, maxPoll int, perPoll func(kgo.Fetches, func(*kgo.Record)) (int, error)) (rawResult, error) {
 	sess, err := kgo.NewGroupTransactSession(
 		kgo.SeedBrokers(b.brokers...),
-		kgo.TransactionalID(b.prefix+"raw-txn"),
-		kgo.ConsumerGroup(b.prefix+"raw-group"),
+		kgo.TransactionalID(b.prefix+name+"-txn"),
+		kgo.ConsumerGroup(b.prefix+name+"-group"),
 		kgo.ConsumeTopics(in),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -69,7 +100,7 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 		kgo.ProducerLinger(0),
 	)
 	if err != nil {
-		return rawResult{}, fmt.Errorf("raw: transact session: %w", err)
+		return rawResult{}, fmt.Errorf("%s: transact session: %w", name, err)
 	}
 	defer sess.Close()
 
@@ -90,7 +121,7 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 			mu.Unlock()
 		}
 	}
-	key := make([]byte, 0, 64)
+	produce := func(r *kgo.Record) { sess.Produce(ctx, r, promise) }
 	for res.inputs < n {
 		var fs kgo.Fetches
 		if maxPoll > 0 {
@@ -99,10 +130,10 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 			fs = sess.PollFetches(ctx)
 		}
 		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("raw: %d of %d inputs: %w", res.inputs, n, err)
+			return res, fmt.Errorf("%s: %d of %d inputs: %w", name, res.inputs, n, err)
 		}
 		if err := fs.Err0(); err != nil {
-			return res, fmt.Errorf("raw: fetch: %w", err)
+			return res, fmt.Errorf("%s: fetch: %w", name, err)
 		}
 		if fs.NumRecords() == 0 {
 			continue
@@ -111,31 +142,21 @@ func (b *bench) runRaw(ctx context.Context, n, maxPoll int) (rawResult, error) {
 			start, cpu0, broker0 = time.Now(), selfCPU(), b.brokerCPU()
 		}
 		if err := sess.Begin(); err != nil {
-			return res, fmt.Errorf("raw: begin transaction: %w", err)
+			return res, fmt.Errorf("%s: begin transaction: %w", name, err)
 		}
-		batch := db.NewBatch()
-		got := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			sess.Produce(ctx, &kgo.Record{Topic: outJ, Key: r.Key, Value: r.Value}, promise)
-			sess.Produce(ctx, &kgo.Record{Topic: outJ, Key: r.Key, Value: r.Value}, promise)
-			sess.Produce(ctx, &kgo.Record{Topic: outO, Key: r.Key, Value: r.Value}, promise)
-			key = binary.BigEndian.AppendUint64(append(key[:0], r.Key...), uint64(r.Offset))
-			_ = batch.Set(key, r.Value, nil) // Set on an open batch cannot fail
-		})
-		if err := batch.Commit(pebble.Sync); err != nil {
-			return res, fmt.Errorf("raw: pebble commit: %w", err)
+		got, err := perPoll(fs, produce)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", name, err)
 		}
-		batch.Close()
 		committed, err := sess.End(ctx, kgo.TryCommit)
 		if err != nil {
-			return res, fmt.Errorf("raw: end transaction: %w", err)
+			return res, fmt.Errorf("%s: end transaction: %w", name, err)
 		}
 		mu.Lock()
 		perr := produceErr
 		mu.Unlock()
 		if perr != nil {
-			return res, fmt.Errorf("raw: produce: %w", perr)
+			return res, fmt.Errorf("%s: produce: %w", name, perr)
 		}
 		if committed {
 			res.inputs += got

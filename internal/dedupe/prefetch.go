@@ -70,6 +70,17 @@ func (p *Prefetched) For(entity, key string) bool {
 	return p.read && p.entity == entity && p.key == key
 }
 
+// Value is the stored value Prefetch read for p's key (nil if absent)
+// and whether the key was found; read is false when Prefetch left the key
+// unread (an error), which LookupPrefetched would look up again. It
+// neither decodes nor checks for writes since the read: it is for a
+// reader that needs only the bytes as they were when read, the bench's
+// floor of a repeat (cmd/onceflight-bench, rawrepeat), not for the
+// executor, whose lookups go through LookupPrefetched.
+func (p *Prefetched) Value() (raw []byte, found, read bool) {
+	return p.raw, p.found, p.read
+}
+
 // Prefetch reads the records of keys into out (one each, same order): in
 // key order through one iterator, absent keys the presence filter never
 // saw without a seek. A key it could not read (an error: it is reported

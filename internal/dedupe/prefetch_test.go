@@ -234,3 +234,28 @@ func TestPrefetchFromBlobFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchedValue: Value gives the stored bytes Prefetch read (what
+// LookupBytes returns), nil and not found for an absent key, and unread
+// for a key Prefetch was not given.
+func TestPrefetchedValue(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	a := rec("ka", "e1", schemas.StatusSucceeded, 0)
+	put(t, s, a)
+	_, want, _, err := s.LookupBytes("e1", "ka")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf := make([]Prefetched, 2)
+	s.Prefetch([]PrefetchKey{{"e1", "ka"}, {"e1", "kz"}}, pf)
+	if raw, found, read := pf[0].Value(); !read || !found || string(raw) != string(want) {
+		t.Errorf("ka: %q found %v read %v, want %q", raw, found, read, want)
+	}
+	if raw, found, read := pf[1].Value(); !read || found || raw != nil {
+		t.Errorf("kz (absent): %q found %v read %v", raw, found, read)
+	}
+	var none Prefetched
+	if _, _, read := none.Value(); read {
+		t.Error("a key never prefetched reads as read")
+	}
+}
