@@ -231,10 +231,6 @@ func (f *repeatFloor) store(recs []*kgo.Record) error {
 	return nil
 }
 
-// presenceReady is the message dedupe logs when the presence filter's scan
-// of the stored keys has ended (presence.go).
-const presenceReady = "dedupe: presence filter ready"
-
 // reopen closes the store and opens it again, as the repeats phase's serve
 // opens the executor phase's: its block cache empty, the memtable replayed
 // from the WAL. It returns once the presence filter's scan of the stored
@@ -244,20 +240,23 @@ func (f *repeatFloor) reopen(ctx context.Context) error {
 	if err := f.close(); err != nil {
 		return fmt.Errorf("rawrepeat: close index: %w", err)
 	}
-	ready := make(chan struct{})
-	s, err := dedupe.Open(f.dir, dedupe.WithLogger(slog.New(&onMessage{msg: presenceReady, ch: ready})))
+	s, err := dedupe.Open(f.dir, dedupe.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return fmt.Errorf("rawrepeat: open index again: %w", err)
 	}
 	f.s = s
-	select {
-	case <-ready:
-		return nil
-	case <-time.After(time.Minute):
-		return errors.New("rawrepeat: the index's presence filter was not ready within a minute")
-	case <-ctx.Done():
-		return ctx.Err()
+	deadline := time.Now().Add(time.Minute)
+	for !s.PresenceReady() {
+		if time.Now().After(deadline) {
+			return errors.New("rawrepeat: the index's presence filter was not ready within a minute")
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	return nil
 }
 
 // lookup reads the records of fs's inputs ahead, in key order through one
@@ -313,27 +312,6 @@ func attr(v []byte, name string) (string, error) {
 	}
 	return string(rest[:j]), nil
 }
-
-// onMessage is a slog handler that closes ch when a record with message
-// msg is logged, and drops everything.
-type onMessage struct {
-	msg string
-	ch  chan struct{}
-}
-
-func (h *onMessage) Enabled(context.Context, slog.Level) bool { return true }
-func (h *onMessage) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		select {
-		case <-h.ch:
-		default:
-			close(h.ch)
-		}
-	}
-	return nil
-}
-func (h *onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *onMessage) WithGroup(string) slog.Handler      { return h }
 
 // rawRepeatRow is the raw phase's row of the repeat floor; newCPU is the
 // raw new-key floor's CPU per input (0: not measured).

@@ -132,7 +132,7 @@ func TestPresenceSeeksUntilScanEnds(t *testing.T) {
 			t.Fatalf("k-%d while the scan is held: found=%v err=%v", j, ok, err)
 		}
 	}
-	if s.present.ready.Load() {
+	if s.PresenceReady() {
 		t.Fatal("filter ready before its scan ran")
 	}
 	b = s.NewBatch()
@@ -142,6 +142,9 @@ func TestPresenceSeeksUntilScanEnds(t *testing.T) {
 	}
 	close(hold)
 	waitPresence(t, s)
+	if !s.PresenceReady() {
+		t.Fatal("PresenceReady false after the scan ended ready")
+	}
 	for _, k := range []string{"k-0", "k-2999", "k-during"} {
 		if _, ok, err := s.Lookup("e", k); err != nil || !ok {
 			t.Fatalf("%s after the scan: found=%v err=%v", k, ok, err)
