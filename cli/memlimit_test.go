@@ -8,19 +8,26 @@ import (
 	"testing"
 )
 
+// keepGCSettings restores the runtime's memory limit and GC percent when t
+// ends (applyMemoryLimit sets both), and returns what the tests apply them
+// with.
+func keepGCSettings(t *testing.T) (*slog.Logger, *kafkaFlags) {
+	t.Helper()
+	prevLimit := debug.SetMemoryLimit(-1)
+	prevPercent := debug.SetGCPercent(100)
+	t.Cleanup(func() {
+		debug.SetMemoryLimit(prevLimit)
+		debug.SetGCPercent(prevPercent)
+	})
+	return slog.New(slog.DiscardHandler), &kafkaFlags{Brokers: []string{"kafka:9092"}}
+}
+
 // TestServeMemoryLimit: --memory-limit wins over GOMEMLIMIT, GOMEMLIMIT
 // stays as the runtime applied it, and without either serve sets none (a
 // limit derived from the buffer bounds alone starved the http connector
 // of CPU: docs/memory.md).
 func TestServeMemoryLimit(t *testing.T) {
-	prev := debug.SetMemoryLimit(-1)
-	prevPercent := debug.SetGCPercent(100)
-	t.Cleanup(func() {
-		debug.SetMemoryLimit(prev)
-		debug.SetGCPercent(prevPercent)
-	})
-	log := slog.New(slog.DiscardHandler)
-	external := &kafkaFlags{Brokers: []string{"kafka:9092"}}
+	log, external := keepGCSettings(t)
 	for _, tc := range []struct {
 		name   string
 		o      serveOptions
@@ -53,14 +60,7 @@ func TestServeMemoryLimit(t *testing.T) {
 // serve raises the collector's target to gcPercentUnderLimit, unless GOGC
 // sets one; without a limit it stays as the runtime set it.
 func TestServeGCPercent(t *testing.T) {
-	prevLimit := debug.SetMemoryLimit(-1)
-	prevPercent := debug.SetGCPercent(100)
-	t.Cleanup(func() {
-		debug.SetMemoryLimit(prevLimit)
-		debug.SetGCPercent(prevPercent)
-	})
-	log := slog.New(slog.DiscardHandler)
-	external := &kafkaFlags{Brokers: []string{"kafka:9092"}}
+	log, external := keepGCSettings(t)
 	for _, tc := range []struct {
 		name             string
 		o                serveOptions
