@@ -172,6 +172,19 @@ var (
 	testHookEnd  func(p int32)
 )
 
+// stepPartitionBytes is the most a step's fetch takes of one partition,
+// and stepFetchBytes of its (at most three) partitions together: 4 MiB
+// instead of franz-go's 1 MiB: fewer, larger fetches for the broker to
+// build and the audit to read, for about 60 MB more at the peak
+// (BENCHMARKS.md round 20 (audit4)). A step holds at most six fetches
+// (docs/memory.md#audit), so at most 6 × 12 MiB of fetched records
+// whatever the number of keys. The client given to Run keeps its own
+// sizes for everything else it reads.
+const (
+	stepPartitionBytes = 4 << 20
+	stepFetchBytes     = 3 * stepPartitionBytes
+)
+
 // stream feeds the auditor a partition at a time, pipelined: the
 // deadletters first (few: copies of undecodable commands), then for each
 // partition number p the journal and outcomes partitions p together with
@@ -233,7 +246,8 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 	for p := range sets {
 		sets[p] = step(int32(p))
 	}
-	rd, err := rangeread.OpenSteps(cl, sets)
+	rd, err := rangeread.OpenSteps(cl, sets,
+		kgo.FetchMaxPartitionBytes(stepPartitionBytes), kgo.FetchMaxBytes(stepFetchBytes))
 	if err != nil {
 		return err
 	}

@@ -574,3 +574,64 @@ func TestRunReadsStepsThroughTwoClients(t *testing.T) {
 		t.Errorf("Run made %d reading clients for %d steps, want %d", n, in.CommandPartitions+1, 2+dl)
 	}
 }
+
+// fetchSizes records the fetch sizes of the clients made with it among
+// their options.
+type fetchSizes struct {
+	mu   sync.Mutex
+	part []int32 // FetchMaxPartitionBytes of each client, in order
+	max  []int32 // FetchMaxBytes
+}
+
+func (f *fetchSizes) OnNewClient(c *kgo.Client) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.part = append(f.part, c.OptValue(kgo.FetchMaxPartitionBytes).(int32))
+	f.max = append(f.max, c.OptValue(kgo.FetchMaxBytes).(int32))
+}
+
+// TestRunStepFetchSizes: the two clients Run reads its steps through take
+// stepPartitionBytes of a partition a fetch (and stepFetchBytes a fetch),
+// whatever the client it was given fetches; the deadletters' reader keeps
+// the given client's sizes. Memory: docs/memory.md#audit.
+func TestRunStepFetchSizes(t *testing.T) {
+	in, _, _ := streamHistory(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, _ := serveHistory(ctx, t, in, in.CommandPartitions)
+	const given = 64 << 10
+	sizes := &fetchSizes{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(sizes),
+		kgo.FetchMaxPartitionBytes(given), kgo.FetchMaxBytes(given))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	sizes.mu.Lock()
+	sizes.part, sizes.max = nil, nil // cl's own
+	sizes.mu.Unlock()
+	if _, err := Run(ctx, Options{Client: cl, MaxViolations: 20}); err != nil {
+		t.Fatal(err)
+	}
+	sizes.mu.Lock()
+	defer sizes.mu.Unlock()
+	steps, other := 0, 0
+	for i := range sizes.part {
+		switch p, m := sizes.part[i], sizes.max[i]; {
+		case p == stepPartitionBytes && m == stepFetchBytes:
+			steps++
+		case p == given && m == given:
+			other++
+		default:
+			t.Errorf("a reading client fetches %d bytes a partition and %d a fetch, want %d and %d (steps) or %d (others)",
+				p, m, stepPartitionBytes, stepFetchBytes, given)
+		}
+	}
+	dl := 0
+	if len(in.Deadletter) > 0 {
+		dl = 1
+	}
+	if steps != 2 || other != dl {
+		t.Errorf("%d clients with the steps' fetch sizes and %d with the given ones, want 2 and %d", steps, other, dl)
+	}
+}

@@ -108,8 +108,8 @@ func Offsets(listed kadm.ListedOffsets, err error, want []string) (map[string]ma
 // two settings the reads depend on hold whatever cl was built with:
 // read_committed, and control records kept, which is how a scan sees the
 // commit marker that often occupies the last offset below the end it stops
-// at.
-func Reader(cl *kgo.Client, parts map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
+// at. extra options are added after all of these (e.g. fetch sizes).
+func Reader(cl *kgo.Client, parts map[string]map[int32]kgo.Offset, extra ...kgo.Opt) (*kgo.Client, error) {
 	opts := append(slices.Clone(cl.Opts()),
 		kgo.ConsumerGroup(""),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -120,6 +120,7 @@ func Reader(cl *kgo.Client, parts map[string]map[int32]kgo.Offset) (*kgo.Client,
 		// whatever is left rather than failing.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
+	opts = append(opts, extra...)
 	r, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka reader: %w", err)

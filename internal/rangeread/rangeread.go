@@ -212,8 +212,9 @@ type Steps struct {
 var aheadOffsets int64 = 4096
 
 // OpenSteps makes the clients of sets and starts fetching the first
-// non-empty one.
-func OpenSteps(cl *kgo.Client, sets []map[string]map[int32][2]int64) (*Steps, error) {
+// non-empty one. opts are added to the clients' options after cl's (the
+// audit's fetch sizes).
+func OpenSteps(cl *kgo.Client, sets []map[string]map[int32][2]int64, opts ...kgo.Opt) (*Steps, error) {
 	s := &Steps{sets: make([]*Reader, len(sets))}
 	var parts []map[string]map[int32]kgo.Offset
 	var order []int // the non-empty sets
@@ -243,7 +244,7 @@ func OpenSteps(cl *kgo.Client, sets []map[string]map[int32][2]int64) (*Steps, er
 				maps.Copy(later[t], ps)
 			}
 		}
-		rd, err := client.Reader(cl, first)
+		rd, err := client.Reader(cl, first, opts...)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("audit reader: %w", err)
