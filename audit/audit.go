@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -56,7 +57,23 @@ type Options struct {
 	// (CheckJournalSigned). OriginPrefix as in CheckpointOptions.
 	Trusted      *trust.TrustedKeys
 	OriginPrefix string
+	// FetchBytes is the most one fetch of the audit's reads takes of a
+	// partition (a fetch takes three times that at most). Memory for
+	// fetched records is about 6 × 3 × FetchBytes whatever the number of
+	// keys (docs/memory.md#audit); smaller is slower. Default 4 MiB
+	// (DefaultFetchBytes); at least 64 KiB.
+	FetchBytes int
 }
+
+// DefaultFetchBytes is Options.FetchBytes' default: against franz-go's
+// 1 MiB, the audit took 15 % less time and the broker 21 % less CPU to
+// serve it, for about 60 MB more at its peak (BENCHMARKS.md, round 20
+// (audit4)).
+const DefaultFetchBytes = 4 << 20
+
+// minFetchBytes is FetchBytes' smallest value: below it a fetch carries a
+// handful of records.
+const minFetchBytes = 64 << 10
 
 // Run reads the four topics (read_committed, bounded by the end offsets
 // taken at the start) and checks them. Records are checked as they are
@@ -72,6 +89,12 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 		opts.Group = "onceflight"
 	}
 	opts.Topics = opts.Topics.WithDefaults()
+	if opts.FetchBytes == 0 {
+		opts.FetchBytes = DefaultFetchBytes
+	}
+	if opts.FetchBytes < minFetchBytes || opts.FetchBytes > math.MaxInt32/3 {
+		return Report{}, fmt.Errorf("audit: fetch bytes %d: must be between %d (64 KiB) and %d", opts.FetchBytes, minFetchBytes, math.MaxInt32/3)
+	}
 	cl := opts.Client
 	if cl == nil {
 		if len(opts.Brokers) == 0 {
@@ -140,7 +163,7 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 	if testHookAuditor != nil {
 		testHookAuditor(a)
 	}
-	if err := stream(ctx, cl, a, opts.Partitions, starts, ends); err != nil {
+	if err := stream(ctx, cl, a, opts.FetchBytes, opts.Partitions, starts, ends); err != nil {
 		return Report{}, err
 	}
 	rep = a.finish()
@@ -172,18 +195,12 @@ var (
 	testHookEnd  func(p int32)
 )
 
-// stepPartitionBytes is the most a step's fetch takes of one partition,
-// and stepFetchBytes of its (at most three) partitions together: 4 MiB
-// instead of franz-go's 1 MiB: fewer, larger fetches for the broker to
-// build and the audit to read, for about 60 MB more at the peak
-// (BENCHMARKS.md round 20 (audit4)). A step holds at most six fetches
-// (docs/memory.md#audit), so at most 6 × 12 MiB of fetched records
-// whatever the number of keys. The client given to Run keeps its own
-// sizes for everything else it reads.
-const (
-	stepPartitionBytes = 4 << 20
-	stepFetchBytes     = 3 * stepPartitionBytes
-)
+// stepFetchBytes is the most a step's fetch takes of its (at most three)
+// partitions together, for a fetch of partBytes a partition. A step holds
+// at most six fetches (docs/memory.md#audit), so at most 6 ×
+// stepFetchBytes of fetched records whatever the number of keys. The
+// client given to Run keeps its own sizes for everything else it reads.
+func stepFetchBytes(partBytes int) int32 { return int32(3 * partBytes) }
 
 // stream feeds the auditor a partition at a time, pipelined: the
 // deadletters first (few: copies of undecodable commands), then for each
@@ -201,7 +218,7 @@ const (
 // are restricted, as before streaming: a misrouted command's forwarded
 // copy, or the outcome of a too-large one, is on its entity's partition,
 // which may not be among them. Only the journal is restricted.
-func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, starts, ends map[string]map[int32]int64) error {
+func stream(ctx context.Context, cl *kgo.Client, a *auditor, fetchBytes int, only []int32, starts, ends map[string]map[int32]int64) error {
 	tp := a.in.Topics
 	rng := func(out map[string]map[int32][2]int64, t string, p int32) {
 		end, ok := ends[t][p]
@@ -247,7 +264,7 @@ func stream(ctx context.Context, cl *kgo.Client, a *auditor, only []int32, start
 		sets[p] = step(int32(p))
 	}
 	rd, err := rangeread.OpenSteps(cl, sets,
-		kgo.FetchMaxPartitionBytes(stepPartitionBytes), kgo.FetchMaxBytes(stepFetchBytes))
+		kgo.FetchMaxPartitionBytes(int32(fetchBytes)), kgo.FetchMaxBytes(stepFetchBytes(fetchBytes)))
 	if err != nil {
 		return err
 	}

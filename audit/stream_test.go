@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -591,47 +592,54 @@ func (f *fetchSizes) OnNewClient(c *kgo.Client) {
 }
 
 // TestRunStepFetchSizes: the two clients Run reads its steps through take
-// stepPartitionBytes of a partition a fetch (and stepFetchBytes a fetch),
-// whatever the client it was given fetches; the deadletters' reader keeps
-// the given client's sizes. Memory: docs/memory.md#audit.
+// Options.FetchBytes of a partition a fetch (DefaultFetchBytes unless set;
+// stepFetchBytes a fetch), whatever the client it was given fetches; the
+// deadletters' reader keeps the given client's sizes; a size below the
+// minimum is refused, named. Memory: docs/memory.md#audit.
 func TestRunStepFetchSizes(t *testing.T) {
 	in, _, _ := streamHistory(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, _ := serveHistory(ctx, t, in, in.CommandPartitions)
 	const given = 64 << 10
-	sizes := &fetchSizes{}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(sizes),
-		kgo.FetchMaxPartitionBytes(given), kgo.FetchMaxBytes(given))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	sizes.mu.Lock()
-	sizes.part, sizes.max = nil, nil // cl's own
-	sizes.mu.Unlock()
-	if _, err := Run(ctx, Options{Client: cl, MaxViolations: 20}); err != nil {
-		t.Fatal(err)
-	}
-	sizes.mu.Lock()
-	defer sizes.mu.Unlock()
-	steps, other := 0, 0
-	for i := range sizes.part {
-		switch p, m := sizes.part[i], sizes.max[i]; {
-		case p == stepPartitionBytes && m == stepFetchBytes:
-			steps++
-		case p == given && m == given:
-			other++
-		default:
-			t.Errorf("a reading client fetches %d bytes a partition and %d a fetch, want %d and %d (steps) or %d (others)",
-				p, m, stepPartitionBytes, stepFetchBytes, given)
+	for _, tc := range []struct{ opt, want int }{{0, DefaultFetchBytes}, {1 << 20, 1 << 20}} {
+		sizes := &fetchSizes{}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(sizes),
+			kgo.FetchMaxPartitionBytes(given), kgo.FetchMaxBytes(given))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes.mu.Lock()
+		sizes.part, sizes.max = nil, nil // cl's own
+		sizes.mu.Unlock()
+		_, err = Run(ctx, Options{Client: cl, MaxViolations: 20, FetchBytes: tc.opt})
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes.mu.Lock()
+		steps, other := 0, 0
+		for i := range sizes.part {
+			switch p, m := sizes.part[i], sizes.max[i]; {
+			case p == int32(tc.want) && m == stepFetchBytes(tc.want):
+				steps++
+			case p == given && m == given:
+				other++
+			default:
+				t.Errorf("FetchBytes %d: a reading client fetches %d bytes a partition and %d a fetch, want %d and %d (steps) or %d (others)",
+					tc.opt, p, m, tc.want, stepFetchBytes(tc.want), given)
+			}
+		}
+		sizes.mu.Unlock()
+		dl := 0
+		if len(in.Deadletter) > 0 {
+			dl = 1
+		}
+		if steps != 2 || other != dl {
+			t.Errorf("FetchBytes %d: %d clients with the steps' fetch sizes and %d with the given ones, want 2 and %d", tc.opt, steps, other, dl)
 		}
 	}
-	dl := 0
-	if len(in.Deadletter) > 0 {
-		dl = 1
-	}
-	if steps != 2 || other != dl {
-		t.Errorf("%d clients with the steps' fetch sizes and %d with the given ones, want 2 and %d", steps, other, dl)
+	if _, err := Run(ctx, Options{Brokers: c.ListenAddrs(), FetchBytes: 1000}); err == nil || !strings.Contains(err.Error(), "fetch bytes 1000") {
+		t.Errorf("FetchBytes 1000: %v, want an error naming it", err)
 	}
 }

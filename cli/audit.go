@@ -26,6 +26,7 @@ func newAuditCmd() *cobra.Command {
 		partitions    string
 		group         string
 		maxViolations int
+		fetchBytes    int
 		maxDataBytes  int
 		keyMemory     time.Duration
 		keyFile       string
@@ -81,6 +82,9 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 			if keyMemory <= 0 {
 				return usageErrorf("--key-memory must be positive")
 			}
+			if fetchBytes < 64<<10 {
+				return usageErrorf("--fetch-bytes must be at least 65536 (64 KiB), got %d", fetchBytes)
+			}
 			var keys *schemas.ControlKeys
 			if keyFile != "" {
 				if keys, err = schemas.LoadControlKeys(keyFile); err != nil {
@@ -100,7 +104,7 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 			defer cl.Close()
 			rep, err := audit.Run(cmd.Context(), audit.Options{Client: cl, ControlKeys: keys, Trusted: tk, OriginPrefix: origin,
 				Topics: schemas.Topics(kf.Topics), Group: group, Partitions: ps,
-				MaxDataBytes: maxDataBytes, KeyMemory: keyMemory, MaxViolations: maxViolations,
+				MaxDataBytes: maxDataBytes, KeyMemory: keyMemory, MaxViolations: maxViolations, FetchBytes: fetchBytes,
 			})
 			if errors.Is(err, audit.ErrBadPartition) {
 				return usageErrorf("--partitions: %w", err)
@@ -133,6 +137,7 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 	fs.StringVar(&trustedF, "trusted-keys", "", "the executors' trusted-keys file: every journal record must be covered by a transaction seal of one of its keys (check journal_signed, docs/trust.md)")
 	fs.StringVar(&origin, "origin-prefix", "", "seal origin prefix with --trusted-keys (default onceflight/<journal topic>)")
 	fs.IntVar(&maxViolations, "max-violations", 20, "violations listed per check (all are counted)")
+	fs.IntVar(&fetchBytes, "fetch-bytes", audit.DefaultFetchBytes, "most one fetch takes of a partition; the audit holds about 18 times this in fetched records, whatever the number of keys: smaller uses less memory and takes longer (docs/memory.md#audit)")
 	fs.StringVar(&group, "group", consumer.Defaults().Group, "consumer group of the executors (its committed offsets mark what must be answered)")
 	fs.IntVar(&maxDataBytes, "max-data-bytes", schemas.DefaultMaxDataBytes, "the executors' --max-data-bytes: larger commands are expected on the deadletter topic")
 	fs.DurationVar(&keyMemory, "key-memory", 90*24*time.Hour, "the executors' key_memory: a key executed again after this long was forgotten by design and is only noted")

@@ -83,6 +83,7 @@ func TestUsageExitCodes(t *testing.T) {
 		{"serve", "--cache-size", "1048576"},   // below the memtables it holds
 		{"serve", "--memory-limit", "1000000"}, // below the executor's fixed costs
 		{"serve", "--restore-parallelism", "0"},
+		{"audit", "--fetch-bytes", "1000"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, &stdout, &stderr); code != exitUsage {
