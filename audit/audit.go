@@ -23,6 +23,19 @@ import (
 // something that cannot exist, which a CLI reports as a usage error.
 var ErrBadPartition = rangeread.ErrBadPartition
 
+// ErrBadFetchBytes is returned (wrapped) when Options.FetchBytes is out of
+// its range, which a CLI reports as a usage error.
+var ErrBadFetchBytes = errors.New("out of range")
+
+// CheckFetchBytes is Run's check of a non-zero Options.FetchBytes, for a
+// caller that must refuse a bad value before it connects to Kafka.
+func CheckFetchBytes(n int) error {
+	if n < minFetchBytes || n > math.MaxInt32/3 {
+		return fmt.Errorf("fetch bytes %d: %w, must be between %d (64 KiB) and %d", n, ErrBadFetchBytes, minFetchBytes, math.MaxInt32/3)
+	}
+	return nil
+}
+
 // Options configure Run. The zero value audits the default topics of group
 // "onceflight" through Client, which must then be set, or Brokers.
 type Options struct {
@@ -92,8 +105,8 @@ func Run(ctx context.Context, opts Options) (rep Report, err error) {
 	if opts.FetchBytes == 0 {
 		opts.FetchBytes = DefaultFetchBytes
 	}
-	if opts.FetchBytes < minFetchBytes || opts.FetchBytes > math.MaxInt32/3 {
-		return Report{}, fmt.Errorf("audit: fetch bytes %d: must be between %d (64 KiB) and %d", opts.FetchBytes, minFetchBytes, math.MaxInt32/3)
+	if err := CheckFetchBytes(opts.FetchBytes); err != nil {
+		return Report{}, fmt.Errorf("audit: %w", err)
 	}
 	cl := opts.Client
 	if cl == nil {

@@ -82,8 +82,8 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 			if keyMemory <= 0 {
 				return usageErrorf("--key-memory must be positive")
 			}
-			if fetchBytes < 64<<10 {
-				return usageErrorf("--fetch-bytes must be at least 65536 (64 KiB), got %d", fetchBytes)
+			if err := audit.CheckFetchBytes(fetchBytes); err != nil {
+				return usageErrorf("--fetch-bytes: %w", err)
 			}
 			var keys *schemas.ControlKeys
 			if keyFile != "" {
@@ -109,6 +109,7 @@ where); 2 usage error; 1 the audit could not run (e.g. Kafka unreachable).`,
 			if errors.Is(err, audit.ErrBadPartition) {
 				return usageErrorf("--partitions: %w", err)
 			}
+
 			if err != nil {
 				return err
 			}
