@@ -185,7 +185,10 @@ type Config struct {
 	// the journal at once after an assignment. Each restoring partition
 	// holds a filter and a table being built (docs/memory.md), so a
 	// restore into an empty data dir is the executor's largest resident
-	// moment: fewer lowers that peak for a longer restore. Default 4.
+	// moment: fewer lowers that peak for a longer restore. The restores of
+	// one assignment share RestoreTimeout; one that runs out keeps the
+	// batches it committed (with their Progress) and goes on from there
+	// at the next assignment. Default 4.
 	RestoreParallelism int
 	// RevokeTimeout bounds how long a revoked partition's running commands
 	// may take to finish before it is released. Default 10s.
