@@ -179,6 +179,54 @@ func TestCancelEndsASentRequest(t *testing.T) {
 	}
 }
 
+// attemptCtx is a context like Perform's attempt context (package effect):
+// its Done is its deadline's (made, with a timer, when asked for), and it
+// names parent as its Cancellation. asked records a call of Done.
+type attemptCtx struct {
+	context.Context
+	parent context.Context
+	asked  atomic.Bool
+}
+
+func (c *attemptCtx) Done() <-chan struct{} {
+	c.asked.Store(true)
+	return c.Context.Done()
+}
+
+func (c *attemptCtx) Cancellation() context.Context { return c.parent }
+
+// A sent request under an attempt context ends when the context it names
+// as its Cancellation is cancelled (a shutdown), ambiguous; fasthttp waits
+// on that context alone, without asking the attempt's own for Done (which
+// would make its deadline's context and timer), the deadline being the
+// connection's already.
+func TestCancellationEndsASentRequest(t *testing.T) {
+	url, posts, _ := heldServer(t)
+	c := newTestConnector(t, httpconn.Config{URL: url})
+	parent, cancel := context.WithCancel(context.Background())
+	req := deadlined()
+	dctx, stop := context.WithDeadline(parent, req.Deadline)
+	defer stop()
+	ctx := &attemptCtx{Context: dctx, parent: parent}
+	done := make(chan connectors.Result, 1)
+	go func() { done <- c.Execute(ctx, req) }()
+	for posts.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case res := <-done:
+		if res.Kind != connectors.Ambiguous || !strings.Contains(res.Message, "canceled") {
+			t.Fatalf("cancelled after sending: %v %q, want ambiguous", res.Kind, res.Message)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Execute did not return after its Cancellation was cancelled")
+	}
+	if fast := os.Getenv(testClientEnv) != httpconn.ClientNetHTTP; fast && ctx.asked.Load() {
+		t.Error("fasthttp asked the attempt context for Done: its deadline's timer was made")
+	}
+}
+
 // systems.<name>.http.client: a name it does not know, and fasthttp where
 // it cannot apply, are refused.
 func TestClientSetting(t *testing.T) {

@@ -247,8 +247,8 @@ func (f *fastClient) roundTrip(ctx context.Context, req *fasthttp.Request, resp 
 	// The context's cancellation (a shutdown) interrupts the request like
 	// its deadline does; set after SetDeadline, which would undo it.
 	stop := func() bool { return true }
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
+	if done := cancellation(ctx); done.Done() != nil {
+		stop = context.AfterFunc(done, func() { _ = conn.SetDeadline(aLongTimeAgo) })
 	}
 	bw := f.hc.AcquireWriter(conn)
 	err = req.Write(bw)
@@ -275,6 +275,26 @@ func (f *fastClient) roundTrip(ctx context.Context, req *fasthttp.Request, resp 
 		return true, false, f.cause(ctx, err)
 	}
 	return true, err != nil, nil
+}
+
+// canceller is a context that names the context whose end, short of its
+// own deadline, ends it: Perform's attempt context names its parent (package
+// effect, deadlineCtx.Cancellation).
+type canceller interface {
+	Cancellation() context.Context
+}
+
+// cancellation is what roundTrip waits on besides the connection's
+// deadline, which is already ctx's: ctx's Cancellation when it has one,
+// else ctx. Perform's attempt context makes a context and a timer of its
+// deadline's own once asked for Done; its parent has both already.
+func cancellation(ctx context.Context) context.Context {
+	if c, ok := ctx.(canceller); ok {
+		if p := c.Cancellation(); p != nil {
+			return p
+		}
+	}
+	return ctx
 }
 
 // peerDone reports whether the system closed c (a connection of the pool)
