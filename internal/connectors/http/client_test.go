@@ -227,6 +227,38 @@ func TestCancellationEndsASentRequest(t *testing.T) {
 	}
 }
 
+// A shape that adds no header of its own has its protocol headers written
+// without an http.Header (sendFast): the request carries the same header
+// lines as one whose shape adds a header, less that header, on either
+// client.
+func TestPlainShapeSendsTheSameHeaders(t *testing.T) {
+	got := make(chan http.Header, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	r := deadlined()
+	var seen [2]http.Header
+	for i, api := range []httpconn.API{{}, {Headers: map[string]string{"X-Tenant": "t-7"}}} {
+		c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", API: api})
+		if res := c.Execute(context.Background(), r); res.Kind != connectors.Succeeded {
+			t.Fatalf("shape %d: %v %q", i, res.Kind, res.Message)
+		}
+		seen[i] = <-got
+	}
+	if v := seen[1].Get("X-Tenant"); v != "t-7" {
+		t.Fatalf("configured header X-Tenant = %q", v)
+	}
+	seen[1].Del("X-Tenant")
+	if fmt.Sprint(seen[0]) != fmt.Sprint(seen[1]) {
+		t.Fatalf("plain shape's header\n%v\nthe header map's\n%v", seen[0], seen[1])
+	}
+	if ua := seen[0].Get("User-Agent"); ua != "Go-http-client/1.1" {
+		t.Fatalf("User-Agent %q", ua)
+	}
+}
+
 // systems.<name>.http.client: a name it does not know, and fasthttp where
 // it cannot apply, are refused.
 func TestClientSetting(t *testing.T) {

@@ -168,29 +168,41 @@ func (r fastReply) release() {
 	fasthttp.ReleaseResponse(r.resp)
 }
 
-// do sends method rawURL with headers h and body, bounded by ctx (its
-// deadline, and its cancellation). sent tells, when err is not nil,
-// whether any byte of the request was written; a nil err means answered,
-// with broken set when the answer's body could not be read to its end.
-func (f *fastClient) do(ctx context.Context, method, rawURL string, h http.Header, body []byte) (r fastReply, sent, broken bool, err error) {
-	r = fastReply{req: fasthttp.AcquireRequest(), resp: fasthttp.AcquireResponse()}
+// request is a pooled request for method rawURL with body, and its
+// response, for send; the caller adds the headers (addHeader, or
+// req.Header's own methods) and releases both once the answer is read.
+func (f *fastClient) request(method, rawURL string, body []byte) fastReply {
+	r := fastReply{req: fasthttp.AcquireRequest(), resp: fasthttp.AcquireResponse()}
 	req := r.req
 	req.Header.DisableNormalizing()
 	req.SetRequestURI(rawURL)
 	req.URI().DisablePathNormalizing = true // HostClient.Do would set it; roundTrip is not Do
 	req.Header.SetMethod(method)
+	req.SetBodyRaw(body)
+	return r
+}
+
+// addHeader adds h to the request, and net/http's User-Agent when h sets
+// none.
+func (r fastReply) addHeader(h http.Header) {
 	for k, vs := range h {
 		for _, v := range vs {
-			req.Header.Add(k, v)
+			r.req.Header.Add(k, v)
 		}
 	}
 	if len(h["User-Agent"]) == 0 {
-		req.Header.SetUserAgent(netUserAgent)
+		r.req.Header.SetUserAgent(netUserAgent)
 	}
-	req.SetBodyRaw(body)
+}
+
+// send sends r's request, bounded by ctx (its deadline, and its
+// cancellation), and reads the answer into r's response. sent tells, when
+// err is not nil, whether any byte of the request was written; a nil err
+// means answered, with broken set when the answer's body could not be read
+// to its end.
+func (f *fastClient) send(ctx context.Context, r fastReply) (sent, broken bool, err error) {
 	deadline, _ := ctx.Deadline()
-	sent, broken, err = f.roundTrip(ctx, req, r.resp, deadline)
-	return r, sent, broken, err
+	return f.roundTrip(ctx, r.req, r.resp, deadline)
 }
 
 // aLongTimeAgo is a deadline that makes a connection's pending and future
