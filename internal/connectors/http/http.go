@@ -746,9 +746,15 @@ func (c *Connector) result(status int, raw []byte, truncated bool) json.RawMessa
 	out.Write(strconv.AppendInt(out.AvailableBuffer(), int64(status), 10))
 	if len(bytes.TrimSpace(raw)) > 0 {
 		out.WriteString(`,"body":`)
-		var compact bytes.Buffer
-		if !truncated && json.Compact(&compact, raw) == nil {
-			json.HTMLEscape(out, compact.Bytes())
+		start := out.Len()
+		// Compacted in place (Compact writes nothing when raw is not
+		// JSON), then HTML-escaped only when it has a byte to escape.
+		if !truncated && json.Compact(out, raw) == nil {
+			if body := out.Bytes()[start:]; mayEscapeHTML(body) {
+				compact := bytes.Clone(body)
+				out.Truncate(start)
+				json.HTMLEscape(out, compact)
+			}
 		} else {
 			s, err := json.Marshal(strings.ToValidUTF8(string(raw), "\uFFFD"))
 			if err != nil { // cannot happen: a valid UTF-8 string
@@ -762,6 +768,18 @@ func (c *Connector) result(status int, raw []byte, truncated bool) json.RawMessa
 	}
 	out.WriteByte('}')
 	return out.Bytes()
+}
+
+// mayEscapeHTML reports whether json.HTMLEscape could change b: it has a
+// '<', '>' or '&', or the first byte of U+2028 or U+2029 (and of other
+// characters, which HTMLEscape leaves alone).
+func mayEscapeHTML(b []byte) bool {
+	for _, c := range b {
+		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
+			return true
+		}
+	}
+	return false
 }
 
 // message is a rejection's reason: the JSON "message" or "error" string
