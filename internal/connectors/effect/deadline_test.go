@@ -129,3 +129,56 @@ type connectorFunc func(ctx context.Context, req connectors.Request) connectors.
 func (f connectorFunc) Execute(ctx context.Context, req connectors.Request) connectors.Result {
 	return f(ctx, req)
 }
+
+// TestAwait: Await on one of Perform's bounds returns nil when ready,
+// the bound's error when its parent is cancelled or its deadline
+// passes, without making the underlying context while it waits; on any
+// other context it is a select on ctx.Done.
+func TestAwait(t *testing.T) {
+	closed := make(chan struct{})
+	close(closed)
+	never := make(chan struct{})
+	t.Run("ready", func(t *testing.T) {
+		c := newBounds(context.Background(), time.Now().Add(time.Hour)).attemptBy(time.Now().Add(time.Hour))
+		if err := Await(c, closed); err != nil {
+			t.Fatal(err)
+		}
+		if c.made.Load() {
+			t.Fatal("Await made the underlying context")
+		}
+	})
+	t.Run("parent", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		c := newBounds(parent, time.Now().Add(time.Hour)).attemptBy(time.Now().Add(time.Hour))
+		time.AfterFunc(10*time.Millisecond, cancel)
+		if err := Await(c, never); !errors.Is(err, context.Canceled) {
+			t.Fatalf("parent cancelled: %v", err)
+		}
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Fatalf("Err after: %v", c.Err())
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		d := time.Now().Add(20 * time.Millisecond)
+		c := newBounds(context.Background(), d).attemptBy(d)
+		if err := Await(c, never); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("deadline: %v", err)
+		}
+		if time.Now().Before(d) {
+			t.Fatal("returned before the deadline")
+		}
+	})
+	t.Run("passed", func(t *testing.T) {
+		c := newBounds(context.Background(), time.Now().Add(-time.Second)).attemptBy(time.Now().Add(-time.Second))
+		if err := Await(c, never); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("deadline passed before: %v", err)
+		}
+	})
+	t.Run("other", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := Await(ctx, never); !errors.Is(err, context.Canceled) {
+			t.Fatalf("plain context: %v", err)
+		}
+	})
+}

@@ -276,19 +276,17 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (effect.Permi
 	s.queue = append(s.queue, w)
 	s.grant()
 	s.mu.Unlock()
-	select {
-	case <-w.ready:
-	case <-ctx.Done():
+	if err := effect.Await(ctx, w.ready); err != nil {
 		s.mu.Lock()
 		if !w.granted {
 			s.remove(w)
 			s.mu.Unlock()
-			return nil, ctx.Err()
+			return nil, err
 		}
 		s.mu.Unlock()
 		// Granted while giving up: hand the slot on.
 		w.permit.Done(connectors.Result{}, 0)
-		return nil, ctx.Err()
+		return nil, err
 	}
 	return s.rated(ctx, &w.permit)
 }
