@@ -140,39 +140,3 @@ func (c *deadlineCtx) cancel() {
 		stop()
 	}
 }
-
-// Await waits until ready is closed (or receives) or ctx ends, whichever
-// comes first, and returns nil or ctx's error. For one of Perform's
-// bounds (the context WithGate's Acquire and an attempt get) it watches
-// the parent's Done and a timer of the bound's own, rather than asking
-// ctx for Done, which makes the underlying context.WithDeadline: a
-// timer, a context and its place among the parent's children for every
-// command that waits for a busy system's gate, where Await's timer is
-// all. The answer is the same: ctx's error is its Err once ctx ended.
-// Perform cancels a bound only once what it bounds returned, so a wait
-// here never needs waking by cancel.
-func Await(ctx context.Context, ready <-chan struct{}) error {
-	c, ok := ctx.(*deadlineCtx)
-	if !ok || c.made.Load() {
-		select {
-		case <-ready:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if err := c.Err(); err != nil {
-		return err
-	}
-	t := time.NewTimer(time.Until(c.d))
-	defer t.Stop()
-	select {
-	case <-ready:
-		return nil
-	case <-c.parent.Done():
-	case <-t.C:
-	}
-	// Ended: by the parent, or at d (the timer fires no earlier), which
-	// Err reports (making the underlying context, already ended).
-	return c.Err()
-}

@@ -276,17 +276,19 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (effect.Permi
 	s.queue = append(s.queue, w)
 	s.grant()
 	s.mu.Unlock()
-	if err := effect.Await(ctx, w.ready); err != nil {
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
 		s.mu.Lock()
 		if !w.granted {
 			s.remove(w)
 			s.mu.Unlock()
-			return nil, err
+			return nil, ctx.Err()
 		}
 		s.mu.Unlock()
 		// Granted while giving up: hand the slot on.
 		w.permit.Done(connectors.Result{}, 0)
-		return nil, err
+		return nil, ctx.Err()
 	}
 	return s.rated(ctx, &w.permit)
 }
