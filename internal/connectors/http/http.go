@@ -442,21 +442,21 @@ type reply struct {
 	truncated bool
 	broken    bool
 	hdr       http.Header
-	fast      *fastReply // the fast path's buffers: raw points into them
+	fast      fastReply // the fast path's buffers (zero: none): raw points into them
 }
 
 // header is the answer's header; the fast path converts it only when asked.
 func (r *reply) header() http.Header {
-	if r.hdr == nil && r.fast != nil {
+	if r.hdr == nil && r.fast.resp != nil {
 		r.hdr = fastHeader(r.fast.resp)
 	}
 	return r.hdr
 }
 
 func (r *reply) release() {
-	if r.fast != nil {
+	if r.fast.req != nil {
 		r.fast.release()
-		r.fast = nil
+		r.fast = fastReply{}
 	}
 }
 
@@ -520,7 +520,7 @@ func (c *Connector) sendFast(ctx context.Context, req connectors.Request, out re
 		fr.req.Header.SetUserAgent(netUserAgent)
 	}
 	sent, broken, err := c.fast.send(ctx, fr)
-	rep.fast = &fr
+	rep.fast = fr
 	if err != nil {
 		rep.err, rep.sent = err, sent
 		return rep
