@@ -90,6 +90,15 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 	return c.d, true
 }
 
+// Cancellation is the context whose end, short of d, ends this one while
+// the call it was given to runs: the parent. A connector that holds the
+// deadline itself (a connection's read and write deadline, from Deadline)
+// waits on it for the rest — a shutdown, a lost partition — without making
+// the underlying context and its timer, which asking this one for Done
+// makes. cancel, Perform's own end of the attempt, comes only once the
+// call returned.
+func (c *deadlineCtx) Cancellation() context.Context { return c.parent }
+
 // Done makes the underlying context: whoever waits needs its channel.
 func (c *deadlineCtx) Done() <-chan struct{} { return c.make().Done() }
 

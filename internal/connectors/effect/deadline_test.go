@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/schemas"
 )
 
 // TestDeadlineCtx: the lazily made deadline context behaves as
@@ -91,4 +94,38 @@ func TestDeadlineCtx(t *testing.T) {
 		c.cancel()
 		<-child.Done()
 	})
+}
+
+// TestAttemptOffersItsCancellation: the context an attempt's Execute gets
+// names Perform's own context as its Cancellation, and a connector that
+// waits on that alone leaves the deadline's context and timer unmade.
+func TestAttemptOffersItsCancellation(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got context.Context
+	var attempt *deadlineCtx
+	conn := connectorFunc(func(ctx context.Context, _ connectors.Request) connectors.Result {
+		c, ok := ctx.(interface{ Cancellation() context.Context })
+		if !ok {
+			t.Fatalf("attempt context %T names no Cancellation", ctx)
+		}
+		got, attempt = c.Cancellation(), ctx.(*deadlineCtx)
+		return connectors.Result{Kind: connectors.Succeeded}
+	})
+	if d := Perform(parent, conn, connectors.Request{Key: "k"}, Policy{}); d.Outcome != schemas.StatusSucceeded {
+		t.Fatalf("decision %+v", d)
+	}
+	if got != parent {
+		t.Fatalf("Cancellation %v, want Perform's context", got)
+	}
+	if attempt.made.Load() {
+		t.Fatal("the attempt's deadline context was made though nobody asked for Done")
+	}
+}
+
+// connectorFunc is a connector whose Execute is the function.
+type connectorFunc func(ctx context.Context, req connectors.Request) connectors.Result
+
+func (f connectorFunc) Execute(ctx context.Context, req connectors.Request) connectors.Result {
+	return f(ctx, req)
 }

@@ -163,8 +163,15 @@ func TestCancelEndsASentRequest(t *testing.T) {
 	url, posts, _ := heldServer(t)
 	c := newTestConnector(t, httpconn.Config{URL: url})
 	ctx, cancel := context.WithCancel(context.Background())
+	cancelWhenSent(t, c, ctx, request(), posts, cancel)
+}
+
+// cancelWhenSent executes r under ctx, calls cancel once the server has
+// the request, and wants Execute to return ambiguous, cancelled.
+func cancelWhenSent(t *testing.T, c *httpconn.Connector, ctx context.Context, r connectors.Request, posts *atomic.Int32, cancel func()) {
+	t.Helper()
 	done := make(chan connectors.Result, 1)
-	go func() { done <- c.Execute(ctx, request()) }()
+	go func() { done <- c.Execute(ctx, r) }()
 	for posts.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
@@ -176,6 +183,73 @@ func TestCancelEndsASentRequest(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Execute did not return after its context was cancelled")
+	}
+}
+
+// attemptCtx is a context like Perform's attempt context (package effect):
+// its Done is its deadline's (made, with a timer, when asked for), and it
+// names parent as its Cancellation. asked records a call of Done.
+type attemptCtx struct {
+	context.Context
+	parent context.Context
+	asked  atomic.Bool
+}
+
+func (c *attemptCtx) Done() <-chan struct{} {
+	c.asked.Store(true)
+	return c.Context.Done()
+}
+
+func (c *attemptCtx) Cancellation() context.Context { return c.parent }
+
+// A sent request under an attempt context ends when the context it names
+// as its Cancellation is cancelled (a shutdown), ambiguous; fasthttp waits
+// on that context alone, without asking the attempt's own for Done (which
+// would make its deadline's context and timer), the deadline being the
+// connection's already.
+func TestCancellationEndsASentRequest(t *testing.T) {
+	url, posts, _ := heldServer(t)
+	c := newTestConnector(t, httpconn.Config{URL: url})
+	parent, cancel := context.WithCancel(context.Background())
+	req := deadlined()
+	dctx, stop := context.WithDeadline(parent, req.Deadline)
+	defer stop()
+	ctx := &attemptCtx{Context: dctx, parent: parent}
+	cancelWhenSent(t, c, ctx, req, posts, cancel)
+	if fast := os.Getenv(testClientEnv) != httpconn.ClientNetHTTP; fast && ctx.asked.Load() {
+		t.Error("fasthttp asked the attempt context for Done: its deadline's timer was made")
+	}
+}
+
+// A shape that adds no header of its own has its protocol headers written
+// without an http.Header (sendFast): the request carries the same header
+// lines as one whose shape adds a header, less that header, on either
+// client.
+func TestPlainShapeSendsTheSameHeaders(t *testing.T) {
+	got := make(chan http.Header, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	r := deadlined()
+	var seen [2]http.Header
+	for i, api := range []httpconn.API{{}, {Headers: map[string]string{"X-Tenant": "t-7"}}} {
+		c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", API: api})
+		if res := c.Execute(context.Background(), r); res.Kind != connectors.Succeeded {
+			t.Fatalf("shape %d: %v %q", i, res.Kind, res.Message)
+		}
+		seen[i] = <-got
+	}
+	if v := seen[1].Get("X-Tenant"); v != "t-7" {
+		t.Fatalf("configured header X-Tenant = %q", v)
+	}
+	seen[1].Del("X-Tenant")
+	if fmt.Sprint(seen[0]) != fmt.Sprint(seen[1]) {
+		t.Fatalf("plain shape's header\n%v\nthe header map's\n%v", seen[0], seen[1])
+	}
+	if ua := seen[0].Get("User-Agent"); ua != "Go-http-client/1.1" {
+		t.Fatalf("User-Agent %q", ua)
 	}
 }
 

@@ -168,29 +168,41 @@ func (r fastReply) release() {
 	fasthttp.ReleaseResponse(r.resp)
 }
 
-// do sends method rawURL with headers h and body, bounded by ctx (its
-// deadline, and its cancellation). sent tells, when err is not nil,
-// whether any byte of the request was written; a nil err means answered,
-// with broken set when the answer's body could not be read to its end.
-func (f *fastClient) do(ctx context.Context, method, rawURL string, h http.Header, body []byte) (r fastReply, sent, broken bool, err error) {
-	r = fastReply{req: fasthttp.AcquireRequest(), resp: fasthttp.AcquireResponse()}
+// request is a pooled request for method rawURL with body, and its
+// response, for send; the caller adds the headers (addHeader, or
+// req.Header's own methods) and releases both once the answer is read.
+func (f *fastClient) request(method, rawURL string, body []byte) fastReply {
+	r := fastReply{req: fasthttp.AcquireRequest(), resp: fasthttp.AcquireResponse()}
 	req := r.req
 	req.Header.DisableNormalizing()
 	req.SetRequestURI(rawURL)
 	req.URI().DisablePathNormalizing = true // HostClient.Do would set it; roundTrip is not Do
 	req.Header.SetMethod(method)
+	req.SetBodyRaw(body)
+	return r
+}
+
+// addHeader adds h to the request, and net/http's User-Agent when h sets
+// none.
+func (r fastReply) addHeader(h http.Header) {
 	for k, vs := range h {
 		for _, v := range vs {
-			req.Header.Add(k, v)
+			r.req.Header.Add(k, v)
 		}
 	}
 	if len(h["User-Agent"]) == 0 {
-		req.Header.SetUserAgent(netUserAgent)
+		r.req.Header.SetUserAgent(netUserAgent)
 	}
-	req.SetBodyRaw(body)
+}
+
+// send sends r's request, bounded by ctx (its deadline, and its
+// cancellation), and reads the answer into r's response. sent tells, when
+// err is not nil, whether any byte of the request was written; a nil err
+// means answered, with broken set when the answer's body could not be read
+// to its end.
+func (f *fastClient) send(ctx context.Context, r fastReply) (sent, broken bool, err error) {
 	deadline, _ := ctx.Deadline()
-	sent, broken, err = f.roundTrip(ctx, req, r.resp, deadline)
-	return r, sent, broken, err
+	return f.roundTrip(ctx, r.req, r.resp, deadline)
 }
 
 // aLongTimeAgo is a deadline that makes a connection's pending and future
@@ -247,8 +259,8 @@ func (f *fastClient) roundTrip(ctx context.Context, req *fasthttp.Request, resp 
 	// The context's cancellation (a shutdown) interrupts the request like
 	// its deadline does; set after SetDeadline, which would undo it.
 	stop := func() bool { return true }
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
+	if done := cancellation(ctx); done.Done() != nil {
+		stop = context.AfterFunc(done, func() { _ = conn.SetDeadline(aLongTimeAgo) })
 	}
 	bw := f.hc.AcquireWriter(conn)
 	err = req.Write(bw)
@@ -275,6 +287,26 @@ func (f *fastClient) roundTrip(ctx context.Context, req *fasthttp.Request, resp 
 		return true, false, f.cause(ctx, err)
 	}
 	return true, err != nil, nil
+}
+
+// canceller is a context that names the context whose end, short of its
+// own deadline, ends it: Perform's attempt context names its parent (package
+// effect, deadlineCtx.Cancellation).
+type canceller interface {
+	Cancellation() context.Context
+}
+
+// cancellation is what roundTrip waits on besides the connection's
+// deadline, which is already ctx's: ctx's Cancellation when it has one,
+// else ctx. Perform's attempt context makes a context and a timer of its
+// deadline's own once asked for Done; its parent has both already.
+func cancellation(ctx context.Context) context.Context {
+	if c, ok := ctx.(canceller); ok {
+		if p := c.Cancellation(); p != nil {
+			return p
+		}
+	}
+	return ctx
 }
 
 // peerDone reports whether the system closed c (a connection of the pool)

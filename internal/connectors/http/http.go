@@ -442,21 +442,21 @@ type reply struct {
 	truncated bool
 	broken    bool
 	hdr       http.Header
-	fast      *fastReply // the fast path's buffers: raw points into them
+	fast      fastReply // the fast path's buffers (zero: none): raw points into them
 }
 
 // header is the answer's header; the fast path converts it only when asked.
 func (r *reply) header() http.Header {
-	if r.hdr == nil && r.fast != nil {
+	if r.hdr == nil && r.fast.resp != nil {
 		r.hdr = fastHeader(r.fast.resp)
 	}
 	return r.hdr
 }
 
 func (r *reply) release() {
-	if r.fast != nil {
+	if r.fast.req != nil {
 		r.fast.release()
-		r.fast = nil
+		r.fast = fastReply{}
 	}
 }
 
@@ -498,15 +498,29 @@ func (c *Connector) sendNet(ctx context.Context, req connectors.Request, out req
 
 // sendFast sends out with fasthttp (fast.go). The request is shaped on
 // an http.Request's header, as on the net/http path, so that credentials
-// and signatures are set by the same code.
+// and signatures are set by the same code; a shape that adds no header of
+// its own (no headers, credentials or signing: extraHeaders is 0) has its
+// protocol headers written straight into the fasthttp request, without
+// the http.Request and header map it would only copy from.
 func (c *Connector) sendFast(ctx context.Context, req connectors.Request, out request) reply {
-	hr := &http.Request{}
-	rep := c.prepare(hr, req, out.body)
-	if rep.res != nil {
-		return rep
+	var rep reply
+	var h http.Header
+	if c.shape.extraHeaders > 0 {
+		hr := &http.Request{}
+		if rep = c.prepare(hr, req, out.body); rep.res != nil {
+			return rep
+		}
+		h = hr.Header
 	}
-	fr, sent, broken, err := c.fast.do(ctx, out.method, out.url, hr.Header, out.body)
-	rep.fast = &fr
+	fr := c.fast.request(out.method, out.url, out.body)
+	if h != nil {
+		fr.addHeader(h)
+	} else {
+		c.protocolHeaders(req, fr.req.Header.Add)
+		fr.req.Header.SetUserAgent(netUserAgent)
+	}
+	sent, broken, err := c.fast.send(ctx, fr)
+	rep.fast = fr
 	if err != nil {
 		rep.err, rep.sent = err, sent
 		return rep
@@ -529,25 +543,32 @@ const protocolHeaders = 8
 // map sized for them and for the shape's own, with the values in one
 // array: set one by one, every value is a slice of its own and the map
 // grows twice, a dozen allocations per request where a busy executor
-// sends thousands a second. Keys are written canonical, as Set would.
+// sends thousands a second.
 func (c *Connector) executeHeaders(req connectors.Request) http.Header {
 	hs := headerSlab{
 		h:    make(http.Header, protocolHeaders+c.shape.extraHeaders),
 		vals: make([]string, 0, protocolHeaders),
 	}
-	hs.set("Content-Type", c.shape.contentType)
-	hs.set(c.shape.idemHeader, req.Key) // canonical since compileShape
-	hs.set("Onceflight-Entity", req.Entity)
-	hs.set("Onceflight-Action", req.Action)
-	hs.set("Onceflight-Attempt", strconv.Itoa(req.Attempt))
-	if !req.Deadline.IsZero() {
-		hs.set("Onceflight-Deadline", req.Deadline.UTC().Format(time.RFC3339Nano))
-	}
-	hs.set("Onceflight-Fencing-Token", strconv.FormatInt(req.FencingToken, 10))
-	if req.TraceParent != "" {
-		hs.set("Traceparent", req.TraceParent)
-	}
+	c.protocolHeaders(req, hs.set)
 	return hs.h
+}
+
+// protocolHeaders calls set with each of Execute's protocol headers
+// (docs/connectors.md), each name once and written canonical, as Set
+// would.
+func (c *Connector) protocolHeaders(req connectors.Request, set func(key, value string)) {
+	set("Content-Type", c.shape.contentType)
+	set(c.shape.idemHeader, req.Key) // canonical since compileShape
+	set("Onceflight-Entity", req.Entity)
+	set("Onceflight-Action", req.Action)
+	set("Onceflight-Attempt", strconv.Itoa(req.Attempt))
+	if !req.Deadline.IsZero() {
+		set("Onceflight-Deadline", req.Deadline.UTC().Format(time.RFC3339Nano))
+	}
+	set("Onceflight-Fencing-Token", strconv.FormatInt(req.FencingToken, 10))
+	if req.TraceParent != "" {
+		set("Traceparent", req.TraceParent)
+	}
 }
 
 // headerSlab sets single-valued headers whose values share one array.
@@ -725,9 +746,15 @@ func (c *Connector) result(status int, raw []byte, truncated bool) json.RawMessa
 	out.Write(strconv.AppendInt(out.AvailableBuffer(), int64(status), 10))
 	if len(bytes.TrimSpace(raw)) > 0 {
 		out.WriteString(`,"body":`)
-		var compact bytes.Buffer
-		if !truncated && json.Compact(&compact, raw) == nil {
-			json.HTMLEscape(out, compact.Bytes())
+		start := out.Len()
+		// Compacted in place (Compact writes nothing when raw is not
+		// JSON), then HTML-escaped only when it has a byte to escape.
+		if !truncated && json.Compact(out, raw) == nil {
+			if body := out.Bytes()[start:]; mayEscapeHTML(body) {
+				compact := bytes.Clone(body)
+				out.Truncate(start)
+				json.HTMLEscape(out, compact)
+			}
 		} else {
 			s, err := json.Marshal(strings.ToValidUTF8(string(raw), "\uFFFD"))
 			if err != nil { // cannot happen: a valid UTF-8 string
@@ -741,6 +768,18 @@ func (c *Connector) result(status int, raw []byte, truncated bool) json.RawMessa
 	}
 	out.WriteByte('}')
 	return out.Bytes()
+}
+
+// mayEscapeHTML reports whether json.HTMLEscape could change b: it has a
+// '<', '>' or '&', or the first byte of U+2028 or U+2029 (and of other
+// characters, which HTMLEscape leaves alone).
+func mayEscapeHTML(b []byte) bool {
+	for _, c := range b {
+		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
+			return true
+		}
+	}
+	return false
 }
 
 // message is a rejection's reason: the JSON "message" or "error" string

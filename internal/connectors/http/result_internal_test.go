@@ -38,6 +38,7 @@ func TestResultBytesAsMarshal(t *testing.T) {
 		`{"html":"<a href=\"x\">&amp;</a>"}`, "{\"sep\":\"\u2028\u2029\"}", `"just a string"`, `42`,
 		`not json`, `<html>oops & more</html>`, "bad utf-8 \xff\xfe here", "{\"bad\":\"\xff\"}",
 		`{"unterminated":`, "line\u2028sep", `{"emoji":"😀","esc":"\u00e9\n"}`,
+		"{\"ellipsis\":\"a\u2026b\"}", ` {"a" : "<"} `, ` [ "x" , "\u2029" ] `,
 	}
 	for _, body := range bodies {
 		for _, truncated := range []bool{false, true} {
