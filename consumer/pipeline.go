@@ -24,7 +24,9 @@ import (
 //     queue; an entity has at most one worker goroutine, which runs the
 //     entity's commands strictly in partition order (single flight), while
 //     other entities run concurrently under MaxInflight. A slow entity
-//     delays only itself.
+//     delays only itself. A plain repeat of an entity with no queue is
+//     answered by the poll loop itself, as the worker would
+//     (answerRepeat).
 //   - a finished command's answer (journal record, outcome, ...) is staged
 //     with its offset; the committer publishes staged answers in a
 //     transaction that also commits, under the group generation (KIP-447),

@@ -2,12 +2,14 @@ package consumer_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -31,32 +33,26 @@ func TestRepeatOfIdleEntityAnsweredByPollLoop(t *testing.T) {
 		defer mu.Unlock()
 		return byPoll[entity]
 	}
-	var hold atomic.Bool
-	entered := make(chan struct{}, 1)
+	// The service holds the key "slow" in flight until released.
 	release := make(chan struct{})
-	t.Cleanup(consumer.SetEntityReadHook(func(entity string) {
-		if entity != "busy" || !hold.Load() {
-			return
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	svc := apifake.NewEffects(t, apifake.WithScript(func(key string, _ int) apifake.Fault {
+		if key == "slow" {
+			<-release
 		}
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		<-release
+		return apifake.None
 	}))
-	dir := t.TempDir()
-	h.Start(dir)
+	h.UseConfig(fmt.Sprintf("actions:\n  slow.call:\n    connector: http\n    url: %s\n    timeout: 60s\n", svc.URL("")))
+	h.Start(t.TempDir())
+	t.Cleanup(free) // before the executor stops (cleanups run last first)
 	seen := map[string][]schemas.Outcome{}
-	h.Submit("a1", "idle", "k1", `{"n":1}`)
-	h.Submit("b1", "busy", "k2", `{"n":2}`)
+	h.SubmitAction("a1", "slow.call", "idle", "k1", `{"n":1}`)
+	h.SubmitAction("b1", "slow.call", "busy", "k2", `{"n":2}`)
 	h.Outcomes(2, seen, nil)
-	// Started again: the overlay knows no entity's version, so a worker
-	// reads the entity's state (the hook) for b2 below.
-	h.Stop()
-	h.Start(dir)
 
 	// The idle entity's repeat: answered by the poll loop.
-	h.Submit("a2", "idle", "k1", `{"n":1}`)
+	h.SubmitAction("a2", "slow.call", "idle", "k1", `{"n":1}`)
 	h.Outcomes(3, seen, nil)
 	if n := answeredByPoll("idle"); n != 1 {
 		t.Fatalf("the idle entity's repeat answered by the poll loop %d times, want 1", n)
@@ -67,23 +63,16 @@ func TestRepeatOfIdleEntityAnsweredByPollLoop(t *testing.T) {
 		t.Fatalf("repeat %+v of %+v: want the record replayed, an outcome id of its own", repeat, first)
 	}
 
-	// The busy entity: its new key b2 held in its worker (the entity read),
-	// then a repeat of k2 queued behind it.
-	hold.Store(true)
-	h.Submit("b2", "busy", "k3", `{"n":3}`)
-	select {
-	case <-entered:
-	case <-time.After(30 * time.Second):
-		close(release)
-		t.Fatal("no worker took b2 off its queue")
-	}
-	h.Submit("b3", "busy", "k2", `{"n":2}`)
+	// The busy entity: its new key b2 held in flight at the service, then
+	// a repeat of k2 queued behind it.
+	h.SubmitAction("b2", "slow.call", "busy", "slow", `{"n":3}`)
+	onceflighttest.WaitFor(t, 30*time.Second, "b2 at the service", func() bool { return svc.InflightOf("") > 0 })
+	h.SubmitAction("b3", "slow.call", "busy", "k2", `{"n":2}`)
 	onceflighttest.WaitFor(t, 30*time.Second, "b3 queued behind b2", func() bool { return h.Ex.Buffered() == 2 })
 	if len(seen["b3"]) != 0 || answeredByPoll("busy") != 0 {
-		close(release)
 		t.Fatal("the busy entity's repeat was answered while its earlier command runs")
 	}
-	close(release)
+	free()
 	h.Outcomes(5, seen, nil)
 	if n := answeredByPoll("busy"); n != 0 {
 		t.Fatalf("the busy entity's repeat answered by the poll loop %d times, want 0 (its worker's)", n)
