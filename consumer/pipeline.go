@@ -328,15 +328,11 @@ func (p *pipeline) answerRepeat(st *partState, r *kgo.Record, cmd schemas.Comman
 	p.mu.Unlock()
 	inFlight := ""
 	if !known {
-		if entityReadHook != nil {
-			entityReadHook(ent)
-		}
-		es, _, err := p.e.store.Entity(ent)
-		if err != nil {
+		var err error
+		if version, inFlight, err = p.entityState(ent); err != nil {
 			p.unrun(st, it)
 			return false
 		}
-		version, inFlight = es.Version, es.InFlightKey
 	}
 	j := newJob(p, inFlight)
 	if (inFlight != "" && inFlight != cmd.IdempotencyKey) || !j.repeat(st.ctx, it, version) {
@@ -683,18 +679,13 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		p.mu.Unlock()
 		inFlight := ""
 		if !ok {
-			if entityReadHook != nil {
-				entityReadHook(entity)
-			}
-			es, _, err := p.e.store.Entity(entity)
-			if err != nil {
+			var err error
+			if version, inFlight, err = p.entityState(entity); err != nil {
 				p.e.log.Error("entity state", "entity", entity, "err", err)
 				p.endRunning(st, nil)
 				p.dropRest(entity, st, it)
 				return
 			}
-			version = es.Version
-			inFlight = es.InFlightKey
 		}
 		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
@@ -732,6 +723,17 @@ func (p *pipeline) finish(st *partState, entity string, it *item, j *job, versio
 	p.unbuffer(st, it)
 	p.stageLocked(st, it.offset, j, size)
 	p.endRunning(st, j.claimed)
+}
+
+// entityState is the entity's version and the key it has in flight as the
+// store has them, read for a command taken to run (runEntity,
+// answerRepeat) when the overlay does not know the entity.
+func (p *pipeline) entityState(entity string) (version int64, inFlight string, err error) {
+	if entityReadHook != nil {
+		entityReadHook(entity)
+	}
+	es, _, err := p.e.store.Entity(entity)
+	return es.Version, es.InFlightKey, err
 }
 
 // endRunning ends a command that counted as running on st since its

@@ -110,21 +110,7 @@ func TestDrainWaitsForRepeatAnsweredByPollLoop(t *testing.T) {
 	h.Outcomes(1, seen, nil)
 	h.Stop()
 
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	t.Cleanup(consumer.SetEntityReadHook(func(entity string) {
-		if entity != "held" {
-			return
-		}
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		<-release
-	}))
+	entered, free := holdEntityRead(t, "held")
 	var byPoll atomic.Int32
 	t.Cleanup(consumer.SetRepeatHook(func(string) { byPoll.Add(1) }))
 	// Started again: the overlay knows no entity, so the repeat's entity
