@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,33 +17,43 @@ import (
 // partition go with the command about to run.
 func TestDrainWaitsForCommandTakenOffItsQueue(t *testing.T) {
 	h := onceflighttest.New(t)
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	t.Cleanup(consumer.SetEntityReadHook(func(entity string) {
-		if entity != "held" {
-			return
-		}
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		<-release
-	}))
+	entered, free := holdEntityRead(t, "held")
 	n := h.StartNode("a", t.TempDir(), onceflighttest.NodeOptions{})
 	onceflighttest.WaitFor(t, 30*time.Second, "the executor ready", n.Ex.Ready)
 	h.Submit("c1", "held", "k1", `{}`)
 	select {
 	case <-entered:
 	case <-time.After(30 * time.Second):
-		close(release)
 		t.Fatal("no worker took the command off its queue")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	err := n.Ex.DrainOwned(ctx)
-	close(release)
+	free()
 	if err == nil {
 		t.Fatal("the drain returned while a command taken off its queue was neither staged nor counted as running")
 	}
 	t.Logf("drain, as expected: %v", err)
+}
+
+// holdEntityRead makes every read of entity's state for a command taken to
+// run (consumer.SetEntityReadHook) wait until free is called (at the end
+// of the test at the latest); entered receives when one is waiting.
+func holdEntityRead(t *testing.T, entity string) (entered <-chan struct{}, free func()) {
+	in := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	free = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	t.Cleanup(consumer.SetEntityReadHook(func(e string) {
+		if e != entity {
+			return
+		}
+		select {
+		case in <- struct{}{}:
+		default:
+		}
+		<-release
+	}))
+	return in, free
 }

@@ -75,3 +75,22 @@ func SetRestoreHook(hook func(p int32) (done func())) (restore func()) {
 	restoreHook = hook
 	return func() { restoreHook = old }
 }
+
+// SetRepeatHook makes the poll loop call hook for every repeat it answers
+// itself, without a job for the entity's worker (answerRepeat), until the
+// returned func restores the default.
+func SetRepeatHook(hook func(entity string)) (restore func()) {
+	old := repeatHook
+	repeatHook = hook
+	return func() { repeatHook = old }
+}
+
+// Buffered is how many commands are buffered (dispatched, queued or
+// running, not yet staged).
+func (e *Executor) Buffered() int {
+	p := e.pipe.Load()
+	if p == nil {
+		return 0
+	}
+	return p.memory().bufferedN
+}

@@ -127,10 +127,7 @@ func newJob(p *pipeline, inFlight string) *job {
 func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	cmd := it.cmd
 	ent := cmd.Subject
-	j.at = decide.At(cmd)
-	j.version = *version
-	j.deadline = cmd.Deadline
-	j.pf = &it.pf
+	j.begin(it, *version)
 	if j.inFlight != "" && j.inFlight != cmd.IdempotencyKey {
 		if !j.settleInFlight(ctx, ent, j.inFlight, version) {
 			return
@@ -142,19 +139,7 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 		j.fail(err)
 		return
 	}
-	in := decide.Input{Cmd: cmd, Version: *version, Now: time.Now(), Keep: j.e.retention.keep}
-	if found {
-		// A copy for in: prev's own address would move it to the heap
-		// for every command, a new key's (~0.5 KB) too.
-		rec := prev
-		in.Record = &rec
-	} else {
-		in.ClaimedByOther = !j.claim(ent, cmd.IdempotencyKey, cmd.Fingerprint)
-	}
-	a := j.e.actions[cmd.Type]
-	if a != nil {
-		in.Action = policy{a.cfg}
-	}
+	in := j.input(cmd, *version, prev, found)
 	d := decide.Command(in)
 	if d.Verdict == decide.LookUpUnique {
 		// Read here, in the entity's single flight: no other command of
@@ -168,6 +153,41 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 		in.HolderKnown = true
 		d = decide.Command(in)
 	}
+	j.carryOut(ctx, cmd, prev, &in, d, version)
+}
+
+// begin sets the job up for command it, with the entity's version as its
+// worker read it.
+func (j *job) begin(it *item, version int64) {
+	j.at = decide.At(it.cmd)
+	j.version = version
+	j.deadline = it.cmd.Deadline
+	j.pf = &it.pf
+}
+
+// input is what decide.Command reads for cmd, given its key's record as
+// the command sees it (prev, if found). A key not found is claimed for
+// cmd's fingerprint first (claim).
+func (j *job) input(cmd schemas.Command, version int64, prev schemas.Record, found bool) decide.Input {
+	in := decide.Input{Cmd: cmd, Version: version, Now: time.Now(), Keep: j.e.retention.keep}
+	if found {
+		// A copy for in: prev's own address would move it to the heap
+		// for every command, a new key's (~0.5 KB) too.
+		rec := prev
+		in.Record = &rec
+	} else {
+		in.ClaimedByOther = !j.claim(cmd.Subject, cmd.IdempotencyKey, cmd.Fingerprint)
+	}
+	if a := j.e.actions[cmd.Type]; a != nil {
+		in.Action = policy{a.cfg}
+	}
+	return in
+}
+
+// carryOut does what decision d (decide.Command on in) says for cmd, whose
+// key's record as the command sees it is prev.
+func (j *job) carryOut(ctx context.Context, cmd schemas.Command, prev schemas.Record, in *decide.Input, d decide.Decision, version *int64) {
+	ent := cmd.Subject
 	switch d.Verdict {
 	case decide.Skip:
 		j.e.log.Debug("command answered before; its key's record is a later command's", "key", cmd.IdempotencyKey,
@@ -186,10 +206,51 @@ func (j *job) handle(ctx context.Context, it *item, version *int64) {
 	case decide.Settle:
 		j.control(ctx, cmd, version)
 	case decide.Execute:
-		j.execute(ctx, cmd, a, version, d)
+		j.execute(ctx, cmd, j.e.actions[cmd.Type], version, d)
 	default:
 		j.fail(fmt.Errorf("decision %q (row %s) has no handler", d.Verdict, d.Row))
 	}
+}
+
+// repeat is handle for a command the poll loop answers itself
+// (pipeline.answerRepeat) when it is a plain repeat: its key's record, as
+// the command sees it, is succeeded, failed or rejected, and the decision
+// replays it. It reports whether it answered; if not — any other record or
+// row, no record, an error or a panic — it has done nothing handle would
+// not do again (a lookup), and the command goes to its entity's worker.
+// inFlight must be "" or the command's own key (else handle settles the
+// other key first).
+func (j *job) repeat(ctx context.Context, it *item, version int64) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			// The worker's handle runs it again, under safeHandle.
+			j.emits, ok = j.emitBuf[:0], false
+		}
+	}()
+	cmd := it.cmd
+	j.begin(it, version)
+	prev, found, err := j.lookup(cmd.Subject, cmd.IdempotencyKey)
+	if err != nil || !found || !plainRepeat(prev.Status) {
+		return false
+	}
+	in := j.input(cmd, version, prev, found)
+	d := decide.Command(in)
+	if d.Verdict != decide.Replay {
+		return false
+	}
+	j.carryOut(ctx, cmd, prev, &in, d, &version)
+	return true
+}
+
+// plainRepeat reports whether a repeat of a record in status s is answered
+// by the poll loop (job.repeat): an unresolved or held record, or one in
+// progress, goes to its entity's worker.
+func plainRepeat(s schemas.Status) bool {
+	switch s {
+	case schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected:
+		return true
+	}
+	return false
 }
 
 // policy is an action's configuration as decide reads it.

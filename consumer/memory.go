@@ -26,7 +26,8 @@ import (
 //
 // Wait order, which is why none of these waits can deadlock:
 //
-//	poll loop  → waits for workers and committer (waitRoom)
+//	poll loop  → waits for workers and committer (waitRoom; waitStaged
+//	             for a repeat it answers itself: answerRepeat)
 //	worker     → waits for the committer (waitStaged; an intent's done)
 //	committer  → waits for nobody in the process: it takes c.mu, then p.mu
 //	             (addPending, applied, settled) and never waits on a cond

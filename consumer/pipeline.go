@@ -24,7 +24,9 @@ import (
 //     queue; an entity has at most one worker goroutine, which runs the
 //     entity's commands strictly in partition order (single flight), while
 //     other entities run concurrently under MaxInflight. A slow entity
-//     delays only itself.
+//     delays only itself. A plain repeat of an entity with no queue is
+//     answered by the poll loop itself, as the worker would
+//     (answerRepeat).
 //   - a finished command's answer (journal record, outcome, ...) is staged
 //     with its offset; the committer publishes staged answers in a
 //     transaction that also commits, under the group generation (KIP-447),
@@ -101,6 +103,8 @@ type pipeline struct {
 		recs []polled
 		keys []dedupe.PrefetchKey
 		pfs  []dedupe.Prefetched
+		// repeat is the command answerRepeat answers, while it does.
+		repeat item
 	}
 	// broken is set when a command could not be answered while its
 	// partition is still ours: no later fetch would bring it back, so the
@@ -256,6 +260,9 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 		p.stage(st, r.Offset, j)
 		return
 	}
+	if pf != nil && pf.Found() && e.tracer == nil && p.answerRepeat(st, r, cmd, pf) {
+		return
+	}
 	p.mu.Lock()
 	q, running := p.mu.queues[cmd.Subject]
 	if !running {
@@ -283,6 +290,79 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 	}
 	p.mu.Unlock()
 }
+
+// answerRepeat answers, on the poll loop, a command r (decoded as cmd)
+// whose key's record was read ahead (pf) and whose entity has nothing
+// queued or running in this executor, when it is a plain repeat
+// (job.repeat): no job queued for the entity's worker, no worker started
+// or woken, for the command that costs least (BENCHMARKS.md, "Round 21
+// (repeats5)"). It does what the entity's worker would: the command is
+// buffered and counts as running from the moment it is taken (a drain
+// waits for it), the entity's state is read unless the overlay knows it,
+// and the answer is staged as the worker stages it (finish), with the
+// same wait for room among the staged answers (the poll loop waits for
+// the committer: allowed by memory.go's wait order). The entity has no
+// queue meanwhile, and only the poll loop makes one: its next command is
+// dispatched after this one is staged, so the entity's answers keep their
+// order.
+//
+// It reports false, having answered nothing, for anything else — the
+// entity busy, the pipeline stopping, the partition draining or lost,
+// another key in flight for the entity, a record that is not a plain
+// repeat's (job.repeat), an error — and the command goes to its entity's
+// worker as before. Traced commands always do (tracing.go's spans are the
+// worker's).
+func (p *pipeline) answerRepeat(st *partState, r *kgo.Record, cmd schemas.Command, pf *dedupe.Prefetched) bool {
+	ent := cmd.Subject
+	p.mu.Lock()
+	if _, busy := p.mu.queues[ent]; busy || p.mu.stopping || st.lost.Load() || st.draining.Load() {
+		p.mu.Unlock()
+		return false
+	}
+	it := &p.poll.repeat
+	*it = item{partition: r.Partition, offset: r.Offset, cmd: cmd, size: len(r.Value) + len(r.Key), pf: *pf}
+	version, known := p.mu.ov.version(ent, st)
+	p.mu.buffered++
+	p.buffer(st, it)
+	st.buf.inflight++
+	p.mu.Unlock()
+	inFlight := ""
+	if !known {
+		var err error
+		if version, inFlight, err = p.entityState(ent); err != nil {
+			p.unrun(st, it)
+			return false
+		}
+	}
+	j := newJob(p, inFlight)
+	if (inFlight != "" && inFlight != cmd.IdempotencyKey) || !j.repeat(st.ctx, it, version) {
+		p.unrun(st, it)
+		return false
+	}
+	if repeatHook != nil {
+		repeatHook(ent)
+	}
+	p.finish(st, ent, it, j, version)
+	*it = item{}
+	return true
+}
+
+// unrun takes back what answerRepeat counted for it, which it did not
+// answer: the command goes to its entity's worker.
+func (p *pipeline) unrun(st *partState, it *item) {
+	p.mu.Lock()
+	p.mu.buffered--
+	p.unbuffer(st, it)
+	st.buf.inflight--
+	p.cond.Broadcast()
+	p.room.Broadcast()
+	p.mu.Unlock()
+	*it = item{}
+}
+
+// repeatHook, when set (tests only), is called by the poll loop for each
+// repeat it answers itself (answerRepeat), before it stages the answer.
+var repeatHook func(entity string)
 
 // entityTask is an entity whose queue needs a worker.
 type entityTask struct {
@@ -502,6 +582,12 @@ func (p *pipeline) enqueue(st *partState, q *entityQueue, it *item) {
 		it.queued = time.Now() // only traces read it: no clock read per command otherwise
 	}
 	q.items = append(q.items, it)
+	p.buffer(st, it)
+}
+
+// buffer counts it in its partition's buffer and in the pipeline's bytes,
+// except in p.mu.buffered: the caller counted it there (p.mu held).
+func (p *pipeline) buffer(st *partState, it *item) {
 	st.buf.n++
 	st.buf.bytes += it.size
 	p.mu.bufBytes += it.size
@@ -593,18 +679,13 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		p.mu.Unlock()
 		inFlight := ""
 		if !ok {
-			if entityReadHook != nil {
-				entityReadHook(entity)
-			}
-			es, _, err := p.e.store.Entity(entity)
-			if err != nil {
+			var err error
+			if version, inFlight, err = p.entityState(entity); err != nil {
 				p.e.log.Error("entity state", "entity", entity, "err", err)
 				p.endRunning(st, nil)
 				p.dropRest(entity, st, it)
 				return
 			}
-			version = es.Version
-			inFlight = es.InFlightKey
 		}
 		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
@@ -620,20 +701,39 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			p.fail(st, entity, fmt.Errorf("offset %d: %w", it.offset, j.err))
 			return
 		}
-		journaled := 0
-		for _, em := range j.emits {
-			if em.journal != nil {
-				journaled++
-			}
-		}
-		j.markFresh()
-		size := answerSize(j.emits)
-		p.mu.Lock()
-		p.mu.ov.setVersion(entity, st, version, journaled)
-		p.unbuffer(st, it)
-		p.stageLocked(st, it.offset, j, size)
-		p.endRunning(st, j.claimed)
+		p.finish(st, entity, it, j, version)
 	}
+}
+
+// finish stages the answer of job j to entity's command it, which counted
+// as running since it was taken (runEntity, answerRepeat), and ends it as
+// running: the entity's version the job left, the command out of the
+// buffer and its answer staged under one lock.
+func (p *pipeline) finish(st *partState, entity string, it *item, j *job, version int64) {
+	journaled := 0
+	for _, em := range j.emits {
+		if em.journal != nil {
+			journaled++
+		}
+	}
+	j.markFresh()
+	size := answerSize(j.emits)
+	p.mu.Lock()
+	p.mu.ov.setVersion(entity, st, version, journaled)
+	p.unbuffer(st, it)
+	p.stageLocked(st, it.offset, j, size)
+	p.endRunning(st, j.claimed)
+}
+
+// entityState is the entity's version and the key it has in flight as the
+// store has them, read for a command taken to run (runEntity,
+// answerRepeat) when the overlay does not know the entity.
+func (p *pipeline) entityState(entity string) (version int64, inFlight string, err error) {
+	if entityReadHook != nil {
+		entityReadHook(entity)
+	}
+	es, _, err := p.e.store.Entity(entity)
+	return es.Version, es.InFlightKey, err
 }
 
 // endRunning ends a command that counted as running on st since its

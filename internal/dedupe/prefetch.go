@@ -70,6 +70,11 @@ func (p *Prefetched) For(entity, key string) bool {
 	return p.read && p.entity == entity && p.key == key
 }
 
+// Found reports whether Prefetch read a record of p's key: a hint for
+// the executor's poll loop (whether the command may be a repeat), which
+// still looks the key up through LookupPrefetched.
+func (p *Prefetched) Found() bool { return p.read && p.found }
+
 // Value is the stored value Prefetch read for p's key (nil if absent)
 // and whether the key was found; read is false when Prefetch left the key
 // unread (an error), which LookupPrefetched would look up again. It
