@@ -430,7 +430,7 @@ func (c *committer) loop(ctx context.Context) error {
 		close(c.done)
 		// Workers waiting for staged room see stopped() now.
 		c.p.mu.Lock()
-		c.p.room.Broadcast()
+		c.p.wakeMemory()
 		c.p.mu.Unlock()
 	}()
 	aborts := 0

@@ -86,7 +86,7 @@ func kgoBytes(r *kgo.Record) int { return len(r.Key) + len(r.Value) + answerOver
 // the staged ones. One answer is always let through when nothing is
 // staged, so an answer larger than the bound alone is not stuck.
 func (p *pipeline) waitStaged(st *partState, size int) {
-	if p.stagedRoom(st, size) {
+	if p.hasStagedRoom(st, size) {
 		return
 	}
 	// context.AfterFunc runs its function on a goroutine of its own, and
@@ -94,16 +94,30 @@ func (p *pipeline) waitStaged(st *partState, size int) {
 	// safe.
 	stop := context.AfterFunc(st.ctx, func() {
 		p.mu.Lock()
-		p.room.Broadcast()
+		p.wakeMemory()
 		p.mu.Unlock()
 	})
 	defer stop()
-	for !p.stagedRoom(st, size) {
-		p.room.Wait()
+	for !p.hasStagedRoom(st, size) {
+		p.stagedRoom.Wait()
 	}
+	// Woken by a settle (which wakes one) or by an end (which wakes all):
+	// the next waiter may fit too; it checks under mu after this answer
+	// is counted (stageLocked), so the chain stops where the room does. A
+	// waiter woken that does not fit waits again; the settle of what is
+	// staged (there is some, or it would fit) wakes the chain again.
+	p.stagedRoom.Signal()
 }
 
-func (p *pipeline) stagedRoom(st *partState, size int) bool {
+// wakeMemory wakes every wait for memory (waitRoom, waitStaged), p.mu
+// held: for an event that ends them all, or that may let the poll loop
+// poll.
+func (p *pipeline) wakeMemory() {
+	p.room.Broadcast()
+	p.stagedRoom.Broadcast()
+}
+
+func (p *pipeline) hasStagedRoom(st *partState, size int) bool {
 	return size == 0 || p.mu.staged.n == 0 || p.mu.staged.bytes+size <= p.e.cfg.MaxBufferedBytes ||
 		p.mu.stopping || st.ctx.Err() != nil || p.cm.stopped()
 }
@@ -124,7 +138,8 @@ func (p *pipeline) settled(items []*stagedItem) {
 	p.mu.Lock()
 	p.mu.staged.n -= n
 	p.mu.staged.bytes -= bytes
-	p.room.Broadcast()
+	p.room.Broadcast()    // the poll loop, if it waits
+	p.stagedRoom.Signal() // the first worker waiting in waitStaged; it wakes the next
 	p.mu.Unlock()
 }
 

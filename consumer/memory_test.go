@@ -156,8 +156,14 @@ func TestBacklogDrainsWithinMemoryBounds(t *testing.T) {
 		t.Errorf("buffered + staged peaked at %.0f bytes, over 2 × %d + one poll", totalBytes, maxBytes)
 	}
 	// The overlay holds staged records, the versions of entities with
-	// staged records or a queue, and the keys of running commands.
-	if limit := 2*(maxBuffered+poll) + inflight; overlay > float64(limit) {
+	// staged records or a queue, the keys of running commands and the
+	// intent of each command running (this noop action journals one):
+	// docs/memory.md's bound, 2 × (max-buffered + one poll) +
+	// max-inflight, plus one intent per command running, at most
+	// max-buffered + one poll. With the staging bound this tight most
+	// consumed commands are running, their intents committed, waiting for
+	// room (waitStaged): 95 of a peak of 304 entries were intents.
+	if limit := 3*(maxBuffered+poll) + inflight; overlay > float64(limit) {
 		t.Errorf("overlay peaked at %.0f entries, over %d", overlay, limit)
 	}
 	if total < maxBuffered && totalBytes < maxBytes {

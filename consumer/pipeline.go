@@ -60,12 +60,21 @@ type pipeline struct {
 	// cond, on mu, wakes drainPartition when a worker finishes a command
 	// (and every wait when the pipeline stops).
 	cond *sync.Cond
-	// room, on mu, wakes the waits for memory (waitRoom, waitStaged): it
+	// room, on mu, wakes the poll loop's wait for memory (waitRoom): it
 	// is signalled only when buffered + staged shrinks, not on every
 	// staged answer, so a poll loop held at the bound is not woken per
 	// command.
-	room    *sync.Cond
-	workers sync.WaitGroup // the entity workers; stop waits for them
+	room *sync.Cond
+	// stagedRoom, on mu, wakes the workers waiting in waitStaged one at a
+	// time when the committer settles answers: each that stages wakes the
+	// next, so a settle wakes as many as fit rather than all of them
+	// (memory.go). With --max-buffered 4096 up to thousands of workers
+	// wait, and waking them all at every settle doubled the CPU per command
+	// (BENCHMARKS.md, "Round 21 (lead)"). Every other event that ends the
+	// wait (stop, a lost partition, the committer stopped) wakes all
+	// (wakeMemory).
+	stagedRoom *sync.Cond
+	workers    sync.WaitGroup // the entity workers; stop waits for them
 	// pool keeps goroutines whose stacks have grown to what a command
 	// needs: a fresh goroutine per entity grew its stack from 8 KiB on
 	// every command (runtime.copystack was ~10 % of a noop drain's CPU).
@@ -136,6 +145,7 @@ func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 	p.pool.spawn = func(f func()) { go f() }
 	p.cond = sync.NewCond(&p.mu.Mutex)
 	p.room = sync.NewCond(&p.mu.Mutex)
+	p.stagedRoom = sync.NewCond(&p.mu.Mutex)
 	p.cm = newCommitter(e, cl, p)
 	return p
 }
@@ -607,7 +617,7 @@ func (p *pipeline) wakeOnDone(ctx context.Context) func() bool {
 	return context.AfterFunc(ctx, func() {
 		p.mu.Lock()
 		p.cond.Broadcast()
-		p.room.Broadcast()
+		p.wakeMemory()
 		p.mu.Unlock()
 	})
 }
@@ -935,7 +945,7 @@ func (p *pipeline) stop(ctx context.Context) error {
 	p.mu.Lock()
 	p.mu.stopping = true
 	p.cond.Broadcast()
-	p.room.Broadcast()
+	p.wakeMemory()
 	p.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
