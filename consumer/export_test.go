@@ -94,3 +94,12 @@ func (e *Executor) Buffered() int {
 	}
 	return p.memory().bufferedN
 }
+
+// SetStagedWaitHook makes every wait for staged room call hook when it
+// begins (woken false) and each time it is woken (true), until the
+// returned func restores the default.
+func SetStagedWaitHook(hook func(woken bool)) (restore func()) {
+	old := stagedWaitHook
+	stagedWaitHook = hook
+	return func() { stagedWaitHook = old }
+}

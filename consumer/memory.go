@@ -98,8 +98,14 @@ func (p *pipeline) waitStaged(st *partState, size int) {
 		p.mu.Unlock()
 	})
 	defer stop()
+	if stagedWaitHook != nil {
+		stagedWaitHook(false)
+	}
 	for !p.hasStagedRoom(st, size) {
 		p.stagedRoom.Wait()
+		if stagedWaitHook != nil {
+			stagedWaitHook(true)
+		}
 	}
 	// Woken by a settle (which wakes one) or by an end (which wakes all):
 	// the next waiter may fit too; it checks under mu after this answer
@@ -108,6 +114,11 @@ func (p *pipeline) waitStaged(st *partState, size int) {
 	// staged (there is some, or it would fit) wakes the chain again.
 	p.stagedRoom.Signal()
 }
+
+// stagedWaitHook, when set (tests only), is called with woken false by a
+// worker that begins to wait for staged room, and true each time it is
+// woken in that wait.
+var stagedWaitHook func(woken bool)
 
 // wakeMemory wakes every wait for memory (waitRoom, waitStaged), p.mu
 // held: for an event that ends them all, or that may let the poll loop

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,6 +179,36 @@ func TestBacklogDrainsWithinMemoryBounds(t *testing.T) {
 	presenceCap, ok := kafkatest.Gauge(t, h.Reg, "onceflight_memory_limit", "bound", "dedupe_presence_bytes")
 	if !ok || presence <= 0 || presence > presenceCap {
 		t.Errorf("presence filter %.0f bytes, cap %.0f (reported: %v): want 0 < filter ≤ cap", presence, presenceCap, ok)
+	}
+}
+
+// A settle wakes the workers waiting for staged room one at a time, each
+// that stages waking the next, not all of them at once: with hundreds
+// waiting, waking every one at every settle (each to find the room taken
+// and sleep again) doubled the CPU per command at --max-buffered 4096
+// (BENCHMARKS.md, "Round 21 (lead)"). Counted, not timed: a waiter is
+// woken about once, not once per settle while it waits.
+func TestStagedRoomWakesWaitersInTurn(t *testing.T) {
+	var waits, wakes atomic.Int64
+	t.Cleanup(consumer.SetStagedWaitHook(func(woken bool) {
+		if woken {
+			wakes.Add(1)
+		} else {
+			waits.Add(1)
+		}
+	}))
+	h := onceflighttest.New(t)
+	drainBacklog(t, h, "noop.ping", 3000, 1000, func(c *consumer.Config) {
+		c.MaxBuffered, c.MaxBufferedBytes, c.MaxPollRecords, c.MaxInflight = 600, 16<<10, 100, 64
+		c.MaxFetchBytes = 256 << 10
+	})
+	w, k := waits.Load(), wakes.Load()
+	t.Logf("%d waits for staged room, woken %d times (%.1f a wait)", w, k, float64(k)/float64(max(w, 1)))
+	if w < 100 {
+		t.Fatalf("only %d waits for staged room: the bound did not hold workers back, the test proves nothing", w)
+	}
+	if k > 3*w {
+		t.Errorf("woken %d times in %d waits: settles wake every waiter, not one in turn", k, w)
 	}
 }
 
