@@ -499,13 +499,13 @@ func (c *Connector) sendNet(ctx context.Context, req connectors.Request, out req
 // sendFast sends out with fasthttp (fast.go). The request is shaped on
 // an http.Request's header, as on the net/http path, so that credentials
 // and signatures are set by the same code; a shape that adds no header of
-// its own (no headers, credentials or signing: extraHeaders is 0) has its
+// its own (no headers, credentials or signing: shape.addsHeaders) has its
 // protocol headers written straight into the fasthttp request, without
 // the http.Request and header map it would only copy from.
 func (c *Connector) sendFast(ctx context.Context, req connectors.Request, out request) reply {
 	var rep reply
 	var h http.Header
-	if c.shape.extraHeaders > 0 {
+	if c.shape.addsHeaders() {
 		hr := &http.Request{}
 		if rep = c.prepare(hr, req, out.body); rep.res != nil {
 			return rep
