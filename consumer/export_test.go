@@ -6,6 +6,7 @@ import (
 
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/schemas"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // WithStoreOptions opens the executor's state with opts too: the tests'
@@ -102,4 +103,48 @@ func SetStagedWaitHook(hook func(woken bool)) (restore func()) {
 	old := stagedWaitHook
 	stagedWaitHook = hook
 	return func() { stagedWaitHook = old }
+}
+
+// SetPollHook makes the poll loop call hook with each poll's records
+// before it dispatches them, until the returned func restores the
+// default.
+func SetPollHook(hook func(recs []*kgo.Record)) (restore func()) {
+	old := pollHook
+	pollHook = hook
+	return func() { pollHook = old }
+}
+
+// Reassign does to partition p's state what a revocation followed by a
+// new assignment of p to this process does (release, then onAssigned):
+// the old state is marked lost and a new one, restored from p's progress
+// in the store, takes its place. It reports false if p is not owned.
+func (e *Executor) Reassign(p int32) bool {
+	prog, err := e.store.Progress(p)
+	if err != nil {
+		return false
+	}
+	st := newPartState(p, prog)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old, ok := e.mu.parts[p]
+	if !ok {
+		return false
+	}
+	old.lost.Store(true)
+	old.cancel()
+	st.member = old.member
+	e.mu.parts[p] = st
+	return true
+}
+
+// SeenOffset is the highest offset of partition p the executor's state
+// of p has tracked, -1 if none (or p is not owned).
+func (e *Executor) SeenOffset(p int32) int64 {
+	st := e.part(p)
+	if st == nil {
+		return -1
+	}
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	return st.maxSeen
 }

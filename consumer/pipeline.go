@@ -153,7 +153,11 @@ func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
 // polled is one record of a poll, decoded ahead of its dispatch when it
 // is a command of a partition this process owns (dispatchPoll).
 type polled struct {
-	r       *kgo.Record
+	r *kgo.Record
+	// st is the partition's state when the record was polled, nil if
+	// this process did not own it then. The record belongs to that
+	// ownership only (dispatch).
+	st      *partState
 	decoded bool
 	cmd     schemas.Command
 	err     error // the decode's
@@ -185,8 +189,9 @@ func (p *pipeline) dispatchPoll(fetches kgo.Fetches) {
 	recs, keys := p.poll.recs[:0], p.poll.keys[:0]
 	halted := e.halted.Load() != nil
 	fetches.EachRecord(func(r *kgo.Record) {
-		pr := polled{r: r, pf: -1}
-		if st := e.part(r.Partition); !halted && !r.Attrs.IsControl() && st != nil && !st.lost.Load() && !st.draining.Load() {
+		st := e.part(r.Partition)
+		pr := polled{r: r, st: st, pf: -1}
+		if !halted && !r.Attrs.IsControl() && st != nil && !st.lost.Load() && !st.draining.Load() {
 			pr.decode(e)
 			if pr.err == nil {
 				if pr.want == r.Partition {
@@ -199,6 +204,13 @@ func (p *pipeline) dispatchPoll(fetches kgo.Fetches) {
 	})
 	pfs := slices.Grow(p.poll.pfs[:0], len(keys))[:len(keys)]
 	e.store.Prefetch(keys, pfs)
+	if pollHook != nil {
+		rs := make([]*kgo.Record, len(recs))
+		for i := range recs {
+			rs[i] = recs[i].r
+		}
+		pollHook(rs)
+	}
 	for i := range recs {
 		var pf *dedupe.Prefetched
 		if recs[i].pf >= 0 {
@@ -213,17 +225,28 @@ func (p *pipeline) dispatchPoll(fetches kgo.Fetches) {
 	p.poll.recs, p.poll.keys, p.poll.pfs = recs[:0], keys[:0], pfs[:0]
 }
 
+// pollHook, if set (tests), is called with each poll's records after they
+// are read ahead and before the first is dispatched.
+var pollHook func(recs []*kgo.Record)
+
 // dispatch routes one polled record. Records of partitions this process
 // does not own (not restored, draining, lost) are dropped: their offsets
-// stay uncommitted and the owner consumes them. pf, if not nil, is its
-// command's record read ahead (dispatchPoll).
+// stay uncommitted and the owner consumes them. So is a record polled
+// under an ownership that has ended since, even if the partition has been
+// assigned to this process again and restored meanwhile (a poll's
+// dispatch may wait for staged room while the group rebalances twice):
+// the new ownership fetches from its committed offset, and would take the
+// stale record's offset for its first (partState.track), hiding the
+// offsets below it from its watermark. Whatever ends an ownership or
+// replaces its state (release, dropAll, onAssigned) marks it lost first.
+// pf, if not nil, is its command's record read ahead (dispatchPoll).
 func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 	e := p.e
 	r := pr.r
 	if e.halted.Load() != nil {
 		return // not tracked: its offset is never committed past
 	}
-	st := e.part(r.Partition)
+	st := pr.st
 	if st == nil || st.lost.Load() || st.draining.Load() {
 		return
 	}
