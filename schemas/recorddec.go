@@ -71,8 +71,8 @@ func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
 		return true
 	}
 	for {
-		key, err := p.MemberKey()
-		if err != nil {
+		key, ok := d.key()
+		if !ok {
 			return false
 		}
 		idx, ok := member(key)
@@ -90,9 +90,32 @@ func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
 	}
 }
 
+// key reads an object member's key and its colon as Parser.MemberKey
+// does. Every key the encoder writes is lower-case letters and '_', with
+// no space around it: such a key is taken in place (a string of those
+// bytes is its own decoded form); anything else goes to MemberKey.
+func (d *recDecoder) key() ([]byte, bool) {
+	p := &d.p
+	src, i := p.Src, p.Pos
+	if i < len(src) && src[i] == '"' {
+		j := i + 1
+		for j < len(src) && (src[j] >= 'a' && src[j] <= 'z' || src[j] == '_') {
+			j++
+		}
+		if j+1 < len(src) && src[j] == '"' && src[j+1] == ':' {
+			p.Pos = j + 2
+			p.SkipSpace()
+			return src[i+1 : j], true
+		}
+	}
+	key, err := p.MemberKey()
+	return key, err == nil
+}
+
 func (d *recDecoder) isNull() bool {
-	if bytes.HasPrefix(d.p.Src[d.p.Pos:], []byte("null")) {
-		d.p.Pos += 4
+	p := &d.p
+	if i := p.Pos; i+4 <= len(p.Src) && p.Src[i] == 'n' && p.Src[i+1] == 'u' && p.Src[i+2] == 'l' && p.Src[i+3] == 'l' {
+		p.Pos += 4
 		return true
 	}
 	return false
@@ -136,17 +159,35 @@ func (d *recDecoder) int64(v *int64) bool {
 	}
 	p := &d.p
 	start := p.Pos
-	if p.Pos < len(p.Src) && p.Src[p.Pos] == '-' {
+	neg := p.Pos < len(p.Src) && p.Src[p.Pos] == '-'
+	if neg {
 		p.Pos++
 	}
+	digits := p.Pos
+	var u uint64
 	for p.Pos < len(p.Src) && p.Src[p.Pos] >= '0' && p.Src[p.Pos] <= '9' {
+		u = u*10 + uint64(p.Src[p.Pos]-'0') // wraps past 19 digits: not used then
 		p.Pos++
 	}
 	if p.Pos < len(p.Src) && (p.Src[p.Pos] == '.' || p.Src[p.Pos] == 'e' || p.Src[p.Pos] == 'E') {
 		return false
 	}
+	nd := p.Pos - digits
+	if nd == 0 || (p.Src[digits] == '0' && nd > 1) {
+		// No digits, or a leading zero (JSON has neither).
+		return false
+	}
+	if nd <= 18 {
+		// Below 10^18: no int64 overflows.
+		n := int64(u)
+		if neg {
+			n = -n
+		}
+		*v = n
+		return true
+	}
 	n, err := strconv.ParseInt(string(p.Src[start:p.Pos]), 10, 64)
-	if err != nil || (p.Src[start] == '0' && p.Pos-start > 1) || (p.Src[start] == '-' && p.Pos-start > 2 && p.Src[start+1] == '0') {
+	if err != nil {
 		return false
 	}
 	*v = n
@@ -288,6 +329,11 @@ func (d *recDecoder) time(t *time.Time) bool {
 		return true
 	}
 	p := &d.p
+	if v, n, ok := parseTimeZ(p.Src[p.Pos:]); ok {
+		*t = v
+		p.Pos += n
+		return true
+	}
 	start := p.Pos
 	if p.Pos >= len(p.Src) || p.Src[p.Pos] != '"' {
 		return false
