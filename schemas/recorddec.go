@@ -71,8 +71,8 @@ func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
 		return true
 	}
 	for {
-		key, ok := d.key()
-		if !ok {
+		key, err := p.MemberKey()
+		if err != nil {
 			return false
 		}
 		idx, ok := member(key)
@@ -88,28 +88,6 @@ func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
 			return true
 		}
 	}
-}
-
-// key reads an object member's key and its colon as Parser.MemberKey
-// does. Every key the encoder writes is lower-case letters and '_', with
-// no space around it: such a key is taken in place (a string of those
-// bytes is its own decoded form); anything else goes to MemberKey.
-func (d *recDecoder) key() ([]byte, bool) {
-	p := &d.p
-	src, i := p.Src, p.Pos
-	if i < len(src) && src[i] == '"' {
-		j := i + 1
-		for j < len(src) && (src[j] >= 'a' && src[j] <= 'z' || src[j] == '_') {
-			j++
-		}
-		if j+1 < len(src) && src[j] == '"' && src[j+1] == ':' {
-			p.Pos = j + 2
-			p.SkipSpace()
-			return src[i+1 : j], true
-		}
-	}
-	key, err := p.MemberKey()
-	return key, err == nil
 }
 
 func (d *recDecoder) isNull() bool {
