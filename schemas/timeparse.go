@@ -16,23 +16,20 @@ func parseTimeZ(b []byte) (t time.Time, n int, ok bool) {
 	if len(b) < fixed+2 || b[0] != '"' || b[5] != '-' || b[8] != '-' || b[11] != 'T' || b[14] != ':' || b[17] != ':' {
 		return time.Time{}, 0, false
 	}
-	num := func(s []byte) (int, bool) {
-		x := 0
-		for _, c := range s {
-			if c < '0' || c > '9' {
-				return 0, false
-			}
-			x = x*10 + int(c-'0')
-		}
-		return x, true
+	// Two digits at b[i:], and whether both are digits.
+	d2 := func(i int) (int, bool) {
+		hi, lo := b[i]-'0', b[i+1]-'0'
+		return int(hi)*10 + int(lo), hi <= 9 && lo <= 9
 	}
-	year, ok1 := num(b[1:5])
-	month, ok2 := num(b[6:8])
-	day, ok3 := num(b[9:11])
-	hour, ok4 := num(b[12:14])
-	minute, ok5 := num(b[15:17])
-	sec, ok6 := num(b[18:20])
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 ||
+	century, ok0 := d2(1)
+	yy, ok1 := d2(3)
+	month, ok2 := d2(6)
+	day, ok3 := d2(9)
+	hour, ok4 := d2(12)
+	minute, ok5 := d2(15)
+	sec, ok6 := d2(18)
+	year := century*100 + yy
+	if !(ok0 && ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 ||
 		day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
 		return time.Time{}, 0, false
 	}
