@@ -141,3 +141,38 @@ func FuzzUnmarshalRecordMatchesJSON(f *testing.F) {
 	f.Add(b)
 	f.Fuzz(checkAgainstJSON)
 }
+
+// TestRepeatRecordDecodeRoom: a repeat's record decodes into one heap
+// object (its four times and its evidence entry share it), and evidence
+// appended to the record afterwards (wire.AddEvidence) moves out of it
+// without writing over the record's times.
+func TestRepeatRecordDecodeRoom(t *testing.T) {
+	rec := repeatRecord()
+	b, err := wire.SealRecord(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := UnmarshalRecordKeep(b); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 1 {
+		t.Errorf("%v allocations per decode, want 1", n)
+	}
+	got, err := UnmarshalRecordKeep(bytes.Clone(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := got
+	want.StartedAt, want.FinishedAt = new(*got.StartedAt), new(*got.FinishedAt)
+	want.Evidence = append([]Evidence(nil), got.Evidence...)
+	later := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		wire.AddEvidence(&got, Evidence{Kind: EvidenceConfirm, Attempt: 1, At: later, EndedAt: &later, Answer: AnswerFound, Detail: strings.Repeat("d", i)})
+	}
+	if !got.StartedAt.Equal(*want.StartedAt) || !got.FinishedAt.Equal(*want.FinishedAt) || *got.Evidence[0].EndedAt != *want.Evidence[0].EndedAt ||
+		!reflect.DeepEqual(got.Evidence[0], want.Evidence[0]) || len(got.Evidence) != 4 {
+		t.Fatalf("after AddEvidence: started %v finished %v evidence %+v; want %v %v %+v", got.StartedAt, got.FinishedAt, got.Evidence,
+			want.StartedAt, want.FinishedAt, want.Evidence)
+	}
+}

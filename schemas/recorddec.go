@@ -34,9 +34,25 @@ type recDecoder struct {
 	// copied out of it one by one.
 	keep bool
 	// times backs the record's time pointers (started_at, finished_at,
-	// deadline, evidence's ended_at): one heap object for up to four of
-	// them instead of one each.
-	times []time.Time
+	// deadline, evidence's ended_at) and evRoom its first evidence
+	// entry, both taken from one recSlab: one heap object where they
+	// were two.
+	times   []time.Time
+	evRoom  []Evidence
+	slabbed bool
+}
+
+// recSlab is the room a record's decode takes its times and its first
+// evidence entry from (a repeat's record has four times and one entry).
+type recSlab struct {
+	times [4]time.Time
+	ev    [1]Evidence
+}
+
+// slab gives d a recSlab's room, once per decode.
+func (d *recDecoder) slab() {
+	s := new(recSlab)
+	d.times, d.evRoom, d.slabbed = s.times[:0:len(s.times)], s.ev[:0:len(s.ev)], true
 }
 
 // text is b as a string: b itself when the decoder keeps its source (b
@@ -282,7 +298,11 @@ func (d *recDecoder) timePtr(t **time.Time) bool {
 		return false
 	}
 	if len(d.times) == cap(d.times) {
-		d.times = make([]time.Time, 0, 4)
+		if d.slabbed {
+			d.times = make([]time.Time, 0, 4)
+		} else {
+			d.slab()
+		}
 	}
 	d.times = append(d.times, v)
 	*t = &d.times[len(d.times)-1]
@@ -433,6 +453,14 @@ func (d *recDecoder) evidence(dst *[]Evidence) bool {
 			return false
 		}
 		if !d.index {
+			if cap(out) == 0 {
+				// The first entry: in the slab's room (capped at one,
+				// so an append after it moves the array out).
+				if !d.slabbed {
+					d.slab()
+				}
+				out, d.evRoom = d.evRoom, nil
+			}
 			out = append(out, ev)
 		}
 		more, err := p.ElemEnd(']')
