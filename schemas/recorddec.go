@@ -34,12 +34,12 @@ type recDecoder struct {
 	// copied out of it one by one.
 	keep bool
 	// times backs the record's time pointers (started_at, finished_at,
-	// deadline, evidence's ended_at) and evRoom its first evidence
-	// entry, both taken from one recSlab: one heap object where they
+	// deadline, evidence's ended_at): one heap object for up to four of
+	// them instead of one each. A record with evidence takes them and
+	// its first entry (evRoom) from one recSlab: one object where they
 	// were two.
-	times   []time.Time
-	evRoom  []Evidence
-	slabbed bool
+	times  []time.Time
+	evRoom []Evidence
 }
 
 // recSlab is the room a record's decode takes its times and its first
@@ -49,10 +49,10 @@ type recSlab struct {
 	ev    [1]Evidence
 }
 
-// slab gives d a recSlab's room, once per decode.
+// slab gives d a recSlab's room.
 func (d *recDecoder) slab() {
 	s := new(recSlab)
-	d.times, d.evRoom, d.slabbed = s.times[:0:len(s.times)], s.ev[:0:len(s.ev)], true
+	d.times, d.evRoom = s.times[:0:len(s.times)], s.ev[:0:len(s.ev)]
 }
 
 // text is b as a string: b itself when the decoder keeps its source (b
@@ -298,11 +298,7 @@ func (d *recDecoder) timePtr(t **time.Time) bool {
 		return false
 	}
 	if len(d.times) == cap(d.times) {
-		if d.slabbed {
-			d.times = make([]time.Time, 0, 4)
-		} else {
-			d.slab()
-		}
+		d.times = make([]time.Time, 0, 4)
 	}
 	d.times = append(d.times, v)
 	*t = &d.times[len(d.times)-1]
@@ -448,19 +444,20 @@ func (d *recDecoder) evidence(dst *[]Evidence) bool {
 		return true
 	}
 	for {
+		if !d.index && cap(out) == 0 && len(d.times) == 0 {
+			// The first entry, before any time was kept (the encoder's
+			// order: a final record has no deadline): in a slab's
+			// room, capped at one so that an append after it moves the
+			// array out; its ended_at and the record's finished_at and
+			// started_at go into the slab's times.
+			d.slab()
+			out = d.evRoom
+		}
 		var ev Evidence
 		if !d.evidenceEntry(&ev) {
 			return false
 		}
 		if !d.index {
-			if cap(out) == 0 {
-				// The first entry: in the slab's room (capped at one,
-				// so an append after it moves the array out).
-				if !d.slabbed {
-					d.slab()
-				}
-				out, d.evRoom = d.evRoom, nil
-			}
 			out = append(out, ev)
 		}
 		more, err := p.ElemEnd(']')
