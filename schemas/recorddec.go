@@ -35,8 +35,24 @@ type recDecoder struct {
 	keep bool
 	// times backs the record's time pointers (started_at, finished_at,
 	// deadline, evidence's ended_at): one heap object for up to four of
-	// them instead of one each.
-	times []time.Time
+	// them instead of one each. A record with evidence takes them and
+	// its first entry (evRoom) from one recSlab: one object where they
+	// were two.
+	times  []time.Time
+	evRoom []Evidence
+}
+
+// recSlab is the room a record's decode takes its times and its first
+// evidence entry from (a repeat's record has four times and one entry).
+type recSlab struct {
+	times [4]time.Time
+	ev    [1]Evidence
+}
+
+// slab gives d a recSlab's room.
+func (d *recDecoder) slab() {
+	s := new(recSlab)
+	d.times, d.evRoom = s.times[:0:len(s.times)], s.ev[:0:len(s.ev)]
 }
 
 // text is b as a string: b itself when the decoder keeps its source (b
@@ -91,8 +107,9 @@ func (d *recDecoder) object(member func(key []byte) (idx int, ok bool)) bool {
 }
 
 func (d *recDecoder) isNull() bool {
-	if bytes.HasPrefix(d.p.Src[d.p.Pos:], []byte("null")) {
-		d.p.Pos += 4
+	p := &d.p
+	if i := p.Pos; i+4 <= len(p.Src) && p.Src[i] == 'n' && p.Src[i+1] == 'u' && p.Src[i+2] == 'l' && p.Src[i+3] == 'l' {
+		p.Pos += 4
 		return true
 	}
 	return false
@@ -136,17 +153,35 @@ func (d *recDecoder) int64(v *int64) bool {
 	}
 	p := &d.p
 	start := p.Pos
-	if p.Pos < len(p.Src) && p.Src[p.Pos] == '-' {
+	neg := p.Pos < len(p.Src) && p.Src[p.Pos] == '-'
+	if neg {
 		p.Pos++
 	}
+	digits := p.Pos
+	var u uint64
 	for p.Pos < len(p.Src) && p.Src[p.Pos] >= '0' && p.Src[p.Pos] <= '9' {
+		u = u*10 + uint64(p.Src[p.Pos]-'0') // wraps past 19 digits: not used then
 		p.Pos++
 	}
 	if p.Pos < len(p.Src) && (p.Src[p.Pos] == '.' || p.Src[p.Pos] == 'e' || p.Src[p.Pos] == 'E') {
 		return false
 	}
+	nd := p.Pos - digits
+	if nd == 0 || (p.Src[digits] == '0' && nd > 1) {
+		// No digits, or a leading zero (JSON has neither).
+		return false
+	}
+	if nd <= 18 {
+		// Below 10^18: no int64 overflows.
+		n := int64(u)
+		if neg {
+			n = -n
+		}
+		*v = n
+		return true
+	}
 	n, err := strconv.ParseInt(string(p.Src[start:p.Pos]), 10, 64)
-	if err != nil || (p.Src[start] == '0' && p.Pos-start > 1) || (p.Src[start] == '-' && p.Pos-start > 2 && p.Src[start+1] == '0') {
+	if err != nil {
 		return false
 	}
 	*v = n
@@ -288,6 +323,11 @@ func (d *recDecoder) time(t *time.Time) bool {
 		return true
 	}
 	p := &d.p
+	if v, n, ok := parseTimeZ(p.Src[p.Pos:]); ok {
+		*t = v
+		p.Pos += n
+		return true
+	}
 	start := p.Pos
 	if p.Pos >= len(p.Src) || p.Src[p.Pos] != '"' {
 		return false
@@ -404,6 +444,15 @@ func (d *recDecoder) evidence(dst *[]Evidence) bool {
 		return true
 	}
 	for {
+		if !d.index && cap(out) == 0 && len(d.times) == 0 {
+			// The first entry, before any time was kept (the encoder's
+			// order: a final record has no deadline): in a slab's
+			// room, capped at one so that an append after it moves the
+			// array out; its ended_at and the record's finished_at and
+			// started_at go into the slab's times.
+			d.slab()
+			out = d.evRoom
+		}
 		var ev Evidence
 		if !d.evidenceEntry(&ev) {
 			return false

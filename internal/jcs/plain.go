@@ -1,5 +1,7 @@
 package jcs
 
+import "math/bits"
+
 // Strings are most of the bytes a command or a record carries (a data
 // member's text, hashes, keys), and nearly all of them are printable
 // ASCII without a quote or a backslash: bytes that every form this
@@ -24,12 +26,13 @@ func plainRun[T ~string | ~[]byte](s T) int {
 		w := uint64(u[0]) | uint64(u[1])<<8 | uint64(u[2])<<16 | uint64(u[3])<<24 |
 			uint64(u[4])<<32 | uint64(u[5])<<40 | uint64(u[6])<<48 | uint64(u[7])<<56
 		// A byte from 0x80 up, below 0x20, equal to '"' or to '\\' sets
-		// its high bit in one of these terms (each test has no false
-		// negatives; a false positive only sends the word to the loop
-		// below, which decides byte by byte).
+		// its high bit in one of these terms. No test has false
+		// negatives, and a false positive is only ever a byte above a
+		// true one (a borrow out of that byte's subtraction), so the
+		// lowest high bit set is the first byte that is not plain.
 		q, bs := w^(ones*'"'), w^(ones*'\\')
-		if (w|(w-ones*0x20)|((q-ones)&^q)|((bs-ones)&^bs))&highs != 0 {
-			break
+		if m := (w | (w - ones*0x20) | ((q - ones) &^ q) | ((bs - ones) &^ bs)) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
 	for ; i < len(s); i++ {
