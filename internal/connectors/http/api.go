@@ -606,7 +606,6 @@ func ClassifyTokenError(err error) connectors.Kind {
 	return connectors.Unavailable
 }
 
-// sign adds the Standard Webhooks headers for body.
 // addsHeaders reports whether authorize or sign would add a header to an
 // Execute request, by what they read (fixed headers, basic credentials, a
 // token source, a signing key): a request without any is sent without
@@ -615,6 +614,7 @@ func (s *shape) addsHeaders() bool {
 	return len(s.headers) > 0 || s.basic != "" || s.tokens.Load() != nil || s.signKey != nil
 }
 
+// sign adds the Standard Webhooks headers for body.
 func (s *shape) sign(hr *http.Request, id string, body []byte, now time.Time) {
 	if s.signKey == nil {
 		return
