@@ -163,6 +163,10 @@ type fastReply struct {
 	req  *fasthttp.Request
 }
 
+// held reports whether r holds a pooled request and response (the zero
+// fastReply holds neither: the net/http path's reply).
+func (r fastReply) held() bool { return r.req != nil }
+
 func (r fastReply) release() {
 	fasthttp.ReleaseRequest(r.req)
 	fasthttp.ReleaseResponse(r.resp)

@@ -447,14 +447,14 @@ type reply struct {
 
 // header is the answer's header; the fast path converts it only when asked.
 func (r *reply) header() http.Header {
-	if r.hdr == nil && r.fast.resp != nil {
+	if r.hdr == nil && r.fast.held() {
 		r.hdr = fastHeader(r.fast.resp)
 	}
 	return r.hdr
 }
 
 func (r *reply) release() {
-	if r.fast.req != nil {
+	if r.fast.held() {
 		r.fast.release()
 		r.fast = fastReply{}
 	}
