@@ -188,8 +188,14 @@ func (p *pipeline) dispatchPoll(fetches kgo.Fetches) {
 	e := p.e
 	recs, keys := p.poll.recs[:0], p.poll.keys[:0]
 	halted := e.halted.Load() != nil
+	// A poll's records come partition by partition: each run's state is
+	// looked up once (e.part takes Executor.mu), when the run is polled.
+	var st *partState
+	last := int32(-1)
 	fetches.EachRecord(func(r *kgo.Record) {
-		st := e.part(r.Partition)
+		if r.Partition != last {
+			st, last = e.part(r.Partition), r.Partition
+		}
 		pr := polled{r: r, st: st, pf: -1}
 		if !halted && !r.Attrs.IsControl() && st != nil && !st.lost.Load() && !st.draining.Load() {
 			pr.decode(e)
