@@ -39,8 +39,9 @@ import (
 // the first waiting worker; each that stages wakes the next (waitStaged),
 // so the waiters a settle makes room for are woken, not all of them. The
 // claims and intents of waiting workers are in the overlay meanwhile:
-// docs/memory.md counts one intent per command running. An intent waiter (before an attempt) is queued behind staged
-// answers and committed with them, never behind a waiting worker. The wait
+// docs/memory.md counts one intent per command running. An intent waiter
+// (before an attempt) is queued behind staged answers and committed with
+// them, never behind a waiting worker. The wait
 // also ends when the committer has stopped, the pipeline stops or the
 // partition is lost, so a shutdown or revocation never waits on room.
 
