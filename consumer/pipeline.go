@@ -365,13 +365,10 @@ func (p *pipeline) answerRepeat(st *partState, r *kgo.Record, cmd schemas.Comman
 	p.buffer(st, it)
 	st.buf.inflight++
 	p.mu.Unlock()
-	inFlight := ""
-	if !known {
-		var err error
-		if version, inFlight, err = p.entityState(ent); err != nil {
-			p.unrun(st, it)
-			return false
-		}
+	version, inFlight, err := p.entityState(ent, version, known)
+	if err != nil {
+		p.unrun(st, it)
+		return false
 	}
 	j := newJob(p, inFlight)
 	if (inFlight != "" && inFlight != cmd.IdempotencyKey) || !j.repeat(st.ctx, it, version) {
@@ -716,15 +713,12 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		// neither queued nor running.
 		st.buf.inflight++
 		p.mu.Unlock()
-		inFlight := ""
-		if !ok {
-			var err error
-			if version, inFlight, err = p.entityState(entity); err != nil {
-				p.e.log.Error("entity state", "entity", entity, "err", err)
-				p.endRunning(st, nil)
-				p.dropRest(entity, st, it)
-				return
-			}
+		version, inFlight, err := p.entityState(entity, version, ok)
+		if err != nil {
+			p.e.log.Error("entity state", "entity", entity, "err", err)
+			p.endRunning(st, nil)
+			p.dropRest(entity, st, it)
+			return
 		}
 		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
@@ -764,10 +758,15 @@ func (p *pipeline) finish(st *partState, entity string, it *item, j *job, versio
 	p.endRunning(st, j.claimed)
 }
 
-// entityState is the entity's version and the key it has in flight as the
-// store has them, read for a command taken to run (runEntity,
-// answerRepeat) when the overlay does not know the entity.
-func (p *pipeline) entityState(entity string) (version int64, inFlight string, err error) {
+// entityState is the entity's version and the key it has in flight for a
+// command taken to run (runEntity, answerRepeat): the overlay's version
+// and no key in flight when the overlay knows the entity (known: an
+// earlier command of this ownership staged its records), else what the
+// store has.
+func (p *pipeline) entityState(entity string, version int64, known bool) (int64, string, error) {
+	if known {
+		return version, "", nil
+	}
 	if entityReadHook != nil {
 		entityReadHook(entity)
 	}
