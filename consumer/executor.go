@@ -570,14 +570,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			// otherwise never be fetched again.
 			cl.ResumeFetchPartitions(map[string][]int32{e.cfg.Topics.Commands: {p}})
 			st.member = as.member
-			e.mu.Lock()
-			if old, ok := e.mu.parts[p]; ok {
-				old.lost.Store(true)
-				old.cancel()
-			}
-			delete(e.mu.held, p)
-			e.mu.parts[p] = st
-			e.mu.Unlock()
+			e.install(p, st)
 		}()
 	}
 	wg.Wait()
@@ -671,6 +664,20 @@ func (e *Executor) onLost(_ context.Context, _ *kgo.Client, lost map[string][]in
 			"partitions", ps)
 		e.release(ps)
 	}
+}
+
+// install makes st partition p's state, restored for a new ownership.
+// A state it replaces is marked lost first: a record polled under it is
+// not dispatched to st (pipeline.dispatch).
+func (e *Executor) install(p int32, st *partState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old, ok := e.mu.parts[p]; ok {
+		old.lost.Store(true)
+		old.cancel()
+	}
+	delete(e.mu.held, p)
+	e.mu.parts[p] = st
 }
 
 func (e *Executor) release(ps []int32) {

@@ -115,25 +115,18 @@ func SetPollHook(hook func(recs []*kgo.Record)) (restore func()) {
 }
 
 // Reassign does to partition p's state what a revocation followed by a
-// new assignment of p to this process does (release, then onAssigned):
-// the old state is marked lost and a new one, restored from p's progress
-// in the store, takes its place. It reports false if p is not owned.
+// new assignment of p to this process does: a new state, restored from
+// p's progress in the store, is installed in its place (install, as
+// onAssigned does). It reports false if p is not owned.
 func (e *Executor) Reassign(p int32) bool {
 	prog, err := e.store.Progress(p)
-	if err != nil {
+	old := e.part(p)
+	if err != nil || old == nil {
 		return false
 	}
 	st := newPartState(p, prog)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	old, ok := e.mu.parts[p]
-	if !ok {
-		return false
-	}
-	old.lost.Store(true)
-	old.cancel()
 	st.member = old.member
-	e.mu.parts[p] = st
+	e.install(p, st)
 	return true
 }
 
