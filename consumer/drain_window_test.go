@@ -21,17 +21,27 @@ func TestDrainWaitsForCommandTakenOffItsQueue(t *testing.T) {
 	n := h.StartNode("a", t.TempDir(), onceflighttest.NodeOptions{})
 	onceflighttest.WaitFor(t, 30*time.Second, "the executor ready", n.Ex.Ready)
 	h.Submit("c1", "held", "k1", `{}`)
+	drainFailsWhileHeld(t, n, entered, free, "no worker took the command off its queue",
+		"the drain returned while a command taken off its queue was neither staged nor counted as running")
+}
+
+// drainFailsWhileHeld waits for the entity read holdEntityRead holds
+// (entered; else it fails with notEntered), then wants a drain of n's
+// partitions, given 300 ms, to fail while the read is held (else it fails
+// with drained); the read is freed once the drain returned.
+func drainFailsWhileHeld(t *testing.T, n *onceflighttest.Node, entered <-chan struct{}, free func(), notEntered, drained string) {
+	t.Helper()
 	select {
 	case <-entered:
 	case <-time.After(30 * time.Second):
-		t.Fatal("no worker took the command off its queue")
+		t.Fatal(notEntered)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	err := n.Ex.DrainOwned(ctx)
 	free()
 	if err == nil {
-		t.Fatal("the drain returned while a command taken off its queue was neither staged nor counted as running")
+		t.Fatal(drained)
 	}
 	t.Logf("drain, as expected: %v", err)
 }

@@ -1,7 +1,6 @@
 package consumer_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -118,18 +117,7 @@ func TestDrainWaitsForRepeatAnsweredByPollLoop(t *testing.T) {
 	n := h.StartNode("a", dir, onceflighttest.NodeOptions{})
 	onceflighttest.WaitFor(t, 30*time.Second, "the executor ready", n.Ex.Ready)
 	h.Submit("c2", "held", "k1", `{}`)
-	select {
-	case <-entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("nothing read the repeat's entity")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	err := n.Ex.DrainOwned(ctx)
-	free()
-	if err == nil {
-		t.Fatal("the drain returned while the poll loop was answering a repeat")
-	}
-	t.Logf("drain, as expected: %v", err)
+	drainFailsWhileHeld(t, n, entered, free, "nothing read the repeat's entity",
+		"the drain returned while the poll loop was answering a repeat")
 	onceflighttest.WaitFor(t, 30*time.Second, "the repeat answered by the poll loop", func() bool { return byPoll.Load() == 1 })
 }
