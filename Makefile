@@ -52,16 +52,8 @@ lint: ## gofmt, go vet, staticcheck
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
 
-fuzz: ## longer fuzz runs of every decoder and of the HTTP ingress's request parsing (FUZZTIME=10m by default here)
-	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeCommand$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./internal/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./kafkaconf -run '^$$' -fuzz '^FuzzParseProperties$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzDecodeRecordFast$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./schemas -run '^$$' -fuzz '^FuzzStructuredFastMatchesSDK$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzCanonicalV1MatchesReference$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./internal/jcs -run '^$$' -fuzz '^FuzzJCSMatchesLibrary$$' -fuzztime $(or $(LONGFUZZ),10m)
-	$(GO) test ./cli/internal/ingress -run '^$$' -fuzz '^FuzzIngressRequest$$' -fuzztime $(or $(LONGFUZZ),10m)
+fuzz: ## fuzz every target in the module, one after the other (FUZZ=2m each by default, or a count such as 1000000x; FUZZONLY=regexp picks targets)
+	GO=$(GO) scripts/fuzz.sh $(or $(FUZZ),$(LONGFUZZ),2m) '$(or $(FUZZONLY),.)'
 
 bench: ## benchmarks (compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./schemas ./internal/dedupe ./partitioner | tee bench.txt

@@ -217,7 +217,7 @@ processes with the same --group share the partitions.`,
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory of the local state (a cache of the journal) and of the embedded broker")
 	fs.StringVar(&o.executorID, "executor-id", "", "name of this executor in records and its transactional id (default hostname-pid)")
 	fs.DurationVar(&o.sessionTimeout, "session-timeout", def.SessionTimeout, "consumer group session timeout")
-	fs.DurationVar(&o.clockDrift, "clock-drift", def.ClockDrift, "margin a new owner waits past an inherited execution's deadline")
+	fs.DurationVar(&o.clockDrift, "clock-drift", def.ClockDrift, "margin past an attempt's deadline before a new owner confirms an inherited execution, or a confirmation's \"not found\" is trusted; must exceed the real clock skew")
 	fs.IntVar(&o.maxInflight, "max-inflight", def.MaxInflight, "requests in flight to each external system without a max_concurrent of its own")
 	fs.IntVar(&o.maxPerPart, "max-inflight-per-partition", 0, "requests in flight from one partition to one external system (0: --max-inflight)")
 	fs.IntVar(&o.partitions, "partitions", def.Partitions, "partition count of the topics serve creates")

@@ -168,6 +168,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 			ConfirmTimeout:  a.ConfirmTimeout,
 			IdempotentByKey: a.IdempotentByKey,
 			GiveUpAfter:     a.GiveUpAfter,
+			ClockDrift:      cfg.ClockDrift,
 		}
 		sys := systems[a.System]
 		if a.System == "" {

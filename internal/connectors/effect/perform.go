@@ -66,6 +66,15 @@ type Policy struct {
 	GiveUpAfter     time.Duration
 	ConfirmTimeout  time.Duration // how long to keep asking Confirm; default DefaultConfirmTimeout
 	IdempotentByKey bool          // the external system deduplicates the key itself
+	// ClockDrift is how far the external system's clock may lag ours
+	// (the executor's --clock-drift). It honours an attempt's deadline by
+	// its own clock, so until the deadline plus ClockDrift has passed by
+	// ours a request still on its way may yet take effect, and a Confirm
+	// answering NotFound before then is asked again rather than trusted:
+	// trusting it would execute the key a second time beside the late
+	// first attempt (G3). A new owner inheriting the attempt waits the
+	// same margin (docs/guarantees.md, G1).
+	ClockDrift time.Duration
 	// Backoff builds a fresh schedule for one retry loop. Default:
 	// exponential with jitter, DefaultBackoffInitial doubling to
 	// DefaultBackoffMax.
@@ -828,13 +837,13 @@ func (r *runner) confirm(ctx context.Context, req connectors.Request) (connector
 			r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
 				EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerFound, Detail: res.Message})
 			return res, Decision{}, false
-		case res.Kind == connectors.NotFound && (req.Deadline.IsZero() || !asked.Before(req.Deadline)):
+		case res.Kind == connectors.NotFound && (req.Deadline.IsZero() || !asked.Before(req.Deadline.Add(r.p.ClockDrift))):
 			r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
 				EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerNotFound, Detail: res.Message})
 			return res, Decision{}, false
 		case res.Kind == connectors.NotFound:
-			wait = time.Until(req.Deadline)
-			last = "not found before the attempt's deadline"
+			wait = time.Until(req.Deadline.Add(r.p.ClockDrift))
+			last = "not found before the attempt's deadline (plus the clock drift) passed"
 		default:
 			wait = b.NextBackOff()
 			last = res.Message
