@@ -337,3 +337,56 @@ func TestIdleConnectionClosedBySystemIsNotUsed(t *testing.T) {
 		})
 	}
 }
+
+// The same as TestClosedKeptAliveConnectionIsNotResent with an empty
+// body (a form body of data with no field, a template that expands to
+// nothing, a GET): net/http counts a request with no body and an
+// Idempotency-Key header (or a GET) as replayable and sends it again by
+// itself when a reused connection closes before the answer. The POST may
+// have been done: the answer is ambiguous, and the server sees it once.
+func TestClosedKeptAliveConnectionIsNotResentEmptyBody(t *testing.T) {
+	for _, tc := range []struct {
+		name, client string
+		api          httpconn.API
+	}{
+		{"form, fasthttp", httpconn.ClientFast, httpconn.API{Body: httpconn.BodyForm}},
+		{"form, net/http", httpconn.ClientNetHTTP, httpconn.API{Body: httpconn.BodyForm}},
+		{"template, net/http", httpconn.ClientNetHTTP, httpconn.API{Body: httpconn.BodyTemplate, BodyTemplate: "{data.note}", ContentType: "text/plain"}},
+		{"GET, net/http", httpconn.ClientNetHTTP, httpconn.API{Method: http.MethodGet, Body: httpconn.BodyForm}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			lengths := make(chan string, 4)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				lengths <- fmt.Sprintf("%d %v", r.ContentLength, r.TransferEncoding)
+				if calls.Add(1) == 2 {
+					conn, _, err := w.(http.Hijacker).Hijack()
+					if err == nil {
+						_ = conn.Close()
+					}
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			defer srv.Close()
+			c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", API: tc.api, Transport: httpconn.Transport{Client: tc.client}})
+			r := deadlined()
+			r.Data = []byte(`{"note":""}`)
+			if tc.api.Body == httpconn.BodyForm {
+				r.Data = []byte(`{}`)
+			}
+			if res := c.Execute(context.Background(), r); res.Kind != connectors.Succeeded {
+				t.Fatalf("first: %v %q", res.Kind, res.Message)
+			}
+			if got := <-lengths; got != "0 []" {
+				t.Fatalf("the empty body went as length, transfer-encoding %q, want \"0 []\"", got)
+			}
+			if res := c.Execute(context.Background(), r); res.Kind != connectors.Ambiguous {
+				t.Fatalf("connection closed after the request: %v %q, want ambiguous", res.Kind, res.Message)
+			}
+			if n := calls.Load(); n != 2 {
+				t.Fatalf("the server saw %d requests, want 2: the client resent one", n)
+			}
+		})
+	}
+}
