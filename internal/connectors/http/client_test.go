@@ -390,3 +390,41 @@ func TestClosedKeptAliveConnectionIsNotResentEmptyBody(t *testing.T) {
 		})
 	}
 }
+
+// An answer whose header is longer than a read buffer (a long Link or
+// Content-Security-Policy, many cookies) is classified by its status like
+// any other, on either client: net/http reads headers up to 10 MB, and
+// the fast path must not turn a 201 or a 422 into "sent, no response".
+func TestLongAnswerHeaderIsAnAnswer(t *testing.T) {
+	long := strings.Repeat("x", 20<<10)
+	for _, tc := range []struct {
+		status int
+		want   connectors.Kind
+	}{
+		{http.StatusCreated, connectors.Succeeded},
+		{http.StatusUnprocessableEntity, connectors.Rejected},
+		{http.StatusTooManyRequests, connectors.Unavailable},
+	} {
+		for _, client := range []string{httpconn.ClientFast, httpconn.ClientNetHTTP} {
+			t.Run(fmt.Sprintf("%d %s", tc.status, client), func(t *testing.T) {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					w.Header().Set("X-Long", long)
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(tc.status)
+					fmt.Fprint(w, `{"message":"long header"}`)
+				}))
+				defer srv.Close()
+				c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", Transport: httpconn.Transport{Client: client}})
+				for i := range 2 { // the second on the kept connection
+					res := c.Execute(context.Background(), deadlined())
+					if res.Kind != tc.want {
+						t.Fatalf("request %d: HTTP %d with a 20 KiB header: %v %q, want %v", i+1, tc.status, res.Kind, res.Message, tc.want)
+					}
+					if tc.status == http.StatusCreated && !strings.Contains(string(res.Result), `"long header"`) {
+						t.Fatalf("request %d: result %s", i+1, res.Result)
+					}
+				}
+			})
+		}
+	}
+}

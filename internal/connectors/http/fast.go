@@ -329,14 +329,29 @@ func (f *fastClient) cause(ctx context.Context, err error) error {
 	return err
 }
 
+// maxHeaderBytes is the longest answer header the fast path reads: what
+// net/http's Transport reads by default (MaxResponseHeaderBytes 0).
+const maxHeaderBytes = 10 << 20
+
 // readResponse reads an answer's header (past any 1xx) and then its body,
 // as Response.ReadLimitBody does, but tells the two apart: answered is
 // true once a final status was read, so an error after it is a broken
 // body (the status stands, as on the net/http path), not a request
 // without an answer.
+//
+// A header longer than br's buffer (fasthttp's ErrSmallBuffer: nothing of
+// it was consumed) is read again through a larger buffer, up to
+// maxHeaderBytes as net/http: a 201, 422 or 429 with a long header is an
+// answer, not "sent, no response".
 func readResponse(br *bufio.Reader, resp *fasthttp.Response, maxBody int) (answered bool, err error) {
 	for n := 0; ; n++ {
 		if err := resp.Header.Read(br); err != nil {
+			var small *fasthttp.ErrSmallBuffer
+			if errors.As(err, &small) && br.Size() < maxHeaderBytes {
+				br = bufio.NewReaderSize(br, min(16*br.Size(), maxHeaderBytes))
+				n--
+				continue
+			}
 			return false, err
 		}
 		code := resp.StatusCode()
