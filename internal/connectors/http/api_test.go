@@ -606,13 +606,7 @@ func TestRulesOnACutBody(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch answer.Load().(string) {
 		case "empty":
-			conn, bw, err := w.(http.Hijacker).Hijack()
-			if err != nil {
-				return
-			}
-			fmt.Fprint(bw, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
-			_ = bw.Flush()
-			_ = conn.Close()
+			hangUp(w, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
 		case "long":
 			if r.Method == http.MethodGet { // the lookup: a text listing with the key at its end
 				fmt.Fprint(w, pad+"\n"+r.URL.Query().Get("ref")+"\n")

@@ -75,10 +75,7 @@ func TestClosedKeptAliveConnectionIsNotResent(t *testing.T) {
 	var posts atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if posts.Add(1) == 2 {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err == nil {
-				_ = conn.Close()
-			}
+			hangUp(w, "")
 			return
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -96,17 +93,23 @@ func TestClosedKeptAliveConnectionIsNotResent(t *testing.T) {
 	}
 }
 
+// hangUp writes raw (nothing when "") on w's connection and closes it: an
+// answer that breaks off, or none at all after the request was read.
+func hangUp(w http.ResponseWriter, raw string) {
+	conn, bw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	fmt.Fprint(bw, raw)
+	_ = bw.Flush()
+	_ = conn.Close()
+}
+
 // A 2xx whose body breaks off stays succeeded: the status says it
 // happened.
 func TestBrokenBodyAfterStatusSucceeds(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		conn, bw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		fmt.Fprint(bw, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":")
-		_ = bw.Flush()
-		_ = conn.Close()
+		hangUp(w, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":")
 	}))
 	defer srv.Close()
 	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds"})
@@ -360,10 +363,7 @@ func TestClosedKeptAliveConnectionIsNotResentEmptyBody(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				lengths <- fmt.Sprintf("%d %v", r.ContentLength, r.TransferEncoding)
 				if calls.Add(1) == 2 {
-					conn, _, err := w.(http.Hijacker).Hijack()
-					if err == nil {
-						_ = conn.Close()
-					}
+					hangUp(w, "")
 					return
 				}
 				w.WriteHeader(http.StatusCreated)
