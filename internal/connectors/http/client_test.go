@@ -428,3 +428,53 @@ func TestLongAnswerHeaderIsAnAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A system that takes the TCP connection and never answers the TLS
+// handshake: the attempt's deadline bounds connecting, the handshake
+// included (tls_handshake_timeout is a bound of its own, not a licence to
+// outlast the attempt), and nothing was sent: unavailable.
+func TestDeadlineBoundsTheTLSHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var held []net.Conn
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never a byte of the handshake
+			mu.Unlock()
+		}
+	}()
+	for _, client := range []string{httpconn.ClientFast, httpconn.ClientNetHTTP} {
+		t.Run(client, func(t *testing.T) {
+			c := newTestConnector(t, httpconn.Config{URL: "https://" + ln.Addr().String() + "/refunds",
+				Transport: httpconn.Transport{Client: client, TLSHandshakeTimeout: time.Hour}})
+			r := request()
+			r.Deadline = time.Now().Add(100 * time.Millisecond)
+			done := make(chan connectors.Result, 1)
+			go func() { done <- c.Execute(context.Background(), r) }()
+			select {
+			case res := <-done:
+				if res.Kind != connectors.Unavailable {
+					t.Fatalf("handshake never answered: %v %q, want unavailable", res.Kind, res.Message)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Execute outlasted its deadline: the TLS handshake is bounded by tls_handshake_timeout (1h) alone")
+			}
+		})
+	}
+}

@@ -101,6 +101,14 @@ func newFastClient(cfg Config, t Transport, tlsCfg *tls.Config) (*fastClient, er
 		maxConns = 1 << 30
 	}
 	dial := func(addr string, timeout time.Duration) (net.Conn, error) {
+		// timeout is what is left of the request's deadline (0: none):
+		// it bounds the handshake as well as the connect, so that
+		// connecting never outlasts the attempt (net/http bounds both
+		// by the request's context).
+		var end time.Time
+		if timeout > 0 {
+			end = time.Now().Add(timeout)
+		}
 		if timeout <= 0 || timeout > t.DialTimeout {
 			timeout = t.DialTimeout
 		}
@@ -116,7 +124,10 @@ func newFastClient(cfg Config, t Transport, tlsCfg *tls.Config) (*fastClient, er
 		// Handshaken here, before any request is armed on the
 		// connection: the handshake's bytes are not a request's.
 		tc := tls.Client(g, tlsCfg)
-		ctx, cancel := context.WithTimeout(context.Background(), t.TLSHandshakeTimeout)
+		if hs := time.Now().Add(t.TLSHandshakeTimeout); end.IsZero() || hs.Before(end) {
+			end = hs
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), end)
 		defer cancel()
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()

@@ -95,7 +95,8 @@ type Transport struct {
 	MaxConns int
 	// DialTimeout bounds connecting (TCP). Default 10s.
 	DialTimeout time.Duration
-	// TLSHandshakeTimeout bounds the TLS handshake. Default 10s.
+	// TLSHandshakeTimeout bounds the TLS handshake (within the request's
+	// deadline, which bounds connecting too). Default 10s.
 	TLSHandshakeTimeout time.Duration
 	// KeepAlive is the interval of TCP keep-alive probes on open
 	// connections. Default 30s.
