@@ -41,7 +41,7 @@ func TestCommandRows(t *testing.T) {
 		r.Command = schemas.CommandRef{ID: "c2", Partition: p, Offset: off}
 		return r
 	}
-	past, three := now.Add(-time.Second), int64(3)
+	past, ahead, three := now.Add(-time.Second), now.Add(time.Second), int64(3)
 	plain := action{}
 	unique := action{fields: []string{"order_id"}}
 	hit := map[string]bool{}
@@ -54,9 +54,12 @@ func TestCommandRows(t *testing.T) {
 	}{
 		{"record of a later command", Input{Cmd: cmd, Record: later(record(schemas.StatusSucceeded, "sha256:b", time.Minute), 0, 11), Action: plain}, "answered-before", Skip, ""},
 		{"record of a later offset of another partition", Input{Cmd: cmd, Record: later(record(schemas.StatusSucceeded, "sha256:a", time.Minute), 1, 11), Keep: time.Hour, Action: plain}, "replay", Replay, ""},
+		{"the record's own command consumed again", Input{Cmd: cmd, Record: later(record(schemas.StatusSucceeded, "sha256:a", time.Minute), 0, 10), Keep: time.Hour, Action: plain}, "replay", Replay, ""},
+		{"the record's own command again, in progress", Input{Cmd: cmd, Record: later(record(schemas.StatusInProgress, "sha256:a", 0), 0, 10), Action: plain}, "inherit", Inherit, ""},
 		{"other fingerprint", Input{Cmd: cmd, Record: record(schemas.StatusSucceeded, "sha256:b", time.Minute), Action: plain}, "key-reused", Reject, schemas.CodeKeyReused},
 		{"other fingerprint in flight", Input{Cmd: cmd, ClaimedByOther: true, Action: plain}, "key-in-flight", Reject, schemas.CodeKeyReused},
 		{"final beyond retention", Input{Cmd: cmd, Record: record(schemas.StatusSucceeded, "sha256:a", 2*time.Hour), Keep: time.Hour, Action: plain}, "key-expired", Reject, schemas.CodeKeyExpired},
+		{"final without a finish time", Input{Cmd: cmd, Record: record(schemas.StatusSucceeded, "sha256:a", 0), Keep: time.Hour, Action: plain}, "replay", Replay, ""},
 		{"final within retention", Input{Cmd: cmd, Record: record(schemas.StatusFailed, "sha256:a", time.Minute), Keep: time.Hour, Action: plain}, "replay", Replay, ""},
 		{"unresolved", Input{Cmd: cmd, Record: record(schemas.StatusUnresolved, "sha256:a", time.Minute), Action: plain}, "replay", Replay, ""},
 		{"held", Input{Cmd: cmd, Record: record(schemas.StatusHeld, "sha256:a", 0), Keep: time.Nanosecond, Action: plain}, "replay", Replay, ""},
@@ -64,6 +67,7 @@ func TestCommandRows(t *testing.T) {
 		{"resolve", Input{Cmd: with(func(c *schemas.Command) { c.Type = schemas.TypeResolve })}, "control", Settle, ""},
 		{"reconcile request", Input{Cmd: with(func(c *schemas.Command) { c.Type = schemas.TypeReconcile })}, "control", Settle, ""},
 		{"deadline passed", Input{Cmd: with(func(c *schemas.Command) { c.Deadline = &past }), Action: plain}, "expired", Reject, schemas.CodeExpired},
+		{"deadline ahead", Input{Cmd: with(func(c *schemas.Command) { c.Deadline = &ahead }), Action: plain}, "execute", Execute, ""},
 		{"not configured", Input{Cmd: cmd}, "unknown-action", Reject, schemas.CodeUnknownAction},
 		{"source refused", Input{Cmd: cmd, Action: action{denied: true}}, "source-not-allowed", Reject, schemas.CodeNotAllowed},
 		{"schema", Input{Cmd: cmd, Action: action{dataErr: errors.New("amount: required")}}, "invalid-data", Reject, schemas.CodeInvalidCommand},

@@ -641,6 +641,9 @@ func (c *Connector) succeeded(req connectors.Request, code int, h http.Header, r
 	if !s.hasRules {
 		return connectors.Result{Kind: connectors.Succeeded, Result: c.result(code, raw, cut)}
 	}
+	if s.rejected != nil && cut && s.rejected.readsBody {
+		return connectors.Result{Kind: ClassifyRejectedWhen(false), Message: fmt.Sprintf("HTTP %d: rejected_when has no answer: it reads the body, which was cut short", code)}
+	}
 	a := newAnswer(req, code, h, raw)
 	if s.rejected != nil {
 		bad, err := s.rejected.holds(a)

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"math/big"
@@ -588,5 +589,66 @@ func BenchmarkExecuteShape(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRulesOnACutBody: a rule that reads the body decides nothing on a
+// body cut short (it broke off, or it is longer than the connector reads):
+// what it says of the part may be false of the whole. A 2xx on which
+// rejected_when holds only for the part is ambiguous (confirmed), not
+// failed — the status said the effect happened; a lookup on which
+// not_found holds only for the part is unknown, not "not found" — which
+// would execute the key again. A rule that reads only the status or the
+// header still decides on a cut body.
+func TestRulesOnACutBody(t *testing.T) {
+	pad := strings.Repeat("x", 300<<10)
+	var answer atomic.Value // "empty": a 201 that breaks off before its body; "long": a 300 KiB body
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch answer.Load().(string) {
+		case "empty":
+			hangUp(w, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+		case "long":
+			if r.Method == http.MethodGet { // the lookup: a text listing with the key at its end
+				fmt.Fprint(w, pad+"\n"+r.URL.Query().Get("ref")+"\n")
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"id":"r-1","pad":%q}`, pad)
+		}
+	}))
+	defer srv.Close()
+	for _, client := range []string{httpconn.ClientFast, httpconn.ClientNetHTTP} {
+		for _, tc := range []struct {
+			answer, rule string
+			want         connectors.Kind
+		}{
+			{"empty", `!has(body.id)`, connectors.Ambiguous},
+			{"long", `!has(body.id)`, connectors.Ambiguous},
+			{"long", `!(body.id == "r-1")`, connectors.Ambiguous},
+			{"empty", `status != 201`, connectors.Succeeded},
+			{"long", `headers["content-type"] == "text/html"`, connectors.Succeeded},
+		} {
+			t.Run(client+" "+tc.answer+" "+tc.rule, func(t *testing.T) {
+				answer.Store(tc.answer)
+				c := newConn(t, httpconn.Config{URL: srv.URL + "/refunds", API: httpconn.API{RejectedWhen: tc.rule}, Transport: httpconn.Transport{Client: client}})
+				if res := c.Execute(context.Background(), req("k", `{}`)); res.Kind != tc.want {
+					t.Fatalf("201 with a cut body, rejected_when %s: %v %q, want %v", tc.rule, res.Kind, res.Message, tc.want)
+				}
+			})
+		}
+	}
+	answer.Store("long")
+	for _, tc := range []struct {
+		found, notFound string
+		want            connectors.Kind
+	}{
+		{`status == 200 && body.contains(key)`, `status == 200 && !body.contains(key)`, connectors.Ambiguous},
+		{`status == 200`, `status == 404`, connectors.Succeeded},
+	} {
+		c := newConn(t, httpconn.Config{URL: srv.URL + "/refunds", API: httpconn.API{Confirm: &httpconn.Confirm{
+			URL: srv.URL + "/refunds?ref={key}", Found: tc.found, NotFound: tc.notFound}}})
+		if res := c.Confirm(context.Background(), req("k-1", `{}`)); res.Kind != tc.want {
+			t.Errorf("lookup answering 300 KiB with the key at its end, not_found %s: %v %q, want %v", tc.notFound, res.Kind, res.Message, tc.want)
+		}
 	}
 }

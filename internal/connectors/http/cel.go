@@ -66,6 +66,11 @@ type Rule struct {
 	src  string
 	prg  cel.Program
 	bool bool // a predicate: must evaluate to a bool
+	// readsBody: the expression refers to body. On a body cut short
+	// (broken off, or longer than the connector reads) such a predicate
+	// has no answer: what it says of the part may be false of the whole
+	// (!has(body.id) holds on a body cut before its id).
+	readsBody bool
 }
 
 // String is the expression as written.
@@ -100,7 +105,12 @@ func compileRule(expr string, predicate bool) (*Rule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CEL: %w", err)
 	}
-	return &Rule{src: expr, prg: prg, bool: predicate}, nil
+	r := &Rule{src: expr, prg: prg, bool: predicate}
+	for _, ref := range ast.NativeRep().ReferenceMap() {
+		// A comprehension's variable named body counts too: the safe side.
+		r.readsBody = r.readsBody || ref.Name == "body"
+	}
+	return r, nil
 }
 
 // answer is an HTTP answer as rules see it; vars are its CEL variables,

@@ -75,10 +75,7 @@ func TestClosedKeptAliveConnectionIsNotResent(t *testing.T) {
 	var posts atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if posts.Add(1) == 2 {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err == nil {
-				_ = conn.Close()
-			}
+			hangUp(w, "")
 			return
 		}
 		w.WriteHeader(http.StatusCreated)
@@ -96,17 +93,23 @@ func TestClosedKeptAliveConnectionIsNotResent(t *testing.T) {
 	}
 }
 
+// hangUp writes raw (nothing when "") on w's connection and closes it: an
+// answer that breaks off, or none at all after the request was read.
+func hangUp(w http.ResponseWriter, raw string) {
+	conn, bw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	fmt.Fprint(bw, raw)
+	_ = bw.Flush()
+	_ = conn.Close()
+}
+
 // A 2xx whose body breaks off stays succeeded: the status says it
 // happened.
 func TestBrokenBodyAfterStatusSucceeds(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		conn, bw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		fmt.Fprint(bw, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":")
-		_ = bw.Flush()
-		_ = conn.Close()
+		hangUp(w, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":")
 	}))
 	defer srv.Close()
 	c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds"})
@@ -333,6 +336,144 @@ func TestIdleConnectionClosedBySystemIsNotUsed(t *testing.T) {
 			}
 			if n := posts.Load(); n != 2 {
 				t.Fatalf("the server saw %d POSTs, want 2", n)
+			}
+		})
+	}
+}
+
+// The same as TestClosedKeptAliveConnectionIsNotResent with an empty
+// body (a form body of data with no field, a template that expands to
+// nothing, a GET): net/http counts a request with no body and an
+// Idempotency-Key header (or a GET) as replayable and sends it again by
+// itself when a reused connection closes before the answer. The POST may
+// have been done: the answer is ambiguous, and the server sees it once.
+func TestClosedKeptAliveConnectionIsNotResentEmptyBody(t *testing.T) {
+	for _, tc := range []struct {
+		name, client string
+		api          httpconn.API
+	}{
+		{"form, fasthttp", httpconn.ClientFast, httpconn.API{Body: httpconn.BodyForm}},
+		{"form, net/http", httpconn.ClientNetHTTP, httpconn.API{Body: httpconn.BodyForm}},
+		{"template, net/http", httpconn.ClientNetHTTP, httpconn.API{Body: httpconn.BodyTemplate, BodyTemplate: "{data.note}", ContentType: "text/plain"}},
+		{"GET, net/http", httpconn.ClientNetHTTP, httpconn.API{Method: http.MethodGet, Body: httpconn.BodyForm}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			lengths := make(chan string, 4)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				lengths <- fmt.Sprintf("%d %v", r.ContentLength, r.TransferEncoding)
+				if calls.Add(1) == 2 {
+					hangUp(w, "")
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			defer srv.Close()
+			c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", API: tc.api, Transport: httpconn.Transport{Client: tc.client}})
+			r := deadlined()
+			r.Data = []byte(`{"note":""}`)
+			if tc.api.Body == httpconn.BodyForm {
+				r.Data = []byte(`{}`)
+			}
+			if res := c.Execute(context.Background(), r); res.Kind != connectors.Succeeded {
+				t.Fatalf("first: %v %q", res.Kind, res.Message)
+			}
+			if got := <-lengths; got != "0 []" {
+				t.Fatalf("the empty body went as length, transfer-encoding %q, want \"0 []\"", got)
+			}
+			if res := c.Execute(context.Background(), r); res.Kind != connectors.Ambiguous {
+				t.Fatalf("connection closed after the request: %v %q, want ambiguous", res.Kind, res.Message)
+			}
+			if n := calls.Load(); n != 2 {
+				t.Fatalf("the server saw %d requests, want 2: the client resent one", n)
+			}
+		})
+	}
+}
+
+// An answer whose header is longer than a read buffer (a long Link or
+// Content-Security-Policy, many cookies) is classified by its status like
+// any other, on either client: net/http reads headers up to 10 MB, and
+// the fast path must not turn a 201 or a 422 into "sent, no response".
+func TestLongAnswerHeaderIsAnAnswer(t *testing.T) {
+	long := strings.Repeat("x", 20<<10)
+	for _, tc := range []struct {
+		status int
+		want   connectors.Kind
+	}{
+		{http.StatusCreated, connectors.Succeeded},
+		{http.StatusUnprocessableEntity, connectors.Rejected},
+		{http.StatusTooManyRequests, connectors.Unavailable},
+	} {
+		for _, client := range []string{httpconn.ClientFast, httpconn.ClientNetHTTP} {
+			t.Run(fmt.Sprintf("%d %s", tc.status, client), func(t *testing.T) {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					w.Header().Set("X-Long", long)
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(tc.status)
+					fmt.Fprint(w, `{"message":"long header"}`)
+				}))
+				defer srv.Close()
+				c := newTestConnector(t, httpconn.Config{URL: srv.URL + "/refunds", Transport: httpconn.Transport{Client: client}})
+				for i := range 2 { // the second on the kept connection
+					res := c.Execute(context.Background(), deadlined())
+					if res.Kind != tc.want {
+						t.Fatalf("request %d: HTTP %d with a 20 KiB header: %v %q, want %v", i+1, tc.status, res.Kind, res.Message, tc.want)
+					}
+					if tc.status == http.StatusCreated && !strings.Contains(string(res.Result), `"long header"`) {
+						t.Fatalf("request %d: result %s", i+1, res.Result)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A system that takes the TCP connection and never answers the TLS
+// handshake: the attempt's deadline bounds connecting, the handshake
+// included (tls_handshake_timeout is a bound of its own, not a licence to
+// outlast the attempt), and nothing was sent: unavailable.
+func TestDeadlineBoundsTheTLSHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var held []net.Conn
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never a byte of the handshake
+			mu.Unlock()
+		}
+	}()
+	for _, client := range []string{httpconn.ClientFast, httpconn.ClientNetHTTP} {
+		t.Run(client, func(t *testing.T) {
+			c := newTestConnector(t, httpconn.Config{URL: "https://" + ln.Addr().String() + "/refunds",
+				Transport: httpconn.Transport{Client: client, TLSHandshakeTimeout: time.Hour}})
+			r := request()
+			r.Deadline = time.Now().Add(100 * time.Millisecond)
+			done := make(chan connectors.Result, 1)
+			go func() { done <- c.Execute(context.Background(), r) }()
+			select {
+			case res := <-done:
+				if res.Kind != connectors.Unavailable {
+					t.Fatalf("handshake never answered: %v %q, want unavailable", res.Kind, res.Message)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Execute outlasted its deadline: the TLS handshake is bounded by tls_handshake_timeout (1h) alone")
 			}
 		})
 	}

@@ -58,6 +58,11 @@ func (c *Connector) confirmByLookup(ctx context.Context, req connectors.Request)
 	if resp.StatusCode == http.StatusUnauthorized && token != "" {
 		c.shape.renewToken(token) // the next confirmation asks with a new one
 	}
+	if truncated && (l.found.readsBody || l.notFound.readsBody) {
+		// Longer than the connector reads: a rule over the body sees a
+		// part, and "the key is not in it" is not "not found".
+		return unknown("HTTP %d: the rules read the body, which is longer than the %d bytes the connector reads", resp.StatusCode, c.cfg.MaxResultBytes)
+	}
 	a := newAnswer(req, resp.StatusCode, resp.Header, raw)
 	found, ferr := l.found.holds(a)
 	notFound, nerr := l.notFound.holds(a)

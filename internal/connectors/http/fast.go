@@ -101,6 +101,14 @@ func newFastClient(cfg Config, t Transport, tlsCfg *tls.Config) (*fastClient, er
 		maxConns = 1 << 30
 	}
 	dial := func(addr string, timeout time.Duration) (net.Conn, error) {
+		// timeout is what is left of the request's deadline (0: none):
+		// it bounds the handshake as well as the connect, so that
+		// connecting never outlasts the attempt (net/http bounds both
+		// by the request's context).
+		var end time.Time
+		if timeout > 0 {
+			end = time.Now().Add(timeout)
+		}
 		if timeout <= 0 || timeout > t.DialTimeout {
 			timeout = t.DialTimeout
 		}
@@ -116,7 +124,10 @@ func newFastClient(cfg Config, t Transport, tlsCfg *tls.Config) (*fastClient, er
 		// Handshaken here, before any request is armed on the
 		// connection: the handshake's bytes are not a request's.
 		tc := tls.Client(g, tlsCfg)
-		ctx, cancel := context.WithTimeout(context.Background(), t.TLSHandshakeTimeout)
+		if hs := time.Now().Add(t.TLSHandshakeTimeout); end.IsZero() || hs.Before(end) {
+			end = hs
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), end)
 		defer cancel()
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
@@ -329,14 +340,29 @@ func (f *fastClient) cause(ctx context.Context, err error) error {
 	return err
 }
 
+// maxHeaderBytes is the longest answer header the fast path reads: what
+// net/http's Transport reads by default (MaxResponseHeaderBytes 0).
+const maxHeaderBytes = 10 << 20
+
 // readResponse reads an answer's header (past any 1xx) and then its body,
 // as Response.ReadLimitBody does, but tells the two apart: answered is
 // true once a final status was read, so an error after it is a broken
 // body (the status stands, as on the net/http path), not a request
 // without an answer.
+//
+// A header longer than br's buffer (fasthttp's ErrSmallBuffer: nothing of
+// it was consumed) is read again through a larger buffer, up to
+// maxHeaderBytes as net/http: a 201, 422 or 429 with a long header is an
+// answer, not "sent, no response".
 func readResponse(br *bufio.Reader, resp *fasthttp.Response, maxBody int) (answered bool, err error) {
 	for n := 0; ; n++ {
 		if err := resp.Header.Read(br); err != nil {
+			var small *fasthttp.ErrSmallBuffer
+			if errors.As(err, &small) && br.Size() < maxHeaderBytes {
+				br = bufio.NewReaderSize(br, min(16*br.Size(), maxHeaderBytes))
+				n--
+				continue
+			}
 			return false, err
 		}
 		code := resp.StatusCode()

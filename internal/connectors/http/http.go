@@ -9,7 +9,10 @@
 //     connection when reading the response fails, if it thinks the request is
 //     replayable, and it treats a POST with an Idempotency-Key header as
 //     replayable. Execute clears Request.GetBody so the POST is never
-//     replayable: a resend is Perform's decision, after Confirm.
+//     replayable: a resend is Perform's decision, after Confirm. A request
+//     with no body (an empty one becomes http.NoBody) is replayable all
+//     the same, so the guard of any connection after the one the request
+//     was written on refuses it (sendState.once).
 //   - The deadline must be checked right before the request's first byte is
 //     written, not only before Do: a paused process can resume between the
 //     two. The transport dials through a guard net.Conn; a ClientTrace
@@ -92,7 +95,8 @@ type Transport struct {
 	MaxConns int
 	// DialTimeout bounds connecting (TCP). Default 10s.
 	DialTimeout time.Duration
-	// TLSHandshakeTimeout bounds the TLS handshake. Default 10s.
+	// TLSHandshakeTimeout bounds the TLS handshake (within the request's
+	// deadline, which bounds connecting too). Default 10s.
 	TLSHandshakeTimeout time.Duration
 	// KeepAlive is the interval of TCP keep-alive probes on open
 	// connections. Default 30s.
@@ -262,6 +266,7 @@ type guardConn struct {
 	mu struct {
 		sync.Mutex
 		deadline time.Time
+		refused  error // refuse's: every write of the current request fails with it
 	}
 	written atomic.Int64
 	peek    *peeker // the fasthttp path's look at an idle connection; nil on net/http's
@@ -270,15 +275,27 @@ type guardConn struct {
 // arm starts a new request on the connection (HTTP/1.1: one at a time).
 func (g *guardConn) arm(deadline time.Time) {
 	g.mu.Lock()
-	g.mu.deadline = deadline
+	g.mu.deadline, g.mu.refused = deadline, nil
+	g.mu.Unlock()
+	g.written.Store(0)
+}
+
+// refuse starts a request on the connection that must not be sent: its
+// writes fail with err, writing nothing.
+func (g *guardConn) refuse(err error) {
+	g.mu.Lock()
+	g.mu.refused = err
 	g.mu.Unlock()
 	g.written.Store(0)
 }
 
 func (g *guardConn) Write(p []byte) (int, error) {
 	g.mu.Lock()
-	d := g.mu.deadline
+	d, refused := g.mu.deadline, g.mu.refused
 	g.mu.Unlock()
+	if refused != nil {
+		return 0, refused
+	}
 	if !d.IsZero() && !time.Now().Before(d) {
 		return 0, ErrDeadlinePassed
 	}
@@ -301,14 +318,30 @@ func guardOf(c net.Conn) *guardConn {
 	return nil
 }
 
+// errResend is what a guard answers net/http when it tries to send an
+// Execute request again on another connection (sendState.once).
+var errResend = errors.New("the connection ended after the request was sent, and it is not sent again")
+
 // sendState tells, after a round trip, whether any byte of the request left.
 type sendState struct {
+	// once: the request goes out on one connection at most. http.Transport
+	// sends a request again by itself, on another connection, when a
+	// reused one ends before the answer and it deems the request
+	// replayable: a GET, or a request with no body (which
+	// NewRequestWithContext makes of an empty one: http.NoBody) and an
+	// Idempotency-Key header — an Execute with a form body of data with no
+	// field, or a template that expands to nothing. Clearing GetBody does
+	// not stop that one, so a connection the transport gets after one the
+	// request was written on refuses the request (errResend): it may have
+	// been done, a resend is Perform's decision, after Confirm (G3).
+	once bool
 	// mu guards what the trace callbacks (the transport's goroutines)
 	// note for the round trip to read after. A leaf lock.
 	mu struct {
 		sync.Mutex
 		guard        *guardConn
 		wroteHeaders bool
+		wrote        bool // bytes of the request left on an earlier connection
 	}
 }
 
@@ -316,12 +349,22 @@ func (s *sendState) trace(deadline time.Time) *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			g := guardOf(info.Conn)
-			if g != nil {
-				g.arm(deadline)
-			}
 			s.mu.Lock()
+			if prev := s.mu.guard; prev != nil && prev.written.Load() > 0 {
+				// The transport waited for the earlier connection's
+				// writes to end before getting another.
+				s.mu.wrote = true
+			}
+			resend := s.once && s.mu.wrote
 			s.mu.guard = g
 			s.mu.Unlock()
+			switch {
+			case g == nil:
+			case resend:
+				g.refuse(errResend)
+			default:
+				g.arm(deadline)
+			}
 		},
 		WroteHeaders: func() {
 			s.mu.Lock()
@@ -335,6 +378,9 @@ func (s *sendState) trace(deadline time.Time) *httptrace.ClientTrace {
 func (s *sendState) sent() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.mu.wrote {
+		return true
+	}
 	if s.mu.guard != nil {
 		return s.mu.guard.written.Load() > 0
 	}
@@ -476,7 +522,7 @@ func (c *Connector) prepare(hr *http.Request, req connectors.Request, body []byt
 // sendNet sends out with net/http, its sent state from the guard armed by
 // a ClientTrace (package doc).
 func (c *Connector) sendNet(ctx context.Context, req connectors.Request, out request) reply {
-	st := &sendState{}
+	st := &sendState{once: true}
 	hr, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, st.trace(req.Deadline)), out.method, out.url, bytes.NewReader(out.body))
 	if err != nil {
 		return reply{res: &connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}}

@@ -302,7 +302,11 @@ func (c *Connector) CanConfirm() bool { return true }
 // key is outstanding, Ambiguous otherwise (errors, or a produce of this
 // connector that may still land: see the package documentation). The read
 // is bounded by the end offsets taken when Confirm starts; its cost grows
-// with the topic, so keep such topics on a short retention.
+// with the topic. It reads from each partition's start as the broker keeps
+// it: a record retention already deleted is not found, so the topic must
+// keep its records longer than a confirmation may come after the produce
+// (an executor stopped while the key was in progress, reconcile.for), or a
+// record that landed reads as not found and the key is produced again.
 func (c *Connector) Confirm(ctx context.Context, req connectors.Request) connectors.Result {
 	id := produceID{req.Entity, req.Key}
 	// Checked before the end offsets are read: a produce whose promise ran
