@@ -127,10 +127,31 @@ type pipeline struct {
 type entityQueue struct {
 	items   []*item
 	skipped []int64 // offsets of commands read past, not held (skip.go)
+	// st is the partition ownership the queue's commands were polled
+	// under, which its worker runs them under.
+	st *partState
+	// next queues the entity's commands polled under a later ownership of
+	// its partition while this queue's worker still runs a command of an
+	// ownership that ended (a lost session's execution outlasting the
+	// rejoin and restore, a revoke's drain that timed out). Its worker
+	// drops this queue and runs next under next.st (runEntity): appended
+	// here, they were dropped with it, and the later ownership, which had
+	// tracked their offsets, kept its watermark below them with nobody to
+	// answer them (TestCommandQueuedBehindEndedOwnershipIsAnswered). They
+	// run after the old worker's command, so single flight holds in the
+	// process.
+	next *entityQueue
 	// first backs items for an entity's first queued command: most
 	// entities of a backlog have one at a time, and their queue needs
 	// no slice of its own (dispatch).
 	first [1]*item
+}
+
+// newEntityQueue is an empty queue of commands polled under st.
+func newEntityQueue(st *partState) *entityQueue {
+	q := &entityQueue{st: st}
+	q.items = q.first[:0]
+	return q
 }
 
 func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
@@ -305,9 +326,16 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 	p.mu.Lock()
 	q, running := p.mu.queues[cmd.Subject]
 	if !running {
-		q = &entityQueue{}
-		q.items = q.first[:0]
+		q = newEntityQueue(st)
 		p.mu.queues[cmd.Subject] = q
+	}
+	for q.st != st {
+		// The entity's worker runs a command of an ownership that ended
+		// (st replaced it): queue behind it, under st (entityQueue.next).
+		if q.next == nil {
+			q.next = newEntityQueue(st)
+		}
+		q = q.next
 	}
 	if len(q.skipped) > 0 || len(q.items) >= e.cfg.MaxBufferedPerEntity {
 		// A hot entity: read past its command (skip.go). Its offset stays
@@ -675,19 +703,23 @@ func (p *pipeline) full() bool {
 }
 
 // runEntity is the single flight of one entity: it runs the entity's
-// queued commands one at a time, in order, then exits.
+// queued commands one at a time, in order, then exits. When its queue
+// ends with a queue of a later ownership behind it (entityQueue.next), it
+// goes on with that one, under that ownership.
 func (p *pipeline) runEntity(entity string, st *partState) {
 	defer p.workers.Done()
-	ctx := st.ctx
 	for {
+		ctx := st.ctx
 		p.mu.Lock()
 		q := p.mu.queues[entity]
 		if len(q.items) == 0 && len(q.skipped) > 0 && !p.mu.stopping && !st.lost.Load() && !st.draining.Load() {
 			p.mu.Unlock()
 			if err := p.refill(ctx, entity, st); err != nil {
-				p.dropRest(entity, st, nil)
+				next := p.dropRest(entity, st, nil)
 				p.fail(st, entity, err)
-				return
+				if st = next; st == nil {
+					return
+				}
 			}
 			continue
 		}
@@ -698,11 +730,14 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			for _, it := range q.items {
 				p.unbuffer(st, it)
 			}
-			p.endQueue(entity, q, st)
+			next := p.endQueue(entity, q, st)
 			p.cond.Broadcast()
 			p.room.Broadcast()
 			p.mu.Unlock()
-			return
+			if st = next; st == nil {
+				return
+			}
+			continue
 		}
 		it := q.items[0]
 		q.items[0] = nil
@@ -717,8 +752,10 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		if err != nil {
 			p.e.log.Error("entity state", "entity", entity, "err", err)
 			p.endRunning(st, nil)
-			p.dropRest(entity, st, it)
-			return
+			if st = p.dropRest(entity, st, it); st == nil {
+				return
+			}
+			continue
 		}
 		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
@@ -730,9 +767,12 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			// Not staged: the partition keeps its watermark below this
 			// command, and the entity's later commands must not run
 			// before it (G1, order): drop them too.
-			p.dropRest(entity, st, it)
+			next := p.dropRest(entity, st, it)
 			p.fail(st, entity, fmt.Errorf("offset %d: %w", it.offset, j.err))
-			return
+			if st = next; st == nil {
+				return
+			}
+			continue
 		}
 		p.finish(st, entity, it, j, version)
 	}
@@ -801,8 +841,8 @@ func (p *pipeline) fail(st *partState, entity string, err error) {
 }
 
 // dropRest drops cur (not answered; nil for none) and the entity's queued
-// and skipped commands.
-func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
+// and skipped commands; it returns what endQueue returns.
+func (p *pipeline) dropRest(entity string, st *partState, cur *item) (next *partState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cur != nil {
@@ -814,22 +854,30 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
 		for _, it := range q.items {
 			p.unbuffer(st, it)
 		}
-		p.endQueue(entity, q, st)
+		next = p.endQueue(entity, q, st)
 	}
 	p.cond.Broadcast()
 	p.room.Broadcast()
+	return next
 }
 
 // endQueue removes an entity's (empty or abandoned) queue, forgetting its
 // skipped commands: their offsets stay uncommitted and they are consumed
-// again (p.mu held).
-func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) {
+// again (p.mu held). A queue of a later ownership behind it (q.next)
+// becomes the entity's queue: endQueue returns that ownership, whose
+// commands the worker runs next, else nil.
+func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) *partState {
 	delete(p.mu.queues, entity)
 	if len(q.skipped) > 0 {
 		p.unskip(st, len(q.skipped))
 		q.skipped = nil
 	}
 	p.mu.ov.idle(entity)
+	if q.next == nil {
+		return nil
+	}
+	p.mu.queues[entity] = q.next
+	return q.next.st
 }
 
 // unbuffer takes a command out of its partition's buffer counts (p.mu
