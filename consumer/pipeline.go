@@ -1013,16 +1013,27 @@ func (p *pipeline) drainPartition(ctx context.Context, st *partState) error {
 	return nil
 }
 
-// stop stops starting commands, waits for the running ones and flushes.
-// The wait is bounded by ctx: past it, running commands are interrupted
-// (their records stay in_progress and are inherited by the next owner) and
-// whatever is staged is flushed; shutdown never hangs on a worker.
-func (p *pipeline) stop(ctx context.Context) error {
+// beginStop stops starting commands and ends every wait for memory: the
+// first step of stop, which consume also takes as soon as the poll loop's
+// context ends. The poll loop itself may wait for staged room (a repeat it
+// answers, a deadletter or forward it stages): with the brokers refusing
+// every transaction nothing staged settles, and that wait, which ended on
+// stopping but not on the poll context, kept the poll loop from returning
+// to stop — Run never returned (TestShutdownEndsPollLoopWaitingForStagedRoom).
+func (p *pipeline) beginStop() {
 	p.mu.Lock()
 	p.mu.stopping = true
 	p.cond.Broadcast()
 	p.wakeMemory()
 	p.mu.Unlock()
+}
+
+// stop stops starting commands, waits for the running ones and flushes.
+// The wait is bounded by ctx: past it, running commands are interrupted
+// (their records stay in_progress and are inherited by the next owner) and
+// whatever is staged is flushed; shutdown never hangs on a worker.
+func (p *pipeline) stop(ctx context.Context) error {
+	p.beginStop()
 	done := make(chan struct{})
 	go func() {
 		p.workers.Wait()
