@@ -56,6 +56,20 @@ type pipeline struct {
 		ov       overlay // staged records, versions and claims (overlay.go)
 		skipped  int     // commands of hot entities read past (skip.go)
 		stopping bool    // stop began: no new command starts
+		// later queues, per entity, the commands polled under a later
+		// ownership of its partition while the entity's worker still runs
+		// a command of an ownership that ended (a lost session's execution
+		// outlasting the rejoin and restore, a revoke's drain that timed
+		// out), one queue per ownership in order. The worker drops its
+		// queue, then runs these, each under its ownership (endQueue,
+		// runEntity): appended to its queue, they were dropped with it,
+		// and the later ownership, which had tracked their offsets, kept
+		// its watermark below them with nobody to answer them
+		// (TestCommandQueuedBehindEndedOwnershipIsAnswered). They run
+		// after the old worker's command: single flight holds in the
+		// process. Kept out of entityQueue, which a field more would move
+		// to a larger size class for every entity's queue.
+		later map[string][]*entityQueue
 	}
 	// cond, on mu, wakes drainPartition when a worker finishes a command
 	// (and every wait when the pipeline stops).
@@ -128,19 +142,10 @@ type entityQueue struct {
 	items   []*item
 	skipped []int64 // offsets of commands read past, not held (skip.go)
 	// st is the partition ownership the queue's commands were polled
-	// under, which its worker runs them under.
+	// under, which its worker runs them under. The entity's commands
+	// polled under a later ownership while this one's worker still runs
+	// wait in pipeline.mu.later.
 	st *partState
-	// next queues the entity's commands polled under a later ownership of
-	// its partition while this queue's worker still runs a command of an
-	// ownership that ended (a lost session's execution outlasting the
-	// rejoin and restore, a revoke's drain that timed out). Its worker
-	// drops this queue and runs next under next.st (runEntity): appended
-	// here, they were dropped with it, and the later ownership, which had
-	// tracked their offsets, kept its watermark below them with nobody to
-	// answer them (TestCommandQueuedBehindEndedOwnershipIsAnswered). They
-	// run after the old worker's command, so single flight holds in the
-	// process.
-	next *entityQueue
 	// first backs items for an entity's first queued command: most
 	// entities of a backlog have one at a time, and their queue needs
 	// no slice of its own (dispatch).
@@ -329,13 +334,10 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 		q = newEntityQueue(st)
 		p.mu.queues[cmd.Subject] = q
 	}
-	for q.st != st {
+	if q.st != st {
 		// The entity's worker runs a command of an ownership that ended
-		// (st replaced it): queue behind it, under st (entityQueue.next).
-		if q.next == nil {
-			q.next = newEntityQueue(st)
-		}
-		q = q.next
+		// (st replaced it): queue behind it, under st (pipeline.mu.later).
+		q = p.laterQueue(cmd.Subject, st)
 	}
 	if len(q.skipped) > 0 || len(q.items) >= e.cfg.MaxBufferedPerEntity {
 		// A hot entity: read past its command (skip.go). Its offset stays
@@ -704,8 +706,8 @@ func (p *pipeline) full() bool {
 
 // runEntity is the single flight of one entity: it runs the entity's
 // queued commands one at a time, in order, then exits. When its queue
-// ends with a queue of a later ownership behind it (entityQueue.next), it
-// goes on with that one, under that ownership.
+// ends with a queue of a later ownership behind it (pipeline.mu.later),
+// it goes on with that one, under that ownership.
 func (p *pipeline) runEntity(entity string, st *partState) {
 	defer p.workers.Done()
 	for {
@@ -863,9 +865,9 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) (next *part
 
 // endQueue removes an entity's (empty or abandoned) queue, forgetting its
 // skipped commands: their offsets stay uncommitted and they are consumed
-// again (p.mu held). A queue of a later ownership behind it (q.next)
-// becomes the entity's queue: endQueue returns that ownership, whose
-// commands the worker runs next, else nil.
+// again (p.mu held). The first queue of a later ownership waiting behind
+// it (pipeline.mu.later) becomes the entity's queue: endQueue returns that
+// ownership, whose commands the worker runs next, else nil.
 func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) *partState {
 	delete(p.mu.queues, entity)
 	if len(q.skipped) > 0 {
@@ -873,11 +875,37 @@ func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) *partS
 		q.skipped = nil
 	}
 	p.mu.ov.idle(entity)
-	if q.next == nil {
+	if len(p.mu.later) == 0 {
+		return nil // the common case: no map lookup
+	}
+	l := p.mu.later[entity]
+	if len(l) == 0 {
 		return nil
 	}
-	p.mu.queues[entity] = q.next
-	return q.next.st
+	next := l[0]
+	if len(l) == 1 {
+		delete(p.mu.later, entity)
+	} else {
+		p.mu.later[entity] = l[1:]
+	}
+	p.mu.queues[entity] = next
+	return next.st
+}
+
+// laterQueue is the queue, behind the entity's running one, of its
+// commands polled under st, a later ownership of its partition than the
+// running queue's (pipeline.mu.later; p.mu held).
+func (p *pipeline) laterQueue(entity string, st *partState) *entityQueue {
+	l := p.mu.later[entity]
+	if n := len(l); n > 0 && l[n-1].st == st {
+		return l[n-1]
+	}
+	q := newEntityQueue(st)
+	if p.mu.later == nil {
+		p.mu.later = map[string][]*entityQueue{}
+	}
+	p.mu.later[entity] = append(l, q)
+	return q
 }
 
 // unbuffer takes a command out of its partition's buffer counts (p.mu
