@@ -26,11 +26,7 @@ func TestCommandQueuedBehindEndedOwnershipIsAnswered(t *testing.T) {
 	h.Outcomes(1, seen, nil)
 
 	h.Submit("c1", "held", "k1", `{}`)
-	select {
-	case <-entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no worker took c1 off its queue")
-	}
+	waitEntered(t, entered, "no worker took c1 off its queue")
 	// c1's worker is held; its partition's ownership ends and a new one,
 	// restored, takes its place.
 	p := partitioner.ForEntity("held", onceflighttest.Partitions)

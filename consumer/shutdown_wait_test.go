@@ -21,12 +21,7 @@ import (
 // lost partition, a stopped committer or a stopping pipeline — and the
 // pipeline stops only once the poll loop has returned: Run never returned.
 func TestShutdownEndsPollLoopWaitingForStagedRoom(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
+	h, c := newClusterHarness(t)
 	waiting := make(chan struct{}, 1)
 	t.Cleanup(consumer.SetStagedWaitHook(func(woken bool) {
 		if !woken {
