@@ -300,6 +300,11 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 		in.Want = pr.want
 	}
 	d := decide.Route(in)
+	if d.Verdict != decide.Dispatch {
+		// Answered here: its answer holds the record until staged and
+		// committed (detached).
+		r = detached(r)
+	}
 	var fwd *kgo.Record
 	if d.Verdict == decide.BuildCopy {
 		fwd, in.CopyErr = e.obTopics.ForwardCopy(r, cmd.Subject, in.Want)
@@ -358,6 +363,39 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 		p.startEntity(entityTask{cmd.Subject, st})
 	}
 	p.mu.Unlock()
+}
+
+// detached is a copy of r that shares nothing with the fetch response r
+// was decoded from: a fetched record is an element of its batch's slab,
+// and its key, value and header values are slices of the response (up to
+// --max-fetch-bytes). A command the poll loop answers itself (deadletter,
+// forward) is staged with its record until its transaction commits — and
+// for as long as the brokers refuse transactions — and each such answer
+// held its whole response, which the staged bound does not count
+// (TestRoutedAnswerDoesNotPinFetchResponse). One copy per routed
+// command, a path no plain command takes.
+func detached(r *kgo.Record) *kgo.Record {
+	c := *r
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	clone := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		buf = append(buf, b...)
+		return buf[len(buf)-len(b) : len(buf) : len(buf)]
+	}
+	c.Key, c.Value = clone(r.Key), clone(r.Value)
+	if r.Headers != nil {
+		c.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			c.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)}
+		}
+	}
+	return &c
 }
 
 // answerRepeat answers, on the poll loop, a command r (decoded as cmd)
