@@ -31,11 +31,7 @@ func TestDrainWaitsForCommandTakenOffItsQueue(t *testing.T) {
 // with drained); the read is freed once the drain returned.
 func drainFailsWhileHeld(t *testing.T, n *onceflighttest.Node, entered <-chan struct{}, free func(), notEntered, drained string) {
 	t.Helper()
-	select {
-	case <-entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal(notEntered)
-	}
+	waitEntered(t, entered, notEntered)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	err := n.Ex.DrainOwned(ctx)
@@ -66,4 +62,15 @@ func holdEntityRead(t *testing.T, entity string) (entered <-chan struct{}, free 
 		<-release
 	}))
 	return in, free
+}
+
+// waitEntered waits for the entity read holdEntityRead holds (entered),
+// failing with notEntered after 30 s.
+func waitEntered(t *testing.T, entered <-chan struct{}, notEntered string) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal(notEntered)
+	}
 }

@@ -755,6 +755,9 @@ func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 	defer stopCM()
 	pollCtx, stopPoll := context.WithCancelCause(ctx)
 	defer stopPoll(errStopped)
+	// However the poll loop ends, stop begins then, not once it returned:
+	// it may be waiting for staged room (pipeline.beginStop).
+	defer context.AfterFunc(pollCtx, p.beginStop)()
 	cmDone := make(chan struct{})
 	var cmErr error // read after cmDone
 	go func() {

@@ -141,3 +141,12 @@ func (e *Executor) SeenOffset(p int32) int64 {
 	defer st.wmu.Unlock()
 	return st.maxSeen
 }
+
+// SetRefillWaitHook makes every worker that begins to wait for room before
+// a refill of skipped commands call hook, until the returned func restores
+// the default.
+func SetRefillWaitHook(hook func()) (restore func()) {
+	old := refillWaitHook
+	refillWaitHook = hook
+	return func() { refillWaitHook = old }
+}

@@ -3,6 +3,7 @@ package consumer
 import (
 	"runtime"
 	"testing"
+	"unsafe"
 	"weak"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -53,5 +54,15 @@ func TestTransactionBound(t *testing.T) {
 	}
 	if got := len(c.take()); got != 1 {
 		t.Fatalf("transaction of %d answers of ~2 MiB, want 1 (4 MiB bound)", got)
+	}
+}
+
+// TestEntityQueueSize: an entity's queue is allocated for most commands
+// of a backlog (one per entity with nothing queued), so it stays within
+// the 64-byte size class; what only a change of ownership needs is kept
+// beside it (pipeline.mu.later).
+func TestEntityQueueSize(t *testing.T) {
+	if n := unsafe.Sizeof(entityQueue{}); n > 64 {
+		t.Fatalf("entityQueue is %d bytes, past the 64-byte size class", n)
 	}
 }

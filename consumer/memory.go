@@ -43,7 +43,8 @@ import (
 // (before an attempt) is queued behind staged answers and committed with
 // them, never behind a waiting worker. The wait
 // also ends when the committer has stopped, the pipeline stops or the
-// partition is lost, so a shutdown or revocation never waits on room.
+// partition is lost, so a shutdown or revocation never waits on room (the
+// poll loop's wait too: stop begins when its context ends, beginStop).
 
 // answerOverhead is what one staged record costs besides its data, result
 // and error message: the Record's fields and their strings, the sealed

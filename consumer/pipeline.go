@@ -56,6 +56,20 @@ type pipeline struct {
 		ov       overlay // staged records, versions and claims (overlay.go)
 		skipped  int     // commands of hot entities read past (skip.go)
 		stopping bool    // stop began: no new command starts
+		// later queues, per entity, the commands polled under a later
+		// ownership of its partition while the entity's worker still runs
+		// a command of an ownership that ended (a lost session's execution
+		// outlasting the rejoin and restore, a revoke's drain that timed
+		// out), one queue per ownership in order. The worker drops its
+		// queue, then runs these, each under its ownership (endQueue,
+		// runEntity): appended to its queue, they were dropped with it,
+		// and the later ownership, which had tracked their offsets, kept
+		// its watermark below them with nobody to answer them
+		// (TestCommandQueuedBehindEndedOwnershipIsAnswered). They run
+		// after the old worker's command: single flight holds in the
+		// process. Kept out of entityQueue, which a field more would move
+		// to a larger size class for every entity's queue.
+		later map[string][]*entityQueue
 	}
 	// cond, on mu, wakes drainPartition when a worker finishes a command
 	// (and every wait when the pipeline stops).
@@ -127,10 +141,22 @@ type pipeline struct {
 type entityQueue struct {
 	items   []*item
 	skipped []int64 // offsets of commands read past, not held (skip.go)
+	// st is the partition ownership the queue's commands were polled
+	// under, which its worker runs them under. The entity's commands
+	// polled under a later ownership while this one's worker still runs
+	// wait in pipeline.mu.later.
+	st *partState
 	// first backs items for an entity's first queued command: most
 	// entities of a backlog have one at a time, and their queue needs
 	// no slice of its own (dispatch).
 	first [1]*item
+}
+
+// newEntityQueue is an empty queue of commands polled under st.
+func newEntityQueue(st *partState) *entityQueue {
+	q := &entityQueue{st: st}
+	q.items = q.first[:0]
+	return q
 }
 
 func newPipeline(e *Executor, cl *kgo.Client) *pipeline {
@@ -274,6 +300,11 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 		in.Want = pr.want
 	}
 	d := decide.Route(in)
+	if d.Verdict != decide.Dispatch {
+		// Answered here: its answer holds the record until staged and
+		// committed (detached).
+		r = detached(r)
+	}
 	var fwd *kgo.Record
 	if d.Verdict == decide.BuildCopy {
 		fwd, in.CopyErr = e.obTopics.ForwardCopy(r, cmd.Subject, in.Want)
@@ -305,9 +336,13 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 	p.mu.Lock()
 	q, running := p.mu.queues[cmd.Subject]
 	if !running {
-		q = &entityQueue{}
-		q.items = q.first[:0]
+		q = newEntityQueue(st)
 		p.mu.queues[cmd.Subject] = q
+	}
+	if q.st != st {
+		// The entity's worker runs a command of an ownership that ended
+		// (st replaced it): queue behind it, under st (pipeline.mu.later).
+		q = p.laterQueue(cmd.Subject, st)
 	}
 	if len(q.skipped) > 0 || len(q.items) >= e.cfg.MaxBufferedPerEntity {
 		// A hot entity: read past its command (skip.go). Its offset stays
@@ -328,6 +363,39 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 		p.startEntity(entityTask{cmd.Subject, st})
 	}
 	p.mu.Unlock()
+}
+
+// detached is a copy of r that shares nothing with the fetch response r
+// was decoded from: a fetched record is an element of its batch's slab,
+// and its key, value and header values are slices of the response (up to
+// --max-fetch-bytes). A command the poll loop answers itself (deadletter,
+// forward) is staged with its record until its transaction commits — and
+// for as long as the brokers refuse transactions — and each such answer
+// held its whole response, which the staged bound does not count
+// (TestRoutedAnswerDoesNotPinFetchResponse). One copy per routed
+// command, a path no plain command takes.
+func detached(r *kgo.Record) *kgo.Record {
+	c := *r
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	clone := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		buf = append(buf, b...)
+		return buf[len(buf)-len(b) : len(buf) : len(buf)]
+	}
+	c.Key, c.Value = clone(r.Key), clone(r.Value)
+	if r.Headers != nil {
+		c.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			c.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)}
+		}
+	}
+	return &c
 }
 
 // answerRepeat answers, on the poll loop, a command r (decoded as cmd)
@@ -675,19 +743,23 @@ func (p *pipeline) full() bool {
 }
 
 // runEntity is the single flight of one entity: it runs the entity's
-// queued commands one at a time, in order, then exits.
+// queued commands one at a time, in order, then exits. When its queue
+// ends with a queue of a later ownership behind it (pipeline.mu.later),
+// it goes on with that one, under that ownership.
 func (p *pipeline) runEntity(entity string, st *partState) {
 	defer p.workers.Done()
-	ctx := st.ctx
 	for {
+		ctx := st.ctx
 		p.mu.Lock()
 		q := p.mu.queues[entity]
 		if len(q.items) == 0 && len(q.skipped) > 0 && !p.mu.stopping && !st.lost.Load() && !st.draining.Load() {
 			p.mu.Unlock()
 			if err := p.refill(ctx, entity, st); err != nil {
-				p.dropRest(entity, st, nil)
+				next := p.dropRest(entity, st, nil)
 				p.fail(st, entity, err)
-				return
+				if st = next; st == nil {
+					return
+				}
 			}
 			continue
 		}
@@ -698,11 +770,14 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			for _, it := range q.items {
 				p.unbuffer(st, it)
 			}
-			p.endQueue(entity, q, st)
+			next := p.endQueue(entity, q, st)
 			p.cond.Broadcast()
 			p.room.Broadcast()
 			p.mu.Unlock()
-			return
+			if st = next; st == nil {
+				return
+			}
+			continue
 		}
 		it := q.items[0]
 		q.items[0] = nil
@@ -717,8 +792,10 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		if err != nil {
 			p.e.log.Error("entity state", "entity", entity, "err", err)
 			p.endRunning(st, nil)
-			p.dropRest(entity, st, it)
-			return
+			if st = p.dropRest(entity, st, it); st == nil {
+				return
+			}
+			continue
 		}
 		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
@@ -730,9 +807,12 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 			// Not staged: the partition keeps its watermark below this
 			// command, and the entity's later commands must not run
 			// before it (G1, order): drop them too.
-			p.dropRest(entity, st, it)
+			next := p.dropRest(entity, st, it)
 			p.fail(st, entity, fmt.Errorf("offset %d: %w", it.offset, j.err))
-			return
+			if st = next; st == nil {
+				return
+			}
+			continue
 		}
 		p.finish(st, entity, it, j, version)
 	}
@@ -801,8 +881,8 @@ func (p *pipeline) fail(st *partState, entity string, err error) {
 }
 
 // dropRest drops cur (not answered; nil for none) and the entity's queued
-// and skipped commands.
-func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
+// and skipped commands; it returns what endQueue returns.
+func (p *pipeline) dropRest(entity string, st *partState, cur *item) (next *partState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cur != nil {
@@ -814,22 +894,56 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) {
 		for _, it := range q.items {
 			p.unbuffer(st, it)
 		}
-		p.endQueue(entity, q, st)
+		next = p.endQueue(entity, q, st)
 	}
 	p.cond.Broadcast()
 	p.room.Broadcast()
+	return next
 }
 
 // endQueue removes an entity's (empty or abandoned) queue, forgetting its
 // skipped commands: their offsets stay uncommitted and they are consumed
-// again (p.mu held).
-func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) {
+// again (p.mu held). The first queue of a later ownership waiting behind
+// it (pipeline.mu.later) becomes the entity's queue: endQueue returns that
+// ownership, whose commands the worker runs next, else nil.
+func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) *partState {
 	delete(p.mu.queues, entity)
 	if len(q.skipped) > 0 {
 		p.unskip(st, len(q.skipped))
 		q.skipped = nil
 	}
 	p.mu.ov.idle(entity)
+	if len(p.mu.later) == 0 {
+		return nil // the common case: no map lookup
+	}
+	l := p.mu.later[entity]
+	if len(l) == 0 {
+		return nil
+	}
+	next := l[0]
+	if len(l) == 1 {
+		delete(p.mu.later, entity)
+	} else {
+		p.mu.later[entity] = l[1:]
+	}
+	p.mu.queues[entity] = next
+	return next.st
+}
+
+// laterQueue is the queue, behind the entity's running one, of its
+// commands polled under st, a later ownership of its partition than the
+// running queue's (pipeline.mu.later; p.mu held).
+func (p *pipeline) laterQueue(entity string, st *partState) *entityQueue {
+	l := p.mu.later[entity]
+	if n := len(l); n > 0 && l[n-1].st == st {
+		return l[n-1]
+	}
+	q := newEntityQueue(st)
+	if p.mu.later == nil {
+		p.mu.later = map[string][]*entityQueue{}
+	}
+	p.mu.later[entity] = append(l, q)
+	return q
 }
 
 // unbuffer takes a command out of its partition's buffer counts (p.mu
@@ -965,16 +1079,27 @@ func (p *pipeline) drainPartition(ctx context.Context, st *partState) error {
 	return nil
 }
 
-// stop stops starting commands, waits for the running ones and flushes.
-// The wait is bounded by ctx: past it, running commands are interrupted
-// (their records stay in_progress and are inherited by the next owner) and
-// whatever is staged is flushed; shutdown never hangs on a worker.
-func (p *pipeline) stop(ctx context.Context) error {
+// beginStop stops starting commands and ends every wait for memory: the
+// first step of stop, which consume also takes as soon as the poll loop's
+// context ends. The poll loop itself may wait for staged room (a repeat it
+// answers, a deadletter or forward it stages): with the brokers refusing
+// every transaction nothing staged settles, and that wait, which ended on
+// stopping but not on the poll context, kept the poll loop from returning
+// to stop — Run never returned (TestShutdownEndsPollLoopWaitingForStagedRoom).
+func (p *pipeline) beginStop() {
 	p.mu.Lock()
 	p.mu.stopping = true
 	p.cond.Broadcast()
 	p.wakeMemory()
 	p.mu.Unlock()
+}
+
+// stop stops starting commands, waits for the running ones and flushes.
+// The wait is bounded by ctx: past it, running commands are interrupted
+// (their records stay in_progress and are inherited by the next owner) and
+// whatever is staged is flushed; shutdown never hangs on a worker.
+func (p *pipeline) stop(ctx context.Context) error {
+	p.beginStop()
 	done := make(chan struct{})
 	go func() {
 		p.workers.Wait()

@@ -59,6 +59,10 @@ func (p *pipeline) unskip(st *partState, n int) {
 // after the refilled ones.
 func (p *pipeline) refill(ctx context.Context, entity string, st *partState) error {
 	p.mu.Lock()
+	if !p.waitRefillRoom(ctx, st) {
+		p.mu.Unlock()
+		return ctx.Err() // nil: stopping, lost or draining, which runEntity sees
+	}
 	q := p.mu.queues[entity]
 	offs := slices.Clone(q.skipped[:min(len(q.skipped), p.e.cfg.MaxBufferedPerEntity)])
 	p.mu.Unlock()
@@ -92,6 +96,38 @@ func (p *pipeline) refill(ctx context.Context, entity string, st *partState) err
 	p.e.m.skipRefills.Inc()
 	return nil
 }
+
+// waitRefillRoom waits, p.mu held, while the commands held (buffered and
+// staged) are at their bounds (full), as the poll loop does before a poll
+// (waitRoom): a refill is read into memory as a poll is. Without it a hot
+// entity refilled as soon as it had run what it held, whatever the
+// committer had not yet settled, and with the committer behind (or the
+// brokers refusing transactions) its answers piled up to the staged bytes
+// bound, past --max-buffered (TestRefillWaitsForRoom). It reports false,
+// without waiting longer, when the pipeline stops, st ends or drains, or
+// ctx ends: there is nothing to refill for. The worker waits for the
+// committer only (memory.go's wait order), holding its entity's single
+// flight and nothing else: its queue is empty.
+func (p *pipeline) waitRefillRoom(ctx context.Context, st *partState) bool {
+	end := func() bool { return p.mu.stopping || st.lost.Load() || st.draining.Load() || ctx.Err() != nil }
+	if !p.full() || end() {
+		return !end()
+	}
+	// context.AfterFunc runs its function on a goroutine of its own:
+	// registering and stopping it under p.mu is safe (waitStaged).
+	defer p.wakeOnDone(ctx)()
+	if refillWaitHook != nil {
+		refillWaitHook()
+	}
+	for p.full() && !end() {
+		p.room.Wait()
+	}
+	return !end()
+}
+
+// refillWaitHook, when set (tests only), is called by a worker that begins
+// to wait for room before a refill.
+var refillWaitHook func()
 
 // refetchBytes is a refill's fetch size for the partition: about what the
 // offsets from the first to the last of offs hold, at refetchRecordBytes a
