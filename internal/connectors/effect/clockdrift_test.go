@@ -79,3 +79,21 @@ func (l *laggingSystem) end() {
 		l.land()
 	}
 }
+
+// Waiting for the deadline plus the clock drift is not part of
+// confirm_timeout: an action whose confirm_timeout is shorter than its
+// timeout plus the drift still executes again once a trusted NotFound
+// says the first attempt did not happen, instead of giving up unresolved
+// while it waits to be allowed to trust the answer.
+func TestConfirmTimeoutCountsFromTheTrustedAnswer(t *testing.T) {
+	f := NewFaulty()
+	f.Inject("k", FaultAmbiguousBefore)
+	p := fastPolicy()
+	p.Timeout = 100 * time.Millisecond
+	p.ClockDrift = time.Second
+	p.ConfirmTimeout = 300 * time.Millisecond
+	d := effect.Perform(context.Background(), f, req("k"), p)
+	if d.Outcome != schemas.StatusSucceeded || d.Attempts != 2 || f.Effects("k") != 1 {
+		t.Fatalf("decision %+v, effects %d: want the second attempt after a trusted not found", d, f.Effects("k"))
+	}
+}

@@ -798,12 +798,20 @@ func (r *runner) exhausted(executed int, mayHaveHappened bool, last string) Deci
 // (returned with done == false) or until ConfirmTimeout or ctx ends it (done
 // == true with the Decision to return).
 //
-// A NotFound obtained before req.Deadline is not trusted: until the
-// attempt's deadline passes, the request may still be queued or running
-// behind a proxy that already answered 504, so "not found yet" could turn
-// into "found". Confirm waits for the deadline and asks again.
+// A NotFound obtained before req.Deadline plus ClockDrift is not trusted:
+// until then the request may still be queued or running behind a proxy
+// that already answered 504 (or reach a system whose clock lags), so "not
+// found yet" could turn into "found". Confirm waits for that moment and
+// asks again. The wait is not part of ConfirmTimeout, which bounds how
+// long the system is asked once its answer can settle the question:
+// counted in it, a confirm_timeout shorter than the attempt's timeout plus
+// the clock drift would make every NotFound unresolved.
 func (r *runner) confirm(ctx context.Context, req connectors.Request) (connectors.Result, Decision, bool) {
-	cctx, cancel := context.WithTimeout(ctx, r.p.ConfirmTimeout)
+	bound := r.p.ConfirmTimeout
+	if !req.Deadline.IsZero() {
+		bound += max(0, time.Until(req.Deadline.Add(r.p.ClockDrift)))
+	}
+	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	b := r.p.Backoff()
 	last := ""
