@@ -710,9 +710,13 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	if rec.Epoch < cs.epoch {
 		// Restore ignores such a record; that it is visible at all
 		// means a replaced owner's write got through the fence.
-		v.Message = fmt.Sprintf("%s record written under epoch %d after the epoch %d marker: a replaced owner's write is visible", rec.Status, rec.Epoch, cs.epoch)
+		v.Message = fmt.Sprintf("%s record written under epoch %d after epoch %d's marker or records: a replaced owner's write is visible", rec.Status, rec.Epoch, cs.epoch)
 		a.violate(CheckSingleFlight, v)
 	}
+	// The epoch is also taken from records, as restore takes it
+	// (consumer applyJournal): once retention has deleted an epoch's
+	// marker, its records are what still says a lower epoch is replaced.
+	cs.epoch = max(cs.epoch, rec.Epoch)
 	// A key is scoped to its entity (docs/events.md#execution-records): one key of two entities is
 	// two histories.
 	if rec.Status != schemas.StatusInProgress {

@@ -316,6 +316,16 @@ func TestCheck(t *testing.T) {
 				marker(2),
 				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 0)) // epoch 1 after marker 2
 		}, fail: map[string]int64{CheckSingleFlight: 4}},
+		{name: "record of a replaced owner after retention took the marker", mutate: func(t *testing.T, in *Input) {
+			// Retention deleted marker 2; restore still takes epoch 2 from
+			// k1's records and ignores k2's epoch-1 record after them.
+			k1a, k1b := rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0)
+			k1a.rec.Epoch, k1b.rec.Epoch = 2, 2
+			k1a.rec.FencingToken = 2<<32 | 1
+			in.Journal = journal(t, pe, k1a, k1b,
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 0)) // epoch 1 after epoch 2's records
+			in.JournalStart = map[int32]int64{pe: 7}
+		}, fail: map[string]int64{CheckSingleFlight: 2}},
 		{name: "misrouted without a forward", mutate: func(t *testing.T, in *Input) {
 			wrong := otherPartition(pe)
 			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))

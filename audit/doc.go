@@ -41,7 +41,8 @@
 //	                        rejected record; attempt numbers never go down
 //	single_flight (G1)      no two keys of an entity in_progress at once;
 //	                        fencing tokens strictly increase per entity; no
-//	                        write of a replaced owner after an epoch marker
+//	                        write of a replaced owner after a higher epoch's
+//	                        marker or records (as restore reads them)
 //
 // Commands at or above the group's committed offset may still be in flight:
 // they are counted as pending, not as violations. A Report lists at most
