@@ -1214,6 +1214,16 @@ func evidenceProblem(rec *schemas.Record) string {
 	}
 	// Built only for a problem: most records have none.
 	claim := func() string { return fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy) }
+	// failed promises the effect did not happen: after an ambiguous
+	// attempt only a confirmation that found it not done can promise that
+	// (G3; idempotent_by_key re-executes but never clears the doubt), so
+	// the executor's rules end such a key unresolved. Only an operator
+	// may decide failed without that confirmation.
+	if rec.Status == schemas.StatusFailed && rec.EstablishedBy != schemas.EstablishedByOperator {
+		if n, ok := unconfirmedAmbiguous(rec.Evidence); ok {
+			return fmt.Sprintf("%s, but attempt %d answered ambiguous and no confirmation found it not done: it may have taken effect", claim(), n)
+		}
+	}
 	switch rec.EstablishedBy {
 	case schemas.EstablishedByRule:
 		return ""
@@ -1255,4 +1265,22 @@ func evidenceProblem(rec *schemas.Record) string {
 		return ""
 	}
 	return fmt.Sprintf("established_by %q is not one of answer, confirmation, reconciler, operator, rule", rec.EstablishedBy)
+}
+
+// unconfirmedAmbiguous returns the first attempt in evs that answered
+// ambiguous with no later confirmation of it that answered not_found. The
+// evidence keeps its latest entries, so a confirmation is never dropped
+// while the attempt it asked about is kept.
+func unconfirmedAmbiguous(evs []schemas.Evidence) (int, bool) {
+	for i, ev := range evs {
+		if ev.Kind != schemas.EvidenceAttempt || ev.Answer != schemas.AnswerAmbiguous {
+			continue
+		}
+		if !slices.ContainsFunc(evs[i+1:], func(c schemas.Evidence) bool {
+			return c.Kind == schemas.EvidenceConfirm && c.Attempt == ev.Attempt && c.Answer == schemas.AnswerNotFound
+		}) {
+			return ev.Attempt, true
+		}
+	}
+	return 0, false
 }

@@ -429,6 +429,22 @@ func TestCheck(t *testing.T) {
 				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
 		}
 	}
+	notFound := schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: 1, At: t0.Add(time.Second), Answer: schemas.AnswerNotFound, By: schemas.ByExecutor}
+	rejected2 := schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: 2, At: t0.Add(2 * time.Second), Answer: schemas.AnswerRejected}
+	// failedK1 makes k1 end failed connector_rejected after attempt 2,
+	// established by answer, with evidence evs.
+	failedK1 := func(evs ...schemas.Evidence) func(*testing.T, *Input) {
+		return func(t *testing.T, in *Input) {
+			k1 := rec("k1", ent, schemas.StatusFailed, 2, 0, 0)
+			k1.rec.EstablishedBy, k1.rec.Evidence = schemas.EstablishedByAnswer, evs
+			k1.rec.Error = &schemas.Error{Code: schemas.CodeConnectorRejected, Message: "no"}
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), k1,
+				rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second),
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
+			in.Outcomes[0] = outcome(t, "k1", ent, "cmd-k1", schemas.StatusFailed, pe, 0)
+		}
+	}
 	tests = append(tests, []struct {
 		name   string
 		mutate func(*testing.T, *Input)
@@ -460,6 +476,9 @@ func TestCheck(t *testing.T) {
 			fail: map[string]int64{CheckEvidence: 2}},
 		{name: "operator with a resolution", mutate: withK1(schemas.EstablishedByOperator,
 			&schemas.Resolution{By: "ann", At: t0, Reason: "checked", As: schemas.StatusSucceeded}, ambiguous)},
+		{name: "failed after an ambiguous attempt no confirmation found not done", mutate: failedK1(ambiguous, rejected2),
+			fail: map[string]int64{CheckEvidence: 2}},
+		{name: "failed after an ambiguous attempt confirmed not found", mutate: failedK1(ambiguous, notFound, rejected2)},
 		{name: "unknown established_by", mutate: withK1("luck", nil, answered),
 			fail: map[string]int64{CheckEvidence: 2}},
 	}...)
