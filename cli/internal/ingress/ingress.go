@@ -389,6 +389,14 @@ type Answer struct {
 }
 
 func (h *handler) post(w http.ResponseWriter, r *http.Request) {
+	// The token first: a request without it must not take from the rate
+	// limit or the in-flight slots, which are the producers' (anyone who
+	// reaches the ingress could otherwise starve them with 401s).
+	if len(h.cfg.Token) > 0 && !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="onceflight"`)
+		problem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)").write(w)
+		return
+	}
 	if h.rate != nil && !h.rate.Allow() {
 		w.Header().Set("Retry-After", "1")
 		problem(http.StatusTooManyRequests, "too_many_requests", "more than %g requests a second", h.cfg.Rate).write(w)
@@ -400,11 +408,6 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Retry-After", "1")
 		problem(http.StatusTooManyRequests, "too_many_requests", "more than %d requests in progress", h.cfg.MaxInflight).write(w)
-		return
-	}
-	if len(h.cfg.Token) > 0 && !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="onceflight"`)
-		problem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)").write(w)
 		return
 	}
 	req, p := ParseRequest(r, h.cfg.MaxDataBytes, h.cfg.MaxWait, h.cfg.Known)

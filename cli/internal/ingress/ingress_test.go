@@ -236,6 +236,23 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
+// TestStrangersDoNotSpendTheRate: requests without the token are refused
+// before they take from the rate limit, so that anyone who reaches the
+// ingress cannot starve its producers with 401s.
+func TestStrangersDoNotSpendTheRate(t *testing.T) {
+	srv := httptest.NewServer(Handler(Config{Rate: 0.0001, Burst: 1, Token: []byte("s3cret")}))
+	defer srv.Close()
+	for range 3 {
+		if r := post(t, srv.URL, "/v1/commands/a?entity=e", `{}`, map[string]string{"Authorization": "Bearer wrong"}); r.code != http.StatusUnauthorized {
+			t.Fatalf("stranger: %d %+v, want 401", r.code, r.problem)
+		}
+	}
+	producer := post(t, srv.URL, "/v1/commands/a?entity=e", `{}`, map[string]string{"Authorization": "Bearer s3cret"})
+	if producer.code != http.StatusBadRequest { // let through, refused for the missing key
+		t.Errorf("the producer after strangers: %d %+v, want 400 (past the rate limit)", producer.code, producer.problem)
+	}
+}
+
 func TestBucketRefills(t *testing.T) {
 	b := newLimiter(2, 2)
 	now := time.Unix(1000, 0)
