@@ -165,10 +165,13 @@ type keyState struct {
 }
 
 // inflightKey is a key of an entity in progress, and the offset of its
-// latest in_progress record.
+// latest in_progress record, with that record's deadline (UnixNano, 0:
+// none) and epoch.
 type inflightKey struct {
-	key string
-	off int64
+	key      string
+	off      int64
+	deadline int64
+	epoch    int64
 }
 
 // entityState is what G1 needs to remember about one entity. An entity
@@ -179,6 +182,11 @@ type entityState struct {
 	tok      int64 // highest fencing token seen
 	tokKey   string
 	tokOff   int64
+	// inherited is the attempt of a replaced owner that a newer epoch
+	// settled, until the entity's next key starts: that start must come
+	// after the attempt's deadline (docs/guarantees.md#g1-single-flight,
+	// deadlines). Nil for all but entities just taken over.
+	inherited *inflightKey
 }
 
 // idSeen is what the outcome-id check remembers of an id's first use.
@@ -887,11 +895,34 @@ func (a *auditor) singleFlight(id digest, off int64, rec *schemas.Record, v Viol
 // singleFlightState is singleFlight on the entity's state es.
 func (a *auditor) singleFlightState(es *entityState, off int64, rec *schemas.Record, v Violation) {
 	if rec.Status != schemas.StatusInProgress {
-		es.inflight = slices.DeleteFunc(es.inflight, func(k inflightKey) bool { return k.key == rec.IdempotencyKey })
+		es.inflight = slices.DeleteFunc(es.inflight, func(k inflightKey) bool {
+			if k.key != rec.IdempotencyKey {
+				return false
+			}
+			if k.deadline != 0 && k.epoch < rec.Epoch {
+				// A new owner settled it: the old owner's attempt may
+				// run until its deadline, whatever the new one wrote.
+				es.inherited = &inflightKey{key: k.key, off: k.off, deadline: k.deadline, epoch: k.epoch}
+			}
+			return true
+		})
 		if len(es.inflight) == 0 {
 			es.inflight = nil // most entities are idle: keep no array
 		}
 		return
+	}
+	if h := es.inherited; h != nil && h.key != rec.IdempotencyKey {
+		// A new owner waits for an inherited attempt's deadline (plus
+		// --clock-drift, by its own clock) before it settles that key,
+		// so the entity's next key starts after the deadline; one that
+		// starts before it may overlap the replaced owner's attempt.
+		es.inherited = nil
+		if rec.StartedAt != nil && rec.Epoch > h.epoch && rec.StartedAt.UnixNano() < h.deadline {
+			w := v
+			w.Message = fmt.Sprintf("entity %q: key %q starts at %s under epoch %d, before the deadline %s of key %q's attempt under epoch %d (offset %d): the replaced owner's attempt may still have been running",
+				rec.Entity, rec.IdempotencyKey, rec.StartedAt.UTC().Format(time.RFC3339Nano), rec.Epoch, time.Unix(0, h.deadline).UTC().Format(time.RFC3339Nano), h.key, h.epoch, h.off)
+			a.violate(CheckSingleFlight, w)
+		}
 	}
 	others := make([]inflightKey, 0, len(es.inflight))
 	mine := -1
@@ -909,10 +940,15 @@ func (a *auditor) singleFlightState(es *entityState, off int64, rec *schemas.Rec
 			rec.Entity, rec.IdempotencyKey, k.key, k.off)
 		a.violate(CheckSingleFlight, w)
 	}
+	var deadline int64
+	if rec.Deadline != nil {
+		deadline = rec.Deadline.UnixNano()
+	}
 	if mine >= 0 {
-		es.inflight[mine].off = off
+		k := &es.inflight[mine]
+		k.off, k.deadline, k.epoch = off, deadline, rec.Epoch
 	} else {
-		es.inflight = append(es.inflight, inflightKey{rec.IdempotencyKey, off})
+		es.inflight = append(es.inflight, inflightKey{rec.IdempotencyKey, off, deadline, rec.Epoch})
 	}
 	t := rec.FencingToken
 	if t == 0 {

@@ -186,6 +186,23 @@ func deadletterMisroutedK3(t *testing.T, in *Input) int32 {
 	return wrong
 }
 
+// takeover is a history where owner epoch 1 leaves k1's attempt in
+// progress (deadline t0+1s), owner epoch 2 settles k1 and then starts k2
+// at t0+k2Start.
+func takeover(k2Start time.Duration) func(*testing.T, *Input) {
+	return func(t *testing.T, in *Input) {
+		k1b, k2a, k2b := rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+			rec("k2", ent, schemas.StatusInProgress, 1, 1, k2Start), rec("k2", ent, schemas.StatusSucceeded, 1, 0, k2Start)
+		for _, j := range []jent{k1b, k2a, k2b} {
+			j.rec.Epoch = 2
+		}
+		k2a.rec.FencingToken = 2<<32 | 1
+		in.Journal = journal(t, pe, marker(1),
+			rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), // deadline t0+1s
+			marker(2), k1b, k2a, k2b)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -326,6 +343,9 @@ func TestCheck(t *testing.T) {
 				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 0)) // epoch 1 after epoch 2's records
 			in.JournalStart = map[int32]int64{pe: 7}
 		}, fail: map[string]int64{CheckSingleFlight: 2}},
+		{name: "a new owner starts another key before the inherited attempt's deadline", mutate: takeover(500 * time.Millisecond),
+			fail: map[string]int64{CheckSingleFlight: 4}},
+		{name: "a new owner starts another key after the inherited attempt's deadline", mutate: takeover(2 * time.Second)},
 		{name: "misrouted without a forward", mutate: func(t *testing.T, in *Input) {
 			wrong := otherPartition(pe)
 			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))
