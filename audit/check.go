@@ -634,7 +634,7 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	}
 	// d is reused for the next chunk: what the journal checks read is
 	// copied.
-	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID}}
+	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID, misplaced: d.misplaced}}
 	a.judgeHeld(sc.Add(r, h))
 }
 
@@ -720,6 +720,16 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 		// means a replaced owner's write got through the fence.
 		v.Message = fmt.Sprintf("%s record written under epoch %d after epoch %d's marker or records: a replaced owner's write is visible", rec.Status, rec.Epoch, cs.epoch)
 		a.violate(CheckSingleFlight, v)
+	}
+	if d.misplaced {
+		// Every record of an entity is written by the owner of its
+		// partition: one elsewhere was not, and the keys and entities
+		// of that partition are another history the checks of this one
+		// cannot see (a key executed in both passes either).
+		w := v
+		w.Message = fmt.Sprintf("entity %q belongs on partition %d: its %s record on journal partition %d was written outside its single flight",
+			rec.Entity, partitioner.ForEntity(rec.Entity, a.in.CommandPartitions), rec.Status, r.Partition)
+		a.violate(CheckSingleFlight, w)
 	}
 	// The epoch is also taken from records, as restore takes it
 	// (consumer applyJournal): once retention has deleted an epoch's

@@ -307,11 +307,17 @@ func TestCheck(t *testing.T) {
 			}
 		}},
 		{name: "other entities may overlap", mutate: func(t *testing.T, in *Input) {
+			other := ""
+			for i := 2; other == ""; i++ {
+				if e := "order-" + strconv.Itoa(i); partitioner.ForEntity(e, nParts) == pe {
+					other = e // of the same partition, where each record is written
+				}
+			}
 			in.Journal = journal(t, pe, marker(1),
 				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
-				rec("k2", "order-other", schemas.StatusInProgress, 1, 2, 0),
+				rec("k2", other, schemas.StatusInProgress, 1, 2, 0),
 				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
-				rec("k2", "order-other", schemas.StatusSucceeded, 1, 0, 0))
+				rec("k2", other, schemas.StatusSucceeded, 1, 0, 0))
 		}},
 		{name: "fencing token goes backwards", mutate: func(t *testing.T, in *Input) {
 			in.Journal = journal(t, pe, marker(1),
@@ -346,6 +352,13 @@ func TestCheck(t *testing.T) {
 		{name: "a new owner starts another key before the inherited attempt's deadline", mutate: takeover(500 * time.Millisecond),
 			fail: map[string]int64{CheckSingleFlight: 4}},
 		{name: "a new owner starts another key after the inherited attempt's deadline", mutate: takeover(2 * time.Second)},
+		{name: "an entity's record on another partition than its own", mutate: func(t *testing.T, in *Input) {
+			// Executed outside its single flight (say, misrouted and run in
+			// place): that partition's keys and entities are another history.
+			in.Journal = append(in.Journal, journal(t, otherPartition(pe), marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 9, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0))...)
+		}, fail: map[string]int64{CheckSingleFlight: 1}},
 		{name: "misrouted without a forward", mutate: func(t *testing.T, in *Input) {
 			wrong := otherPartition(pe)
 			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))

@@ -45,7 +45,8 @@
 //	                        marker or records (as restore reads them); after
 //	                        a new owner settles a replaced owner's attempt,
 //	                        the entity's next key starts after that
-//	                        attempt's deadline
+//	                        attempt's deadline; every record is on its
+//	                        entity's partition
 //
 // Commands at or above the group's committed offset may still be in flight:
 // they are counted as pending, not as violations. A Report lists at most
