@@ -151,9 +151,9 @@ type handler struct {
 	// tokenSum is the SHA-256 of cfg.Token, which requests' tokens are
 	// compared with (authorized).
 	tokenSum [sha256.Size]byte
-	slots   chan struct{}
-	rate    *rate.Limiter // nil: no rate limit
-	flights flights
+	slots    chan struct{}
+	rate     *rate.Limiter // nil: no rate limit
+	flights  flights
 }
 
 // flights are the keys this ingress published and has not seen answered
