@@ -312,15 +312,17 @@ type decisionSeen struct {
 	says   digest // of (entity, key, as) it decides
 }
 
-// operatorClaim is a record whose status claims an operator's decision
-// (established_by operator): its resolution must name a signed decision
-// on the commands topic that decided this key of this entity as this
-// status. Judged in finish, since commands are read after the journal.
+// operatorClaim is a record that claims an operator's decision: a status
+// established_by operator, whose resolution must name a signed resolve on
+// the commands topic that decided this key of this entity as this status;
+// or a release or an approval, which must name a signed release or
+// approve of this key of this entity. Judged in finish, since commands
+// are read after the journal.
 type operatorClaim struct {
 	v        Violation // the record; Message is filled in when it fails
 	claim    string    // "succeeded established by operator"
 	decision string    // the resolution's decision_id
-	want     digest    // of (entity, key, status)
+	want     digest    // decisionSays of what the record says was decided
 	p        int32     // the commands partition the decision is on
 }
 
@@ -748,6 +750,9 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 			a.claimOperator(rec, v)
 		}
 	}
+	if rec.Release != nil || rec.Resolution != nil {
+		a.claimDecisions(rec, v)
+	}
 	a.onceKey(r.Partition, d.keyID, r.Offset, rec, v)
 	a.singleFlight(d.entityID, r.Offset, rec, v)
 }
@@ -1155,7 +1160,10 @@ func (a *auditor) decision(r *kgo.Record, cmd *schemas.Command) {
 	err := a.in.ControlKeys.VerifyControl(cmd)
 	var says schemas.Decision
 	_ = json.Unmarshal(cmd.Data, &says) // undecodable: decides nothing a record can name
-	a.decisions[digestOf(cmd.ID)] = decisionSeen{signed: err == nil, says: digestOf(cmd.Subject, says.Key, says.As)}
+	if cmd.Type != schemas.TypeResolve {
+		says.As = "" // only a resolve decides a status
+	}
+	a.decisions[digestOf(cmd.ID)] = decisionSeen{signed: err == nil, says: decisionSays(cmd.Type, cmd.Subject, says.Key, says.As)}
 	if err == nil {
 		return
 	}
@@ -1200,16 +1208,43 @@ func sourceOf(r *kgo.Record, pHeader, oHeader string) (src, bool) {
 // decision's signature cannot be checked (a note says so), and a record
 // written before resolutions named their decision (2026-12-01) names none.
 func (a *auditor) claimOperator(rec *schemas.Record, v Violation) {
-	if a.in.ControlKeys == nil || rec.Resolution == nil || rec.Resolution.DecisionID == "" {
+	if rec.Resolution == nil {
+		return
+	}
+	a.claimDecision(rec, v, fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy), rec.Resolution.DecisionID, schemas.TypeResolve, string(rec.Status))
+}
+
+// claimDecisions remembers the operator decisions rec carries besides a
+// resolution of its status: a release, which makes the key's next
+// command new work, and an approval, which ran a held command. Either
+// must name a signed decision of its kind for this key, as a resolution
+// must, or a record could free a key or run a duplicate on nobody's word.
+func (a *auditor) claimDecisions(rec *schemas.Record, v Violation) {
+	if r := rec.Release; r != nil {
+		a.claimDecision(rec, v, "released by an operator", r.DecisionID, schemas.TypeRelease, "")
+	}
+	if r := rec.Resolution; r != nil && r.As == "approved" {
+		a.claimDecision(rec, v, "approved by an operator", r.DecisionID, schemas.TypeApprove, "")
+	}
+}
+
+// claimDecision remembers that rec names decision id of type typ that
+// decided its key of its entity (as its verdict for a resolve), to be
+// judged in finish.
+func (a *auditor) claimDecision(rec *schemas.Record, v Violation, claim, id, typ, as string) {
+	if a.in.ControlKeys == nil || id == "" {
 		return
 	}
 	p := rec.Command.Partition
 	if n := a.in.CommandPartitions; n > 0 {
 		p = partitioner.ForEntity(rec.Entity, n)
 	}
-	a.claims = append(a.claims, operatorClaim{v: v, claim: fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy),
-		decision: rec.Resolution.DecisionID, want: digestOf(rec.Entity, rec.IdempotencyKey, string(rec.Status)), p: p})
+	a.claims = append(a.claims, operatorClaim{v: v, claim: claim, decision: id, want: decisionSays(typ, rec.Entity, rec.IdempotencyKey, as), p: p})
 }
+
+// decisionSays is what a decision decided: its type, entity, key and, for
+// a resolve, the status.
+func decisionSays(typ, entity, key, as string) digest { return digestOf(typ, entity, key, as) }
 
 // judgeClaims checks that every record established by an operator names
 // a decision the commands topic holds, signed by a control key, that
@@ -1234,7 +1269,7 @@ func (a *auditor) judgeClaims() {
 		case !d.signed:
 			v.Message = fmt.Sprintf("%s, but the signature of its decision %q does not verify", c.claim, c.decision)
 		case d.says != c.want:
-			v.Message = fmt.Sprintf("%s, but its decision %q decided another key, entity or status", c.claim, c.decision)
+			v.Message = fmt.Sprintf("%s, but its decision %q decided another key, entity or status, or is another kind of decision", c.claim, c.decision)
 		default:
 			continue
 		}
