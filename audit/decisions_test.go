@@ -15,8 +15,16 @@ import (
 // offset off of its partition, signed with ks (unsigned when nil).
 func resolveCommand(t *testing.T, id, key, forKey string, off int64, ks *schemas.ControlKeys) *kgo.Record {
 	t.Helper()
-	data, _ := json.Marshal(schemas.Decision{Key: forKey, As: "succeeded", Reason: "checked", By: "alice"})
-	c := schemas.Command{ID: id, Source: "ops", Type: schemas.TypeResolve, Subject: ent, IdempotencyKey: key, Data: data}
+	return decisionCommand(t, schemas.TypeResolve, id, key, forKey, "succeeded", off, ks)
+}
+
+// decisionCommand is an operator decision of type typ with idempotency
+// key key on entity ent's key forKey (as: resolve's verdict, "" for
+// approve and release), at offset off, signed with ks (unsigned when nil).
+func decisionCommand(t *testing.T, typ, id, key, forKey, as string, off int64, ks *schemas.ControlKeys) *kgo.Record {
+	t.Helper()
+	data, _ := json.Marshal(schemas.Decision{Key: forKey, As: as, Reason: "checked", By: "alice"})
+	c := schemas.Command{ID: id, Source: "ops", Type: typ, Subject: ent, IdempotencyKey: key, Data: data}
 	if ks != nil {
 		if err := ks.SignControl(&c); err != nil {
 			t.Fatal(err)
@@ -110,13 +118,7 @@ func TestOperatorEvidenceNamesItsDecision(t *testing.T) {
 			rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), k1,
 			rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second),
 			rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
-		if decision != nil {
-			in.Commands = append(in.Commands, decision)
-			in.Outcomes = append(in.Outcomes, outcome(t, "resolve/d-1", ent, "d-1", schemas.StatusSucceeded, pe, 2))
-			in.Committed[pe] = 3
-		}
-		in.ControlKeys = keys
-		return in
+		return withDecision(t, in, decision, keys)
 	}
 	for _, tt := range []struct {
 		name    string
@@ -158,24 +160,6 @@ func TestOperatorEvidenceNamesItsDecision(t *testing.T) {
 	}
 }
 
-// decisionCommand is an operator decision of type typ on entity ent's
-// key forKey (as: resolve's verdict, "" for approve and release), at
-// offset off, signed with ks.
-func decisionCommand(t *testing.T, typ, id, forKey, as string, off int64, ks *schemas.ControlKeys) *kgo.Record {
-	t.Helper()
-	data, _ := json.Marshal(schemas.Decision{Key: forKey, As: as, Reason: "checked", By: "alice"})
-	c := schemas.Command{ID: id, Source: "ops", Type: typ, Subject: ent, IdempotencyKey: typ + "/" + id, Data: data}
-	if err := ks.SignControl(&c); err != nil {
-		t.Fatal(err)
-	}
-	r, err := schemas.EncodeCommand(c, schemas.Binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Topic, r.Partition, r.Offset = tops.Commands, pe, off
-	return r
-}
-
 // A release frees a key for new work and an approval runs a held command:
 // with the control keys, a record that carries either must name a signed
 // decision of that kind for its key, as a resolution must (a release
@@ -201,35 +185,37 @@ func TestReleaseAndApprovalNameTheirDecision(t *testing.T) {
 		}
 		ents = append(ents, rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second), rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
 		in.Journal = journal(t, pe, ents...)
-		if decision != nil {
-			in.Commands = append(in.Commands, decision)
-			in.Outcomes = append(in.Outcomes, outcome(t, "x/d-1", ent, "d-1", schemas.StatusSucceeded, pe, 2))
-			in.Committed[pe] = 3
-		}
-		in.ControlKeys = keys
-		return in
+		return withDecision(t, in, decision, keys)
 	}
 	for _, tt := range []struct {
 		name    string
 		in      Input
 		problem string // "" = the evidence check holds
 	}{
-		{"a release with its signed decision", setup(false, decisionCommand(t, schemas.TypeRelease, "d-1", "k1", "", 2, keys)), ""},
+		{"a release with its signed decision", setup(false, decisionCommand(t, schemas.TypeRelease, "d-1", "release/d-1", "k1", "", 2, keys)), ""},
 		{"a release without a decision", setup(false, nil), `released by an operator, but its decision "d-1" is not on the commands topic`},
-		{"a release naming an approval", setup(false, decisionCommand(t, schemas.TypeApprove, "d-1", "k1", "", 2, keys)), `decided another key, entity or status`},
-		{"a release naming another key's release", setup(false, decisionCommand(t, schemas.TypeRelease, "d-1", "k2", "", 2, keys)), `decided another key, entity or status`},
-		{"an approval with its signed decision", setup(true, decisionCommand(t, schemas.TypeApprove, "d-1", "k1", "", 2, keys)), ""},
+		{"a release naming an approval", setup(false, decisionCommand(t, schemas.TypeApprove, "d-1", "approve/d-1", "k1", "", 2, keys)), `decided another key, entity or status`},
+		{"a release naming another key's release", setup(false, decisionCommand(t, schemas.TypeRelease, "d-1", "release/d-1", "k2", "", 2, keys)), `decided another key, entity or status`},
+		{"an approval with its signed decision", setup(true, decisionCommand(t, schemas.TypeApprove, "d-1", "approve/d-1", "k1", "", 2, keys)), ""},
 		{"an approval without a decision", setup(true, nil), `approved by an operator, but its decision "d-1" is not on the commands topic`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			rep := Check(tt.in)
-			c := find(rep, CheckEvidence)
-			switch {
-			case tt.problem == "" && !c.OK:
-				t.Errorf("evidence failed: %v", c.Violations)
-			case tt.problem != "" && (c.OK || !strings.Contains(c.Violations[0].Message, tt.problem)):
-				t.Errorf("evidence = %+v, want a violation saying %q", c, tt.problem)
+			if c := find(Check(tt.in), CheckEvidence); c.OK != (tt.problem == "") || (!c.OK && !strings.Contains(c.Violations[0].Message, tt.problem)) {
+				t.Errorf("evidence = %+v, want ok=%v saying %q", c, tt.problem == "", tt.problem)
 			}
 		})
 	}
+}
+
+// withDecision is in with the control keys and decision d-1 (if any) at
+// commands offset 2, accepted (a succeeded outcome) and committed.
+func withDecision(t *testing.T, in Input, decision *kgo.Record, keys *schemas.ControlKeys) Input {
+	t.Helper()
+	if decision != nil {
+		in.Commands = append(in.Commands, decision)
+		in.Outcomes = append(in.Outcomes, outcome(t, "decision/d-1", ent, "d-1", schemas.StatusSucceeded, pe, 2))
+		in.Committed[pe] = 3
+	}
+	in.ControlKeys = keys
+	return in
 }
