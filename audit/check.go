@@ -165,10 +165,13 @@ type keyState struct {
 }
 
 // inflightKey is a key of an entity in progress, and the offset of its
-// latest in_progress record.
+// latest in_progress record, with that record's deadline (UnixNano, 0:
+// none) and epoch.
 type inflightKey struct {
-	key string
-	off int64
+	key      string
+	off      int64
+	deadline int64
+	epoch    int64
 }
 
 // entityState is what G1 needs to remember about one entity. An entity
@@ -179,6 +182,11 @@ type entityState struct {
 	tok      int64 // highest fencing token seen
 	tokKey   string
 	tokOff   int64
+	// inherited is the attempt of a replaced owner that a newer epoch
+	// settled, until the entity's next key starts: that start must come
+	// after the attempt's deadline (docs/guarantees.md#g1-single-flight,
+	// deadlines). Nil for all but entities just taken over.
+	inherited *inflightKey
 }
 
 // idSeen is what the outcome-id check remembers of an id's first use.
@@ -304,15 +312,17 @@ type decisionSeen struct {
 	says   digest // of (entity, key, as) it decides
 }
 
-// operatorClaim is a record whose status claims an operator's decision
-// (established_by operator): its resolution must name a signed decision
-// on the commands topic that decided this key of this entity as this
-// status. Judged in finish, since commands are read after the journal.
+// operatorClaim is a record that claims an operator's decision: a status
+// established_by operator, whose resolution must name a signed resolve on
+// the commands topic that decided this key of this entity as this status;
+// or a release or an approval, which must name a signed release or
+// approve of this key of this entity. Judged in finish, since commands
+// are read after the journal.
 type operatorClaim struct {
 	v        Violation // the record; Message is filled in when it fails
 	claim    string    // "succeeded established by operator"
 	decision string    // the resolution's decision_id
-	want     digest    // of (entity, key, status)
+	want     digest    // decisionSays of what the record says was decided
 	p        int32     // the commands partition the decision is on
 }
 
@@ -626,7 +636,7 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	}
 	// d is reused for the next chunk: what the journal checks read is
 	// copied.
-	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID}}
+	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID, misplaced: d.misplaced}}
 	a.judgeHeld(sc.Add(r, h))
 }
 
@@ -710,9 +720,23 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	if rec.Epoch < cs.epoch {
 		// Restore ignores such a record; that it is visible at all
 		// means a replaced owner's write got through the fence.
-		v.Message = fmt.Sprintf("%s record written under epoch %d after the epoch %d marker: a replaced owner's write is visible", rec.Status, rec.Epoch, cs.epoch)
+		v.Message = fmt.Sprintf("%s record written under epoch %d after epoch %d's marker or records: a replaced owner's write is visible", rec.Status, rec.Epoch, cs.epoch)
 		a.violate(CheckSingleFlight, v)
 	}
+	if d.misplaced {
+		// Every record of an entity is written by the owner of its
+		// partition: one elsewhere was not, and the keys and entities
+		// of that partition are another history the checks of this one
+		// cannot see (a key executed in both passes either).
+		w := v
+		w.Message = fmt.Sprintf("entity %q belongs on partition %d: its %s record on journal partition %d was written outside its single flight",
+			rec.Entity, partitioner.ForEntity(rec.Entity, a.in.CommandPartitions), rec.Status, r.Partition)
+		a.violate(CheckSingleFlight, w)
+	}
+	// The epoch is also taken from records, as restore takes it
+	// (consumer applyJournal): once retention has deleted an epoch's
+	// marker, its records are what still says a lower epoch is replaced.
+	cs.epoch = max(cs.epoch, rec.Epoch)
 	// A key is scoped to its entity (docs/events.md#execution-records): one key of two entities is
 	// two histories.
 	if rec.Status != schemas.StatusInProgress {
@@ -725,6 +749,9 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 		} else if rec.EstablishedBy == schemas.EstablishedByOperator {
 			a.claimOperator(rec, v)
 		}
+	}
+	if rec.Release != nil || rec.Resolution != nil {
+		a.claimDecisions(rec, v)
 	}
 	a.onceKey(r.Partition, d.keyID, r.Offset, rec, v)
 	a.singleFlight(d.entityID, r.Offset, rec, v)
@@ -883,11 +910,34 @@ func (a *auditor) singleFlight(id digest, off int64, rec *schemas.Record, v Viol
 // singleFlightState is singleFlight on the entity's state es.
 func (a *auditor) singleFlightState(es *entityState, off int64, rec *schemas.Record, v Violation) {
 	if rec.Status != schemas.StatusInProgress {
-		es.inflight = slices.DeleteFunc(es.inflight, func(k inflightKey) bool { return k.key == rec.IdempotencyKey })
+		es.inflight = slices.DeleteFunc(es.inflight, func(k inflightKey) bool {
+			if k.key != rec.IdempotencyKey {
+				return false
+			}
+			if k.deadline != 0 && k.epoch < rec.Epoch {
+				// A new owner settled it: the old owner's attempt may
+				// run until its deadline, whatever the new one wrote.
+				es.inherited = &inflightKey{key: k.key, off: k.off, deadline: k.deadline, epoch: k.epoch}
+			}
+			return true
+		})
 		if len(es.inflight) == 0 {
 			es.inflight = nil // most entities are idle: keep no array
 		}
 		return
+	}
+	if h := es.inherited; h != nil && h.key != rec.IdempotencyKey {
+		// A new owner waits for an inherited attempt's deadline (plus
+		// --clock-drift, by its own clock) before it settles that key,
+		// so the entity's next key starts after the deadline; one that
+		// starts before it may overlap the replaced owner's attempt.
+		es.inherited = nil
+		if rec.StartedAt != nil && rec.Epoch > h.epoch && rec.StartedAt.UnixNano() < h.deadline {
+			w := v
+			w.Message = fmt.Sprintf("entity %q: key %q starts at %s under epoch %d, before the deadline %s of key %q's attempt under epoch %d (offset %d): the replaced owner's attempt may still have been running",
+				rec.Entity, rec.IdempotencyKey, rec.StartedAt.UTC().Format(time.RFC3339Nano), rec.Epoch, time.Unix(0, h.deadline).UTC().Format(time.RFC3339Nano), h.key, h.epoch, h.off)
+			a.violate(CheckSingleFlight, w)
+		}
 	}
 	others := make([]inflightKey, 0, len(es.inflight))
 	mine := -1
@@ -905,10 +955,15 @@ func (a *auditor) singleFlightState(es *entityState, off int64, rec *schemas.Rec
 			rec.Entity, rec.IdempotencyKey, k.key, k.off)
 		a.violate(CheckSingleFlight, w)
 	}
+	var deadline int64
+	if rec.Deadline != nil {
+		deadline = rec.Deadline.UnixNano()
+	}
 	if mine >= 0 {
-		es.inflight[mine].off = off
+		k := &es.inflight[mine]
+		k.off, k.deadline, k.epoch = off, deadline, rec.Epoch
 	} else {
-		es.inflight = append(es.inflight, inflightKey{rec.IdempotencyKey, off})
+		es.inflight = append(es.inflight, inflightKey{rec.IdempotencyKey, off, deadline, rec.Epoch})
 	}
 	t := rec.FencingToken
 	if t == 0 {
@@ -1105,7 +1160,10 @@ func (a *auditor) decision(r *kgo.Record, cmd *schemas.Command) {
 	err := a.in.ControlKeys.VerifyControl(cmd)
 	var says schemas.Decision
 	_ = json.Unmarshal(cmd.Data, &says) // undecodable: decides nothing a record can name
-	a.decisions[digestOf(cmd.ID)] = decisionSeen{signed: err == nil, says: digestOf(cmd.Subject, says.Key, says.As)}
+	if cmd.Type != schemas.TypeResolve {
+		says.As = "" // only a resolve decides a status
+	}
+	a.decisions[digestOf(cmd.ID)] = decisionSeen{signed: err == nil, says: decisionSays(cmd.Type, cmd.Subject, says.Key, says.As)}
 	if err == nil {
 		return
 	}
@@ -1150,16 +1208,43 @@ func sourceOf(r *kgo.Record, pHeader, oHeader string) (src, bool) {
 // decision's signature cannot be checked (a note says so), and a record
 // written before resolutions named their decision (2026-12-01) names none.
 func (a *auditor) claimOperator(rec *schemas.Record, v Violation) {
-	if a.in.ControlKeys == nil || rec.Resolution == nil || rec.Resolution.DecisionID == "" {
+	if rec.Resolution == nil {
+		return
+	}
+	a.claimDecision(rec, v, fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy), rec.Resolution.DecisionID, schemas.TypeResolve, string(rec.Status))
+}
+
+// claimDecisions remembers the operator decisions rec carries besides a
+// resolution of its status: a release, which makes the key's next
+// command new work, and an approval, which ran a held command. Either
+// must name a signed decision of its kind for this key, as a resolution
+// must, or a record could free a key or run a duplicate on nobody's word.
+func (a *auditor) claimDecisions(rec *schemas.Record, v Violation) {
+	if r := rec.Release; r != nil {
+		a.claimDecision(rec, v, "released by an operator", r.DecisionID, schemas.TypeRelease, "")
+	}
+	if r := rec.Resolution; r != nil && r.As == "approved" {
+		a.claimDecision(rec, v, "approved by an operator", r.DecisionID, schemas.TypeApprove, "")
+	}
+}
+
+// claimDecision remembers that rec names decision id of type typ that
+// decided its key of its entity (as its verdict for a resolve), to be
+// judged in finish.
+func (a *auditor) claimDecision(rec *schemas.Record, v Violation, claim, id, typ, as string) {
+	if a.in.ControlKeys == nil || id == "" {
 		return
 	}
 	p := rec.Command.Partition
 	if n := a.in.CommandPartitions; n > 0 {
 		p = partitioner.ForEntity(rec.Entity, n)
 	}
-	a.claims = append(a.claims, operatorClaim{v: v, claim: fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy),
-		decision: rec.Resolution.DecisionID, want: digestOf(rec.Entity, rec.IdempotencyKey, string(rec.Status)), p: p})
+	a.claims = append(a.claims, operatorClaim{v: v, claim: claim, decision: id, want: decisionSays(typ, rec.Entity, rec.IdempotencyKey, as), p: p})
 }
+
+// decisionSays is what a decision decided: its type, entity, key and, for
+// a resolve, the status.
+func decisionSays(typ, entity, key, as string) digest { return digestOf(typ, entity, key, as) }
 
 // judgeClaims checks that every record established by an operator names
 // a decision the commands topic holds, signed by a control key, that
@@ -1184,7 +1269,7 @@ func (a *auditor) judgeClaims() {
 		case !d.signed:
 			v.Message = fmt.Sprintf("%s, but the signature of its decision %q does not verify", c.claim, c.decision)
 		case d.says != c.want:
-			v.Message = fmt.Sprintf("%s, but its decision %q decided another key, entity or status", c.claim, c.decision)
+			v.Message = fmt.Sprintf("%s, but its decision %q decided another key, entity or status, or is another kind of decision", c.claim, c.decision)
 		default:
 			continue
 		}
@@ -1210,6 +1295,16 @@ func evidenceProblem(rec *schemas.Record) string {
 	}
 	// Built only for a problem: most records have none.
 	claim := func() string { return fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy) }
+	// failed promises the effect did not happen: after an ambiguous
+	// attempt only a confirmation that found it not done can promise that
+	// (G3; idempotent_by_key re-executes but never clears the doubt), so
+	// the executor's rules end such a key unresolved. Only an operator
+	// may decide failed without that confirmation.
+	if rec.Status == schemas.StatusFailed && rec.EstablishedBy != schemas.EstablishedByOperator {
+		if n, ok := unconfirmedAmbiguous(rec.Evidence); ok {
+			return fmt.Sprintf("%s, but attempt %d answered ambiguous and no confirmation found it not done: it may have taken effect", claim(), n)
+		}
+	}
 	switch rec.EstablishedBy {
 	case schemas.EstablishedByRule:
 		return ""
@@ -1251,4 +1346,22 @@ func evidenceProblem(rec *schemas.Record) string {
 		return ""
 	}
 	return fmt.Sprintf("established_by %q is not one of answer, confirmation, reconciler, operator, rule", rec.EstablishedBy)
+}
+
+// unconfirmedAmbiguous returns the first attempt in evs that answered
+// ambiguous with no later confirmation of it that answered not_found. The
+// evidence keeps its latest entries, so a confirmation is never dropped
+// while the attempt it asked about is kept.
+func unconfirmedAmbiguous(evs []schemas.Evidence) (int, bool) {
+	for i, ev := range evs {
+		if ev.Kind != schemas.EvidenceAttempt || ev.Answer != schemas.AnswerAmbiguous {
+			continue
+		}
+		if !slices.ContainsFunc(evs[i+1:], func(c schemas.Evidence) bool {
+			return c.Kind == schemas.EvidenceConfirm && c.Attempt == ev.Attempt && c.Answer == schemas.AnswerNotFound
+		}) {
+			return ev.Attempt, true
+		}
+	}
+	return 0, false
 }

@@ -186,6 +186,23 @@ func deadletterMisroutedK3(t *testing.T, in *Input) int32 {
 	return wrong
 }
 
+// takeover is a history where owner epoch 1 leaves k1's attempt in
+// progress (deadline t0+1s), owner epoch 2 settles k1 and then starts k2
+// at t0+k2Start.
+func takeover(k2Start time.Duration) func(*testing.T, *Input) {
+	return func(t *testing.T, in *Input) {
+		k1b, k2a, k2b := rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
+			rec("k2", ent, schemas.StatusInProgress, 1, 1, k2Start), rec("k2", ent, schemas.StatusSucceeded, 1, 0, k2Start)
+		for _, j := range []jent{k1b, k2a, k2b} {
+			j.rec.Epoch = 2
+		}
+		k2a.rec.FencingToken = 2<<32 | 1
+		in.Journal = journal(t, pe, marker(1),
+			rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), // deadline t0+1s
+			marker(2), k1b, k2a, k2b)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -290,11 +307,17 @@ func TestCheck(t *testing.T) {
 			}
 		}},
 		{name: "other entities may overlap", mutate: func(t *testing.T, in *Input) {
+			other := ""
+			for i := 2; other == ""; i++ {
+				if e := "order-" + strconv.Itoa(i); partitioner.ForEntity(e, nParts) == pe {
+					other = e // of the same partition, where each record is written
+				}
+			}
 			in.Journal = journal(t, pe, marker(1),
 				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0),
-				rec("k2", "order-other", schemas.StatusInProgress, 1, 2, 0),
+				rec("k2", other, schemas.StatusInProgress, 1, 2, 0),
 				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0),
-				rec("k2", "order-other", schemas.StatusSucceeded, 1, 0, 0))
+				rec("k2", other, schemas.StatusSucceeded, 1, 0, 0))
 		}},
 		{name: "fencing token goes backwards", mutate: func(t *testing.T, in *Input) {
 			in.Journal = journal(t, pe, marker(1),
@@ -316,6 +339,26 @@ func TestCheck(t *testing.T) {
 				marker(2),
 				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 0)) // epoch 1 after marker 2
 		}, fail: map[string]int64{CheckSingleFlight: 4}},
+		{name: "record of a replaced owner after retention took the marker", mutate: func(t *testing.T, in *Input) {
+			// Retention deleted marker 2; restore still takes epoch 2 from
+			// k1's records and ignores k2's epoch-1 record after them.
+			k1a, k1b := rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0)
+			k1a.rec.Epoch, k1b.rec.Epoch = 2, 2
+			k1a.rec.FencingToken = 2<<32 | 1
+			in.Journal = journal(t, pe, k1a, k1b,
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 0)) // epoch 1 after epoch 2's records
+			in.JournalStart = map[int32]int64{pe: 7}
+		}, fail: map[string]int64{CheckSingleFlight: 2}},
+		{name: "a new owner starts another key before the inherited attempt's deadline", mutate: takeover(500 * time.Millisecond),
+			fail: map[string]int64{CheckSingleFlight: 4}},
+		{name: "a new owner starts another key after the inherited attempt's deadline", mutate: takeover(2 * time.Second)},
+		{name: "an entity's record on another partition than its own", mutate: func(t *testing.T, in *Input) {
+			// Executed outside its single flight (say, misrouted and run in
+			// place): that partition's keys and entities are another history.
+			in.Journal = append(in.Journal, journal(t, otherPartition(pe), marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 9, 0),
+				rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0))...)
+		}, fail: map[string]int64{CheckSingleFlight: 1}},
 		{name: "misrouted without a forward", mutate: func(t *testing.T, in *Input) {
 			wrong := otherPartition(pe)
 			in.Commands = append(in.Commands, command(t, "cmd-k3", ent, "k3", wrong, 0))
@@ -419,6 +462,22 @@ func TestCheck(t *testing.T) {
 				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
 		}
 	}
+	notFound := schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: 1, At: t0.Add(time.Second), Answer: schemas.AnswerNotFound, By: schemas.ByExecutor}
+	rejected2 := schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: 2, At: t0.Add(2 * time.Second), Answer: schemas.AnswerRejected}
+	// failedK1 makes k1 end failed connector_rejected after attempt 2,
+	// established by answer, with evidence evs.
+	failedK1 := func(evs ...schemas.Evidence) func(*testing.T, *Input) {
+		return func(t *testing.T, in *Input) {
+			k1 := rec("k1", ent, schemas.StatusFailed, 2, 0, 0)
+			k1.rec.EstablishedBy, k1.rec.Evidence = schemas.EstablishedByAnswer, evs
+			k1.rec.Error = &schemas.Error{Code: schemas.CodeConnectorRejected, Message: "no"}
+			in.Journal = journal(t, pe, marker(1),
+				rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), k1,
+				rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second),
+				rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
+			in.Outcomes[0] = outcome(t, "k1", ent, "cmd-k1", schemas.StatusFailed, pe, 0)
+		}
+	}
 	tests = append(tests, []struct {
 		name   string
 		mutate func(*testing.T, *Input)
@@ -450,6 +509,9 @@ func TestCheck(t *testing.T) {
 			fail: map[string]int64{CheckEvidence: 2}},
 		{name: "operator with a resolution", mutate: withK1(schemas.EstablishedByOperator,
 			&schemas.Resolution{By: "ann", At: t0, Reason: "checked", As: schemas.StatusSucceeded}, ambiguous)},
+		{name: "failed after an ambiguous attempt no confirmation found not done", mutate: failedK1(ambiguous, rejected2),
+			fail: map[string]int64{CheckEvidence: 2}},
+		{name: "failed after an ambiguous attempt confirmed not found", mutate: failedK1(ambiguous, notFound, rejected2)},
 		{name: "unknown established_by", mutate: withK1("luck", nil, answered),
 			fail: map[string]int64{CheckEvidence: 2}},
 	}...)

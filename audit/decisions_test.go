@@ -15,8 +15,16 @@ import (
 // offset off of its partition, signed with ks (unsigned when nil).
 func resolveCommand(t *testing.T, id, key, forKey string, off int64, ks *schemas.ControlKeys) *kgo.Record {
 	t.Helper()
-	data, _ := json.Marshal(schemas.Decision{Key: forKey, As: "succeeded", Reason: "checked", By: "alice"})
-	c := schemas.Command{ID: id, Source: "ops", Type: schemas.TypeResolve, Subject: ent, IdempotencyKey: key, Data: data}
+	return decisionCommand(t, schemas.TypeResolve, id, key, forKey, "succeeded", off, ks)
+}
+
+// decisionCommand is an operator decision of type typ with idempotency
+// key key on entity ent's key forKey (as: resolve's verdict, "" for
+// approve and release), at offset off, signed with ks (unsigned when nil).
+func decisionCommand(t *testing.T, typ, id, key, forKey, as string, off int64, ks *schemas.ControlKeys) *kgo.Record {
+	t.Helper()
+	data, _ := json.Marshal(schemas.Decision{Key: forKey, As: as, Reason: "checked", By: "alice"})
+	c := schemas.Command{ID: id, Source: "ops", Type: typ, Subject: ent, IdempotencyKey: key, Data: data}
 	if ks != nil {
 		if err := ks.SignControl(&c); err != nil {
 			t.Fatal(err)
@@ -110,13 +118,7 @@ func TestOperatorEvidenceNamesItsDecision(t *testing.T) {
 			rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), k1,
 			rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second),
 			rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
-		if decision != nil {
-			in.Commands = append(in.Commands, decision)
-			in.Outcomes = append(in.Outcomes, outcome(t, "resolve/d-1", ent, "d-1", schemas.StatusSucceeded, pe, 2))
-			in.Committed[pe] = 3
-		}
-		in.ControlKeys = keys
-		return in
+		return withDecision(t, in, decision, keys)
 	}
 	for _, tt := range []struct {
 		name    string
@@ -156,4 +158,64 @@ func TestOperatorEvidenceNamesItsDecision(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A release frees a key for new work and an approval runs a held command:
+// with the control keys, a record that carries either must name a signed
+// decision of that kind for its key, as a resolution must (a release
+// nobody signed would let the key execute again unnoticed).
+func TestReleaseAndApprovalNameTheirDecision(t *testing.T) {
+	keys, _ := opsKeys(t)
+	// setup: k1 succeeded (by answer) and then released (or, approve:
+	// its records carry an approval), naming decision d-1; decision is
+	// the command at offset 2, if any.
+	setup := func(approve bool, decision *kgo.Record) Input {
+		in := base(t)
+		k1a, k1b := rec("k1", ent, schemas.StatusInProgress, 1, 1, 0), rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0)
+		ents := []jent{marker(1), k1a, k1b}
+		if approve {
+			for _, j := range []jent{k1a, k1b} {
+				j.rec.Resolution = &schemas.Resolution{By: "alice", At: t0, Reason: "not a duplicate", As: "approved", DecisionID: "d-1"}
+			}
+		} else {
+			off := int64(2)
+			rel := rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0)
+			rel.rec.Release = &schemas.Resolution{By: "alice", At: t0, Reason: "run again", As: schemas.StatusSucceeded, DecisionID: "d-1", Offset: &off}
+			ents = append(ents, rel)
+		}
+		ents = append(ents, rec("k2", ent, schemas.StatusInProgress, 1, 2, 2*time.Second), rec("k2", ent, schemas.StatusSucceeded, 1, 0, 2*time.Second))
+		in.Journal = journal(t, pe, ents...)
+		return withDecision(t, in, decision, keys)
+	}
+	for _, tt := range []struct {
+		name    string
+		in      Input
+		problem string // "" = the evidence check holds
+	}{
+		{"a release with its signed decision", setup(false, decisionCommand(t, schemas.TypeRelease, "d-1", "release/d-1", "k1", "", 2, keys)), ""},
+		{"a release without a decision", setup(false, nil), `released by an operator, but its decision "d-1" is not on the commands topic`},
+		{"a release naming an approval", setup(false, decisionCommand(t, schemas.TypeApprove, "d-1", "approve/d-1", "k1", "", 2, keys)), `decided another key, entity or status`},
+		{"a release naming another key's release", setup(false, decisionCommand(t, schemas.TypeRelease, "d-1", "release/d-1", "k2", "", 2, keys)), `decided another key, entity or status`},
+		{"an approval with its signed decision", setup(true, decisionCommand(t, schemas.TypeApprove, "d-1", "approve/d-1", "k1", "", 2, keys)), ""},
+		{"an approval without a decision", setup(true, nil), `approved by an operator, but its decision "d-1" is not on the commands topic`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if c := find(Check(tt.in), CheckEvidence); c.OK != (tt.problem == "") || (!c.OK && !strings.Contains(c.Violations[0].Message, tt.problem)) {
+				t.Errorf("evidence = %+v, want ok=%v saying %q", c, tt.problem == "", tt.problem)
+			}
+		})
+	}
+}
+
+// withDecision is in with the control keys and decision d-1 (if any) at
+// commands offset 2, accepted (a succeeded outcome) and committed.
+func withDecision(t *testing.T, in Input, decision *kgo.Record, keys *schemas.ControlKeys) Input {
+	t.Helper()
+	if decision != nil {
+		in.Commands = append(in.Commands, decision)
+		in.Outcomes = append(in.Outcomes, outcome(t, "decision/d-1", ent, "d-1", schemas.StatusSucceeded, pe, 2))
+		in.Committed[pe] = 3
+	}
+	in.ControlKeys = keys
+	return in
 }

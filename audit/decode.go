@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -25,7 +26,11 @@ type decoded struct {
 	hash            string
 	hashErr         error
 	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
-	tagged          bool   // tag is the recordMemo's tag of its bytes (decoded with a memo)
+	// misplaced: the record's entity belongs on another partition
+	// (Input.CommandPartitions), so it was written outside the entity's
+	// single flight.
+	misplaced bool
+	tagged    bool // tag is the recordMemo's tag of its bytes (decoded with a memo)
 
 	tag memoTag // of a journal record's bytes, or of the record an outcome carries
 
@@ -55,6 +60,8 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			p := strconv.FormatInt(int64(r.Partition), 10)
 			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
 			d.entityID = digestOf(p, d.rec.Entity)
+			n := a.in.CommandPartitions
+			d.misplaced = n > 0 && partitioner.ForEntity(d.rec.Entity, n) != r.Partition
 			if a.memo != nil {
 				a.memo.tagOf(r.Value, &d.tag)
 				d.tagged = true

@@ -41,7 +41,12 @@
 //	                        rejected record; attempt numbers never go down
 //	single_flight (G1)      no two keys of an entity in_progress at once;
 //	                        fencing tokens strictly increase per entity; no
-//	                        write of a replaced owner after an epoch marker
+//	                        write of a replaced owner after a higher epoch's
+//	                        marker or records (as restore reads them); after
+//	                        a new owner settles a replaced owner's attempt,
+//	                        the entity's next key starts after that
+//	                        attempt's deadline; every record is on its
+//	                        entity's partition
 //
 // Commands at or above the group's committed offset may still be in flight:
 // they are counted as pending, not as violations. A Report lists at most
@@ -81,7 +86,7 @@
 //     found unanswered below the committed offset: its position (rare in
 //     a healthy history).
 //
-// About 480 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
+// About 490 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
 // plus a fixed ~40 MB (fetches, the id store): docs/memory.md#audit has
 // the figures. A partition of more than 65 536 keys, entities, answers or
 // outcome ids does not hold them all: past that many entries, each map's

@@ -206,3 +206,24 @@ func TestJournalSignedAfterRetention(t *testing.T) {
 		t.Fatalf("forged after retention: %+v", c)
 	}
 }
+
+// TestSealedRecordOnAnotherPartition: with trusted keys a record is
+// judged once a seal covers it, from a copy of its decoding; the copy
+// keeps that the record is on another partition than its entity's.
+func TestSealedRecordOnAnotherPartition(t *testing.T) {
+	signer, tk := signerTrusted(t, "executor-a")
+	in := base(t)
+	in.Trusted = tk
+	in.Journal = append(sealJournal(t, signer, in.Journal, 1, 1, 2, 1),
+		sealJournal(t, signer, journal(t, otherPartition(pe), marker(1),
+			rec("k1", ent, schemas.StatusInProgress, 1, 9, 0),
+			rec("k1", ent, schemas.StatusSucceeded, 1, 0, 0)), 3)...)
+	rep := Check(in)
+	if c, _ := checkNamed(rep, CheckJournalSigned); !c.OK {
+		t.Fatalf("journal_signed: %+v", c)
+	}
+	c, _ := checkNamed(rep, CheckSingleFlight)
+	if c.OK || c.Count != 2 || !strings.Contains(c.Violations[0].Message, "written outside its single flight") || c.Violations[0].Partition != otherPartition(pe) {
+		t.Fatalf("single_flight: %+v", c)
+	}
+}

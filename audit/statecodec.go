@@ -105,12 +105,27 @@ func decKey(b []byte) (keyState, error) {
 func encEnt(b []byte, es entityState) []byte {
 	b = binary.AppendUvarint(b, uint64(len(es.inflight)))
 	for _, k := range es.inflight {
-		b = appendStr(b, k.key)
-		b = binary.AppendVarint(b, k.off)
+		b = appendInflight(b, k)
 	}
 	b = binary.AppendVarint(b, es.tok)
 	b = appendStr(b, es.tokKey)
-	return binary.AppendVarint(b, es.tokOff)
+	b = binary.AppendVarint(b, es.tokOff)
+	b = appendBool(b, es.inherited != nil)
+	if es.inherited != nil {
+		b = appendInflight(b, *es.inherited)
+	}
+	return b
+}
+
+func appendInflight(b []byte, k inflightKey) []byte {
+	b = appendStr(b, k.key)
+	b = binary.AppendVarint(b, k.off)
+	b = binary.AppendVarint(b, k.deadline)
+	return binary.AppendVarint(b, k.epoch)
+}
+
+func (r *entryReader) inflight() inflightKey {
+	return inflightKey{key: r.str(), off: r.int(), deadline: r.int(), epoch: r.int()}
 }
 
 func decEnt(b []byte) (entityState, error) {
@@ -122,9 +137,13 @@ func decEnt(b []byte) (entityState, error) {
 	}
 	r.b = r.b[w:]
 	for range n {
-		es.inflight = append(es.inflight, inflightKey{key: r.str(), off: r.int()})
+		es.inflight = append(es.inflight, r.inflight())
 	}
 	es.tok, es.tokKey, es.tokOff = r.int(), r.str(), r.int()
+	if r.bool() {
+		h := r.inflight()
+		es.inherited = &h
+	}
 	return es, r.done()
 }
 

@@ -17,8 +17,8 @@ func TestStateCodec(t *testing.T) {
 		attempts: 3, attemptsOff: 5, hasFinal: true, unresolved: true,
 	}}
 	ents := []entityState{{tokOff: -1}, {
-		inflight: []inflightKey{{"a", 1}, {"ключ", 1 << 40}}, tok: 1<<32 | 9, tokKey: "a", tokOff: 2,
-	}}
+		inflight: []inflightKey{{"a", 1, 0, 0}, {"ключ", 1 << 40, 1767323045_999_999_999, 3}}, tok: 1<<32 | 9, tokKey: "a", tokOff: 2,
+	}, {tokOff: -1, inherited: &inflightKey{"k", 4, -5, 1 << 33}}}
 	answers := []answer{{}, {status: schemas.StatusFailed, code: "timeout", at: src{p: 11, off: 1 << 35}}}
 	roundTrip(t, keys, encKey, decKey)
 	roundTrip(t, ents, encEnt, decEnt)

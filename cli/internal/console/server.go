@@ -215,12 +215,10 @@ func wantsHTML(r *http.Request) bool {
 // checkForm verifies a POST's CSRF token and origin; false means it
 // answered.
 func (s *Server) checkForm(w http.ResponseWriter, r *http.Request, rc *reqCtx) bool {
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-			s.log.Warn("console: form refused: foreign origin", "identity", rc.ID.Name, "path", r.URL.Path)
-			s.fail(w, rc, http.StatusForbidden, "Refused: the form came from another site", "This console accepts forms only from its own pages.")
-			return false
-		}
+	if foreignOrigin(r) {
+		s.log.Warn("console: form refused: foreign origin", "identity", rc.ID.Name, "path", r.URL.Path)
+		s.fail(w, rc, http.StatusForbidden, "Refused: the form came from another site", "This console accepts forms only from its own pages.")
+		return false
 	}
 	err := s.csrf.check(rc.binding, r.PostFormValue("csrf"))
 	switch {
@@ -233,6 +231,17 @@ func (s *Server) checkForm(w http.ResponseWriter, r *http.Request, rc *reqCtx) b
 		return false
 	}
 	return true
+}
+
+// foreignOrigin reports whether r, a POST, names an Origin other than
+// the console's own: a form another site made the browser send.
+func foreignOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" {
+		return false
+	}
+	u, err := url.Parse(o)
+	return err != nil || u.Host != r.Host
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -260,6 +269,16 @@ func safeNext(n string) string {
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
+	// The login form's CSRF token is bound to nobody (there is no session
+	// yet), so anyone may fetch one: another site could post it with its
+	// own token and log a visitor in as that token's holder (login CSRF),
+	// whose name the visitor's decisions would then carry. Its origin is
+	// checked as every other form's is.
+	if foreignOrigin(r) {
+		s.log.Warn("console: login refused: foreign origin", "remote", r.RemoteAddr)
+		s.renderLogin(w, r, http.StatusForbidden, "The login form came from another site; log in from this console's own page.", "/")
+		return
+	}
 	if err := s.loginCSRF.check("login", r.PostFormValue("csrf")); err != nil {
 		s.renderLogin(w, r, http.StatusForbidden, "The login form expired or is not from this console; try again.", r.PostFormValue("next"))
 		return

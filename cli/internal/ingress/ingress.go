@@ -11,6 +11,7 @@ package ingress
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -135,7 +136,8 @@ func (c *Config) withDefaults() {
 // Location it hands out (GET /v1/executions/{key}?entity=).
 func Handler(cfg Config) http.Handler {
 	cfg.withDefaults()
-	h := &handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxInflight), flights: flights{m: map[flightKey]struct{}{}, max: cfg.MaxTracked}}
+	h := &handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxInflight), flights: flights{m: map[flightKey]struct{}{}, max: cfg.MaxTracked},
+		tokenSum: sha256.Sum256(cfg.Token)}
 	if cfg.Rate > 0 {
 		h.rate = newLimiter(cfg.Rate, cfg.Burst)
 	}
@@ -145,10 +147,13 @@ func Handler(cfg Config) http.Handler {
 }
 
 type handler struct {
-	cfg     Config
-	slots   chan struct{}
-	rate    *rate.Limiter // nil: no rate limit
-	flights flights
+	cfg Config
+	// tokenSum is the SHA-256 of cfg.Token, which requests' tokens are
+	// compared with (authorized).
+	tokenSum [sha256.Size]byte
+	slots    chan struct{}
+	rate     *rate.Limiter // nil: no rate limit
+	flights  flights
 }
 
 // flights are the keys this ingress published and has not seen answered
@@ -389,6 +394,14 @@ type Answer struct {
 }
 
 func (h *handler) post(w http.ResponseWriter, r *http.Request) {
+	// The token first: a request without it must not take from the rate
+	// limit or the in-flight slots, which are the producers' (anyone who
+	// reaches the ingress could otherwise starve them with 401s).
+	if len(h.cfg.Token) > 0 && !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="onceflight"`)
+		problem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)").write(w)
+		return
+	}
 	if h.rate != nil && !h.rate.Allow() {
 		w.Header().Set("Retry-After", "1")
 		problem(http.StatusTooManyRequests, "too_many_requests", "more than %g requests a second", h.cfg.Rate).write(w)
@@ -400,11 +413,6 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Retry-After", "1")
 		problem(http.StatusTooManyRequests, "too_many_requests", "more than %d requests in progress", h.cfg.MaxInflight).write(w)
-		return
-	}
-	if len(h.cfg.Token) > 0 && !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="onceflight"`)
-		problem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)").write(w)
 		return
 	}
 	req, p := ParseRequest(r, h.cfg.MaxDataBytes, h.cfg.MaxWait, h.cfg.Known)
@@ -531,7 +539,11 @@ func (h *handler) authorized(r *http.Request) bool {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), h.cfg.Token) == 1
+	// Digests of equal length are compared, as httpauth compares its
+	// tokens: ConstantTimeCompare of the tokens themselves returns at
+	// once on a length that differs, which tells the token's length.
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) == 1
 }
 
 // newLimiter is the ingress's one token bucket: rate tokens a second up to

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -233,6 +234,43 @@ func TestRateLimit(t *testing.T) {
 	second := post(t, srv.URL, "/v1/commands/a?entity=e", `{}`, map[string]string{})
 	if second.code != http.StatusTooManyRequests || second.problem.Code != "too_many_requests" || second.header.Get("Retry-After") == "" {
 		t.Errorf("second: %d %+v", second.code, second.problem)
+	}
+}
+
+// TestStrangersDoNotSpendTheRate: requests without the token are refused
+// before they take from the rate limit, so that anyone who reaches the
+// ingress cannot starve its producers with 401s.
+func TestStrangersDoNotSpendTheRate(t *testing.T) {
+	srv := httptest.NewServer(Handler(Config{Rate: 0.0001, Burst: 1, Token: []byte("s3cret")}))
+	defer srv.Close()
+	for range 3 {
+		if r := post(t, srv.URL, "/v1/commands/a?entity=e", `{}`, map[string]string{"Authorization": "Bearer wrong"}); r.code != http.StatusUnauthorized {
+			t.Fatalf("stranger: %d %+v, want 401", r.code, r.problem)
+		}
+	}
+	producer := post(t, srv.URL, "/v1/commands/a?entity=e", `{}`, map[string]string{"Authorization": "Bearer s3cret"})
+	if producer.code != http.StatusBadRequest { // let through, refused for the missing key
+		t.Errorf("the producer after strangers: %d %+v, want 400 (past the rate limit)", producer.code, producer.problem)
+	}
+}
+
+// TestTokenCompare pins what the token check accepts: the token itself
+// (the scheme in any case, spaces around it trimmed), not a prefix, a
+// longer token or none. It compares digests (no test can show timing).
+func TestTokenCompare(t *testing.T) {
+	hd := &handler{cfg: Config{Token: []byte("s3cret-0123456789")}, tokenSum: sha256.Sum256([]byte("s3cret-0123456789"))}
+	for auth, want := range map[string]bool{
+		"Bearer s3cret-0123456789": true, "bearer  s3cret-0123456789 ": true,
+		"Bearer s3cret-012345678": false, "Bearer s3cret-01234567890": false, "Bearer ": false, "": false,
+		"Basic s3cret-0123456789": false, "s3cret-0123456789": false,
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/commands/a", nil)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		if got := hd.authorized(r); got != want {
+			t.Errorf("Authorization %q: authorized %v, want %v", auth, got, want)
+		}
 	}
 }
 
