@@ -49,7 +49,12 @@ type Violation struct {
 	Message   string `json:"message"`
 }
 
+// String names the violation's place; one about a whole topic (Partition
+// -1) names the topic alone.
 func (v Violation) String() string {
+	if v.Partition < 0 {
+		return v.Topic + ": " + v.Message
+	}
 	s := fmt.Sprintf("%s partition %d offset %d", v.Topic, v.Partition, v.Offset)
 	if v.Key != "" {
 		s += fmt.Sprintf(" key %q", v.Key)
@@ -109,6 +114,24 @@ func (r Report) OK() bool {
 		}
 	}
 	return true
+}
+
+// fail records v against check name, found outside the auditor's pass
+// (Run's own checks of what it read), listing it within max as the
+// auditor lists its own.
+func (r *Report) fail(name string, max int, v Violation) {
+	for i := range r.Checks {
+		c := &r.Checks[i]
+		if c.Name != name {
+			continue
+		}
+		c.OK = false
+		c.Count++
+		if len(c.Violations) < max {
+			c.Violations = append(c.Violations, v)
+		}
+		return
+	}
 }
 
 // Failed is the number of checks that do not hold.

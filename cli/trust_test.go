@@ -75,7 +75,7 @@ func TestAuditWithAPublicKey(t *testing.T) {
 
 	// The guarantee audit with the public keys: every journal record is
 	// under a seal of a trusted key (check journal_signed).
-	code, out, errOut = execCLI(ctx, "audit", "--brokers", addr, "--trusted-keys", trusted)
+	code, out, errOut = execCLI(ctx, "audit", "--brokers", addr, "--group", "secured", "--trusted-keys", trusted)
 	if code != exitOK || !strings.Contains(out, "journal_signed") {
 		t.Fatalf("audit --trusted-keys: exit %d\n%s%s", code, out, errOut)
 	}
@@ -167,7 +167,7 @@ func TestAuditWithAPublicKey(t *testing.T) {
 	if code, out, _ := execCLI(ctx, "explain", "r-2", "--brokers", addr, "--trusted-keys", trusted, "-o", "json"); code != exitOK || !strings.Contains(out, `"signatures": "checked"`) || strings.Contains(out, `"unsigned"`) {
 		t.Errorf("explain of a signed record: exit %d\n%s", code, out)
 	}
-	code, out, _ = execCLI(ctx, "audit", "--brokers", addr, "--trusted-keys", trusted)
+	code, out, _ = execCLI(ctx, "audit", "--brokers", addr, "--group", "secured", "--trusted-keys", trusted)
 	if want := fmt.Sprintf("partition %d offset %d", p, off); code != exitAuditFailed || !strings.Contains(out, "journal_signed") || !strings.Contains(out, want) {
 		t.Errorf("audit of a forged record: exit %d, want %q\n%s", code, want, out)
 	}

@@ -194,7 +194,12 @@ func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
 	if a.header != "" && a.fromProxy(r) {
 		if vs := r.Header.Values(a.header); len(vs) > 0 {
 			user := strings.TrimSpace(vs[0])
-			if len(vs) > 1 || user == "" || len(user) > maxUserBytes || !printable(user) {
+			// A comma is how HTTP joins repeated field lines into one
+			// (RFC 9110 §5.3): a proxy that appends its user to a
+			// client's header of the same name may send "mallory, alice"
+			// as one line. Which part is the proxy's cannot be told, so
+			// such a value is refused like two lines are.
+			if len(vs) > 1 || user == "" || len(user) > maxUserBytes || !printable(user) || strings.Contains(user, ",") {
 				return Identity{}, errBadProxyUser
 			}
 			return Identity{Name: user, Role: a.proxyRole, Method: MethodProxy}, nil

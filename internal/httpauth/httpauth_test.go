@@ -186,6 +186,7 @@ func TestRequire(t *testing.T) {
 		{"proxy header with a token, untrusted", distrusting, map[string]string{"X-Forwarded-User": "mallory", "Authorization": "Bearer " + aliceTok}, 200, "alice reader token", ""},
 		{"proxy header from the trusted proxy", trusting, map[string]string{"X-Forwarded-User": "carol@example.com"}, 200, "carol@example.com reader proxy", ""},
 		{"empty proxy header", trusting, map[string]string{"X-Forwarded-User": " "}, 401, "malformed user header", `Bearer realm="onceflight"`},
+		{"proxy header joining two users", trusting, map[string]string{"X-Forwarded-User": "mallory, carol@example.com"}, 401, "malformed user header", `Bearer realm="onceflight"`},
 		{"trusted proxy without a user", trusting, nil, 401, "no credentials", `Bearer realm="onceflight"`},
 		{"reader where operator is needed", operators, map[string]string{"Authorization": "Bearer " + aliceTok}, 403, "alice has role reader; this needs operator", ""},
 		{"proxy user where operator is needed", operators, map[string]string{"X-Forwarded-User": "carol"}, 403, "carol has role reader", ""},

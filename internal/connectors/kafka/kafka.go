@@ -328,6 +328,10 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) connect
 	return connectors.Result{Kind: connectors.NotFound}
 }
 
+// errRetention means the topic's retention deleted records the one
+// looked for may have been among: Confirm cannot tell, and says so.
+var errRetention = errors.New("retention deleted the records from the attempt's time")
+
 func (c *Connector) find(ctx context.Context, req connectors.Request) (location, bool, error) {
 	ends, err := kadm.NewClient(c.cfg.Client).ListEndOffsets(ctx, c.cfg.Topic)
 	if err != nil {
@@ -363,6 +367,36 @@ func (c *Connector) find(ctx context.Context, req connectors.Request) (location,
 	if len(want) == 0 {
 		return location{}, false, nil
 	}
+	// Where retention has deleted the start of a partition, the record
+	// looked for may be among what was deleted: "not found" would then
+	// produce the key again (G3). It may be there only if it is not older
+	// than the first record kept.
+	starts, err := kadm.NewClient(c.cfg.Client).ListStartOffsets(ctx, c.cfg.Topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return location{}, false, fmt.Errorf("list start offsets: %w", err)
+	}
+	trimmed := map[int32]bool{}
+	for p, end := range want {
+		o, ok := starts.Lookup(c.cfg.Topic, p)
+		if !ok || o.Offset == 0 {
+			continue
+		}
+		if o.Offset >= end {
+			// Nothing is left to read (a fetch would wait for a
+			// record that never comes).
+			return location{}, false, fmt.Errorf("%w: partition %d holds no record any more", errRetention, p)
+		}
+		trimmed[p] = true
+	}
+	// The record was created when the attempt began, at the latest one
+	// delivery timeout before its deadline.
+	written := req.Deadline
+	if d, ok := c.cfg.Client.OptValue(kgo.RecordDeliveryTimeout).(time.Duration); ok && d > 0 && !written.IsZero() {
+		written = written.Add(-d)
+	}
 	seeds, _ := c.cfg.Client.OptValue(kgo.SeedBrokers).([]string)
 	assign := map[int32]kgo.Offset{}
 	for p := range want {
@@ -390,10 +424,19 @@ func (c *Connector) find(ctx context.Context, req connectors.Request) (location,
 			return location{}, false, fmt.Errorf("read %s: %w", c.cfg.Topic, ferr)
 		}
 		var hit *kgo.Record
+		var gone error
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := want[r.Partition]
-			if !ok || hit != nil {
+			if !ok || hit != nil || gone != nil {
 				return
+			}
+			if trimmed[r.Partition] {
+				delete(trimmed, r.Partition)
+				if written.IsZero() || r.Timestamp.After(written) {
+					gone = fmt.Errorf("%w: partition %d starts at offset %d, written %s, after the attempt's record would have been (%s)",
+						errRetention, r.Partition, r.Offset, r.Timestamp.UTC().Format(time.RFC3339), written.UTC().Format(time.RFC3339))
+					return
+				}
 			}
 			for _, h := range r.Headers {
 				if h.Key == HeaderKey && bytes.Equal(h.Value, key) {
@@ -407,6 +450,9 @@ func (c *Connector) find(ctx context.Context, req connectors.Request) (location,
 		})
 		if hit != nil {
 			return location{hit.Topic, hit.Partition, hit.Offset}, true, nil
+		}
+		if gone != nil {
+			return location{}, false, gone
 		}
 		// A partition whose end is past its last visible record (aborted
 		// transactions, compaction) is finished once fetching stalls there;
