@@ -329,6 +329,43 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		log.Warn("no --control-key-file: every operator decision (resolve, approve, release) will be refused not_allowed. " +
 			"Create a key with `onceflight keygen --out FILE` and start serve with --control-key-file FILE (or ONCEFLIGHT_CONTROL_KEY_FILE)")
 	}
+	ccfg := consumer.Config{
+		DataDir:                      filepath.Join(o.dataDir, "state"),
+		CacheSize:                    int64(o.cacheSize),
+		RestoreParallelism:           o.restorePar,
+		KafkaOpts:                    conn,
+		Group:                        o.group,
+		Topics:                       o.kf.Topics,
+		Partitions:                   o.partitions,
+		SessionTimeout:               o.sessionTimeout,
+		MaxInflight:                  o.maxInflight,
+		MaxInflightPerPartition:      o.maxPerPart,
+		MaxDataBytes:                 o.maxDataBytes,
+		MaxMessageBytes:              o.maxMsgBytes,
+		MaxBuffered:                  o.maxBuffered,
+		MaxBufferedPerPartition:      o.maxBufPart,
+		MaxBufferedBytesPerPartition: o.maxBufBytes,
+		MaxBufferedPerEntity:         o.maxBufEntity,
+		MaxSkippedPerPartition:       o.maxSkipped,
+		MaxBufferedBytes:             o.maxBufTotal,
+		MaxFetchBytes:                o.maxFetchBytes,
+		AcceptJournalGap:             o.acceptGap,
+		ControlKeys:                  controlKeys,
+		ClockDrift:                   o.clockDrift,
+		ExecutorID:                   o.executorID,
+		Logger:                       log,
+	}
+	// The executor's own checks of its settings (--max-buffered and the
+	// other bounds), before the data dir is locked or the embedded broker
+	// starts: a bad flag is refused at once, not after a broker came up.
+	probe := ccfg
+	probe.Brokers = brokers
+	if len(brokers) == 0 {
+		probe.Brokers = []string{o.embeddedAddr}
+	}
+	if err := probe.Validate(); err != nil {
+		return usageError{fmt.Errorf("consumer: config: %w", err)}
+	}
 	// The data dir is ours alone before anything opens it: a second
 	// executor would otherwise fail deep in Pebble with a bare EAGAIN that
 	// names neither the directory nor its holder.
@@ -375,33 +412,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return err
 	}
 	exOpts = append(exOpts, cpOpt...)
-	ccfg := consumer.Config{
-		Brokers:                      brokers,
-		DataDir:                      filepath.Join(o.dataDir, "state"),
-		CacheSize:                    int64(o.cacheSize),
-		RestoreParallelism:           o.restorePar,
-		KafkaOpts:                    conn,
-		Group:                        o.group,
-		Topics:                       o.kf.Topics,
-		Partitions:                   o.partitions,
-		SessionTimeout:               o.sessionTimeout,
-		MaxInflight:                  o.maxInflight,
-		MaxInflightPerPartition:      o.maxPerPart,
-		MaxDataBytes:                 o.maxDataBytes,
-		MaxMessageBytes:              o.maxMsgBytes,
-		MaxBuffered:                  o.maxBuffered,
-		MaxBufferedPerPartition:      o.maxBufPart,
-		MaxBufferedBytesPerPartition: o.maxBufBytes,
-		MaxBufferedPerEntity:         o.maxBufEntity,
-		MaxSkippedPerPartition:       o.maxSkipped,
-		MaxBufferedBytes:             o.maxBufTotal,
-		MaxFetchBytes:                o.maxFetchBytes,
-		AcceptJournalGap:             o.acceptGap,
-		ControlKeys:                  controlKeys,
-		ClockDrift:                   o.clockDrift,
-		ExecutorID:                   o.executorID,
-		Logger:                       log,
-	}
+	ccfg.Brokers = brokers
 	applyMemoryLimit(log, o)
 	ex, err := consumer.New(ccfg, cfg, exOpts...)
 	if errors.Is(err, consumer.ErrState) {

@@ -292,6 +292,14 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// Validate reports what New would refuse in c once its defaults are
+// applied, for a caller that wants to refuse bad settings before it starts
+// anything else (serve, before its embedded broker).
+func (c Config) Validate() error {
+	c.setDefaults()
+	return c.validate()
+}
+
 func (c *Config) validate() error {
 	var errs []error
 	if len(c.Brokers) == 0 {
