@@ -50,6 +50,12 @@ type Input struct {
 	// partition (absent: none). Commands at or above it may legitimately
 	// be unanswered still; they count as pending.
 	Committed map[int32]int64
+	// Group names the group Committed was read from. When set, Committed
+	// empty while the journal holds records fails CheckAnswered: every
+	// executor transaction commits its group's offsets, so the offsets
+	// read are not the executors' (another group, or expired), and every
+	// command would count as pending, the check checking nothing.
+	Group string
 	// MaxDataBytes is the executor's --max-data-bytes: what it could not
 	// decode, the audit must not expect an outcome for. 0: the default.
 	MaxDataBytes int
@@ -399,6 +405,11 @@ func (a *auditor) finish() Report {
 		a.unanswered(m.at, m.key, m.want)
 	}
 	a.counts.Keys, a.counts.UnresolvedKeys = a.nKeys, a.nUnresolved
+	if a.in.Group != "" && len(a.in.Committed) == 0 && a.counts.JournalRecords > 0 {
+		a.violate(CheckAnswered, Violation{Topic: a.in.Topics.Commands, Partition: -1, Offset: -1,
+			Message: fmt.Sprintf("group %q has no committed offset on %s, yet the journal holds %d execution records, and every executor transaction commits its group's offsets: --group names another group than the executors' (or their offsets expired, offsets.retention.minutes); without them no command can be told pending from unanswered",
+				a.in.Group, a.in.Topics.Commands, a.counts.JournalRecords)})
+	}
 	if n := a.counts.Pending; n > 0 {
 		a.notef(notePending, "%d command(s) at or above the group's committed offsets are not answered yet (pending, not checked)", n)
 	}

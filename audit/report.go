@@ -116,24 +116,6 @@ func (r Report) OK() bool {
 	return true
 }
 
-// fail records v against check name, found outside the auditor's pass
-// (Run's own checks of what it read), listing it within max as the
-// auditor lists its own.
-func (r *Report) fail(name string, max int, v Violation) {
-	for i := range r.Checks {
-		c := &r.Checks[i]
-		if c.Name != name {
-			continue
-		}
-		c.OK = false
-		c.Count++
-		if len(c.Violations) < max {
-			c.Violations = append(c.Violations, v)
-		}
-		return
-	}
-}
-
 // Failed is the number of checks that do not hold.
 func (r Report) Failed() int {
 	n := 0
