@@ -142,7 +142,8 @@ type entityQueue struct {
 	items   []*item
 	skipped []int64 // offsets of commands read past, not held (skip.go)
 	// st is the partition ownership the queue's commands were polled
-	// under, which its worker runs them under. The entity's commands
+	// under, which its worker runs them under (set when the queue is
+	// made, never changed: read under p.mu with the queue). The entity's commands
 	// polled under a later ownership while this one's worker still runs
 	// wait in pipeline.mu.later.
 	st *partState
