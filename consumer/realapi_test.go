@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,7 +42,8 @@ func (l *lockedLog) String() string {
 // executor on kfake against the payments fake (docs/connectors.md#calling-a-real-api):
 // a timeout after the refund was made is confirmed by listing refunds and
 // recorded succeeded with one refund; a wrong key is recorded failed with
-// the API's 401. Neither key appears in the executor's logs (at debug),
+// the API's 401; a 409 for a key in flight is sent again (statuses.not_done)
+// and recorded succeeded with one refund. Neither key appears in the executor's logs (at debug),
 // its metrics, its outcomes or its journal.
 func TestPaymentsProfileEndToEnd(t *testing.T) {
 	const goodKey, wrongKey = "sk_test_e2eGoodKey0123456789", "sk_test_e2eWrongKey987654321"
@@ -81,6 +83,16 @@ func TestPaymentsProfileEndToEnd(t *testing.T) {
 	h.Outcomes(1, seen, nil)
 	h.SubmitAction("c-wrongkey", "payments.refund.wrongkey", "order-10", "refund-10", strings.ReplaceAll(data, "ch_9", "ch_10"))
 	h.Outcomes(2, seen, nil)
+
+	// The API's 409 for a key whose first request still runs: the
+	// profile's statuses.not_done sends it again, with the same key.
+	api.Inject(apifake.Fault{Before: true, Status: http.StatusConflict,
+		Body: `{"error":{"type":"idempotency_error","message":"another request with this key is in progress"}}`})
+	h.SubmitAction("c-conflict", "payments.refund", "order-11", "refund-11", strings.ReplaceAll(data, "ch_9", "ch_11"))
+	h.Outcomes(3, seen, nil)
+	if rec := seen["c-conflict"][0].Record; rec.Status != schemas.StatusSucceeded || api.Effects("refund-11") != 1 {
+		t.Errorf("a 409 for a key in flight, then the refund: %s %+v, %d effects; want succeeded, one effect", rec.Status, rec.Error, api.Effects("refund-11"))
+	}
 
 	ok := seen["c-timeout"][0].Record
 	if ok.Status != schemas.StatusSucceeded || api.Effects("refund-9") != 1 || api.Lookups() == 0 || string(ok.Result) != `{"refund_id":"re_1","status":"succeeded"}` {

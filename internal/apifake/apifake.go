@@ -197,7 +197,7 @@ func (p *Payments) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.Before {
-		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": map[string]any{"message": "internal error"}})
+		answer(w, f, http.StatusInternalServerError, `{"error":{"message":"internal error"}}`)
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
@@ -285,7 +285,7 @@ func (m *Messaging) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.Before {
-		writeJSON(w, http.StatusInternalServerError, map[string]any{"message": "try later"})
+		answer(w, f, http.StatusInternalServerError, `{"message":"try later"}`)
 		return
 	}
 	if in.To == Unreachable {
@@ -367,7 +367,7 @@ func (h *Webhooks) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.Before {
-		w.WriteHeader(http.StatusInternalServerError)
+		answer(w, f, http.StatusInternalServerError, "")
 		return
 	}
 	h.mu.Lock()

@@ -227,7 +227,7 @@ func scalarText(n ast.Node) (string, bool) {
 
 // decode stores node n, found at path, in v. The shape comes from v's type:
 // a struct is a mapping whose keys are its fields' yaml tags, a map a
-// mapping of any keys, a slice a sequence of strings; other leaves are
+// mapping of any keys, a slice a sequence of strings (or of another leaf); other leaves are
 // strings, booleans, ints and types with their own UnmarshalYAML
 // (Duration, Days).
 func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
@@ -273,6 +273,16 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
 		case nil, *ast.NullNode:
 		case *ast.SequenceNode:
 			v.Set(reflect.MakeSlice(v.Type(), 0, len(s.Values)))
+			if et := v.Type().Elem(); et.Kind() != reflect.String {
+				// A list of another leaf (statuses' status codes): each
+				// item decoded as that leaf, with its message.
+				for _, item := range s.Values {
+					elem := reflect.New(et).Elem()
+					d.decode(item, elem, path)
+					v.Set(reflect.Append(v, elem))
+				}
+				return
+			}
 			for _, item := range s.Values {
 				text, ok := scalarText(d.resolve(item))
 				if !ok {
@@ -282,6 +292,10 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, path []string) {
 				v.Set(reflect.Append(v, reflect.ValueOf(text)))
 			}
 		default:
+			if v.Type().Elem().Kind() == reflect.Int {
+				fail("must be a list of integers")
+				return
+			}
 			fail("must be a list of strings")
 		}
 	case reflect.String:

@@ -55,9 +55,14 @@ type confirmDoc struct {
 	Result   string            `yaml:"result"`
 }
 
+type statusesDoc struct {
+	Ambiguous []int `yaml:"ambiguous"`
+	NotDone   []int `yaml:"not_done"`
+}
+
 // apiFields are the keys of the block, for "only valid for connector http".
 var apiFields = []string{"method", "body", "body_template", "content_type", "idempotency_header", "headers",
-	"basic_auth", "oauth2", "tls", "signing", "confirm", "rejected_when", "result"}
+	"basic_auth", "oauth2", "tls", "signing", "confirm", "rejected_when", "result", "statuses"}
 
 // credentialHeader matches header names whose value is a credential: such
 // a value must be a reference, never written in the file.
@@ -131,6 +136,15 @@ func (p *loader) apiOf(name string, d actionDoc, a *Action) httpconn.API {
 		if d.Signing.Secret == "" {
 			p.errAt(nil, loc{name, "signing.secret"}, "required")
 		}
+	}
+	api.Statuses = httpconn.Statuses{Ambiguous: d.Statuses.Ambiguous, NotDone: d.Statuses.NotDone}
+	if len(d.Statuses.NotDone) > 0 && !a.IdempotentByKey {
+		// A code said "not done" is sent again without a confirmation;
+		// if it was in fact taken (a 409 while the first request still
+		// ran), only an API that answers the key's second request with
+		// the first's result keeps that a single effect (G3).
+		w, _ := given("statuses.not_done")
+		p.errAt(w.key, loc{name, "statuses.not_done"}, "only with idempotent_by_key: true: a code listed here is sent again with the same key, unconfirmed, which only an API that deduplicates by the key makes safe")
 	}
 	if _, ok := given("confirm"); ok {
 		c := d.Confirm

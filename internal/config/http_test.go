@@ -59,6 +59,18 @@ func TestRealAPIErrors(t *testing.T) {
 		{"reserved header", head + "    headers:\n      Idempotency-Key: x\n",
 			`field "headers.Idempotency-Key": Idempotency-Key is set by the connector`},
 		{"bad body", head + "    body: xml\n", `field "body": must be json, form or template, got "xml"`},
+		{"not_done without idempotent_by_key", head + "    statuses:\n      not_done: [409]\n",
+			`c.yaml:6:7: action "pay": field "statuses.not_done": only with idempotent_by_key: true`},
+		{"a 2xx reclassified", head + "    statuses:\n      ambiguous: [503, 201]\n",
+			`c.yaml:6:18: action "pay": field "statuses.ambiguous": 201 cannot be reclassified`},
+		{"a code in both lists", head + "    idempotent_by_key: true\n    statuses:\n      ambiguous: [503]\n      not_done: [503]\n",
+			`c.yaml:8:17: action "pay": field "statuses.not_done": 503 is also in statuses.ambiguous`},
+		{"a code that is not an integer", head + "    statuses:\n      ambiguous: [503, 5xx]\n",
+			`c.yaml:6:24: action "pay": field "statuses.ambiguous": must be an integer`},
+		{"codes not a list", head + "    statuses:\n      ambiguous: 503\n",
+			`c.yaml:6:18: action "pay": field "statuses.ambiguous": must be a list of integers`},
+		{"statuses on kafka", "actions:\n  k:\n    connector: kafka\n    topic: t\n    statuses: {ambiguous: [503]}\n",
+			`c.yaml:5:5: action "k": field "statuses": only valid for connector http`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse(filepath.Join(dir, "c.yaml"), []byte(c.yaml))

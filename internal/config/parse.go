@@ -116,6 +116,7 @@ type actionDoc struct {
 	Confirm           confirmDoc        `yaml:"confirm"`
 	RejectedWhen      string            `yaml:"rejected_when"`
 	Result            string            `yaml:"result"`
+	Statuses          statusesDoc       `yaml:"statuses"`
 
 	// Per external system limits (docs/connectors.md#protecting-the-external-system).
 	System      string   `yaml:"system"`

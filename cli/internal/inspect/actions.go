@@ -216,14 +216,22 @@ type answer struct {
 func answersOf(a *config.Action) []answer {
 	switch a.Connector {
 	case config.ConnectorHTTP:
-		as := []answer{
-			{"timeout (request sent, no response)", httpconn.ClassifyTransportError(true)},
-			{"HTTP 5xx (500, 502, 504)", httpconn.ClassifyStatus(500)},
-			{"HTTP 503", httpconn.ClassifyStatus(503)},
-			{"HTTP 4xx (not 408, 425, 429)", httpconn.ClassifyStatus(400)},
-			{"HTTP 429 (and 408, 425)", httpconn.ClassifyStatus(429)},
-			{"connection refused (not sent)", httpconn.ClassifyTransportError(false)},
+		st := a.API.Statuses
+		as := statusAnswers(st)
+		other := ""
+		if !st.IsZero() {
+			other = ", other than those above"
 		}
+		as = append(as,
+			answer{"timeout (request sent, no response)", httpconn.ClassifyTransportError(true)},
+			answer{"HTTP 5xx (500, 502, 504" + other + ")", httpconn.ClassifyStatus(500)})
+		if !slices.Contains(st.Ambiguous, 503) && !slices.Contains(st.NotDone, 503) {
+			as = append(as, answer{"HTTP 503", httpconn.ClassifyStatus(503)})
+		}
+		as = append(as,
+			answer{"HTTP 4xx (not 408, 425, 429" + other + ")", httpconn.ClassifyStatus(400)},
+			answer{"HTTP 429 (and 408, 425" + other + ")", httpconn.ClassifyStatus(429)},
+			answer{"connection refused (not sent)", httpconn.ClassifyTransportError(false)})
 		return append(as, apiAnswers(a)...)
 	case config.ConnectorKafka:
 		return []answer{
@@ -236,6 +244,21 @@ func answersOf(a *config.Action) []answer {
 		return []answer{{"effects file appended", connectors.Succeeded}, {"effects file append failed", connectors.Ambiguous}}
 	}
 	return []answer{{"always", connectors.Succeeded}}
+}
+
+// statusAnswers are the rows of the codes an API reclassifies
+// (statuses), classified as Execute classifies them.
+func statusAnswers(st httpconn.Statuses) []answer {
+	var out []answer
+	for _, l := range []struct {
+		field string
+		codes []int
+	}{{"statuses.ambiguous", st.Ambiguous}, {"statuses.not_done", st.NotDone}} {
+		for _, c := range l.codes {
+			out = append(out, answer{fmt.Sprintf("HTTP %d (%s)", c, l.field), st.ClassifyStatus(c)})
+		}
+	}
+	return out
 }
 
 func confirmHow(a *config.Action, p consumer.Protection) string {

@@ -90,3 +90,29 @@ func TestCredentialsInClearTextWarned(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeStatuses: the codes an action reclassifies come first in its
+// table, as Execute classifies them, and the default 503 row goes when 503
+// is listed.
+func TestDescribeStatuses(t *testing.T) {
+	a := only(t, `actions:
+  pay:
+    connector: http
+    url: https://api.example/v1/refunds
+    confirm_url: https://api.example/v1/refunds/{key}
+    idempotent_by_key: true
+    statuses:
+      ambiguous: [503]
+      not_done: [409]
+`)
+	if len(a.Answers) < 2 || a.Answers[0].Answer != "HTTP 503 (statuses.ambiguous)" || a.Answers[1].Answer != "HTTP 409 (statuses.not_done)" {
+		t.Fatalf("answers = %+v", a.Answers)
+	}
+	st := steps(a)
+	if st["HTTP 503 (statuses.ambiguous)"] != "ambiguous→confirm" || st["HTTP 409 (statuses.not_done)"] != "unavailable→retry" {
+		t.Errorf("answers = %v", st)
+	}
+	if _, ok := st["HTTP 503"]; ok {
+		t.Errorf("the protocol's 503 row is still there beside the action's own: %v", st)
+	}
+}

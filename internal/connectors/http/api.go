@@ -63,6 +63,70 @@ type API struct {
 	Result string
 	// Confirm is the API's own lookup; nil: confirm_url, if any.
 	Confirm *Confirm
+	// Statuses reclassifies answers to Execute whose status does not mean
+	// here what the protocol's table says (docs/connectors.md#execute-responses).
+	Statuses Statuses
+}
+
+// Statuses are the status codes an API answers with a meaning of its own.
+// Only two moves are offered, and neither can make the executor send an
+// effect twice: a code said ambiguous is confirmed rather than retried or
+// failed; a code said not done is sent again with the same key, which only
+// an API that deduplicates by the key may be told to take (the actions
+// file's loader refuses NotDone without idempotent_by_key). No move can
+// turn an answer into a success or a failure: that would be a verdict on
+// the effect no status code alone can give.
+type Statuses struct {
+	// Ambiguous codes may come after the request took effect: a proxy's
+	// 503 after its upstream connection reset, a gateway's 4xx for a
+	// request it timed out after forwarding.
+	Ambiguous []int
+	// NotDone codes say "not yet, ask again": Stripe's 409 while a request
+	// with the same key is still running.
+	NotDone []int
+}
+
+// IsZero reports whether no code is reclassified.
+func (s Statuses) IsZero() bool { return len(s.Ambiguous) == 0 && len(s.NotDone) == 0 }
+
+// ClassifyStatus is what Execute makes of an HTTP status on an API with
+// these statuses: the protocol's class (the package's ClassifyStatus)
+// unless the code is listed. Exported so that `onceflight actions`
+// describes what Execute does.
+func (s Statuses) ClassifyStatus(code int) connectors.Kind {
+	switch {
+	case slices.Contains(s.Ambiguous, code):
+		return connectors.Ambiguous
+	case slices.Contains(s.NotDone, code):
+		return connectors.Unavailable
+	}
+	return ClassifyStatus(code)
+}
+
+// check reports the codes that cannot be reclassified, every one of a
+// list in one error.
+func (s Statuses) check(fail func(string, error)) {
+	seen := map[int]string{}
+	for _, l := range []struct {
+		field string
+		codes []int
+	}{{"statuses.ambiguous", s.Ambiguous}, {"statuses.not_done", s.NotDone}} {
+		var bad []string
+		for _, c := range l.codes {
+			switch {
+			case c < 100 || c > 599:
+				bad = append(bad, fmt.Sprintf("%d is not an HTTP status code", c))
+			case c < 300:
+				bad = append(bad, fmt.Sprintf("%d cannot be reclassified: a 1xx is not an answer, and a 2xx says the effect happened", c))
+			case seen[c] != "" && seen[c] != l.field:
+				bad = append(bad, fmt.Sprintf("%d is also in %s", c, seen[c]))
+			}
+			seen[c] = l.field
+		}
+		if len(bad) > 0 {
+			fail(l.field, errors.New(strings.Join(bad, "; ")))
+		}
+	}
 }
 
 // The values of API.Body.
@@ -131,7 +195,8 @@ func (e *FieldError) Unwrap() error { return e.Err }
 func (a API) IsZero() bool {
 	return a.Method == "" && a.Body == "" && a.BodyTemplate == "" && a.ContentType == "" &&
 		a.IdempotencyHeader == "" && len(a.Headers) == 0 && a.BasicAuth == nil && a.OAuth2 == nil &&
-		a.TLS.IsZero() && a.Signing == nil && a.RejectedWhen == "" && a.Result == "" && a.Confirm == nil
+		a.TLS.IsZero() && a.Signing == nil && a.RejectedWhen == "" && a.Result == "" && a.Confirm == nil &&
+		a.Statuses.IsZero()
 }
 
 // header is one resolved request header.
@@ -162,6 +227,7 @@ type shape struct {
 	tokens   atomic.Pointer[tokenSource]
 	tokenCtx context.Context // carries the token endpoint's client
 	hasRules bool            // rejected or result set: Execute answers go through them
+	statuses Statuses        // codes the API gives a meaning of its own
 	// extraHeaders is how many headers authorize and sign add to an
 	// Execute request, so its header map is made large enough once.
 	extraHeaders int
@@ -303,6 +369,8 @@ func compileShape(cfg Config) (*shape, []error) {
 		}
 	}
 	s.hasRules = a.RejectedWhen != "" || a.Result != ""
+	a.Statuses.check(fail)
+	s.statuses = a.Statuses
 	s.extraHeaders = len(s.headers)
 	if a.BasicAuth != nil || a.OAuth2 != nil {
 		s.extraHeaders++ // Authorization

@@ -652,3 +652,65 @@ func TestRulesOnACutBody(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusesReclassify: an API's own meaning of a status (statuses)
+// changes what Execute makes of it on both clients, and only that code.
+func TestStatusesReclassify(t *testing.T) {
+	var code atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code.Load() == http.StatusConflict {
+			w.Header().Set("Retry-After", "3")
+		}
+		w.WriteHeader(int(code.Load()))
+		fmt.Fprint(w, `{"error":"x"}`)
+	}))
+	defer srv.Close()
+	st := httpconn.Statuses{Ambiguous: []int{503, 404}, NotDone: []int{409}}
+	for _, client := range []string{httpconn.ClientFast, httpconn.ClientNetHTTP} {
+		for _, tc := range []struct {
+			code       int
+			plain, own connectors.Kind
+		}{
+			{503, connectors.Unavailable, connectors.Ambiguous}, // a proxy's 503 after an upstream reset
+			{404, connectors.Rejected, connectors.Ambiguous},
+			{409, connectors.Rejected, connectors.Unavailable}, // Stripe's key in flight
+			{400, connectors.Rejected, connectors.Rejected},    // not listed: the protocol's class
+			{429, connectors.Unavailable, connectors.Unavailable},
+			{500, connectors.Ambiguous, connectors.Ambiguous},
+		} {
+			code.Store(int32(tc.code))
+			plain := newConn(t, httpconn.Config{URL: srv.URL, Transport: httpconn.Transport{Client: client}})
+			own := newConn(t, httpconn.Config{URL: srv.URL, API: httpconn.API{Statuses: st}, Transport: httpconn.Transport{Client: client}})
+			if res := plain.Execute(context.Background(), req("k", `{}`)); res.Kind != tc.plain {
+				t.Errorf("%s: HTTP %d without statuses: %v %q, want %v", client, tc.code, res.Kind, res.Message, tc.plain)
+			}
+			res := own.Execute(context.Background(), req("k", `{}`))
+			if res.Kind != tc.own {
+				t.Errorf("%s: HTTP %d with statuses %+v: %v %q, want %v", client, tc.code, st, res.Kind, res.Message, tc.own)
+			}
+			if want := st.ClassifyStatus(tc.code); want != tc.own {
+				t.Errorf("Statuses.ClassifyStatus(%d) = %v, Execute %v: `onceflight actions` would describe another answer", tc.code, want, tc.own)
+			}
+			if tc.code == http.StatusConflict && res.RetryAfter != 3*time.Second {
+				t.Errorf("%s: a not_done 409 with Retry-After: 3: RetryAfter %v, want 3s", client, res.RetryAfter)
+			}
+		}
+	}
+}
+
+func TestStatusesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		st   httpconn.Statuses
+		want string
+	}{
+		{httpconn.Statuses{Ambiguous: []int{200}}, "statuses.ambiguous: 200 cannot be reclassified"},
+		{httpconn.Statuses{NotDone: []int{101}}, "statuses.not_done: 101 cannot be reclassified"},
+		{httpconn.Statuses{Ambiguous: []int{600, 42}}, "statuses.ambiguous: 600 is not an HTTP status code; 42 is not"},
+		{httpconn.Statuses{Ambiguous: []int{503}, NotDone: []int{503}}, "statuses.not_done: 503 is also in statuses.ambiguous"},
+	} {
+		errs := httpconn.Check(httpconn.Config{URL: "https://api.example/x", API: httpconn.API{Statuses: tc.st}})
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+			t.Errorf("Check(%+v) = %v, want one error containing %q", tc.st, errs, tc.want)
+		}
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -445,7 +446,7 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		c.shape.renewToken(rep.token)
 		return c.execute(ctx, req, true)
 	}
-	switch k := ClassifyStatus(code); k {
+	switch k := c.shape.statuses.ClassifyStatus(code); k {
 	case connectors.Succeeded:
 		// The status says it happened; a broken body does not change that.
 		var h http.Header
@@ -464,7 +465,9 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		case http.StatusServiceUnavailable:
 			res.Signal = connectors.SignalDown
 		}
-		if res.Signal != connectors.SignalNone {
+		// A code the API says means "not done" (statuses.not_done) may
+		// carry a Retry-After like a 429.
+		if res.Signal != connectors.SignalNone || slices.Contains(c.shape.statuses.NotDone, code) {
 			res.RetryAfter = RetryAfter(rep.header().Get("Retry-After"), time.Now())
 			if res.RetryAfter > 0 {
 				res.Message += fmt.Sprintf(" (Retry-After %s)", res.RetryAfter.Round(time.Millisecond))
