@@ -238,7 +238,7 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		}
 		canon := a.canon
 		if canon == nil {
-			if canon, err = jcs.CanonicalV1(data, true); err != nil {
+			if canon, err = jcs.CanonicalData(data); err != nil {
 				return fail("data is not a JSON object: %v", err)
 			}
 		}

@@ -51,6 +51,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add([]byte("e1"), []byte(`{"specversion":"1.0","id":"1","source":"s","type":"t","subject":"e1","data_base64":1}`), encodeHeaders(structuredHeaders()))
 	f.Add([]byte(nil), []byte(`{"a":1}`), encodeHeaders(binaryRecord("", "", binaryBase()...).Headers))
 	f.Add([]byte("e1"), []byte(`{"a":1}`), encodeHeaders(binaryRecord("", "", append(binaryBase(), "ce_idempotencykey", "k\x07\xff")...).Headers))
+	f.Add([]byte("e1"), []byte(`{"a":[1e400]}`), encodeHeaders(binaryRecord("", "", binaryBase()...).Headers))
 	f.Fuzz(func(t *testing.T, key, value, headerBlob []byte) {
 		r := &kgo.Record{Key: key, Value: value, Headers: parseHeaders(headerBlob)}
 		c, err := DecodeCommand(r, 1<<16)
@@ -77,6 +78,10 @@ func FuzzDecodeCommand(f *testing.F) {
 		if len(c.Data) > 0 {
 			if _, err := jcs.CanonicalV1(c.Data, true); err != nil {
 				t.Fatalf("accepted data is not canonicalizable: %v", err)
+			}
+			// Its record is hashed over its RFC 8785 form.
+			if _, err := jcs.AppendCanonical(nil, c.Data, jcs.Mode{JCS: true}); err != nil {
+				t.Fatalf("accepted data has no RFC 8785 form: %v", err)
 			}
 		}
 	})

@@ -37,6 +37,13 @@ type Mode struct {
 	// DropHash leaves out the top-level "hash" member: a record's hash is
 	// computed over the record without it.
 	DropHash bool
+	// IJSON refuses a number that is not an IEEE 754 double (I-JSON,
+	// RFC 7493 §2.2) in the v1 form too, which otherwise keeps any
+	// literal. A command's data is refused at decode when it is not
+	// I-JSON: its record, hashed in the JCS form, could not be written
+	// (a number beyond doubles has none), and the executor would retry
+	// that record forever, its partition stuck behind it.
+	IJSON bool
 }
 
 // errUnexpectedEnd is the error for input that stops inside a value.
@@ -80,6 +87,13 @@ func Canonical(raw []byte) ([]byte, error) {
 // accept ourselves (connector results) where failing is worse than choosing.
 func CanonicalV1(raw []byte, strict bool) ([]byte, error) {
 	return AppendCanonical(make([]byte, 0, len(raw)), raw, Mode{Strict: strict})
+}
+
+// CanonicalData is CanonicalV1 (strict) for a command's data, which must
+// also be I-JSON (Mode.IJSON): the same form of what it accepts, and an
+// error for what a record could not carry.
+func CanonicalData(raw []byte) ([]byte, error) {
+	return AppendCanonical(make([]byte, 0, len(raw)), raw, Mode{Strict: true, IJSON: true})
 }
 
 // maxDepth bounds JSON nesting so hostile input cannot drive deep recursion.
@@ -598,24 +612,29 @@ func (p *Parser) number() error {
 	if err != nil {
 		return err
 	}
+	// Integers of up to 15 digits are exact doubles whose ES6 form is the
+	// literal itself ("-0" aside).
+	nd := len(lit)
+	if lit[0] == '-' {
+		nd--
+	}
+	short := integer && nd <= 15
 	if !p.Mode.JCS {
+		if p.Mode.IJSON && !short {
+			if _, err := strconv.ParseFloat(string(lit), 64); err != nil {
+				return fmt.Errorf("number %s is not an IEEE 754 double (I-JSON, RFC 7493)", lit)
+			}
+		}
 		p.Out = append(p.Out, lit...)
 		return nil
 	}
-	// Integers of up to 15 digits are exact doubles whose ES6 form is the
-	// literal itself ("-0" aside).
-	if nd := len(lit); integer {
-		if lit[0] == '-' {
-			nd--
+	if short {
+		if string(lit) == "-0" {
+			p.Out = append(p.Out, '0')
+		} else {
+			p.Out = append(p.Out, lit...)
 		}
-		if nd <= 15 {
-			if string(lit) == "-0" {
-				p.Out = append(p.Out, '0')
-			} else {
-				p.Out = append(p.Out, lit...)
-			}
-			return nil
-		}
+		return nil
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 
 	gowebpki "github.com/gowebpki/jcs"
@@ -120,6 +121,26 @@ func TestCanonicalJSON(t *testing.T) {
 	for _, bad := range []string{``, `{`, `{"a":1}x`, `{"a":1,"a":1}`, `[1,]`, `{'a':1}`, `NaN`} {
 		if got, err := CanonicalV1([]byte(bad), true); err == nil {
 			t.Errorf("canonicalJSON(%q) = %s, want error", bad, got)
+		}
+	}
+}
+
+// CanonicalData refuses a number that is not an IEEE 754 double, which
+// CanonicalV1 keeps as it is written, and otherwise writes what
+// CanonicalV1 writes.
+func TestCanonicalDataIJSON(t *testing.T) {
+	for _, bad := range []string{`1e400`, `{"a":[-1e400]}`, `1` + strings.Repeat("0", 309), `{"a":1,"a":1}`} {
+		if got, err := CanonicalData([]byte(bad)); err == nil {
+			t.Errorf("CanonicalData(%.40q) = %.40s, want error", bad, got)
+		}
+	}
+	for _, s := range []string{`{"b":1.50,"a":1e308}`, `1e-400`, `123456789012345678901234567890`, `-0`, `[0.1,2E+3]`} {
+		want, err := CanonicalV1([]byte(s), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := CanonicalData([]byte(s)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("CanonicalData(%s) = %s, %v; want %s", s, got, err, want)
 		}
 	}
 }

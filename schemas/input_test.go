@@ -1,0 +1,61 @@
+package schemas_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/wire"
+	. "github.com/onceflight/onceflight/schemas"
+)
+
+// inputRecord is a command record carrying data, in either mode, with no
+// other attribute than the required ones.
+func inputRecord(t *testing.T, mode Mode, data string) *kgo.Record {
+	t.Helper()
+	var r *kgo.Record
+	if mode == Binary {
+		r = &kgo.Record{Key: []byte("e1"), Value: []byte(data)}
+		for _, kv := range [][2]string{{"ce_specversion", "1.0"}, {"ce_id", "c1"}, {"ce_source", "s"}, {"ce_type", "t"}, {"ce_subject", "e1"}, {"content-type", "application/json"}} {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: kv[0], Value: []byte(kv[1])})
+		}
+		return r
+	}
+	return &kgo.Record{Key: []byte("e1"),
+		Value:   []byte(`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","data":` + data + `}`),
+		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/cloudevents+json")}}}
+}
+
+// A number beyond IEEE 754 doubles in a command's data is refused at
+// decode, in both modes: the command's record is hashed over its RFC 8785
+// form, which such a number has none of, so an accepted one could never
+// be written, and the executor retried it forever with its partition
+// stuck behind it. What is accepted has a record that encodes.
+func TestDecodeDataNumbersAreDoubles(t *testing.T) {
+	huge := "1" + strings.Repeat("0", 400)
+	for _, mode := range []Mode{Binary, Structured} {
+		for _, data := range []string{`{"x":1e400}`, `{"x":-1e400}`, `{"x":[` + huge + `]}`, `{"x":{"y":1.5e309}}`} {
+			c, err := DecodeCommand(inputRecord(t, mode, data), 0)
+			if err == nil {
+				_, merr := wire.MarshalRecord(Record{IdempotencyKey: c.IdempotencyKey, Entity: c.Subject, Status: StatusInProgress, Data: c.Data})
+				t.Errorf("%v %s: accepted (its record's encoding: %v)", mode, data, merr)
+				continue
+			}
+			if !strings.Contains(err.Error(), "e1") {
+				t.Errorf("%v %s: %v does not name the entity", mode, data, err)
+			}
+		}
+		// Numbers that are doubles, however written, still pass.
+		for _, data := range []string{`{"x":1e308}`, `{"x":1e-400}`, `{"x":123456789012345678901234567890}`, `{"x":-0.0}`} {
+			c, err := DecodeCommand(inputRecord(t, mode, data), 0)
+			if err != nil {
+				t.Errorf("%v %s: %v", mode, data, err)
+				continue
+			}
+			if _, err := wire.MarshalRecord(Record{IdempotencyKey: c.IdempotencyKey, Entity: c.Subject, Status: StatusInProgress, Data: c.Data}); err != nil {
+				t.Errorf("%v %s: accepted, but its record does not encode: %v", mode, data, err)
+			}
+		}
+	}
+}
