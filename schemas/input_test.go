@@ -59,3 +59,26 @@ func TestDecodeDataNumbersAreDoubles(t *testing.T) {
 		}
 	}
 }
+
+// A string in a command's data that is not valid Unicode — an escaped
+// lone surrogate, a byte that is not UTF-8 — is refused at decode, in
+// both modes: decoded, each became U+FFFD, so "\ud800", "\udfff", a raw
+// 0xff and "\ufffd" — different strings to a producer — had one
+// fingerprint (the same key with other data was taken for a repeat)
+// and one record hash. A surrogate pair and "\ufffd" itself still pass.
+func TestDecodeDataStringsAreUnicode(t *testing.T) {
+	for _, mode := range []Mode{Binary, Structured} {
+		for _, data := range []string{`{"x":"\ud800"}`, `{"x":"a\udfffb"}`, `{"x":"\udc00\ud800"}`, "{\"x\":\"\xff\"}", "{\"\xfe\":1}", `{"\ud800":1}`} {
+			if c, err := DecodeCommand(inputRecord(t, mode, data), 0); err == nil {
+				t.Errorf("%v %q: accepted, fingerprint %s", mode, data, c.Fingerprint)
+			} else if !strings.Contains(err.Error(), "e1") {
+				t.Errorf("%v %q: %v does not name the entity", mode, data, err)
+			}
+		}
+		for _, data := range []string{`{"x":"\ufffd"}`, `{"x":"\ud83d\ude00"}`, "{\"x\":\"\xef\xbf\xbd é\"}"} {
+			if _, err := DecodeCommand(inputRecord(t, mode, data), 0); err != nil {
+				t.Errorf("%v %q: %v", mode, data, err)
+			}
+		}
+	}
+}

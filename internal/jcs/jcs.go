@@ -37,12 +37,16 @@ type Mode struct {
 	// DropHash leaves out the top-level "hash" member: a record's hash is
 	// computed over the record without it.
 	DropHash bool
-	// IJSON refuses a number that is not an IEEE 754 double (I-JSON,
-	// RFC 7493 §2.2) in the v1 form too, which otherwise keeps any
-	// literal. A command's data is refused at decode when it is not
-	// I-JSON: its record, hashed in the JCS form, could not be written
-	// (a number beyond doubles has none), and the executor would retry
-	// that record forever, its partition stuck behind it.
+	// IJSON refuses what is not I-JSON (RFC 7493): a number that is not
+	// an IEEE 754 double, which the v1 form otherwise keeps as written;
+	// invalid UTF-8 and an escaped lone surrogate, which otherwise
+	// become U+FFFD. A command's data is refused at decode when it is
+	// not I-JSON: its record, hashed in the JCS form, could not be
+	// written (a number beyond doubles has none), and the executor would
+	// retry that record forever, its partition stuck behind it; and
+	// "\ud800", "\udfff", "\ufffd" and a raw 0xff, four different
+	// strings to a producer, would have one fingerprint and one record
+	// hash (a key reused with other data taken for a repeat).
 	IJSON bool
 }
 
@@ -425,7 +429,7 @@ func (p *Parser) array(depth int) error {
 // Str reads the string at p.Pos (an opening quote) and returns its decoded
 // bytes: a slice of src when it has no escapes and is valid UTF-8.
 // Invalid UTF-8 and lone surrogate escapes become U+FFFD, as encoding/json
-// decodes them.
+// decodes them (in Mode.IJSON they are an error).
 func (p *Parser) Str() ([]byte, error) {
 	p.Pos++ // '"'
 	start := p.Pos
@@ -507,6 +511,10 @@ func (p *Parser) strSlow(start int) ([]byte, error) {
 							}
 						}
 					}
+					if p.Mode.IJSON {
+						p.Pos -= 6
+						return nil, fmt.Errorf("lone surrogate \\u%04x in string (offset %d): not I-JSON (RFC 7493)", r, p.Pos)
+					}
 					r = utf8.RuneError
 				}
 				buf = utf8.AppendRune(buf, r)
@@ -520,6 +528,9 @@ func (p *Parser) strSlow(start int) ([]byte, error) {
 		default:
 			r, n := utf8.DecodeRune(p.Src[p.Pos:])
 			if r == utf8.RuneError && n == 1 {
+				if p.Mode.IJSON {
+					return nil, fmt.Errorf("invalid UTF-8 in string (offset %d): not I-JSON (RFC 7493)", p.Pos)
+				}
 				buf = utf8.AppendRune(buf, utf8.RuneError)
 			} else {
 				buf = append(buf, p.Src[p.Pos:p.Pos+n]...)

@@ -126,15 +126,22 @@ func TestCanonicalJSON(t *testing.T) {
 }
 
 // CanonicalData refuses a number that is not an IEEE 754 double, which
-// CanonicalV1 keeps as it is written, and otherwise writes what
-// CanonicalV1 writes.
+// CanonicalV1 keeps as it is written, and a string that is not valid
+// Unicode (a lone surrogate, invalid UTF-8), which CanonicalV1 writes as
+// U+FFFD; otherwise it writes what CanonicalV1 writes.
 func TestCanonicalDataIJSON(t *testing.T) {
 	for _, bad := range []string{`1e400`, `{"a":[-1e400]}`, `1` + strings.Repeat("0", 309), `{"a":1,"a":1}`} {
 		if got, err := CanonicalData([]byte(bad)); err == nil {
 			t.Errorf("CanonicalData(%.40q) = %.40s, want error", bad, got)
 		}
 	}
-	for _, s := range []string{`{"b":1.50,"a":1e308}`, `1e-400`, `123456789012345678901234567890`, `-0`, `[0.1,2E+3]`} {
+	for _, bad := range []string{`"\ud800"`, `"x\udfff"`, `"\udc00\ud800"`, `"\ud800\u0041"`, "\"\xff\"", "{\"\xc3\":1}", `{"\ud83d":1}`} {
+		if got, err := CanonicalData([]byte(bad)); err == nil {
+			t.Errorf("CanonicalData(%q) = %q, want error", bad, got)
+		}
+	}
+	for _, s := range []string{`{"b":1.50,"a":1e308}`, `1e-400`, `123456789012345678901234567890`, `-0`, `[0.1,2E+3]`,
+		`"\ud83d\ude00\ufffd"`, "\"\xef\xbf\xbd\"", `"\u00e9\n"`} {
 		want, err := CanonicalV1([]byte(s), true)
 		if err != nil {
 			t.Fatal(err)
