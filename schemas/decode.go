@@ -133,6 +133,11 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		}
 	}
 	if !ok {
+		if structured && jsonValid(r.Value) {
+			if err := oneReading(r.Value); err != nil {
+				return fail("%v", err)
+			}
+		}
 		ev, err := toEvent(r)
 		if err != nil {
 			return fail("%v", err)
@@ -252,6 +257,52 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		cmd.Fingerprint = fingerprintCanonical(cmd.Type, cmd.Subject, nil)
 	}
 	return cmd, nil
+}
+
+// oneReading refuses a structured command event that JSON readers could
+// read differently: one that is not I-JSON (RFC 7493: a member name twice
+// in an object, a string that is not valid Unicode, a number beyond an
+// IEEE 754 double), or that names one attribute twice in different case
+// (sdk-go folds extension names to lower case). sdk-go keeps the last of
+// two members, another reader may keep the first: {"subject":"e1",...,
+// "subject":"e2"} or two idempotencykeys would be two commands. What
+// structuredFast answers has none of these (it declines a member twice
+// and reads strings and data strictly), so this runs only where it
+// declined.
+func oneReading(value []byte) error {
+	p := jcs.Parser{Src: value, Mode: jcs.Mode{Strict: true, IJSON: true}}
+	p.SkipSpace()
+	if err := p.Value(0); err != nil {
+		return fmt.Errorf("structured event is not I-JSON (RFC 7493): %v", err)
+	}
+	p = jcs.Parser{Src: value}
+	p.SkipSpace()
+	if p.Pos >= len(value) || value[p.Pos] != '{' {
+		return nil // sdk-go says what is wrong
+	}
+	p.Pos++
+	p.SkipSpace()
+	if p.Pos < len(value) && value[p.Pos] == '}' {
+		return nil
+	}
+	seen := make(map[string]string)
+	for {
+		key, err := p.MemberKey()
+		if err != nil {
+			return nil // cannot happen: the value was read above
+		}
+		folded := strings.ToLower(string(key))
+		if first, ok := seen[folded]; ok {
+			return fmt.Errorf("structured event names attribute %q twice (%q and %q)", folded, first, key)
+		}
+		seen[folded] = string(key)
+		if err := p.Value(1); err != nil {
+			return nil
+		}
+		if more, err := p.MemberEnd(); err != nil || !more {
+			return nil
+		}
+	}
 }
 
 // unprintable says why key is not printable UTF-8 in the sense of docs/events.md#command-events,

@@ -82,3 +82,31 @@ func TestDecodeDataStringsAreUnicode(t *testing.T) {
 		}
 	}
 }
+
+// A structured command event that names one attribute twice — exactly,
+// with escapes, or in other case (sdk-go folds extension names) — is
+// refused: sdk-go kept the last, a reader that keeps the first would read
+// another entity, key, id or data. So is one with a string that is not
+// valid Unicode in an attribute ("\ud800" and "\udbff" were one key).
+func TestDecodeStructuredOneReading(t *testing.T) {
+	base := `"specversion":"1.0","source":"s","type":"t"`
+	for _, v := range []string{
+		`{` + base + `,"id":"a","subject":"e1","subject":"e2"}`,
+		`{` + base + `,"id":"a","id":"b","subject":"e1"}`,
+		`{` + base + `,"id":"a","\u0069d":"b","subject":"e1"}`,
+		`{` + base + `,"id":"a","subject":"e1","idempotencykey":"k1","idempotencykey":"k2"}`,
+		`{` + base + `,"id":"a","subject":"e1","idempotencykey":"k1","IdempotencyKey":"k2"}`,
+		`{` + base + `,"id":"a","subject":"e1","deadline":"2030-01-01T00:00:00Z","DEADLINE":"2020-01-01T00:00:00Z"}`,
+		`{` + base + `,"id":"a","subject":"e1","data":{"x":1},"data":{"x":2}}`,
+		`{` + base + `,"id":"a","subject":"e1","expectedversion":1,"expectedversion":2}`,
+		`{` + base + `,"id":"a","subject":"e1","idempotencykey":"k\ud800"}`,
+		`{` + base + `,"id":"a\udbff","subject":"e1"}`,
+	} {
+		r := &kgo.Record{Key: []byte("e1"), Value: []byte(v), Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/cloudevents+json")}}}
+		if c, err := DecodeCommand(r, 0); err == nil {
+			t.Errorf("%s: accepted as id %q, subject %q, key %q, data %s", v, c.ID, c.Subject, c.IdempotencyKey, c.Data)
+		} else if !strings.Contains(err.Error(), `"e1"`) {
+			t.Errorf("%s: %v does not name the entity", v, err)
+		}
+	}
+}

@@ -513,7 +513,7 @@ func (p *Parser) strSlow(start int) ([]byte, error) {
 					}
 					if p.Mode.IJSON {
 						p.Pos -= 6
-						return nil, fmt.Errorf("lone surrogate \\u%04x in string (offset %d): not I-JSON (RFC 7493)", r, p.Pos)
+						return nil, fmt.Errorf("lone surrogate \\u%04x in string (offset %d; I-JSON)", r, p.Pos)
 					}
 					r = utf8.RuneError
 				}
@@ -529,7 +529,7 @@ func (p *Parser) strSlow(start int) ([]byte, error) {
 			r, n := utf8.DecodeRune(p.Src[p.Pos:])
 			if r == utf8.RuneError && n == 1 {
 				if p.Mode.IJSON {
-					return nil, fmt.Errorf("invalid UTF-8 in string (offset %d): not I-JSON (RFC 7493)", p.Pos)
+					return nil, fmt.Errorf("invalid UTF-8 in string (offset %d; I-JSON)", p.Pos)
 				}
 				buf = utf8.AppendRune(buf, utf8.RuneError)
 			} else {
@@ -633,7 +633,7 @@ func (p *Parser) number() error {
 	if !p.Mode.JCS {
 		if p.Mode.IJSON && !short {
 			if _, err := strconv.ParseFloat(string(lit), 64); err != nil {
-				return fmt.Errorf("number %s is not an IEEE 754 double (I-JSON, RFC 7493)", lit)
+				return fmt.Errorf("number %s is not an IEEE 754 double (I-JSON)", lit)
 			}
 		}
 		p.Out = append(p.Out, lit...)
