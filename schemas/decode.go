@@ -110,6 +110,10 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		}
 	}()
 
+	if name := repeatedHeader(r.Headers); name != "" {
+		return fail("header %q appears more than once", name)
+	}
+
 	var a ceAttrs
 	ok, structured := false, false
 	if fast && jsonEvent(r) {
@@ -257,6 +261,44 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		cmd.Fingerprint = fingerprintCanonical(cmd.Type, cmd.Subject, nil)
 	}
 	return cmd, nil
+}
+
+// repeatedHeader returns the name of a header the CloudEvents Kafka
+// binding reads (content-type, ce_*) that the record carries more than
+// once, case aside, or "". Kafka allows a header twice; which one is
+// meant does not follow: the mode is decided by the first content-type,
+// sdk-go's binary reader keeps the last of two ce_ headers, and another
+// reader may keep the first (another id, subject or idempotency key).
+func repeatedHeader(hs []kgo.RecordHeader) string {
+	if len(hs) > 32 {
+		seen := make(map[string]bool, len(hs))
+		for _, h := range hs {
+			if k := strings.ToLower(h.Key); bindingHeader(k) {
+				if seen[k] {
+					return h.Key
+				}
+				seen[k] = true
+			}
+		}
+		return ""
+	}
+	for i, h := range hs {
+		if !bindingHeader(h.Key) {
+			continue
+		}
+		for _, h2 := range hs[i+1:] {
+			if strings.EqualFold(h.Key, h2.Key) {
+				return h2.Key
+			}
+		}
+	}
+	return ""
+}
+
+// bindingHeader reports whether a header of this name is read by the
+// CloudEvents Kafka binding.
+func bindingHeader(name string) bool {
+	return strings.EqualFold(name, headerContentType) || len(name) >= len(headerPrefix) && strings.EqualFold(name[:len(headerPrefix)], headerPrefix)
 }
 
 // oneReading refuses a structured command event that JSON readers could

@@ -110,3 +110,50 @@ func TestDecodeStructuredOneReading(t *testing.T) {
 		}
 	}
 }
+
+// A record that carries a header the CloudEvents binding reads twice
+// (case aside) is refused, in either mode: sdk-go's binary reader kept
+// the last ce_ header and the error's entity came from the first; the
+// mode is decided by the first content-type.
+func TestDecodeRepeatedHeader(t *testing.T) {
+	for _, extra := range [][2]string{
+		{"ce_subject", "e2"}, {"CE_SUBJECT", "e2"}, {"ce_id", "c2"}, {"ce_idempotencykey", "k2"},
+		{"content-type", "application/json"}, {"Content-Type", "application/cloudevents+json"}, {"ce_specversion", "1.0"},
+	} {
+		for _, mode := range []Mode{Binary, Structured} {
+			r := inputRecord(t, mode, `{"a":1}`)
+			r.Key = []byte(extra[1])
+			if !strings.HasPrefix(extra[1], "e") {
+				r.Key = nil
+			}
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: "ce_idempotencykey", Value: []byte("k1")}, kgo.RecordHeader{Key: extra[0], Value: []byte(extra[1])})
+			if mode == Structured && !bindingRepeat(r.Headers) {
+				continue
+			}
+			c, err := DecodeCommand(r, 0)
+			if err == nil {
+				t.Errorf("%v with %s twice: accepted as id %q, subject %q, key %q", mode, extra[0], c.ID, c.Subject, c.IdempotencyKey)
+			} else if !strings.Contains(err.Error(), "more than once") {
+				t.Errorf("%v with %s twice: %v", mode, extra[0], err)
+			}
+		}
+	}
+	// Other headers may repeat.
+	r := inputRecord(t, Binary, `{"a":1}`)
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: "x-trace", Value: []byte("1")}, kgo.RecordHeader{Key: "x-trace", Value: []byte("2")})
+	if _, err := DecodeCommand(r, 0); err != nil {
+		t.Error(err)
+	}
+}
+
+// bindingRepeat: a structured record in the test has two of one header.
+func bindingRepeat(hs []kgo.RecordHeader) bool {
+	for i, h := range hs {
+		for _, h2 := range hs[i+1:] {
+			if strings.EqualFold(h.Key, h2.Key) {
+				return true
+			}
+		}
+	}
+	return false
+}
