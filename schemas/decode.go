@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -302,22 +303,19 @@ func bindingHeader(name string) bool {
 }
 
 // oneReading refuses a structured command event that JSON readers could
-// read differently: one that is not I-JSON (RFC 7493: a member name twice
-// in an object, a string that is not valid Unicode, a number beyond an
-// IEEE 754 double), or that names one attribute twice in different case
-// (sdk-go folds extension names to lower case). sdk-go keeps the last of
+// read differently: one that names an attribute twice, exactly or in
+// other case (sdk-go folds extension names to lower case), or whose
+// attributes are not I-JSON (RFC 7493: a string that is not valid
+// Unicode, a number beyond an IEEE 754 double). sdk-go keeps the last of
 // two members, another reader may keep the first: {"subject":"e1",...,
-// "subject":"e2"} or two idempotencykeys would be two commands. What
-// structuredFast answers has none of these (it declines a member twice
-// and reads strings and data strictly), so this runs only where it
-// declined.
+// "subject":"e2"} or two idempotencykeys would be two commands; sdk-go
+// reads "\ud800" and "\udbff" as one U+FFFD. The data member is
+// skipped: it is held to the same rules as the command's data
+// (jcs.CanonicalData). What structuredFast answers has none of these (it
+// declines a member twice and reads strictly), so this runs only where
+// it declined; value is valid JSON (jsonValid).
 func oneReading(value []byte) error {
 	p := jcs.Parser{Src: value, Mode: jcs.Mode{Strict: true, IJSON: true}}
-	p.SkipSpace()
-	if err := p.Value(0); err != nil {
-		return fmt.Errorf("structured event is not I-JSON (RFC 7493): %v", err)
-	}
-	p = jcs.Parser{Src: value}
 	p.SkipSpace()
 	if p.Pos >= len(value) || value[p.Pos] != '{' {
 		return nil // sdk-go says what is wrong
@@ -327,24 +325,90 @@ func oneReading(value []byte) error {
 	if p.Pos < len(value) && value[p.Pos] == '}' {
 		return nil
 	}
-	seen := make(map[string]string)
+	var stack [16][]byte
+	names := stack[:0]
+	var folded map[string][]byte // past len(stack) names
 	for {
 		key, err := p.MemberKey()
 		if err != nil {
-			return nil // cannot happen: the value was read above
+			return fmt.Errorf("structured event is not I-JSON (RFC 7493): %v", err)
 		}
-		folded := strings.ToLower(string(key))
-		if first, ok := seen[folded]; ok {
-			return fmt.Errorf("structured event names attribute %q twice (%q and %q)", folded, first, key)
+		var first []byte
+		if folded == nil && len(names) < len(stack) {
+			for _, n := range names {
+				if bytes.EqualFold(n, key) {
+					first = n
+					break
+				}
+			}
+			names = append(names, key)
+		} else {
+			if folded == nil {
+				folded = make(map[string][]byte, 2*len(names))
+				for _, n := range names {
+					folded[strings.ToLower(string(n))] = n
+				}
+			}
+			lk := strings.ToLower(string(key))
+			first = folded[lk]
+			if first == nil {
+				folded[lk] = key
+			}
 		}
-		seen[folded] = string(key)
-		if err := p.Value(1); err != nil {
-			return nil
+		if first != nil {
+			return fmt.Errorf("structured event names attribute %q twice (%q and %q)", strings.ToLower(string(key)), first, key)
+		}
+		switch {
+		case string(key) == "data":
+			p.Pos = skipValid(value, p.Pos)
+		case value[p.Pos] == '"':
+			// Read, not written: a string (all but expectedversion) costs
+			// nothing unless it has escapes.
+			_, err = p.Str()
+		default:
+			err = p.Value(1)
+			p.Out = p.Out[:0]
+		}
+		if err != nil {
+			return fmt.Errorf("structured event: attribute %q is not I-JSON (RFC 7493): %v", key, err)
 		}
 		if more, err := p.MemberEnd(); err != nil || !more {
 			return nil
 		}
 	}
+}
+
+// skipValid returns the end of the JSON value that starts at b[i], which
+// is valid JSON.
+func skipValid(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of a scalar
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }
 
 // unprintable says why key is not printable UTF-8 in the sense of docs/events.md#command-events,

@@ -227,3 +227,16 @@ func BenchmarkOutcomeID(b *testing.B) {
 		}
 	}
 }
+
+// skipValid finds the end of any member's value in valid JSON: what
+// follows it is the member's end (',' or '}', spaces aside).
+func TestSkipValid(t *testing.T) {
+	for _, v := range []string{`5`, `-1.5e3`, `true`, `null`, `"x"`, `"a\"}]"`, `"\\"`, `{}`, `[]`, `{"a":[1,{"b":"}"}],"c":"]"}`, `[[],[[]],"[",{"x":{}}]`} {
+		for _, tail := range []string{`}`, `,"b":1}`, ` }`, "\n,\"b\":2}"} {
+			src := `{"data":` + v + tail
+			if got, want := skipValid([]byte(src), len(`{"data":`)), len(`{"data":`)+len(v); got != want {
+				t.Errorf("skipValid(%s) = %d, want %d", src, got, want)
+			}
+		}
+	}
+}
