@@ -169,6 +169,9 @@ var fastSeeds = []string{
 	`{"specversion":"0.3","id":"c1","source":"s","type":"t","subject":"e1"}`,
 	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","idempotencykey":"k\u0007"}`,
 	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"é","data":{"x":"\ud800"}} x`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","data":{"x":1e400}}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","idempotencykey":"k1","IdempotencyKey":"k2"}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","idempotencykey":"k\udbff","data":5}`,
 }
 
 // FuzzStructuredFastMatchesSDK: DecodeCommand with the structured fast

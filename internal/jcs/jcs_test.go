@@ -35,6 +35,16 @@ func FuzzCanonicalV1MatchesReference(f *testing.F) {
 		if err == nil && !bytes.Equal(got, want) {
 			t.Fatalf("canonical(%q, %v) = %q, reference %q", in, strict, got, want)
 		}
+		// CanonicalData only refuses more (what is not I-JSON); what it
+		// accepts has the v1 form and a JCS form.
+		if d, derr := CanonicalData(in); derr == nil {
+			if strict && (err != nil || !bytes.Equal(d, got)) {
+				t.Fatalf("CanonicalData(%q) = %q, CanonicalV1 %q, %v", in, d, got, err)
+			}
+			if _, jerr := AppendCanonical(nil, in, Mode{JCS: true}); jerr != nil {
+				t.Fatalf("CanonicalData(%q) accepted what has no JCS form: %v", in, jerr)
+			}
+		}
 	})
 }
 
