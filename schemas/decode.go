@@ -271,6 +271,9 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 // sdk-go's binary reader keeps the last of two ce_ headers, and another
 // reader may keep the first (another id, subject or idempotency key).
 func repeatedHeader(hs []kgo.RecordHeader) string {
+	if len(hs) < 2 { // a structured command's one content-type
+		return ""
+	}
 	if len(hs) > 32 {
 		seen := make(map[string]bool, len(hs))
 		for _, h := range hs {

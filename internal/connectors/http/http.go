@@ -824,14 +824,8 @@ func (c *Connector) result(status int, raw []byte, truncated bool) json.RawMessa
 // canonicalizer follows). A body without one is kept as a string, as a
 // body that is not JSON is: kept as JSON, the succeeded record could not
 // be journaled nor its outcome published, and the effect that happened
-// would have no final record.
-func hasRecordForm(body []byte) bool {
-	if jcs.IsCanonical(body) {
-		return true
-	}
-	_, err := jcs.AppendCanonical(nil, body, jcs.Mode{JCS: true})
-	return err == nil
-}
+// would have no final record. A scan that writes nothing (jcs.HasJCSForm).
+func hasRecordForm(body []byte) bool { return jcs.HasJCSForm(body) }
 
 // mayEscapeHTML reports whether json.HTMLEscape could change b: it has a
 // '<', '>' or '&', or the first byte of U+2028 or U+2029 (and of other
