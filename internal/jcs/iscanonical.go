@@ -235,11 +235,7 @@ func HasJCSForm(b []byte) bool {
 			if err != nil {
 				return false
 			}
-			nd := len(lit)
-			if lit[0] == '-' {
-				nd--
-			}
-			if !integer || nd > 15 { // else an exact double (number)
+			if !shortInteger(lit, integer) {
 				if _, err := strconv.ParseFloat(string(lit), 64); err != nil {
 					return false
 				}

@@ -617,19 +617,24 @@ func AppendString(dst []byte, s string) []byte {
 	return appendEscaped(dst, b, true)
 }
 
+// shortInteger reports whether the number literal lit (integer: without
+// fraction or exponent, as ScanNumber says) has at most 15 digits: an
+// exact double whose ES6 form is the literal itself ("-0" aside).
+func shortInteger(lit []byte, integer bool) bool {
+	nd := len(lit)
+	if lit[0] == '-' {
+		nd--
+	}
+	return integer && nd <= 15
+}
+
 // number validates the JSON number at p.Pos and appends its canonical form.
 func (p *Parser) number() error {
 	lit, integer, err := p.ScanNumber()
 	if err != nil {
 		return err
 	}
-	// Integers of up to 15 digits are exact doubles whose ES6 form is the
-	// literal itself ("-0" aside).
-	nd := len(lit)
-	if lit[0] == '-' {
-		nd--
-	}
-	short := integer && nd <= 15
+	short := shortInteger(lit, integer)
 	if !p.Mode.JCS {
 		if p.Mode.IJSON && !short {
 			if _, err := strconv.ParseFloat(string(lit), 64); err != nil {
