@@ -138,14 +138,15 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		}
 	}
 	if !ok {
-		if structured && jsonValid(r.Value) {
-			if err := oneReading(r.Value); err != nil {
-				return fail("%v", err)
-			}
-		}
 		ev, err := toEvent(r)
 		if err != nil {
 			return fail("%v", err)
+		}
+		if structured {
+			// Valid JSON (toEvent checked), read by sdk-go.
+			if err := oneReading(r.Value); err != nil {
+				return fail("%v", err)
+			}
 		}
 		if sv := ev.SpecVersion(); sv != event.CloudEventsVersionV1 {
 			return fail("unsupported specversion %q, want \"1.0\"", sv)
@@ -316,7 +317,7 @@ func bindingHeader(name string) bool {
 // skipped: it is held to the same rules as the command's data
 // (jcs.CanonicalData). What structuredFast answers has none of these (it
 // declines a member twice and reads strictly), so this runs only where
-// it declined; value is valid JSON (jsonValid).
+// it declined, after sdk-go read the event (so value is valid JSON).
 func oneReading(value []byte) error {
 	p := jcs.Parser{Src: value, Mode: jcs.Mode{Strict: true, IJSON: true}}
 	p.SkipSpace()
