@@ -17,7 +17,14 @@ import (
 func TestDataWithoutRecordFormRejected(t *testing.T) {
 	h := onceflighttest.New(t)
 	h.Start(t.TempDir())
-	h.Submit("huge", "order-9", "k-huge", `{"amount":1e400}`)
+	// Written by hand: EncodeCommand refuses such data (a producer of
+	// another language would not).
+	r, err := schemas.EncodeCommand(schemas.Command{ID: "huge", Source: "test", Type: "noop.ping", Subject: "order-9", IdempotencyKey: "k-huge"}, schemas.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Topic, r.Value = "onceflight.commands", []byte(`{"amount":1e400}`)
+	h.Produce(r)
 	h.Submit("next", "order-9", "k-next", `{"amount":1}`)
 	seen := map[string][]schemas.Outcome{}
 	h.Outcomes(2, seen, nil)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // EncodeCommand encodes c as a command record that DecodeCommand accepts
@@ -52,6 +54,15 @@ func EncodeCommand(c Command, mode Mode) (*kgo.Record, error) {
 		// six bytes each (200 KB of HTML became 490 KB).
 		if !json.Valid(c.Data) {
 			return nil, fmt.Errorf("encode command %q: data is not valid JSON", c.ID)
+		}
+		// What DecodeCommand holds data to (jcs.CanonicalData: I-JSON, no
+		// key twice): refused here with its reason, rather than sent and
+		// answered rejected invalid_command. Data in canonical form (the
+		// benchmark's) is that already, which a scan tells.
+		if !jcs.IsCanonical(c.Data) {
+			if _, err := jcs.CanonicalData(c.Data); err != nil {
+				return nil, fmt.Errorf("encode command %q: data is not I-JSON (RFC 7493): %w", c.ID, err)
+			}
 		}
 		ev.SetDataContentType(event.ApplicationJSON)
 		ev.DataEncoded = []byte(c.Data)

@@ -157,3 +157,26 @@ func bindingRepeat(hs []kgo.RecordHeader) bool {
 	}
 	return false
 }
+
+// EncodeCommand (the client's Submit and Send, the CLI's submit) refuses
+// data DecodeCommand would refuse for not being I-JSON or naming a key
+// twice, saying why, instead of writing a command that can only be
+// answered rejected invalid_command.
+func TestEncodeCommandRefusesWhatDecodeRefuses(t *testing.T) {
+	for _, data := range []string{`{"amount":1e400}`, `{"a":1,"a":2}`, `{"x":"\ud800"}`, "{\"x\":\"\xff\"}"} {
+		for _, mode := range []Mode{Binary, Structured} {
+			if _, err := EncodeCommand(Command{ID: "c1", Source: "s", Type: "t", Subject: "e1", Data: []byte(data)}, mode); err == nil {
+				t.Errorf("%v %q: encoded", mode, data)
+			}
+		}
+	}
+	for _, data := range []string{`{"amount":1.5e308,"b":"\u00e9\ud83d\ude00"}`, `{"a":1}`} {
+		r, err := EncodeCommand(Command{ID: "c1", Source: "s", Type: "t", Subject: "e1", Data: []byte(data)}, Structured)
+		if err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		if _, err := DecodeCommand(r, 0); err != nil {
+			t.Errorf("%s: encoded, then refused: %v", data, err)
+		}
+	}
+}
