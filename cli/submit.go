@@ -128,6 +128,9 @@ func readData(arg string, stdin io.Reader) (json.RawMessage, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, usageErrorf("%s is %s, but must be a JSON object, e.g. '{\"amount\":100}'", from, jsonKind(raw))
 	}
+	if err := schemas.CheckIJSON(raw); err != nil {
+		return nil, usageErrorf("%s must be a JSON object in I-JSON (RFC 7493), as the executor requires: %v", from, err)
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, usageErrorf("%s: %v", from, err)

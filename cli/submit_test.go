@@ -35,6 +35,8 @@ func TestReadData(t *testing.T) {
 		`{"a":`:            "not valid JSON",
 		`{"a":1} {"b":2}`:  "not valid JSON",
 		"@/does/not/exist": "read --data file",
+		`{"a":1e400}`:      "I-JSON",
+		`{"a":1,"a":2}`:    "duplicate object key",
 	}
 	for in, want := range bad {
 		_, err := readData(in, strings.NewReader(""))

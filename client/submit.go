@@ -37,7 +37,10 @@ type Command struct {
 	// retries safe.
 	Key string
 	// Data is the connector's input: a JSON object, at most 512 KiB
-	// unless the executor allows more. Nil sends no data.
+	// unless the executor allows more, and I-JSON (no number beyond an
+	// IEEE 754 double, no invalid Unicode, no member name twice: Submit
+	// and Send refuse such data, which the executor would answer
+	// rejected invalid_command). Nil sends no data.
 	Data json.RawMessage
 	// ExpectedVersion, if set, executes only if the entity's version
 	// equals it (optimistic concurrency); otherwise the outcome is

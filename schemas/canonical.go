@@ -16,7 +16,7 @@ const fingerprintDomain = "onceflight/fingerprint/v1"
 func jsonValid(b []byte) bool { return json.Valid(b) }
 
 // Fingerprint is the command fingerprint of docs/events.md#command-events: "sha256:" + hex of
-// SHA-256 over type, subject and the canonical JSON of data (jcs.CanonicalV1). Each part is
+// SHA-256 over type, subject and the canonical JSON of data (jcs.CanonicalData: v1, I-JSON). Each part is
 // length-prefixed (8-byte big-endian) after a domain tag, so no two different
 // (type, subject, data) triples frame to the same bytes. Absent data (nil or
 // empty) frames as zero bytes and so differs from an empty object {}.
@@ -24,7 +24,7 @@ func Fingerprint(typ, subject string, data json.RawMessage) (string, error) {
 	var canon []byte
 	if len(data) > 0 {
 		var err error
-		if canon, err = jcs.CanonicalV1(data, true); err != nil {
+		if canon, err = jcs.CanonicalData(data); err != nil {
 			return "", fmt.Errorf("canonicalize data: %w", err)
 		}
 	}

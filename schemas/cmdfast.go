@@ -26,7 +26,7 @@ type ceAttrs struct {
 	// of its datacontenttype ("" when absent).
 	data      []byte
 	mediaType string
-	// canon is data's jcs.CanonicalV1 (strict) when the fast path computed it on the
+	// canon is data's jcs.CanonicalData when the fast path computed it on the
 	// way (nil: not computed).
 	canon []byte
 }
@@ -87,7 +87,7 @@ func attrsOf(ev *event.Event) ceAttrs {
 // (FuzzStructuredFastMatchesSDK). The data is canonicalized on the way
 // (strict: a duplicate key inside it sends the event to sdk-go too).
 func structuredFast(src []byte) (a ceAttrs, ok bool) {
-	p := jcs.Parser{Src: src, Mode: jcs.Mode{Strict: true}}
+	p := jcs.Parser{Src: src, Mode: jcs.Mode{Strict: true, IJSON: true}}
 	p.SkipSpace()
 	if p.Pos >= len(src) || src[p.Pos] != '{' {
 		return a, false

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,6 +111,10 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		}
 	}()
 
+	if name := repeatedHeader(r.Headers); name != "" {
+		return fail("header %q appears more than once", name)
+	}
+
 	var a ceAttrs
 	ok, structured := false, false
 	if fast && jsonEvent(r) {
@@ -136,6 +141,12 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		ev, err := toEvent(r)
 		if err != nil {
 			return fail("%v", err)
+		}
+		if structured {
+			// Valid JSON (toEvent checked), read by sdk-go.
+			if err := oneReading(r.Value); err != nil {
+				return fail("%v", err)
+			}
 		}
 		if sv := ev.SpecVersion(); sv != event.CloudEventsVersionV1 {
 			return fail("unsupported specversion %q, want \"1.0\"", sv)
@@ -238,7 +249,7 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		}
 		canon := a.canon
 		if canon == nil {
-			if canon, err = jcs.CanonicalV1(data, true); err != nil {
+			if canon, err = jcs.CanonicalData(data); err != nil {
 				return fail("data is not a JSON object: %v", err)
 			}
 		}
@@ -252,6 +263,156 @@ func decodeCommandWith(r *kgo.Record, maxDataBytes int, fast, withData bool) (cm
 		cmd.Fingerprint = fingerprintCanonical(cmd.Type, cmd.Subject, nil)
 	}
 	return cmd, nil
+}
+
+// repeatedHeader returns the name of a header the CloudEvents Kafka
+// binding reads (content-type, ce_*) that the record carries more than
+// once, case aside, or "". Kafka allows a header twice; which one is
+// meant does not follow: the mode is decided by the first content-type,
+// sdk-go's binary reader keeps the last of two ce_ headers, and another
+// reader may keep the first (another id, subject or idempotency key).
+func repeatedHeader(hs []kgo.RecordHeader) string {
+	if len(hs) < 2 { // a structured command's one content-type
+		return ""
+	}
+	if len(hs) > 32 {
+		seen := make(map[string]bool, len(hs))
+		for _, h := range hs {
+			if k := strings.ToLower(h.Key); bindingHeader(k) {
+				if seen[k] {
+					return h.Key
+				}
+				seen[k] = true
+			}
+		}
+		return ""
+	}
+	for i, h := range hs {
+		if !bindingHeader(h.Key) {
+			continue
+		}
+		for _, h2 := range hs[i+1:] {
+			if strings.EqualFold(h.Key, h2.Key) {
+				return h2.Key
+			}
+		}
+	}
+	return ""
+}
+
+// bindingHeader reports whether a header of this name is read by the
+// CloudEvents Kafka binding.
+func bindingHeader(name string) bool {
+	return strings.EqualFold(name, headerContentType) || len(name) >= len(headerPrefix) && strings.EqualFold(name[:len(headerPrefix)], headerPrefix)
+}
+
+// oneReading refuses a structured command event that JSON readers could
+// read differently: one that names an attribute twice, exactly or in
+// other case (sdk-go folds extension names to lower case), or whose
+// attributes are not I-JSON (RFC 7493: a string that is not valid
+// Unicode, a number beyond an IEEE 754 double). sdk-go keeps the last of
+// two members, another reader may keep the first: {"subject":"e1",...,
+// "subject":"e2"} or two idempotencykeys would be two commands; sdk-go
+// reads "\ud800" and "\udbff" as one U+FFFD. The data member is
+// skipped: it is held to the same rules as the command's data
+// (jcs.CanonicalData). What structuredFast answers has none of these (it
+// declines a member twice and reads strictly), so this runs only where
+// it declined, after sdk-go read the event (so value is valid JSON).
+func oneReading(value []byte) error {
+	p := jcs.Parser{Src: value, Mode: jcs.Mode{Strict: true, IJSON: true}}
+	p.SkipSpace()
+	if p.Pos >= len(value) || value[p.Pos] != '{' {
+		return nil // sdk-go says what is wrong
+	}
+	p.Pos++
+	p.SkipSpace()
+	if p.Pos < len(value) && value[p.Pos] == '}' {
+		return nil
+	}
+	var stack [16][]byte
+	names := stack[:0]
+	var folded map[string][]byte // past len(stack) names
+	for {
+		key, err := p.MemberKey()
+		if err != nil {
+			return fmt.Errorf("structured event is not I-JSON (RFC 7493): %v", err)
+		}
+		var first []byte
+		if folded == nil && len(names) < len(stack) {
+			for _, n := range names {
+				if bytes.EqualFold(n, key) {
+					first = n
+					break
+				}
+			}
+			names = append(names, key)
+		} else {
+			if folded == nil {
+				folded = make(map[string][]byte, 2*len(names))
+				for _, n := range names {
+					folded[strings.ToLower(string(n))] = n
+				}
+			}
+			lk := strings.ToLower(string(key))
+			first = folded[lk]
+			if first == nil {
+				folded[lk] = key
+			}
+		}
+		if first != nil {
+			return fmt.Errorf("structured event names attribute %q twice (%q and %q)", strings.ToLower(string(key)), first, key)
+		}
+		switch {
+		case string(key) == "data":
+			p.Pos = skipValid(value, p.Pos)
+		case value[p.Pos] == '"':
+			// Read, not written: a string (all but expectedversion) costs
+			// nothing unless it has escapes.
+			_, err = p.Str()
+		default:
+			err = p.Value(1)
+			p.Out = p.Out[:0]
+		}
+		if err != nil {
+			return fmt.Errorf("structured event: attribute %q is not I-JSON (RFC 7493): %v", key, err)
+		}
+		if more, err := p.MemberEnd(); err != nil || !more {
+			return nil
+		}
+	}
+}
+
+// skipValid returns the end of the JSON value that starts at b[i], which
+// is valid JSON.
+func skipValid(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of a scalar
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }
 
 // unprintable says why key is not printable UTF-8 in the sense of docs/events.md#command-events,

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // EncodeCommand encodes c as a command record that DecodeCommand accepts
@@ -53,6 +55,11 @@ func EncodeCommand(c Command, mode Mode) (*kgo.Record, error) {
 		if !json.Valid(c.Data) {
 			return nil, fmt.Errorf("encode command %q: data is not valid JSON", c.ID)
 		}
+		// Refused here with its reason, rather than sent and answered
+		// rejected invalid_command.
+		if err := CheckIJSON(c.Data); err != nil {
+			return nil, fmt.Errorf("encode command %q: data is not I-JSON (RFC 7493): %w", c.ID, err)
+		}
 		ev.SetDataContentType(event.ApplicationJSON)
 		ev.DataEncoded = []byte(c.Data)
 		ev.DataBase64 = false
@@ -62,4 +69,20 @@ func EncodeCommand(c Command, mode Mode) (*kgo.Record, error) {
 		return nil, fmt.Errorf("encode command %q: %w", c.ID, err)
 	}
 	return rec, nil
+}
+
+// CheckIJSON says why the JSON text data is not what DecodeCommand holds
+// a command's data to besides being an object of bounded size: I-JSON
+// (RFC 7493: no number beyond an IEEE 754 double, strings of valid
+// Unicode) without a member name twice (jcs.CanonicalData); nil when it
+// is. Producers (EncodeCommand, the HTTP ingress) ask it so that such
+// data is refused with its reason instead of sent and answered rejected
+// invalid_command. Data in canonical form (the benchmark's) is I-JSON
+// already, which a scan tells.
+func CheckIJSON(data []byte) error {
+	if jcs.IsCanonical(data) {
+		return nil
+	}
+	_, err := jcs.CanonicalData(data)
+	return err
 }

@@ -51,6 +51,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add([]byte("e1"), []byte(`{"specversion":"1.0","id":"1","source":"s","type":"t","subject":"e1","data_base64":1}`), encodeHeaders(structuredHeaders()))
 	f.Add([]byte(nil), []byte(`{"a":1}`), encodeHeaders(binaryRecord("", "", binaryBase()...).Headers))
 	f.Add([]byte("e1"), []byte(`{"a":1}`), encodeHeaders(binaryRecord("", "", append(binaryBase(), "ce_idempotencykey", "k\x07\xff")...).Headers))
+	f.Add([]byte("e1"), []byte(`{"a":[1e400]}`), encodeHeaders(binaryRecord("", "", binaryBase()...).Headers))
 	f.Fuzz(func(t *testing.T, key, value, headerBlob []byte) {
 		r := &kgo.Record{Key: key, Value: value, Headers: parseHeaders(headerBlob)}
 		c, err := DecodeCommand(r, 1<<16)
@@ -77,6 +78,10 @@ func FuzzDecodeCommand(f *testing.F) {
 		if len(c.Data) > 0 {
 			if _, err := jcs.CanonicalV1(c.Data, true); err != nil {
 				t.Fatalf("accepted data is not canonicalizable: %v", err)
+			}
+			// Its record is hashed over its RFC 8785 form.
+			if _, err := jcs.AppendCanonical(nil, c.Data, jcs.Mode{JCS: true}); err != nil {
+				t.Fatalf("accepted data has no RFC 8785 form: %v", err)
 			}
 		}
 	})
@@ -164,6 +169,9 @@ var fastSeeds = []string{
 	`{"specversion":"0.3","id":"c1","source":"s","type":"t","subject":"e1"}`,
 	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","idempotencykey":"k\u0007"}`,
 	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"é","data":{"x":"\ud800"}} x`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","data":{"x":1e400}}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","idempotencykey":"k1","IdempotencyKey":"k2"}`,
+	`{"specversion":"1.0","id":"c1","source":"s","type":"t","subject":"e1","idempotencykey":"k\udbff","data":5}`,
 }
 
 // FuzzStructuredFastMatchesSDK: DecodeCommand with the structured fast
@@ -219,6 +227,19 @@ func BenchmarkOutcomeID(b *testing.B) {
 	for b.Loop() {
 		if OutcomeID("key-0001234", StatusSucceeded, "cmd-0001234") == "" {
 			b.Fatal("empty id")
+		}
+	}
+}
+
+// skipValid finds the end of any member's value in valid JSON: what
+// follows it is the member's end (',' or '}', spaces aside).
+func TestSkipValid(t *testing.T) {
+	for _, v := range []string{`5`, `-1.5e3`, `true`, `null`, `"x"`, `"a\"}]"`, `"\\"`, `{}`, `[]`, `{"a":[1,{"b":"}"}],"c":"]"}`, `[[],[[]],"[",{"x":{}}]`} {
+		for _, tail := range []string{`}`, `,"b":1}`, ` }`, "\n,\"b\":2}"} {
+			src := `{"data":` + v + tail
+			if got, want := skipValid([]byte(src), len(`{"data":`)), len(`{"data":`)+len(v); got != want {
+				t.Errorf("skipValid(%s) = %d, want %d", src, got, want)
+			}
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package jcs
 
-import "bytes"
+import (
+	"bytes"
+	"strconv"
+)
 
 // A record's data and result are JSON its encoder (internal/wire) must
 // write in their RFC 8785 form. Almost always they are in it already: the
@@ -199,6 +202,52 @@ func utf16Ordered(key []byte) bool {
 		if ch >= 0xEE {
 			return false
 		}
+	}
+	return true
+}
+
+// HasJCSForm reports whether the JSON text b, which must be valid JSON
+// (json.Valid), has an RFC 8785 form: whether AppendCanonical(Mode{JCS:
+// true}) of it succeeds. Not every JSON text has one: a number beyond an
+// IEEE 754 double has no ES6 form, and nesting past maxDepth is refused.
+// It writes nothing: a reader that keeps JSON it did not write (a
+// connector's answer) asks it before putting that JSON in a record, which
+// is hashed over that form (FuzzHasJCSForm holds it to AppendCanonical).
+func HasJCSForm(b []byte) bool {
+	depth, deepest := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case c == '{' || c == '[':
+			if depth++; depth > deepest {
+				deepest = depth
+			}
+		case c == '}' || c == ']':
+			depth--
+		case c == '-' || c >= '0' && c <= '9':
+			p := Parser{Src: b, Pos: i}
+			lit, integer, err := p.ScanNumber()
+			if err != nil {
+				return false
+			}
+			if !shortInteger(lit, integer) {
+				if _, err := strconv.ParseFloat(string(lit), 64); err != nil {
+					return false
+				}
+			}
+			i = p.Pos - 1
+		}
+	}
+	if deepest > maxDepth {
+		// Exactly what Value allows (a scalar at maxDepth is too deep,
+		// an empty array there is not): rare enough to ask it.
+		_, err := AppendCanonical(nil, b, Mode{JCS: true})
+		return err == nil
 	}
 	return true
 }

@@ -2,6 +2,8 @@ package jcs
 
 import (
 	"bytes"
+	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -70,6 +72,26 @@ func FuzzIsCanonical(f *testing.F) {
 		// The v1 form too (CanonicalPrefix's promise to structuredFast).
 		if v1, err := CanonicalV1(b, true); err != nil || !bytes.Equal(v1, b) {
 			t.Fatalf("IsCanonical accepted %q, CanonicalV1 wrote %q (%v)", b, v1, err)
+		}
+	})
+}
+
+// FuzzHasJCSForm: on valid JSON, HasJCSForm says exactly whether
+// AppendCanonical(Mode{JCS: true}) succeeds.
+func FuzzHasJCSForm(f *testing.F) {
+	for _, s := range canonSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(strings.Repeat("[", 513) + strings.Repeat("]", 513)))
+	f.Add([]byte(strings.Repeat("[", 513) + "1" + strings.Repeat("]", 513)))
+	f.Add([]byte(`{"a":[1.5e308,-1e-400,"1e400"],"b":-12345678901234567890}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !json.Valid(in) {
+			return
+		}
+		_, err := AppendCanonical(nil, in, Mode{JCS: true})
+		if got := HasJCSForm(in); got != (err == nil) {
+			t.Fatalf("HasJCSForm(%.80q) = %v, AppendCanonical: %v", in, got, err)
 		}
 	})
 }

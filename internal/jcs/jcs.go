@@ -37,6 +37,17 @@ type Mode struct {
 	// DropHash leaves out the top-level "hash" member: a record's hash is
 	// computed over the record without it.
 	DropHash bool
+	// IJSON refuses what is not I-JSON (RFC 7493): a number that is not
+	// an IEEE 754 double, which the v1 form otherwise keeps as written;
+	// invalid UTF-8 and an escaped lone surrogate, which otherwise
+	// become U+FFFD. A command's data is refused at decode when it is
+	// not I-JSON: its record, hashed in the JCS form, could not be
+	// written (a number beyond doubles has none), and the executor would
+	// retry that record forever, its partition stuck behind it; and
+	// "\ud800", "\udfff", "\ufffd" and a raw 0xff, four different
+	// strings to a producer, would have one fingerprint and one record
+	// hash (a key reused with other data taken for a repeat).
+	IJSON bool
 }
 
 // errUnexpectedEnd is the error for input that stops inside a value.
@@ -80,6 +91,13 @@ func Canonical(raw []byte) ([]byte, error) {
 // accept ourselves (connector results) where failing is worse than choosing.
 func CanonicalV1(raw []byte, strict bool) ([]byte, error) {
 	return AppendCanonical(make([]byte, 0, len(raw)), raw, Mode{Strict: strict})
+}
+
+// CanonicalData is CanonicalV1 (strict) for a command's data, which must
+// also be I-JSON (Mode.IJSON): the same form of what it accepts, and an
+// error for what a record could not carry.
+func CanonicalData(raw []byte) ([]byte, error) {
+	return AppendCanonical(make([]byte, 0, len(raw)), raw, Mode{Strict: true, IJSON: true})
 }
 
 // maxDepth bounds JSON nesting so hostile input cannot drive deep recursion.
@@ -411,7 +429,7 @@ func (p *Parser) array(depth int) error {
 // Str reads the string at p.Pos (an opening quote) and returns its decoded
 // bytes: a slice of src when it has no escapes and is valid UTF-8.
 // Invalid UTF-8 and lone surrogate escapes become U+FFFD, as encoding/json
-// decodes them.
+// decodes them (in Mode.IJSON they are an error).
 func (p *Parser) Str() ([]byte, error) {
 	p.Pos++ // '"'
 	start := p.Pos
@@ -493,6 +511,10 @@ func (p *Parser) strSlow(start int) ([]byte, error) {
 							}
 						}
 					}
+					if p.Mode.IJSON {
+						p.Pos -= 6
+						return nil, fmt.Errorf("lone surrogate \\u%04x in string (offset %d; I-JSON)", r, p.Pos)
+					}
 					r = utf8.RuneError
 				}
 				buf = utf8.AppendRune(buf, r)
@@ -506,6 +528,9 @@ func (p *Parser) strSlow(start int) ([]byte, error) {
 		default:
 			r, n := utf8.DecodeRune(p.Src[p.Pos:])
 			if r == utf8.RuneError && n == 1 {
+				if p.Mode.IJSON {
+					return nil, fmt.Errorf("invalid UTF-8 in string (offset %d; I-JSON)", p.Pos)
+				}
 				buf = utf8.AppendRune(buf, utf8.RuneError)
 			} else {
 				buf = append(buf, p.Src[p.Pos:p.Pos+n]...)
@@ -592,30 +617,40 @@ func AppendString(dst []byte, s string) []byte {
 	return appendEscaped(dst, b, true)
 }
 
+// shortInteger reports whether the number literal lit (integer: without
+// fraction or exponent, as ScanNumber says) has at most 15 digits: an
+// exact double whose ES6 form is the literal itself ("-0" aside).
+func shortInteger(lit []byte, integer bool) bool {
+	nd := len(lit)
+	if lit[0] == '-' {
+		nd--
+	}
+	return integer && nd <= 15
+}
+
 // number validates the JSON number at p.Pos and appends its canonical form.
 func (p *Parser) number() error {
 	lit, integer, err := p.ScanNumber()
 	if err != nil {
 		return err
 	}
+	short := shortInteger(lit, integer)
 	if !p.Mode.JCS {
+		if p.Mode.IJSON && !short {
+			if _, err := strconv.ParseFloat(string(lit), 64); err != nil {
+				return fmt.Errorf("number %s is not an IEEE 754 double (I-JSON)", lit)
+			}
+		}
 		p.Out = append(p.Out, lit...)
 		return nil
 	}
-	// Integers of up to 15 digits are exact doubles whose ES6 form is the
-	// literal itself ("-0" aside).
-	if nd := len(lit); integer {
-		if lit[0] == '-' {
-			nd--
+	if short {
+		if string(lit) == "-0" {
+			p.Out = append(p.Out, '0')
+		} else {
+			p.Out = append(p.Out, lit...)
 		}
-		if nd <= 15 {
-			if string(lit) == "-0" {
-				p.Out = append(p.Out, '0')
-			} else {
-				p.Out = append(p.Out, lit...)
-			}
-			return nil
-		}
+		return nil
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {

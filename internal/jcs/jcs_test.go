@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 
 	gowebpki "github.com/gowebpki/jcs"
@@ -33,6 +34,16 @@ func FuzzCanonicalV1MatchesReference(f *testing.F) {
 		}
 		if err == nil && !bytes.Equal(got, want) {
 			t.Fatalf("canonical(%q, %v) = %q, reference %q", in, strict, got, want)
+		}
+		// CanonicalData only refuses more (what is not I-JSON); what it
+		// accepts has the v1 form and a JCS form.
+		if d, derr := CanonicalData(in); derr == nil {
+			if strict && (err != nil || !bytes.Equal(d, got)) {
+				t.Fatalf("CanonicalData(%q) = %q, CanonicalV1 %q, %v", in, d, got, err)
+			}
+			if _, jerr := AppendCanonical(nil, in, Mode{JCS: true}); jerr != nil {
+				t.Fatalf("CanonicalData(%q) accepted what has no JCS form: %v", in, jerr)
+			}
 		}
 	})
 }
@@ -120,6 +131,33 @@ func TestCanonicalJSON(t *testing.T) {
 	for _, bad := range []string{``, `{`, `{"a":1}x`, `{"a":1,"a":1}`, `[1,]`, `{'a':1}`, `NaN`} {
 		if got, err := CanonicalV1([]byte(bad), true); err == nil {
 			t.Errorf("canonicalJSON(%q) = %s, want error", bad, got)
+		}
+	}
+}
+
+// CanonicalData refuses a number that is not an IEEE 754 double, which
+// CanonicalV1 keeps as it is written, and a string that is not valid
+// Unicode (a lone surrogate, invalid UTF-8), which CanonicalV1 writes as
+// U+FFFD; otherwise it writes what CanonicalV1 writes.
+func TestCanonicalDataIJSON(t *testing.T) {
+	for _, bad := range []string{`1e400`, `{"a":[-1e400]}`, `1` + strings.Repeat("0", 309), `{"a":1,"a":1}`} {
+		if got, err := CanonicalData([]byte(bad)); err == nil {
+			t.Errorf("CanonicalData(%.40q) = %.40s, want error", bad, got)
+		}
+	}
+	for _, bad := range []string{`"\ud800"`, `"x\udfff"`, `"\udc00\ud800"`, `"\ud800\u0041"`, "\"\xff\"", "{\"\xc3\":1}", `{"\ud83d":1}`} {
+		if got, err := CanonicalData([]byte(bad)); err == nil {
+			t.Errorf("CanonicalData(%q) = %q, want error", bad, got)
+		}
+	}
+	for _, s := range []string{`{"b":1.50,"a":1e308}`, `1e-400`, `123456789012345678901234567890`, `-0`, `[0.1,2E+3]`,
+		`"\ud83d\ude00\ufffd"`, "\"\xef\xbf\xbd\"", `"\u00e9\n"`} {
+		want, err := CanonicalV1([]byte(s), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := CanonicalData([]byte(s)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("CanonicalData(%s) = %s, %v; want %s", s, got, err, want)
 		}
 	}
 }

@@ -294,6 +294,11 @@ func ParseRequest(r *http.Request, maxData int, maxWait time.Duration, known fun
 		if !json.Valid(t) || t[0] != '{' {
 			return Request{}, problem(http.StatusBadRequest, schemas.CodeInvalidCommand, "the body must be a JSON object (the command data)")
 		}
+		// Else publishing it fails (the client refuses such data), which
+		// would be answered 503 as if Kafka were down.
+		if err := schemas.CheckIJSON(t); err != nil {
+			return Request{}, problem(http.StatusBadRequest, schemas.CodeInvalidCommand, "the body is not I-JSON (RFC 7493): %v", err)
+		}
 		cmd.Data = json.RawMessage(t)
 	}
 	return Request{Command: cmd, Wait: wait}, nil

@@ -47,6 +47,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflight/onceflight/connectors"
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // Config configures the connector (docs/configuration.md keys url, confirm_url, timeout).
@@ -798,13 +799,14 @@ func (c *Connector) result(status int, raw []byte, truncated bool) json.RawMessa
 		start := out.Len()
 		// Compacted in place (Compact writes nothing when raw is not
 		// JSON), then HTML-escaped only when it has a byte to escape.
-		if !truncated && json.Compact(out, raw) == nil {
+		if !truncated && json.Compact(out, raw) == nil && hasRecordForm(out.Bytes()[start:]) {
 			if body := out.Bytes()[start:]; mayEscapeHTML(body) {
 				compact := bytes.Clone(body)
 				out.Truncate(start)
 				json.HTMLEscape(out, compact)
 			}
 		} else {
+			out.Truncate(start) // a compacted body without a record form
 			s, err := json.Marshal(strings.ToValidUTF8(string(raw), "\uFFFD"))
 			if err != nil { // cannot happen: a valid UTF-8 string
 				return json.RawMessage(fmt.Sprintf(`{"http_status":%d}`, status))
@@ -818,6 +820,15 @@ func (c *Connector) result(status int, raw []byte, truncated bool) json.RawMessa
 	out.WriteByte('}')
 	return out.Bytes()
 }
+
+// hasRecordForm reports whether the JSON body has an RFC 8785 form, which
+// the record that keeps the result is hashed over: not every JSON text
+// has one (a number beyond an IEEE 754 double, nesting deeper than the
+// canonicalizer follows). A body without one is kept as a string, as a
+// body that is not JSON is: kept as JSON, the succeeded record could not
+// be journaled nor its outcome published, and the effect that happened
+// would have no final record. A scan that writes nothing (jcs.HasJCSForm).
+func hasRecordForm(body []byte) bool { return jcs.HasJCSForm(body) }
 
 // mayEscapeHTML reports whether json.HTMLEscape could change b: it has a
 // '<', '>' or '&', or the first byte of U+2028 or U+2029 (and of other

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/onceflight/onceflight/internal/jcs"
 )
 
 // marshalResult is result as it was first written, with json.Marshal of
@@ -51,6 +53,31 @@ func TestResultBytesAsMarshal(t *testing.T) {
 					t.Errorf("result(%d, %q, %v) = %s: not JSON", status, body, truncated, got)
 				}
 			}
+		}
+	}
+}
+
+// A JSON body without an RFC 8785 form (a number beyond an IEEE 754
+// double, nesting deeper than jcs follows) is kept as a string: kept as
+// JSON, the succeeded record could not be hashed, and the committer
+// dropped it and its outcome, leaving an effect that happened without a
+// final record. Every result has an RFC 8785 form.
+func TestResultHasRecordForm(t *testing.T) {
+	c := &Connector{}
+	deep := strings.Repeat("[", 600) + strings.Repeat("]", 600)
+	for _, body := range []string{`{"x":1e400}`, `{"a":[-1e999]}`, deep, `{"ok":1e308}`, `{"b":1,"a":2.50}`} {
+		got := c.result(200, []byte(body), false)
+		if _, err := jcs.AppendCanonical(nil, got, jcs.Mode{JCS: true}); err != nil {
+			t.Errorf("result(%.20q) = %.60s: no RFC 8785 form: %v", body, got, err)
+			continue
+		}
+		var r struct{ Body any }
+		if err := json.Unmarshal(got, &r); err != nil {
+			t.Fatal(err)
+		}
+		_, isString := r.Body.(string)
+		if want := body == deep || strings.Contains(body, "e4") || strings.Contains(body, "e9"); isString != want {
+			t.Errorf("result(%.20q) = %.60s: body as a string %v, want %v", body, got, isString, want)
 		}
 	}
 }
