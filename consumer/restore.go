@@ -235,7 +235,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 	}
 	b := newBatch()
 	defer func() { b.Close() }()
-	n := 0
+	n, size := 0, 0 // records and journal value bytes in b
 	// Only the catch-up's last batch is synced. Its batches hold records
 	// the journal already holds and nothing has been answered from, so a
 	// crash that loses some costs a replay, never a record: Pebble replays
@@ -256,7 +256,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 		b.SetProgress(p, prog)
 		commit := b.CommitNoSync
 		switch {
-		case fresh != nil && n >= ingestMin:
+		case fresh != nil && (n >= ingestMin || size >= restoreBatchBytes):
 			commit = b.CommitIngest
 		case sync || fresh != nil:
 			commit = b.Commit
@@ -266,7 +266,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 		}
 		b.Close()
 		b = newBatch()
-		n = 0
+		n, size = 0, 0
 		return nil
 	}
 	// With signed transactions required, records reach the batch only
@@ -298,6 +298,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 		e.applyJournal(b, r, &prog)
 		prog.JournalOffset = r.Offset + 1
 		n++
+		size += len(r.Value)
 	}
 	if gate == nil && prog.SealNote != "" {
 		// Seals are not checked now, so the one stored may not be the
@@ -346,7 +347,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 					return prog, e.unsignedHeld(p, err)
 				}
 			}
-			if n >= batchRecords(fresh) {
+			if n >= batchRecords(fresh) || size >= restoreBatchBytes {
 				if err := flush(false); err != nil {
 					return prog, err
 				}
@@ -380,6 +381,15 @@ var ingestRecords = 4000
 // may be short): below it, a table and an ingestion cost more than the
 // memtable saves, and the batch is committed with a sync instead.
 var ingestMin = 256
+
+// restoreBatchBytes bounds the journal values a catch-up's batch holds
+// (with the fetched records they are slices of) before it is written,
+// whatever its count: batchRecords assumes records of ~1 KB, and records
+// of large commands (data up to --max-data-bytes) made a batch of 4 000
+// the partition's whole journal, held by every restoring partition at
+// once (TestRestoreBatchBoundedInBytes). Above a full batch of noop
+// records (~4 MiB), so the common restore's batches do not change.
+const restoreBatchBytes = 8 << 20
 
 // batchRecords is how many records a catch-up collects per batch: 1 000
 // through the memtable (more measured no better, BENCHMARKS.md round 7),
