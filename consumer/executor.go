@@ -560,7 +560,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			slots <- struct{}{}
 			defer func() { <-slots }()
 			st, err := e.restore(rctx, cl, as, p)
-			if errors.Is(err, errJournalGap) || errors.Is(err, errUnsigned) {
+			if errors.Is(err, errJournalGap) || errors.Is(err, errJournalBehind) || errors.Is(err, errUnsigned) {
 				e.hold(cl, p, err)
 				return
 			}

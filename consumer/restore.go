@@ -19,6 +19,11 @@ import (
 // execute a remembered key again. The partition is held, not processed.
 var errJournalGap = errors.New("journal gap")
 
+// errJournalBehind means the journal ends before the offset this
+// executor's state has read it to: the state is not a cache of the
+// journal as it is now. The partition is held, not processed.
+var errJournalBehind = errors.New("journal behind the data dir")
+
 // restore makes Pebble a faithful cache of journal partition p and takes
 // ownership of it with a new epoch:
 //
@@ -62,6 +67,16 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, 
 	var fresh *dedupe.Fresh
 	if prog == (dedupe.Progress{}) {
 		fresh = dedupe.NewFresh(hi - lo)
+	}
+	if prog.JournalOffset > hi {
+		// Records reach the state only once they are in the journal,
+		// under its high watermark: this journal lost them, or it is
+		// another one under the same name (deleted and created again
+		// where the brokers give no topic ids: dedupe.BindJournal). Read
+		// on, the restore would find nothing to read, and its own marker
+		// would read back as another owner's.
+		return nil, fmt.Errorf("%w: journal %s partition %d ends at offset %d, but this executor's state (%s) has read it to offset %d: the journal lost records (an unclean leader election, a truncation) or was deleted and created again. The partition is held: the state may hold records the journal does not. To go on from the journal as it is, move the data dir aside (it is rebuilt from the journal; keys only the lost records held may execute again)",
+			errJournalBehind, e.cfg.Topics.Journal, p, hi, e.cfg.DataDir, prog.JournalOffset)
 	}
 	gap := prog.JournalOffset < lo
 	if gap {
