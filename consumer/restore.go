@@ -333,6 +333,9 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 			applyRecord(r)
 		}
 	}
+	// The records the gate holds waiting for a seal (a seal follows
+	// the records it covers): bounded, see maxUnsealedRecords.
+	unsealed, unsealedBytes := 0, 0
 	for read := prog.JournalOffset; read < target; {
 		fetches := rd.PollFetches(wctx)
 		if wctx.Err() != nil {
@@ -358,6 +361,11 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 			case gate == nil:
 				apply(r)
 			default:
+				if wire.JournalKind(r) == schemas.KindSeal {
+					unsealed, unsealedBytes = 0, 0
+				} else if unsealed, unsealedBytes = unsealed+1, unsealedBytes+len(r.Value); unsealed > maxUnsealedRecords || unsealedBytes > maxUnsealedBytes {
+					return prog, e.unsignedHeld(p, fmt.Errorf("%w: %d journal records in a row without a seal (%d bytes, to offset %d): more than an executor's transaction writes, so not covered by a trusted executor signature", errUnsigned, unsealed, unsealedBytes, r.Offset))
+				}
 				if _, err := e.gated(gate, r, apply, gate.Sealed() >= 1000); err != nil {
 					return prog, e.unsignedHeld(p, err)
 				}
@@ -382,6 +390,19 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 	}
 	return prog, flush(true)
 }
+
+// maxUnsealedRecords and maxUnsealedBytes bound the journal records a
+// catch-up with signed transactions required holds in its seal gate
+// waiting for a seal. A seal ends every transaction an executor writes,
+// after at most maxFlushEntries entries (a few records each) and about
+// maxFlushBytes (one entry may pass it alone), so a longer run is not an
+// executor's: refused as it grows rather than held in memory to the
+// journal's end, however many a writer without a key appended
+// (TestRestoreRefusesAnUnsealedRunEarly).
+const (
+	maxUnsealedRecords = 8 * maxFlushEntries
+	maxUnsealedBytes   = 8 * maxFlushBytes
+)
 
 // ingestRecords is a fresh catch-up's batch: a table per 4 000 journal
 // records (about 4 MiB of values held per restoring partition until it
