@@ -103,8 +103,9 @@ func (e *Executor) refreshUnresolved() {
 // prune (run every minute) keeps Pebble's size following retention, not
 // traffic: records past dedupe_retention shrink to key stubs and keys past
 // key_memory are deleted (dedupe.Store.Prune, bounded per call). The same
-// retention drives replay (key_expired), so a stub is never replayed as a
-// result.
+// retention drives replay (key_expired); a stub pruned under a shorter one
+// (a dedupe_retention raised since) is answered key_expired too
+// (decide.Input.Stub), never replayed as a result.
 func (e *Executor) prune(ctx context.Context) {
 	for ctx.Err() == nil {
 		st, err := e.store.Prune(ctx, time.Now(), e.retention.keep, e.retention.memory)

@@ -120,6 +120,9 @@ type Executor struct {
 	obTopics outbox.Topics
 	// commandsID is the commands topic's id (TxnOffsetCommit v6+).
 	commandsID [16]byte
+	// journalID is the journal topic's id (all zero if the brokers give
+	// none): the store is bound to it (dedupe.Store.BindJournal).
+	journalID [16]byte
 	// statusTopic is false when the status topic could not be created
 	// (status.go): nothing is published then.
 	statusTopic bool
@@ -322,6 +325,11 @@ func (e *Executor) Run(ctx context.Context) error {
 			return nil // stopped while starting: not a failure
 		}
 		return err
+	}
+	// Before anything reads the store: a data dir of another journal
+	// would restore on from offsets of that journal.
+	if _, err := e.store.BindJournal(e.cfg.Topics.Journal, e.journalID); err != nil {
+		return fmt.Errorf("%w (%s): %w", ErrState, e.cfg.DataDir, err)
 	}
 	if e.seals != nil {
 		if err := e.seals.validate(); err != nil {
@@ -552,7 +560,7 @@ func (e *Executor) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[
 			slots <- struct{}{}
 			defer func() { <-slots }()
 			st, err := e.restore(rctx, cl, as, p)
-			if errors.Is(err, errJournalGap) || errors.Is(err, errUnsigned) {
+			if errors.Is(err, errJournalGap) || errors.Is(err, errJournalBehind) || errors.Is(err, errUnsigned) {
 				e.hold(cl, p, err)
 				return
 			}

@@ -107,6 +107,9 @@ type job struct {
 	// stored is the last record this job read from Pebble as it was
 	// written, with its bytes, so that replay publishes them as they are.
 	stored storedBytes
+	// stub is the key of the last record this job read from Pebble if
+	// that record is a stub (decide.Input.Stub), else zero.
+	stub scopedKey
 	// asker is who runs the current execution's confirmations
 	// (schemas.By*): the executor itself unless the reconciler or an
 	// operator's reconcile request does.
@@ -175,6 +178,7 @@ func (j *job) input(cmd schemas.Command, version int64, prev schemas.Record, fou
 		// for every command, a new key's (~0.5 KB) too.
 		rec := prev
 		in.Record = &rec
+		in.Stub = j.stub == scopedKey{prev.Entity, prev.IdempotencyKey}
 	} else {
 		in.ClaimedByOther = !j.claim(cmd.Subject, cmd.IdempotencyKey, cmd.Fingerprint)
 	}
@@ -693,7 +697,7 @@ func (j *job) lookupNamed(entity, key string) (schemas.Record, bool, error) {
 
 func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 	// stored is the bytes of this lookup's record only (replay).
-	j.stored = storedBytes{}
+	j.stored, j.stub = storedBytes{}, scopedKey{}
 	// This job's own records come first: it may have settled the key
 	// already (an inherited execution settled before a reconcile request).
 	for i := len(j.emits) - 1; i >= 0; i-- {
@@ -714,6 +718,10 @@ func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 		// A sealed journal record (a stub has no hash) that decide.Seen
 		// will not change: its bytes are its outcome's data (replay).
 		j.stored = storedBytes{scopedKey{entity, key}, raw}
+	} else if rec.Hash == "" && rec.Status.Final() {
+		// Every journal record is sealed (hashed); in Pebble only a
+		// stub has no hash (dedupe's Prune dropped it with the result).
+		j.stub = scopedKey{entity, key}
 	}
 	// Past key_memory a key is forgotten (docs/events.md#execution-records): a command with it is
 	// new work.

@@ -25,9 +25,21 @@ type overlay struct {
 	versions map[string]*versionEntry
 	claims   map[scopedKey]string // key → fingerprint of the first claimant
 	// reconciled is when each record was last reconciled on request
-	// (reconcileAllowed); entries older than the limit are swept.
-	reconciled map[scopedKey]time.Time
+	// (reconcileAllowed); entries older than the limit are swept, and it
+	// holds at most maxReconcileRates. reconciledMin is a lower bound of
+	// its times: no sweep can free anything before reconciledMin + limit.
+	reconciled    map[scopedKey]time.Time
+	reconciledMin time.Time
 }
+
+// maxReconcileRates bounds the reconcile rate map (reconcileAllowed):
+// requests are unsigned, and one naming any existing record was counted,
+// so requests for distinct records grew it without bound, each past 4 096
+// sweeping all of it (TestReconcileRateMapBounded). 32 768 records
+// reconciled per half reconcile.every (the reconciler's own requests
+// included) is far above what an executor's unresolved records need;
+// ~3 MB at most.
+const maxReconcileRates = 1 << 15
 
 // scopedKey is an idempotency key in its scope, the entity (docs/events.md#execution-records): the
 // same key for two entities is two executions.
@@ -267,8 +279,10 @@ func (p *pipeline) pendingUnique(entity, action, tuple string) []string {
 }
 
 // reconcileAllowed reports whether a reconcile request for k may run now:
-// none ran for it within every (<= 0: no limit). The map is swept when it
-// grows, so it holds only recent requests.
+// none ran for it within every (<= 0: no limit), and the map has room. The
+// map is swept when it grows (when anything in it can have expired), so
+// it holds only recent requests; full of them, it refuses the request
+// (as rate-limited: nothing is lost, the reconciler asks again).
 func (p *pipeline) reconcileAllowed(k scopedKey, every time.Duration) bool {
 	if every <= 0 {
 		return true
@@ -276,16 +290,28 @@ func (p *pipeline) reconcileAllowed(k scopedKey, every time.Duration) bool {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m := p.mu.ov.reconciled
-	if last, ok := m[k]; ok && now.Sub(last) < every {
+	ov := &p.mu.ov
+	m := ov.reconciled
+	last, ok := m[k]
+	if ok && now.Sub(last) < every {
 		return false
 	}
-	if len(m) >= 4096 {
+	if !ok && len(m) >= 4096 && now.Sub(ov.reconciledMin) >= every {
+		low := now
 		for x, t := range m {
 			if now.Sub(t) >= every {
 				delete(m, x)
+			} else if t.Before(low) {
+				low = t
 			}
 		}
+		ov.reconciledMin = low
+	}
+	if !ok && len(m) >= maxReconcileRates {
+		return false
+	}
+	if len(m) == 0 {
+		ov.reconciledMin = now
 	}
 	m[k] = now
 	return true

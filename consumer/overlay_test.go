@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,5 +63,39 @@ func TestReconcileRateLimit(t *testing.T) {
 	p.mu.ov.reconciled[k] = time.Now().Add(-2 * time.Hour)
 	if !p.reconcileAllowed(k, time.Hour) {
 		t.Fatal("request after the interval refused")
+	}
+}
+
+// TestReconcileRateMapBounded: reconcile requests are unsigned, and every
+// one that names an existing record was counted in the rate map until
+// half reconcile.every passed: a stream of requests naming distinct
+// records (any status) grew it without bound, and each request past 4 096
+// swept the whole map (quadratic). The map now holds at most
+// maxReconcileRates entries; a request that finds it full of recent ones
+// is refused (dropped as rate-limited: the reconciler asks again).
+func TestReconcileRateMapBounded(t *testing.T) {
+	p := &pipeline{}
+	p.mu.ov = newOverlay()
+	const n = 40_000
+	allowed := 0
+	for i := range n {
+		if p.reconcileAllowed(scopedKey{"order-1", strconv.Itoa(i)}, time.Hour) {
+			allowed++
+		}
+	}
+	if got := len(p.mu.ov.reconciled); got > 1<<15 {
+		t.Fatalf("rate map holds %d entries after %d requests for distinct records", got, n)
+	}
+	if allowed == n {
+		t.Fatal("every request allowed past the map's bound")
+	}
+	// Once entries are older than the interval, room is made again.
+	old := time.Now().Add(-2 * time.Hour)
+	for k := range p.mu.ov.reconciled {
+		p.mu.ov.reconciled[k] = old
+	}
+	p.mu.ov.reconciledMin = old
+	if !p.reconcileAllowed(scopedKey{"order-2", "k"}, time.Hour) {
+		t.Fatal("refused with every entry expired")
 	}
 }

@@ -19,6 +19,11 @@ import (
 // execute a remembered key again. The partition is held, not processed.
 var errJournalGap = errors.New("journal gap")
 
+// errJournalBehind means the journal ends before the offset this
+// executor's state has read it to: the state is not a cache of the
+// journal as it is now. The partition is held, not processed.
+var errJournalBehind = errors.New("journal behind the data dir")
+
 // restore makes Pebble a faithful cache of journal partition p and takes
 // ownership of it with a new epoch:
 //
@@ -62,6 +67,16 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, 
 	var fresh *dedupe.Fresh
 	if prog == (dedupe.Progress{}) {
 		fresh = dedupe.NewFresh(hi - lo)
+	}
+	if prog.JournalOffset > hi {
+		// Records reach the state only once they are in the journal,
+		// under its high watermark: this journal lost them, or it is
+		// another one under the same name (deleted and created again
+		// where the brokers give no topic ids: dedupe.BindJournal). Read
+		// on, the restore would find nothing to read, and its own marker
+		// would read back as another owner's.
+		return nil, fmt.Errorf("%w: journal %s partition %d ends at offset %d, but this executor's state (%s) has read it to offset %d: the journal lost records (an unclean leader election, a truncation) or was deleted and created again. The partition is held: the state may hold records the journal does not. To go on from the journal as it is, move the data dir aside (it is rebuilt from the journal; keys only the lost records held may execute again)",
+			errJournalBehind, e.cfg.Topics.Journal, p, hi, e.cfg.DataDir, prog.JournalOffset)
 	}
 	gap := prog.JournalOffset < lo
 	if gap {
@@ -235,7 +250,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 	}
 	b := newBatch()
 	defer func() { b.Close() }()
-	n := 0
+	n, size := 0, 0 // records and journal value bytes in b
 	// Only the catch-up's last batch is synced. Its batches hold records
 	// the journal already holds and nothing has been answered from, so a
 	// crash that loses some costs a replay, never a record: Pebble replays
@@ -256,7 +271,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 		b.SetProgress(p, prog)
 		commit := b.CommitNoSync
 		switch {
-		case fresh != nil && n >= ingestMin:
+		case fresh != nil && (n >= ingestMin || size >= restoreBatchBytes):
 			commit = b.CommitIngest
 		case sync || fresh != nil:
 			commit = b.Commit
@@ -266,7 +281,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 		}
 		b.Close()
 		b = newBatch()
-		n = 0
+		n, size = 0, 0
 		return nil
 	}
 	// With signed transactions required, records reach the batch only
@@ -298,6 +313,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 		e.applyJournal(b, r, &prog)
 		prog.JournalOffset = r.Offset + 1
 		n++
+		size += len(r.Value)
 	}
 	if gate == nil && prog.SealNote != "" {
 		// Seals are not checked now, so the one stored may not be the
@@ -317,6 +333,9 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 			applyRecord(r)
 		}
 	}
+	// The records the gate holds waiting for a seal (a seal follows
+	// the records it covers): bounded, see maxUnsealedRecords.
+	unsealed, unsealedBytes := 0, 0
 	for read := prog.JournalOffset; read < target; {
 		fetches := rd.PollFetches(wctx)
 		if wctx.Err() != nil {
@@ -342,11 +361,16 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 			case gate == nil:
 				apply(r)
 			default:
+				if wire.JournalKind(r) == schemas.KindSeal {
+					unsealed, unsealedBytes = 0, 0
+				} else if unsealed, unsealedBytes = unsealed+1, unsealedBytes+len(r.Value); unsealed > maxUnsealedRecords || unsealedBytes > maxUnsealedBytes {
+					return prog, e.unsignedHeld(p, fmt.Errorf("%w: %d journal records in a row without a seal (%d bytes, to offset %d): more than an executor's transaction writes, so not covered by a trusted executor signature", errUnsigned, unsealed, unsealedBytes, r.Offset))
+				}
 				if _, err := e.gated(gate, r, apply, gate.Sealed() >= 1000); err != nil {
 					return prog, e.unsignedHeld(p, err)
 				}
 			}
-			if n >= batchRecords(fresh) {
+			if n >= batchRecords(fresh) || size >= restoreBatchBytes {
 				if err := flush(false); err != nil {
 					return prog, err
 				}
@@ -367,6 +391,19 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 	return prog, flush(true)
 }
 
+// maxUnsealedRecords and maxUnsealedBytes bound the journal records a
+// catch-up with signed transactions required holds in its seal gate
+// waiting for a seal. A seal ends every transaction an executor writes,
+// after at most maxFlushEntries entries (a few records each) and about
+// maxFlushBytes (one entry may pass it alone), so a longer run is not an
+// executor's: refused as it grows rather than held in memory to the
+// journal's end, however many a writer without a key appended
+// (TestRestoreRefusesAnUnsealedRunEarly).
+const (
+	maxUnsealedRecords = 8 * maxFlushEntries
+	maxUnsealedBytes   = 8 * maxFlushBytes
+)
+
 // ingestRecords is a fresh catch-up's batch: a table per 4 000 journal
 // records (about 4 MiB of values held per restoring partition until it
 // is written). Tables of 1 000 were ingestions, flushes of the memtable
@@ -380,6 +417,15 @@ var ingestRecords = 4000
 // may be short): below it, a table and an ingestion cost more than the
 // memtable saves, and the batch is committed with a sync instead.
 var ingestMin = 256
+
+// restoreBatchBytes bounds the journal values a catch-up's batch holds
+// (with the fetched records they are slices of) before it is written,
+// whatever its count: batchRecords assumes records of ~1 KB, and records
+// of large commands (data up to --max-data-bytes) made a batch of 4 000
+// the partition's whole journal, held by every restoring partition at
+// once (TestRestoreBatchBoundedInBytes). Above a full batch of noop
+// records (~4 MiB), so the common restore's batches do not change.
+const restoreBatchBytes = 8 << 20
 
 // batchRecords is how many records a catch-up collects per batch: 1 000
 // through the memtable (more measured no better, BENCHMARKS.md round 7),

@@ -59,6 +59,7 @@ func (e *Executor) ensureTopics(ctx context.Context) error {
 		MaxRecordBytes: e.cfg.MaxMessageBytes,
 	}
 	e.commandsID = ids[e.cfg.Topics.Commands]
+	e.journalID = ids[e.cfg.Topics.Journal]
 	nc, nj := counts[e.cfg.Topics.Commands], counts[e.cfg.Topics.Journal]
 	if nc == 0 || nc != nj {
 		return fmt.Errorf("consumer: topics %s (%d partitions) and %s (%d) must have the same partition count",

@@ -74,6 +74,12 @@ type Input struct {
 	// Keep is dedupe_retention: a final record older than it has lost its
 	// result (0: kept forever).
 	Keep time.Duration
+	// Stub says Record is what the index keeps of a record past a
+	// dedupe_retention: its result is gone, whatever Keep says now. The
+	// index prunes by the retention it ran with, and one raised since (or
+	// a wall clock stepped back) would otherwise replay a stub as the
+	// key's outcome, with no result.
+	Stub bool
 	// HolderKnown says Holder was looked up (after LookUpUnique): the key
 	// of another record holding the command's unique_by tuple, "" if none.
 	HolderKnown bool
@@ -114,7 +120,7 @@ var Rows = []Row{
 	{"answered-before", "the key's record was written by a later command of the partition (this command is consumed again after a restart or a takeover)", "nothing: the command's first answer is on the outcomes topic, and the record, another command's, is not its answer"},
 	{"key-reused", "the key has a record with another fingerprint", "rejected `idempotency_key_reused`; the record is untouched"},
 	{"key-in-flight", "the key has no record, and another command with it and another fingerprint is in flight", "rejected `idempotency_key_reused`"},
-	{"key-expired", "the key's record is final and older than `dedupe_retention`", "rejected `key_expired`; the record is untouched"},
+	{"key-expired", "the key's record is final and older than `dedupe_retention`, or only its stub is kept (pruned under a shorter `dedupe_retention`)", "rejected `key_expired`; the record is untouched"},
 	{"replay", "the key's record is final or held", "the record, `replayed: true` (the record's own command consumed again: republished)"},
 	{"inherit", "the key's record is in progress", "wait for its deadline plus `--clock-drift`, confirm, answer with the result"},
 	{"control", "a `resolve`, `approve`, `release` or reconcile request", "settled by its own rules ([control commands](#control-commands))"},
@@ -143,7 +149,7 @@ func Command(in Input) Decision {
 			return rejectKeep("key-reused", schemas.CodeKeyReused, fmt.Sprintf(
 				"idempotency key %q is already recorded for another command of entity %q (%s); the original record is unchanged",
 				cmd.IdempotencyKey, rec.Entity, rec.Action))
-		case rec.Status.Final() && rec.FinishedAt != nil && in.Keep > 0 && in.Now.Sub(*rec.FinishedAt) > in.Keep:
+		case rec.Status.Final() && rec.FinishedAt != nil && (in.Stub || (in.Keep > 0 && in.Now.Sub(*rec.FinishedAt) > in.Keep)):
 			return rejectKeep("key-expired", schemas.CodeKeyExpired, fmt.Sprintf(
 				"idempotency key %q finished at %s, beyond dedupe retention; its result was dropped",
 				cmd.IdempotencyKey, rec.FinishedAt.Format(time.RFC3339)))

@@ -61,6 +61,8 @@ func TestCommandRows(t *testing.T) {
 		{"final beyond retention", Input{Cmd: cmd, Record: record(schemas.StatusSucceeded, "sha256:a", 2*time.Hour), Keep: time.Hour, Action: plain}, "key-expired", Reject, schemas.CodeKeyExpired},
 		{"final without a finish time", Input{Cmd: cmd, Record: record(schemas.StatusSucceeded, "sha256:a", 0), Keep: time.Hour, Action: plain}, "replay", Replay, ""},
 		{"final within retention", Input{Cmd: cmd, Record: record(schemas.StatusFailed, "sha256:a", time.Minute), Keep: time.Hour, Action: plain}, "replay", Replay, ""},
+		{"a stub within retention (pruned under a shorter one)", Input{Cmd: cmd, Record: record(schemas.StatusSucceeded, "sha256:a", time.Minute), Keep: time.Hour, Stub: true, Action: plain}, "key-expired", Reject, schemas.CodeKeyExpired},
+		{"a stub, retention forever", Input{Cmd: cmd, Record: record(schemas.StatusSucceeded, "sha256:a", time.Minute), Stub: true, Action: plain}, "key-expired", Reject, schemas.CodeKeyExpired},
 		{"unresolved", Input{Cmd: cmd, Record: record(schemas.StatusUnresolved, "sha256:a", time.Minute), Action: plain}, "replay", Replay, ""},
 		{"held", Input{Cmd: cmd, Record: record(schemas.StatusHeld, "sha256:a", 0), Keep: time.Nanosecond, Action: plain}, "replay", Replay, ""},
 		{"in progress", Input{Cmd: cmd, Record: record(schemas.StatusInProgress, "sha256:a", 0), Action: plain}, "inherit", Inherit, ""},

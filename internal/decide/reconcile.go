@@ -64,7 +64,7 @@ var ReconcileRows = []Row{
 	{"reconcile-target-lookup", "the named record is not known yet", "the executor looks it up in the request's own entity, as seen at the request's position, and decides again"},
 	{"reconcile-no-record", "no record of the key in the entity", "nothing"},
 	{"reconcile-rate-check", "the request is not counted yet", "the executor counts it against its (entity, key): at most one per half `reconcile.every`, whoever sends it; decides again"},
-	{"reconcile-rate-limited", "another request for the (entity, key) was counted less than half `reconcile.every` ago", "nothing (logged at DEBUG)"},
+	{"reconcile-rate-limited", "another request for the (entity, key) was counted less than half `reconcile.every` ago, or requests for 32 768 other records were (the count's bound)", "nothing (logged at DEBUG)"},
 	{"reconcile-inherit", "the record is in progress (an owner that stopped, an interrupted reconcile attempt)", "inherited like any in-progress key: wait for its deadline plus `--clock-drift`, confirm"},
 	{"reconcile-not-unresolved", "the record is not `unresolved`", "nothing"},
 	{"reconcile-action-gone", "the record's action is no longer configured", "nothing"},

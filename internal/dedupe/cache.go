@@ -114,6 +114,14 @@ func (c *genCache[V]) del(k string) {
 	c.mu.Unlock()
 }
 
+// clear drops every entry (the store was emptied: BindJournal).
+func (c *genCache[V]) clear() {
+	c.mu.Lock()
+	c.writes++
+	c.cur, c.old = make(map[string]V), nil
+	c.mu.Unlock()
+}
+
 func (c *genCache[V]) putLocked(k string, v V) {
 	c.writes++
 	c.cur[k] = v

@@ -21,6 +21,7 @@
 //	                                    unique_by index (docs/configuration.md), empty value
 //	m/prune                             prune index state (upgrade backfill), JSON
 //	m/format                            key layout version (formatVersion)
+//	m/journal                           the journal the store caches (BindJournal), JSON
 //
 // An idempotency key is scoped to its entity (docs/events.md#execution-records), so a record is
 // stored under its scope: <key>\x00<entity'>, where entity' is the entity
@@ -227,6 +228,7 @@ const (
 	prefixUnique     = "b/"
 	keyPruneMeta     = "m/prune"
 	keyFormat        = "m/format"
+	keyJournal       = "m/journal"
 )
 
 // formatVersion is the key layout this build writes: 3 stores records
