@@ -257,7 +257,7 @@ var guarantees = []mutant{
 // the table tests and the simulation must fail.
 var rows = []mutant{
 	row("row-key-in-flight", "	if in.ClaimedByOther {", "	if false && in.ClaimedByOther {", "TestKeyScopedToEntity"),
-	row("row-key-expired", "		case rec.Status.Final() && rec.FinishedAt != nil && in.Keep > 0", "		case false && rec.Status.Final() && rec.FinishedAt != nil && in.Keep > 0", "TestRetentionAndKeyMemory"),
+	row("row-key-expired", "		case rec.Status.Final() && rec.FinishedAt != nil && (in.Stub ||", "		case false && rec.Status.Final() && rec.FinishedAt != nil && (in.Stub ||", "TestRetentionAndKeyMemory|TestStubNeverReplayedAfterRetentionRaised"),
 	row("row-replay", "			return Decision{Row: \"replay\", Verdict: Replay}", "			return Decision{Row: \"replay\", Verdict: Execute}", "TestRepeatReuseUnknownAndDeadletter|TestApprovalConsumedAgain|TestResolutionConsumedAgain|TestReconcilerConfirmationConsumedAgain"),
 	row("row-inherit", "			return Decision{Row: \"inherit\", Verdict: Inherit}", "			return Decision{Row: \"inherit\", Verdict: Execute}", "TestFaultGraceConfirmWaitsForDeadlinePlusDrift"),
 	row("row-control", "	if schemas.IsDecision(cmd.Type) || cmd.Type == schemas.TypeReconcile {", "	if false {", "TestReleaseMakesKeyNewWork"),
