@@ -482,8 +482,7 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		req.Attempt = attempt
 		req.Deadline = time.Now().Add(r.p.Timeout)
 		if r.hasBefore() {
-			if d, stop := r.before(ctx, &req, executed, mayHaveHappened); stop {
-				adm.done(connectors.Result{}, 0)
+			if d, stop := r.beforeHolding(ctx, &req, executed, mayHaveHappened, adm); stop {
 				return d
 			}
 		}
@@ -553,6 +552,24 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		notBefore = time.Now().Add(retry.NextBackOff())
 		attempt++
 	}
+}
+
+// beforeHolding is before while adm is held: adm is given back when the
+// attempt is not sent, and also when the hook panics. The executor survives
+// a panic in its hooks (it answers the command unresolved, consumer's
+// safeHandle), so a permit kept by one would be a slot of the external
+// system lost until a restart, and the breaker's probe would be lost with
+// it: a half-open breaker whose probe never answers sends nothing again.
+func (r *runner) beforeHolding(ctx context.Context, req *connectors.Request, executed int, mayHaveHappened bool, adm admission) (d Decision, stop bool) {
+	returned := false
+	defer func() {
+		if !returned || stop {
+			adm.done(connectors.Result{}, 0)
+		}
+	}()
+	d, stop = r.before(ctx, req, executed, mayHaveHappened)
+	returned = true
+	return d, stop
 }
 
 // before runs the BeforeAttempt hook for req (the executor's intent). It
