@@ -493,17 +493,22 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		// evidence's end.
 		ended := time.Now()
 		actx.cancel()
-		adm.done(res, ended.Sub(began))
-		executed, sent = attempt, true
-		last = res.Message
 		// Stopped (shutdown, partition lost) while the request was out:
 		// an answer that is not definite is our own stop, not the
 		// service's ambiguity. The attempt stays in_progress for the next
 		// owner, which waits for its deadline and confirms; it must not
-		// become unresolved, which needs a person.
+		// become unresolved, which needs a person. Nor does it tell the
+		// Gate anything about the system: taken for an answer it would
+		// close a breaker whose probe it was (every waiting command then
+		// goes to a system that is down) and reset its count of
+		// consecutive "down" answers.
 		if ctx.Err() != nil && res.Kind != connectors.Succeeded && res.Kind != connectors.Rejected {
-			return interrupted(executed, ctx.Err())
+			adm.done(connectors.Result{}, ended.Sub(began))
+			return interrupted(attempt, ctx.Err())
 		}
+		adm.done(res, ended.Sub(began))
+		executed, sent = attempt, true
+		last = res.Message
 		r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: attempt, FencingToken: req.FencingToken,
 			At: began.UTC(), EndedAt: ptr(ended.UTC()), Answer: AnswerOf(res.Kind), Detail: answerDetail(res, ended.Sub(began))})
 
@@ -947,7 +952,8 @@ type Gate interface {
 // Permit is one request's place at a Gate.
 type Permit interface {
 	// Done gives the place back with the answer the request got and how
-	// long it took; res is the zero Result when no request was sent.
+	// long it took; res is the zero Result when no request was sent, or
+	// when our own stop (ctx) cut it short: then it is no answer.
 	Done(res connectors.Result, took time.Duration)
 }
 

@@ -359,8 +359,8 @@ type permit struct {
 }
 
 // Done implements effect.Permit: the answer moves the adaptive limit
-// and the breaker. The zero Result (nothing sent, or a Confirm) moves
-// nothing but the slot.
+// and the breaker. The zero Result (nothing sent, a Confirm, or an attempt
+// our own stop cut short) moves nothing but the slot.
 func (p *permit) Done(res connectors.Result, took time.Duration) {
 	s := p.s
 	s.mu.Lock()
