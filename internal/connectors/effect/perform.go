@@ -477,7 +477,7 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 			if ctx.Err() != nil {
 				return interrupted(executed, ctx.Err())
 			}
-			return r.gaveUp(executed, notDone, sent, mayHaveHappened, last)
+			return r.gaveUp(executed, notDone, sent, mayHaveHappened, last, 0)
 		}
 		req.Attempt = attempt
 		req.Deadline = time.Now().Add(r.p.Timeout)
@@ -526,6 +526,13 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		case StepRetry:
 			// Not done: no attempt used up; wait and try again.
 			notDone++
+			if res.RetryAfter > 0 && time.Now().Add(res.RetryAfter).After(until) {
+				// The system asked for a wait that ends past the
+				// bound: no request may leave before it, so waiting
+				// it out could only end in the same decision, later,
+				// with the entity's next commands held behind it.
+				return r.gaveUp(executed, notDone, sent, mayHaveHappened, last, res.RetryAfter)
+			}
 			if !mayHaveHappened {
 				r.notDone(ctx, &req, res)
 			}
@@ -704,8 +711,9 @@ func (r *runner) admit(ctx context.Context, notBefore time.Time) (admission, err
 
 // gaveUp is the Decision when the waits of a call ran out (GiveUpAfter or
 // the command's deadline) while the system kept answering "not done" or
-// the Gate kept the request back.
-func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last string) Decision {
+// the Gate kept the request back, or when the last answer's Retry-After
+// (retryAfter, else 0) ends after them.
+func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last string, retryAfter time.Duration) Decision {
 	bound := fmt.Sprintf("give_up_after (%s)", r.p.GiveUpAfter)
 	if r.boundIsDeadline {
 		if !sent && !mayHaveHappened && waits == 0 {
@@ -716,6 +724,9 @@ func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last st
 		bound = "the command's deadline (" + r.o.notAfter.UTC().Format(time.RFC3339) + ")"
 	}
 	msg := "gave up at " + bound
+	if retryAfter > 0 {
+		msg = fmt.Sprintf("gave up at once: the external system's Retry-After (%s) ends after %s", retryAfter, bound)
+	}
 	if last != "" {
 		msg += "; last answer: " + last
 	} else {
