@@ -381,9 +381,9 @@ func (p *permit) Done(res connectors.Result, took time.Duration) {
 		switch {
 		case p.probe:
 			s.probing = false
-			s.open(now, "the probe found it still down")
+			s.open(now, "the probe found it still down", res.RetryAfter)
 		case s.state == Closed && s.failures >= s.cfg.BreakerAfter:
-			s.open(now, "consecutive answers said it is down")
+			s.open(now, "consecutive answers said it is down", res.RetryAfter)
 		}
 	default:
 		s.failures = 0
@@ -473,20 +473,24 @@ func (s *System) logLater() {
 	s.logLimit(time.Now())
 }
 
-// open stops sending until the next probe.
-func (s *System) open(now time.Time, why string) {
+// open stops sending until the next probe: after ProbeEvery, or after
+// retryAfter when the answer that opened it asked for longer (a 503 with
+// a Retry-After: the system asked every client to stay away that long,
+// and a probe each ProbeEvery would be a request each second of a
+// maintenance window, each costing its command the same wait).
+func (s *System) open(now time.Time, why string, retryAfter time.Duration) {
 	if s.state != Open {
 		if s.state == Closed {
 			s.opened++
 			s.log.Warn("external system breaker open: requests wait until a probe gets an answer", "reason", why,
-				"consecutive_down", s.failures, "probe_every", s.cfg.ProbeEvery)
+				"consecutive_down", s.failures, "probe_every", s.cfg.ProbeEvery, "retry_after", retryAfter)
 		}
 	}
 	s.state = Open
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	s.timer = time.AfterFunc(s.cfg.ProbeEvery, s.halfOpen)
+	s.timer = time.AfterFunc(max(s.cfg.ProbeEvery, retryAfter), s.halfOpen)
 }
 
 // halfOpen lets the next request through as a probe.
