@@ -38,7 +38,7 @@ const (
 // The adaptive limit (AIMD): it grows by 1/limit per healthy answer while
 // the system is used near it (ten times slower just below the level the
 // system last refused, slower each time it refuses there again), and shrinks to decrease times itself on a busy or
-// down answer, or when latency doubles, at most once per round of
+// down answer, an answer that is not clear (a timeout, a 5xx), or when latency doubles, at most once per round of
 // requests (see Done). 0.9 is Netflix concurrency-limits' AIMD default: a
 // gentle cut keeps the system near its capacity instead of halving its
 // traffic on every 429.
@@ -390,10 +390,19 @@ func (p *permit) Done(res connectors.Result, took time.Duration) {
 		if s.state != Closed {
 			s.closeBreaker()
 		}
-		if res.Signal == connectors.SignalBusy {
+		switch {
+		case res.Signal == connectors.SignalBusy:
 			s.busy++
 			s.cut(p, now, "the system answered busy")
-		} else if res.Kind == connectors.Succeeded {
+		case res.Kind == connectors.Ambiguous:
+			// A timeout, a 500, 502 or 504: no clear answer is
+			// overload as much as a 429 is (AIMD's "drop"). Only
+			// healthy answers' latency is judged, so without this a
+			// system whose every request times out would keep the
+			// whole limit hanging on it, each request for its
+			// whole timeout.
+			s.cut(p, now, "the system gave no clear answer")
+		case res.Kind == connectors.Succeeded:
 			s.healthy(p, now, took)
 		}
 	}
