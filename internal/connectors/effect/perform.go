@@ -477,13 +477,12 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 			if ctx.Err() != nil {
 				return interrupted(executed, ctx.Err())
 			}
-			return r.gaveUp(executed, notDone, sent, mayHaveHappened, last)
+			return r.gaveUp(executed, notDone, sent, mayHaveHappened, last, 0)
 		}
 		req.Attempt = attempt
 		req.Deadline = time.Now().Add(r.p.Timeout)
 		if r.hasBefore() {
-			if d, stop := r.before(ctx, &req, executed, mayHaveHappened); stop {
-				adm.done(connectors.Result{}, 0)
+			if d, stop := r.beforeHolding(ctx, &req, executed, mayHaveHappened, adm); stop {
 				return d
 			}
 		}
@@ -494,17 +493,22 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		// evidence's end.
 		ended := time.Now()
 		actx.cancel()
-		adm.done(res, ended.Sub(began))
-		executed, sent = attempt, true
-		last = res.Message
 		// Stopped (shutdown, partition lost) while the request was out:
 		// an answer that is not definite is our own stop, not the
 		// service's ambiguity. The attempt stays in_progress for the next
 		// owner, which waits for its deadline and confirms; it must not
-		// become unresolved, which needs a person.
+		// become unresolved, which needs a person. Nor does it tell the
+		// Gate anything about the system: taken for an answer it would
+		// close a breaker whose probe it was (every waiting command then
+		// goes to a system that is down) and reset its count of
+		// consecutive "down" answers.
 		if ctx.Err() != nil && res.Kind != connectors.Succeeded && res.Kind != connectors.Rejected {
-			return interrupted(executed, ctx.Err())
+			adm.done(connectors.Result{}, ended.Sub(began))
+			return interrupted(attempt, ctx.Err())
 		}
+		adm.done(res, ended.Sub(began))
+		executed, sent = attempt, true
+		last = res.Message
 		r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceAttempt, Attempt: attempt, FencingToken: req.FencingToken,
 			At: began.UTC(), EndedAt: ptr(ended.UTC()), Answer: AnswerOf(res.Kind), Detail: answerDetail(res, ended.Sub(began))})
 
@@ -522,6 +526,13 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		case StepRetry:
 			// Not done: no attempt used up; wait and try again.
 			notDone++
+			if res.RetryAfter > 0 && time.Now().Add(res.RetryAfter).After(until) {
+				// The system asked for a wait that ends past the
+				// bound: no request may leave before it, so waiting
+				// it out could only end in the same decision, later,
+				// with the entity's next commands held behind it.
+				return r.gaveUp(executed, notDone, sent, mayHaveHappened, last, res.RetryAfter)
+			}
 			if !mayHaveHappened {
 				r.notDone(ctx, &req, res)
 			}
@@ -553,6 +564,24 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		notBefore = time.Now().Add(retry.NextBackOff())
 		attempt++
 	}
+}
+
+// beforeHolding is before while adm is held: adm is given back when the
+// attempt is not sent, and also when the hook panics. The executor survives
+// a panic in its hooks (it answers the command unresolved, consumer's
+// safeHandle), so a permit kept by one would be a slot of the external
+// system lost until a restart, and the breaker's probe would be lost with
+// it: a half-open breaker whose probe never answers sends nothing again.
+func (r *runner) beforeHolding(ctx context.Context, req *connectors.Request, executed int, mayHaveHappened bool, adm admission) (d Decision, stop bool) {
+	returned := false
+	defer func() {
+		if !returned || stop {
+			adm.done(connectors.Result{}, 0)
+		}
+	}()
+	d, stop = r.before(ctx, req, executed, mayHaveHappened)
+	returned = true
+	return d, stop
 }
 
 // before runs the BeforeAttempt hook for req (the executor's intent). It
@@ -682,8 +711,9 @@ func (r *runner) admit(ctx context.Context, notBefore time.Time) (admission, err
 
 // gaveUp is the Decision when the waits of a call ran out (GiveUpAfter or
 // the command's deadline) while the system kept answering "not done" or
-// the Gate kept the request back.
-func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last string) Decision {
+// the Gate kept the request back, or when the last answer's Retry-After
+// (retryAfter, else 0) ends after them.
+func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last string, retryAfter time.Duration) Decision {
 	bound := fmt.Sprintf("give_up_after (%s)", r.p.GiveUpAfter)
 	if r.boundIsDeadline {
 		if !sent && !mayHaveHappened && waits == 0 {
@@ -694,6 +724,9 @@ func (r *runner) gaveUp(executed, waits int, sent, mayHaveHappened bool, last st
 		bound = "the command's deadline (" + r.o.notAfter.UTC().Format(time.RFC3339) + ")"
 	}
 	msg := "gave up at " + bound
+	if retryAfter > 0 {
+		msg = fmt.Sprintf("gave up at once: the external system's Retry-After (%s) ends after %s", retryAfter, bound)
+	}
 	if last != "" {
 		msg += "; last answer: " + last
 	} else {
@@ -930,7 +963,8 @@ type Gate interface {
 // Permit is one request's place at a Gate.
 type Permit interface {
 	// Done gives the place back with the answer the request got and how
-	// long it took; res is the zero Result when no request was sent.
+	// long it took; res is the zero Result when no request was sent, or
+	// when our own stop (ctx) cut it short: then it is no answer.
 	Done(res connectors.Result, took time.Duration)
 }
 

@@ -38,7 +38,7 @@ const (
 // The adaptive limit (AIMD): it grows by 1/limit per healthy answer while
 // the system is used near it (ten times slower just below the level the
 // system last refused, slower each time it refuses there again), and shrinks to decrease times itself on a busy or
-// down answer, or when latency doubles, at most once per round of
+// down answer, an answer that is not clear (a timeout, a 5xx), or when latency doubles, at most once per round of
 // requests (see Done). 0.9 is Netflix concurrency-limits' AIMD default: a
 // gentle cut keeps the system near its capacity instead of halving its
 // traffic on every 429.
@@ -359,8 +359,8 @@ type permit struct {
 }
 
 // Done implements effect.Permit: the answer moves the adaptive limit
-// and the breaker. The zero Result (nothing sent, or a Confirm) moves
-// nothing but the slot.
+// and the breaker. The zero Result (nothing sent, a Confirm, or an attempt
+// our own stop cut short) moves nothing but the slot.
 func (p *permit) Done(res connectors.Result, took time.Duration) {
 	s := p.s
 	s.mu.Lock()
@@ -381,19 +381,28 @@ func (p *permit) Done(res connectors.Result, took time.Duration) {
 		switch {
 		case p.probe:
 			s.probing = false
-			s.open(now, "the probe found it still down")
+			s.open(now, "the probe found it still down", res.RetryAfter)
 		case s.state == Closed && s.failures >= s.cfg.BreakerAfter:
-			s.open(now, "consecutive answers said it is down")
+			s.open(now, "consecutive answers said it is down", res.RetryAfter)
 		}
 	default:
 		s.failures = 0
 		if s.state != Closed {
 			s.closeBreaker()
 		}
-		if res.Signal == connectors.SignalBusy {
+		switch {
+		case res.Signal == connectors.SignalBusy:
 			s.busy++
 			s.cut(p, now, "the system answered busy")
-		} else if res.Kind == connectors.Succeeded {
+		case res.Kind == connectors.Ambiguous:
+			// A timeout, a 500, 502 or 504: no clear answer is
+			// overload as much as a 429 is (AIMD's "drop"). Only
+			// healthy answers' latency is judged, so without this a
+			// system whose every request times out would keep the
+			// whole limit hanging on it, each request for its
+			// whole timeout.
+			s.cut(p, now, "the system gave no clear answer")
+		case res.Kind == connectors.Succeeded:
 			s.healthy(p, now, took)
 		}
 	}
@@ -473,20 +482,24 @@ func (s *System) logLater() {
 	s.logLimit(time.Now())
 }
 
-// open stops sending until the next probe.
-func (s *System) open(now time.Time, why string) {
+// open stops sending until the next probe: after ProbeEvery, or after
+// retryAfter when the answer that opened it asked for longer (a 503 with
+// a Retry-After: the system asked every client to stay away that long,
+// and a probe each ProbeEvery would be a request each second of a
+// maintenance window, each costing its command the same wait).
+func (s *System) open(now time.Time, why string, retryAfter time.Duration) {
 	if s.state != Open {
 		if s.state == Closed {
 			s.opened++
 			s.log.Warn("external system breaker open: requests wait until a probe gets an answer", "reason", why,
-				"consecutive_down", s.failures, "probe_every", s.cfg.ProbeEvery)
+				"consecutive_down", s.failures, "probe_every", s.cfg.ProbeEvery, "retry_after", retryAfter)
 		}
 	}
 	s.state = Open
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	s.timer = time.AfterFunc(s.cfg.ProbeEvery, s.halfOpen)
+	s.timer = time.AfterFunc(max(s.cfg.ProbeEvery, retryAfter), s.halfOpen)
 }
 
 // halfOpen lets the next request through as a probe.
