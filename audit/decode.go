@@ -25,7 +25,8 @@ type decoded struct {
 	rec             schemas.Record
 	hash            string
 	hashErr         error
-	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
+	keyID, entityID digest // of (partition, entity, key) and (partition, entity); an outcome's keyID too
+	recHash         digest // hashDigest of the record's hash
 	// misplaced: the record's entity belongs on another partition
 	// (Input.CommandPartitions), so it was written outside the entity's
 	// single flight.
@@ -36,7 +37,8 @@ type decoded struct {
 
 	// outcome events
 	o                 outcomeFacts
-	fromMemo          bool   // o's record was found in the recordMemo, not decoded
+	fromMemo          bool // o's record was found in the recordMemo, not decoded
+	x                 outcomeMatch
 	id, tuple, answer digest // of its id, (causation, status, key, decision), (causation, entity, key)
 	causation         digest // of its causation id; for a command, of its id
 	cmd               schemas.Command
@@ -60,6 +62,7 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			p := strconv.FormatInt(int64(r.Partition), 10)
 			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
 			d.entityID = digestOf(p, d.rec.Entity)
+			d.recHash = hashDigest(d.rec.Hash)
 			n := a.in.CommandPartitions
 			d.misplaced = n > 0 && partitioner.ForEntity(d.rec.Entity, n) != r.Partition
 			if a.memo != nil {
@@ -68,11 +71,16 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			}
 		}
 	case a.in.Topics.Outcomes:
-		if d.o, d.fromMemo, d.err = decodeOutcome(r, a.memo, &d.tag); d.err != nil {
+		if d.o, d.fromMemo, d.err = decodeOutcome(r, a.memo, &d.tag, &d.x); d.err != nil {
 			return
 		}
 		o := &d.o
 		d.causation = digestOf(o.causation)
+		if a.isChecked(r.Partition) {
+			// The key of the journal partition the outcome's record
+			// is on (outcomes_match), as the journal record's keyID.
+			d.keyID = digestOf(strconv.FormatInt(int64(r.Partition), 10), o.entity, o.key)
+		}
 		if !a.isChecked(o.partition) {
 			return
 		}
