@@ -218,6 +218,10 @@ func TestOutcomesMatchJournal(t *testing.T) {
 			mutate: settled(false),
 		},
 		{name: "a repeat answered before the settlement gets the record before it", fail: -1, mutate: settled(true)},
+		{name: "a repeat after a release and a new execution answered with the record before the release", fail: 2, noRun: true,
+			msg:    "carries the key's journal record at offset 2 (succeeded), but the key's current record was then the one at offset 5 (failed)",
+			mutate: releasedK1(2)},
+		{name: "a repeat after a release and a new execution answered with the new record", fail: -1, noRun: true, mutate: releasedK1(5)},
 		{name: "a record retention deleted is counted, not compared", fail: -1, noRun: true,
 			mutate: func(t *testing.T, in *Input) {
 				in.Journal = in.Journal[3:] // k1's records are gone
@@ -332,5 +336,34 @@ func outcomesFirst(t *testing.T, in Input, want Report) {
 	got := a.finish()
 	if g, w := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); g != w {
 		t.Fatalf("outcomes first gave\n%s\nCheck gave\n%s", g, w)
+	}
+}
+
+// releasedK1 is k1 executed (succeeded, journal offset 2, answered),
+// released by the command at offset 1 (journal offset 3), executed again
+// for cmd-k1c at commands offset 2 (failed, journal offset 5, answered),
+// then repeated by cmd-k1d, answered with the record at journal offset
+// repeated.
+func releasedK1(repeated int64) func(*testing.T, *Input) {
+	return func(t *testing.T, in *Input) {
+		k1 := func(st schemas.Status, seq, off int64) jent { return at(rec("k1", ent, st, 1, seq, 0), off) }
+		again := func(e jent) jent { e.rec.Command.ID = "cmd-k1c"; return e }
+		js := journal(t, pe,
+			marker(1),
+			k1(schemas.StatusInProgress, 1, 0),
+			k1(schemas.StatusSucceeded, 0, 0),
+			released(k1(schemas.StatusSucceeded, 0, 0), pos(1)),
+			again(k1(schemas.StatusInProgress, 2, 2)),
+			again(k1(schemas.StatusFailed, 0, 2)),
+		)
+		in.Journal = js
+		in.Commands = []*kgo.Record{command(t, "cmd-k1", ent, "k1", pe, 0), command(t, "cmd-k1c", ent, "k1", pe, 2),
+			command(t, "cmd-k1d", ent, "k1", pe, 3)}
+		in.Committed[pe] = 4
+		in.Outcomes = []*kgo.Record{
+			publish(t, js, 2, "cmd-k1", false, 0),
+			publish(t, js, 5, "cmd-k1c", false, 1),
+			publish(t, js, repeated, "cmd-k1d", true, 2),
+		}
 	}
 }
