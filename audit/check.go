@@ -670,7 +670,7 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	}
 	// d is reused for the next chunk: what the journal checks read is
 	// copied.
-	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID, recHash: d.recHash, misplaced: d.misplaced}}
+	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID, recHash: d.recHash, unreleased: d.unreleased, hasUnreleased: d.hasUnreleased, misplaced: d.misplaced}}
 	a.judgeHeld(sc.Add(r, h))
 }
 
@@ -787,7 +787,7 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	if rec.Release != nil || rec.Resolution != nil {
 		a.claimDecisions(rec, v)
 	}
-	a.onceKey(r.Partition, d.keyID, r.Offset, rec, d.recHash, v)
+	a.onceKey(r.Partition, d, r.Offset, rec, v)
 	a.singleFlight(d.entityID, r.Offset, rec, v)
 }
 
@@ -823,14 +823,15 @@ func markerEpoch(r *kgo.Record) int64 { return wire.DecodeEpochMarker(r).Epoch }
 // onceKey checks G2 for one record of a key: no in_progress after a final
 // succeeded, failed or rejected record (unresolved may be reconciled, which
 // starts a new attempt), and attempt numbers never go down.
-func (a *auditor) onceKey(p int32, id digest, off int64, rec *schemas.Record, h digest, v Violation) {
+func (a *auditor) onceKey(p int32, d *decoded, off int64, rec *schemas.Record, v Violation) {
+	id := d.keyID
 	ks, ok := a.keys.get(id)
 	if !ok {
 		a.nKeys++
 	}
 	was := ks.unresolved
 	a.onceKeyState(&ks, p, off, rec, v)
-	addPub(&ks, off, rec, h)
+	addPub(&ks, off, rec, d)
 	switch {
 	case ks.unresolved && !was:
 		a.nUnresolved++

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -27,6 +28,11 @@ type decoded struct {
 	hashErr         error
 	keyID, entityID digest // of (partition, entity, key) and (partition, entity); an outcome's keyID too
 	recHash         digest // hashDigest of the record's hash
+	// unreleased, for a record with a release, is hashDigest of what it
+	// hashes to without it (outcomes_match): a command before the
+	// release, consumed again, is answered with the record so.
+	unreleased    digest
+	hasUnreleased bool
 	// misplaced: the record's entity belongs on another partition
 	// (Input.CommandPartitions), so it was written outside the entity's
 	// single flight.
@@ -63,6 +69,14 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
 			d.entityID = digestOf(p, d.rec.Entity)
 			d.recHash = hashDigest(d.rec.Hash)
+			d.hasUnreleased = false
+			if d.rec.Release != nil {
+				cp := d.rec
+				cp.Release = nil
+				if _, err := wire.SealRecord(&cp); err == nil {
+					d.unreleased, d.hasUnreleased = hashDigest(cp.Hash), true
+				}
+			}
 			n := a.in.CommandPartitions
 			d.misplaced = n > 0 && partitioner.ForEntity(d.rec.Entity, n) != r.Partition
 			if a.memo != nil {

@@ -69,7 +69,7 @@ func decodeOutcome(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMatch)
 		*x = outcomeMatch{attr: attrProblem([]byte(o.Type), []byte(o.Subject), []byte(o.IdempotencyKey), &o.Record)}
 		x.record(&o.Record)
 		if x.journaled {
-			x.hashOK = hashIsOf(&o.Record, outcomeData(r), true)
+			x.hashOK, x.actual = hashIsOf(&o.Record, outcomeData(r), true)
 		}
 	}
 	return factsOf(o.ID, o.CausationID, &o.Record), false, nil
@@ -84,6 +84,7 @@ type outcomeMatch struct {
 	hash      digest // hashDigest of the record's hash member
 	journaled bool   // the record has a hash member: it claims to be a journal record
 	hashOK    bool   // its contents hash to its hash (or its bytes are a journal record's)
+	actual    digest // when !hashOK, hashDigest of what its contents hash to
 	cmdOff    int64  // the record's command offset, read for a record without a hash only
 }
 
@@ -114,10 +115,11 @@ func attrProblem(typ, subject, key []byte, rec *schemas.Record) string {
 
 // hashIsOf reports whether the record rec, decoded from data (whole, or
 // with UnmarshalRecordIndex when !full), hashes to its hash member, as
-// the journal checks verify a journal record's (the round-1 hash too).
-func hashIsOf(rec *schemas.Record, data []byte, full bool) bool {
+// the journal checks verify a journal record's (the round-1 hash too);
+// when not, the digest of what it hashes to.
+func hashIsOf(rec *schemas.Record, data []byte, full bool) (bool, digest) {
 	if rec.Hash == "" || data == nil {
-		return false
+		return false, digest{}
 	}
 	var h string
 	var err error
@@ -127,16 +129,21 @@ func hashIsOf(rec *schemas.Record, data []byte, full bool) bool {
 		h, err = wire.RecordHash(data)
 	}
 	if err == nil && h == rec.Hash {
-		return true
+		return true, digest{}
 	}
 	whole := *rec
 	if !full {
 		if whole, err = schemas.UnmarshalRecord(data); err != nil {
-			return false
+			return false, digest{}
 		}
 	}
-	old, err := wire.LegacyHashRecord(whole.PrevHash, whole)
-	return err == nil && old == rec.Hash
+	if old, err := wire.LegacyHashRecord(whole.PrevHash, whole); err == nil && old == rec.Hash {
+		return true, digest{}
+	}
+	if h == "" {
+		return false, digest{}
+	}
+	return false, hashDigest(h)
 }
 
 // outcomeData is the data of outcome event r, for decodeOutcome's slow
@@ -268,7 +275,7 @@ func decodeOutcomeFast(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMa
 		*x = outcomeMatch{attr: attrProblem(typ, subject, key, &rec)}
 		x.record(&rec)
 		if x.journaled {
-			x.hashOK = hashIsOf(&rec, data, full)
+			x.hashOK, x.actual = hashIsOf(&rec, data, full)
 		}
 	}
 	return factsOf(string(id), string(causation), &rec), false, true

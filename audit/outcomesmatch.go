@@ -90,6 +90,7 @@ func statusOf(c uint8) schemas.Status {
 // outQueued is an outcome waiting for its record to be read.
 type outQueued struct {
 	keyID, hash digest
+	actual      digest // what its contents hash to, when !hashOK
 	off         int64
 	ts          time.Time
 	key         string
@@ -100,13 +101,24 @@ type outQueued struct {
 // showHash names a hash digest in messages.
 func showHash(d digest) string { return "sha256:" + hex.EncodeToString(d[:8]) + "…" }
 
-// addPub records journal record rec at off, whose hash digest is h, in
-// its key's state ks for outcomes_match: called in journal order.
-func addPub(ks *keyState, off int64, rec *schemas.Record, h digest) {
-	if rec.Status != schemas.StatusInProgress {
-		ks.pubs = append(ks.pubs, pubRec{hash: h, off: off, status: statusCode(rec.Status)})
+// addPub records journal record rec at off (decoded d) in its key's
+// state ks for outcomes_match: called in journal order. A record with a
+// release gets a second entry (statusUnreleased): what it hashes to
+// without its release, which is what a command before the release,
+// consumed again, is answered with (decide.Named drops the release).
+func addPub(ks *keyState, off int64, rec *schemas.Record, d *decoded) {
+	if rec.Status == schemas.StatusInProgress {
+		return
+	}
+	ks.pubs = append(ks.pubs, pubRec{hash: d.recHash, off: off, status: statusCode(rec.Status)})
+	if d.hasUnreleased {
+		ks.pubs = append(ks.pubs, pubRec{hash: d.unreleased, off: off, status: statusUnreleased})
 	}
 }
+
+// statusUnreleased marks a pubRec that is the record before it without
+// its release.
+const statusUnreleased = 255
 
 // matchOutcome runs outcomes_match on outcome r (decoded d), in offset
 // order within its partition.
@@ -126,7 +138,7 @@ func (a *auditor) matchOutcome(r *kgo.Record, d *decoded) {
 		a.unjournaled(o, x, v)
 		return
 	}
-	q := outQueued{keyID: d.keyID, hash: x.hash, off: r.Offset, ts: r.Timestamp, key: o.key, status: intern(o.status), hashOK: x.hashOK}
+	q := outQueued{keyID: d.keyID, hash: x.hash, actual: x.actual, off: r.Offset, ts: r.Timestamp, key: o.key, status: intern(o.status), hashOK: x.hashOK}
 	if len(a.outQ[p]) == 0 && a.tryMatch(p, &q, false) {
 		return
 	}
@@ -140,7 +152,7 @@ func (a *auditor) tryMatch(p int32, q *outQueued, ended bool) bool {
 	ks, ok := a.keys.get(q.keyID)
 	i := -1
 	if ok {
-		i = slices.IndexFunc(ks.pubs, func(x pubRec) bool { return x.hash == q.hash })
+		i = slices.IndexFunc(ks.pubs, func(x pubRec) bool { return x.hash == q.hash && x.status != statusUnreleased })
 	}
 	if i >= 0 {
 		a.judgeMatch(p, q, ks.pubs, i)
@@ -161,11 +173,16 @@ func (a *auditor) judgeMatch(p int32, q *outQueued, pubs []pubRec, i int) {
 	a.outW[p] = w
 	v := Violation{Topic: a.in.Topics.Outcomes, Partition: p, Offset: q.off, Key: q.key}
 	c := i
-	for c+1 < len(pubs) && pubs[c+1].off <= w {
-		c++
+	for j := i + 1; j < len(pubs) && pubs[j].off <= w; j++ {
+		if pubs[j].status != statusUnreleased {
+			c = j
+		}
 	}
+	// The record of a release without it: what a command before the
+	// release, consumed again, is answered with.
+	unreleased := i+1 < len(pubs) && pubs[i+1].status == statusUnreleased && pubs[i+1].hash == q.actual
 	switch {
-	case !q.hashOK:
+	case !q.hashOK && !unreleased:
 		v.Message = fmt.Sprintf("the outcome says %s with the hash of the key's journal record at offset %d, which says %s, but its contents do not hash to it: the outcome's record was changed",
 			q.status, pubs[i].off, statusOf(pubs[i].status))
 	case c != i:
@@ -194,6 +211,9 @@ func (a *auditor) unmatched(p int32, q *outQueued, pubs []pubRec) {
 		journal = "the journal has no record of the key"
 	} else {
 		c := pubs[len(pubs)-1]
+		if c.status == statusUnreleased {
+			c = pubs[len(pubs)-2]
+		}
 		journal = fmt.Sprintf("the journal's latest record of the key (offset %d) says %s", c.off, statusOf(c.status))
 	}
 	a.violate(CheckOutcomesMatch, Violation{Topic: a.in.Topics.Outcomes, Partition: p, Offset: q.off, Key: q.key,

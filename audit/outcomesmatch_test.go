@@ -222,6 +222,11 @@ func TestOutcomesMatchJournal(t *testing.T) {
 			msg:    "carries the key's journal record at offset 2 (succeeded), but the key's current record was then the one at offset 5 (failed)",
 			mutate: releasedK1(2)},
 		{name: "a repeat after a release and a new execution answered with the new record", fail: -1, noRun: true, mutate: releasedK1(5)},
+		{name: "a command before a release, consumed again, answered with the released record without its release", fail: -1, noRun: true,
+			mutate: redeliveredBeforeRelease(nil)},
+		{name: "the released record without its release, but with another result", fail: 1, noRun: true,
+			msg:    "says succeeded with the hash of the key's journal record at offset 3, which says succeeded, but its contents do not hash",
+			mutate: redeliveredBeforeRelease(func(r *schemas.Record) { r.Result = []byte(`{"refund_id":"forged"}`) })},
 		{name: "a record retention deleted is counted, not compared", fail: -1, noRun: true,
 			mutate: func(t *testing.T, in *Input) {
 				in.Journal = in.Journal[3:] // k1's records are gone
@@ -365,5 +370,40 @@ func releasedK1(repeated int64) func(*testing.T, *Input) {
 			publish(t, js, 5, "cmd-k1c", false, 1),
 			publish(t, js, repeated, "cmd-k1d", true, 2),
 		}
+	}
+}
+
+// redeliveredBeforeRelease is k1 executed (journal offset 2, answered),
+// then released by the command at offset 1 (journal offset 3); cmd-k1,
+// consumed again after a restart, is answered with the key's record as
+// it was before the release (decide.Named drops the release member; the
+// executor publishes the record so, its hash the released record's),
+// with f applied to it.
+func redeliveredBeforeRelease(f func(*schemas.Record)) func(*testing.T, *Input) {
+	return func(t *testing.T, in *Input) {
+		k1 := func(st schemas.Status, seq, off int64) jent { return at(rec("k1", ent, st, 1, seq, 0), off) }
+		js := journal(t, pe,
+			marker(1),
+			k1(schemas.StatusInProgress, 1, 0),
+			k1(schemas.StatusSucceeded, 0, 0),
+			released(k1(schemas.StatusSucceeded, 0, 0), pos(1)),
+		)
+		in.Journal = js
+		in.Commands = in.Commands[:1]
+		in.Committed[pe] = 1
+		rc, err := schemas.UnmarshalRecord(js[3].Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.Release = nil
+		if f != nil {
+			f(&rc)
+		}
+		again, err := wire.EncodeOutcome(rc, "cmd-k1", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Topic, again.Partition, again.Offset = tops.Outcomes, pe, 1
+		in.Outcomes = []*kgo.Record{publish(t, js, 2, "cmd-k1", false, 0), again}
 	}
 }
