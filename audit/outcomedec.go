@@ -259,17 +259,21 @@ func decodeOutcomeFast(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMa
 		}
 		return factsOf(string(id), string(causation), &rec), true, true
 	}
-	rec, err := schemas.UnmarshalRecordIndex(data)
+	// With x, the record is read whole: its hash is checked by sealing
+	// it again (sealedHash), a fraction of canonicalizing the bytes,
+	// and a record without a hash is read for its command offset.
+	decodeRec, full := schemas.UnmarshalRecordIndex, false
+	if x != nil {
+		decodeRec, full = schemas.UnmarshalRecord, true
+	}
+	rec, err := decodeRec(data)
 	if err != nil {
 		return f, false, false
 	}
-	full := false
-	if rec.Resolution != nil || (x != nil && rec.Hash == "") {
-		// A record without a hash is read whole for its command offset.
+	if rec.Resolution != nil && !full {
 		if rec, err = schemas.UnmarshalRecord(data); err != nil {
 			return f, false, false
 		}
-		full = true
 	}
 	if x != nil {
 		*x = outcomeMatch{attr: attrProblem(typ, subject, key, &rec)}
