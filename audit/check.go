@@ -167,8 +167,9 @@ type finalRef struct {
 // finished returns f's finish time.
 func (f finalRef) finished() time.Time { return time.Unix(f.finishedSec, int64(f.finishedNsec)) }
 
-// keyState is what G2 needs to remember about one key's history: about
-// 80 bytes (docs/memory.md#audit).
+// keyState is what G2 needs to remember about one key's history, and
+// outcomes_match its records an outcome may carry: about 104 bytes and
+// 32 per such record, usually one (docs/memory.md#audit).
 type keyState struct {
 	final       finalRef // last succeeded/failed/rejected record, until re-executed
 	attempts    int

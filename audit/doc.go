@@ -107,7 +107,7 @@
 //     found unanswered below the committed offset: its position (rare in
 //     a healthy history).
 //
-// About 550 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
+// About 560 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
 // plus a fixed ~40 MB (fetches, the id store): docs/memory.md#audit has
 // the figures. A partition of more than 65 536 keys, entities, answers or
 // outcome ids does not hold them all: past that many entries, each map's
