@@ -321,7 +321,8 @@ type auditor struct {
 	// journalsDone: every journal record was read before the outcomes
 	// (Check). retentionNoted: partitions noted for records deleted.
 	outQ           map[int32][]outQueued
-	outW           map[int32]int64
+	nQueued        int // outcomes in outQ
+	outW           map[int32]*int64
 	journalsDone   bool
 	retentionNoted map[int32]bool
 
@@ -377,7 +378,7 @@ func newAuditor(in Input) *auditor {
 		causes: map[int32]*spill[uint8]{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 		decisions: map[digest]decisionSeen{},
-		outQ:      map[int32][]outQueued{}, outW: map[int32]int64{}, retentionNoted: map[int32]bool{},
+		outQ:      map[int32][]outQueued{}, outW: map[int32]*int64{}, retentionNoted: map[int32]bool{},
 	}
 	a.keys = newSpill(a, spillKeys, encKey, decKey)
 	a.ents = newSpill(a, spillEnts, encEnt, decEnt)
@@ -840,7 +841,7 @@ func (a *auditor) onceKey(p int32, d *decoded, off int64, rec *schemas.Record, v
 		a.nUnresolved--
 	}
 	a.keys.set(id, ks)
-	if len(a.outQ[p]) > 0 {
+	if a.nQueued > 0 && len(a.outQ[p]) > 0 {
 		a.drainOut(p, false)
 	}
 }

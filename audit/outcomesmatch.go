@@ -138,11 +138,12 @@ func (a *auditor) matchOutcome(r *kgo.Record, d *decoded) {
 		a.unjournaled(o, x, v)
 		return
 	}
-	q := outQueued{keyID: d.keyID, hash: x.hash, actual: x.actual, off: r.Offset, ts: r.Timestamp, key: o.key, status: intern(o.status), hashOK: x.hashOK}
-	if len(a.outQ[p]) == 0 && a.tryMatch(p, &q, false) {
+	q := outQueued{keyID: d.keyID, hash: x.hash, actual: x.actual, off: r.Offset, ts: r.Timestamp, key: o.key, status: o.status, hashOK: x.hashOK}
+	if (a.nQueued == 0 || len(a.outQ[p]) == 0) && a.tryMatch(p, &q, false) {
 		return
 	}
 	a.outQ[p] = append(a.outQ[p], q)
+	a.nQueued++
 }
 
 // tryMatch judges queued outcome q of partition p if its record was read
@@ -169,8 +170,13 @@ func (a *auditor) tryMatch(p int32, q *outQueued, ended bool) bool {
 
 // judgeMatch judges outcome q, whose record is pubs[i] of its key.
 func (a *auditor) judgeMatch(p int32, q *outQueued, pubs []pubRec, i int) {
-	w := max(a.outW[p], pubs[i].off)
-	a.outW[p] = w
+	wp := a.outW[p]
+	if wp == nil {
+		wp = new(int64)
+		a.outW[p] = wp
+	}
+	w := max(*wp, pubs[i].off)
+	*wp = w
 	v := Violation{Topic: a.in.Topics.Outcomes, Partition: p, Offset: q.off, Key: q.key}
 	c := i
 	for j := i + 1; j < len(pubs) && pubs[j].off <= w; j++ {
@@ -228,6 +234,7 @@ func (a *auditor) drainOut(p int32, ended bool) {
 	for n < len(qs) && a.tryMatch(p, &qs[n], ended) {
 		n++
 	}
+	a.nQueued -= n
 	if n == len(qs) {
 		delete(a.outQ, p)
 		return
