@@ -1237,6 +1237,11 @@ func sourceOf(r *kgo.Record, pHeader, oHeader string) (src, bool) {
 	if !ok1 || !ok2 {
 		return src{}, false
 	}
+	return parseSrc(ps, os)
+}
+
+// parseSrc reads a command's position from its partition and offset.
+func parseSrc(ps, os string) (src, bool) {
 	p, err1 := strconv.ParseInt(ps, 10, 32)
 	o, err2 := strconv.ParseInt(os, 10, 64)
 	if err1 != nil || err2 != nil {

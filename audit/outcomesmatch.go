@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -309,10 +308,5 @@ func undecodableSource(ref, topic string) (src, bool) {
 	if !ok {
 		return src{}, false
 	}
-	p, err1 := strconv.ParseInt(ps, 10, 32)
-	off, err2 := strconv.ParseInt(os, 10, 64)
-	if err1 != nil || err2 != nil {
-		return src{}, false
-	}
-	return src{int32(p), off}, true
+	return parseSrc(ps, os)
 }
