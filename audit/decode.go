@@ -92,8 +92,13 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 		d.causation = digestOf(o.causation)
 		if a.isChecked(r.Partition) {
 			// The key of the journal partition the outcome's record
-			// is on (outcomes_match), as the journal record's keyID.
-			d.keyID = digestOf(strconv.FormatInt(int64(r.Partition), 10), o.entity, o.key)
+			// is on (outcomes_match), as the journal record's keyID:
+			// the memo's, for the bytes of a record of this partition.
+			if d.x.keyPart == r.Partition {
+				d.keyID = d.x.keyID
+			} else {
+				d.keyID = digestOf(strconv.FormatInt(int64(r.Partition), 10), o.entity, o.key)
+			}
 		}
 		if !a.isChecked(o.partition) {
 			return
@@ -246,7 +251,7 @@ func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
 		// An outcome's slot is not decoded yet in this chunk: its tagged
 		// is still a journal record's of an earlier chunk.
 		if d := &ds[i]; r.Topic != outcomes && d.tagged {
-			a.memo.add(&d.tag, &d.rec)
+			a.memo.addKeyed(&d.tag, &d.rec, d.keyID, r.Partition)
 		}
 	}
 	a.decodeEach(rs, ds, func(r *kgo.Record) bool { return r.Topic == outcomes })

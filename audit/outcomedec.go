@@ -66,7 +66,7 @@ func decodeOutcome(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMatch)
 		return outcomeFacts{}, false, err
 	}
 	if x != nil {
-		*x = outcomeMatch{attr: attrProblem([]byte(o.Type), []byte(o.Subject), []byte(o.IdempotencyKey), &o.Record)}
+		*x = outcomeMatch{attr: attrProblem([]byte(o.Type), []byte(o.Subject), []byte(o.IdempotencyKey), &o.Record), keyPart: -1}
 		x.record(&o.Record)
 		if x.journaled {
 			x.hashOK, x.actual = hashIsOf(&o.Record, outcomeData(r), true)
@@ -86,6 +86,8 @@ type outcomeMatch struct {
 	hashOK    bool   // its contents hash to its hash (or its bytes are a journal record's)
 	actual    digest // when !hashOK, hashDigest of what its contents hash to
 	cmdOff    int64  // the record's command offset, read for a record without a hash only
+	keyID     digest // the keyID of the journal record whose bytes it carries (memo), on
+	keyPart   int32  // journal partition keyPart; -1: none
 }
 
 // record sets what x reads of the outcome's record rec.
@@ -255,7 +257,7 @@ func decodeOutcomeFast(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMa
 			// The bytes of a journal record: hash_chain checks that
 			// its contents hash to its hash.
 			*x = outcomeMatch{attr: attrProblem(typ, subject, key, &rec),
-				hash: e.hash, journaled: e.hashed, hashOK: e.hashed}
+				hash: e.hash, journaled: e.hashed, hashOK: e.hashed, keyID: e.keyID, keyPart: e.jpart}
 		}
 		return factsOf(string(id), string(causation), &rec), true, true
 	}
@@ -276,7 +278,7 @@ func decodeOutcomeFast(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMa
 		}
 	}
 	if x != nil {
-		*x = outcomeMatch{attr: attrProblem(typ, subject, key, &rec)}
+		*x = outcomeMatch{attr: attrProblem(typ, subject, key, &rec), keyPart: -1}
 		x.record(&rec)
 		if x.journaled {
 			x.hashOK, x.actual = hashIsOf(&rec, data, full)
