@@ -88,11 +88,14 @@ func Check(in Input) Report {
 		a.journalRecord(r)
 	}
 	a.endJournals()
-	for _, r := range sorted(in.Outcomes) {
-		a.outcome(r)
-	}
+	a.journalsDone = true
+	// Deadletters before outcomes, as Run reads them: outcomes_match
+	// looks an undecodable command's answer up in them.
 	for _, r := range in.Deadletter {
 		a.deadletter(r)
+	}
+	for _, r := range sorted(in.Outcomes) {
+		a.outcome(r)
 	}
 	for _, r := range sorted(in.Commands) {
 		a.command(r)
@@ -135,6 +138,10 @@ type chainState struct {
 	prevOff  int64  // its offset; -1 before the first record
 	havePrev bool   // false when the predecessor is unknown (retention, undecodable)
 	epoch    int64  // highest epoch marker seen so far
+	// firstTS is the timestamp of the partition's first entry read: an
+	// outcome before it, whose record is not found, carries a record
+	// retention deleted (outcomes_match).
+	firstTS time.Time
 }
 
 // finalRef is what G2 remembers of a key's last final record: not the
@@ -160,14 +167,18 @@ type finalRef struct {
 // finished returns f's finish time.
 func (f finalRef) finished() time.Time { return time.Unix(f.finishedSec, int64(f.finishedNsec)) }
 
-// keyState is what G2 needs to remember about one key's history: about
-// 80 bytes (docs/memory.md#audit).
+// keyState is what G2 needs to remember about one key's history, and
+// outcomes_match its records an outcome may carry: about 104 bytes and
+// 32 per such record, usually one (docs/memory.md#audit).
 type keyState struct {
 	final       finalRef // last succeeded/failed/rejected record, until re-executed
 	attempts    int
 	attemptsOff int64
 	hasFinal    bool
 	unresolved  bool // the key's latest record is unresolved
+	// pubs are the key's records an outcome may carry, in journal
+	// order (outcomes_match).
+	pubs []pubRec
 }
 
 // inflightKey is a key of an entity in progress, and the offset of its
@@ -304,6 +315,17 @@ type auditor struct {
 	decisions map[digest]decisionSeen
 	claims    []operatorClaim
 
+	// outQ are the outcomes of each partition waiting for their record
+	// (outcomes_match), outW each partition's watermark: the highest
+	// journal offset of a record its outcomes read so far published.
+	// journalsDone: every journal record was read before the outcomes
+	// (Check). retentionNoted: partitions noted for records deleted.
+	outQ           map[int32][]outQueued
+	nQueued        int // outcomes in outQ
+	outW           map[int32]*int64
+	journalsDone   bool
+	retentionNoted map[int32]bool
+
 	// Keys seen, and keys whose latest record is unresolved, for Counts:
 	// counted as they change, since a spill cannot list its entries.
 	nKeys, nUnresolved int
@@ -339,7 +361,7 @@ type deferredCmd struct {
 	key, want string
 }
 
-var checkOrder = []string{CheckHashChain, CheckJournalSigned, CheckAnswered, CheckOutcomeIDs, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned, CheckEvidence}
+var checkOrder = []string{CheckHashChain, CheckJournalSigned, CheckAnswered, CheckOutcomeIDs, CheckOutcomesMatch, CheckOncePerKey, CheckSingleFlight, CheckDecisionsSigned, CheckEvidence}
 
 func newAuditor(in Input) *auditor {
 	if in.KeyMemory <= 0 {
@@ -356,6 +378,7 @@ func newAuditor(in Input) *auditor {
 		causes: map[int32]*spill[uint8]{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 		decisions: map[digest]decisionSeen{},
+		outQ:      map[int32][]outQueued{}, outW: map[int32]*int64{}, retentionNoted: map[int32]bool{},
 	}
 	a.keys = newSpill(a, spillKeys, encKey, decKey)
 	a.ents = newSpill(a, spillEnts, encEnt, decEnt)
@@ -384,6 +407,7 @@ func newAuditor(in Input) *auditor {
 // returns the report.
 func (a *auditor) finish() Report {
 	a.endJournals()
+	a.endOutcomes()
 	for _, d := range a.deferred {
 		if _, ok := a.cause(d.at.p, d.causation); !ok {
 			a.unanswered(d.at, d.key, d.want)
@@ -464,6 +488,7 @@ func (a *auditor) grow(n int) {
 // dropped. Only the causation ids stay, until endCommands of the command
 // partition they answer.
 func (a *auditor) endAnswers() {
+	a.endOutcomes()
 	a.keys.reset()
 	a.ents.reset()
 	a.answers.reset()
@@ -647,7 +672,7 @@ func (a *auditor) checkJournal(r *kgo.Record, d *decoded) {
 	}
 	// d is reused for the next chunk: what the journal checks read is
 	// copied.
-	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID, misplaced: d.misplaced}}
+	h := &heldJournal{r: r, d: decoded{err: d.err, kind: d.kind, rec: d.rec, hash: d.hash, hashErr: d.hashErr, keyID: d.keyID, entityID: d.entityID, recHash: d.recHash, unreleased: d.unreleased, hasUnreleased: d.hasUnreleased, misplaced: d.misplaced}}
 	a.judgeHeld(sc.Add(r, h))
 }
 
@@ -669,7 +694,7 @@ func (a *auditor) judgeHeld(vs []any) {
 func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	cs := a.chains[r.Partition]
 	if cs == nil {
-		cs = &chainState{havePrev: true, prevOff: -1}
+		cs = &chainState{havePrev: true, prevOff: -1, firstTS: r.Timestamp}
 		a.chains[r.Partition] = cs
 		if start := a.in.JournalStart[r.Partition]; start > 0 {
 			// Retention took the beginning: the first record's
@@ -764,7 +789,7 @@ func (a *auditor) judgeJournal(r *kgo.Record, d *decoded) {
 	if rec.Release != nil || rec.Resolution != nil {
 		a.claimDecisions(rec, v)
 	}
-	a.onceKey(r.Partition, d.keyID, r.Offset, rec, v)
+	a.onceKey(r.Partition, d, r.Offset, rec, v)
 	a.singleFlight(d.entityID, r.Offset, rec, v)
 }
 
@@ -800,13 +825,15 @@ func markerEpoch(r *kgo.Record) int64 { return wire.DecodeEpochMarker(r).Epoch }
 // onceKey checks G2 for one record of a key: no in_progress after a final
 // succeeded, failed or rejected record (unresolved may be reconciled, which
 // starts a new attempt), and attempt numbers never go down.
-func (a *auditor) onceKey(p int32, id digest, off int64, rec *schemas.Record, v Violation) {
+func (a *auditor) onceKey(p int32, d *decoded, off int64, rec *schemas.Record, v Violation) {
+	id := d.keyID
 	ks, ok := a.keys.get(id)
 	if !ok {
 		a.nKeys++
 	}
 	was := ks.unresolved
 	a.onceKeyState(&ks, p, off, rec, v)
+	addPub(&ks, off, rec, d)
 	switch {
 	case ks.unresolved && !was:
 		a.nUnresolved++
@@ -814,6 +841,9 @@ func (a *auditor) onceKey(p int32, id digest, off int64, rec *schemas.Record, v 
 		a.nUnresolved--
 	}
 	a.keys.set(id, ks)
+	if a.nQueued > 0 && len(a.outQ[p]) > 0 {
+		a.drainOut(p, false)
+	}
 }
 
 // onceKeyState is onceKey on the key's state ks.
@@ -1035,6 +1065,7 @@ func (a *auditor) checkOutcome(r *kgo.Record, d *decoded) {
 		a.violate(check, v)
 	}
 	a.sameAnswer(o, d.answer, v)
+	a.matchOutcome(r, d)
 	id, tuple := d.id, d.tuple
 	prev, dup := a.ids[id]
 	if !dup && a.idStore != nil && a.err == nil {
@@ -1206,6 +1237,11 @@ func sourceOf(r *kgo.Record, pHeader, oHeader string) (src, bool) {
 	if !ok1 || !ok2 {
 		return src{}, false
 	}
+	return parseSrc(ps, os)
+}
+
+// parseSrc reads a command's position from its partition and offset.
+func parseSrc(ps, os string) (src, bool) {
 	p, err1 := strconv.ParseInt(ps, 10, 32)
 	o, err2 := strconv.ParseInt(os, 10, 64)
 	if err1 != nil || err2 != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/partitioner"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -25,7 +26,13 @@ type decoded struct {
 	rec             schemas.Record
 	hash            string
 	hashErr         error
-	keyID, entityID digest // of (partition, entity, key) and (partition, entity)
+	keyID, entityID digest // of (partition, entity, key) and (partition, entity); an outcome's keyID too
+	recHash         digest // hashDigest of the record's hash
+	// unreleased, for a record with a release, is hashDigest of what it
+	// hashes to without it (outcomes_match): a command before the
+	// release, consumed again, is answered with the record so.
+	unreleased    digest
+	hasUnreleased bool
 	// misplaced: the record's entity belongs on another partition
 	// (Input.CommandPartitions), so it was written outside the entity's
 	// single flight.
@@ -36,7 +43,8 @@ type decoded struct {
 
 	// outcome events
 	o                 outcomeFacts
-	fromMemo          bool   // o's record was found in the recordMemo, not decoded
+	fromMemo          bool // o's record was found in the recordMemo, not decoded
+	x                 outcomeMatch
 	id, tuple, answer digest // of its id, (causation, status, key, decision), (causation, entity, key)
 	causation         digest // of its causation id; for a command, of its id
 	cmd               schemas.Command
@@ -60,6 +68,15 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			p := strconv.FormatInt(int64(r.Partition), 10)
 			d.keyID = digestOf(p, d.rec.Entity, d.rec.IdempotencyKey)
 			d.entityID = digestOf(p, d.rec.Entity)
+			d.recHash = hashDigest(d.rec.Hash)
+			d.hasUnreleased = false
+			if d.rec.Release != nil {
+				cp := d.rec
+				cp.Release = nil
+				if _, err := wire.SealRecord(&cp); err == nil {
+					d.unreleased, d.hasUnreleased = hashDigest(cp.Hash), true
+				}
+			}
 			n := a.in.CommandPartitions
 			d.misplaced = n > 0 && partitioner.ForEntity(d.rec.Entity, n) != r.Partition
 			if a.memo != nil {
@@ -68,11 +85,21 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			}
 		}
 	case a.in.Topics.Outcomes:
-		if d.o, d.fromMemo, d.err = decodeOutcome(r, a.memo, &d.tag); d.err != nil {
+		if d.o, d.fromMemo, d.err = decodeOutcome(r, a.memo, &d.tag, &d.x); d.err != nil {
 			return
 		}
 		o := &d.o
 		d.causation = digestOf(o.causation)
+		if a.isChecked(r.Partition) {
+			// The key of the journal partition the outcome's record
+			// is on (outcomes_match), as the journal record's keyID:
+			// the memo's, for the bytes of a record of this partition.
+			if d.x.keyPart == r.Partition {
+				d.keyID = d.x.keyID
+			} else {
+				d.keyID = digestOf(strconv.FormatInt(int64(r.Partition), 10), o.entity, o.key)
+			}
+		}
 		if !a.isChecked(o.partition) {
 			return
 		}
@@ -224,7 +251,7 @@ func (a *auditor) decodeAll(rs []*kgo.Record, ds []decoded) {
 		// An outcome's slot is not decoded yet in this chunk: its tagged
 		// is still a journal record's of an earlier chunk.
 		if d := &ds[i]; r.Topic != outcomes && d.tagged {
-			a.memo.add(&d.tag, &d.rec)
+			a.memo.addKeyed(&d.tag, &d.rec, d.keyID, r.Partition)
 		}
 	}
 	a.decodeEach(rs, ds, func(r *kgo.Record) bool { return r.Topic == outcomes })

@@ -37,6 +37,19 @@
 //	outcome_ids (G4)        an outcome id stands for one (causation, status, key)
 //	                        and is their deterministic id; repeats are counted
 //	                        as republications
+//	outcomes_match (G4)     every outcome event states what the journal
+//	                        states: its record, by its hash, is a journal
+//	                        record of its partition, unchanged, and the
+//	                        record of its key current when it was published
+//	                        (no later record of the key below the highest
+//	                        journal offset the partition's outcomes read
+//	                        so far published); its type, subject and
+//	                        idempotencykey restate the record; an outcome
+//	                        without a journal record is one of the answers
+//	                        the executor gives without one (rejections that
+//	                        keep the key's record, deadlettered commands,
+//	                        executor_error); one whose record retention
+//	                        deleted is counted (audit/outcomesmatch.go)
 //	once_per_key (G2)       no in_progress after a key's succeeded, failed or
 //	                        rejected record; attempt numbers never go down
 //	single_flight (G1)      no two keys of an entity in_progress at once;
@@ -67,7 +80,15 @@
 //   - per journal partition: the previous record's hash and the current
 //     epoch (a few dozen bytes, kept);
 //   - per key and per entity of the partition being read: what G1 and G2
-//     need, by value under a digest (no record, no decoded JSON);
+//     need, by value under a digest (no record, no decoded JSON), and
+//     for outcomes_match a 32-byte entry (hash digest, offset, status)
+//     per record of the key an outcome may carry (every status but
+//     in_progress: usually one);
+//   - per outcome read before the journal record it carries: a queued
+//     entry (about 100 bytes), until the record is read (a few fetches'
+//     worth at most in a healthy history; after an outcome whose record
+//     the journal lacks, the rest of the partition's outcomes, judged as
+//     the partition ends);
 //   - per outcome event of that partition: digests of its id, causation
 //     and (causation, entity, key), and its position;
 //   - per command of that partition until its commands are read: a digest
@@ -86,7 +107,7 @@
 //     found unanswered below the committed offset: its position (rare in
 //     a healthy history).
 //
-// About 490 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
+// About 560 bytes per key of the largest partition (BenchmarkAuditStatePerKey),
 // plus a fixed ~40 MB (fetches, the id store): docs/memory.md#audit has
 // the figures. A partition of more than 65 536 keys, entities, answers or
 // outcome ids does not hold them all: past that many entries, each map's

@@ -42,6 +42,7 @@ func ExampleRun() {
 	// hash_chain         (G5) ok
 	// commands_answered  (G4) ok
 	// outcome_ids        (G4) ok
+	// outcomes_match     (G4) ok
 	// once_per_key       (G2) ok
 	// single_flight      (G1) ok
 	// evidence           (G3) ok

@@ -49,7 +49,7 @@ import (
 //
 // Two generations (the latest records and the ones before them), each of
 // at most memoEntries entries and memoBytes of what the entries keep
-// (their strings; an error's or a resolution's): at most 2 × (2.2 MB +
+// (their strings; an error's or a resolution's): at most 2 × (3 MB +
 // 1 MiB) whatever the number of keys (docs/memory.md#audit).
 //
 // It is written between decoding passes (add, on one goroutine) and only
@@ -80,10 +80,14 @@ type memoEntry struct {
 	partition  int32          // the command partition
 	err        *schemas.Error
 	resolution *schemas.Resolution
+	hash       digest // hashDigest of the record's hash, for outcomes_match
+	hashed     bool   // the record has a hash
+	keyID      digest // the journal record's keyID (decoded), when keyed
+	jpart      int32  // its journal partition; -1: not keyed
 }
 
 // memoEntries and memoBytes bound each generation: at most memoEntries
-// entries (88 bytes each and their tag in the map: about 2.2 MB for
+// entries (136 bytes each and their tag in the map: about 3 MB for
 // 16 384) keeping at most memoBytes of strings and what err and
 // resolution point at (memoCost). Variables so that a test can make the
 // memo turn over. 16 384 entries hold a partition of the bench's topics
@@ -135,7 +139,12 @@ func memoCost(rec *schemas.Record) int {
 // add keeps rec, decoded from the bytes whose tag is t. A record costing
 // more than a generation is not kept; a tag already kept keeps its first
 // record (the same bytes).
-func (m *recordMemo) add(t *memoTag, rec *schemas.Record) {
+func (m *recordMemo) add(t *memoTag, rec *schemas.Record) { m.addKeyed(t, rec, digest{}, -1) }
+
+// addKeyed is add for a journal record of partition p whose keyID is
+// id: an outcome carrying it takes its key's digest from the memo
+// instead of hashing it again.
+func (m *recordMemo) addKeyed(t *memoTag, rec *schemas.Record, id digest, p int32) {
 	c := memoCost(rec)
 	if c > memoBytes {
 		return
@@ -157,7 +166,8 @@ func (m *recordMemo) add(t *memoTag, rec *schemas.Record) {
 	}
 	g.at[*t] = int32(len(g.ents))
 	e := memoEntry{key: rec.IdempotencyKey, entity: rec.Entity, status: intern(rec.Status),
-		partition: rec.Command.Partition, err: rec.Error, resolution: rec.Resolution}
+		partition: rec.Command.Partition, err: rec.Error, resolution: rec.Resolution,
+		hash: hashDigest(rec.Hash), hashed: rec.Hash != "", keyID: id, jpart: p}
 	if rec.Resolution != nil {
 		e.cmdID = rec.Command.ID
 	}
@@ -168,17 +178,30 @@ func (m *recordMemo) add(t *memoTag, rec *schemas.Record) {
 // find returns the fields factsOf reads of the journal record whose
 // bytes are raw (their tag, which find writes to *t), if the memo has it.
 func (m *recordMemo) find(raw []byte, t *memoTag) (schemas.Record, bool) {
-	if m == nil {
+	e, ok := m.lookup(raw, t)
+	if !ok {
 		return schemas.Record{}, false
+	}
+	return e.record(), true
+}
+
+// lookup is find's entry.
+func (m *recordMemo) lookup(raw []byte, t *memoTag) (*memoEntry, bool) {
+	if m == nil {
+		return nil, false
 	}
 	m.tagOf(raw, t)
 	for i := range m.gen {
 		g := &m.gen[i]
 		if j, ok := g.at[*t]; ok {
-			e := &g.ents[j]
-			return schemas.Record{IdempotencyKey: e.key, Entity: e.entity, Status: e.status,
-				Command: schemas.CommandRef{ID: e.cmdID, Partition: e.partition}, Error: e.err, Resolution: e.resolution}, true
+			return &g.ents[j], true
 		}
 	}
-	return schemas.Record{}, false
+	return nil, false
+}
+
+// record is the fields factsOf reads of e's record.
+func (e *memoEntry) record() schemas.Record {
+	return schemas.Record{IdempotencyKey: e.key, Entity: e.entity, Status: e.status,
+		Command: schemas.CommandRef{ID: e.cmdID, Partition: e.partition}, Error: e.err, Resolution: e.resolution}
 }

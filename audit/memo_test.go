@@ -39,14 +39,14 @@ func TestDecodeOutcomeKnownRecord(t *testing.T) {
 		m := newRecordMemo()
 		m.tagOf(data, &tag)
 		m.add(&tag, &rec)
-		got, fromMemo, ok := decodeOutcomeFast(r, m, &tag)
+		got, fromMemo, ok := decodeOutcomeFast(r, m, &tag, nil)
 		if want := wantFacts(t, r); !ok || !fromMemo || got != want {
 			t.Fatalf("sample %d: with its record in the memo: %+v, %v, %v; want %+v from the memo", i, got, fromMemo, ok, want)
 		}
 		planted := newRecordMemo()
 		planted.tagOf(data, &tag)
 		planted.add(&tag, &schemas.Record{IdempotencyKey: "planted", Status: schemas.StatusHeld})
-		if got, _, ok := decodeOutcomeFast(r, planted, &tag); !ok || got.key != "planted" || got.status != schemas.StatusHeld {
+		if got, _, ok := decodeOutcomeFast(r, planted, &tag, nil); !ok || got.key != "planted" || got.status != schemas.StatusHeld {
 			t.Fatalf("sample %d: the memo's entry for its data was not used: %+v", i, got)
 		}
 	}
@@ -59,7 +59,7 @@ func TestDecodeOutcomeKnownRecord(t *testing.T) {
 	changed.Value = []byte(strings.Replace(string(r.Value), `"status":"succeeded"`, `"status":"failed"`, 1))
 	m.tagOf(data, &tag)
 	m.add(&tag, &schemas.Record{IdempotencyKey: "planted", Status: schemas.StatusHeld})
-	got, fromMemo, ok := decodeOutcomeFast(&changed, m, &tag)
+	got, fromMemo, ok := decodeOutcomeFast(&changed, m, &tag, nil)
 	if want := wantFacts(t, &changed); !ok || fromMemo || got != want || got.status != schemas.StatusFailed {
 		t.Fatalf("a changed record: %+v, %v, %v; want %+v, decoded", got, fromMemo, ok, want)
 	}

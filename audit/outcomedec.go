@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -52,15 +54,150 @@ func factsOf(id, causation string, rec *schemas.Record) outcomeFacts {
 // escaped string, binary mode, an error — goes through DecodeOutcome, so
 // the result, and every error message, is DecodeOutcome's
 // (FuzzDecodeOutcomeFast).
-func decodeOutcome(r *kgo.Record, memo *recordMemo, t *memoTag) (f outcomeFacts, fromMemo bool, err error) {
-	if f, fromMemo, ok := decodeOutcomeFast(r, memo, t); ok {
+//
+// x, if not nil, gets what outcomes_match reads besides the facts
+// (outcomeMatch).
+func decodeOutcome(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMatch) (f outcomeFacts, fromMemo bool, err error) {
+	if f, fromMemo, ok := decodeOutcomeFast(r, memo, t, x); ok {
 		return f, fromMemo, nil
 	}
 	o, err := schemas.DecodeOutcome(r)
 	if err != nil {
 		return outcomeFacts{}, false, err
 	}
+	if x != nil {
+		*x = outcomeMatch{attr: attrProblem([]byte(o.Type), []byte(o.Subject), []byte(o.IdempotencyKey), &o.Record), keyPart: -1}
+		x.record(&o.Record)
+		if x.journaled {
+			x.hashOK, x.actual = hashIsOf(&o.Record, outcomeData(r), true)
+		}
+	}
 	return factsOf(o.ID, o.CausationID, &o.Record), false, nil
+}
+
+// outcomeMatch is what outcomes_match reads of an outcome event besides
+// its facts: the event's attributes that restate its record, and whether
+// the record is a journal record, which by its hash, and whether its
+// contents hash to it.
+type outcomeMatch struct {
+	attr      string // how the event's type, subject or idempotencykey differ from its record; "" when they agree
+	hash      digest // hashDigest of the record's hash member
+	journaled bool   // the record has a hash member: it claims to be a journal record
+	hashOK    bool   // its contents hash to its hash (or its bytes are a journal record's)
+	actual    digest // when !hashOK, hashDigest of what its contents hash to
+	cmdOff    int64  // the record's command offset, read for a record without a hash only
+	keyID     digest // the keyID of the journal record whose bytes it carries (memo), on
+	keyPart   int32  // journal partition keyPart; -1: none
+}
+
+// record sets what x reads of the outcome's record rec.
+func (x *outcomeMatch) record(rec *schemas.Record) {
+	x.journaled = rec.Hash != ""
+	x.hash = hashDigest(rec.Hash)
+	x.cmdOff = rec.Command.Offset
+}
+
+// attrProblem says how an outcome event's type, subject and
+// idempotencykey (empty when absent) differ from what its record rec
+// says, as wire's encoder writes them from it; "" when they agree. A
+// consumer routing on the type acts on it, not on the data.
+func attrProblem(typ, subject, key []byte, rec *schemas.Record) string {
+	var p []string
+	if !strings.HasPrefix(string(typ), schemas.OutcomeTypePrefix) || string(typ[len(schemas.OutcomeTypePrefix):]) != string(rec.Status) {
+		p = append(p, fmt.Sprintf("type %q, but its record's status is %s", typ, rec.Status))
+	}
+	if string(subject) != rec.Entity {
+		p = append(p, fmt.Sprintf("subject %q, but its record's entity is %q", subject, rec.Entity))
+	}
+	if string(key) != rec.IdempotencyKey {
+		p = append(p, fmt.Sprintf("idempotencykey %q, but its record's key is %q", key, rec.IdempotencyKey))
+	}
+	return strings.Join(p, "; ")
+}
+
+// hashIsOf reports whether the record rec, decoded from data (whole, or
+// with UnmarshalRecordIndex when !full), hashes to its hash member, as
+// the journal checks verify a journal record's (the round-1 hash too);
+// when not, the digest of what it hashes to.
+func hashIsOf(rec *schemas.Record, data []byte, full bool) (bool, digest) {
+	if rec.Hash == "" || data == nil {
+		return false, digest{}
+	}
+	var h string
+	var err error
+	if full {
+		h, err = recordHash(rec, data)
+	} else {
+		h, err = wire.RecordHash(data)
+	}
+	if err == nil && h == rec.Hash {
+		return true, digest{}
+	}
+	whole := *rec
+	if !full {
+		if whole, err = schemas.UnmarshalRecord(data); err != nil {
+			return false, digest{}
+		}
+	}
+	if old, err := wire.LegacyHashRecord(whole.PrevHash, whole); err == nil && old == rec.Hash {
+		return true, digest{}
+	}
+	if h == "" {
+		return false, digest{}
+	}
+	return false, hashDigest(h)
+}
+
+// outcomeData is the data of outcome event r, for decodeOutcome's slow
+// path: the data member of a structured event, or the value of a binary
+// one; nil when there is none.
+func outcomeData(r *kgo.Record) []byte {
+	for _, h := range r.Headers {
+		if h.Key == "content-type" && strings.HasPrefix(string(h.Value), "application/cloudevents+json") {
+			var ev struct {
+				Data json.RawMessage `json:"data"`
+			}
+			if json.Unmarshal(r.Value, &ev) != nil {
+				return nil
+			}
+			return ev.Data
+		}
+	}
+	return r.Value
+}
+
+// hashDigest is the digest outcomes_match compares a record's hash by:
+// the first 16 bytes of a "sha256:" hash, else a digest of the string.
+func hashDigest(h string) digest {
+	var d digest
+	if len(h) == len("sha256:")+64 && h[:7] == "sha256:" {
+		ok := true
+		for i := range d {
+			hi, ok1 := unhex(h[7+2*i])
+			lo, ok2 := unhex(h[8+2*i])
+			ok = ok && ok1 && ok2
+			d[i] = hi<<4 | lo
+		}
+		if ok {
+			return d
+		}
+	}
+	if h == "" {
+		return d
+	}
+	return digestOf("hash", h)
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // decodeOutcomeFast reads an outcome event of exactly the members, in
@@ -73,7 +210,7 @@ func decodeOutcome(r *kgo.Record, memo *recordMemo, t *memoTag) (f outcomeFacts,
 // (nil: none) is not decoded at all: the memo has the fields of it that
 // decoding these bytes gives. *t is where the memo writes the record's
 // tag.
-func decodeOutcomeFast(r *kgo.Record, memo *recordMemo, t *memoTag) (f outcomeFacts, fromMemo, ok bool) {
+func decodeOutcomeFast(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMatch) (f outcomeFacts, fromMemo, ok bool) {
 	if len(r.Headers) != 1 || r.Headers[0].Key != "content-type" || string(r.Headers[0].Value) != "application/cloudevents+json" {
 		return f, false, false
 	}
@@ -114,16 +251,37 @@ func decodeOutcomeFast(r *kgo.Record, memo *recordMemo, t *memoTag) (f outcomeFa
 	if len(data) < 2 || s.b[len(s.b)-1] != '}' || data[len(data)-1] != '}' {
 		return f, false, false
 	}
-	if rec, ok := memo.find(data, t); ok {
+	if e, ok := memo.lookup(data, t); ok {
+		rec := e.record()
+		if x != nil {
+			// The bytes of a journal record: hash_chain checks that
+			// its contents hash to its hash.
+			*x = outcomeMatch{attr: attrProblem(typ, subject, key, &rec),
+				hash: e.hash, journaled: e.hashed, hashOK: e.hashed, keyID: e.keyID, keyPart: e.jpart}
+		}
 		return factsOf(string(id), string(causation), &rec), true, true
 	}
-	rec, err := schemas.UnmarshalRecordIndex(data)
+	// With x, the record is read whole: its hash is checked by sealing
+	// it again (sealedHash), a fraction of canonicalizing the bytes,
+	// and a record without a hash is read for its command offset.
+	decodeRec, full := schemas.UnmarshalRecordIndex, false
+	if x != nil {
+		decodeRec, full = schemas.UnmarshalRecord, true
+	}
+	rec, err := decodeRec(data)
 	if err != nil {
 		return f, false, false
 	}
-	if rec.Resolution != nil {
+	if rec.Resolution != nil && !full {
 		if rec, err = schemas.UnmarshalRecord(data); err != nil {
 			return f, false, false
+		}
+	}
+	if x != nil {
+		*x = outcomeMatch{attr: attrProblem(typ, subject, key, &rec), keyPart: -1}
+		x.record(&rec)
+		if x.journaled {
+			x.hashOK, x.actual = hashIsOf(&rec, data, full)
 		}
 	}
 	return factsOf(string(id), string(causation), &rec), false, true

@@ -57,7 +57,7 @@ func TestDecodeOutcomeFast(t *testing.T) {
 	samples = append([]*kgo.Record{&wrongID}, samples...)
 	for i, r := range samples {
 		want := wantFacts(t, r)
-		got, _, ok := decodeOutcomeFast(r, nil, nil)
+		got, _, ok := decodeOutcomeFast(r, nil, nil, nil)
 		if escaped := i == len(samples)-1; ok == escaped {
 			t.Fatalf("sample %d: fast path ok=%v, want %v:\n%s", i, ok, !escaped, r.Value)
 		}
@@ -93,7 +93,7 @@ func FuzzDecodeOutcomeFast(f *testing.F) {
 	f.Add([]byte(`{"specversion":"1.0","id":"x","source":"onceflight","type":"onceflight.execution.succeeded","datacontenttype":"application/json","time":"2026-01-02T03:04:05Z","replayed":false,"data":{}}`))
 	f.Fuzz(func(t *testing.T, value []byte) {
 		r := &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/cloudevents+json")}}}
-		got, _, ok := decodeOutcomeFast(r, nil, nil)
+		got, _, ok := decodeOutcomeFast(r, nil, nil, nil)
 		if !ok {
 			return
 		}

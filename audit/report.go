@@ -21,6 +21,11 @@ const (
 	// signature of a key in Options.ControlKeys. Checked only when keys
 	// are given.
 	CheckDecisionsSigned = "decisions_signed"
+	// CheckOutcomesMatch: every outcome event states what the journal
+	// states: its record is the journal record of its key current when
+	// it was published, unchanged, or an answer the executor gives
+	// without one (audit/outcomesmatch.go).
+	CheckOutcomesMatch = "outcomes_match"
 	// CheckEvidence: every record's status has the evidence its
 	// established_by claims (docs/events.md#evidence).
 	CheckEvidence = "evidence"
@@ -32,6 +37,7 @@ var guarantees = map[string]string{
 	CheckHashChain:       "G5",
 	CheckAnswered:        "G4",
 	CheckOutcomeIDs:      "G4",
+	CheckOutcomesMatch:   "G4",
 	CheckOncePerKey:      "G2",
 	CheckSingleFlight:    "G1",
 	CheckDecisionsSigned: "control commands",
@@ -95,6 +101,13 @@ type Counts struct {
 	// check and were refused by the executor (not a violation).
 	Decisions        int `json:"decisions,omitempty"`
 	RefusedDecisions int `json:"refused_decisions,omitempty"`
+	// UnjournaledOutcomes counts outcomes the executor publishes without
+	// a journal record by design (outcomes_match): rejections that keep
+	// the key's record, answers of deadlettered commands, executor_error.
+	UnjournaledOutcomes int `json:"unjournaled_outcomes,omitempty"`
+	// OutcomesPastRetention counts outcomes whose record is not in a
+	// journal partition whose start retention deleted: not compared.
+	OutcomesPastRetention int `json:"outcomes_past_retention,omitempty"`
 }
 
 // Report is the result of an audit.
@@ -152,6 +165,12 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	if n.WithoutEstablishedBy > 0 {
 		fmt.Fprintf(&b, "note: %d journal records were written before records said how their status was established; their evidence is not checked\n", n.WithoutEstablishedBy)
+	}
+	if n.UnjournaledOutcomes > 0 {
+		fmt.Fprintf(&b, "note: %d outcomes answer without a journal record by design (rejections that keep the key's record, deadlettered commands, executor errors)\n", n.UnjournaledOutcomes)
+	}
+	if n.OutcomesPastRetention > 0 {
+		fmt.Fprintf(&b, "note: %d outcomes carry a journal record retention deleted; they were not compared with the journal\n", n.OutcomesPastRetention)
 	}
 	if n.LegacyHashes > 0 {
 		fmt.Fprintf(&b, "note: %d journal records carry the round-1 hash (before RFC 8785); they were checked with it\n", n.LegacyHashes)

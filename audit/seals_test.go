@@ -97,6 +97,7 @@ func TestJournalSigned(t *testing.T) {
 	in := base(t)
 	in.Trusted = tk
 	in.Journal = sealJournal(t, signer, in.Journal, 1, 1, 2, 1)
+	linkOutcomes(t, &in)
 	rep := Check(in)
 	if c, ok := checkNamed(rep, CheckJournalSigned); !ok || !c.OK || !rep.OK() {
 		t.Fatalf("sealed journal: %+v", rep.Checks)

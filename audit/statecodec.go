@@ -87,6 +87,12 @@ func encKey(b []byte, ks keyState) []byte {
 	for _, v := range [...]bool{f.hasFinished, f.hasFree, ks.hasFinal, ks.unresolved} {
 		b = appendBool(b, v)
 	}
+	b = binary.AppendUvarint(b, uint64(len(ks.pubs)))
+	for _, p := range ks.pubs {
+		b = append(b, p.hash[:]...)
+		b = binary.AppendVarint(b, p.off)
+		b = append(b, p.status)
+	}
 	return b
 }
 
@@ -99,6 +105,24 @@ func decKey(b []byte) (keyState, error) {
 	f.finishedNsec = int32(r.int())
 	ks.attempts, ks.attemptsOff = int(r.int()), r.int()
 	f.hasFinished, f.hasFree, ks.hasFinal, ks.unresolved = r.bool(), r.bool(), r.bool(), r.bool()
+	n, w := binary.Uvarint(r.b)
+	if w <= 0 || n > uint64(len(r.b)) {
+		return ks, errEntry
+	}
+	r.b = r.b[w:]
+	for range n {
+		var p pubRec
+		if len(r.b) < len(p.hash) {
+			return ks, errEntry
+		}
+		r.b = r.b[copy(p.hash[:], r.b):]
+		p.off = r.int()
+		if len(r.b) == 0 {
+			return ks, errEntry
+		}
+		p.status, r.b = r.b[0], r.b[1:]
+		ks.pubs = append(ks.pubs, p)
+	}
 	return ks, r.done()
 }
 

@@ -15,6 +15,7 @@ func TestStateCodec(t *testing.T) {
 		final: finalRef{status: schemas.StatusSucceeded, off: 7, finishedSec: 1767323045, freeAfter: -1, releaseAt: 12,
 			finishedNsec: 999_999_999, hasFinished: true, hasFree: true},
 		attempts: 3, attemptsOff: 5, hasFinal: true, unresolved: true,
+		pubs: []pubRec{{hash: digest{1, 2, 3}, off: 7, status: statusCode(schemas.StatusSucceeded)}, {off: 1 << 40}},
 	}}
 	ents := []entityState{{tokOff: -1}, {
 		inflight: []inflightKey{{"a", 1, 0, 0}, {"ключ", 1 << 40, 1767323045_999_999_999, 3}}, tok: 1<<32 | 9, tokKey: "a", tokOff: 2,

@@ -238,6 +238,9 @@ func TestRunReadsAhead(t *testing.T) {
 		in.Journal = append(in.Journal, journal(t, p, jents...)...)
 		in.Committed[p] = int64(len(ents))
 	}
+	if !linkOutcomes(t, &in) {
+		t.Fatal("outcomes not linked to their records")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, cl := serveHistory(ctx, t, in, parts)

@@ -50,6 +50,13 @@ from the records alone:
   outcome_ids (G4)        an outcome id stands for one (causation, status, key)
                           and is their deterministic id; repeats are counted
                           as republications
+  outcomes_match (G4)     every outcome states what the journal states: its
+                          record is, by its hash, unchanged, the record of its
+                          key current when it was published (a repeat gets
+                          the key's latest record); its type, subject and key
+                          restate it; only rejections the executor answers
+                          without a record (key reused or expired, too large
+                          or undecodable commands, deadlettered) lack one
   once_per_key (G2)       no in_progress after a key's succeeded, failed or
                           rejected record; attempt numbers never go down
   single_flight (G1)      no two keys of an entity in_progress at once;
