@@ -25,19 +25,9 @@ import (
 func TestCommandQueuedBehindEndedOwnershipIsAnswered(t *testing.T) {
 	h := onceflighttest.New(t)
 	entered, free := holdEntityRead(t, "held")
-	h.Start(t.TempDir())
-	seen := map[string][]schemas.Outcome{}
-	h.Submit("c0", "warm", "k0", `{}`)
-	h.Outcomes(1, seen, nil)
-
-	h.Submit("c1", "held", "k1", `{}`)
-	waitEntered(t, entered, "no worker took c1 off its queue")
 	// c1's worker is held; its partition's ownership ends and a new one,
 	// restored, takes its place.
-	p := partitioner.ForEntity("held", onceflighttest.Partitions)
-	if !h.Ex.Reassign(p) {
-		t.Fatalf("partition %d not owned", p)
-	}
+	_, seen := reassignWhileHeld(t, h, entered)
 	h.Submit("c2", "held", "k2", `{}`)
 	onceflighttest.WaitFor(t, 30*time.Second, "c2 dispatched while c1 runs", func() bool { return h.Ex.Buffered() == 2 })
 	free()
@@ -61,17 +51,7 @@ func TestHotQueueOfLaterOwnershipIsRefilled(t *testing.T) {
 	h.Tune = func(c *consumer.Config) { c.MaxBufferedPerEntity = 2 }
 	h.Reg = prometheus.NewRegistry()
 	entered, free := holdEntityRead(t, "held")
-	h.Start(t.TempDir())
-	seen := map[string][]schemas.Outcome{}
-	h.Submit("c0", "warm", "k0", `{}`)
-	h.Outcomes(1, seen, nil)
-
-	h.Submit("c1", "held", "k1", `{}`)
-	waitEntered(t, entered, "no worker took c1 off its queue")
-	p := partitioner.ForEntity("held", onceflighttest.Partitions)
-	if !h.Ex.Reassign(p) {
-		t.Fatalf("partition %d not owned", p)
-	}
+	p, seen := reassignWhileHeld(t, h, entered)
 	const n = 7 // c2..c8: two queued behind c1's worker, five read past
 	for i := 2; i < 2+n; i++ {
 		h.Submit(fmt.Sprintf("c%d", i), "held", fmt.Sprintf("k%d", i), `{}`)
@@ -108,17 +88,7 @@ func TestHotQueueOfLaterOwnershipIsRefilled(t *testing.T) {
 func TestLaterOwnershipEndedWhileItsQueueWaits(t *testing.T) {
 	h := onceflighttest.New(t)
 	entered, free := holdEntityRead(t, "held")
-	h.Start(t.TempDir())
-	seen := map[string][]schemas.Outcome{}
-	h.Submit("c0", "warm", "k0", `{}`)
-	h.Outcomes(1, seen, nil)
-
-	h.Submit("c1", "held", "k1", `{}`)
-	waitEntered(t, entered, "no worker took c1 off its queue")
-	p := partitioner.ForEntity("held", onceflighttest.Partitions)
-	if !h.Ex.Reassign(p) {
-		t.Fatalf("partition %d not owned", p)
-	}
+	p, seen := reassignWhileHeld(t, h, entered)
 	h.Submit("c2", "held", "k2", `{}`)
 	onceflighttest.WaitFor(t, 30*time.Second, "c2 dispatched while c1 runs", func() bool { return h.Ex.Buffered() == 2 })
 	if !h.Ex.Reassign(p) { // c2's ownership ends before c2 could run
@@ -138,4 +108,23 @@ func TestLaterOwnershipEndedWhileItsQueueWaits(t *testing.T) {
 		t.Fatalf("a command of an ended ownership was answered: c1 %+v, c2 %+v", seen["c1"], seen["c2"])
 	}
 	onceflighttest.WaitFor(t, 30*time.Second, "nothing left buffered", func() bool { return h.Ex.Buffered() == 0 })
+}
+
+// reassignWhileHeld starts h, answers a command of another entity, then
+// submits c1 for "held" and, once its worker is held in its entity read
+// (entered: holdEntityRead), ends the ownership of its partition p and
+// installs a new one, restored, in its place (Reassign).
+func reassignWhileHeld(t *testing.T, h *onceflighttest.Harness, entered <-chan struct{}) (int32, map[string][]schemas.Outcome) {
+	t.Helper()
+	h.Start(t.TempDir())
+	seen := map[string][]schemas.Outcome{}
+	h.Submit("c0", "warm", "k0", `{}`)
+	h.Outcomes(1, seen, nil)
+	h.Submit("c1", "held", "k1", `{}`)
+	waitEntered(t, entered, "no worker took c1 off its queue")
+	p := partitioner.ForEntity("held", onceflighttest.Partitions)
+	if !h.Ex.Reassign(p) {
+		t.Fatalf("partition %d not owned", p)
+	}
+	return p, seen
 }
