@@ -105,11 +105,9 @@ type job struct {
 	// consumed again after a restart is answered as it was the first time.
 	at decide.Position
 	// stored is the last record this job read from Pebble as it was
-	// written, with its bytes, so that replay publishes them as they are.
+	// written, with its bytes, so that replay publishes them as they are,
+	// or the key of a stub it read (decide.Input.Stub).
 	stored storedBytes
-	// stub is the key of the last record this job read from Pebble if
-	// that record is a stub (decide.Input.Stub), else zero.
-	stub scopedKey
 	// asker is who runs the current execution's confirmations
 	// (schemas.By*): the executor itself unless the reconciler or an
 	// operator's reconcile request does.
@@ -178,7 +176,7 @@ func (j *job) input(cmd schemas.Command, version int64, prev schemas.Record, fou
 		// for every command, a new key's (~0.5 KB) too.
 		rec := prev
 		in.Record = &rec
-		in.Stub = j.stub == scopedKey{prev.Entity, prev.IdempotencyKey}
+		in.Stub = j.stored.stub && j.stored.key == scopedKey{prev.Entity, prev.IdempotencyKey}
 	} else {
 		in.ClaimedByOther = !j.claim(cmd.Subject, cmd.IdempotencyKey, cmd.Fingerprint)
 	}
@@ -618,16 +616,18 @@ func (j *job) replay(cmd schemas.Command, prev *schemas.Record) {
 	// stored bytes, not the record decoded and encoded again (the same
 	// bytes for a record this build wrote, and a record written by
 	// another version keeps the fields this one does not know).
-	if j.stored.key == (scopedKey{prev.Entity, prev.IdempotencyKey}) {
+	if !j.stored.stub && j.stored.key == (scopedKey{prev.Entity, prev.IdempotencyKey}) {
 		em.stored = j.stored.raw
 	}
 	j.add(em)
 }
 
-// storedBytes is a record's key and its value in Pebble.
+// storedBytes is a record's key and its value in Pebble; for a stub
+// (stub true: what Prune keeps of a record, never replayed) no value.
 type storedBytes struct {
-	key scopedKey
-	raw []byte
+	key  scopedKey
+	raw  []byte
+	stub bool
 }
 
 // tooLargeToForward answers a misrouted command whose copy would not fit
@@ -697,7 +697,7 @@ func (j *job) lookupNamed(entity, key string) (schemas.Record, bool, error) {
 
 func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 	// stored is the bytes of this lookup's record only (replay).
-	j.stored, j.stub = storedBytes{}, scopedKey{}
+	j.stored = storedBytes{}
 	// This job's own records come first: it may have settled the key
 	// already (an inherited execution settled before a reconcile request).
 	for i := len(j.emits) - 1; i >= 0; i-- {
@@ -717,11 +717,11 @@ func (j *job) lookupAny(entity, key string) (schemas.Record, bool, error) {
 	} else if rec.Hash != "" && rec.Release == nil {
 		// A sealed journal record (a stub has no hash) that decide.Seen
 		// will not change: its bytes are its outcome's data (replay).
-		j.stored = storedBytes{scopedKey{entity, key}, raw}
+		j.stored = storedBytes{key: scopedKey{entity, key}, raw: raw}
 	} else if rec.Hash == "" && rec.Status.Final() {
 		// Every journal record is sealed (hashed); in Pebble only a
 		// stub has no hash (dedupe's Prune dropped it with the result).
-		j.stub = scopedKey{entity, key}
+		j.stored = storedBytes{key: scopedKey{entity, key}, stub: true}
 	}
 	// Past key_memory a key is forgotten (docs/events.md#execution-records): a command with it is
 	// new work.
