@@ -250,12 +250,9 @@ func answersOf(a *config.Action) []answer {
 // (statuses), classified as Execute classifies them.
 func statusAnswers(st httpconn.Statuses) []answer {
 	var out []answer
-	for _, l := range []struct {
-		field string
-		codes []int
-	}{{"statuses.ambiguous", st.Ambiguous}, {"statuses.not_done", st.NotDone}} {
-		for _, c := range l.codes {
-			out = append(out, answer{fmt.Sprintf("HTTP %d (%s)", c, l.field), st.ClassifyStatus(c)})
+	for _, l := range st.Lists() {
+		for _, c := range l.Codes {
+			out = append(out, answer{fmt.Sprintf("HTTP %d (%s)", c, l.Field), st.ClassifyStatus(c)})
 		}
 	}
 	return out

@@ -103,28 +103,37 @@ func (s Statuses) ClassifyStatus(code int) connectors.Kind {
 	return ClassifyStatus(code)
 }
 
+// StatusList is one list of Statuses and the field that names it in the
+// actions file.
+type StatusList struct {
+	Field string
+	Codes []int
+}
+
+// Lists are s's lists, ambiguous first, as the actions file names them.
+func (s Statuses) Lists() []StatusList {
+	return []StatusList{{"statuses.ambiguous", s.Ambiguous}, {"statuses.not_done", s.NotDone}}
+}
+
 // check reports the codes that cannot be reclassified, every one of a
 // list in one error.
 func (s Statuses) check(fail func(string, error)) {
 	seen := map[int]string{}
-	for _, l := range []struct {
-		field string
-		codes []int
-	}{{"statuses.ambiguous", s.Ambiguous}, {"statuses.not_done", s.NotDone}} {
+	for _, l := range s.Lists() {
 		var bad []string
-		for _, c := range l.codes {
+		for _, c := range l.Codes {
 			switch {
 			case c < 100 || c > 599:
 				bad = append(bad, fmt.Sprintf("%d is not an HTTP status code", c))
 			case c < 300:
 				bad = append(bad, fmt.Sprintf("%d cannot be reclassified: a 1xx is not an answer, and a 2xx says the effect happened", c))
-			case seen[c] != "" && seen[c] != l.field:
+			case seen[c] != "" && seen[c] != l.Field:
 				bad = append(bad, fmt.Sprintf("%d is also in %s", c, seen[c]))
 			}
-			seen[c] = l.field
+			seen[c] = l.Field
 		}
 		if len(bad) > 0 {
-			fail(l.field, errors.New(strings.Join(bad, "; ")))
+			fail(l.Field, errors.New(strings.Join(bad, "; ")))
 		}
 	}
 }
