@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceflight/onceflight/internal/httpauth"
+	"github.com/onceflight/onceflight/internal/testlog"
 )
 
 const (
@@ -291,7 +292,7 @@ func request(t *testing.T, cl *http.Client, method, url, body string, header ...
 // loopback name, so a web page rebound to 127.0.0.1 (DNS rebinding)
 // cannot trigger effects; the refusal is logged.
 func TestIngressWithoutTokenAnswersOnlyLoopbackNames(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	records := func(*httpauth.Authenticator) http.Handler { return http.NotFoundHandler() }
 	srv, addr, err := startIngress(ingressOptions{addr: "127.0.0.1:0"}, nil, nil, 1024, nil, records, log)

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,33 +18,15 @@ import (
 	"github.com/onceflight/onceflight/internal/client"
 	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/internal/proctest"
+	"github.com/onceflight/onceflight/internal/testlog"
 	"github.com/onceflight/onceflight/kafkaconf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the concurrent writes of a
-// running serve's loggers and the test's reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // execCLI runs a command line in process under ctx (run's own signal
 // context cannot be cancelled by a test) and returns its exit code and
 // output.
 func execCLI(ctx context.Context, args ...string) (int, string, string) {
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testlog.Buffer
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(&stdout)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/client"
+	"github.com/onceflight/onceflight/internal/testlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -197,7 +198,7 @@ func TestOutcomesFollowsFromTheEnd(t *testing.T) {
 
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testlog.Buffer
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCmd()

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/testlog"
 )
 
 // TestServeRealAPISecretsNowhere runs serve — with the record API, the
@@ -67,7 +68,7 @@ func TestServeRealAPISecretsNowhere(t *testing.T) {
 	}))
 	defer tokens.Close()
 	// A trace collector: spans are an output too.
-	var spans lockedBuffer
+	var spans testlog.Buffer
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		_, _ = spans.Write(b)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/internal/testlog"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -40,7 +41,7 @@ func TestTracingToUnreachableCollector(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+deadAddr(t))
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "300")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opt, stop, err := startTracing(context.Background(), log, "ex-1", "test")
 	if err != nil || opt == nil {

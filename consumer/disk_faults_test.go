@@ -16,6 +16,7 @@ import (
 	"github.com/onceflight/onceflight/internal/diskfault"
 	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/internal/storeof"
+	"github.com/onceflight/onceflight/internal/testlog"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -37,7 +38,7 @@ func TestFaultDisk(t *testing.T) {
 			h := onceflighttest.New(t)
 			h.UseConfig(fmt.Sprintf("actions:\n  noop.ping:\n    connector: noop\n    effects_file: %s\n    timeout: 500ms\n", h.Effects))
 			disk := diskfault.New(inject)
-			var logs syncBuffer
+			var logs testlog.Buffer
 			tune := func(c *consumer.Config) {
 				c.SessionTimeout = 2 * time.Second
 				c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn})).With("executor", "A")
@@ -152,7 +153,7 @@ func TestFaultCorruptDataDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs syncBuffer
+	var logs testlog.Buffer
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a = h.StartNode("A", dir, onceflighttest.NodeOptions{Tune: func(c *consumer.Config) { c.Logger = log }})
 	for _, id := range ids {

@@ -1,7 +1,6 @@
 package consumer_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -9,34 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/apifake"
+	"github.com/onceflight/onceflight/internal/testlog"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
-
-// lockedLog is a log destination for a test to read.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestPaymentsProfileEndToEnd runs examples/apis/payments.yaml in a real
 // executor on kfake against the payments fake (docs/connectors.md#calling-a-real-api):
@@ -68,7 +49,7 @@ func TestPaymentsProfileEndToEnd(t *testing.T) {
 	h := onceflighttest.New(t)
 	h.UseConfig(profile + wrong)
 
-	logs := &lockedLog{}
+	logs := &testlog.Buffer{}
 	h.Tune = func(c *consumer.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

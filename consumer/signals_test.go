@@ -1,14 +1,12 @@
 package consumer_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/onceflight/onceflight/internal/apifake"
 	"github.com/onceflight/onceflight/internal/kafkatest"
 	"github.com/onceflight/onceflight/internal/outbox"
+	"github.com/onceflight/onceflight/internal/testlog"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
@@ -215,24 +214,6 @@ func produceMisrouted(t *testing.T, h *onceflighttest.Harness, id, entity, key s
 	}
 }
 
-// syncBuffer is a log destination safe for the executor's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Issue 11: one log line per answer a person may need: unresolved,
 // not allowed, deadlettered, forwarded — with key, entity and offset.
 func TestNotableAnswersAreLogged(t *testing.T) {
@@ -251,7 +232,7 @@ func TestNotableAnswersAreLogged(t *testing.T) {
     timeout: 200ms
     max_attempts: 1
 `, svc.URL("")))
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	h.Tune = func(c *consumer.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) }
 	h.Start(t.TempDir())
 	h.SubmitAction("u1", "pay.out", "acct-1", "pay-1", `{}`)

@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/onceflight/onceflight/internal/testlog"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -91,7 +91,7 @@ func TestCorruptedIndexMovedAside(t *testing.T) {
 			} else {
 				t.Logf("refused: %v", err)
 			}
-			var logs lockedLog // the presence scan logs on a goroutine of its own
+			var logs testlog.Buffer // the presence scan logs on a goroutine of its own
 			s, err := Open(dir, WithRebuildOnCorruption(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			if err != nil {
 				t.Fatalf("Open with rebuild: %v", err)
@@ -112,25 +112,6 @@ func TestCorruptedIndexMovedAside(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedLog is a log sink that can be read while a store's goroutines
-// write to it.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestHealthyIndexNotMovedAside: a lock held by another process, or an
