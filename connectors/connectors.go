@@ -75,6 +75,13 @@ type Result struct {
 	// system asked to be left alone (HTTP Retry-After): the next attempt
 	// leaves no earlier. 0: it did not say.
 	RetryAfter time.Duration
+	// InFlight, on an Unavailable answer, says the system took nothing of
+	// this request but an earlier one with the same key may still be
+	// taking effect: Stripe's 409 for a key whose first request is still
+	// running (an http action's statuses.not_done). The retry carries the
+	// same key; if the attempts' bound passes first, the record is
+	// unresolved, never failed (G3: the effect may yet happen).
+	InFlight bool
 	// Signal says what an answer tells about the external system as a
 	// whole, for its limits and breaker (internal/connectors/limit); the Kind alone cannot:
 	// a 429 and a connection refused are both Unavailable, but one asks

@@ -187,7 +187,13 @@ func describe(a *config.Action, p consumer.Protection, maxDataBytes int) Action 
 	}
 	for _, r := range answersOf(a) {
 		step := effect.NextStep(r.kind, p.CanConfirm, p.IdempotentByKey, false)
-		d.Answers = append(d.Answers, Answer{Answer: r.label, Kind: r.kind.String(), Step: step.String(), Then: then(step, p, d.Endpoints.Confirm)})
+		how := then(step, p, d.Endpoints.Confirm)
+		if r.inFlight {
+			// Perform: an earlier request may yet take effect, so the
+			// bound ends in unresolved rather than failed.
+			how = strings.TrimSuffix(how, "then failed (connector_unavailable)") + "then unresolved (ambiguous): the earlier request may yet take effect"
+		}
+		d.Answers = append(d.Answers, Answer{Answer: r.label, Kind: r.kind.String(), Step: step.String(), Then: how})
 	}
 	d.Endpoints.Request, d.Endpoints.ConfirmRule = requestOf(a), confirmRule(a)
 	d.Guarantees = apiGuarantees(a, p, guarantees(a, p))
@@ -205,10 +211,12 @@ func systemOf(s consumer.SystemLimits) System {
 	return out
 }
 
-// answer is a connector answer and its classification.
+// answer is a connector answer and its classification; inFlight as
+// connectors.Result.InFlight.
 type answer struct {
-	label string
-	kind  connectors.Kind
+	label    string
+	kind     connectors.Kind
+	inFlight bool
 }
 
 // answersOf lists the answers of a's connector, classified by the
@@ -223,27 +231,27 @@ func answersOf(a *config.Action) []answer {
 			other = ", other than those above"
 		}
 		as = append(as,
-			answer{"timeout (request sent, no response)", httpconn.ClassifyTransportError(true)},
-			answer{"HTTP 5xx (500, 502, 504" + other + ")", httpconn.ClassifyStatus(500)})
+			answer{"timeout (request sent, no response)", httpconn.ClassifyTransportError(true), false},
+			answer{"HTTP 5xx (500, 502, 504" + other + ")", httpconn.ClassifyStatus(500), false})
 		if !slices.Contains(st.Ambiguous, 503) && !slices.Contains(st.NotDone, 503) {
-			as = append(as, answer{"HTTP 503", httpconn.ClassifyStatus(503)})
+			as = append(as, answer{"HTTP 503", httpconn.ClassifyStatus(503), false})
 		}
 		as = append(as,
-			answer{"HTTP 4xx (not 408, 425, 429" + other + ")", httpconn.ClassifyStatus(400)},
-			answer{"HTTP 429 (and 408, 425" + other + ")", httpconn.ClassifyStatus(429)},
-			answer{"connection refused (not sent)", httpconn.ClassifyTransportError(false)})
+			answer{"HTTP 4xx (not 408, 425, 429" + other + ")", httpconn.ClassifyStatus(400), false},
+			answer{"HTTP 429 (and 408, 425" + other + ")", httpconn.ClassifyStatus(429), false},
+			answer{"connection refused (not sent)", httpconn.ClassifyTransportError(false), false})
 		return append(as, apiAnswers(a)...)
 	case config.ConnectorKafka:
 		return []answer{
-			{"timeout (no acknowledgement)", kafkaconn.ClassifyProduceError(context.DeadlineExceeded)},
-			{"retriable broker error", kafkaconn.ClassifyProduceError(kerr.NotLeaderForPartition)},
-			{"record refused (non-retriable, e.g. too large)", kafkaconn.ClassifyProduceError(kerr.MessageTooLarge)},
+			{"timeout (no acknowledgement)", kafkaconn.ClassifyProduceError(context.DeadlineExceeded), false},
+			{"retriable broker error", kafkaconn.ClassifyProduceError(kerr.NotLeaderForPartition), false},
+			{"record refused (non-retriable, e.g. too large)", kafkaconn.ClassifyProduceError(kerr.MessageTooLarge), false},
 		}
 	}
 	if a.EffectsFile != "" {
-		return []answer{{"effects file appended", connectors.Succeeded}, {"effects file append failed", connectors.Ambiguous}}
+		return []answer{{"effects file appended", connectors.Succeeded, false}, {"effects file append failed", connectors.Ambiguous, false}}
 	}
-	return []answer{{"always", connectors.Succeeded}}
+	return []answer{{"always", connectors.Succeeded, false}}
 }
 
 // statusAnswers are the rows of the codes an API reclassifies
@@ -252,7 +260,7 @@ func statusAnswers(st httpconn.Statuses) []answer {
 	var out []answer
 	for _, l := range st.Lists() {
 		for _, c := range l.Codes {
-			out = append(out, answer{fmt.Sprintf("HTTP %d (%s)", c, l.Field), st.ClassifyStatus(c)})
+			out = append(out, answer{fmt.Sprintf("HTTP %d (%s)", c, l.Field), st.ClassifyStatus(c), st.InFlight(c)})
 		}
 	}
 	return out

@@ -168,14 +168,14 @@ func apiAnswers(a *config.Action) []answer {
 	var out []answer
 	if a.API.RejectedWhen != "" {
 		out = append(out,
-			answer{"2xx where rejected_when holds (" + a.API.RejectedWhen + ")", httpconn.ClassifyRejectedWhen(true)},
-			answer{"2xx where rejected_when cannot be evaluated", httpconn.ClassifyRejectedWhen(false)})
+			answer{"2xx where rejected_when holds (" + a.API.RejectedWhen + ")", httpconn.ClassifyRejectedWhen(true), false},
+			answer{"2xx where rejected_when cannot be evaluated", httpconn.ClassifyRejectedWhen(false), false})
 	}
 	if a.API.OAuth2 != nil {
 		refused := &oauth2.RetrieveError{Response: &http.Response{StatusCode: http.StatusUnauthorized}}
 		out = append(out,
-			answer{"OAuth2 token refused (4xx from token_url, not 408, 425, 429)", httpconn.ClassifyTokenError(refused)},
-			answer{"OAuth2 token not fetched (token_url unreachable, busy, 5xx)", httpconn.ClassifyTokenError(errors.New("unreachable"))})
+			answer{"OAuth2 token refused (4xx from token_url, not 408, 425, 429)", httpconn.ClassifyTokenError(refused), false},
+			answer{"OAuth2 token not fetched (token_url unreachable, busy, 5xx)", httpconn.ClassifyTokenError(errors.New("unreachable")), false})
 	}
 	return out
 }

@@ -112,6 +112,11 @@ func TestDescribeStatuses(t *testing.T) {
 	if st["HTTP 503 (statuses.ambiguous)"] != "ambiguous→confirm" || st["HTTP 409 (statuses.not_done)"] != "unavailable→retry" {
 		t.Errorf("answers = %v", st)
 	}
+	for _, r := range a.Answers {
+		if r.Answer == "HTTP 409 (statuses.not_done)" && !strings.HasSuffix(r.Then, "then unresolved (ambiguous): the earlier request may yet take effect") {
+			t.Errorf("a not_done code's bound: %q, want unresolved (Perform: the earlier request may yet take effect)", r.Then)
+		}
+	}
 	if _, ok := st["HTTP 503"]; ok {
 		t.Errorf("the protocol's 503 row is still there beside the action's own: %v", st)
 	}

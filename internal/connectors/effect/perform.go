@@ -526,6 +526,11 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		case StepRetry:
 			// Not done: no attempt used up; wait and try again.
 			notDone++
+			if res.InFlight {
+				// Not this request, but an earlier one may yet take
+				// effect: from here on, giving up is not "failed".
+				mayHaveHappened = true
+			}
 			if res.RetryAfter > 0 && time.Now().Add(res.RetryAfter).After(until) {
 				// The system asked for a wait that ends past the
 				// bound: no request may leave before it, so waiting

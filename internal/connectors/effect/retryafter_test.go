@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflight/onceflight/connectors"
 	"github.com/onceflight/onceflight/internal/connectors/effect"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -35,5 +36,28 @@ func TestRetryAfterPastTheBoundDecidesAtOnce(t *testing.T) {
 			!strings.Contains(d.Message, bound) || !strings.Contains(d.Message, "Retry-After") {
 			t.Fatalf("deadline %v: decision %+v after %d requests", deadline, d, len(conn.at))
 		}
+	}
+}
+
+// inFlightForever answers every request as an API does while an earlier
+// request with the key is still running (Stripe's 409).
+type inFlightForever struct{ n int }
+
+func (c *inFlightForever) Execute(context.Context, connectors.Request) connectors.Result {
+	c.n++
+	return connectors.Result{Kind: connectors.Unavailable, Message: "HTTP 409: a request with this key is in progress", InFlight: true}
+}
+
+// A system that says an earlier request with the key is still running
+// (InFlight) until the bound passes leaves the key unresolved, not failed:
+// that request may yet take effect (G3). A plain "not done" still fails.
+func TestInFlightUntilTheBoundIsUnresolved(t *testing.T) {
+	p := fastPolicy()
+	p.GiveUpAfter = 50 * time.Millisecond
+	p.IdempotentByKey = true
+	conn := &inFlightForever{}
+	d := effect.Perform(context.Background(), conn, req("k"), p)
+	if d.Outcome != schemas.StatusUnresolved || d.Code != schemas.CodeAmbiguous || conn.n < 2 || !strings.Contains(d.Message, "409") {
+		t.Fatalf("in flight until give_up_after: decision %+v after %d requests, want unresolved ambiguous after several", d, conn.n)
 	}
 }

@@ -115,6 +115,12 @@ func (s Statuses) Lists() []StatusList {
 	return []StatusList{{"statuses.ambiguous", s.Ambiguous}, {"statuses.not_done", s.NotDone}}
 }
 
+// InFlight reports whether an answer with code says an earlier request
+// with the key may still be taking effect (connectors.Result.InFlight):
+// the API's own "not done" codes, which the loader allows only on an
+// idempotent_by_key action.
+func (s Statuses) InFlight(code int) bool { return slices.Contains(s.NotDone, code) }
+
 // check reports the codes that cannot be reclassified, every one of a
 // list in one error.
 func (s Statuses) check(fail func(string, error)) {

@@ -694,6 +694,9 @@ func TestStatusesReclassify(t *testing.T) {
 			if tc.code == http.StatusConflict && res.RetryAfter != 3*time.Second {
 				t.Errorf("%s: a not_done 409 with Retry-After: 3: RetryAfter %v, want 3s", client, res.RetryAfter)
 			}
+			if want := tc.code == http.StatusConflict; res.InFlight != want {
+				t.Errorf("%s: HTTP %d with statuses %+v: InFlight %v, want %v (only a not_done code says an earlier request may still run)", client, tc.code, st, res.InFlight, want)
+			}
 		}
 	}
 }

@@ -37,7 +37,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -466,9 +465,12 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		case http.StatusServiceUnavailable:
 			res.Signal = connectors.SignalDown
 		}
-		// A code the API says means "not done" (statuses.not_done) may
+		// A code the API says means "not done" (statuses.not_done) says
+		// an earlier request with the key may still be running, and may
 		// carry a Retry-After like a 429.
-		if res.Signal != connectors.SignalNone || slices.Contains(c.shape.statuses.NotDone, code) {
+		inFlight := c.shape.statuses.InFlight(code)
+		res.InFlight = inFlight
+		if res.Signal != connectors.SignalNone || inFlight {
 			res.RetryAfter = RetryAfter(rep.header().Get("Retry-After"), time.Now())
 			if res.RetryAfter > 0 {
 				res.Message += fmt.Sprintf(" (Retry-After %s)", res.RetryAfter.Round(time.Millisecond))
