@@ -245,6 +245,10 @@ const (
 // dropped and memory follows the largest partition, not the topics
 // (docs/memory.md#audit). Check calls neither and keeps everything to the
 // end; both judge by the same code.
+//
+// Every field is the checking goroutine's (the one that calls check, in
+// offset order): Run's decoding workers only write their own decoded
+// slot and read memo, and no field is locked.
 type auditor struct {
 	in      Input // the record slices are not used
 	checked map[int32]bool
@@ -320,9 +324,8 @@ type auditor struct {
 	// journal offset of a record its outcomes read so far published.
 	// journalsDone: every journal record was read before the outcomes
 	// (Check). retentionNoted: partitions noted for records deleted.
-	outQ           map[int32][]outQueued
-	nQueued        int // outcomes in outQ
-	outW           map[int32]*int64
+	outQ           map[int32][]outQueued // no empty queue: drainOut deletes it
+	outW           map[int32]int64
 	journalsDone   bool
 	retentionNoted map[int32]bool
 
@@ -378,7 +381,7 @@ func newAuditor(in Input) *auditor {
 		causes: map[int32]*spill[uint8]{}, late: map[digest]uint8{}, judged: map[int32]bool{},
 		ids: map[digest]idSeen{}, dead: map[src]struct{}{}, fwd: map[src]struct{}{},
 		decisions: map[digest]decisionSeen{},
-		outQ:      map[int32][]outQueued{}, outW: map[int32]*int64{}, retentionNoted: map[int32]bool{},
+		outQ:      map[int32][]outQueued{}, outW: map[int32]int64{}, retentionNoted: map[int32]bool{},
 	}
 	a.keys = newSpill(a, spillKeys, encKey, decKey)
 	a.ents = newSpill(a, spillEnts, encEnt, decEnt)
@@ -841,7 +844,7 @@ func (a *auditor) onceKey(p int32, d *decoded, off int64, rec *schemas.Record, v
 		a.nUnresolved--
 	}
 	a.keys.set(id, ks)
-	if a.nQueued > 0 && len(a.outQ[p]) > 0 {
+	if len(a.outQ) > 0 && len(a.outQ[p]) > 0 { // the first: no map lookup when nothing waits
 		a.drainOut(p, false)
 	}
 }

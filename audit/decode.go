@@ -85,12 +85,20 @@ func (a *auditor) decode(r *kgo.Record, d *decoded) {
 			}
 		}
 	case a.in.Topics.Outcomes:
-		if d.o, d.fromMemo, d.err = decodeOutcome(r, a.memo, &d.tag, &d.x); d.err != nil {
+		// outcomes_match reads d.x only for a partition the audit
+		// checks; elsewhere filling it would decode the record whole
+		// and hash it again for nothing.
+		checked := a.isChecked(r.Partition)
+		var x *outcomeMatch
+		if d.x = (outcomeMatch{}); checked {
+			x = &d.x
+		}
+		if d.o, d.fromMemo, d.err = decodeOutcome(r, a.memo, &d.tag, x); d.err != nil {
 			return
 		}
 		o := &d.o
 		d.causation = digestOf(o.causation)
-		if a.isChecked(r.Partition) {
+		if checked {
 			// The key of the journal partition the outcome's record
 			// is on (outcomes_match), as the journal record's keyID:
 			// the memo's, for the bytes of a record of this partition.

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -69,7 +70,7 @@ func decodeOutcome(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMatch)
 		*x = outcomeMatch{attr: attrProblem([]byte(o.Type), []byte(o.Subject), []byte(o.IdempotencyKey), &o.Record), keyPart: -1}
 		x.record(&o.Record)
 		if x.journaled {
-			x.hashOK, x.actual = hashIsOf(&o.Record, outcomeData(r), true)
+			x.hashOK, x.actual = hashIsOf(&o.Record, outcomeData(r))
 		}
 	}
 	return factsOf(o.ID, o.CausationID, &o.Record), false, nil
@@ -115,31 +116,19 @@ func attrProblem(typ, subject, key []byte, rec *schemas.Record) string {
 	return strings.Join(p, "; ")
 }
 
-// hashIsOf reports whether the record rec, decoded from data (whole, or
-// with UnmarshalRecordIndex when !full), hashes to its hash member, as
-// the journal checks verify a journal record's (the round-1 hash too);
-// when not, the digest of what it hashes to.
-func hashIsOf(rec *schemas.Record, data []byte, full bool) (bool, digest) {
+// hashIsOf reports whether the record rec, decoded whole from data,
+// hashes to its hash member, as the journal checks verify a journal
+// record's (the round-1 hash too); when not, the digest of what it hashes
+// to.
+func hashIsOf(rec *schemas.Record, data []byte) (bool, digest) {
 	if rec.Hash == "" || data == nil {
 		return false, digest{}
 	}
-	var h string
-	var err error
-	if full {
-		h, err = recordHash(rec, data)
-	} else {
-		h, err = wire.RecordHash(data)
-	}
+	h, err := recordHash(rec, data)
 	if err == nil && h == rec.Hash {
 		return true, digest{}
 	}
-	whole := *rec
-	if !full {
-		if whole, err = schemas.UnmarshalRecord(data); err != nil {
-			return false, digest{}
-		}
-	}
-	if old, err := wire.LegacyHashRecord(whole.PrevHash, whole); err == nil && old == rec.Hash {
+	if old, err := wire.LegacyHashRecord(rec.PrevHash, *rec); err == nil && old == rec.Hash {
 		return true, digest{}
 	}
 	if h == "" {
@@ -171,33 +160,15 @@ func outcomeData(r *kgo.Record) []byte {
 func hashDigest(h string) digest {
 	var d digest
 	if len(h) == len("sha256:")+64 && h[:7] == "sha256:" {
-		ok := true
-		for i := range d {
-			hi, ok1 := unhex(h[7+2*i])
-			lo, ok2 := unhex(h[8+2*i])
-			ok = ok && ok1 && ok2
-			d[i] = hi<<4 | lo
-		}
-		if ok {
+		if _, err := hex.Decode(d[:], []byte(h[7:7+2*len(d)])); err == nil {
 			return d
 		}
+		d = digest{}
 	}
 	if h == "" {
 		return d
 	}
 	return digestOf("hash", h)
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // decodeOutcomeFast reads an outcome event of exactly the members, in
@@ -281,7 +252,7 @@ func decodeOutcomeFast(r *kgo.Record, memo *recordMemo, t *memoTag, x *outcomeMa
 		*x = outcomeMatch{attr: attrProblem(typ, subject, key, &rec), keyPart: -1}
 		x.record(&rec)
 		if x.journaled {
-			x.hashOK, x.actual = hashIsOf(&rec, data, full)
+			x.hashOK, x.actual = hashIsOf(&rec, data) // x: decoded whole (full)
 		}
 	}
 	return factsOf(string(id), string(causation), &rec), false, true

@@ -3,6 +3,7 @@ package audit
 import (
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -138,11 +139,10 @@ func (a *auditor) matchOutcome(r *kgo.Record, d *decoded) {
 		return
 	}
 	q := outQueued{keyID: d.keyID, hash: x.hash, actual: x.actual, off: r.Offset, ts: r.Timestamp, key: o.key, status: o.status, hashOK: x.hashOK}
-	if (a.nQueued == 0 || len(a.outQ[p]) == 0) && a.tryMatch(p, &q, false) {
+	if len(a.outQ[p]) == 0 && a.tryMatch(p, &q, false) {
 		return
 	}
 	a.outQ[p] = append(a.outQ[p], q)
-	a.nQueued++
 }
 
 // tryMatch judges queued outcome q of partition p if its record was read
@@ -169,13 +169,8 @@ func (a *auditor) tryMatch(p int32, q *outQueued, ended bool) bool {
 
 // judgeMatch judges outcome q, whose record is pubs[i] of its key.
 func (a *auditor) judgeMatch(p int32, q *outQueued, pubs []pubRec, i int) {
-	wp := a.outW[p]
-	if wp == nil {
-		wp = new(int64)
-		a.outW[p] = wp
-	}
-	w := max(*wp, pubs[i].off)
-	*wp = w
+	w := max(a.outW[p], pubs[i].off)
+	a.outW[p] = w
 	v := Violation{Topic: a.in.Topics.Outcomes, Partition: p, Offset: q.off, Key: q.key}
 	c := i
 	for j := i + 1; j < len(pubs) && pubs[j].off <= w; j++ {
@@ -211,10 +206,8 @@ func (a *auditor) unmatched(p int32, q *outQueued, pubs []pubRec) {
 		}
 		return
 	}
-	journal := "the journal has no record of the key but in_progress ones"
-	if len(pubs) == 0 {
-		journal = "the journal has no record of the key"
-	} else {
+	journal := "the journal has no record of the key" // but in_progress ones, which pubs leaves out
+	if len(pubs) > 0 {
 		c := pubs[len(pubs)-1]
 		if c.status == statusUnreleased {
 			c = pubs[len(pubs)-2]
@@ -233,7 +226,6 @@ func (a *auditor) drainOut(p int32, ended bool) {
 	for n < len(qs) && a.tryMatch(p, &qs[n], ended) {
 		n++
 	}
-	a.nQueued -= n
 	if n == len(qs) {
 		delete(a.outQ, p)
 		return
@@ -245,13 +237,7 @@ func (a *auditor) drainOut(p int32, ended bool) {
 // endOutcomes judges every queued outcome: the journal partitions they
 // are on are read.
 func (a *auditor) endOutcomes() {
-	for _, p := range slices.Sorted(func(yield func(int32) bool) {
-		for p := range a.outQ {
-			if !yield(p) {
-				return
-			}
-		}
-	}) {
+	for _, p := range slices.Sorted(maps.Keys(a.outQ)) {
 		a.drainOut(p, true)
 	}
 	clear(a.outW)
