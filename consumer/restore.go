@@ -363,7 +363,7 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 			default:
 				if wire.JournalKind(r) == schemas.KindSeal {
 					unsealed, unsealedBytes = 0, 0
-				} else if unsealed, unsealedBytes = unsealed+1, unsealedBytes+len(r.Value); unsealed > maxUnsealedRecords || unsealedBytes > maxUnsealedBytes {
+				} else if unsealed, unsealedBytes = unsealed+1, unsealedBytes+len(r.Value); unsealed > maxUnsealedRecords || unsealedBytes > maxUnsealedBytes+2*e.cfg.MaxMessageBytes {
 					return prog, e.unsignedHeld(p, fmt.Errorf("%w: %d journal records in a row without a seal (%d bytes, to offset %d): more than an executor's transaction writes, so not covered by a trusted executor signature", errUnsigned, unsealed, unsealedBytes, r.Offset))
 				}
 				if _, err := e.gated(gate, r, apply, gate.Sealed() >= 1000); err != nil {
@@ -395,8 +395,9 @@ func (e *Executor) catchUp(ctx context.Context, rd *kgo.Client, p int32, prog de
 // catch-up with signed transactions required holds in its seal gate
 // waiting for a seal. A seal ends every transaction an executor writes,
 // after at most maxFlushEntries entries (a few records each) and about
-// maxFlushBytes (one entry may pass it alone), so a longer run is not an
-// executor's: refused as it grows rather than held in memory to the
+// maxFlushBytes (one entry may pass it alone, by up to a record of
+// --max-message-bytes: the byte bound allows two), so a longer run is not
+// an executor's: refused as it grows rather than held in memory to the
 // journal's end, however many a writer without a key appended
 // (TestRestoreRefusesAnUnsealedRunEarly).
 const (
