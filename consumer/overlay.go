@@ -41,6 +41,11 @@ type overlay struct {
 // ~3 MB at most.
 const maxReconcileRates = 1 << 15
 
+// sweepReconcileRates is the size from which a reconcile request for a
+// new record sweeps the map of its expired entries (reconcileAllowed):
+// smaller, it is left to grow, as a sweep costs a pass over it.
+const sweepReconcileRates = 4096
+
 // scopedKey is an idempotency key in its scope, the entity (docs/events.md#execution-records): the
 // same key for two entities is two executions.
 type scopedKey struct{ entity, key string }
@@ -296,7 +301,7 @@ func (p *pipeline) reconcileAllowed(k scopedKey, every time.Duration) bool {
 	if ok && now.Sub(last) < every {
 		return false
 	}
-	if !ok && len(m) >= 4096 && now.Sub(ov.reconciledMin) >= every {
+	if !ok && len(m) >= sweepReconcileRates && now.Sub(ov.reconciledMin) >= every {
 		low := now
 		for x, t := range m {
 			if now.Sub(t) >= every {
