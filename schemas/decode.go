@@ -1,7 +1,6 @@
 package schemas
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -275,7 +274,9 @@ func repeatedHeader(hs []kgo.RecordHeader) string {
 	if len(hs) < 2 { // a structured command's one content-type
 		return ""
 	}
-	if len(hs) > 32 {
+	if len(hs) > 32 || !asciiKeys(hs) {
+		// strings.ToLower, as sdk-go lowers names: EqualFold below
+		// would fold more than it (ſ to s) outside ASCII.
 		seen := make(map[string]bool, len(hs))
 		for _, h := range hs {
 			if k := strings.ToLower(h.Key); bindingHeader(k) {
@@ -292,12 +293,44 @@ func repeatedHeader(hs []kgo.RecordHeader) string {
 			continue
 		}
 		for _, h2 := range hs[i+1:] {
-			if strings.EqualFold(h.Key, h2.Key) {
+			if strings.EqualFold(h.Key, h2.Key) { // ASCII: as ToLower
 				return h2.Key
 			}
 		}
 	}
 	return ""
+}
+
+// asciiKeys reports whether every header name is ASCII.
+func asciiKeys(hs []kgo.RecordHeader) bool {
+	for _, h := range hs {
+		if !isASCII(h.Key) {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerEqual reports whether a and b are one name once lowered with
+// strings.ToLower, as sdk-go lowers attribute and header names, and as
+// the map of the many-names paths does (repeatedHeader, oneReading): so
+// that whether a name counts twice does not depend on how many there are.
+// strings.EqualFold alone folds more (ſ to s, the Kelvin sign to k), which
+// ToLower does not; for ASCII the two agree, without allocating.
+func lowerEqual[T string | []byte](a, b T) bool {
+	if isASCII(a) && isASCII(b) {
+		return strings.EqualFold(string(a), string(b))
+	}
+	return strings.ToLower(string(a)) == strings.ToLower(string(b))
+}
+
+func isASCII[T string | []byte](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // bindingHeader reports whether a header of this name is read by the
@@ -340,7 +373,7 @@ func oneReading(value []byte) error {
 		var first []byte
 		if folded == nil && len(names) < len(stack) {
 			for _, n := range names {
-				if bytes.EqualFold(n, key) {
+				if lowerEqual(n, key) {
 					first = n
 					break
 				}
