@@ -385,6 +385,13 @@ func (p *permit) Done(res connectors.Result, took time.Duration) {
 		case s.state == Closed && s.failures >= s.cfg.BreakerAfter:
 			s.open(now, "consecutive answers said it is down", res.RetryAfter)
 		}
+	case p.probe && res.Kind == connectors.Ambiguous:
+		// A probe that timed out (or got a 500, 502, 504) did not find
+		// the system up: closing on it would send every waiting command
+		// to a system that may still be down. The next probe asks.
+		s.probing = false
+		s.cut(p, now, "the system gave no clear answer")
+		s.open(now, "the probe got no clear answer", 0)
 	default:
 		s.failures = 0
 		if s.state != Closed {
