@@ -214,7 +214,8 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 			if err != nil {
 				return nil, fmt.Errorf("action %q: kafka client: %w", name, err)
 			}
-			k, err := kafkaconn.New(kafkaconn.Config{Client: cl, Topic: a.Topic, PartitionFor: partitioner.ForEntity, ConfirmOpts: connOpts})
+			k, err := kafkaconn.New(kafkaconn.Config{Client: cl, Topic: a.Topic, PartitionFor: partitioner.ForEntity, ConfirmOpts: connOpts,
+				ClockDrift: cfg.ClockDrift})
 			if err != nil {
 				return nil, fmt.Errorf("action %q: %w", name, err)
 			}

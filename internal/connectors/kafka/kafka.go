@@ -85,6 +85,12 @@ type Config struct {
 	// ConfirmOpts are extra options for the short-lived client Confirm reads
 	// with (TLS, SASL...). Seed brokers are taken from Client.
 	ConfirmOpts []kgo.Opt
+	// ClockDrift is how far the clock that stamped a record (another
+	// producer's, or the broker's) may lag this process's: on a partition
+	// retention trimmed, Confirm counts a miss only if the first record
+	// kept is older than the attempt's start by this much (the executor's
+	// --clock-drift).
+	ClockDrift time.Duration
 }
 
 // Connector is the kafka connector; safe for concurrent use.
@@ -392,10 +398,13 @@ func (c *Connector) find(ctx context.Context, req connectors.Request) (location,
 		trimmed[p] = true
 	}
 	// The record was created when the attempt began, at the latest one
-	// delivery timeout before its deadline.
-	written := req.Deadline
-	if d, ok := c.cfg.Client.OptValue(kgo.RecordDeliveryTimeout).(time.Duration); ok && d > 0 && !written.IsZero() {
-		written = written.Add(-d)
+	// delivery timeout before its deadline, by this process's clock; the
+	// first record kept may be stamped by one that lags it by ClockDrift.
+	// Without a delivery timeout (or a deadline) the attempt's start is
+	// not known: zero, and a trimmed partition's miss is unknown.
+	var written time.Time
+	if d, ok := c.cfg.Client.OptValue(kgo.RecordDeliveryTimeout).(time.Duration); ok && d > 0 && !req.Deadline.IsZero() {
+		written = req.Deadline.Add(-d - c.cfg.ClockDrift)
 	}
 	seeds, _ := c.cfg.Client.OptValue(kgo.SeedBrokers).([]string)
 	assign := map[int32]kgo.Offset{}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/connectors"
+	kafkaconn "github.com/onceflight/onceflight/internal/connectors/kafka"
 )
 
 // Retention deleted the start of the entity's partition after the attempt
@@ -73,5 +74,58 @@ func TestConfirmAfterRetention(t *testing.T) {
 	deleteBefore(produce("newer") + 1)
 	if r := conn.Confirm(ctx, req); r.Kind != connectors.Ambiguous {
 		t.Fatalf("every record deleted: %v %s, want ambiguous", r.Kind, r.Message)
+	}
+}
+
+// On a trimmed partition, a first kept record stamped before the
+// attempt's start, but by less than the clock drift, may have been
+// appended after the attempt's record by a producer whose clock lags: a
+// miss is then unknown. So is every miss when the client has no delivery
+// timeout, which bounds when the attempt began.
+func TestConfirmAfterRetentionAllowsForClockDrift(t *testing.T) {
+	c, _ := fakeCluster(t)
+	for _, tc := range []struct {
+		name     string
+		delivery time.Duration
+		drift    time.Duration
+		want     connectors.Kind
+	}{
+		{"no drift", time.Second, 0, connectors.NotFound},
+		{"a kept record within the drift", time.Second, time.Hour, connectors.Ambiguous},
+		{"no delivery timeout", 0, 0, connectors.Ambiguous},
+	} {
+		opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner())}
+		if tc.delivery > 0 {
+			opts = append(opts, kgo.RecordDeliveryTimeout(tc.delivery))
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		const p = 2
+		conn, err := kafkaconn.New(kafkaconn.Config{Client: cl, Topic: topic, PartitionFor: func(string, int) int32 { return p }, ClockDrift: tc.drift})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var last int64
+		for _, v := range []string{"old-1", "old-2"} {
+			r, err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)}).First()
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = r.Offset
+		}
+		var o kadm.Offsets
+		o.Add(kadm.Offset{Topic: topic, Partition: p, At: last})
+		if resp, err := kadm.NewClient(cl).DeleteRecords(ctx, o); err != nil || resp.Error() != nil {
+			t.Fatal(err, resp.Error())
+		}
+		req := connectors.Request{Action: "a", Entity: "order-1", Key: "k-" + tc.name, Attempt: 1,
+			Deadline: time.Now().Add(time.Second), Data: json.RawMessage(`{}`)}
+		if r := conn.Confirm(ctx, req); r.Kind != tc.want {
+			t.Errorf("%s: a key never produced, the first kept record just before the attempt: %v %s, want %v", tc.name, r.Kind, r.Message, tc.want)
+		}
 	}
 }
