@@ -38,9 +38,11 @@ func (m journalMeta) same(o journalMeta) bool {
 // was written by a build before the binding (adopted: nothing tells).
 //
 // Call it before anything reads the store (the executor: once it knows
-// the topics, before it joins its group): it also forgets the in-memory
-// caches, but a read under way while it empties may still see the old
-// content.
+// the topics, before it joins its group). It forgets the entry caches,
+// but not the presence filter (which only says "maybe": a key it still
+// names is looked up and not found) nor a prefetch under way, and a read
+// under way while it empties may still see the old content: only a store
+// nothing has read yet is safe to empty.
 func (s *Store) BindJournal(topic string, id [16]byte) (emptied bool, err error) {
 	if err := s.enter(); err != nil {
 		return false, err
