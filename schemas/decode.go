@@ -315,12 +315,13 @@ func asciiKeys(hs []kgo.RecordHeader) bool {
 // strings.ToLower, as sdk-go lowers attribute and header names, and as
 // the map of the many-names paths does (repeatedHeader, oneReading): so
 // that whether a name counts twice does not depend on how many there are.
-// strings.EqualFold alone folds more (ſ to s, the Kelvin sign to k), which
-// ToLower does not; for ASCII the two agree, without allocating.
+// strings.EqualFold alone folds more: ſ to s, where ToLower leaves ſ.
+// For ASCII the two agree, and EqualFold does not allocate.
 func lowerEqual[T string | []byte](a, b T) bool {
 	if isASCII(a) && isASCII(b) {
 		return strings.EqualFold(string(a), string(b))
 	}
+	//lint:ignore SA6005 ToLower on purpose: EqualFold folds more (see above)
 	return strings.ToLower(string(a)) == strings.ToLower(string(b))
 }
 
