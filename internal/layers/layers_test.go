@@ -25,7 +25,7 @@ var floors = []struct {
 }{
 	{"wire: what goes over Kafka, and how to reach it", []string{"internal/jcs", "schemas", "internal/wire", "partitioner", "kafkaconf", "trust", "internal/trustlog"}},
 	{"low internal pieces", []string{"internal/topics", "internal/brokerfeatures", "internal/dirlock", "internal/faultnet", "internal/kafkatest",
-		"internal/brokertest", "internal/client", "internal/httpauth", "internal/broker", "internal/proctest", "internal/diskfault",
+		"internal/brokertest", "internal/client", "internal/httpauth", "internal/broker", "internal/proctest", "internal/testlog", "internal/diskfault",
 		"internal/rangeread", "internal/checkpointcheck", "internal/cmalloc", "internal/cmalloc/bound"}},
 	{"connectors", []string{"connectors", "connectors/...", "internal/connectors/...", "internal/apifake"}},
 	{"the actions file", []string{"internal/config"}},
