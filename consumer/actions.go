@@ -124,6 +124,10 @@ func newSystem(cfg Config, lc limit.Config) *system {
 		s.perPart = max(1, lc.MaxConcurrent)
 	}
 	lc.Logger = cfg.Logger
+	// While the system is down, a quarter of --max-buffered at most (and
+	// no more than it takes requests at once) waits for it; the rest
+	// steps aside (park.go).
+	lc.KeepWaiting = max(1, min(lc.MaxConcurrent, cfg.MaxBuffered/4))
 	s.System = limit.New(lc)
 	return s
 }

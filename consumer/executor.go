@@ -783,6 +783,8 @@ func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 		defer close(watchDone)
 		trim := time.NewTicker(keepIdleAfter)
 		defer trim.Stop()
+		unpark := time.NewTicker(parkTick)
+		defer unpark.Stop()
 		for {
 			select {
 			case err := <-p.broken:
@@ -795,6 +797,8 @@ func (e *Executor) consume(ctx context.Context, cl *kgo.Client) error {
 				return
 			case <-trim.C:
 				p.trimIdle()
+			case <-unpark.C:
+				p.unparkTick()
 			}
 		}
 	}()

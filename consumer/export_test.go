@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"github.com/onceflight/onceflight/internal/connectors/limit"
 
 	"github.com/onceflight/onceflight/internal/dedupe"
 	"github.com/onceflight/onceflight/schemas"
@@ -149,4 +150,16 @@ func SetRefillWaitHook(hook func()) (restore func()) {
 	old := refillWaitHook
 	refillWaitHook = hook
 	return func() { refillWaitHook = old }
+}
+
+// SystemStats is the state of the executor's external systems.
+func (e *Executor) SystemStats() []limit.Stats { return e.systemStats() }
+
+// Parked is the number of entities parked on a system that is down
+// (park.go).
+func (e *Executor) Parked() int64 {
+	if p := e.pipe.Load(); p != nil {
+		return p.parkedN.Load()
+	}
+	return 0
 }

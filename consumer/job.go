@@ -115,6 +115,11 @@ type job struct {
 	// pf is the command's key's record read ahead (item.pf), for the
 	// first lookup of that key; nil once used.
 	pf *dedupe.Prefetched
+	// mayStepAside: the job executes a new command, which may step aside
+	// for a system that is down until it has sent something (park.go);
+	// steppedAside is the system it stepped aside for.
+	mayStepAside bool
+	steppedAside *system
 }
 
 // newJob is a job of p for one entity's command, with inFlight the key
@@ -341,6 +346,7 @@ func (j *job) execute(ctx context.Context, cmd schemas.Command, a *action, versi
 	if j.tooLarge(cmd, d, &probe) {
 		return
 	}
+	j.mayStepAside = true
 	j.run(ctx, a, rec, cmd.ID, false, version, func(ctx context.Context, req connectors.Request, opt effect.PerformOption) effect.Decision {
 		return effect.Perform(ctx, a.conn, req, a.policy, opt)
 	})
@@ -425,7 +431,7 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	// only while a request is out, not while the command waits for them,
 	// a Retry-After or a backoff (the job itself, and so the entity's
 	// turn, waits). The command's deadline bounds the waits too.
-	x.call = effect.Call{Hooks: x, Gate: a.sys, Slot: a.sys.slots(p)}
+	x.call = effect.Call{Hooks: x, Gate: x, Slot: a.sys.slots(p)}
 	if j.deadline != nil {
 		x.call.NotAfter = *j.deadline
 	}
@@ -433,8 +439,13 @@ func (j *job) run(ctx context.Context, a *action, rec schemas.Record, causation 
 	ctx, endSpan := j.traceExecution(ctx, x.rec)
 	dec := perform(ctx, req, &x.call)
 	endSpan(dec)
-	j.e.m.executed(x.rec.Action, dec.Outcome, time.Since(start))
 	d := decide.Performed(dec, j.asker)
+	if d.Verdict == decide.StepAside {
+		// Nothing was sent nor recorded: the worker parks the entity.
+		j.steppedAside = a.sys
+		return
+	}
+	j.e.m.executed(x.rec.Action, dec.Outcome, time.Since(start))
 	if d.Verdict == decide.Ignore {
 		// No decision: the record stays in_progress in the journal with
 		// its deadline, and the command is not answered, so it is consumed
@@ -459,8 +470,29 @@ type execution struct {
 	a        *action
 	p        int32
 	confirms bool // the connector can confirm (effect.ConfirmerOf)
-	rec      schemas.Record
-	call     effect.Call
+	// attempted: BeforeAttempt was called, so the call has (or may
+	// have) sent a request and must not step aside.
+	attempted bool
+	// shed: the entity's queued commands were let go while this one
+	// waits for its system (pipeline.shed).
+	shed bool
+	rec  schemas.Record
+	call effect.Call
+}
+
+// Acquire is the call's Gate (effect.Gate): its system's. While the
+// system is down, the entity's queued commands are let go (they can only
+// wait behind this one: pipeline.shed), and a new command's call steps
+// aside instead of waiting until it has attempted anything (park.go).
+func (x *execution) Acquire(ctx context.Context, notBefore time.Time) (effect.Permit, error) {
+	if !x.shed && x.a.sys.Down() {
+		x.shed = true
+		x.j.p.shed(x.rec.Entity, x.p)
+	}
+	if x.attempted || !x.j.mayStepAside {
+		return x.a.sys.Acquire(ctx, notBefore)
+	}
+	return x.a.sys.AcquireOrStepAside(ctx, notBefore)
 }
 
 // expired stops an attempt whose command's own deadline passed.
@@ -476,6 +508,7 @@ func (x *execution) expired() error {
 // own: it leaves only once that intent committed and the command's own
 // deadline is checked on both sides of the wait.
 func (x *execution) BeforeAttempt(ctx context.Context, r *connectors.Request) error {
+	x.attempted = true
 	if err := x.expired(); err != nil {
 		return err
 	}

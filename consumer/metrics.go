@@ -227,7 +227,7 @@ func actionLabel(a string) string {
 type systemsCollector struct {
 	stats atomic.Pointer[func() []limit.Stats]
 
-	refused, limit, ceiling, inFlight, waiting, breaker, opened *prometheus.Desc
+	refused, limit, ceiling, inFlight, waiting, breaker, opened, steppedAside *prometheus.Desc
 }
 
 func newSystemsCollector() *systemsCollector {
@@ -247,11 +247,13 @@ func newSystemsCollector() *systemsCollector {
 			"The system's breaker: 0 closed, 1 open (nothing sent, commands wait), 2 half open (one probe out).", l, nil),
 		opened: prometheus.NewDesc("onceflight_system_breaker_opened_total",
 			"Times the system's breaker opened.", l, nil),
+		steppedAside: prometheus.NewDesc("onceflight_system_stepped_aside_total",
+			"New commands that stepped aside instead of waiting for the system while it was down (enough waited already): read again from Kafka when it has room.", l, nil),
 	}
 }
 
 func (c *systemsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.refused, c.limit, c.ceiling, c.inFlight, c.waiting, c.breaker, c.opened} {
+	for _, d := range []*prometheus.Desc{c.refused, c.limit, c.ceiling, c.inFlight, c.waiting, c.breaker, c.opened, c.steppedAside} {
 		ch <- d
 	}
 }
@@ -270,6 +272,7 @@ func (c *systemsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(s.Waiting), s.Name)
 		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, float64(s.Breaker), s.Name)
 		ch <- prometheus.MustNewConstMetric(c.opened, prometheus.CounterValue, float64(s.Opened), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.steppedAside, prometheus.CounterValue, float64(s.SteppedAside), s.Name)
 	}
 }
 

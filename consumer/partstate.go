@@ -99,6 +99,9 @@ type partState struct {
 		skipped  int  // commands read past, remembered by offset (skip.go)
 		paused   bool // fetching paused by the pipeline
 		inflight int  // commands of this partition a worker took off their queue and has not staged or dropped (drainPartition waits for 0)
+		// parkWatched: an entity of the partition was parked, and the
+		// partition's end brings parked entities back (park.go).
+		parkWatched bool
 	}
 }
 

@@ -52,10 +52,15 @@ type pipeline struct {
 		// staged counts answers handed to the committer and not yet
 		// applied (or dropped as fenced); with buffered it is what
 		// MaxBuffered and MaxBufferedBytes bound (memory.go).
-		staged   struct{ n, bytes int }
-		ov       overlay // staged records, versions and claims (overlay.go)
-		skipped  int     // commands of hot entities read past (skip.go)
-		stopping bool    // stop began: no new command starts
+		staged  struct{ n, bytes int }
+		ov      overlay // staged records, versions and claims (overlay.go)
+		skipped int     // commands of hot entities read past (skip.go)
+		// parked lists, per system, the entities parked on it in the
+		// order they stepped aside; woken counts those brought back for
+		// room that have not run a command yet (park.go).
+		parked   map[*system][]parkedQueue
+		woken    map[*system]int
+		stopping bool // stop began: no new command starts
 		// later queues, per entity, the commands polled under a later
 		// ownership of its partition while the entity's worker still runs
 		// a command of an ownership that ended (a lost session's execution
@@ -133,6 +138,9 @@ type pipeline struct {
 	// partition is still ours: no later fetch would bring it back, so the
 	// client is recreated and consumption restarts from the watermark.
 	broken chan error
+	// parkedN counts the parked entities (park.go), read without mu by
+	// unparkTick.
+	parkedN atomic.Int64
 }
 
 // entityQueue is guarded by pipeline.mu. Its commands run in offset
@@ -147,6 +155,14 @@ type entityQueue struct {
 	// polled under a later ownership while this one's worker still runs
 	// wait in pipeline.mu.later.
 	st *partState
+	// parked is the system the entity's queue waits for with no worker
+	// (park.go), nil when it is not parked; woken is the system it was
+	// brought back for, until it has run a command.
+	parked, woken *system
+	// shedding: the running command waits for a system that is down, and
+	// the entity's commands dispatched meanwhile are skipped
+	// (pipeline.shed); cleared when the worker takes its next command.
+	shedding bool
 	// first backs items for an entity's first queued command: most
 	// entities of a backlog have one at a time, and their queue needs
 	// no slice of its own (dispatch).
@@ -345,7 +361,7 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 		// (st replaced it): queue behind it, under st (pipeline.mu.later).
 		q = p.laterQueue(cmd.Subject, st)
 	}
-	if len(q.skipped) > 0 || len(q.items) >= e.cfg.MaxBufferedPerEntity {
+	if len(q.skipped) > 0 || q.shedding || len(q.items) >= e.cfg.MaxBufferedPerEntity {
 		// A hot entity: read past its command (skip.go). Its offset stays
 		// tracked and unanswered, so the watermark stays below it.
 		p.skip(st, q, r.Offset)
@@ -783,6 +799,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		it := q.items[0]
 		q.items[0] = nil
 		q.items = q.items[1:]
+		q.shedding = false
 		version, ok := p.mu.ov.version(entity, st)
 		// Running from the moment it leaves the queue (under the lock that
 		// took it, which checked draining): a drain never sees a command
@@ -800,6 +817,28 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		}
 		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
+		if q.woken != nil {
+			p.mu.Lock()
+			p.wokenDone(q)
+			p.mu.Unlock()
+		}
+		if j.steppedAside != nil && j.err == nil && len(j.emits) == 0 {
+			p.mu.Lock()
+			if !p.mu.stopping && !st.lost.Load() && !st.draining.Load() {
+				p.parkLocked(st, entity, q, it, j.steppedAside)
+				p.mu.Unlock()
+				p.endRunning(st, j.claimed)
+				return
+			}
+			p.mu.Unlock()
+			// The partition ends (or the pipeline stops): the command is
+			// not answered and is consumed again, as a queued one is.
+			p.endRunning(st, j.claimed)
+			if st = p.dropRest(entity, st, it); st == nil {
+				return
+			}
+			continue
+		}
 		// The job counts as running, and its new keys stay claimed, until
 		// its answer is staged: a drain must not flush before it, and a
 		// reused key must see it in the overlay.
@@ -909,6 +948,7 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) (next *part
 // ownership, whose commands the worker runs next, else nil.
 func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) *partState {
 	delete(p.mu.queues, entity)
+	p.wokenDone(q)
 	if len(q.skipped) > 0 {
 		p.unskip(st, len(q.skipped))
 		q.skipped = nil
@@ -1071,6 +1111,7 @@ func (p *pipeline) drainPartition(ctx context.Context, st *partState) error {
 	defer p.wakeOnDone(ctx)()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.unparkEnded()
 	for st.buf.inflight > 0 {
 		if ctx.Err() != nil {
 			return fmt.Errorf("drain partition %d: %d commands still running: %w", st.p, st.buf.inflight, ctx.Err())

@@ -20,6 +20,7 @@ func TestAnswerRows(t *testing.T) {
 		verd  Verdict
 		by    string
 	}{
+		{"stepped aside", effect.Decision{Outcome: schemas.StatusUnresolved, Code: effect.CodeSteppedAside}, "", "stepped-aside", StepAside, ""},
 		{"not started", effect.Decision{Code: effect.CodeNotStarted}, "", "not-decided", Ignore, ""},
 		{"interrupted by a stop", effect.Decision{Code: effect.CodeInterrupted}, schemas.ByReconciler, "not-decided", Ignore, ""},
 		{"succeeded", effect.Decision{Outcome: schemas.StatusSucceeded}, "", "decided", Settle, ""},

@@ -39,7 +39,20 @@ const (
 	// decision. Outcome is schemas.StatusUnresolved and the record must stay
 	// in_progress: whoever owns the entity next Reconciles it.
 	CodeInterrupted = "interrupted"
+	// CodeSteppedAside: the Gate told the call to step aside before it sent
+	// anything (ErrStepAside). Outcome is schemas.StatusUnresolved, but
+	// nothing was attempted and nothing is to be recorded: the executor
+	// brings the command back later, as if it had not taken it up yet.
+	CodeSteppedAside = "stepped_aside"
 )
+
+// ErrStepAside is a Gate's answer to a call that has sent nothing yet and
+// should give its place up rather than wait for a system that is down
+// (limit.System.AcquireOrStepAside): waiting, it would hold its command in
+// the executor's memory for nothing but a turn. Perform then decides
+// nothing (CodeSteppedAside). A Gate must not answer it to a call that
+// has sent a request: Perform would then go on as if the wait had ended.
+var ErrStepAside = errors.New("the external system is down and enough commands wait for it: step aside")
 
 // Defaults of a Policy's zero fields. The actions file's defaults are
 // these (internal/config), so an action and a Policy built in code agree.
@@ -476,6 +489,9 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 		if err != nil {
 			if ctx.Err() != nil {
 				return interrupted(executed, ctx.Err())
+			}
+			if errors.Is(err, ErrStepAside) && !sent {
+				return Decision{Outcome: schemas.StatusUnresolved, Code: CodeSteppedAside, Message: err.Error(), Attempts: executed}
 			}
 			return r.gaveUp(executed, notDone, sent, mayHaveHappened, last, 0)
 		}

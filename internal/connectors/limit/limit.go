@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -77,6 +78,16 @@ type Config struct {
 	// ProbeEvery is the interval at which an open breaker lets one request
 	// through. Default DefaultProbeEvery.
 	ProbeEvery time.Duration
+	// KeepWaiting is how many commands may wait for the system while its
+	// breaker is not closed before a call that may step aside
+	// (AcquireOrStepAside) is told to (ErrStepAside); 0: none ever does.
+	// A waiting command is held in its executor's memory and counts
+	// against its --max-buffered: without a bound, the commands of a
+	// system that is down filled it, and every other system's commands
+	// behind them in the topic waited too (docs/connectors.md, "One slow
+	// system does not starve the others"). At least one must wait, or
+	// no request would be left to probe with.
+	KeepWaiting int
 	// Logger receives the lines about limit and breaker changes; default
 	// slog.Default().
 	Logger *slog.Logger
@@ -119,6 +130,8 @@ type Stats struct {
 	Down     uint64 // answers saying it is down (503, connection refused)
 	Opened   uint64 // times the breaker opened
 	Closed   uint64 // times it closed again
+	// SteppedAside counts the calls told to step aside (ErrStepAside).
+	SteppedAside uint64
 }
 
 // System is one external system's limits and breaker. It is safe for
@@ -142,12 +155,14 @@ type System struct {
 	short, long float64
 	samples     int
 	// breaker
-	state    State
+	state State
+	// down mirrors state != Closed, for Down without mu.
+	down_    atomic.Bool
 	failures int // consecutive down answers
 	probing  bool
 	timer    *time.Timer
 	// counters (Stats)
-	busy, down, opened, closed uint64
+	busy, down, opened, closed, steppedAside uint64
 	// logging of limit changes: at most one line per logEvery; a change
 	// within it is written when it ends (logTimer), so the last line
 	// always tells the limit the system settled at.
@@ -173,7 +188,10 @@ type System struct {
 type waiter struct {
 	ready   chan struct{}
 	granted bool
-	permit  permit
+	// mayStepAside: queued by AcquireOrStepAside; steppedAside: told to
+	// step aside (ready closed without a slot).
+	mayStepAside, steppedAside bool
+	permit                     permit
 }
 
 // New builds a System; cfg.MaxConcurrent must be at least 1.
@@ -221,7 +239,7 @@ func (s *System) Stats() Stats {
 	return Stats{
 		Name: s.cfg.Name, Ceiling: s.cfg.MaxConcurrent, Limit: s.current(), InFlight: s.inFlight,
 		Waiting: len(s.queue) + s.sleeping + s.rating, Rate: s.cfg.Rate, Breaker: s.state,
-		Busy: s.busy, Down: s.down, Opened: s.opened, Closed: s.closed,
+		Busy: s.busy, Down: s.down, Opened: s.opened, Closed: s.closed, SteppedAside: s.steppedAside,
 	}
 }
 
@@ -242,6 +260,45 @@ func untilSet(t time.Time) time.Duration {
 // slot under the concurrency limit and a closed breaker (or the probe of a
 // half-open one), then for the rate. Waiters get slots in arrival order.
 func (s *System) Acquire(ctx context.Context, notBefore time.Time) (effect.Permit, error) {
+	return s.acquire(ctx, notBefore, false)
+}
+
+// ErrStepAside is AcquireOrStepAside's answer to a call that should not
+// wait: the system's breaker is open (or half-open) and KeepWaiting
+// commands wait for it already.
+var ErrStepAside = effect.ErrStepAside
+
+// AcquireOrStepAside is Acquire for a call that has sent nothing yet and
+// can give its place up: while the breaker is not closed and KeepWaiting
+// commands wait already, it returns ErrStepAside at once, and when the
+// breaker opens, the calls queued past the first KeepWaiting that may
+// step aside are told to (their turn is no one's loss: they would only
+// wait). The caller keeps nothing in memory for such a call and brings it
+// back once Room says there is room (the executor reads it again from
+// Kafka, as it reads a hot entity's skipped commands).
+func (s *System) AcquireOrStepAside(ctx context.Context, notBefore time.Time) (effect.Permit, error) {
+	return s.acquire(ctx, notBefore, true)
+}
+
+// Down reports whether the breaker is not closed: the system was found
+// down and no answer since said otherwise. It reads no lock: a caller
+// about to wait for the system asks it first.
+func (s *System) Down() bool { return s.down_.Load() }
+
+// Room is how many commands that stepped aside may come back now: up to
+// KeepWaiting while the breaker is closed (the caller counts the ones it
+// brought back that have not reached the system yet), else what is left
+// of KeepWaiting by the commands waiting.
+func (s *System) Room() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == Closed {
+		return s.cfg.KeepWaiting
+	}
+	return max(0, s.cfg.KeepWaiting-len(s.queue)-s.sleeping)
+}
+
+func (s *System) acquire(ctx context.Context, notBefore time.Time, mayStepAside bool) (effect.Permit, error) {
 	if d := untilSet(notBefore); d > 0 {
 		s.mu.Lock()
 		s.sleeping++
@@ -272,14 +329,26 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (effect.Permi
 		s.mu.Unlock()
 		return s.rated(ctx, &permit{s: s})
 	}
-	w := &waiter{ready: make(chan struct{}), permit: permit{s: s}}
+	if mayStepAside && s.state != Closed && s.cfg.KeepWaiting > 0 && len(s.queue) >= s.cfg.KeepWaiting {
+		s.steppedAside++
+		s.mu.Unlock()
+		return nil, ErrStepAside
+	}
+	w := &waiter{ready: make(chan struct{}), mayStepAside: mayStepAside, permit: permit{s: s}}
 	s.queue = append(s.queue, w)
 	s.grant()
 	s.mu.Unlock()
 	select {
 	case <-w.ready:
+		if w.steppedAside {
+			return nil, ErrStepAside
+		}
 	case <-ctx.Done():
 		s.mu.Lock()
+		if w.steppedAside {
+			s.mu.Unlock()
+			return nil, ErrStepAside
+		}
 		if !w.granted {
 			s.remove(w)
 			s.mu.Unlock()
@@ -503,10 +572,34 @@ func (s *System) open(now time.Time, why string, retryAfter time.Duration) {
 		}
 	}
 	s.state = Open
+	s.down_.Store(true)
+	s.stepAside()
 	if s.timer != nil {
 		s.timer.Stop()
 	}
 	s.timer = time.AfterFunc(max(s.cfg.ProbeEvery, retryAfter), s.halfOpen)
+}
+
+// stepAside tells the queued calls that may step aside, past the first
+// KeepWaiting waiters, to do so (mu held): the breaker opened with more
+// commands queued than it keeps waiting, each held in its executor's
+// memory for nothing but a turn that comes when the system is back.
+func (s *System) stepAside() {
+	if s.cfg.KeepWaiting <= 0 || len(s.queue) <= s.cfg.KeepWaiting {
+		return
+	}
+	kept := s.queue[:0]
+	for i, w := range s.queue {
+		if i < s.cfg.KeepWaiting || !w.mayStepAside {
+			kept = append(kept, w)
+			continue
+		}
+		w.steppedAside = true
+		s.steppedAside++
+		close(w.ready)
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
 }
 
 // halfOpen lets the next request through as a probe.
@@ -527,6 +620,7 @@ func (s *System) closeBreaker() {
 		s.timer = nil
 	}
 	s.state, s.probing = Closed, false
+	s.down_.Store(false)
 	s.closed++
 	s.log.Info("external system breaker closed: it answers again")
 }

@@ -1,0 +1,126 @@
+package consumer_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/onceflighttest"
+	"github.com/onceflight/onceflight/schemas"
+)
+
+// toggleAPI answers 503 while down, else applies each request once per
+// key and remembers the keys of each entity in the order they came.
+type toggleAPI struct {
+	down  atomic.Bool
+	posts atomic.Int64
+	mu    sync.Mutex
+	seen  map[string]int      // key → requests applied
+	order map[string][]string // entity → keys applied, in order
+}
+
+func (a *toggleAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.posts.Add(1)
+	if a.down.Load() {
+		http.Error(w, "maintenance", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+	key := r.Header.Get("Idempotency-Key")
+	ent := key[:strings.LastIndexByte(key, '-')]
+	a.mu.Lock()
+	a.seen[key]++
+	a.order[ent] = append(a.order[ent], key)
+	a.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"ok":true}`)
+}
+
+// Commands of a system that is down step aside past the few it keeps
+// waiting, are read again from Kafka when it is back, and run then: each
+// exactly once, each entity's in its order, while a healthy system's
+// commands behind them in the topic are answered during the outage.
+func TestSteppedAsideCommandsRunWhenTheSystemIsBack(t *testing.T) {
+	api := &toggleAPI{seen: map[string]int{}, order: map[string][]string{}}
+	api.down.Store(true)
+	downURL := serve(t, api)
+	fast := &fakeAPI{capacity: 1000, applied: map[string]int{}}
+	fastURL := serve(t, fast)
+	h := onceflighttest.New(t)
+	h.UseConfig(fmt.Sprintf(`systems:
+  payments:
+    max_concurrent: 4
+    breaker:
+      after: 2
+      probe_every: 100ms
+actions:
+  payments.refund:
+    connector: http
+    url: %s/refunds
+    system: payments
+  notify.send:
+    connector: http
+    url: %s/notify
+`, downURL, fastURL))
+	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered = 8, 16 }
+	h.Start(t.TempDir())
+	const entities, each = 30, 3
+	var ids []string
+	for k := range each {
+		for e := range entities {
+			id := fmt.Sprintf("p%d-%d", e, k)
+			ids = append(ids, id)
+			h.SubmitAction(id, "payments.refund", fmt.Sprintf("ent-p%d", e), fmt.Sprintf("ent-p%d-%d", e, k), `{}`)
+		}
+	}
+	onceflighttest.WaitFor(t, 30*time.Second, "commands stepped aside", func() bool { return h.Ex.Parked() > 0 })
+	seen := map[string][]schemas.Outcome{}
+	if got := outcomesOf(t, h, seen, submitMany(t, h, "f", "notify.send", 5), 30*time.Second); got[schemas.StatusSucceeded] != 5 {
+		t.Fatalf("healthy commands during the outage: %v", got)
+	}
+	for _, id := range ids {
+		if len(seen[id]) > 0 {
+			t.Fatalf("command %s answered while its system was down: %+v", id, seen[id])
+		}
+	}
+	var stepped uint64
+	for _, s := range h.Ex.SystemStats() {
+		if s.Name == "payments" {
+			stepped = s.SteppedAside
+		}
+	}
+	if stepped == 0 {
+		t.Fatal("no command stepped aside")
+	}
+	api.down.Store(false)
+	if got := outcomesOf(t, h, seen, ids, 60*time.Second); got[schemas.StatusSucceeded] != len(ids) {
+		t.Fatalf("after the system came back: %v", got)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	for _, id := range ids {
+		key := "ent-" + id
+		if n := api.seen[key]; n != 1 {
+			t.Errorf("key %s applied %d times", key, n)
+		}
+	}
+	for e := range entities {
+		ent := fmt.Sprintf("ent-p%d", e)
+		want := []string{ent + "-0", ent + "-1", ent + "-2"}
+		if got := api.order[ent]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("entity %s applied in the order %v, want %v", ent, got, want)
+		}
+	}
+	t.Logf("stepped aside %d times; %d requests to the system", stepped, api.posts.Load())
+	if h.Ex.Parked() != 0 {
+		t.Errorf("%d entities still parked", h.Ex.Parked())
+	}
+	h.Stop()
+	h.Audit()
+}
