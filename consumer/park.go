@@ -137,12 +137,34 @@ func (p *pipeline) unparkLocked(pq parkedQueue, woken bool) {
 }
 
 // wokenDone ends q's count as brought back for room (p.mu held): it ran a
-// command, or its queue ended.
+// command, or its queue ended. While its system is up, the next parked
+// entity comes back at once: a backlog of parked entities drains at the
+// pace of reading them again, not one system's room per parkTick.
 func (p *pipeline) wokenDone(q *entityQueue) {
-	if q.woken != nil {
-		p.mu.woken[q.woken]--
-		q.woken = nil
+	sys := q.woken
+	if sys == nil {
+		return
 	}
+	p.mu.woken[sys]--
+	q.woken = nil
+	if !sys.Down() {
+		p.wake(sys, 1)
+	}
+}
+
+// wake brings back up to n of sys's parked entities, in the order they
+// parked (p.mu held).
+func (p *pipeline) wake(sys *system, n int) {
+	l := p.mu.parked[sys]
+	n = min(n, len(l))
+	if n <= 0 || p.mu.stopping {
+		return
+	}
+	for _, pq := range l[:n] {
+		p.unparkLocked(pq, true)
+	}
+	clear(l[:n])
+	p.setParked(sys, slices.Clip(l[n:]))
 }
 
 // unparkEnded brings back every parked entity whose partition is lost or
@@ -187,15 +209,7 @@ func (p *pipeline) unparkTick() {
 		return
 	}
 	p.unparkEnded()
-	for sys, l := range p.mu.parked {
-		n := min(len(l), sys.Room()-p.mu.woken[sys])
-		if n <= 0 {
-			continue
-		}
-		for _, pq := range l[:n] {
-			p.unparkLocked(pq, true)
-		}
-		clear(l[:n])
-		p.setParked(sys, slices.Clip(l[n:]))
+	for sys := range p.mu.parked {
+		p.wake(sys, sys.Room()-p.mu.woken[sys])
 	}
 }

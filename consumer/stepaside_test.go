@@ -124,3 +124,67 @@ actions:
 	h.Stop()
 	h.Audit()
 }
+
+// Entities parked on a system that is down belong to their partition's
+// ownership: when a second executor joins and takes some partitions, and
+// when the first stops, the parked commands are consumed again by the new
+// owner (their offsets were never committed past), and once the system is
+// back each runs exactly once, each entity's in order.
+func TestSteppedAsideCommandsMoveWithTheirPartition(t *testing.T) {
+	api := &toggleAPI{seen: map[string]int{}, order: map[string][]string{}}
+	api.down.Store(true)
+	h := onceflighttest.New(t)
+	h.UseConfig(fmt.Sprintf(`systems:
+  payments:
+    max_concurrent: 4
+    breaker:
+      after: 2
+      probe_every: 100ms
+actions:
+  payments.refund:
+    connector: http
+    url: %s/refunds
+    system: payments
+`, serve(t, api)))
+	tune := onceflighttest.NodeOptions{Tune: func(c *consumer.Config) {
+		c.MaxInflight, c.MaxBuffered, c.RevokeTimeout = 8, 16, 2*time.Second
+	}}
+	a := h.StartNode("a", t.TempDir(), tune)
+	const entities, each = 90, 2
+	var ids []string
+	for k := range each {
+		for e := range entities {
+			id := fmt.Sprintf("m%d-%d", e, k)
+			ids = append(ids, id)
+			h.SubmitAction(id, "payments.refund", fmt.Sprintf("ent-m%d", e), fmt.Sprintf("ent-m%d-%d", e, k), `{}`)
+		}
+	}
+	onceflighttest.WaitFor(t, 30*time.Second, "commands stepped aside on a", func() bool { return a.Ex.Parked() > 0 })
+	b := h.StartNode("b", t.TempDir(), tune)
+	onceflighttest.WaitFor(t, 60*time.Second, "commands stepped aside on b", func() bool { return b.Ex.Parked() > 0 })
+	if err := a.Stop(); err != nil {
+		t.Fatalf("a stopped: %v", err)
+	}
+	api.down.Store(false)
+	seen := map[string][]schemas.Outcome{}
+	if got := outcomesOf(t, h, seen, ids, 90*time.Second); got[schemas.StatusSucceeded] != len(ids) {
+		t.Fatalf("after the system came back: %v", got)
+	}
+	api.mu.Lock()
+	for _, id := range ids {
+		if n := api.seen["ent-"+id]; n != 1 {
+			t.Errorf("key ent-%s applied %d times", id, n)
+		}
+	}
+	for e := range entities {
+		ent := fmt.Sprintf("ent-m%d", e)
+		if got, want := fmt.Sprint(api.order[ent]), fmt.Sprint([]string{ent + "-0", ent + "-1"}); got != want {
+			t.Errorf("entity %s applied in the order %s, want %s", ent, got, want)
+		}
+	}
+	api.mu.Unlock()
+	if err := b.Stop(); err != nil {
+		t.Fatalf("b stopped: %v", err)
+	}
+	h.Audit()
+}
