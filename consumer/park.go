@@ -56,7 +56,7 @@ func (p *pipeline) parkLocked(st *partState, entity string, q *entityQueue, it *
 	p.unbuffer(st, it)
 	p.mu.buffered--
 	p.skipQueued(st, q, it.offset)
-	q.parked = sys
+	q.aside.parked = sys
 	if p.mu.parked == nil {
 		p.mu.parked, p.mu.woken = map[*system][]parkedQueue{}, map[*system]int{}
 	}
@@ -80,7 +80,8 @@ func (p *pipeline) parkLocked(st *partState, entity string, q *entityQueue, it *
 // skipped ones, after first (the offset of a command taken off q, or
 // none), and lets their memory go (p.mu held).
 func (p *pipeline) skipQueued(st *partState, q *entityQueue, first ...int64) {
-	offs := make([]int64, 0, len(first)+len(q.items)+len(q.skipped))
+	a := q.side()
+	offs := make([]int64, 0, len(first)+len(q.items)+len(a.skipped))
 	offs = append(offs, first...)
 	for _, x := range q.items {
 		offs = append(offs, x.offset)
@@ -90,7 +91,7 @@ func (p *pipeline) skipQueued(st *partState, q *entityQueue, first ...int64) {
 	clear(q.items)
 	q.first[0] = nil
 	q.items = q.first[:0]
-	q.skipped = append(offs, q.skipped...)
+	a.skipped = append(offs, a.skipped...)
 	n := len(offs)
 	st.buf.skipped += n
 	p.mu.skipped += n
@@ -113,7 +114,7 @@ func (p *pipeline) shed(entity string, part int32) {
 	if q == nil || q.st != st {
 		return
 	}
-	q.shedding = true
+	q.side().shedding = true
 	if len(q.items) > 0 {
 		p.skipQueued(st, q)
 		p.room.Broadcast()
@@ -125,11 +126,12 @@ func (p *pipeline) shed(entity string, part int32) {
 // it has run a command), not because its partition ended.
 func (p *pipeline) unparkLocked(pq parkedQueue, woken bool) {
 	q := pq.q
-	sys := q.parked
-	q.parked = nil
+	a := q.aside
+	sys := a.parked
+	a.parked = nil
 	p.parkedN.Add(-1)
 	if woken {
-		q.woken = sys
+		a.woken = sys
 		p.mu.woken[sys]++
 	}
 	p.workers.Add(1)
@@ -141,12 +143,12 @@ func (p *pipeline) unparkLocked(pq parkedQueue, woken bool) {
 // entity comes back at once: a backlog of parked entities drains at the
 // pace of reading them again, not one system's room per parkTick.
 func (p *pipeline) wokenDone(q *entityQueue) {
-	sys := q.woken
-	if sys == nil {
+	if q.aside == nil || q.aside.woken == nil {
 		return
 	}
+	sys := q.aside.woken
 	p.mu.woken[sys]--
-	q.woken = nil
+	q.aside.woken = nil
 	if !sys.Down() {
 		p.wake(sys, 1)
 	}

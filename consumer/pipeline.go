@@ -147,14 +147,27 @@ type pipeline struct {
 // order: items first, then skipped (skip.go). Once skipped is not empty
 // every new command of the entity is skipped too, so the order holds.
 type entityQueue struct {
-	items   []*item
-	skipped []int64 // offsets of commands read past, not held (skip.go)
+	items []*item
+	// aside is what a queue that reads past commands keeps (skip.go,
+	// park.go): nil for most, whose commands are all items.
+	aside *queueAside
 	// st is the partition ownership the queue's commands were polled
 	// under, which its worker runs them under (set when the queue is
 	// made, never changed: read under p.mu with the queue). The entity's commands
 	// polled under a later ownership while this one's worker still runs
 	// wait in pipeline.mu.later.
 	st *partState
+	// first backs items for an entity's first queued command: most
+	// entities of a backlog have one at a time, and their queue needs
+	// no slice of its own (dispatch).
+	first [1]*item
+}
+
+// queueAside is the part of an entity's queue that only reading past its
+// commands needs: kept beside it, so that the queue of an entity with one
+// command (most of a backlog's) stays within its size class.
+type queueAside struct {
+	skipped []int64 // offsets of commands read past, not held (skip.go)
 	// parked is the system the entity's queue waits for with no worker
 	// (park.go), nil when it is not parked; woken is the system it was
 	// brought back for, until it has run a command.
@@ -163,10 +176,22 @@ type entityQueue struct {
 	// the entity's commands dispatched meanwhile are skipped
 	// (pipeline.shed); cleared when the worker takes its next command.
 	shedding bool
-	// first backs items for an entity's first queued command: most
-	// entities of a backlog have one at a time, and their queue needs
-	// no slice of its own (dispatch).
-	first [1]*item
+}
+
+// side is q's aside, made when first needed (p.mu held).
+func (q *entityQueue) side() *queueAside {
+	if q.aside == nil {
+		q.aside = &queueAside{}
+	}
+	return q.aside
+}
+
+// nSkipped is how many of q's commands are skipped (p.mu held).
+func (q *entityQueue) nSkipped() int {
+	if q.aside == nil {
+		return 0
+	}
+	return len(q.aside.skipped)
 }
 
 // newEntityQueue is an empty queue of commands polled under st.
@@ -361,7 +386,7 @@ func (p *pipeline) dispatch(pr *polled, pf *dedupe.Prefetched) {
 		// (st replaced it): queue behind it, under st (pipeline.mu.later).
 		q = p.laterQueue(cmd.Subject, st)
 	}
-	if len(q.skipped) > 0 || q.shedding || len(q.items) >= e.cfg.MaxBufferedPerEntity {
+	if a := q.aside; a != nil && (len(a.skipped) > 0 || a.shedding) || len(q.items) >= e.cfg.MaxBufferedPerEntity {
 		// A hot entity: read past its command (skip.go). Its offset stays
 		// tracked and unanswered, so the watermark stays below it.
 		p.skip(st, q, r.Offset)
@@ -769,7 +794,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		ctx := st.ctx
 		p.mu.Lock()
 		q := p.mu.queues[entity]
-		if len(q.items) == 0 && len(q.skipped) > 0 && !p.mu.stopping && !st.lost.Load() && !st.draining.Load() {
+		if len(q.items) == 0 && q.nSkipped() > 0 && !p.mu.stopping && !st.lost.Load() && !st.draining.Load() {
 			p.mu.Unlock()
 			if err := p.refill(ctx, entity, st); err != nil {
 				next := p.dropRest(entity, st, nil)
@@ -799,7 +824,11 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		it := q.items[0]
 		q.items[0] = nil
 		q.items = q.items[1:]
-		q.shedding = false
+		woken := false
+		if a := q.aside; a != nil {
+			a.shedding = false
+			woken = a.woken != nil
+		}
 		version, ok := p.mu.ov.version(entity, st)
 		// Running from the moment it leaves the queue (under the lock that
 		// took it, which checked draining): a drain never sees a command
@@ -817,7 +846,7 @@ func (p *pipeline) runEntity(entity string, st *partState) {
 		}
 		j := newJob(p, inFlight)
 		j.safeHandle(ctx, it, &version)
-		if q.woken != nil {
+		if woken {
 			p.mu.Lock()
 			p.wokenDone(q)
 			p.mu.Unlock()
@@ -949,9 +978,9 @@ func (p *pipeline) dropRest(entity string, st *partState, cur *item) (next *part
 func (p *pipeline) endQueue(entity string, q *entityQueue, st *partState) *partState {
 	delete(p.mu.queues, entity)
 	p.wokenDone(q)
-	if len(q.skipped) > 0 {
-		p.unskip(st, len(q.skipped))
-		q.skipped = nil
+	if n := q.nSkipped(); n > 0 {
+		p.unskip(st, n)
+		q.aside.skipped = nil
 	}
 	p.mu.ov.idle(entity)
 	if len(p.mu.later) == 0 {

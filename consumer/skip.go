@@ -39,7 +39,8 @@ import (
 
 // skip remembers a command of a hot entity by its offset (p.mu held).
 func (p *pipeline) skip(st *partState, q *entityQueue, off int64) {
-	q.skipped = append(q.skipped, off)
+	a := q.side()
+	a.skipped = append(a.skipped, off)
 	st.buf.skipped++
 	p.mu.skipped++
 	p.e.m.hw.skipped.raise(p.mu.skipped)
@@ -55,7 +56,7 @@ func (p *pipeline) unskip(st *partState, n int) {
 
 // refill reads the first skipped commands of entity again and queues them
 // as items. The worker calls it with the queue's items empty; commands
-// dispatched meanwhile are skipped (q.skipped is not empty), so they stay
+// dispatched meanwhile are skipped (q.aside.skipped is not empty), so they stay
 // after the refilled ones.
 func (p *pipeline) refill(ctx context.Context, entity string, st *partState) error {
 	p.mu.Lock()
@@ -64,7 +65,7 @@ func (p *pipeline) refill(ctx context.Context, entity string, st *partState) err
 		return ctx.Err() // nil: stopping, lost or draining, which runEntity sees
 	}
 	q := p.mu.queues[entity]
-	offs := slices.Clone(q.skipped[:min(len(q.skipped), p.e.cfg.MaxBufferedPerEntity)])
+	offs := slices.Clone(q.aside.skipped[:min(len(q.aside.skipped), p.e.cfg.MaxBufferedPerEntity)])
 	p.mu.Unlock()
 	recs, err := p.refetch(ctx, st, offs)
 	if err != nil {
@@ -83,9 +84,9 @@ func (p *pipeline) refill(ctx context.Context, entity string, st *partState) err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	q.skipped = q.skipped[len(offs):]
-	if len(q.skipped) == 0 {
-		q.skipped = nil // let the array go
+	q.aside.skipped = q.aside.skipped[len(offs):]
+	if len(q.aside.skipped) == 0 {
+		q.aside.skipped = nil // let the array go
 	}
 	p.unskip(st, len(offs))
 	for _, it := range items {
