@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -17,14 +16,7 @@ import (
 // still valid, and one without not_after (an earlier build's), are applied.
 func TestOpExpiryReplayedDecisionRefused(t *testing.T) {
 	h := onceflighttest.New(t)
-	k, err := schemas.NewOperatorKey("ops-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops := &schemas.ControlKeys{Keys: []schemas.ControlKey{k}}
-	pub, _ := ops.Public()
-	h.Tune = func(c *consumer.Config) { c.ControlKeys = pub }
-	h.Start(t.TempDir())
+	ops, pub := h.StartVerifier("ops-1")
 
 	now := time.Now().UTC().Truncate(time.Second)
 	release := func(id string, notAfter time.Time) {

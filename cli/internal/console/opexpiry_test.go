@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/onceflight/onceflight/client"
-	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -18,14 +17,7 @@ import (
 // it is sent, and the executor applies it.
 func TestConsoleDecisionCarriesNotAfter(t *testing.T) {
 	h := onceflighttest.New(t)
-	k, err := schemas.NewOperatorKey("ops-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := &schemas.ControlKeys{Keys: []schemas.ControlKey{k}}
-	pub, _ := keys.Public()
-	h.Tune = func(c *consumer.Config) { c.ControlKeys = pub }
-	h.Start(t.TempDir())
+	keys, pub := h.StartVerifier("ops-1")
 	h.Submit("c1", "order-1", "k1", `{"amount":5}`)
 	seen := map[string][]schemas.Outcome{}
 	h.Outcomes(1, seen, nil)
