@@ -341,6 +341,9 @@ type auditor struct {
 type decisionSeen struct {
 	signed bool   // its signature verifies with one of the control keys
 	says   digest // of (entity, key, as) it decides
+	// notAfter is the decision's signed not_after, zero if none (an
+	// earlier build's): a record applying it later is a violation.
+	notAfter time.Time
 }
 
 // operatorClaim is a record that claims an operator's decision: a status
@@ -353,6 +356,7 @@ type operatorClaim struct {
 	v        Violation // the record; Message is filled in when it fails
 	claim    string    // "succeeded established by operator"
 	decision string    // the resolution's decision_id
+	at       time.Time // when the record says the decision was applied
 	want     digest    // decisionSays of what the record says was decided
 	p        int32     // the commands partition the decision is on
 }
@@ -1208,7 +1212,7 @@ func (a *auditor) decision(r *kgo.Record, cmd *schemas.Command) {
 	if cmd.Type != schemas.TypeResolve {
 		says.As = "" // only a resolve decides a status
 	}
-	a.decisions[digestOf(cmd.ID)] = decisionSeen{signed: err == nil, says: decisionSays(cmd.Type, cmd.Subject, says.Key, says.As)}
+	a.decisions[digestOf(cmd.ID)] = decisionSeen{signed: err == nil, says: decisionSays(cmd.Type, cmd.Subject, says.Key, says.As), notAfter: says.NotAfter}
 	if err == nil {
 		return
 	}
@@ -1261,7 +1265,7 @@ func (a *auditor) claimOperator(rec *schemas.Record, v Violation) {
 	if rec.Resolution == nil {
 		return
 	}
-	a.claimDecision(rec, v, fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy), rec.Resolution.DecisionID, schemas.TypeResolve, string(rec.Status))
+	a.claimDecision(rec, v, fmt.Sprintf("%s established by %s", rec.Status, rec.EstablishedBy), rec.Resolution, schemas.TypeResolve, string(rec.Status))
 }
 
 // claimDecisions remembers the operator decisions rec carries besides a
@@ -1271,17 +1275,18 @@ func (a *auditor) claimOperator(rec *schemas.Record, v Violation) {
 // must, or a record could free a key or run a duplicate on nobody's word.
 func (a *auditor) claimDecisions(rec *schemas.Record, v Violation) {
 	if r := rec.Release; r != nil {
-		a.claimDecision(rec, v, "released by an operator", r.DecisionID, schemas.TypeRelease, "")
+		a.claimDecision(rec, v, "released by an operator", r, schemas.TypeRelease, "")
 	}
 	if r := rec.Resolution; r != nil && r.As == "approved" {
-		a.claimDecision(rec, v, "approved by an operator", r.DecisionID, schemas.TypeApprove, "")
+		a.claimDecision(rec, v, "approved by an operator", r, schemas.TypeApprove, "")
 	}
 }
 
-// claimDecision remembers that rec names decision id of type typ that
-// decided its key of its entity (as its verdict for a resolve), to be
-// judged in finish.
-func (a *auditor) claimDecision(rec *schemas.Record, v Violation, claim, id, typ, as string) {
+// claimDecision remembers that rec names, in res, a decision of type typ
+// that decided its key of its entity (as its verdict for a resolve), to
+// be judged in finish.
+func (a *auditor) claimDecision(rec *schemas.Record, v Violation, claim string, res *schemas.Resolution, typ, as string) {
+	id := res.DecisionID
 	if a.in.ControlKeys == nil || id == "" {
 		return
 	}
@@ -1289,8 +1294,13 @@ func (a *auditor) claimDecision(rec *schemas.Record, v Violation, claim, id, typ
 	if n := a.in.CommandPartitions; n > 0 {
 		p = partitioner.ForEntity(rec.Entity, n)
 	}
-	a.claims = append(a.claims, operatorClaim{v: v, claim: claim, decision: id, want: decisionSays(typ, rec.Entity, rec.IdempotencyKey, as), p: p})
+	a.claims = append(a.claims, operatorClaim{v: v, claim: claim, decision: id, at: res.At, want: decisionSays(typ, rec.Entity, rec.IdempotencyKey, as), p: p})
 }
+
+// notAfterSlack is how long after its not_after a decision may be
+// recorded as applied: the executor checks not_after, then stamps the
+// record a lookup later, on its own clock.
+const notAfterSlack = time.Minute
 
 // decisionSays is what a decision decided: its type, entity, key and, for
 // a resolve, the status.
@@ -1320,6 +1330,9 @@ func (a *auditor) judgeClaims() {
 			v.Message = fmt.Sprintf("%s, but the signature of its decision %q does not verify", c.claim, c.decision)
 		case d.says != c.want:
 			v.Message = fmt.Sprintf("%s, but its decision %q decided another key, entity or status, or is another kind of decision", c.claim, c.decision)
+		case !d.notAfter.IsZero() && c.at.Sub(d.notAfter) > notAfterSlack:
+			v.Message = fmt.Sprintf("%s at %s, but its decision %q expired at %s (not_after): an executor of this build refuses it (an earlier build's does not)",
+				c.claim, c.at.UTC().Format(time.RFC3339), c.decision, d.notAfter.UTC().Format(time.RFC3339))
 		default:
 			continue
 		}

@@ -283,7 +283,8 @@ func demoRun(ctx context.Context, cl *kgo.Client, t schemas.Topics, keys *schema
 		r = st.raw
 	case st.decide != "":
 		id := fmt.Sprintf("demo-decision-%d", i)
-		d, _ := json.Marshal(schemas.Decision{Key: st.decideKey, As: st.decideAs, Reason: "checked by the demo operator", By: "demo-operator"})
+		d, _ := json.Marshal(schemas.Decision{Key: st.decideKey, As: st.decideAs, Reason: "checked by the demo operator", By: "demo-operator",
+			NotAfter: time.Now().Add(schemas.DecisionValidity).UTC().Truncate(time.Second)})
 		c := schemas.Command{ID: id, Source: "onceflight-cli", Type: st.decide, Subject: st.decideEntity,
 			IdempotencyKey: st.decide + "/" + st.decideKey + "/" + id, Data: d}
 		if err := keys.SignControl(&c); err != nil {

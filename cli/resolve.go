@@ -80,7 +80,7 @@ and the next command with KEY for E executes as new work.`,
 func newDecisionCmd(spec decisionSpec) *cobra.Command {
 	var (
 		reason, by, entity, keyFile string
-		timeout                     time.Duration
+		timeout, validFor           time.Duration
 		kf                          *kafkaFlags // set below, before RunE can run
 	)
 	cmd := &cobra.Command{
@@ -91,9 +91,11 @@ func newDecisionCmd(spec decisionSpec) *cobra.Command {
 The decision is published as a command (type ` + spec.typ + `) to the
 entity's partition, signed with the last key of --control-key-file, so the
 executor applies it in order with the entity's other commands and records
-it in the journal. It acts only on the record of its own entity. This
-command waits for that outcome and prints it; it exits 0 only if the
-decision was applied.`,
+it in the journal. It acts only on the record of its own entity. The
+decision carries a signed not_after, --valid-for from now: an executor
+refuses it (rejected expired) once that has passed, so a copy of it
+cannot be replayed later. This command waits for that outcome and prints
+it; it exits 0 only if the decision was applied.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			key := a[0]
@@ -105,6 +107,9 @@ decision was applied.`,
 			}
 			if spec.entityRequired && entity == "" {
 				return usageErrorf("--entity is required: %s acts on one entity's record of %q", spec.name, key)
+			}
+			if validFor <= 0 || validFor > schemas.MaxDecisionValidity {
+				return usageErrorf("--valid-for %s: want more than 0 and at most %s (under dedupe_retention, while the decision's own record answers a copy of it)", validFor, schemas.MaxDecisionValidity)
 			}
 			if keyFile == "" {
 				return errors.New(noKeyFileHint)
@@ -123,7 +128,7 @@ decision was applied.`,
 				return err
 			}
 			id := uuid.NewString()
-			d := resolveData{Key: key, Reason: reason, By: by}
+			d := resolveData{Key: key, Reason: reason, By: by, NotAfter: time.Now().Add(validFor).UTC().Truncate(time.Second)}
 			if spec.as != nil {
 				d.As = spec.as.v
 			}
@@ -155,6 +160,7 @@ decision was applied.`,
 	fs.StringVar(&by, "by", defaultBy(), "who decides, recorded with the decision; defaults to the OS user name")
 	fs.StringVar(&keyFile, "control-key-file", "", "control key file (onceflight keygen) whose last key signs the decision")
 	fs.DurationVar(&timeout, "timeout", defaultWait, "how long to wait for the executor to apply the decision")
+	fs.DurationVar(&validFor, "valid-for", schemas.DecisionValidity, "how long the signed decision may be applied: executors refuse it (rejected expired) after that (its not_after); at most 168h")
 	_ = cmd.MarkFlagRequired("reason")
 	if spec.entityRequired {
 		_ = cmd.MarkFlagRequired("entity")

@@ -197,6 +197,12 @@ func TestStatusAndResolve(t *testing.T) {
 	if code != exitError || !strings.Contains(errOut, "only unresolved or held") {
 		t.Fatalf("resolve of a final record: exit %d, stderr %q", code, errOut)
 	}
+	for _, v := range []string{"0s", "-1h", "169h"} {
+		if code, _, errOut := runCLI(withKey("resolve", "stuck", "--as", "succeeded", "--reason", "x", "--by", "ann", "--valid-for", v)...); code != exitUsage || !strings.Contains(errOut, "--valid-for") {
+			t.Fatalf("resolve --valid-for %s: exit %d, stderr %q", v, code, errOut)
+		}
+	}
+	before := time.Now()
 	code, out, errOut = runCLI(withKey("resolve", "stuck", "--as", "succeeded", "--reason", "seen in the PSP dashboard", "--by", "ann")...)
 	if code != exitOK || out == "" {
 		t.Fatalf("resolve: exit %d, out %q, stderr %q", code, out, errOut)
@@ -206,6 +212,11 @@ func TestStatusAndResolve(t *testing.T) {
 	if err := json.Unmarshal(c.Data, &d); err != nil {
 		t.Fatal(err)
 	}
+	// Signed with the decision: valid for --valid-for (24h) from now.
+	if lo, hi := before.Add(schemas.DecisionValidity-time.Second), time.Now().Add(schemas.DecisionValidity); d.NotAfter.Before(lo) || d.NotAfter.After(hi) {
+		t.Fatalf("resolve not_after %s, want within [%s, %s]", d.NotAfter, lo, hi)
+	}
+	d.NotAfter = time.Time{}
 	if c.Type != schemas.TypeResolve || c.Subject != "order-2" || c.IdempotencyKey != "resolve/stuck/"+c.ID ||
 		d != (resolveData{Key: "stuck", As: "succeeded", Reason: "seen in the PSP dashboard", By: "ann"}) {
 		t.Fatalf("resolve command = %+v, data %+v", c, d)
@@ -245,12 +256,14 @@ func TestStatusAndResolve(t *testing.T) {
 	if code, _, _ := runCLI(withKey("release", "done", "--reason", "redo")...); code != exitUsage {
 		t.Fatalf("release without --entity: exit %d", code)
 	}
-	code, _, errOut = runCLI(withKey("approve", "done", "--reason", "ok", "--by", "ann")...)
+	code, _, errOut = runCLI(withKey("approve", "done", "--reason", "ok", "--by", "ann", "--valid-for", "10m")...)
 	if code != exitOK {
 		t.Fatalf("approve of the only held record of the key: exit %d, stderr %q", code, errOut)
 	}
 	if c := <-seen; c.Type != schemas.TypeApprove || c.Subject != "order-3" || keys.VerifyControl(&c) != nil {
 		t.Fatalf("approve command = %+v", c)
+	} else if err := json.Unmarshal(c.Data, &d); err != nil || d.NotAfter.After(time.Now().Add(10*time.Minute)) || d.NotAfter.Before(time.Now().Add(9*time.Minute)) {
+		t.Fatalf("approve --valid-for 10m: not_after %s (%v)", d.NotAfter, err)
 	}
 	code, _, errOut = runCLI(withKey("release", "done", "--entity", "order-1", "--reason", "refund redone", "--by", "ann")...)
 	if code != exitOK {

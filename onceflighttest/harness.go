@@ -308,3 +308,20 @@ func (h *Harness) Decide(ks *schemas.ControlKeys, id, typ, entity string, d sche
 	r.Topic = "onceflight.commands"
 	h.Produce(r)
 }
+
+// StartVerifier starts an executor under a fresh data dir that verifies
+// operator decisions with the public copy of a new Ed25519 operator key
+// id, as a deployment does (docs/trust.md), and returns the operator's
+// key file (which signs) and that public copy.
+func (h *Harness) StartVerifier(id string) (ops, pub *schemas.ControlKeys) {
+	h.t.Helper()
+	k, err := schemas.NewOperatorKey(id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ops = &schemas.ControlKeys{Keys: []schemas.ControlKey{k}}
+	pub, _ = ops.Public()
+	h.Tune = func(c *consumer.Config) { c.ControlKeys = pub }
+	h.Start(h.t.TempDir())
+	return ops, pub
+}

@@ -36,13 +36,29 @@ func IsDecision(typ string) bool {
 }
 
 // Decision is the data of an operator decision: the key it acts on (in
-// the command's own subject), the verdict for resolve, why, and who.
+// the command's own subject), the verdict for resolve, why, who, and until
+// when it may be applied.
 type Decision struct {
 	Key    string `json:"key"`
 	As     string `json:"as,omitempty"`
 	Reason string `json:"reason"`
 	By     string `json:"by"`
+	// NotAfter is when the decision expires: an executor refuses it
+	// (rejected expired) once NotAfter has passed, so a signed decision
+	// captured from the commands topic or a log cannot be replayed later.
+	// The fingerprint, and so the signature, covers it. Zero (decisions
+	// of builds before round 25): no expiry.
+	NotAfter time.Time `json:"not_after,omitzero"`
 }
+
+// DecisionValidity is how long the CLI and the console make a decision
+// valid by default (its NotAfter), and MaxDecisionValidity the longest
+// they accept: well under dedupe_retention (7 days by default), while the
+// decision's own record still answers a copy of it.
+const (
+	DecisionValidity    = 24 * time.Hour
+	MaxDecisionValidity = 7 * 24 * time.Hour
+)
 
 // Control key types. An HMAC key is a secret every verifier shares, so
 // every verifier can also sign; an Ed25519 key's verifiers hold only its

@@ -1,11 +1,13 @@
 package schemas
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestControlSignature(t *testing.T) {
@@ -145,5 +147,44 @@ func TestControlEd25519(t *testing.T) {
 		if _, err := LoadControlKeys(p); err == nil || !strings.Contains(err.Error(), p) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestDecisionNotAfterSigned: a decision's not_after is covered by its
+// signature (through the fingerprint), so a copy cannot be given a later
+// one or lose it; without one, its data is what earlier builds wrote.
+func TestDecisionNotAfterSigned(t *testing.T) {
+	k, err := NewOperatorKey("ops-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := &ControlKeys{Keys: []ControlKey{k}}
+	at := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
+	data, _ := json.Marshal(Decision{Key: "k", Reason: "checked", By: "ann", NotAfter: at})
+	if want := `{"key":"k","reason":"checked","by":"ann","not_after":"2026-12-08T10:00:00Z"}`; string(data) != want {
+		t.Fatalf("decision data %s, want %s", data, want)
+	}
+	if old, _ := json.Marshal(Decision{Key: "k", Reason: "checked", By: "ann"}); string(old) != `{"key":"k","reason":"checked","by":"ann"}` {
+		t.Fatalf("decision without not_after: %s", old)
+	}
+	c := Command{ID: "1", Source: "cli", Type: TypeRelease, Subject: "order-1", IdempotencyKey: "release/k/1", Data: data}
+	if err := ks.SignControl(&c); err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]string{
+		"later":   `{"key":"k","reason":"checked","by":"ann","not_after":"2027-12-08T10:00:00Z"}`,
+		"removed": `{"key":"k","reason":"checked","by":"ann"}`,
+	} {
+		forged := c
+		forged.Data = json.RawMessage(d)
+		if forged.Fingerprint, err = Fingerprint(forged.Type, forged.Subject, forged.Data); err != nil {
+			t.Fatal(err)
+		}
+		if err := ks.VerifyControl(&forged); !errors.Is(err, ErrBadSignature) {
+			t.Fatalf("not_after %s: verify = %v, want %v", name, err, ErrBadSignature)
+		}
+	}
+	if err := ks.VerifyControl(&c); err != nil {
+		t.Fatal(err)
 	}
 }

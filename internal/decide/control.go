@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -42,6 +43,10 @@ type DecisionInput struct {
 	Target      *schemas.Record
 	// ActionConfigured, for approve: the target's action is configured.
 	ActionConfigured bool
+	// Now is the time of the decision, against the decision's not_after.
+	// A zero Now checks no not_after (as a zero Input.Now checks no
+	// deadline): the executor must set it.
+	Now time.Time
 }
 
 // DecisionOf is what DecideOperator decided, with the decision's data.
@@ -53,9 +58,10 @@ type DecisionOf struct {
 // DecisionRows is the table of operator decisions, tried in order.
 var DecisionRows = []Row{
 	{"refused", "the signature does not verify (unsigned, unknown key, wrong signature, no key configured)", "rejected `not_allowed`"},
-	{"malformed", "the data lacks `key` or `reason`, or `resolve`'s `as` is not `succeeded`, `failed` or `rejected`", "rejected `invalid_command`"},
+	{"malformed", "the data lacks `key` or `reason`, its `not_after` is not an RFC 3339 time, or `resolve`'s `as` is not `succeeded`, `failed` or `rejected`", "rejected `invalid_command`"},
 	{"target-lookup", "the named record is not known yet", "the executor looks it up in the decision's own entity, as seen at the decision's position, and decides again"},
 	{"applied", "an `approve` whose execution already started (the record carries its id)", "answered as applied; an execution still in progress is settled (`inherit`), not started again"},
+	{"expired", "the decision's `not_after` has passed (a decision without `not_after`, from an earlier build, does not expire)", "rejected `expired`; the message names the `not_after`"},
 	{"not-applicable", "no record of the key in the entity, or one not in a status the decision applies to (`resolve`: unresolved, held; `approve`: held; `release`: succeeded, failed, rejected)", "rejected `not_unresolved`"},
 	{"action-gone", "an `approve` of a held record whose action is no longer configured", "rejected `unknown_action`"},
 	{"resolve", "a `resolve`", "the record gets the status decided and its `resolution`; its command gets a second outcome"},
@@ -75,7 +81,7 @@ func Operator(in DecisionInput) DecisionOf {
 	}
 	var req schemas.Decision
 	if err := json.Unmarshal(cmd.Data, &req); err != nil || req.Key == "" || req.Reason == "" {
-		return DecisionOf{Decision: reject("malformed", schemas.CodeInvalidCommand, cmd.Type+" needs data {\"key\",\"reason\",\"by\"} (resolve also \"as\")")}
+		return DecisionOf{Decision: reject("malformed", schemas.CodeInvalidCommand, cmd.Type+" needs data {\"key\",\"reason\",\"by\"} (resolve also \"as\"; \"not_after\", if any, an RFC 3339 time)")}
 	}
 	out := DecisionOf{Req: req}
 	as := schemas.Status(req.As)
@@ -90,6 +96,14 @@ func Operator(in DecisionInput) DecisionOf {
 	t := in.Target
 	if cmd.Type == schemas.TypeApprove && t != nil && t.Resolution != nil && t.Resolution.DecisionID == cmd.ID {
 		out.Decision = Decision{Row: "applied", Verdict: Applied}
+		return out
+	}
+	// After applied: an approval consumed again after its not_after (an
+	// executor down that long while the approved command ran) took effect
+	// before it expired, and is answered so, its execution settled.
+	if !req.NotAfter.IsZero() && in.Now.After(req.NotAfter) {
+		out.Decision = reject("expired", schemas.CodeExpired, fmt.Sprintf("%s of key %q refused: its not_after %s has passed (now %s); a decision is valid only until its not_after, so that a copy cannot be replayed later: decide again",
+			cmd.Type, req.Key, req.NotAfter.UTC().Format(time.RFC3339), in.Now.UTC().Format(time.RFC3339)))
 		return out
 	}
 	verb, want := "released", []schemas.Status{schemas.StatusSucceeded, schemas.StatusFailed, schemas.StatusRejected}

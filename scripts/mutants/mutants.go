@@ -162,6 +162,17 @@ var guarantees = []mutant{
 		Run:  "TestControlSignature|TestDecisionsSigned|TestUniqueByRejectAndHold|TestReleaseMakesKeyNewWork|TestEd25519DecisionsVerifierOnly",
 	},
 	{
+		// Not a Row mutant: the simulation sends no decision past its
+		// not_after; the table test and the executor's end-to-end test
+		// catch it.
+		Name: "op-not-after", Guarantee: "control: an operator decision past its signed not_after is refused rejected expired",
+		Edits: []edit{{"internal/decide/control.go",
+			"	if !req.NotAfter.IsZero() && in.Now.After(req.NotAfter) {",
+			"	if false && !req.NotAfter.IsZero() {"}},
+		Pkgs: []string{decidePkg, consumerPkg},
+		Run:  "TestOperatorRows|TestOpExpiryReplayedDecisionRefused",
+	},
+	{
 		Name: "journal-gap-hold", Guarantee: "G2: a partition whose journal lost records younger than key_memory is held",
 		Edits: []edit{{"consumer/restore.go",
 			"	if age >= e.retention.memory {",

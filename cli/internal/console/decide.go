@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -69,14 +70,19 @@ func kindsFor(e Execution) []Kind {
 }
 
 // ClientDecider sends decisions with a public client that signs commands
-// with control keys (client.WithControlKeys).
-type ClientDecider struct{ C *client.Client }
+// with control keys (client.WithControlKeys). Each decision is valid for
+// ValidFor from when it is sent (its signed not_after; 0:
+// schemas.DecisionValidity).
+type ClientDecider struct {
+	C        *client.Client
+	ValidFor time.Duration
+}
 
 // Send publishes k on e to the entity's partition, signed by the client,
 // with by (the authenticated operator) recorded as its author.
 func (d ClientDecider) Send(ctx context.Context, e Execution, k Kind, reason, by string) (Decision, error) {
 	id := uuid.NewString()
-	dd := schemas.Decision{Key: e.Key, As: string(k.As), Reason: reason, By: by}
+	dd := schemas.Decision{Key: e.Key, As: string(k.As), Reason: reason, By: by, NotAfter: notAfter(time.Now(), d.ValidFor)}
 	data, err := json.Marshal(dd)
 	if err != nil {
 		return Decision{}, fmt.Errorf("decision: %w", err)
@@ -92,4 +98,13 @@ func (d ClientDecider) Send(ctx context.Context, e Execution, k Kind, reason, by
 		return Decision{}, err
 	}
 	return Decision{ID: id, Kind: k.Name, As: k.As, By: by, Reason: reason, Key: ikey}, nil
+}
+
+// notAfter is when a decision sent at now for validFor expires (0:
+// schemas.DecisionValidity), to the second.
+func notAfter(now time.Time, validFor time.Duration) time.Time {
+	if validFor <= 0 {
+		validFor = schemas.DecisionValidity
+	}
+	return now.Add(validFor).UTC().Truncate(time.Second)
 }
