@@ -274,7 +274,7 @@ func (j *job) control(ctx context.Context, cmd schemas.Command, version *int64) 
 		j.reconcileKey(ctx, cmd, version)
 		return
 	}
-	in := decide.DecisionInput{Cmd: cmd, SignatureErr: j.e.cfg.ControlKeys.VerifyControl(&cmd)}
+	in := decide.DecisionInput{Cmd: cmd, SignatureErr: j.e.cfg.ControlKeys.VerifyControl(&cmd), Now: time.Now()}
 	d := decide.Operator(in)
 	if d.Verdict == decide.LookUpTarget {
 		// In the decision's own entity only: a decision never reaches
