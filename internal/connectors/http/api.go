@@ -572,7 +572,15 @@ func (s *shape) startOAuth(base *http.Transport, foreign http.RoundTripper) {
 		}
 		rt = t
 	}
-	hc := &http.Client{Transport: rt, Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: rt, Timeout: 10 * time.Second,
+		// A redirect is not followed: net/http would post the client
+		// credentials again to wherever it points (the secret in the form,
+		// which the oauth2 package falls back to, and Authorization to the
+		// same host name on another port or over plain http). A token
+		// endpoint's 3xx gives no token: not sent, retried
+		// (ClassifyTokenError).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 	s.tokenCtx = context.WithValue(context.Background(), oauth2.HTTPClient, hc)
 	s.tokens.Store(&tokenSource{s.oauth.TokenSource(s.tokenCtx)})
 }

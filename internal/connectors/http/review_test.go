@@ -1,0 +1,70 @@
+package httpconn_test
+
+// Tests from a review of the connector against the ways real APIs
+// misbehave (round 25): each one failed before the change it names.
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/onceflight/onceflight/connectors"
+	httpconn "github.com/onceflight/onceflight/internal/connectors/http"
+)
+
+// TestOAuth2TokenRedirectNotFollowed: a token endpoint that answers with a
+// redirect (a moved or compromised IdP, a proxy's login) must not get the
+// client credentials sent on to the redirect's target. net/http follows a
+// 307 by posting the body again — with the client secret in it when the
+// oauth2 package falls back to sending it in the form — and keeps the
+// Authorization header for the same host name on another port or scheme.
+// The redirect is an answer that gives no token: not sent, retried.
+func TestOAuth2TokenRedirectNotFollowed(t *testing.T) {
+	const secret = "client-secret-9f8e7d6c"
+	t.Setenv("OAUTH_SECRET", secret)
+	var mu sync.Mutex
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("Authorization")+" "+string(b))
+		mu.Unlock()
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer other.Close()
+	// localhost is another host name than 127.0.0.1 for net/http, which
+	// then drops Authorization but still re-posts the form.
+	elsewhere := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+	var apiCalls int
+	for _, target := range []string{elsewhere, other.URL} {
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target+"/token", http.StatusTemporaryRedirect)
+		})
+		mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			apiCalls++
+			mu.Unlock()
+		})
+		srv := httptest.NewServer(mux)
+		api := httpconn.API{OAuth2: &httpconn.OAuth2{TokenURL: srv.URL + "/token", ClientID: "onceflight", ClientSecret: "${env:OAUTH_SECRET}"}}
+		r := newConn(t, httpconn.Config{URL: srv.URL + "/api/x", API: api}).Execute(context.Background(), req("k", `{}`))
+		srv.Close()
+		if r.Kind != connectors.Unavailable || !strings.Contains(r.Message, "not sent: oauth2 token") {
+			t.Errorf("token endpoint redirecting to %s: %+v, want unavailable, not sent", target, r)
+		}
+		noSecret(t, "message", r.Message, secret)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, got := range leaked {
+		t.Errorf("the redirect's target got %q", got)
+	}
+	if apiCalls != 0 {
+		t.Errorf("%d requests reached the API without a token", apiCalls)
+	}
+}
