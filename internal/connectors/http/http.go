@@ -442,9 +442,14 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		// expired by its expires_in (revoked, or lost by a restart):
 		// nothing was done, so the same request goes once more with a
 		// new token rather than failing every command until the old
-		// one expires.
+		// one expires. Not when the action lists 401 as ambiguous
+		// (statuses): it says such an answer may follow the effect, so
+		// it is confirmed, not sent again; the next request gets the
+		// new token.
 		c.shape.renewToken(rep.token)
-		return c.execute(ctx, req, true)
+		if c.shape.statuses.ClassifyStatus(code) != connectors.Ambiguous {
+			return c.execute(ctx, req, true)
+		}
 	}
 	switch k := c.shape.statuses.ClassifyStatus(code); k {
 	case connectors.Succeeded:

@@ -68,3 +68,36 @@ func TestOAuth2TokenRedirectNotFollowed(t *testing.T) {
 		t.Errorf("%d requests reached the API without a token", apiCalls)
 	}
 }
+
+// TestOAuth2RenewalKeepsAnAmbiguous401: an action that lists 401 among
+// statuses.ambiguous (a gateway that answers 401 after forwarding, an API
+// whose 401 may come late) says a 401 may follow the effect: it is
+// confirmed, never sent again blind — not even with a renewed token.
+func TestOAuth2RenewalKeepsAnAmbiguous401(t *testing.T) {
+	t.Setenv("OAUTH_SECRET", "s")
+	var mu sync.Mutex
+	posts := 0
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"at-1","token_type":"Bearer","expires_in":3600}`))
+	})
+	mux.HandleFunc("POST /api/x", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts++
+		mu.Unlock()
+		w.WriteHeader(http.StatusUnauthorized)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	conn := newConn(t, httpconn.Config{URL: srv.URL + "/api/x", API: httpconn.API{
+		OAuth2:   &httpconn.OAuth2{TokenURL: srv.URL + "/token", ClientID: "c", ClientSecret: "${env:OAUTH_SECRET}"},
+		Statuses: httpconn.Statuses{Ambiguous: []int{http.StatusUnauthorized}},
+	}})
+	r := conn.Execute(context.Background(), req("k", `{}`))
+	mu.Lock()
+	defer mu.Unlock()
+	if r.Kind != connectors.Ambiguous || posts != 1 {
+		t.Errorf("a 401 listed as ambiguous: %+v after %d POSTs, want ambiguous after 1", r, posts)
+	}
+}
