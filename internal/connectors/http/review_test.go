@@ -101,3 +101,43 @@ func TestOAuth2RenewalKeepsAnAmbiguous401(t *testing.T) {
 		t.Errorf("a 401 listed as ambiguous: %+v after %d POSTs, want ambiguous after 1", r, posts)
 	}
 }
+
+// TestEmptyPathValueRefused: a URL path placeholder whose value is empty
+// would name another resource — /v1/orders/{data.id} with "" is
+// /v1/orders/, the listing, whose 200 the default found rule reads as "it
+// happened": a wrong confirmation; and an Execute would go to another
+// endpoint. The command cannot be sent as configured (rejected, nothing
+// sent) and a lookup so built has no answer (unknown). An empty query
+// value stays: it names the same resource.
+func TestEmptyPathValueRefused(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"data":[{"id":"someone else's"}]}`))
+	}))
+	defer srv.Close()
+	conn := newConn(t, httpconn.Config{URL: srv.URL + "/v1/orders/{data.id}", API: httpconn.API{
+		Method:  http.MethodPut,
+		Confirm: &httpconn.Confirm{URL: srv.URL + "/v1/orders/{data.id}"},
+	}})
+	r := conn.Execute(context.Background(), req("k", `{"id":""}`))
+	if r.Kind != connectors.Rejected || !strings.Contains(r.Message, "{data.id} is empty") {
+		t.Errorf("execute with an empty path value: %+v, want rejected", r)
+	}
+	r = conn.Confirm(context.Background(), req("k", `{"id":""}`))
+	if r.Kind != connectors.Ambiguous {
+		t.Errorf("lookup with an empty path value: %+v, want unknown", r)
+	}
+	mu.Lock()
+	if len(paths) != 0 {
+		t.Errorf("sent %q", paths)
+	}
+	mu.Unlock()
+	q := newConn(t, httpconn.Config{URL: srv.URL + "/v1/orders?ref={data.id}"})
+	if r := q.Execute(context.Background(), req("k", `{"id":""}`)); r.Kind != connectors.Succeeded {
+		t.Errorf("an empty query value: %+v", r)
+	}
+}

@@ -22,7 +22,8 @@ import (
 //
 // Values are escaped for where they go (expand's mode): in a URL as a path
 // segment before the "?" and as a query value after it, so a key with "/"
-// or "&" cannot change which resource is asked about; in a JSON template a
+// or "&" cannot change which resource is asked about (nor can an empty
+// value in the path, which is refused); in a JSON template a
 // string is JSON-escaped (write it inside quotes), so data cannot close the
 // string and add fields.
 type Template struct {
@@ -144,6 +145,12 @@ func (t *Template) expand(req connectors.Request, data any, mode int) (string, e
 		switch {
 		case mode == modeURL && p.query:
 			s = url.QueryEscape(s)
+		case mode == modeURL && s == "":
+			// An empty path value names another resource:
+			// /v1/orders/{data.id} would be /v1/orders/, the
+			// listing, whose 200 the default found rule reads as
+			// "it happened". A query value names the same one.
+			return "", fmt.Errorf("template field {%s} is empty: in a URL path it would name another resource", strings.Join(p.field, "."))
 		case mode == modeURL:
 			s = escapeKey(s)
 		case mode == modeJSON && isString:
