@@ -403,6 +403,9 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 	if err := ctx.Err(); err != nil {
 		return unavailable(fmt.Sprintf("not sent: %v", err))
 	}
+	if why := headerUnsafe(req); why != "" {
+		return connectors.Result{Kind: connectors.Rejected, Message: "not sent: " + why}
+	}
 	ctx, cancel := c.requestContext(ctx, req.Deadline)
 	defer cancel()
 	out, err := c.shape.build(req)
@@ -626,6 +629,28 @@ func (c *Connector) protocolHeaders(req connectors.Request, set func(key, value 
 	if req.TraceParent != "" {
 		set("Traceparent", req.TraceParent)
 	}
+}
+
+// headerUnsafe says why a header value taken from the command (its
+// entity, idempotency key, traceparent) cannot be written, or "" if all
+// can. A header value holds no control character but a tab (RFC 9110
+// §5.5). net/http refuses such a request before sending it, which read as
+// "not sent" with the system signalled down — one malformed command
+// opening the system's breaker and retried until give_up_after — while
+// fasthttp turns CR and LF into spaces and sends the rest: another entity
+// than the command's. The command cannot be sent as it is: rejected. The
+// value is described by position, never echoed.
+func headerUnsafe(req connectors.Request) string {
+	for _, f := range [...]struct{ name, v string }{
+		{"entity", req.Entity}, {"idempotency key", req.Key}, {"traceparent", req.TraceParent},
+	} {
+		for i := 0; i < len(f.v); i++ {
+			if b := f.v[i]; b < 0x20 && b != '\t' || b == 0x7f {
+				return fmt.Sprintf("the %s has a control character (%U at byte %d), which an HTTP header cannot carry", f.name, rune(b), i)
+			}
+		}
+	}
+	return ""
 }
 
 // headerSlab sets single-valued headers whose values share one array.

@@ -141,3 +141,37 @@ func TestEmptyPathValueRefused(t *testing.T) {
 		t.Errorf("an empty query value: %+v", r)
 	}
 }
+
+// TestControlCharacterInHeaderValue: the entity (a command's subject,
+// which nothing upstream checks for control characters) goes in the
+// Onceflight-Entity header, where a CR, LF or other control character
+// cannot be written. net/http refused the request as "not sent" with the
+// system signalled down — one bad command opened the system's breaker,
+// and was retried until give_up_after — while fasthttp sent the header
+// with the line break turned into a space: another entity than the
+// command's. The command cannot be sent as it is: rejected, nothing sent,
+// on both clients.
+func TestControlCharacterInHeaderValue(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Onceflight-Entity"))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	conn := newConn(t, httpconn.Config{URL: srv.URL})
+	for _, entity := range []string{"order-1\r\nX-Injected: 1", "order\x001", "order\x7f1"} {
+		r := req("k", `{}`)
+		r.Entity = entity
+		res := conn.Execute(context.Background(), r)
+		if res.Kind != connectors.Rejected || res.Signal != connectors.SignalNone || strings.Contains(res.Message, "order") {
+			t.Errorf("entity %q: %+v, want rejected, no signal, the entity not echoed", entity, res)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 0 {
+		t.Errorf("sent with entities %q", got)
+	}
+}
