@@ -224,6 +224,7 @@ type shape struct {
 	url         *Template
 	body        string
 	bodyTmpl    *Template
+	bodyMode    int // how bodyTmpl's values are escaped (bodyMode)
 	contentType string
 	idemHeader  string
 	headers     []header
@@ -324,6 +325,7 @@ func compileShape(cfg Config) (*shape, []error) {
 			fail("body_template", err)
 		}
 		s.contentType = cmpOr(a.ContentType, s.contentType)
+		s.bodyMode = bodyMode(s.contentType)
 	default:
 		fail("body", fmt.Errorf("must be json, form or template, got %q", a.Body))
 	}
@@ -634,11 +636,7 @@ func (s *shape) build(req connectors.Request) (request, error) {
 		}
 		out.body = []byte(f)
 	case BodyTemplate:
-		mode := modeText
-		if strings.Contains(s.contentType, "json") {
-			mode = modeJSON
-		}
-		b, err := s.bodyTmpl.expand(req, data, mode)
+		b, err := s.bodyTmpl.expand(req, data, s.bodyMode)
 		if err != nil {
 			return out, err
 		}
@@ -650,6 +648,21 @@ func (s *shape) build(req connectors.Request) (request, error) {
 		}
 	}
 	return out, nil
+}
+
+// bodyMode is how a body template's values are escaped for contentType:
+// JSON-escaped for a JSON type, form-escaped for a form — where a value
+// with "&" or "=" would otherwise add or replace a field — and as they are
+// otherwise.
+func bodyMode(contentType string) int {
+	mt, _, _ := strings.Cut(strings.ToLower(contentType), ";")
+	switch mt = strings.TrimSpace(mt); {
+	case strings.Contains(mt, "json"):
+		return modeJSON
+	case mt == "application/x-www-form-urlencoded":
+		return modeForm
+	}
+	return modeText
 }
 
 // authorize adds the configured headers and credentials to hr, and

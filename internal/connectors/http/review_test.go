@@ -175,3 +175,38 @@ func TestControlCharacterInHeaderValue(t *testing.T) {
 		t.Errorf("sent with entities %q", got)
 	}
 }
+
+// TestFormTemplateEscapesValues: a body template sent as a form
+// (content_type application/x-www-form-urlencoded, as messaging APIs take
+// To=...&Body=...) gets each value form-escaped, as a JSON template gets
+// it JSON-escaped: data with "&" or "=" cannot add or replace a field.
+func TestFormTemplateEscapesValues(t *testing.T) {
+	var mu sync.Mutex
+	var got map[string][]string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		mu.Lock()
+		got = r.PostForm
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	conn := newConn(t, httpconn.Config{URL: srv.URL, API: httpconn.API{
+		Body: httpconn.BodyTemplate, ContentType: "application/x-www-form-urlencoded; charset=utf-8",
+		BodyTemplate: "To={data.to}&Body={data.text}&Price={data.price}",
+	}})
+	r := conn.Execute(context.Background(), req("k", `{"to":"+1 555","text":"50% off & To=+1666","price":1.5}`))
+	if r.Kind != connectors.Succeeded {
+		t.Fatalf("execute: %+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]string{"To": "+1 555", "Body": "50% off & To=+1666", "Price": "1.5"}
+	for k, v := range want {
+		if len(got[k]) != 1 || got[k][0] != v {
+			t.Errorf("field %s: got %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("fields %q, want only %v", got, want)
+	}
+}

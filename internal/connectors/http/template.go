@@ -25,7 +25,9 @@ import (
 // or "&" cannot change which resource is asked about (nor can an empty
 // value in the path, which is refused); in a JSON template a
 // string is JSON-escaped (write it inside quotes), so data cannot close the
-// string and add fields.
+// string and add fields; in a form template (content type
+// application/x-www-form-urlencoded) every value is form-escaped, so data
+// with "&" or "=" cannot add or replace a field.
 type Template struct {
 	src   string
 	parts []tmplPart
@@ -115,6 +117,7 @@ const (
 	modeURL  = iota // path segment / query value escaping
 	modeJSON        // strings JSON-escaped
 	modeText        // as is
+	modeForm        // form-escaped (application/x-www-form-urlencoded)
 )
 
 // expand fills t from req; data is req.Data decoded (decodeData).
@@ -153,6 +156,8 @@ func (t *Template) expand(req connectors.Request, data any, mode int) (string, e
 			return "", fmt.Errorf("template field {%s} is empty: in a URL path it would name another resource", strings.Join(p.field, "."))
 		case mode == modeURL:
 			s = escapeKey(s)
+		case mode == modeForm:
+			s = url.QueryEscape(s)
 		case mode == modeJSON && isString:
 			raw, _ := marshal(s) // a string always marshals
 			s = string(raw[1 : len(raw)-1])
