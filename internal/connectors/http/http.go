@@ -522,10 +522,10 @@ func (r *reply) release() {
 
 // prepare sets the protocol's headers and the shape's credentials and
 // signature on hr; a reply with res set when the request cannot go.
-func (c *Connector) prepare(hr *http.Request, req connectors.Request, body []byte) reply {
+func (c *Connector) prepare(ctx context.Context, hr *http.Request, req connectors.Request, body []byte) reply {
 	hr.GetBody = nil // never replayable by the transport (see package doc)
 	hr.Header = c.executeHeaders(req)
-	token, err := c.shape.authorize(hr, nil)
+	token, err := c.shape.authorize(ctx, hr, nil)
 	if err != nil {
 		return reply{res: &connectors.Result{Kind: ClassifyTokenError(err), Message: fmt.Sprintf("not sent: %v", err)}}
 	}
@@ -541,7 +541,7 @@ func (c *Connector) sendNet(ctx context.Context, req connectors.Request, out req
 	if err != nil {
 		return reply{res: &connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}}
 	}
-	rep := c.prepare(hr, req, out.body)
+	rep := c.prepare(ctx, hr, req, out.body)
 	if rep.res != nil {
 		return rep
 	}
@@ -567,7 +567,7 @@ func (c *Connector) sendFast(ctx context.Context, req connectors.Request, out re
 	var h http.Header
 	if c.shape.addsHeaders() {
 		hr := &http.Request{}
-		if rep = c.prepare(hr, req, out.body); rep.res != nil {
+		if rep = c.prepare(ctx, hr, req, out.body); rep.res != nil {
 			return rep
 		}
 		h = hr.Header

@@ -210,3 +210,38 @@ func TestFormTemplateEscapesValues(t *testing.T) {
 		t.Errorf("fields %q, want only %v", got, want)
 	}
 }
+
+// TestOAuth2TokenFetchEndsWithTheAttempt: a token endpoint that does not
+// answer holds no Execute past its attempt's end. The oauth2 package's
+// TokenSource takes no context, so the fetch was bounded only by its own
+// 10s client timeout: an attempt of 2s was held 10s, and stopping the
+// executor did not end it. The fetch now goes with the request's context:
+// cancelled, the Execute is "not sent" at once.
+func TestOAuth2TokenFetchEndsWithTheAttempt(t *testing.T) {
+	t.Setenv("OAUTH_SECRET", "oauth-secret-7a6b")
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer close(release) // before Close, which waits for the handler
+	conn := newConn(t, httpconn.Config{URL: srv.URL + "/api/x", API: httpconn.API{
+		OAuth2: &httpconn.OAuth2{TokenURL: srv.URL + "/token", ClientID: "c", ClientSecret: "${env:OAUTH_SECRET}"},
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-asked; cancel() }()
+	r := conn.Execute(ctx, req("k", `{}`))
+	if r.Kind != connectors.Unavailable || !strings.Contains(r.Message, "oauth2 token") || !strings.Contains(r.Message, context.Canceled.Error()) {
+		t.Errorf("token fetch cancelled: %+v, want unavailable, not sent, context canceled", r)
+	}
+}
