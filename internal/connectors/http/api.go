@@ -241,7 +241,7 @@ type shape struct {
 	// without oauth2); renewToken drops a token the API refused.
 	tokens   *tokenCache
 	hasRules bool     // rejected or result set: Execute answers go through them
-	statuses Statuses        // codes the API gives a meaning of its own
+	statuses Statuses // codes the API gives a meaning of its own
 	// extraHeaders is how many headers authorize and sign add to an
 	// Execute request, so its header map is made large enough once.
 	extraHeaders int
