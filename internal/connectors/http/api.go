@@ -780,7 +780,7 @@ func (c *Connector) succeeded(req connectors.Request, code int, h http.Header, r
 			return connectors.Result{Kind: ClassifyRejectedWhen(false), Message: fmt.Sprintf("HTTP %d: rejected_when has no answer: %v", code, err)}
 		}
 		if bad {
-			return connectors.Result{Kind: ClassifyRejectedWhen(true), Message: fmt.Sprintf("HTTP %d, rejected_when holds: %s", code, message(raw))}
+			return connectors.Result{Kind: ClassifyRejectedWhen(true), Message: fmt.Sprintf("HTTP %d, rejected_when holds: %s", code, c.message(raw))}
 		}
 	}
 	return connectors.Result{Kind: connectors.Succeeded, Result: c.mapped(s.result, a, cut)}

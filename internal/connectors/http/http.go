@@ -464,9 +464,9 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		return c.succeeded(req, code, h, raw, rep.truncated || rep.broken)
 	case connectors.Ambiguous:
 		c.dropConnections()
-		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, c.message(raw))}
 	default:
-		res := connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+		res := connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, c.message(raw))}
 		switch code {
 		case http.StatusTooManyRequests:
 			res.Signal = connectors.SignalBusy
@@ -588,6 +588,9 @@ func (c *Connector) sendFast(ctx context.Context, req connectors.Request, out re
 	rep.code, rep.raw, rep.broken = fr.resp.StatusCode(), fr.resp.Body(), broken
 	if len(rep.raw) > c.cfg.MaxResultBytes {
 		rep.raw, rep.truncated = rep.raw[:c.cfg.MaxResultBytes], true
+	}
+	if rep.truncated || rep.broken {
+		rep.raw = c.shape.secrets.trimPartial(rep.raw)
 	}
 	if c.shape.hasRules {
 		// Rules may keep the body past release.
@@ -756,7 +759,7 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) (res co
 	case http.StatusNotFound:
 		return connectors.Result{Kind: connectors.NotFound}
 	}
-	return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: HTTP %d: %s", resp.StatusCode, message(raw))}
+	return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: HTTP %d: %s", resp.StatusCode, c.message(raw))}
 }
 
 // escapeKey is the key as it replaces {key} in confirm_url: URL-escaped as a
@@ -806,12 +809,16 @@ func (c *Connector) dropConnections() {
 }
 
 // readBody reads at most MaxResultBytes, draining a little more so the
-// connection can be reused.
+// connection can be reused. A body cut short loses a secret's start at its
+// end (redactor.trimPartial).
 func (c *Connector) readBody(r io.Reader) (body []byte, truncated bool, err error) {
 	body, err = io.ReadAll(io.LimitReader(r, int64(c.cfg.MaxResultBytes)+1))
 	if len(body) > c.cfg.MaxResultBytes {
 		body, truncated = body[:c.cfg.MaxResultBytes], true
 		_, _ = io.CopyN(io.Discard, r, 64<<10)
+	}
+	if truncated || err != nil {
+		body = c.shape.secrets.trimPartial(body)
 	}
 	return body, truncated, err
 }
@@ -873,6 +880,11 @@ func mayEscapeHTML(b []byte) bool {
 	}
 	return false
 }
+
+// message is message(raw) with the connector's secrets redacted first: a
+// secret straddling the cap would be cut in two, and its first part no
+// longer match the redaction of what Execute returns.
+func (c *Connector) message(raw []byte) string { return message(c.shape.secrets.bytes(raw)) }
 
 // message is a rejection's reason: the JSON "message" or "error" string
 // field if there is one, else the text, capped.

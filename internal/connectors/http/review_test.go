@@ -245,3 +245,37 @@ func TestOAuth2TokenFetchEndsWithTheAttempt(t *testing.T) {
 		t.Errorf("token fetch cancelled: %+v, want unavailable, not sent, context canceled", r)
 	}
 }
+
+// TestSecretCutAtALimitIsRedacted: an API that quotes a credential back
+// (an error page listing the request's headers) may have it straddle a
+// limit the connector cuts at — the 512 bytes of a message, the bytes of
+// a result — and a secret cut in two no longer matches the redaction:
+// its first part went into the record. Both are redacted before cutting,
+// or a body cut inside a secret loses that part.
+func TestSecretCutAtALimitIsRedacted(t *testing.T) {
+	const key = "sk_live_0123456789abcdef"
+	t.Setenv("CUT_KEY", key)
+	// The key starts 17 bytes before each limit.
+	status := http.StatusBadRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(status)
+		pad := 512 - 17
+		if status == http.StatusOK {
+			pad = 100 - 17
+		}
+		_, _ = w.Write([]byte(strings.Repeat("x", pad) + r.Header.Get("Authorization") + " was refused"))
+	}))
+	defer srv.Close()
+	srv.URL += "/"
+	api := httpconn.API{Headers: map[string]string{"Authorization": "${env:CUT_KEY}"}}
+	r := newConn(t, httpconn.Config{URL: srv.URL, API: api}).Execute(context.Background(), req("k", `{}`))
+	noSecret(t, "message", r.Message, key[:12])
+	status = http.StatusOK
+	conn := newConn(t, httpconn.Config{URL: srv.URL, MaxResultBytes: 100, API: api})
+	r = conn.Execute(context.Background(), req("k", `{}`))
+	if r.Kind != connectors.Succeeded {
+		t.Fatalf("execute: %+v", r)
+	}
+	noSecret(t, "result", string(r.Result), key[:12])
+}

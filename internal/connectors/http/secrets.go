@@ -178,6 +178,30 @@ func (r *redactor) bytes(b []byte) []byte {
 	return b
 }
 
+// minPartial is the shortest start of a secret that trimPartial takes
+// off a cut text's end: a shorter one tells next to nothing of the secret,
+// and would take ordinary text off every answer that happens to end with a
+// secret's first letters.
+const minPartial = 4
+
+// trimPartial replaces the start of a secret at b's end — b was cut
+// short (a body longer than the connector reads, or broken off), perhaps
+// inside a secret — by Redacted: cut in two, the secret no longer matches
+// the redaction of the whole, and its first part would be shown. b is not
+// written to (it may be a pooled buffer).
+func (r *redactor) trimPartial(b []byte) []byte {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, v := range r.mu.values {
+		for k := min(len(v)-1, len(b)); k >= minPartial; k-- {
+			if bytes.HasSuffix(b, []byte(v[:k])) {
+				return append(b[:len(b)-k:len(b)-k], Redacted...)
+			}
+		}
+	}
+	return b
+}
+
 // basicValue is the Authorization value for basic auth; it is a secret
 // too, since it decodes to the password.
 func basicValue(user, pass string) string {
