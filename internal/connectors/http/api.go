@@ -713,7 +713,7 @@ func (s *shape) authorize(ctx context.Context, hr *http.Request, extra []header)
 	s.tok.Lock()
 	if tok.AccessToken != s.tok.last {
 		s.tok.last = tok.AccessToken
-		s.secrets.add(tok.AccessToken)
+		s.secrets.addToken(tok.AccessToken)
 	}
 	s.tok.Unlock()
 	tok.SetAuthHeader(hr)
