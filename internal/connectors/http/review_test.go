@@ -279,3 +279,46 @@ func TestSecretCutAtALimitIsRedacted(t *testing.T) {
 	}
 	noSecret(t, "result", string(r.Result), key[:12])
 }
+
+// TestRedirectsNotFollowed (held before the review; kept as a guard): a
+// 307 to Execute would be the effect sent again, to wherever it points,
+// with the credentials; a lookup's 302 would carry them there too. Neither
+// is followed: the 307 is ambiguous (confirmed), the lookup's 302 unknown.
+func TestRedirectsNotFollowed(t *testing.T) {
+	t.Setenv("REDIRECT_KEY", "redirect-key-3c4d5e")
+	var mu sync.Mutex
+	reached := 0
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached++
+		mu.Unlock()
+	}))
+	defer other.Close()
+	posts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code := http.StatusFound
+		if r.Method == http.MethodPost {
+			mu.Lock()
+			posts++
+			mu.Unlock()
+			code = http.StatusTemporaryRedirect
+		}
+		http.Redirect(w, r, other.URL+r.URL.Path, code)
+	}))
+	defer srv.Close()
+	conn := newConn(t, httpconn.Config{URL: srv.URL + "/v1/refunds", API: httpconn.API{
+		Headers: map[string]string{"Authorization": "Bearer ${env:REDIRECT_KEY}"},
+		Confirm: &httpconn.Confirm{URL: srv.URL + "/v1/refunds/{key}"},
+	}})
+	if r := conn.Execute(context.Background(), req("k", `{}`)); r.Kind != connectors.Ambiguous {
+		t.Errorf("execute answered 307: %+v, want ambiguous", r)
+	}
+	if r := conn.Confirm(context.Background(), req("k", `{}`)); r.Kind != connectors.Ambiguous {
+		t.Errorf("lookup answered 302: %+v, want unknown", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if posts != 1 || reached != 0 {
+		t.Errorf("%d POSTs, %d requests at the redirect's target; want 1 and 0", posts, reached)
+	}
+}
