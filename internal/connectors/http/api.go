@@ -504,6 +504,12 @@ func (s *shape) resolveHeaders(field string, hs map[string]string, reserved []st
 			fail(f, errors.New("the value contains a line break"))
 			continue
 		}
+		if i := ctlIndex(v); i >= 0 {
+			// net/http would refuse every request as "not sent" (the
+			// system signalled down for good), fasthttp send it.
+			fail(f, fmt.Errorf("the value has a control character (%U at byte %d), which a header cannot carry", rune(v[i]), i))
+			continue
+		}
 		out = append(out, header{canon, v})
 	}
 	return out

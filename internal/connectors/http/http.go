@@ -647,13 +647,22 @@ func headerUnsafe(req connectors.Request) string {
 	for _, f := range [...]struct{ name, v string }{
 		{"entity", req.Entity}, {"idempotency key", req.Key}, {"traceparent", req.TraceParent},
 	} {
-		for i := 0; i < len(f.v); i++ {
-			if b := f.v[i]; b < 0x20 && b != '\t' || b == 0x7f {
-				return fmt.Sprintf("the %s has a control character (%U at byte %d), which an HTTP header cannot carry", f.name, rune(b), i)
-			}
+		if i := ctlIndex(f.v); i >= 0 {
+			return fmt.Sprintf("the %s has a control character (%U at byte %d), which an HTTP header cannot carry", f.name, rune(f.v[i]), i)
 		}
 	}
 	return ""
+}
+
+// ctlIndex is the index of the first byte of s that a header value cannot
+// hold — a control character other than a tab (RFC 9110 §5.5) — or -1.
+func ctlIndex(s string) int {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 && b != '\t' || b == 0x7f {
+			return i
+		}
+	}
+	return -1
 }
 
 // headerSlab sets single-valued headers whose values share one array.

@@ -322,3 +322,25 @@ func TestRedirectsNotFollowed(t *testing.T) {
 		t.Errorf("%d POSTs, %d requests at the redirect's target; want 1 and 0", posts, reached)
 	}
 }
+
+// TestHeaderValueControlCharacterRefusedAtLoad: a configured header value
+// (a secret read from a variable or file) with a control character other
+// than CR or LF — which were refused already — was taken: net/http then
+// refused every request as "not sent", the system signalled down for
+// good, while fasthttp sent the character. Refused at load, like a line
+// break, without showing the value.
+func TestHeaderValueControlCharacterRefusedAtLoad(t *testing.T) {
+	t.Setenv("CTL_KEY", "key-\x1b-4f5a")
+	_, err := httpconn.New(httpconn.Config{URL: "http://127.0.0.1:1/x", API: httpconn.API{
+		Headers: map[string]string{"X-Api-Key": "${env:CTL_KEY}"},
+	}})
+	if err == nil || !strings.Contains(err.Error(), "headers.X-Api-Key") || strings.Contains(err.Error(), "4f5a") {
+		t.Errorf("a header value with an ESC: %v, want refused, naming the field, not the value", err)
+	}
+	t.Setenv("CTL_KEY", "key\twith-tab")
+	if _, err := httpconn.New(httpconn.Config{URL: "http://127.0.0.1:1/x", API: httpconn.API{
+		Headers: map[string]string{"X-Api-Key": "${env:CTL_KEY}"},
+	}}); err != nil {
+		t.Errorf("a tab is allowed in a header value: %v", err)
+	}
+}
