@@ -344,3 +344,22 @@ func TestHeaderValueControlCharacterRefusedAtLoad(t *testing.T) {
 		t.Errorf("a tab is allowed in a header value: %v", err)
 	}
 }
+
+// TestHTMLLoginPageIsNotASuccess (held before the review; kept as a
+// guard): a single sign-on proxy in front of an API answers a POST with
+// 200 and its login page. With a rejected_when that reads the body (the
+// payments profile's), the page has no answer to it: ambiguous, confirmed
+// by the lookup — not succeeded.
+func TestHTMLLoginPageIsNotASuccess(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(`<!doctype html><html><body><form action="/login">Sign in</form></body></html>`))
+	}))
+	defer srv.Close()
+	conn := newConn(t, httpconn.Config{URL: srv.URL + "/v1/refunds", API: httpconn.API{
+		Body: httpconn.BodyForm, RejectedWhen: `body.status == "failed"`, Result: `{"refund_id": body.id}`,
+	}})
+	if r := conn.Execute(context.Background(), req("k", `{"charge":"ch_1"}`)); r.Kind != connectors.Ambiguous {
+		t.Errorf("a 200 login page: %+v, want ambiguous", r)
+	}
+}
