@@ -743,6 +743,9 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) (res co
 	if c.cfg.ConfirmURL == "" {
 		return connectors.Result{Kind: connectors.Ambiguous, Message: "no confirm_url configured"}
 	}
+	if isDotSegment(req.Key) {
+		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: the key %q in confirm_url's path would name another resource once a proxy normalizes it (isDotSegment): not asked", req.Key)}
+	}
 	ctx, cancel := c.requestContext(ctx, time.Time{})
 	defer cancel()
 	u := strings.ReplaceAll(c.cfg.ConfirmURL, "{key}", escapeKey(req.Key))
@@ -773,7 +776,8 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) (res co
 
 // escapeKey is the key as it replaces {key} in confirm_url: URL-escaped as a
 // path segment (url.PathEscape, so "/" is %2F) and, for a key made only of
-// dots, with every dot escaped too. url.PathEscape leaves "." and ".." as
+// dots, with every dot escaped too ("." and ".." are not even sent:
+// isDotSegment). url.PathEscape leaves "." and ".." as
 // they are, and a path segment "." or ".." is a dot-segment that clients,
 // proxies and servers remove (RFC 3986 §5.2.4): GET /refunds/.. would ask
 // about the collection (or its parent) instead of the key, and a 404 there

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -361,5 +362,50 @@ func TestHTMLLoginPageIsNotASuccess(t *testing.T) {
 	}})
 	if r := conn.Execute(context.Background(), req("k", `{"charge":"ch_1"}`)); r.Kind != connectors.Ambiguous {
 		t.Errorf("a 200 login page: %+v, want ambiguous", r)
+	}
+}
+
+// TestDotSegmentValueRefused: a key or data value "." or ".." in a URL
+// path was sent as %2E or %2E%2E — not a dot-segment as written, but RFC
+// 3986 §6.2.2.2 makes a percent-encoded unreserved character equal to the
+// character, and a normalizing proxy or server (nginx) decodes it and
+// removes the segment: GET /v1/refunds/%2E is then the listing, whose 200
+// the default found rule reads as "it happened". Such a value is refused
+// like an empty one: Execute rejected, a lookup (the API's, or
+// confirm_url) unknown, nothing sent.
+func TestDotSegmentValueRefused(t *testing.T) {
+	var mu sync.Mutex
+	var sent []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent = append(sent, r.Method+" "+r.RequestURI)
+		mu.Unlock()
+		// A normalizing front: the decoded path, dot-segments removed.
+		if p := path.Clean(r.URL.Path); p == "/v1/refunds" || p == "/v1" {
+			_, _ = w.Write([]byte(`{"data":[{"id":"re_other"}]}`))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	lookup := newConn(t, httpconn.Config{URL: srv.URL + "/v1/refunds", API: httpconn.API{
+		Confirm: &httpconn.Confirm{URL: srv.URL + "/v1/refunds/{key}"},
+	}})
+	plain := newConn(t, httpconn.Config{URL: srv.URL + "/v1/refunds", ConfirmURL: srv.URL + "/v1/refunds/{key}"})
+	exec := newConn(t, httpconn.Config{URL: srv.URL + "/v1/refunds/{data.id}", API: httpconn.API{Method: http.MethodPut}})
+	for _, v := range []string{".", ".."} {
+		for name, c := range map[string]*httpconn.Connector{"lookup": lookup, "confirm_url": plain} {
+			if r := c.Confirm(context.Background(), req(v, `{}`)); r.Kind != connectors.Ambiguous {
+				t.Errorf("%s of key %q: %+v, want unknown", name, v, r)
+			}
+		}
+		if r := exec.Execute(context.Background(), req("k", `{"id":"`+v+`"}`)); r.Kind != connectors.Rejected {
+			t.Errorf("execute to /v1/refunds/%s: %+v, want rejected", v, r)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 0 {
+		t.Errorf("sent %q", sent)
 	}
 }

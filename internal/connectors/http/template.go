@@ -154,6 +154,8 @@ func (t *Template) expand(req connectors.Request, data any, mode int) (string, e
 			// listing, whose 200 the default found rule reads as
 			// "it happened". A query value names the same one.
 			return "", fmt.Errorf("template field {%s} is empty: in a URL path it would name another resource", strings.Join(p.field, "."))
+		case mode == modeURL && isDotSegment(s):
+			return "", fmt.Errorf("template field {%s} is %q: in a URL path it would name another resource", strings.Join(p.field, "."), s)
 		case mode == modeURL:
 			s = escapeKey(s)
 		case mode == modeForm:
@@ -166,6 +168,15 @@ func (t *Template) expand(req connectors.Request, data any, mode int) (string, e
 	}
 	return b.String(), nil
 }
+
+// isDotSegment reports whether a path value is "." or "..": escaped as
+// %2E and %2E%2E (escapeKey) it is not a dot-segment as written, but RFC
+// 3986 §6.2.2.2 makes a percent-encoded unreserved character equal to the
+// character, and a normalizing proxy or server (nginx) decodes it and
+// removes the segment — GET /v1/refunds/%2E is then the listing, whose 200
+// the default found rule reads as "it happened". Such a value is refused
+// as an empty one is.
+func isDotSegment(s string) bool { return s == "." || s == ".." }
 
 // marshal is json.Marshal without HTML escaping: "&" stays "&" in a
 // template's output, as the data had it.
