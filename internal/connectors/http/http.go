@@ -744,7 +744,7 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) (res co
 		return connectors.Result{Kind: connectors.Ambiguous, Message: "no confirm_url configured"}
 	}
 	if isDotSegment(req.Key) {
-		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: the key %q in confirm_url's path would name another resource once a proxy normalizes it (isDotSegment): not asked", req.Key)}
+		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: the key %q in confirm_url's path would name another resource once a proxy decodes and normalizes it (a dot-segment): not asked", req.Key)}
 	}
 	ctx, cancel := c.requestContext(ctx, time.Time{})
 	defer cancel()

@@ -393,7 +393,7 @@ func TestDotSegmentValueRefused(t *testing.T) {
 	}})
 	plain := newConn(t, httpconn.Config{URL: srv.URL + "/v1/refunds", ConfirmURL: srv.URL + "/v1/refunds/{key}"})
 	exec := newConn(t, httpconn.Config{URL: srv.URL + "/v1/refunds/{data.id}", API: httpconn.API{Method: http.MethodPut}})
-	for _, v := range []string{".", ".."} {
+	for _, v := range []string{".", "..", "x/../..", "./x"} {
 		for name, c := range map[string]*httpconn.Connector{"lookup": lookup, "confirm_url": plain} {
 			if r := c.Confirm(context.Background(), req(v, `{}`)); r.Kind != connectors.Ambiguous {
 				t.Errorf("%s of key %q: %+v, want unknown", name, v, r)

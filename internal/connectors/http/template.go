@@ -169,14 +169,22 @@ func (t *Template) expand(req connectors.Request, data any, mode int) (string, e
 	return b.String(), nil
 }
 
-// isDotSegment reports whether a path value is "." or "..": escaped as
-// %2E and %2E%2E (escapeKey) it is not a dot-segment as written, but RFC
-// 3986 §6.2.2.2 makes a percent-encoded unreserved character equal to the
-// character, and a normalizing proxy or server (nginx) decodes it and
-// removes the segment — GET /v1/refunds/%2E is then the listing, whose 200
-// the default found rule reads as "it happened". Such a value is refused
-// as an empty one is.
-func isDotSegment(s string) bool { return s == "." || s == ".." }
+// isDotSegment reports whether a path value is "." or "..", or has one
+// between its slashes ("a/../.."): escaped as %2E%2E, or ..%2F..,
+// (escapeKey) it is no dot-segment as written, but RFC 3986 §6.2.2.2 makes
+// a percent-encoded unreserved character equal to the character, and a
+// normalizing proxy or server (nginx, which decodes %2F as well) decodes
+// it and removes the segment — GET /v1/refunds/%2E is then the listing,
+// whose 200 the default found rule reads as "it happened". Such a value is
+// refused as an empty one is.
+func isDotSegment(s string) bool {
+	for seg := range strings.SplitSeq(s, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
 
 // marshal is json.Marshal without HTML escaping: "&" stays "&" in a
 // template's output, as the data had it.
