@@ -224,6 +224,7 @@ type shape struct {
 	url         *Template
 	body        string
 	bodyTmpl    *Template
+	bodyMode    int // how bodyTmpl's values are escaped (bodyMode)
 	contentType string
 	idemHeader  string
 	headers     []header
@@ -236,20 +237,17 @@ type shape struct {
 	lookup      *lookup
 	secrets     redactor
 
-	// tokens is the OAuth2 token source: set by startOAuth, replaced
-	// by renewToken when the API refuses a token it handed out; each
-	// source is safe for concurrent use.
-	tokens   atomic.Pointer[tokenSource]
-	tokenCtx context.Context // carries the token endpoint's client
-	hasRules bool            // rejected or result set: Execute answers go through them
-	statuses Statuses        // codes the API gives a meaning of its own
+	// tokens caches the OAuth2 token: set by startOAuth (nil
+	// without oauth2); renewToken drops a token the API refused.
+	tokens   *tokenCache
+	hasRules bool     // rejected or result set: Execute answers go through them
+	statuses Statuses // codes the API gives a meaning of its own
 	// extraHeaders is how many headers authorize and sign add to an
 	// Execute request, so its header map is made large enough once.
 	extraHeaders int
 	// tok guards the last access token seen, so that each new one is
-	// added to the redacted secrets once, and the swap of tokens by
-	// renewToken. Lock order: tok, then secrets.mu (added under it);
-	// nothing else.
+	// added to the redacted secrets once. Lock order: tok, then
+	// secrets.mu (added under it); nothing else.
 	tok struct {
 		sync.Mutex
 		last string
@@ -324,6 +322,7 @@ func compileShape(cfg Config) (*shape, []error) {
 			fail("body_template", err)
 		}
 		s.contentType = cmpOr(a.ContentType, s.contentType)
+		s.bodyMode = bodyMode(s.contentType)
 	default:
 		fail("body", fmt.Errorf("must be json, form or template, got %q", a.Body))
 	}
@@ -505,6 +504,12 @@ func (s *shape) resolveHeaders(field string, hs map[string]string, reserved []st
 			fail(f, errors.New("the value contains a line break"))
 			continue
 		}
+		if i := ctlIndex(v); i >= 0 {
+			// net/http would refuse every request as "not sent" (the
+			// system signalled down for good), fasthttp send it.
+			fail(f, fmt.Errorf("the value has a control character (%U at byte %d), which a header cannot carry", rune(v[i]), i))
+			continue
+		}
 		out = append(out, header{canon, v})
 	}
 	return out
@@ -556,10 +561,9 @@ func checkPlainURL(s string) error {
 // of their own with the action's TLS settings, outside the deadline guard:
 // on the guarded one a token request reusing an idle connection still
 // armed with an earlier Execute's deadline would be refused, saved only by
-// net/http resending it on a fresh connection. The oauth2 package's TokenSource takes
-// no context, so a fetch is bounded by its own 10s timeout rather than the
-// attempt's deadline; the request that follows is still refused after the
-// deadline by the guard.
+// net/http resending it on a fresh connection. A fetch is bounded by the
+// request's context (its attempt's deadline, the executor's stop) as well
+// as by the client's own 10s timeout (tokenCache).
 func (s *shape) startOAuth(base *http.Transport, foreign http.RoundTripper) {
 	if s.oauth == nil {
 		return
@@ -572,13 +576,55 @@ func (s *shape) startOAuth(base *http.Transport, foreign http.RoundTripper) {
 		}
 		rt = t
 	}
-	hc := &http.Client{Transport: rt, Timeout: 10 * time.Second}
-	s.tokenCtx = context.WithValue(context.Background(), oauth2.HTTPClient, hc)
-	s.tokens.Store(&tokenSource{s.oauth.TokenSource(s.tokenCtx)})
+	hc := &http.Client{Transport: rt, Timeout: 10 * time.Second,
+		// A redirect is not followed: net/http would post the client
+		// credentials again to wherever it points (the secret in the form,
+		// which the oauth2 package falls back to, and Authorization to the
+		// same host name on another port or over plain http). A token
+		// endpoint's 3xx gives no token: not sent, retried
+		// (ClassifyTokenError).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	s.tokens = &tokenCache{cfg: s.oauth, hc: hc, slot: make(chan struct{}, 1)}
 }
 
-// tokenSource wraps the interface for atomic.Pointer.
-type tokenSource struct{ oauth2.TokenSource }
+// tokenCache is the OAuth2 client credentials token, fetched once and
+// used until it expires (as oauth2.ReuseTokenSource, with its 10s of
+// margin), fetched by one request at a time. Unlike ReuseTokenSource, a
+// fetch and the wait for another's fetch end with the asking request's
+// context: oauth2.TokenSource takes none, so a token endpoint that did not
+// answer held an attempt past its deadline up to the client's 10s timeout
+// (twice, as the oauth2 package tries a second way to send the client's
+// credentials), and stopping the executor did not end it.
+type tokenCache struct {
+	cfg  *clientcredentials.Config
+	hc   *http.Client  // the token endpoint's
+	slot chan struct{} // held while fetching
+	cur  atomic.Pointer[oauth2.Token]
+}
+
+// token is the cached token while it is valid, else a new one fetched
+// within ctx.
+func (c *tokenCache) token(ctx context.Context) (*oauth2.Token, error) {
+	if t := c.cur.Load(); t.Valid() {
+		return t, nil
+	}
+	select {
+	case c.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.slot }()
+	if t := c.cur.Load(); t.Valid() {
+		return t, nil // fetched while this request waited
+	}
+	t, err := c.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, c.hc))
+	if err != nil {
+		return nil, err
+	}
+	c.cur.Store(t)
+	return t, nil
+}
 
 // renewToken drops the cached token when the API refused it (401) though
 // it had not expired by its expires_in — revoked, or the server lost it —
@@ -586,13 +632,9 @@ type tokenSource struct{ oauth2.TokenSource }
 // one until it expires. Concurrent requests refused with the same token
 // renew it once.
 func (s *shape) renewToken(stale string) {
-	s.tok.Lock()
-	defer s.tok.Unlock()
-	if s.tok.last != stale {
-		return // renewed already
+	if t := s.tokens.cur.Load(); t != nil && t.AccessToken == stale {
+		s.tokens.cur.CompareAndSwap(t, nil)
 	}
-	s.tokens.Store(&tokenSource{s.oauth.TokenSource(s.tokenCtx)})
-	s.tok.last = ""
 }
 
 // request is an Execute request's method, URL and body.
@@ -626,11 +668,7 @@ func (s *shape) build(req connectors.Request) (request, error) {
 		}
 		out.body = []byte(f)
 	case BodyTemplate:
-		mode := modeText
-		if strings.Contains(s.contentType, "json") {
-			mode = modeJSON
-		}
-		b, err := s.bodyTmpl.expand(req, data, mode)
+		b, err := s.bodyTmpl.expand(req, data, s.bodyMode)
 		if err != nil {
 			return out, err
 		}
@@ -644,9 +682,24 @@ func (s *shape) build(req connectors.Request) (request, error) {
 	return out, nil
 }
 
+// bodyMode is how a body template's values are escaped for contentType:
+// JSON-escaped for a JSON type, form-escaped for a form — where a value
+// with "&" or "=" would otherwise add or replace a field — and as they are
+// otherwise.
+func bodyMode(contentType string) int {
+	mt, _, _ := strings.Cut(strings.ToLower(contentType), ";")
+	switch mt = strings.TrimSpace(mt); {
+	case strings.Contains(mt, "json"):
+		return modeJSON
+	case mt == "application/x-www-form-urlencoded":
+		return modeForm
+	}
+	return modeText
+}
+
 // authorize adds the configured headers and credentials to hr, and
 // returns the OAuth2 access token it used, if any.
-func (s *shape) authorize(hr *http.Request, extra []header) (string, error) {
+func (s *shape) authorize(ctx context.Context, hr *http.Request, extra []header) (string, error) {
 	for _, h := range s.headers {
 		hr.Header.Set(h.name, h.value)
 	}
@@ -656,18 +709,17 @@ func (s *shape) authorize(hr *http.Request, extra []header) (string, error) {
 	if s.basic != "" {
 		hr.Header.Set("Authorization", s.basic)
 	}
-	ts := s.tokens.Load()
-	if ts == nil {
+	if s.tokens == nil {
 		return "", nil
 	}
-	tok, err := ts.Token()
+	tok, err := s.tokens.token(ctx)
 	if err != nil {
 		return "", fmt.Errorf("oauth2 token: %w", err)
 	}
 	s.tok.Lock()
 	if tok.AccessToken != s.tok.last {
 		s.tok.last = tok.AccessToken
-		s.secrets.add(tok.AccessToken)
+		s.secrets.addToken(tok.AccessToken)
 	}
 	s.tok.Unlock()
 	tok.SetAuthHeader(hr)
@@ -694,7 +746,7 @@ func ClassifyTokenError(err error) connectors.Kind {
 // token source, a signing key): a request without any is sent without
 // the http.Request they write into (Connector.sendFast).
 func (s *shape) addsHeaders() bool {
-	return len(s.headers) > 0 || s.basic != "" || s.tokens.Load() != nil || s.signKey != nil
+	return len(s.headers) > 0 || s.basic != "" || s.tokens != nil || s.signKey != nil
 }
 
 // sign adds the Standard Webhooks headers for body.
@@ -734,7 +786,7 @@ func (c *Connector) succeeded(req connectors.Request, code int, h http.Header, r
 			return connectors.Result{Kind: ClassifyRejectedWhen(false), Message: fmt.Sprintf("HTTP %d: rejected_when has no answer: %v", code, err)}
 		}
 		if bad {
-			return connectors.Result{Kind: ClassifyRejectedWhen(true), Message: fmt.Sprintf("HTTP %d, rejected_when holds: %s", code, message(raw))}
+			return connectors.Result{Kind: ClassifyRejectedWhen(true), Message: fmt.Sprintf("HTTP %d, rejected_when holds: %s", code, c.message(raw))}
 		}
 	}
 	return connectors.Result{Kind: connectors.Succeeded, Result: c.mapped(s.result, a, cut)}

@@ -41,7 +41,7 @@ func (c *Connector) confirmByLookup(ctx context.Context, req connectors.Request)
 		return unknown("build request: %v", err)
 	}
 	hr.Header.Set(c.shape.idemHeader, req.Key)
-	token, err := c.shape.authorize(hr, l.headers)
+	token, err := c.shape.authorize(ctx, hr, l.headers)
 	if err != nil {
 		return unknown("%v", err)
 	}
@@ -83,5 +83,5 @@ func (c *Connector) confirmByLookup(ctx context.Context, req connectors.Request)
 	if len(why) == 0 {
 		why = append(why, "neither found nor not_found holds")
 	}
-	return unknown("HTTP %d: %s: %s", resp.StatusCode, strings.Join(why, "; "), message(raw))
+	return unknown("HTTP %d: %s: %s", resp.StatusCode, strings.Join(why, "; "), c.message(raw))
 }

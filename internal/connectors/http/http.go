@@ -403,6 +403,9 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 	if err := ctx.Err(); err != nil {
 		return unavailable(fmt.Sprintf("not sent: %v", err))
 	}
+	if why := headerUnsafe(req); why != "" {
+		return connectors.Result{Kind: connectors.Rejected, Message: "not sent: " + why}
+	}
 	ctx, cancel := c.requestContext(ctx, req.Deadline)
 	defer cancel()
 	out, err := c.shape.build(req)
@@ -442,9 +445,14 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		// expired by its expires_in (revoked, or lost by a restart):
 		// nothing was done, so the same request goes once more with a
 		// new token rather than failing every command until the old
-		// one expires.
+		// one expires. Not when the action lists 401 as ambiguous
+		// (statuses): it says such an answer may follow the effect, so
+		// it is confirmed, not sent again; the next request gets the
+		// new token.
 		c.shape.renewToken(rep.token)
-		return c.execute(ctx, req, true)
+		if c.shape.statuses.ClassifyStatus(code) != connectors.Ambiguous {
+			return c.execute(ctx, req, true)
+		}
 	}
 	switch k := c.shape.statuses.ClassifyStatus(code); k {
 	case connectors.Succeeded:
@@ -456,9 +464,9 @@ func (c *Connector) execute(ctx context.Context, req connectors.Request, renewed
 		return c.succeeded(req, code, h, raw, rep.truncated || rep.broken)
 	case connectors.Ambiguous:
 		c.dropConnections()
-		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+		return connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, c.message(raw))}
 	default:
-		res := connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, message(raw))}
+		res := connectors.Result{Kind: k, Message: fmt.Sprintf("HTTP %d: %s", code, c.message(raw))}
 		switch code {
 		case http.StatusTooManyRequests:
 			res.Signal = connectors.SignalBusy
@@ -514,10 +522,10 @@ func (r *reply) release() {
 
 // prepare sets the protocol's headers and the shape's credentials and
 // signature on hr; a reply with res set when the request cannot go.
-func (c *Connector) prepare(hr *http.Request, req connectors.Request, body []byte) reply {
+func (c *Connector) prepare(ctx context.Context, hr *http.Request, req connectors.Request, body []byte) reply {
 	hr.GetBody = nil // never replayable by the transport (see package doc)
 	hr.Header = c.executeHeaders(req)
-	token, err := c.shape.authorize(hr, nil)
+	token, err := c.shape.authorize(ctx, hr, nil)
 	if err != nil {
 		return reply{res: &connectors.Result{Kind: ClassifyTokenError(err), Message: fmt.Sprintf("not sent: %v", err)}}
 	}
@@ -533,7 +541,7 @@ func (c *Connector) sendNet(ctx context.Context, req connectors.Request, out req
 	if err != nil {
 		return reply{res: &connectors.Result{Kind: connectors.Rejected, Message: fmt.Sprintf("build request: %v", err)}}
 	}
-	rep := c.prepare(hr, req, out.body)
+	rep := c.prepare(ctx, hr, req, out.body)
 	if rep.res != nil {
 		return rep
 	}
@@ -559,7 +567,7 @@ func (c *Connector) sendFast(ctx context.Context, req connectors.Request, out re
 	var h http.Header
 	if c.shape.addsHeaders() {
 		hr := &http.Request{}
-		if rep = c.prepare(hr, req, out.body); rep.res != nil {
+		if rep = c.prepare(ctx, hr, req, out.body); rep.res != nil {
 			return rep
 		}
 		h = hr.Header
@@ -580,6 +588,9 @@ func (c *Connector) sendFast(ctx context.Context, req connectors.Request, out re
 	rep.code, rep.raw, rep.broken = fr.resp.StatusCode(), fr.resp.Body(), broken
 	if len(rep.raw) > c.cfg.MaxResultBytes {
 		rep.raw, rep.truncated = rep.raw[:c.cfg.MaxResultBytes], true
+	}
+	if rep.truncated || rep.broken {
+		rep.raw = c.shape.secrets.trimPartial(rep.raw)
 	}
 	if c.shape.hasRules {
 		// Rules may keep the body past release.
@@ -621,6 +632,37 @@ func (c *Connector) protocolHeaders(req connectors.Request, set func(key, value 
 	if req.TraceParent != "" {
 		set("Traceparent", req.TraceParent)
 	}
+}
+
+// headerUnsafe says why a header value taken from the command (its
+// entity, idempotency key, traceparent) cannot be written, or "" if all
+// can. A header value holds no control character but a tab (RFC 9110
+// §5.5). net/http refuses such a request before sending it, which read as
+// "not sent" with the system signalled down — one malformed command
+// opening the system's breaker and retried until give_up_after — while
+// fasthttp turns CR and LF into spaces and sends the rest: another entity
+// than the command's. The command cannot be sent as it is: rejected. The
+// value is described by position, never echoed.
+func headerUnsafe(req connectors.Request) string {
+	for _, f := range [...]struct{ name, v string }{
+		{"entity", req.Entity}, {"idempotency key", req.Key}, {"traceparent", req.TraceParent},
+	} {
+		if i := ctlIndex(f.v); i >= 0 {
+			return fmt.Sprintf("the %s has a control character (%U at byte %d), which an HTTP header cannot carry", f.name, rune(f.v[i]), i)
+		}
+	}
+	return ""
+}
+
+// ctlIndex is the index of the first byte of s that a header value cannot
+// hold — a control character other than a tab (RFC 9110 §5.5) — or -1.
+func ctlIndex(s string) int {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 && b != '\t' || b == 0x7f {
+			return i
+		}
+	}
+	return -1
 }
 
 // headerSlab sets single-valued headers whose values share one array.
@@ -701,6 +743,9 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) (res co
 	if c.cfg.ConfirmURL == "" {
 		return connectors.Result{Kind: connectors.Ambiguous, Message: "no confirm_url configured"}
 	}
+	if isDotSegment(req.Key) {
+		return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: the key %q in confirm_url's path would name another resource once a proxy decodes and normalizes it (a dot-segment): not asked", req.Key)}
+	}
 	ctx, cancel := c.requestContext(ctx, time.Time{})
 	defer cancel()
 	u := strings.ReplaceAll(c.cfg.ConfirmURL, "{key}", escapeKey(req.Key))
@@ -726,12 +771,13 @@ func (c *Connector) Confirm(ctx context.Context, req connectors.Request) (res co
 	case http.StatusNotFound:
 		return connectors.Result{Kind: connectors.NotFound}
 	}
-	return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: HTTP %d: %s", resp.StatusCode, message(raw))}
+	return connectors.Result{Kind: connectors.Ambiguous, Message: fmt.Sprintf("confirm: HTTP %d: %s", resp.StatusCode, c.message(raw))}
 }
 
 // escapeKey is the key as it replaces {key} in confirm_url: URL-escaped as a
 // path segment (url.PathEscape, so "/" is %2F) and, for a key made only of
-// dots, with every dot escaped too. url.PathEscape leaves "." and ".." as
+// dots, with every dot escaped too ("." and ".." are not even sent:
+// isDotSegment). url.PathEscape leaves "." and ".." as
 // they are, and a path segment "." or ".." is a dot-segment that clients,
 // proxies and servers remove (RFC 3986 §5.2.4): GET /refunds/.. would ask
 // about the collection (or its parent) instead of the key, and a 404 there
@@ -776,12 +822,16 @@ func (c *Connector) dropConnections() {
 }
 
 // readBody reads at most MaxResultBytes, draining a little more so the
-// connection can be reused.
+// connection can be reused. A body cut short loses a secret's start at its
+// end (redactor.trimPartial).
 func (c *Connector) readBody(r io.Reader) (body []byte, truncated bool, err error) {
 	body, err = io.ReadAll(io.LimitReader(r, int64(c.cfg.MaxResultBytes)+1))
 	if len(body) > c.cfg.MaxResultBytes {
 		body, truncated = body[:c.cfg.MaxResultBytes], true
 		_, _ = io.CopyN(io.Discard, r, 64<<10)
+	}
+	if truncated || err != nil {
+		body = c.shape.secrets.trimPartial(body)
 	}
 	return body, truncated, err
 }
@@ -843,6 +893,11 @@ func mayEscapeHTML(b []byte) bool {
 	}
 	return false
 }
+
+// message is message(raw) with the connector's secrets redacted first: a
+// secret straddling the cap would be cut in two, and its first part no
+// longer match the redaction of what Execute returns.
+func (c *Connector) message(raw []byte) string { return message(c.shape.secrets.bytes(raw)) }
 
 // message is a rejection's reason: the JSON "message" or "error" string
 // field if there is one, else the text, capped.

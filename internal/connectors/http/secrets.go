@@ -129,32 +129,69 @@ func resolveOne(kind, name string) (string, error) {
 }
 
 // redactor scrubs known secret values from text the connector returns.
-// Tokens fetched later (OAuth2) are added as they arrive.
+// Tokens fetched later (OAuth2) are added as they arrive (addToken), the
+// last maxRedactedTokens of them kept.
 type redactor struct {
 	// mu guards the values: added by New and by each new OAuth2 token,
 	// read by every answer's redaction. A leaf lock.
 	mu struct {
 		sync.RWMutex
+		// values are scanned for: the configured secrets' forms
+		// (values[:fixed]), then the kept tokens'.
 		values []string
+		fixed  int
+		tokens []string // the kept tokens, oldest first
 	}
+}
+
+// maxRedactedTokens is how many OAuth2 access tokens are redacted: the
+// latest ones. Every token fetched used to stay — with tokens of an hour
+// 8 760 a year, of five minutes 105 000, each answer's redaction a scan per
+// value. A token is shown only by an answer to a request that carried it,
+// and a request carries the token of its time: one renewed 16 times since
+// is on no request still waiting for its answer.
+const maxRedactedTokens = 16
+
+// forms are v and, when it differs, v as it is written inside a JSON
+// string (a result body).
+func forms(v string) []string {
+	if b, err := json.Marshal(v); err == nil {
+		if esc := string(b[1 : len(b)-1]); esc != v {
+			return []string{v, esc}
+		}
+	}
+	return []string{v}
 }
 
 func (r *redactor) add(vs ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, v := range vs {
-		// A token renewed after a 401 may come back the same: every answer
-		// scans the list, so it must not grow with each renewal.
-		if v == "" || slices.Contains(r.mu.values, v) {
+		if v == "" || slices.Contains(r.mu.values[:r.mu.fixed], v) {
 			continue
 		}
-		r.mu.values = append(r.mu.values, v)
-		// The same value inside a JSON string (a result body) is escaped.
-		if b, err := json.Marshal(v); err == nil {
-			if esc := string(b[1 : len(b)-1]); esc != v {
-				r.mu.values = append(r.mu.values, esc)
-			}
-		}
+		f := forms(v)
+		r.mu.values = slices.Insert(r.mu.values, r.mu.fixed, f...)
+		r.mu.fixed += len(f)
+	}
+}
+
+// addToken adds an OAuth2 access token, dropping the oldest kept when
+// there are more than maxRedactedTokens. A token renewed after a 401 may
+// come back the same: it is kept once.
+func (r *redactor) addToken(tok string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if tok == "" || slices.Contains(r.mu.tokens, tok) {
+		return
+	}
+	r.mu.tokens = append(r.mu.tokens, tok)
+	if len(r.mu.tokens) > maxRedactedTokens {
+		r.mu.tokens = slices.Delete(r.mu.tokens, 0, 1)
+	}
+	r.mu.values = r.mu.values[:r.mu.fixed]
+	for _, t := range r.mu.tokens {
+		r.mu.values = append(r.mu.values, forms(t)...)
 	}
 }
 
@@ -173,6 +210,30 @@ func (r *redactor) bytes(b []byte) []byte {
 	for _, v := range r.mu.values {
 		if bytes.Contains(b, []byte(v)) {
 			b = bytes.ReplaceAll(b, []byte(v), []byte(Redacted))
+		}
+	}
+	return b
+}
+
+// minPartial is the shortest start of a secret that trimPartial takes
+// off a cut text's end: a shorter one tells next to nothing of the secret,
+// and would take ordinary text off every answer that happens to end with a
+// secret's first letters.
+const minPartial = 4
+
+// trimPartial replaces the start of a secret at b's end — b was cut
+// short (a body longer than the connector reads, or broken off), perhaps
+// inside a secret — by Redacted: cut in two, the secret no longer matches
+// the redaction of the whole, and its first part would be shown. b is not
+// written to (it may be a pooled buffer).
+func (r *redactor) trimPartial(b []byte) []byte {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, v := range r.mu.values {
+		for k := min(len(v)-1, len(b)); k >= minPartial; k-- {
+			if bytes.HasSuffix(b, []byte(v[:k])) {
+				return append(b[:len(b)-k:len(b)-k], Redacted...)
+			}
 		}
 	}
 	return b

@@ -22,9 +22,12 @@ import (
 //
 // Values are escaped for where they go (expand's mode): in a URL as a path
 // segment before the "?" and as a query value after it, so a key with "/"
-// or "&" cannot change which resource is asked about; in a JSON template a
+// or "&" cannot change which resource is asked about (nor can an empty
+// value in the path, which is refused); in a JSON template a
 // string is JSON-escaped (write it inside quotes), so data cannot close the
-// string and add fields.
+// string and add fields; in a form template (content type
+// application/x-www-form-urlencoded) every value is form-escaped, so data
+// with "&" or "=" cannot add or replace a field.
 type Template struct {
 	src   string
 	parts []tmplPart
@@ -114,6 +117,7 @@ const (
 	modeURL  = iota // path segment / query value escaping
 	modeJSON        // strings JSON-escaped
 	modeText        // as is
+	modeForm        // form-escaped (application/x-www-form-urlencoded)
 )
 
 // expand fills t from req; data is req.Data decoded (decodeData).
@@ -144,8 +148,18 @@ func (t *Template) expand(req connectors.Request, data any, mode int) (string, e
 		switch {
 		case mode == modeURL && p.query:
 			s = url.QueryEscape(s)
+		case mode == modeURL && s == "":
+			// An empty path value names another resource:
+			// /v1/orders/{data.id} would be /v1/orders/, the
+			// listing, whose 200 the default found rule reads as
+			// "it happened". A query value names the same one.
+			return "", fmt.Errorf("template field {%s} is empty: in a URL path it would name another resource", strings.Join(p.field, "."))
+		case mode == modeURL && isDotSegment(s):
+			return "", fmt.Errorf("template field {%s} is %q: in a URL path it would name another resource", strings.Join(p.field, "."), s)
 		case mode == modeURL:
 			s = escapeKey(s)
+		case mode == modeForm:
+			s = url.QueryEscape(s)
 		case mode == modeJSON && isString:
 			raw, _ := marshal(s) // a string always marshals
 			s = string(raw[1 : len(raw)-1])
@@ -153,6 +167,23 @@ func (t *Template) expand(req connectors.Request, data any, mode int) (string, e
 		b.WriteString(s)
 	}
 	return b.String(), nil
+}
+
+// isDotSegment reports whether a path value is "." or "..", or has one
+// between its slashes ("a/../.."): escaped as %2E%2E, or ..%2F..,
+// (escapeKey) it is no dot-segment as written, but RFC 3986 §6.2.2.2 makes
+// a percent-encoded unreserved character equal to the character, and a
+// normalizing proxy or server (nginx, which decodes %2F as well) decodes
+// it and removes the segment — GET /v1/refunds/%2E is then the listing,
+// whose 200 the default found rule reads as "it happened". Such a value is
+// refused as an empty one is.
+func isDotSegment(s string) bool {
+	for seg := range strings.SplitSeq(s, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // marshal is json.Marshal without HTML escaping: "&" stays "&" in a
