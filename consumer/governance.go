@@ -32,10 +32,10 @@ func newGovMetrics(reg prometheus.Registerer) *govMetrics {
 			Name: "onceflight_held_executions", Help: "Held records (suspected business duplicates waiting for an operator) in partitions this process owns.",
 		}),
 		controlRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "onceflight_control_refused_total", Help: "Operator decisions (resolve, approve, release) refused not_allowed, by reason.",
+			Name: "onceflight_control_refused_total", Help: "Operator decisions (resolve, approve, release) refused: not_allowed for their signature (no_key_configured, unsigned, unknown_key, bad_signature), or expired (their signed not_after has passed: a replayed copy, or a decision that waited too long).",
 		}, []string{"reason"}),
 	}
-	for _, r := range []string{"no_key_configured", "unsigned", "unknown_key", "bad_signature"} {
+	for _, r := range []string{"no_key_configured", "unsigned", "unknown_key", "bad_signature", "expired"} {
 		g.controlRefused.WithLabelValues(r)
 	}
 	reg.MustRegister(g.held, g.controlRefused)
@@ -59,6 +59,16 @@ func (j *job) refused(cmd schemas.Command, err error) {
 	j.e.m.gov.controlRefused.WithLabelValues(reason).Inc()
 	j.e.log.Warn("control command refused: not_allowed", "type", cmd.Type, "entity", cmd.Subject, "source", cmd.Source,
 		"id", cmd.ID, "key_id", cmd.ControlKeyID, "reason", reason, "err", err)
+}
+
+// expired logs and counts an operator decision refused because its signed
+// not_after has passed (decide: row expired): an old copy replayed, or a
+// decision that waited in the topic past its validity. Either is worth an
+// operator's look, as a bad signature is.
+func (j *job) expired(cmd schemas.Command, msg string) {
+	j.e.m.gov.controlRefused.WithLabelValues("expired").Inc()
+	j.e.log.Warn("control command refused: expired", "type", cmd.Type, "entity", cmd.Subject, "source", cmd.Source,
+		"id", cmd.ID, "key_id", cmd.ControlKeyID, "err", msg)
 }
 
 // uniqueHolder returns the key of another record of the entity's action

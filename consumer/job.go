@@ -294,6 +294,8 @@ func (j *job) control(ctx context.Context, cmd schemas.Command, version *int64) 
 	case decide.Reject:
 		if in.SignatureErr != nil {
 			j.refused(cmd, in.SignatureErr)
+		} else if d.Row == "expired" {
+			j.expired(cmd, d.Message)
 		}
 		j.reject(cmd, d.Code, d.Message, d.Journal)
 	case decide.Resolve:

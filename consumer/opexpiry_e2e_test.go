@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 // still valid, and one without not_after (an earlier build's), are applied.
 func TestOpExpiryReplayedDecisionRefused(t *testing.T) {
 	h := onceflighttest.New(t)
+	reg := prometheus.NewRegistry()
+	h.Reg = reg
 	ops, pub := h.StartVerifier("ops-1")
 
 	now := time.Now().UTC().Truncate(time.Second)
@@ -52,6 +55,28 @@ func TestOpExpiryReplayedDecisionRefused(t *testing.T) {
 	}
 	if n := h.EffectsOf("order-1", "k1"); n != 3 {
 		t.Fatalf("k1 executed %d times, want 3 (c1, c3, c4)", n)
+	}
+	// The refusal is counted, as a bad signature is: an old copy
+	// replayed is worth an operator's look.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() != "onceflight_control_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == "expired" {
+					expired = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if expired != 1 {
+		t.Fatalf(`onceflight_control_refused_total{reason="expired"} = %v, want 1`, expired)
 	}
 	auditWithKeys(t, h, pub)
 }
