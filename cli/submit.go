@@ -194,13 +194,14 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 			return err
 		}
 		// The key is printed even when derived, so a script can ask
-		// `onceflight status KEY` without knowing the default rule.
+		// `onceflight status KEY` without knowing the default rule; it
+		// is the client's, which fills an empty --source with its own.
 		return json.NewEncoder(out).Encode(struct {
 			ID        string `json:"id"`
 			Key       string `json:"key"`
 			Partition int32  `json:"partition"`
 			Offset    int64  `json:"offset"`
-		}{s.ID, effectiveKey(c), s.Partition, s.Offset})
+		}{s.ID, s.Key, s.Partition, s.Offset})
 	}
 
 	p, err := oc.Submit(ctx, cmd)
@@ -217,15 +218,6 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 		return err
 	}
 	return printOutcome(out, o)
-}
-
-// effectiveKey is the idempotency key the executor will use for c: its
-// own, or the default source/id (docs/events.md#command-attributes).
-func effectiveKey(c schemas.Command) string {
-	if c.IdempotencyKey != "" {
-		return c.IdempotencyKey
-	}
-	return c.Source + "/" + c.ID
 }
 
 // printOutcome prints the outcome event as published, on one line, and turns

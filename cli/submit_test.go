@@ -2,10 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/onceflight/onceflight/schemas"
 )
 
 func TestReadData(t *testing.T) {
@@ -56,5 +59,26 @@ func TestWriteJSONLine(t *testing.T) {
 	}
 	if b.String() != "{\"a\":1}\n" {
 		t.Errorf("got %q", b.String())
+	}
+}
+
+// The key submit prints is the one the executor uses, whatever --source
+// is: an empty --source leaves the client's default source on the
+// command, so a key derived from the flag ("/ID") names nothing.
+func TestSubmitPrintsTheExecutorsKey(t *testing.T) {
+	seen := make(chan schemas.Command, 4)
+	_, addr, _ := startEnv(t, seen)
+	for _, source := range []string{"", "shop"} {
+		code, out, errOut := runCLI("submit", "--brokers", addr, "--action", "a", "--entity", "e", "--source", source, "--data", `{"ignore":true}`)
+		if code != exitOK {
+			t.Fatalf("--source %q: exit %d, stderr %q", source, code, errOut)
+		}
+		var printed struct{ Key string }
+		if err := json.Unmarshal([]byte(out), &printed); err != nil {
+			t.Fatalf("--source %q: printed %q: %v", source, out, err)
+		}
+		if c := <-seen; printed.Key != c.IdempotencyKey {
+			t.Errorf("--source %q: printed key %q, the executor's key is %q", source, printed.Key, c.IdempotencyKey)
+		}
 	}
 }
