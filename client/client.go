@@ -195,6 +195,10 @@ func (c *Client) Kafka() *kgo.Client { return c.cl }
 // ErrClosed, and closes the Kafka client if New built it. Records already
 // submitted stay submitted: the executor will still answer them.
 func (c *Client) Close() {
+	// Cancelled before the lock: a first Submit holds it while it starts
+	// the reader, and learns "closed" from this instead of making Close
+	// wait for brokers that may not answer.
+	c.cancel()
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()
@@ -207,7 +211,6 @@ func (c *Client) Close() {
 	// Order: stop the reader first (it uses cl's connection settings,
 	// not cl itself, but its waiters should learn "closed", not a
 	// fetch error), then the client.
-	c.cancel()
 	if d != nil {
 		d.stop()
 	}
@@ -226,7 +229,17 @@ func (c *Client) dispatcher(ctx context.Context) (*dispatcher, error) {
 	if c.mu.disp != nil {
 		return c.mu.disp, nil
 	}
+	// Close ends the start too (it cancels c.ctx before it takes mu).
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(c.ctx, stop)()
 	d, err := startDispatcher(ctx, c.ctx, c.cl, c.topics.Outcomes)
+	if c.ctx.Err() != nil {
+		if d != nil {
+			d.stop() // its fetch loop ends at once: c.ctx is done
+		}
+		return nil, ErrClosed
+	}
 	if err != nil {
 		return nil, err
 	}

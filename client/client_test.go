@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -487,5 +489,43 @@ func TestReaderFailureEndsWaits(t *testing.T) {
 	}
 	if _, err := cl.Submit(ctx, Command{Action: "noop.ping", Entity: "e"}); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("Submit after the reader failed = %v", err)
+	}
+}
+
+// TestCloseDuringFirstSubmit: Close while the first Submit is still
+// starting the outcomes reader (the brokers do not answer) ends that
+// Submit with ErrClosed, instead of waiting for the reader's start, which
+// only the Submit's context bounds.
+func TestCloseDuringFirstSubmit(t *testing.T) {
+	// A broker that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+			go func() { _, _ = io.Copy(io.Discard, conn); conn.Close() }()
+		}
+	}()
+	c := newClient(t, []string{ln.Addr().String()})
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Submit(testCtx(t), Command{Action: "noop.ping", Entity: "e"})
+		got <- err
+	}()
+	<-accepted // the Submit is asking the broker for the outcomes' end offsets
+	c.Close()
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Submit during Close = %v, want ErrClosed", err)
 	}
 }
