@@ -12,7 +12,8 @@
 // Exit codes: 0 success; 1 error; 2 usage or configuration error (bad flag,
 // bad ONCEFLIGHT_* variable); 3 a command's outcome was not `succeeded`;
 // 4 no outcome arrived within --timeout; 5 an audit check failed; 130
-// interrupted by a signal.
+// interrupted by a signal (a command that runs until stopped, like serve
+// or a following outcomes, ends with 0 on the first signal).
 package cli
 
 import (
