@@ -115,8 +115,8 @@ func readData(arg string, stdin io.Reader) (json.RawMessage, error) {
 			raw, err = os.ReadFile(name)
 			from = "--data file " + name
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", from, err)
+		if err != nil { // a file that is not there is a bad flag, like a bad --kafka-config
+			return nil, usageError{fmt.Errorf("read %s: %w", from, err)}
 		}
 	}
 	raw = bytes.TrimSpace(raw)

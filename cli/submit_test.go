@@ -46,6 +46,9 @@ func TestReadData(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("readData(%q) error = %v, want it to say %q", in, err, want)
 		}
+		if err != nil && exitCode(err) != exitUsage {
+			t.Errorf("readData(%q) error %q exits %d, want %d: a bad --data is a usage error", in, err, exitCode(err), exitUsage)
+		}
 		if err != nil && !strings.HasPrefix(in, "@") && !strings.Contains(err.Error(), "JSON object") {
 			t.Errorf("readData(%q) error %q does not say a JSON object is needed", in, err)
 		}
