@@ -94,3 +94,24 @@ func TestUsageExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestMisspeltSubcommandIsUsageError: a command of subcommands (topics,
+// config, audit) given one it does not have exits 2, as the root does for
+// an unknown command; a misspelt `onceflight topics chek` in a script must
+// not pass by printing the help and exiting 0.
+func TestMisspeltSubcommandIsUsageError(t *testing.T) {
+	groups := 0
+	for _, c := range newRootCmd().Commands() {
+		if !c.HasSubCommands() || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		groups++
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{c.Name(), "no-such-subcommand"}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "no-such-subcommand") {
+			t.Errorf("onceflight %s no-such-subcommand: exit %d, stderr %q; want exit %d naming it", c.Name(), code, stderr.String(), exitUsage)
+		}
+	}
+	if groups < 3 {
+		t.Fatalf("only %d commands with subcommands", groups)
+	}
+}
