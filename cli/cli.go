@@ -180,6 +180,13 @@ func exitCode(err error) int {
 func args(v cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if err := v(cmd, a); err != nil {
+			// cobra.NoArgs calls a stray word an "unknown command",
+			// which misleads on a command that has none: the word is
+			// mostly a flag's value with a space, unquoted
+			// (--data {"amount": 25}).
+			if len(a) > 0 && !cmd.HasSubCommands() && strings.HasPrefix(err.Error(), "unknown command") {
+				err = fmt.Errorf("%s takes no arguments, got %q (quote a flag's value that has spaces)", cmd.CommandPath(), a[0])
+			}
 			return usageError{err}
 		}
 		return nil

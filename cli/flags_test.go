@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -113,5 +114,23 @@ func TestMisspeltSubcommandIsUsageError(t *testing.T) {
 	}
 	if groups < 3 {
 		t.Fatalf("only %d commands with subcommands", groups)
+	}
+}
+
+// TestStrayArgumentSaysSo: a word left over on a command that takes no
+// arguments (a flag's value with a space, unquoted) is named as such, not
+// as an "unknown command" of a command that has none.
+func TestStrayArgumentSaysSo(t *testing.T) {
+	for _, a := range [][]string{
+		{"submit", "--action", "a", "--entity", "e", "--data", `{"amount":`, `25}`},
+		{"outcomes", "--from-beginning", "extra"},
+		{"status", "--unresolved", "k1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(a, &stdout, &stderr)
+		want := fmt.Sprintf("onceflight %s takes no arguments, got %q", a[0], a[len(a)-1])
+		if code != exitUsage || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", a, code, stderr.String(), exitUsage, want)
+		}
 	}
 }
