@@ -18,8 +18,9 @@ import (
 // is empty (docs/events.md#command-events: with the id it makes the default idempotency key).
 const defaultSource = "onceflight-client"
 
-// ErrClosed is returned by calls on a Client after Close, and by Wait when
-// the client is closed while it waits.
+// ErrClosed is returned (wrapped) by calls on a Client after Close, by
+// Wait when the client is closed while it waits, and by a Submit or Send
+// that Close interrupted (a record it was producing may have been written).
 var ErrClosed = errors.New("onceflight client closed")
 
 // Client submits commands to an Onceflight executor and reads what it

@@ -497,27 +497,8 @@ func TestReaderFailureEndsWaits(t *testing.T) {
 // Submit with ErrClosed, instead of waiting for the reader's start, which
 // only the Submit's context bounds.
 func TestCloseDuringFirstSubmit(t *testing.T) {
-	// A broker that accepts connections and never answers.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 1)
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			select {
-			case accepted <- struct{}{}:
-			default:
-			}
-			go func() { _, _ = io.Copy(io.Discard, conn); conn.Close() }()
-		}
-	}()
-	c := newClient(t, []string{ln.Addr().String()})
+	addr, accepted := silentBroker(t)
+	c := newClient(t, []string{addr})
 	got := make(chan error, 1)
 	go func() {
 		_, err := c.Submit(testCtx(t), Command{Action: "noop.ping", Entity: "e"})
@@ -527,5 +508,49 @@ func TestCloseDuringFirstSubmit(t *testing.T) {
 	c.Close()
 	if err := <-got; !errors.Is(err, ErrClosed) {
 		t.Fatalf("Submit during Close = %v, want ErrClosed", err)
+	}
+}
+
+// silentBroker listens, accepts connections and never answers; accepted
+// gets a value at each new connection.
+func silentBroker(t *testing.T) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	acc := make(chan struct{}, 1)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case acc <- struct{}{}:
+			default:
+			}
+			go func() { _, _ = io.Copy(io.Discard, conn); conn.Close() }()
+		}
+	}()
+	return ln.Addr().String(), acc
+}
+
+// TestCloseDuringSend: a Send still producing when the client is closed
+// returns an error that says so (errors.Is ErrClosed), not only the Kafka
+// client's own "client closed".
+func TestCloseDuringSend(t *testing.T) {
+	addr, accepted := silentBroker(t)
+	c := newClient(t, []string{addr})
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Send(testCtx(t), Command{Action: "noop.ping", Entity: "e"})
+		got <- err
+	}()
+	<-accepted // the Send is producing
+	c.Close()
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Send during Close = %v, want ErrClosed", err)
 	}
 }

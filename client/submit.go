@@ -286,6 +286,9 @@ func (c *Client) produce(ctx context.Context, sc schemas.Command) (Sent, error) 
 	rec.Topic = c.topics.Commands
 	rec.Key = []byte(sc.Subject)
 	if err := c.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		if c.ctx.Err() != nil { // Close ended it (closing the Kafka client New built)
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
 		return Sent{}, fmt.Errorf("produce command %s for %q to %s: %w", sc.Type, sc.Subject, c.topics.Commands, err)
 	}
 	key := sc.IdempotencyKey
