@@ -105,6 +105,20 @@ func TestCLIDocsMatchFlags(t *testing.T) {
 	if checked < 15 {
 		t.Fatalf("only %d command sections checked", checked)
 	}
+	// Every command has its section (a group may have one for itself,
+	// `audit`, or for each subcommand, `config validate`).
+	for _, c := range root.Commands() {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		covered := sections[c.Name()] != ""
+		for _, sub := range c.Commands() {
+			covered = covered || sections[c.Name()+" "+sub.Name()] != ""
+		}
+		if !covered {
+			t.Errorf("docs/cli.md has no section for `onceflight %s`", c.Name())
+		}
+	}
 }
 
 // TestCLIDocsMatchDefaults holds the defaults docs/cli.md states to the
