@@ -179,6 +179,9 @@ func New(opts ...Option) (*Client, error) {
 // so a wrong password or protocol fails now with the broker's answer
 // instead of surfacing as a timeout in the first Wait.
 func (c *Client) Ping(ctx context.Context) error {
+	if c.closed() {
+		return fmt.Errorf("onceflight client: ping: %w", ErrClosed)
+	}
 	if err := kafkaconf.Ping(ctx, c.cl); err != nil {
 		return fmt.Errorf("onceflight client: %w", err)
 	}
@@ -218,6 +221,13 @@ func (c *Client) Close() {
 	if c.own {
 		c.cl.Close()
 	}
+}
+
+// closed reports whether Close was called.
+func (c *Client) closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.closed
 }
 
 // dispatcher returns the shared outcomes reader, starting it on first use.

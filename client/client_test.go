@@ -554,3 +554,28 @@ func TestCloseDuringSend(t *testing.T) {
 		t.Fatalf("Send during Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestCallsAfterCloseSayClosed: every call on a closed client fails with
+// ErrClosed (errors.Is), the reads and Ping too, whether New built the
+// Kafka client (closed with it) or was given one (left open).
+func TestCallsAfterCloseSayClosed(t *testing.T) {
+	brokers := cluster(t)
+	ctx := testCtx(t)
+	own := newClient(t, brokers)
+	given := newClient(t, nil, WithClient(producer(t, brokers)))
+	for name, c := range map[string]*Client{"New's": own, "WithClient's": given} {
+		c.Close()
+		_, err := c.Status(ctx, "k", "")
+		_, kerr := c.KeyRecords(ctx, "k")
+		_, rerr := c.Records(ctx, schemas.StatusUnresolved)
+		var oerr error
+		for _, err := range c.ReadOutcomes(ctx, Range{Start: FromBeginning()}) {
+			oerr = err
+		}
+		for call, err := range map[string]error{"Status": err, "KeyRecords": kerr, "Records": rerr, "ReadOutcomes": oerr, "Ping": c.Ping(ctx)} {
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("%s client: %s after Close = %v, want ErrClosed", name, call, err)
+			}
+		}
+	}
+}

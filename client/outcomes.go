@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 
@@ -67,6 +68,10 @@ func (c *Client) Outcomes(ctx context.Context, from Start) iter.Seq2[Outcome, er
 // ended by a passed Until, which ends without error.
 func (c *Client) ReadOutcomes(ctx context.Context, r Range) iter.Seq2[Outcome, error] {
 	return func(yield func(Outcome, error) bool) {
+		if c.closed() {
+			yield(Outcome{}, fmt.Errorf("read %s: %w", c.topics.Outcomes, ErrClosed))
+			return
+		}
 		err := internal.ReadRange(ctx, c.cl, c.topics.Outcomes, r, func(rec *kgo.Record) error {
 			if !yield(decodeOutcome(rec)) {
 				return errStop

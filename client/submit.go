@@ -201,10 +201,7 @@ func (c *Client) Send(ctx context.Context, cmd Command) (Sent, error) {
 	if err != nil {
 		return Sent{}, err
 	}
-	c.mu.Lock()
-	closed := c.mu.closed
-	c.mu.Unlock()
-	if closed {
+	if c.closed() {
 		return Sent{}, ErrClosed
 	}
 	return c.produce(ctx, sc)
