@@ -54,8 +54,10 @@ var errStop = errors.New("stop")
 //	}
 //
 // Each call reads with its own direct consumer (no consumer group, nothing
-// committed); to resume after a restart, store the last Event.Offset per
-// partition and start there.
+// committed). A Start applies to every partition read, so to resume after
+// a restart, store the last Event.Offset per partition and read each
+// partition on from there, one ReadOutcomes each:
+// Range{Partitions: []int32{p}, Start: FromOffset(last + 1), Follow: true}.
 func (c *Client) Outcomes(ctx context.Context, from Start) iter.Seq2[Outcome, error] {
 	return c.ReadOutcomes(ctx, Range{Start: from, Follow: true})
 }
