@@ -492,25 +492,6 @@ func TestReaderFailureEndsWaits(t *testing.T) {
 	}
 }
 
-// TestCloseDuringFirstSubmit: Close while the first Submit is still
-// starting the outcomes reader (the brokers do not answer) ends that
-// Submit with ErrClosed, instead of waiting for the reader's start, which
-// only the Submit's context bounds.
-func TestCloseDuringFirstSubmit(t *testing.T) {
-	addr, accepted := silentBroker(t)
-	c := newClient(t, []string{addr})
-	got := make(chan error, 1)
-	go func() {
-		_, err := c.Submit(testCtx(t), Command{Action: "noop.ping", Entity: "e"})
-		got <- err
-	}()
-	<-accepted // the Submit is asking the broker for the outcomes' end offsets
-	c.Close()
-	if err := <-got; !errors.Is(err, ErrClosed) {
-		t.Fatalf("Submit during Close = %v, want ErrClosed", err)
-	}
-}
-
 // silentBroker listens, accepts connections and never answers; accepted
 // gets a value at each new connection.
 func silentBroker(t *testing.T) (addr string, accepted <-chan struct{}) {
@@ -537,21 +518,27 @@ func silentBroker(t *testing.T) (addr string, accepted <-chan struct{}) {
 	return ln.Addr().String(), acc
 }
 
-// TestCloseDuringSend: a Send still producing when the client is closed
-// returns an error that says so (errors.Is ErrClosed), not only the Kafka
-// client's own "client closed".
-func TestCloseDuringSend(t *testing.T) {
-	addr, accepted := silentBroker(t)
-	c := newClient(t, []string{addr})
-	got := make(chan error, 1)
-	go func() {
-		_, err := c.Send(testCtx(t), Command{Action: "noop.ping", Entity: "e"})
-		got <- err
-	}()
-	<-accepted // the Send is producing
-	c.Close()
-	if err := <-got; !errors.Is(err, ErrClosed) {
-		t.Fatalf("Send during Close = %v, want ErrClosed", err)
+// TestCloseDuring: Close while a call waits on brokers that do not answer
+// ends the call with ErrClosed (errors.Is). The first Submit, starting the
+// outcomes reader, holds the client's lock, so Close waited for it (~40s
+// here) before; a Send's produce ended with franz-go's "client closed".
+func TestCloseDuring(t *testing.T) {
+	cmd := Command{Action: "noop.ping", Entity: "e"}
+	for name, call := range map[string]func(context.Context, *Client) error{
+		"FirstSubmit": func(ctx context.Context, c *Client) error { _, err := c.Submit(ctx, cmd); return err },
+		"Send":        func(ctx context.Context, c *Client) error { _, err := c.Send(ctx, cmd); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			addr, accepted := silentBroker(t)
+			c := newClient(t, []string{addr})
+			got := make(chan error, 1)
+			go func() { got <- call(testCtx(t), c) }()
+			<-accepted // the call is talking to the broker
+			c.Close()
+			if err := <-got; !errors.Is(err, ErrClosed) {
+				t.Fatalf("%s during Close = %v, want ErrClosed", name, err)
+			}
+		})
 	}
 }
 
