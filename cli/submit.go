@@ -214,6 +214,10 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 			"no outcome for command %s within %s; it was published (partition %d, offset %d) and may still be executed: is an executor running? check later with 'onceflight outcomes --from-beginning'",
 			p.ID, timeout, p.Partition, p.Offset)}
 	}
+	if errors.Is(err, client.ErrNoOutcome) { // interrupted (exit 130)
+		return fmt.Errorf("stopped waiting for the outcome of command %s (key %s); it was published (partition %d, offset %d) and may still be executed: check later with 'onceflight status %s': %w",
+			p.ID, p.Key, p.Partition, p.Offset, p.Key, context.Cause(ctx))
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -83,5 +84,22 @@ func TestSubmitPrintsTheExecutorsKey(t *testing.T) {
 		if c := <-seen; printed.Key != c.IdempotencyKey {
 			t.Errorf("--source %q: printed key %q, the executor's key is %q", source, printed.Key, c.IdempotencyKey)
 		}
+	}
+}
+
+// An interrupted `submit --wait` says the command was published, and
+// where, as the timeout does: the command may still be executed.
+func TestSubmitWaitInterruptedSaysPublished(t *testing.T) {
+	seen := make(chan schemas.Command, 1)
+	ctx, addr, _ := startEnv(t, seen)
+	ictx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	go func() {
+		<-seen // published; the fake executor will not answer it
+		interrupt()
+	}()
+	code, _, errOut := execCLI(ictx, "submit", "--brokers", addr, "--action", "a", "--entity", "e", "--key", "k-int", "--wait", "--data", `{"ignore":true}`)
+	if code != exitError || !strings.Contains(errOut, "it was published (partition ") || !strings.Contains(errOut, "k-int") {
+		t.Fatalf("interrupted submit --wait: exit %d, stderr %q; want it to say the command was published", code, errOut)
 	}
 }
