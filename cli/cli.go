@@ -12,7 +12,8 @@
 // Exit codes: 0 success; 1 error; 2 usage or configuration error (bad flag,
 // bad ONCEFLIGHT_* variable); 3 a command's outcome was not `succeeded`;
 // 4 no outcome arrived within --timeout; 5 an audit check failed; 130
-// interrupted by a signal.
+// interrupted by a signal (a command that runs until stopped, like serve
+// or a following outcomes, ends with 0 on the first signal).
 package cli
 
 import (
@@ -179,6 +180,13 @@ func exitCode(err error) int {
 func args(v cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if err := v(cmd, a); err != nil {
+			// cobra.NoArgs calls a stray word an "unknown command",
+			// which misleads on a command that has none: the word is
+			// mostly a flag's value with a space, unquoted
+			// (--data {"amount": 25}).
+			if len(a) > 0 && !cmd.HasSubCommands() && strings.HasPrefix(err.Error(), "unknown command") {
+				err = fmt.Errorf("%s takes no arguments, got %q (quote a flag's value that has spaces)", cmd.CommandPath(), a[0])
+			}
 			return usageError{err}
 		}
 		return nil

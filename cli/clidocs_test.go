@@ -4,6 +4,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -103,5 +104,86 @@ func TestCLIDocsMatchFlags(t *testing.T) {
 	}
 	if checked < 15 {
 		t.Fatalf("only %d command sections checked", checked)
+	}
+	// Every command has its section (a group may have one for itself,
+	// `audit`, or for each subcommand, `config validate`).
+	for _, c := range root.Commands() {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		covered := sections[c.Name()] != ""
+		for _, sub := range c.Commands() {
+			covered = covered || sections[c.Name()+" "+sub.Name()] != ""
+		}
+		if !covered {
+			t.Errorf("docs/cli.md has no section for `onceflight %s`", c.Name())
+		}
+	}
+}
+
+// TestCLIDocsMatchDefaults holds the defaults docs/cli.md states to the
+// binary's: a table row `| `--flag` | default | … |` and a "`--flag`
+// (default X)" in prose, where the default is a literal (`1024`, `45s`,
+// `onceflight.yaml`) or a size (512 KiB, 4 MiB), must be what --help
+// shows. Defaults written in words (none, hostname-pid) are not checked.
+func TestCLIDocsMatchDefaults(t *testing.T) {
+	raw, err := os.ReadFile("../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCmd()
+	sizeRe := regexp.MustCompile(`^([0-9]+) (KiB|MiB|GiB)$`)
+	literal := func(cell string) (string, bool) {
+		cell = strings.TrimSpace(cell)
+		if m := sizeRe.FindStringSubmatch(cell); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return strconv.Itoa(n << map[string]int{"KiB": 10, "MiB": 20, "GiB": 30}[m[2]]), true
+		}
+		if v, ok := strings.CutPrefix(cell, "`"); ok {
+			// Not a placeholder (`<journal topic>`) or another flag.
+			if v, _, ok := strings.Cut(v, "`"); ok && !strings.ContainsAny(v, "<>") && !strings.HasPrefix(v, "-") {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	rowRe := regexp.MustCompile("(?m)^\\| `--([a-z][a-z0-9-]*)` \\| ([^|]*) \\|")
+	proseRe := regexp.MustCompile("`--([a-z][a-z0-9-]*)` \\(default ([^)]*)\\)")
+	checked := 0
+	for _, part := range regexp.MustCompile(`(?m)^## `).Split(string(raw), -1)[1:] {
+		title, body, _ := strings.Cut(part, "\n")
+		cmd, rest, err := root.Find(strings.Fields(title))
+		if err != nil || len(rest) > 0 || cmd == root {
+			continue // TestCLIDocsMatchFlags names these
+		}
+		for _, m := range append(rowRe.FindAllStringSubmatch(body, -1), proseRe.FindAllStringSubmatch(body, -1)...) {
+			want, ok := literal(m[2])
+			if !ok {
+				continue
+			}
+			// A section covering subcommands (audit's) may name a
+			// flag several of them have: one must default to it.
+			var have []string
+			for _, c := range append([]*cobra.Command{cmd}, cmd.Commands()...) {
+				if f := c.Flags().Lookup(m[1]); f != nil {
+					have = append(have, f.DefValue)
+					// A default applied in code (nil: topic) is
+					// in the usage text, which --help prints.
+					if _, d, ok := strings.Cut(f.Usage, "(default "); ok {
+						have = append(have, strings.TrimSuffix(d, ")"))
+					}
+				}
+			}
+			if len(have) == 0 {
+				continue // TestCLIDocsMatchFlags says so
+			}
+			checked++
+			if !slices.Contains(have, want) {
+				t.Errorf("docs/cli.md section %q: --%s defaults to %s, but `onceflight %s --help` says %q", title, m[1], m[2], title, have)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d defaults checked", checked)
 	}
 }

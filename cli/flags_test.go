@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -91,6 +92,45 @@ func TestUsageExitCodes(t *testing.T) {
 		}
 		if strings.Contains(stderr.String(), "Flags:") {
 			t.Errorf("%v: usage text printed: %q", args, stderr.String())
+		}
+	}
+}
+
+// TestMisspeltSubcommandIsUsageError: a command of subcommands (topics,
+// config, audit) given one it does not have exits 2, as the root does for
+// an unknown command; a misspelt `onceflight topics chek` in a script must
+// not pass by printing the help and exiting 0.
+func TestMisspeltSubcommandIsUsageError(t *testing.T) {
+	groups := 0
+	for _, c := range newRootCmd().Commands() {
+		if !c.HasSubCommands() || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		groups++
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{c.Name(), "no-such-subcommand"}, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "no-such-subcommand") {
+			t.Errorf("onceflight %s no-such-subcommand: exit %d, stderr %q; want exit %d naming it", c.Name(), code, stderr.String(), exitUsage)
+		}
+	}
+	if groups < 3 {
+		t.Fatalf("only %d commands with subcommands", groups)
+	}
+}
+
+// TestStrayArgumentSaysSo: a word left over on a command that takes no
+// arguments (a flag's value with a space, unquoted) is named as such, not
+// as an "unknown command" of a command that has none.
+func TestStrayArgumentSaysSo(t *testing.T) {
+	for _, a := range [][]string{
+		{"submit", "--action", "a", "--entity", "e", "--data", `{"amount":`, `25}`},
+		{"outcomes", "--from-beginning", "extra"},
+		{"status", "--unresolved", "k1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(a, &stdout, &stderr)
+		want := fmt.Sprintf("onceflight %s takes no arguments, got %q", a[0], a[len(a)-1])
+		if code != exitUsage || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", a, code, stderr.String(), exitUsage, want)
 		}
 	}
 }

@@ -197,6 +197,9 @@ processes with the same --group share the partitions.`,
 			if o.sessionTimeout < time.Second {
 				return usageErrorf("--session-timeout must be at least 1s, got %s", o.sessionTimeout)
 			}
+			if err := refuseUnsetValues(cmd, o); err != nil {
+				return err
+			}
 			if !cmd.Flags().Changed("max-buffered") {
 				// The executor's default follows --max-inflight
 				// (consumer.Config.MaxBuffered).
@@ -246,6 +249,35 @@ processes with the same --group share the partitions.`,
 	o.checkpoints.addFlags(fs)
 	o.embeddedAddr = defaultBrokers
 	return cmd
+}
+
+// unsetMeansDefault are serve's bounds whose 0 the executor reads as
+// "unset": given on the command line, 0 would silently run with the
+// default, so it is refused.
+var unsetMeansDefault = []string{"max-data-bytes", "max-message-bytes", "max-buffered", "max-buffered-per-partition",
+	"max-buffered-bytes-per-partition", "max-buffered-per-entity", "max-skipped-per-partition", "max-buffered-bytes", "max-fetch-bytes"}
+
+// refuseUnsetValues refuses the values of serve's flags that the executor
+// or the ingress would replace with a default (a bound of 0, a negative
+// --max-data-bytes, a wait or rate below 0) instead of running with them.
+func refuseUnsetValues(cmd *cobra.Command, o *serveOptions) error {
+	fs := cmd.Flags()
+	for _, name := range unsetMeansDefault {
+		if f := fs.Lookup(name); f.Changed && f.Value.String() == "0" {
+			return usageErrorf("--%s must be at least 1, got 0 (leave it out for the default, %s)", name, f.DefValue)
+		}
+	}
+	switch {
+	case o.maxDataBytes < 0:
+		return usageErrorf("--max-data-bytes must be at least 1, got %d", o.maxDataBytes)
+	case fs.Changed("ingress-max-wait") && o.ingress.maxWait <= 0:
+		return usageErrorf("--ingress-max-wait must be positive, got %s", o.ingress.maxWait)
+	case o.ingress.rate < 0 || math.IsNaN(o.ingress.rate) || math.IsInf(o.ingress.rate, 0):
+		return usageErrorf("--ingress-rate must be a number of requests per second, 0 for no limit, got %v", o.ingress.rate)
+	case o.ingress.burst < 0:
+		return usageErrorf("--ingress-burst must not be negative (0: the rate), got %d", o.ingress.burst)
+	}
+	return nil
 }
 
 // checkKafka connects once to the executor's cluster and to the cluster

@@ -115,8 +115,8 @@ func readData(arg string, stdin io.Reader) (json.RawMessage, error) {
 			raw, err = os.ReadFile(name)
 			from = "--data file " + name
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", from, err)
+		if err != nil { // a file that is not there is a bad flag, like a bad --kafka-config
+			return nil, usageError{fmt.Errorf("read %s: %w", from, err)}
 		}
 	}
 	raw = bytes.TrimSpace(raw)
@@ -194,13 +194,14 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 			return err
 		}
 		// The key is printed even when derived, so a script can ask
-		// `onceflight status KEY` without knowing the default rule.
+		// `onceflight status KEY` without knowing the default rule; it
+		// is the client's, which fills an empty --source with its own.
 		return json.NewEncoder(out).Encode(struct {
 			ID        string `json:"id"`
 			Key       string `json:"key"`
 			Partition int32  `json:"partition"`
 			Offset    int64  `json:"offset"`
-		}{s.ID, effectiveKey(c), s.Partition, s.Offset})
+		}{s.ID, s.Key, s.Partition, s.Offset})
 	}
 
 	p, err := oc.Submit(ctx, cmd)
@@ -213,19 +214,14 @@ func publish(ctx context.Context, out io.Writer, kf *kafkaFlags, c schemas.Comma
 			"no outcome for command %s within %s; it was published (partition %d, offset %d) and may still be executed: is an executor running? check later with 'onceflight outcomes --from-beginning'",
 			p.ID, timeout, p.Partition, p.Offset)}
 	}
+	if errors.Is(err, client.ErrNoOutcome) { // interrupted (exit 130)
+		return fmt.Errorf("stopped waiting for the outcome of command %s (key %s); it was published (partition %d, offset %d) and may still be executed: check later with 'onceflight status %s': %w",
+			p.ID, p.Key, p.Partition, p.Offset, p.Key, context.Cause(ctx))
+	}
 	if err != nil {
 		return err
 	}
 	return printOutcome(out, o)
-}
-
-// effectiveKey is the idempotency key the executor will use for c: its
-// own, or the default source/id (docs/events.md#command-attributes).
-func effectiveKey(c schemas.Command) string {
-	if c.IdempotencyKey != "" {
-		return c.IdempotencyKey
-	}
-	return c.Source + "/" + c.ID
 }
 
 // printOutcome prints the outcome event as published, on one line, and turns

@@ -35,7 +35,12 @@ dedupe_retention + 1 day, from --config) and retention.bytes (-1).
 topic or a record, and prints what it changed. A compacted journal must be
 changed by hand. Topics that do not exist are left to serve, which creates
 them with these settings.`,
-		Args: cobra.NoArgs,
+		// Runnable, so that a misspelt subcommand is refused (exit 2)
+		// instead of answered with the help and exit 0, as config does.
+		Args: args(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			return usageErrorf("topics needs a subcommand: 'onceflight topics check' or 'onceflight topics apply'")
+		},
 	}
 	cmd.AddCommand(newTopicsSubCmd("check"), newTopicsSubCmd("apply"))
 	return cmd

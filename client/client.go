@@ -18,8 +18,9 @@ import (
 // is empty (docs/events.md#command-events: with the id it makes the default idempotency key).
 const defaultSource = "onceflight-client"
 
-// ErrClosed is returned by calls on a Client after Close, and by Wait when
-// the client is closed while it waits.
+// ErrClosed is returned (wrapped) by calls on a Client after Close, by
+// Wait when the client is closed while it waits, and by a Submit or Send
+// that Close interrupted (a record it was producing may have been written).
 var ErrClosed = errors.New("onceflight client closed")
 
 // Client submits commands to an Onceflight executor and reads what it
@@ -178,6 +179,9 @@ func New(opts ...Option) (*Client, error) {
 // so a wrong password or protocol fails now with the broker's answer
 // instead of surfacing as a timeout in the first Wait.
 func (c *Client) Ping(ctx context.Context) error {
+	if c.closed() {
+		return fmt.Errorf("onceflight client: ping: %w", ErrClosed)
+	}
 	if err := kafkaconf.Ping(ctx, c.cl); err != nil {
 		return fmt.Errorf("onceflight client: %w", err)
 	}
@@ -195,6 +199,10 @@ func (c *Client) Kafka() *kgo.Client { return c.cl }
 // ErrClosed, and closes the Kafka client if New built it. Records already
 // submitted stay submitted: the executor will still answer them.
 func (c *Client) Close() {
+	// Cancelled before the lock: a first Submit holds it while it starts
+	// the reader, and learns "closed" from this instead of making Close
+	// wait for brokers that may not answer.
+	c.cancel()
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()
@@ -207,13 +215,19 @@ func (c *Client) Close() {
 	// Order: stop the reader first (it uses cl's connection settings,
 	// not cl itself, but its waiters should learn "closed", not a
 	// fetch error), then the client.
-	c.cancel()
 	if d != nil {
 		d.stop()
 	}
 	if c.own {
 		c.cl.Close()
 	}
+}
+
+// closed reports whether Close was called.
+func (c *Client) closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.closed
 }
 
 // dispatcher returns the shared outcomes reader, starting it on first use.
@@ -226,7 +240,17 @@ func (c *Client) dispatcher(ctx context.Context) (*dispatcher, error) {
 	if c.mu.disp != nil {
 		return c.mu.disp, nil
 	}
+	// Close ends the start too (it cancels c.ctx before it takes mu).
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(c.ctx, stop)()
 	d, err := startDispatcher(ctx, c.ctx, c.cl, c.topics.Outcomes)
+	if c.ctx.Err() != nil {
+		if d != nil {
+			d.stop() // its fetch loop ends at once: c.ctx is done
+		}
+		return nil, ErrClosed
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -487,5 +489,80 @@ func TestReaderFailureEndsWaits(t *testing.T) {
 	}
 	if _, err := cl.Submit(ctx, Command{Action: "noop.ping", Entity: "e"}); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("Submit after the reader failed = %v", err)
+	}
+}
+
+// silentBroker listens, accepts connections and never answers; accepted
+// gets a value at each new connection.
+func silentBroker(t *testing.T) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	acc := make(chan struct{}, 1)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case acc <- struct{}{}:
+			default:
+			}
+			go func() { _, _ = io.Copy(io.Discard, conn); conn.Close() }()
+		}
+	}()
+	return ln.Addr().String(), acc
+}
+
+// TestCloseDuring: Close while a call waits on brokers that do not answer
+// ends the call with ErrClosed (errors.Is). The first Submit, starting the
+// outcomes reader, holds the client's lock, so Close waited for it (~40s
+// here) before; a Send's produce ended with franz-go's "client closed".
+func TestCloseDuring(t *testing.T) {
+	cmd := Command{Action: "noop.ping", Entity: "e"}
+	for name, call := range map[string]func(context.Context, *Client) error{
+		"FirstSubmit": func(ctx context.Context, c *Client) error { _, err := c.Submit(ctx, cmd); return err },
+		"Send":        func(ctx context.Context, c *Client) error { _, err := c.Send(ctx, cmd); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			addr, accepted := silentBroker(t)
+			c := newClient(t, []string{addr})
+			got := make(chan error, 1)
+			go func() { got <- call(testCtx(t), c) }()
+			<-accepted // the call is talking to the broker
+			c.Close()
+			if err := <-got; !errors.Is(err, ErrClosed) {
+				t.Fatalf("%s during Close = %v, want ErrClosed", name, err)
+			}
+		})
+	}
+}
+
+// TestCallsAfterCloseSayClosed: every call on a closed client fails with
+// ErrClosed (errors.Is), the reads and Ping too, whether New built the
+// Kafka client (closed with it) or was given one (left open).
+func TestCallsAfterCloseSayClosed(t *testing.T) {
+	brokers := cluster(t)
+	ctx := testCtx(t)
+	own := newClient(t, brokers)
+	given := newClient(t, nil, WithClient(producer(t, brokers)))
+	for name, c := range map[string]*Client{"New's": own, "WithClient's": given} {
+		c.Close()
+		_, err := c.Status(ctx, "k", "")
+		_, kerr := c.KeyRecords(ctx, "k")
+		_, rerr := c.Records(ctx, schemas.StatusUnresolved)
+		var oerr error
+		for _, err := range c.ReadOutcomes(ctx, Range{Start: FromBeginning()}) {
+			oerr = err
+		}
+		for call, err := range map[string]error{"Status": err, "KeyRecords": kerr, "Records": rerr, "ReadOutcomes": oerr, "Ping": c.Ping(ctx)} {
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("%s client: %s after Close = %v, want ErrClosed", name, call, err)
+			}
+		}
 	}
 }

@@ -19,6 +19,7 @@
 //	if err != nil { ... }                // not published
 //	o, err := p.Wait(ctx)                // ctx bounds the wait
 //	if errors.Is(err, client.ErrNoOutcome) { ... } // published, not answered yet
+//	if err != nil { ... }                          // closed (ErrClosed), or the outcomes reader failed
 //	if err := o.Err(); err != nil { ... }           // failed, rejected, unresolved, held
 //
 // Submit registers the wait before it produces the command, with the one

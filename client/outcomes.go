@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 
@@ -53,8 +54,10 @@ var errStop = errors.New("stop")
 //	}
 //
 // Each call reads with its own direct consumer (no consumer group, nothing
-// committed); to resume after a restart, store the last Event.Offset per
-// partition and start there.
+// committed). A Start applies to every partition read, so to resume after
+// a restart, store the last Event.Offset per partition and read each
+// partition on from there, one ReadOutcomes each:
+// Range{Partitions: []int32{p}, Start: FromOffset(last + 1), Follow: true}.
 func (c *Client) Outcomes(ctx context.Context, from Start) iter.Seq2[Outcome, error] {
 	return c.ReadOutcomes(ctx, Range{Start: from, Follow: true})
 }
@@ -67,6 +70,10 @@ func (c *Client) Outcomes(ctx context.Context, from Start) iter.Seq2[Outcome, er
 // ended by a passed Until, which ends without error.
 func (c *Client) ReadOutcomes(ctx context.Context, r Range) iter.Seq2[Outcome, error] {
 	return func(yield func(Outcome, error) bool) {
+		if c.closed() {
+			yield(Outcome{}, fmt.Errorf("read %s: %w", c.topics.Outcomes, ErrClosed))
+			return
+		}
 		err := internal.ReadRange(ctx, c.cl, c.topics.Outcomes, r, func(rec *kgo.Record) error {
 			if !yield(decodeOutcome(rec)) {
 				return errStop

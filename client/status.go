@@ -115,6 +115,9 @@ func (c *Client) Records(ctx context.Context, statuses ...schemas.Status) ([]sch
 // record that cannot be decoded fails the scan: it could be the latest
 // state of its key, and answering with an older one would be a lie.
 func (c *Client) scanJournal(ctx context.Context, want func([]byte) bool, fn func(key string, r *schemas.Record)) error {
+	if c.closed() {
+		return fmt.Errorf("scan journal %s: %w", c.topics.Journal, ErrClosed)
+	}
 	err := internal.Read(ctx, c.cl, c.topics.Journal, true, false, func(rec *kgo.Record) error {
 		if !want(rec.Key) || wire.JournalKind(rec) != schemas.KindRecord {
 			return nil

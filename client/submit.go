@@ -201,10 +201,7 @@ func (c *Client) Send(ctx context.Context, cmd Command) (Sent, error) {
 	if err != nil {
 		return Sent{}, err
 	}
-	c.mu.Lock()
-	closed := c.mu.closed
-	c.mu.Unlock()
-	if closed {
+	if c.closed() {
 		return Sent{}, ErrClosed
 	}
 	return c.produce(ctx, sc)
@@ -286,6 +283,9 @@ func (c *Client) produce(ctx context.Context, sc schemas.Command) (Sent, error) 
 	rec.Topic = c.topics.Commands
 	rec.Key = []byte(sc.Subject)
 	if err := c.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		if c.ctx.Err() != nil { // Close ended it (closing the Kafka client New built)
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
 		return Sent{}, fmt.Errorf("produce command %s for %q to %s: %w", sc.Type, sc.Subject, c.topics.Commands, err)
 	}
 	key := sc.IdempotencyKey
