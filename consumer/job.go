@@ -473,8 +473,12 @@ type execution struct {
 	p        int32
 	confirms bool // the connector can confirm (effect.ConfirmerOf)
 	// attempted: BeforeAttempt was called, so the call has (or may
-	// have) sent a request and must not step aside.
-	attempted bool
+	// have) sent a request; notDoneLast: every request it sent was
+	// answered "not done" and the last intent recorded says so
+	// (notDoneRecord). A call may step aside until it has attempted, or
+	// while notDoneLast: read again, such a key is inherited and attempted
+	// again at once, as after a takeover (decide row inherit-not-done).
+	attempted, notDoneLast bool
 	// shed: the entity's queued commands were let go while this one
 	// waits for its system (pipeline.shed).
 	shed bool
@@ -485,16 +489,17 @@ type execution struct {
 // Acquire is the call's Gate (effect.Gate): its system's. While the
 // system is down, the entity's queued commands are let go (they can only
 // wait behind this one: pipeline.shed), and a new command's call steps
-// aside instead of waiting until it has attempted anything (park.go).
+// aside instead of waiting, as long as nothing it sent may have taken
+// effect (park.go).
 func (x *execution) Acquire(ctx context.Context, notBefore time.Time) (effect.Permit, error) {
 	if !x.shed && x.a.sys.Down() {
 		x.shed = true
 		x.j.p.shed(x.rec.Entity, x.p)
 	}
-	if x.attempted || !x.j.mayStepAside {
-		return x.a.sys.Acquire(ctx, notBefore)
+	if x.j.mayStepAside && (!x.attempted || x.notDoneLast) {
+		return x.a.sys.AcquireOrStepAside(ctx, notBefore)
 	}
-	return x.a.sys.AcquireOrStepAside(ctx, notBefore)
+	return x.a.sys.Acquire(ctx, notBefore)
 }
 
 // expired stops an attempt whose command's own deadline passed.
@@ -510,7 +515,7 @@ func (x *execution) expired() error {
 // own: it leaves only once that intent committed and the command's own
 // deadline is checked on both sides of the wait.
 func (x *execution) BeforeAttempt(ctx context.Context, r *connectors.Request) error {
-	x.attempted = true
+	x.attempted, x.notDoneLast = true, false
 	if err := x.expired(); err != nil {
 		return err
 	}
@@ -537,11 +542,13 @@ func (x *execution) BeforeAttempt(ctx context.Context, r *connectors.Request) er
 // (notDoneRecord); an effectless action has nothing to record.
 func (x *execution) NotDone(ctx context.Context, r *connectors.Request, res connectors.Result) {
 	if x.a.effectless {
+		x.notDoneLast = true
 		return
 	}
 	if tok, err := x.j.intent(ctx, x.p, notDoneRecord(x.rec, r, res)); err == nil {
 		x.j.intents++
 		r.FencingToken, x.rec.FencingToken = tok, tok
+		x.notDoneLast = true
 	}
 }
 

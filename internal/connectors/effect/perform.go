@@ -39,19 +39,23 @@ const (
 	// decision. Outcome is schemas.StatusUnresolved and the record must stay
 	// in_progress: whoever owns the entity next Reconciles it.
 	CodeInterrupted = "interrupted"
-	// CodeSteppedAside: the Gate told the call to step aside before it sent
-	// anything (ErrStepAside). Outcome is schemas.StatusUnresolved, but
-	// nothing was attempted and nothing is to be recorded: the executor
-	// brings the command back later, as if it had not taken it up yet.
+	// CodeSteppedAside: the Gate told the call to step aside (ErrStepAside)
+	// before it sent anything, or when every request it sent was answered
+	// "not done". Outcome is schemas.StatusUnresolved, but nothing can
+	// have taken effect and nothing more is to be recorded: the executor
+	// brings the command back later (the WithNotDone hook recorded that
+	// nothing is in flight).
 	CodeSteppedAside = "stepped_aside"
 )
 
-// ErrStepAside is a Gate's answer to a call that has sent nothing yet and
-// should give its place up rather than wait for a system that is down
+// ErrStepAside is a Gate's answer to a call that should give its place up
+// rather than wait for a system that is down
 // (limit.System.AcquireOrStepAside): waiting, it would hold its command in
 // the executor's memory for nothing but a turn. Perform then decides
-// nothing (CodeSteppedAside). A Gate must not answer it to a call that
-// has sent a request: Perform would then go on as if the wait had ended.
+// nothing (CodeSteppedAside) unless a request it sent may have taken
+// effect (an answer that said an earlier request is still in flight):
+// then it gives up as when the wait ended. A Gate answers it only to a
+// call whose requests, if any, were all answered "not done".
 var ErrStepAside = errors.New("the external system is down and enough commands wait for it: step aside")
 
 // Defaults of a Policy's zero fields. The actions file's defaults are
@@ -490,7 +494,7 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 			if ctx.Err() != nil {
 				return interrupted(executed, ctx.Err())
 			}
-			if errors.Is(err, ErrStepAside) && !sent {
+			if errors.Is(err, ErrStepAside) && !mayHaveHappened {
 				return Decision{Outcome: schemas.StatusUnresolved, Code: CodeSteppedAside, Message: err.Error(), Attempts: executed}
 			}
 			return r.gaveUp(executed, notDone, sent, mayHaveHappened, last, 0)

@@ -268,12 +268,12 @@ func (s *System) Acquire(ctx context.Context, notBefore time.Time) (effect.Permi
 // commands wait for it already.
 var ErrStepAside = effect.ErrStepAside
 
-// AcquireOrStepAside is Acquire for a call that has sent nothing yet and
-// can give its place up: while the breaker is not closed and KeepWaiting
-// commands wait already, it returns ErrStepAside at once, and when the
-// breaker opens, the calls queued past the first KeepWaiting that may
-// step aside are told to (their turn is no one's loss: they would only
-// wait). The caller keeps nothing in memory for such a call and brings it
+// AcquireOrStepAside is Acquire for a call that can give its place up
+// (nothing it sent may have taken effect): while the breaker is not
+// closed and KeepWaiting commands wait already, it returns ErrStepAside at
+// once, before or after its notBefore, and when the breaker opens, the
+// last queued calls that may step aside are told to until KeepWaiting
+// wait (their turn is no one's loss: they would only wait). The caller keeps nothing in memory for such a call and brings it
 // back once Room says there is room (the executor reads it again from
 // Kafka, as it reads a hot entity's skipped commands).
 func (s *System) AcquireOrStepAside(ctx context.Context, notBefore time.Time) (effect.Permit, error) {
@@ -301,6 +301,11 @@ func (s *System) Room() int {
 func (s *System) acquire(ctx context.Context, notBefore time.Time, mayStepAside bool) (effect.Permit, error) {
 	if d := untilSet(notBefore); d > 0 {
 		s.mu.Lock()
+		if mayStepAside && s.crowded() {
+			s.steppedAside++
+			s.mu.Unlock()
+			return nil, ErrStepAside
+		}
 		s.sleeping++
 		s.mu.Unlock()
 		err := effect.Sleep(ctx, d)
@@ -329,7 +334,7 @@ func (s *System) acquire(ctx context.Context, notBefore time.Time, mayStepAside 
 		s.mu.Unlock()
 		return s.rated(ctx, &permit{s: s})
 	}
-	if mayStepAside && s.state != Closed && s.cfg.KeepWaiting > 0 && len(s.queue) >= s.cfg.KeepWaiting {
+	if mayStepAside && s.crowded() {
 		s.steppedAside++
 		s.mu.Unlock()
 		return nil, ErrStepAside
@@ -580,23 +585,36 @@ func (s *System) open(now time.Time, why string, retryAfter time.Duration) {
 	s.timer = time.AfterFunc(max(s.cfg.ProbeEvery, retryAfter), s.halfOpen)
 }
 
-// stepAside tells the queued calls that may step aside, past the first
-// KeepWaiting waiters, to do so (mu held): the breaker opened with more
-// commands queued than it keeps waiting, each held in its executor's
-// memory for nothing but a turn that comes when the system is back.
+// crowded reports whether a call that may step aside should (mu held):
+// the breaker is not closed and KeepWaiting commands wait already (queued,
+// or sleeping until a backoff or Retry-After ends).
+func (s *System) crowded() bool {
+	return s.state != Closed && s.cfg.KeepWaiting > 0 && len(s.queue)+s.sleeping >= s.cfg.KeepWaiting
+}
+
+// stepAside tells queued calls that may step aside to do so, the last
+// queued first, until KeepWaiting commands wait (mu held): the breaker
+// opened with more commands waiting than it keeps, each held in its
+// executor's memory for nothing but a turn that comes when the system is
+// back.
 func (s *System) stepAside() {
-	if s.cfg.KeepWaiting <= 0 || len(s.queue) <= s.cfg.KeepWaiting {
+	excess := len(s.queue) + s.sleeping - s.cfg.KeepWaiting
+	if s.cfg.KeepWaiting <= 0 || excess <= 0 {
 		return
 	}
-	kept := s.queue[:0]
-	for i, w := range s.queue {
-		if i < s.cfg.KeepWaiting || !w.mayStepAside {
-			kept = append(kept, w)
-			continue
+	for i := len(s.queue) - 1; i >= 0 && excess > 0; i-- {
+		if w := s.queue[i]; w.mayStepAside {
+			w.steppedAside = true
+			s.steppedAside++
+			close(w.ready)
+			excess--
 		}
-		w.steppedAside = true
-		s.steppedAside++
-		close(w.ready)
+	}
+	kept := s.queue[:0]
+	for _, w := range s.queue {
+		if !w.steppedAside {
+			kept = append(kept, w)
+		}
 	}
 	clear(s.queue[len(kept):])
 	s.queue = kept
