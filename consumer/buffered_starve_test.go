@@ -20,6 +20,7 @@ import (
 // review6), with --max-buffered 16: "5 of 5 commands unanswered after
 // 20s"; all 5 succeeded with 1024.
 func TestDownSystemDoesNotFillMaxBuffered(t *testing.T) {
+	t.Parallel() // it waits: for the breaker, then for the revoke timeout at its stop
 	var posts atomic.Int32
 	down := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		posts.Add(1)
@@ -36,7 +37,7 @@ func TestDownSystemDoesNotFillMaxBuffered(t *testing.T) {
     connector: http
     url: %s/notify
 `, down, fastURL))
-	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered = 8, 16 }
+	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered, c.RevokeTimeout = 8, 16, 2*time.Second }
 	h.Start(t.TempDir())
 	submitMany(t, h, "d", "payments.refund", 40)
 	onceflighttest.WaitFor(t, 30*time.Second, "the down system asked 16 times", func() bool { return posts.Load() >= 16 })

@@ -131,6 +131,7 @@ actions:
 // owner (their offsets were never committed past), and once the system is
 // back each runs exactly once, each entity's in order.
 func TestSteppedAsideCommandsMoveWithTheirPartition(t *testing.T) {
+	t.Parallel() // it waits: for a rebalance and for revocations
 	api := &toggleAPI{seen: map[string]int{}, order: map[string][]string{}}
 	api.down.Store(true)
 	h := onceflighttest.New(t)
