@@ -80,7 +80,22 @@ type base struct {
 	lookups int // confirmation requests received
 	// Seen are the request headers of every Execute request, in order.
 	seen []http.Header
+	// lag is how long after a write the lookup shows it (LagLookups).
+	lag time.Duration
 }
+
+// LagLookups makes the fake's lookup show a write only d after it was
+// made, answering as if there were none until then: an API whose list or
+// search answers from an eventually consistent index (the action's
+// lookup_lag, docs/connectors.md).
+func (b *base) LagLookups(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lag = d
+}
+
+// shows reports whether the lookup shows a write made at t; mu held.
+func (b *base) shows(t time.Time) bool { return time.Since(t) >= b.lag }
 
 func (b *base) start(t testing.TB, h http.Handler) {
 	b.effects = map[string]int{}
@@ -158,11 +173,13 @@ type Payments struct {
 	// Status is the refund status answered (default "succeeded").
 	Status  string
 	refunds map[string]map[string]any
+	// made is when each refund was made.
+	made map[string]time.Time
 }
 
 // NewPayments starts a payments fake accepting secret key.
 func NewPayments(t testing.TB, key string) *Payments {
-	p := &Payments{Key: key, refunds: map[string]map[string]any{}}
+	p := &Payments{Key: key, refunds: map[string]map[string]any{}, made: map[string]time.Time{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/refunds", p.create)
 	mux.HandleFunc("GET /v1/refunds", p.list)
@@ -210,6 +227,9 @@ func (p *Payments) create(w http.ResponseWriter, r *http.Request) {
 			"amount": r.PostForm.Get("amount"), "status": cmpOr(p.Status, "succeeded"),
 			"metadata": map[string]any{"order_id": r.PostForm.Get("metadata[order_id]")},
 		}
+		if _, ok := p.refunds[key]; !ok {
+			p.made[key] = time.Now()
+		}
 		p.refunds[key] = rf
 	}
 	p.mu.Unlock()
@@ -229,7 +249,8 @@ func (p *Payments) list(w http.ResponseWriter, r *http.Request) {
 	}
 	data := []any{}
 	p.mu.Lock()
-	if rf, ok := p.refunds[r.URL.Query().Get("idempotency_key")]; ok {
+	k := r.URL.Query().Get("idempotency_key")
+	if rf, ok := p.refunds[k]; ok && p.shows(p.made[k]) {
 		data = append(data, rf)
 	}
 	p.mu.Unlock()
@@ -245,6 +266,7 @@ type Messaging struct {
 	base
 	Account, Token string
 	msgs           map[string]map[string]any
+	made           map[string]time.Time
 }
 
 // Unreachable is the number the messaging fake answers "failed" for.
@@ -252,7 +274,7 @@ const Unreachable = "+15550000000"
 
 // NewMessaging starts a messaging fake accepting account:token.
 func NewMessaging(t testing.TB, account, token string) *Messaging {
-	m := &Messaging{Account: account, Token: token, msgs: map[string]map[string]any{}}
+	m := &Messaging{Account: account, Token: token, msgs: map[string]map[string]any{}, made: map[string]time.Time{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", m.send)
 	mux.HandleFunc("GET /v1/messages", m.list)
@@ -295,6 +317,9 @@ func (m *Messaging) send(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.effects[in.ClientRef]++
 	msg := map[string]any{"id": fmt.Sprintf("SM%d", m.calls), "to": in.To, "status": "queued", "client_ref": in.ClientRef}
+	if _, ok := m.msgs[in.ClientRef]; !ok {
+		m.made[in.ClientRef] = time.Now()
+	}
 	m.msgs[in.ClientRef] = msg
 	m.mu.Unlock()
 	if f.Hang {
@@ -313,7 +338,7 @@ func (m *Messaging) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []any{}
 	m.mu.Lock()
-	if msg, ok := m.msgs[r.URL.Query().Get("client_ref")]; ok {
+	if msg, ok := m.msgs[r.URL.Query().Get("client_ref")]; ok && m.shows(m.made[r.URL.Query().Get("client_ref")]) {
 		out = append(out, msg)
 	}
 	m.mu.Unlock()
