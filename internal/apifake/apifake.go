@@ -165,7 +165,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // {"data": []} when there is none. A wrong key is 401 with a message that
 // quotes the key it got, as some APIs do: what the connector must not
 // show. Dedupe (off by default, to prove the connector alone keeps one
-// effect) makes a repeated Idempotency-Key return the first refund.
+// effect) makes a repeated Idempotency-Key return the first refund. A
+// refund's metadata is the form's metadata[...] fields, as sent.
 type Payments struct {
 	base
 	Key    string
@@ -173,8 +174,19 @@ type Payments struct {
 	// Status is the refund status answered (default "succeeded").
 	Status  string
 	refunds map[string]map[string]any
-	// made is when each refund was made.
-	made map[string]time.Time
+	// made is when each refund was made, order the keys in that order.
+	made         map[string]time.Time
+	order        []string
+	ignoreFilter bool
+}
+
+// IgnoreFilter makes the list answer every refund (that it shows), in
+// the order they were made, whatever idempotency_key asks for: an API that does not know the
+// filter, or a filter on a field that is not unique.
+func (p *Payments) IgnoreFilter() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ignoreFilter = true
 }
 
 // NewPayments starts a payments fake accepting secret key.
@@ -222,13 +234,20 @@ func (p *Payments) create(w http.ResponseWriter, r *http.Request) {
 	rf, dup := p.refunds[key]
 	if !dup || !p.Dedupe {
 		p.effects[key]++
+		meta := map[string]any{}
+		for f, v := range r.PostForm {
+			if name, ok := strings.CutPrefix(f, "metadata["); ok && strings.HasSuffix(name, "]") {
+				meta[strings.TrimSuffix(name, "]")] = v[0]
+			}
+		}
 		rf = map[string]any{
 			"id": fmt.Sprintf("re_%d", p.calls), "object": "refund", "charge": r.PostForm.Get("charge"),
 			"amount": r.PostForm.Get("amount"), "status": cmpOr(p.Status, "succeeded"),
-			"metadata": map[string]any{"order_id": r.PostForm.Get("metadata[order_id]")},
+			"metadata": meta,
 		}
 		if _, ok := p.refunds[key]; !ok {
 			p.made[key] = time.Now()
+			p.order = append(p.order, key)
 		}
 		p.refunds[key] = rf
 	}
@@ -249,9 +268,10 @@ func (p *Payments) list(w http.ResponseWriter, r *http.Request) {
 	}
 	data := []any{}
 	p.mu.Lock()
-	k := r.URL.Query().Get("idempotency_key")
-	if rf, ok := p.refunds[k]; ok && p.shows(p.made[k]) {
-		data = append(data, rf)
+	for _, k := range p.order {
+		if (p.ignoreFilter || k == r.URL.Query().Get("idempotency_key")) && p.shows(p.made[k]) {
+			data = append(data, p.refunds[k])
+		}
 	}
 	p.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "has_more": false})

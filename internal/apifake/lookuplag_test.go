@@ -50,7 +50,8 @@ func listed(t *testing.T, p *apifake.Payments, key string) []string {
 	return keys
 }
 
-// The payments fake's lookup can lag its writes.
+// The payments fake's lookup can lag its writes and ignore its filter;
+// a refund keeps the metadata it was sent with.
 func TestPaymentsLookupLag(t *testing.T) {
 	p := apifake.NewPayments(t, "sk")
 	p.LagLookups(time.Hour)
@@ -59,8 +60,16 @@ func TestPaymentsLookupLag(t *testing.T) {
 		t.Errorf("listed within the lag: %v", got)
 	}
 	p.LagLookups(0)
-	if got := listed(t, p, "a"); len(got) != 1 {
-		t.Errorf("listed after the lag: %v, want one", got)
+	if got := listed(t, p, "a"); len(got) != 1 || got[0] != "a" {
+		t.Errorf("listed after the lag: %v, want [a]", got)
+	}
+	refund(t, p, "b")
+	if got := listed(t, p, "b"); len(got) != 1 || got[0] != "b" {
+		t.Errorf("filtered: %v, want [b]", got)
+	}
+	p.IgnoreFilter()
+	if got := listed(t, p, "b"); strings.Join(got, ",") != "a,b" {
+		t.Errorf("filter ignored: %v, want [a b] in the order made", got)
 	}
 }
 
