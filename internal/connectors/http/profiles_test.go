@@ -72,7 +72,7 @@ func profilePolicy(a *config.Action) effect.Policy {
 	return effect.Policy{
 		Timeout: profileDelay, MaxAttempts: 3, ConfirmTimeout: 2 * time.Second, IdempotentByKey: a.IdempotentByKey,
 		LookupLag: min(a.LookupLag, profileLookupLag),
-		Backoff: func() backoff.BackOff { return backoff.NewConstantBackOff(5 * time.Millisecond) },
+		Backoff:   func() backoff.BackOff { return backoff.NewConstantBackOff(5 * time.Millisecond) },
 	}
 }
 
