@@ -173,6 +173,7 @@ func buildActions(c *config.Config, cfg Config, factories map[string]ConnectorFa
 			IdempotentByKey: a.IdempotentByKey,
 			GiveUpAfter:     a.GiveUpAfter,
 			ClockDrift:      cfg.ClockDrift,
+			LookupLag:       a.LookupLag,
 		}
 		sys := systems[a.System]
 		if a.System == "" {

@@ -17,8 +17,11 @@ type Protection struct {
 	// (with buildActions' adjustments, e.g. noop without an effects file is
 	// idempotent by key): docs/configuration.md names each.
 	Timeout, GiveUpAfter, ConfirmTimeout time.Duration
-	MaxAttempts                          int
-	IdempotentByKey                      bool
+	// LookupLag: a confirmation's "not found" is trusted only this long
+	// after the attempt's deadline plus --clock-drift (lookup_lag).
+	LookupLag       time.Duration
+	MaxAttempts     int
+	IdempotentByKey bool
 	// CanConfirm: the connector can confirm an earlier attempt
 	// (effect.ConfirmerOf).
 	CanConfirm bool
@@ -71,7 +74,7 @@ func Protections(c *Actions, opts ...Option) (map[string]Protection, error) {
 		if lc.Rate > 0 {
 			sl.Burst = a.sys.Burst()
 		}
-		out[name] = Protection{Timeout: a.policy.Timeout, GiveUpAfter: a.policy.GiveUpAfter, ConfirmTimeout: a.policy.ConfirmTimeout,
+		out[name] = Protection{Timeout: a.policy.Timeout, GiveUpAfter: a.policy.GiveUpAfter, ConfirmTimeout: a.policy.ConfirmTimeout, LookupLag: a.policy.LookupLag,
 			MaxAttempts: a.policy.MaxAttempts, IdempotentByKey: a.policy.IdempotentByKey, CanConfirm: canConfirm, Effectless: a.effectless, System: sl}
 		if a.close != nil {
 			a.close()

@@ -45,7 +45,7 @@ func (e *Executor) reconcileOnce(ctx context.Context) {
 	for _, rec := range append(recs, stale...) {
 		grace := e.cfg.ClockDrift + e.reconcile.every
 		if a := e.actions[rec.Action]; a != nil {
-			grace += a.policy.ConfirmTimeout
+			grace += a.policy.ConfirmTimeout + a.policy.LookupLag
 		}
 		if decide.Due(rec, ownedSet[rec.Command.Partition], now, grace, e.reconcile.window).Verdict != decide.Request {
 			continue

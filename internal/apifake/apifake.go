@@ -80,7 +80,22 @@ type base struct {
 	lookups int // confirmation requests received
 	// Seen are the request headers of every Execute request, in order.
 	seen []http.Header
+	// lag is how long after a write the lookup shows it (LagLookups).
+	lag time.Duration
 }
+
+// LagLookups makes the fake's lookup show a write only d after it was
+// made, answering as if there were none until then: an API whose list or
+// search answers from an eventually consistent index (the action's
+// lookup_lag, docs/connectors.md).
+func (b *base) LagLookups(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lag = d
+}
+
+// shows reports whether the lookup shows a write made at t; mu held.
+func (b *base) shows(t time.Time) bool { return time.Since(t) >= b.lag }
 
 func (b *base) start(t testing.TB, h http.Handler) {
 	b.effects = map[string]int{}
@@ -150,7 +165,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // {"data": []} when there is none. A wrong key is 401 with a message that
 // quotes the key it got, as some APIs do: what the connector must not
 // show. Dedupe (off by default, to prove the connector alone keeps one
-// effect) makes a repeated Idempotency-Key return the first refund.
+// effect) makes a repeated Idempotency-Key return the first refund. A
+// refund's metadata is the form's metadata[...] fields, as sent.
 type Payments struct {
 	base
 	Key    string
@@ -158,11 +174,24 @@ type Payments struct {
 	// Status is the refund status answered (default "succeeded").
 	Status  string
 	refunds map[string]map[string]any
+	// made is when each refund was made, order the keys in that order.
+	made         map[string]time.Time
+	order        []string
+	ignoreFilter bool
+}
+
+// IgnoreFilter makes the list answer every refund (that it shows), in
+// the order they were made, whatever idempotency_key asks for: an API that does not know the
+// filter, or a filter on a field that is not unique.
+func (p *Payments) IgnoreFilter() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ignoreFilter = true
 }
 
 // NewPayments starts a payments fake accepting secret key.
 func NewPayments(t testing.TB, key string) *Payments {
-	p := &Payments{Key: key, refunds: map[string]map[string]any{}}
+	p := &Payments{Key: key, refunds: map[string]map[string]any{}, made: map[string]time.Time{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/refunds", p.create)
 	mux.HandleFunc("GET /v1/refunds", p.list)
@@ -205,10 +234,20 @@ func (p *Payments) create(w http.ResponseWriter, r *http.Request) {
 	rf, dup := p.refunds[key]
 	if !dup || !p.Dedupe {
 		p.effects[key]++
+		meta := map[string]any{}
+		for f, v := range r.PostForm {
+			if name, ok := strings.CutPrefix(f, "metadata["); ok && strings.HasSuffix(name, "]") {
+				meta[strings.TrimSuffix(name, "]")] = v[0]
+			}
+		}
 		rf = map[string]any{
 			"id": fmt.Sprintf("re_%d", p.calls), "object": "refund", "charge": r.PostForm.Get("charge"),
 			"amount": r.PostForm.Get("amount"), "status": cmpOr(p.Status, "succeeded"),
-			"metadata": map[string]any{"order_id": r.PostForm.Get("metadata[order_id]")},
+			"metadata": meta,
+		}
+		if _, ok := p.refunds[key]; !ok {
+			p.made[key] = time.Now()
+			p.order = append(p.order, key)
 		}
 		p.refunds[key] = rf
 	}
@@ -229,8 +268,10 @@ func (p *Payments) list(w http.ResponseWriter, r *http.Request) {
 	}
 	data := []any{}
 	p.mu.Lock()
-	if rf, ok := p.refunds[r.URL.Query().Get("idempotency_key")]; ok {
-		data = append(data, rf)
+	for _, k := range p.order {
+		if (p.ignoreFilter || k == r.URL.Query().Get("idempotency_key")) && p.shows(p.made[k]) {
+			data = append(data, p.refunds[k])
+		}
 	}
 	p.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "has_more": false})
@@ -245,6 +286,7 @@ type Messaging struct {
 	base
 	Account, Token string
 	msgs           map[string]map[string]any
+	made           map[string]time.Time
 }
 
 // Unreachable is the number the messaging fake answers "failed" for.
@@ -252,7 +294,7 @@ const Unreachable = "+15550000000"
 
 // NewMessaging starts a messaging fake accepting account:token.
 func NewMessaging(t testing.TB, account, token string) *Messaging {
-	m := &Messaging{Account: account, Token: token, msgs: map[string]map[string]any{}}
+	m := &Messaging{Account: account, Token: token, msgs: map[string]map[string]any{}, made: map[string]time.Time{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", m.send)
 	mux.HandleFunc("GET /v1/messages", m.list)
@@ -295,6 +337,9 @@ func (m *Messaging) send(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.effects[in.ClientRef]++
 	msg := map[string]any{"id": fmt.Sprintf("SM%d", m.calls), "to": in.To, "status": "queued", "client_ref": in.ClientRef}
+	if _, ok := m.msgs[in.ClientRef]; !ok {
+		m.made[in.ClientRef] = time.Now()
+	}
 	m.msgs[in.ClientRef] = msg
 	m.mu.Unlock()
 	if f.Hang {
@@ -313,7 +358,7 @@ func (m *Messaging) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []any{}
 	m.mu.Lock()
-	if msg, ok := m.msgs[r.URL.Query().Get("client_ref")]; ok {
+	if msg, ok := m.msgs[r.URL.Query().Get("client_ref")]; ok && m.shows(m.made[r.URL.Query().Get("client_ref")]) {
 		out = append(out, msg)
 	}
 	m.mu.Unlock()

@@ -41,19 +41,21 @@ type Effects struct {
 	delay      func() time.Duration
 	partitions int
 	fencing    bool
+	lookupLag  time.Duration
 
 	// mu guards everything below: the handlers and the test's reads take
 	// it. A leaf lock.
 	mu         sync.Mutex
 	events     []*Event
 	byKey      map[string][]*Event
-	inflight   map[string][]*Event // entity -> POSTs being applied
-	inflightBy map[string]int      // executor -> POSTs being applied
-	effects    map[string]int      // key -> effects applied
-	confirms   map[string]int      // key -> confirms
-	confirmsBy map[string]int      // "executor key" -> confirms
-	maxTok     map[string]int64    // entity -> highest token seen
-	maxTokKey  map[string]string   // entity -> the key that carried it
+	inflight   map[string][]*Event  // entity -> POSTs being applied
+	inflightBy map[string]int       // executor -> POSTs being applied
+	effects    map[string]int       // key -> effects applied
+	applied    map[string]time.Time // key -> when first applied
+	confirms   map[string]int       // key -> confirms
+	confirmsBy map[string]int       // "executor key" -> confirms
+	maxTok     map[string]int64     // entity -> highest token seen
+	maxTokKey  map[string]string    // entity -> the key that carried it
 	overlaps   []string
 	tokenErrs  []string // a new key without a higher token, or no token
 	refused    []*Event
@@ -93,7 +95,7 @@ func WithScript(f func(key string, n int) Fault) EffectsOption {
 
 // WithConfirmScript picks the answer of each confirm from its key, how
 // many confirms the key has had, this one included, and whether the key
-// was applied. Of the Fault only Status (0: 200 if applied, else 404),
+// was applied (and shows, past WithLookupLag). Of the Fault only Status (0: 200 if applied, else 404),
 // Body and Hang count.
 func WithConfirmScript(f func(key string, n int, applied bool) Fault) EffectsOption {
 	return func(s *Effects) { s.confirm = f }
@@ -117,12 +119,19 @@ func WithFencing() EffectsOption {
 	return func(s *Effects) { s.fencing = true }
 }
 
+// WithLookupLag makes a confirm answer 404 for d after the key's first
+// effect, as a lookup over an eventually consistent index does (the
+// action's lookup_lag, docs/connectors.md).
+func WithLookupLag(d time.Duration) EffectsOption {
+	return func(s *Effects) { s.lookupLag = d }
+}
+
 // NewEffects starts the service; it stops when the test ends.
 func NewEffects(t testing.TB, opts ...EffectsOption) *Effects {
 	t.Helper()
 	s := &Effects{
 		byKey: map[string][]*Event{}, inflight: map[string][]*Event{}, inflightBy: map[string]int{},
-		effects: map[string]int{}, confirms: map[string]int{}, confirmsBy: map[string]int{},
+		effects: map[string]int{}, applied: map[string]time.Time{}, confirms: map[string]int{}, confirmsBy: map[string]int{},
 		maxTok: map[string]int64{}, maxTokKey: map[string]string{},
 	}
 	for _, o := range opts {
@@ -390,6 +399,9 @@ func (s *Effects) execute(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	dup := f.Dedupe && s.effects[key] > 0
 	if !dup {
+		if s.effects[key] == 0 {
+			s.applied[key] = time.Now()
+		}
 		s.effects[key]++
 		ev.Verdict = "applied"
 	}
@@ -456,7 +468,7 @@ func (s *Effects) confirmHandler(w http.ResponseWriter, r *http.Request) {
 	s.confirms[key]++
 	n := s.confirms[key]
 	s.confirmsBy[r.PathValue("ex")+" "+key]++
-	applied := s.effects[key] > 0
+	applied := s.effects[key] > 0 && time.Since(s.applied[key]) >= s.lookupLag
 	s.mu.Unlock()
 	f := None
 	if s.confirm != nil {

@@ -95,6 +95,13 @@ type Action struct {
 	// ConfirmTimeout is how long confirmation is retried before the record
 	// becomes `unresolved`. Default 30s.
 	ConfirmTimeout time.Duration
+	// LookupLag is how long after an attempt's deadline (plus
+	// --clock-drift) the connector's lookup may still not show a write the
+	// attempt made (effect.Policy.LookupLag): a "not found" before then is
+	// asked again, not trusted. For an API whose list or search answers
+	// from an eventually consistent index. Default 0: the lookup shows a
+	// write as soon as it is made.
+	LookupLag time.Duration
 	// IdempotentByKey declares that the external system deduplicates by
 	// the Idempotency-Key header, which makes a blind retry safe.
 	IdempotentByKey bool

@@ -108,7 +108,7 @@ func TestRealAPIExamplesLoad(t *testing.T) {
 	}
 	cfg, _ := Load(filepath.Join("..", "..", "examples", "apis", "payments.yaml"))
 	a := cfg.Actions["payments.refund"]
-	if a.API.Body != httpconn.BodyForm || a.API.Confirm == nil || a.API.Headers["Authorization"] != "Bearer ${env:PAYMENTS_API_KEY}" {
+	if a.API.Body != httpconn.BodyTemplate || a.API.ContentType != "application/x-www-form-urlencoded" || a.API.Confirm == nil || a.API.Headers["Authorization"] != "Bearer ${env:PAYMENTS_API_KEY}" {
 		t.Errorf("payments.refund API = %+v", a.API)
 	}
 }

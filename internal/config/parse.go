@@ -92,6 +92,7 @@ type actionDoc struct {
 	Kafka           kafkaDoc          `yaml:"kafka"`
 	Timeout         Duration          `yaml:"timeout"`
 	ConfirmTimeout  Duration          `yaml:"confirm_timeout"`
+	LookupLag       Lag               `yaml:"lookup_lag"`
 	MaxAttempts     int               `yaml:"max_attempts"`
 	IdempotentByKey bool              `yaml:"idempotent_by_key"`
 	Schema          string            `yaml:"schema"`
@@ -155,6 +156,26 @@ type Days time.Duration
 func (d *Duration) UnmarshalYAML(n ast.Node) error {
 	v, err := durationNode(n, false)
 	*d = Duration(v)
+	return err
+}
+
+// Lag is a Duration that may be zero ("0s": none), for a setting whose
+// default is none.
+type Lag time.Duration
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler.
+func (d *Lag) UnmarshalYAML(n ast.Node) error {
+	if v, ok := n.(*ast.StringNode); ok {
+		switch z, err := time.ParseDuration(v.Value); {
+		case err == nil && z == 0:
+			*d = 0
+			return nil
+		case err == nil && z < 0:
+			return fmt.Errorf("must not be negative, got %q", v.Value)
+		}
+	}
+	v, err := durationNode(n, false)
+	*d = Lag(v)
 	return err
 }
 
@@ -346,6 +367,7 @@ func (p *loader) action(name string, d actionDoc) *Action {
 		Name: name, Connector: d.Connector, Settings: d.Settings,
 		URL: d.URL, ConfirmURL: d.ConfirmURL, Topic: d.Topic, Brokers: d.Kafka.Brokers,
 		Timeout: time.Duration(d.Timeout), MaxAttempts: d.MaxAttempts, ConfirmTimeout: time.Duration(d.ConfirmTimeout),
+		LookupLag:       time.Duration(d.LookupLag),
 		IdempotentByKey: d.IdempotentByKey, Schema: d.Schema, UniqueBy: d.UniqueBy, OnDuplicate: d.OnDuplicate, Redact: d.Redact,
 		AllowedSources: d.AllowedSources, EffectsFile: d.EffectsFile,
 		System: d.System, GiveUpAfter: time.Duration(d.GiveUpAfter),
@@ -472,6 +494,11 @@ func (p *loader) action(name string, d actionDoc) *Action {
 		a.Kafka = p.kafkaProperties(name, d.Kafka.Properties)
 	}
 	a.API = p.apiOf(name, d, a)
+	if n, ok := given("lookup_lag"); ok && a.Connector == ConnectorHTTP && a.ConfirmURL == "" && a.API.Confirm == nil {
+		// Only a confirmation asks a lookup: without one the setting
+		// does nothing, and whoever wrote it expects a protection.
+		fail(n, "lookup_lag", "only valid for an action that confirms (confirm_url or confirm:)")
+	}
 	return a
 }
 

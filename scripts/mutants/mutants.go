@@ -72,6 +72,16 @@ var guarantees = []mutant{
 		Run:  "TestNextStepIsPerformsRule|TestPerformRules|TestUnresolvedThenReconciled|TestEvidencePaths|TestPaymentsProfileEndToEnd",
 	},
 	{
+		// A Confirm's NotFound is trusted once the deadline plus the
+		// clock drift has passed, the lookup's lag forgotten.
+		Name: "lookup-lag", Guarantee: "G3: a lookup's \"not found\" within its lookup_lag after the attempt's deadline is asked again, not trusted",
+		Edits: []edit{{"internal/connectors/effect/perform.go",
+			"	settled := drifted.Add(r.p.LookupLag)\n",
+			"	settled := drifted\n"}},
+		Pkgs: []string{"./internal/connectors/effect/", "./internal/connectors/http/"},
+		Run:  "TestConfirmWaitsForTheLookupLag|TestReconcileWaitsForTheLookupLag|TestPaymentsProfileLookupLag",
+	},
+	{
 		Name: "fasthttp-unanswered-is-sent", Guarantee: "G3: a request written over fasthttp and not answered is ambiguous (confirmed), not \"not sent\" (retried)",
 		Edits: []edit{{"internal/connectors/http/fast.go",
 			"	if err != nil && !answered {\n		return true, false, f.cause(ctx, err)",

@@ -75,7 +75,9 @@ type Limits struct {
 	Timeout        string   `json:"timeout"`
 	MaxAttempts    int      `json:"max_attempts"`
 	ConfirmTimeout string   `json:"confirm_timeout"`
-	Deadline       string   `json:"deadline"`
+	// LookupLag is the action's lookup_lag; "" for none.
+	LookupLag string `json:"lookup_lag,omitempty"`
+	Deadline  string `json:"deadline"`
 	// GiveUpAfter bounds how long "not done" answers are retried.
 	GiveUpAfter string `json:"give_up_after"`
 	// System is the external system's protection the action's requests
@@ -184,6 +186,9 @@ func describe(a *config.Action, p consumer.Protection, maxDataBytes int) Action 
 	}
 	if d.Limits.AllowedSources == nil {
 		d.Limits.AllowedSources = []string{"*"}
+	}
+	if p.LookupLag > 0 {
+		d.Limits.LookupLag = p.LookupLag.String()
 	}
 	for _, r := range answersOf(a) {
 		step := effect.NextStep(r.kind, p.CanConfirm, p.IdempotentByKey, false)
@@ -295,8 +300,12 @@ func then(s effect.Step, p consumer.Protection, how string) string {
 	case effect.StepRetry:
 		return fmt.Sprintf("retry after backoff or Retry-After, using up no attempt, until give_up_after (%s) or the deadline, then failed (connector_unavailable)", p.GiveUpAfter)
 	case effect.StepConfirm:
-		return fmt.Sprintf("confirm (%s) for up to %s: found → succeeded; not found → %s; no answer → unresolved (confirmation_timeout)",
-			how, p.ConfirmTimeout, strings.TrimSuffix(retry, ", then failed (connector_unavailable)"))
+		notFound := "not found"
+		if p.LookupLag > 0 {
+			notFound = fmt.Sprintf("not found once lookup_lag (%s) has passed after the attempt's deadline plus --clock-drift (asked again until then)", p.LookupLag)
+		}
+		return fmt.Sprintf("confirm (%s) for up to %s: found → succeeded; %s → %s; no answer → unresolved (confirmation_timeout)",
+			how, p.ConfirmTimeout, notFound, strings.TrimSuffix(retry, ", then failed (connector_unavailable)"))
 	case effect.StepReexecute:
 		return fmt.Sprintf("execute again with the same key, up to %d attempts (the external system deduplicates it), then unresolved (ambiguous_no_confirm)", n)
 	case effect.StepUnresolved:
@@ -405,7 +414,11 @@ func WriteText(w io.Writer, acts []Action) error {
 			schema = "none"
 		}
 		fmt.Fprintf(tw, "  data:\tat most %s, schema %s, sources %s\n", size, schema, strings.Join(l.AllowedSources, ", "))
-		fmt.Fprintf(tw, "  time:\tattempt %s, max_attempts %d, confirm %s, give up on \"not done\" after %s; deadline %s\n", l.Timeout, l.MaxAttempts, l.ConfirmTimeout, l.GiveUpAfter, l.Deadline)
+		lag := ""
+		if l.LookupLag != "" {
+			lag = ", lookup lag " + l.LookupLag
+		}
+		fmt.Fprintf(tw, "  time:\tattempt %s, max_attempts %d, confirm %s%s, give up on \"not done\" after %s; deadline %s\n", l.Timeout, l.MaxAttempts, l.ConfirmTimeout, lag, l.GiveUpAfter, l.Deadline)
 		fmt.Fprintf(tw, "  system:\t%s\n", l.System.Line())
 		section()
 		fmt.Fprintf(tw, "  answer\tkind\tthen\n")

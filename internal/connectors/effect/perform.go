@@ -92,6 +92,15 @@ type Policy struct {
 	// first attempt (G3). A new owner inheriting the attempt waits the
 	// same margin (docs/guarantees.md, G1).
 	ClockDrift time.Duration
+	// LookupLag is how long after an attempt's deadline (plus ClockDrift)
+	// the connector's lookup may still not show a write the attempt made:
+	// the action's lookup_lag, for an API whose list or search answers
+	// from an eventually consistent index. A Confirm answering NotFound
+	// before then is asked again rather than trusted, as within
+	// ClockDrift: trusted, it would execute the key a second time beside
+	// an effect the lookup did not show yet (G3). 0: the lookup shows a
+	// write as soon as it is made.
+	LookupLag time.Duration
 	// Backoff builds a fresh schedule for one retry loop. Default:
 	// exponential with jitter, DefaultBackoffInitial doubling to
 	// DefaultBackoffMax.
@@ -860,20 +869,29 @@ func (r *runner) exhausted(executed int, mayHaveHappened bool, last string) Deci
 // until then the request may still be queued or running behind a proxy
 // that already answered 504 (or reach a system whose clock lags), so "not
 // found yet" could turn into "found". Confirm waits for that moment and
-// asks again. The wait is not part of ConfirmTimeout, which bounds how
-// long the system is asked once its answer can settle the question:
-// counted in it, a confirm_timeout shorter than the attempt's timeout plus
-// the clock drift would make every NotFound unresolved.
+// asks again. Nor is one obtained before LookupLag more has passed (a
+// lookup that shows a write only some time after it was made): then the
+// lookup is asked again with backoff, so that a write it comes to show is
+// found early, and last at that moment. These waits are not part of
+// ConfirmTimeout, which bounds how long the system is asked once its
+// answer can settle the question: counted in it, a confirm_timeout
+// shorter than the attempt's timeout plus the clock drift and the lag
+// would make every NotFound unresolved.
 func (r *runner) confirm(ctx context.Context, req connectors.Request) (connectors.Result, Decision, bool) {
-	bound := r.p.ConfirmTimeout
+	first := time.Now()
+	// drifted is when a request still on its way can no longer land;
+	// settled when the lookup shows whatever it made. An attempt without
+	// a deadline counts from the first question.
+	drifted := first
 	if !req.Deadline.IsZero() {
-		bound += max(0, time.Until(req.Deadline.Add(r.p.ClockDrift)))
+		drifted = req.Deadline.Add(r.p.ClockDrift)
 	}
+	settled := drifted.Add(r.p.LookupLag)
+	bound := r.p.ConfirmTimeout + max(0, time.Until(settled))
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	b := r.p.Backoff()
 	last := ""
-	first := time.Now()
 	// gaveUp records the confirmation's unknown answer and returns the
 	// unresolved Decision.
 	gaveUp := func(res connectors.Result, msg string) (connectors.Result, Decision, bool) {
@@ -903,13 +921,21 @@ func (r *runner) confirm(ctx context.Context, req connectors.Request) (connector
 			r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
 				EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerFound, Detail: res.Message})
 			return res, Decision{}, false
-		case res.Kind == connectors.NotFound && (req.Deadline.IsZero() || !asked.Before(req.Deadline.Add(r.p.ClockDrift))):
+		case res.Kind == connectors.NotFound && !asked.Before(settled):
 			r.observe(ctx, &req, schemas.Evidence{Kind: schemas.EvidenceConfirm, Attempt: req.Attempt, At: first.UTC(),
 				EndedAt: ptr(time.Now().UTC()), Answer: schemas.AnswerNotFound, Detail: res.Message})
 			return res, Decision{}, false
-		case res.Kind == connectors.NotFound:
-			wait = time.Until(req.Deadline.Add(r.p.ClockDrift))
+		case res.Kind == connectors.NotFound && asked.Before(drifted):
+			wait = time.Until(drifted)
 			last = "not found before the attempt's deadline (plus the clock drift) passed"
+		case res.Kind == connectors.NotFound:
+			// Within the lookup's lag: asked again, with backoff, and
+			// once more when it has passed.
+			wait = time.Until(settled)
+			if bw := b.NextBackOff(); bw != backoff.Stop && bw < wait {
+				wait = bw
+			}
+			last = fmt.Sprintf("not found before the lookup lag (%s) after the attempt's deadline passed", r.p.LookupLag)
 		default:
 			wait = b.NextBackOff()
 			last = res.Message

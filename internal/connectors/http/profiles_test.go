@@ -64,10 +64,15 @@ func profileConnector(t *testing.T, a *config.Action) *httpconn.Connector {
 	return c
 }
 
+// profileLookupLag bounds a profile's lookup_lag (payments': a minute) in
+// the tests, which would otherwise wait it out after every "not found".
+const profileLookupLag = 4 * profileDelay
+
 func profilePolicy(a *config.Action) effect.Policy {
 	return effect.Policy{
 		Timeout: profileDelay, MaxAttempts: 3, ConfirmTimeout: 2 * time.Second, IdempotentByKey: a.IdempotentByKey,
-		Backoff: func() backoff.BackOff { return backoff.NewConstantBackOff(5 * time.Millisecond) },
+		LookupLag: min(a.LookupLag, profileLookupLag),
+		Backoff:   func() backoff.BackOff { return backoff.NewConstantBackOff(5 * time.Millisecond) },
 	}
 }
 
