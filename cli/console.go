@@ -191,6 +191,11 @@ proxy header, as serve does.`,
 			if err := refuseOpenConsole("--http", addr, authn); err != nil {
 				return err
 			}
+			if maxData < 1 {
+				// As serve refuses it: the Actions page and the audit would
+				// take every command's data as too large.
+				return usageErrorf("--max-data-bytes must be at least 1, got %d", maxData)
+			}
 			if auditEvery < 0 || (auditEvery > 0 && auditEvery < time.Minute) {
 				return usageErrorf("--audit-every must be 0 (off) or at least 1m: each audit reads the four topics through, got %s", auditEvery)
 			}

@@ -36,6 +36,7 @@ func TestConsoleRefusesOpenAddress(t *testing.T) {
 			[]string{"--http-trusted-proxy-role", `unknown role "admin"`}},
 		{"console, every peer a trusted proxy", []string{"console", "--http", "0.0.0.0:0", "--http-trusted-proxy-header", "X-Forwarded-User", "--http-trusted-proxies", "::/0", "--http-trusted-proxy-role", "operator"},
 			[]string{"--http-trusted-proxies", `"::/0" is every address`}},
+		{"console, no data allowed", []string{"console", "--max-data-bytes", "-1"}, []string{"--max-data-bytes must be at least 1, got -1"}},
 		{"console, audits too often", []string{"console", "--audit-every", "10s"}, []string{"--audit-every must be 0 (off) or at least 1m"}},
 		{"console, bad trusted keys", []string{"console", "--trusted-keys", badKeys}, []string{"--trusted-keys", badKeys, "line 1"}},
 		{"console, missing trusted keys", []string{"console", "--trusted-keys", badKeys + ".missing"}, []string{"--trusted-keys", badKeys + ".missing"}},

@@ -131,7 +131,7 @@ var DueRows = []Row{
 	{"not-owned", "the record's partition is not owned by this executor", "nothing: its owner's reconciler asks"},
 	{"past-window", "the record finished more than `reconcile.for` ago", "nothing: it stays for an operator"},
 	{"due-unresolved", "the record is `unresolved`", "a reconcile request"},
-	{"due-stale", "the record is in progress and its deadline passed more than `--clock-drift` + `reconcile.every` + the action's `confirm_timeout` ago (its owner did not settle it)", "a reconcile request, which inherits it"},
+	{"due-stale", "the record is in progress and its deadline passed more than `--clock-drift` + `reconcile.every` + the action's `confirm_timeout` + its `lookup_lag` ago (its owner did not settle it)", "a reconcile request, which inherits it"},
 	{"not-due", "none of the above", "nothing"},
 }
 
