@@ -42,6 +42,46 @@ func (a *toggleAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, `{"ok":true}`)
 }
 
+// paymentsDown is an actions file whose payments.refund goes to the
+// system at url, with a breaker quick to open and to probe; more actions
+// may follow it.
+func paymentsDown(url string) string {
+	return fmt.Sprintf(`systems:
+  payments:
+    max_concurrent: 4
+    breaker:
+      after: 2
+      probe_every: 100ms
+actions:
+  payments.refund:
+    connector: http
+    url: %s/refunds
+    system: payments
+`, url)
+}
+
+// appliedOnceInOrder checks that api applied each key ent-<prefix><e>-<k>
+// (e < entities, k < each) exactly once, each entity's in k's order.
+func appliedOnceInOrder(t *testing.T, api *toggleAPI, prefix string, entities, each int) {
+	t.Helper()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	for e := range entities {
+		ent := fmt.Sprintf("ent-%s%d", prefix, e)
+		var want []string
+		for k := range each {
+			key := fmt.Sprintf("%s-%d", ent, k)
+			want = append(want, key)
+			if n := api.seen[key]; n != 1 {
+				t.Errorf("key %s applied %d times", key, n)
+			}
+		}
+		if got := api.order[ent]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("entity %s applied in the order %v, want %v", ent, got, want)
+		}
+	}
+}
+
 // Commands of a system that is down step aside past the few it keeps
 // waiting, are read again from Kafka when it is back, and run then: each
 // exactly once, each entity's in its order, while a healthy system's
@@ -53,21 +93,10 @@ func TestSteppedAsideCommandsRunWhenTheSystemIsBack(t *testing.T) {
 	fast := &fakeAPI{capacity: 1000, applied: map[string]int{}}
 	fastURL := serve(t, fast)
 	h := onceflighttest.New(t)
-	h.UseConfig(fmt.Sprintf(`systems:
-  payments:
-    max_concurrent: 4
-    breaker:
-      after: 2
-      probe_every: 100ms
-actions:
-  payments.refund:
-    connector: http
-    url: %s/refunds
-    system: payments
-  notify.send:
+	h.UseConfig(paymentsDown(downURL) + fmt.Sprintf(`  notify.send:
     connector: http
     url: %s/notify
-`, downURL, fastURL))
+`, fastURL))
 	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered = 8, 16 }
 	h.Start(t.TempDir())
 	const entities, each = 30, 3
@@ -102,21 +131,7 @@ actions:
 	if got := outcomesOf(t, h, seen, ids, 60*time.Second); got[schemas.StatusSucceeded] != len(ids) {
 		t.Fatalf("after the system came back: %v", got)
 	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	for _, id := range ids {
-		key := "ent-" + id
-		if n := api.seen[key]; n != 1 {
-			t.Errorf("key %s applied %d times", key, n)
-		}
-	}
-	for e := range entities {
-		ent := fmt.Sprintf("ent-p%d", e)
-		want := []string{ent + "-0", ent + "-1", ent + "-2"}
-		if got := api.order[ent]; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("entity %s applied in the order %v, want %v", ent, got, want)
-		}
-	}
+	appliedOnceInOrder(t, api, "p", entities, each)
 	t.Logf("stepped aside %d times; %d requests to the system", stepped, api.posts.Load())
 	if h.Ex.Parked() != 0 {
 		t.Errorf("%d entities still parked", h.Ex.Parked())
@@ -135,18 +150,7 @@ func TestSteppedAsideCommandsMoveWithTheirPartition(t *testing.T) {
 	api := &toggleAPI{seen: map[string]int{}, order: map[string][]string{}}
 	api.down.Store(true)
 	h := onceflighttest.New(t)
-	h.UseConfig(fmt.Sprintf(`systems:
-  payments:
-    max_concurrent: 4
-    breaker:
-      after: 2
-      probe_every: 100ms
-actions:
-  payments.refund:
-    connector: http
-    url: %s/refunds
-    system: payments
-`, serve(t, api)))
+	h.UseConfig(paymentsDown(serve(t, api)))
 	tune := onceflighttest.NodeOptions{Tune: func(c *consumer.Config) {
 		c.MaxInflight, c.MaxBuffered, c.RevokeTimeout = 8, 16, 2*time.Second
 	}}
@@ -171,19 +175,7 @@ actions:
 	if got := outcomesOf(t, h, seen, ids, 90*time.Second); got[schemas.StatusSucceeded] != len(ids) {
 		t.Fatalf("after the system came back: %v", got)
 	}
-	api.mu.Lock()
-	for _, id := range ids {
-		if n := api.seen["ent-"+id]; n != 1 {
-			t.Errorf("key ent-%s applied %d times", id, n)
-		}
-	}
-	for e := range entities {
-		ent := fmt.Sprintf("ent-m%d", e)
-		if got, want := fmt.Sprint(api.order[ent]), fmt.Sprint([]string{ent + "-0", ent + "-1"}); got != want {
-			t.Errorf("entity %s applied in the order %s, want %s", ent, got, want)
-		}
-	}
-	api.mu.Unlock()
+	appliedOnceInOrder(t, api, "m", entities, each)
 	if err := b.Stop(); err != nil {
 		t.Fatalf("b stopped: %v", err)
 	}
