@@ -295,8 +295,17 @@ func (s *System) Room() int {
 	if s.state == Closed {
 		return s.cfg.KeepWaiting
 	}
-	return max(0, s.cfg.KeepWaiting-len(s.queue)-s.sleeping)
+	return max(0, s.cfg.KeepWaiting-s.waiting())
 }
+
+// waiting is how many calls wait for the system (mu held): those queued
+// and those asleep until their notBefore (a command that was sent and
+// waits out its backoff or Retry-After). Both are held in their
+// executor's memory, so both count against KeepWaiting: counting the
+// queue alone, a new call took the place of each waiter asleep, became
+// the next probe and then waited too, and the waiters grew by one a
+// probe over an outage (TestStepAsideCountsWaitersInBackoff).
+func (s *System) waiting() int { return len(s.queue) + s.sleeping }
 
 func (s *System) acquire(ctx context.Context, notBefore time.Time, mayStepAside bool) (effect.Permit, error) {
 	if d := untilSet(notBefore); d > 0 {
@@ -329,7 +338,7 @@ func (s *System) acquire(ctx context.Context, notBefore time.Time, mayStepAside 
 		s.mu.Unlock()
 		return s.rated(ctx, &permit{s: s})
 	}
-	if mayStepAside && s.state != Closed && s.cfg.KeepWaiting > 0 && len(s.queue) >= s.cfg.KeepWaiting {
+	if mayStepAside && s.state != Closed && s.cfg.KeepWaiting > 0 && s.waiting() >= s.cfg.KeepWaiting {
 		s.steppedAside++
 		s.mu.Unlock()
 		return nil, ErrStepAside
@@ -581,16 +590,20 @@ func (s *System) open(now time.Time, why string, retryAfter time.Duration) {
 }
 
 // stepAside tells the queued calls that may step aside, past the first
-// KeepWaiting waiters, to do so (mu held): the breaker opened with more
-// commands queued than it keeps waiting, each held in its executor's
-// memory for nothing but a turn that comes when the system is back.
+// KeepWaiting waiters (those asleep count first), to do so (mu held): the
+// breaker opened with more commands waiting than it keeps waiting, each
+// held in its executor's memory for nothing but a turn that comes when
+// the system is back.
 func (s *System) stepAside() {
-	if s.cfg.KeepWaiting <= 0 || len(s.queue) <= s.cfg.KeepWaiting {
+	if s.cfg.KeepWaiting <= 0 || s.waiting() <= s.cfg.KeepWaiting {
 		return
 	}
+	// Those asleep until their notBefore wait too (waiting): the queue
+	// keeps what is left of KeepWaiting.
+	keep := s.cfg.KeepWaiting - s.sleeping
 	kept := s.queue[:0]
 	for i, w := range s.queue {
-		if i < s.cfg.KeepWaiting || !w.mayStepAside {
+		if i < keep || !w.mayStepAside {
 			kept = append(kept, w)
 			continue
 		}
