@@ -62,12 +62,10 @@ actions:
 	if got := outcomesOf(t, h, seen, submitMany(t, h, "f", "notify.send", 5), 30*time.Second); got[schemas.StatusSucceeded] != 5 {
 		t.Fatalf("healthy commands: %v", got)
 	}
-	for _, s := range h.Ex.SystemStats() {
-		// KeepWaiting (4), the probe's place (1), and those that sent
-		// before the breaker opened (max_concurrent + breaker.after).
-		if s.Name == "payments" && s.Waiting+s.InFlight > 4+1+4+2 {
-			t.Errorf("%d commands wait for the system that is down: %+v", s.Waiting+s.InFlight, s)
-		}
+	// KeepWaiting (4), the probe's place (1), and those that sent before
+	// the breaker opened (max_concurrent + breaker.after).
+	if s := systemStats(h, "payments"); s.Waiting+s.InFlight > 4+1+4+2 {
+		t.Errorf("%d commands wait for the system that is down: %+v", s.Waiting+s.InFlight, s)
 	}
 	h.Stop()
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
@@ -17,22 +16,7 @@ import (
 // with KeepWaiting commands waiting for an hour (give_up_after) nobody
 // was told it had expired until then.
 func TestSteppedAsideCommandExpiresAtItsDeadline(t *testing.T) {
-	api := &toggleAPI{seen: map[string]int{}, order: map[string][]string{}}
-	api.down.Store(true)
-	h := onceflighttest.New(t)
-	h.UseConfig(fmt.Sprintf(`systems:
-  payments:
-    max_concurrent: 1
-    breaker:
-      after: 1
-      probe_every: 1h
-actions:
-  payments.refund:
-    connector: http
-    url: %s/refunds
-    system: payments
-`, serve(t, api)))
-	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered = 8, 16 }
+	h, _ := stuckDownHarness(t)
 	h.Start(t.TempDir())
 	for i := range 3 {
 		h.SubmitAction(fmt.Sprintf("x%d", i), "payments.refund", fmt.Sprintf("ent-x%d", i), fmt.Sprintf("ent-x%d-0", i), `{}`)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflight/onceflight/consumer"
+	"github.com/onceflight/onceflight/internal/connectors/limit"
 	"github.com/onceflight/onceflight/internal/wire"
 	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/partitioner"
@@ -24,23 +25,7 @@ import (
 // own, never executed nor answered. It waits for its system instead, and
 // runs once the system is back.
 func TestSteppedAsideNotAfterSettlingAnInheritedKey(t *testing.T) {
-	api := &toggleAPI{seen: map[string]int{}, order: map[string][]string{}}
-	api.down.Store(true)
-	h := onceflighttest.New(t)
-	h.UseConfig(fmt.Sprintf(`systems:
-  payments:
-    max_concurrent: 1
-    breaker:
-      after: 1
-      probe_every: 1h
-actions:
-  payments.refund:
-    connector: http
-    url: %s/refunds
-    system: payments
-`, serve(t, api)))
-	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered = 8, 16 }
-
+	h, api := stuckDownHarness(t)
 	h.Start(t.TempDir()) // makes the topics
 	onceflighttest.WaitFor(t, 30*time.Second, "partitions owned", func() bool { return len(h.Ex.Owned()) == onceflighttest.Partitions })
 	h.Stop()
@@ -77,14 +62,7 @@ actions:
 		h.SubmitAction(id, "payments.refund", ent, ent+"-0", `{}`)
 	}
 	onceflighttest.WaitFor(t, 30*time.Second, "commands stepped aside", func() bool { return h.Ex.Parked() > 0 })
-	waiting := func() int {
-		for _, s := range h.Ex.SystemStats() {
-			if s.Name == "payments" {
-				return s.Waiting
-			}
-		}
-		return 0
-	}
+	waiting := func() int { return systemStats(h, "payments").Waiting }
 	before := waiting()
 	h.SubmitAction("e1", "payments.refund", "ent-e", "ent-e-1", `{}`)
 	// Either the settlement is answered (with e1's offset) or e1 waits.
@@ -119,4 +97,38 @@ actions:
 	}
 	api.mu.Unlock()
 	h.Stop()
+}
+
+// stuckDownHarness is a harness whose action payments.refund goes to a
+// system, payments, that is down (api.down) and stays so while the
+// executor runs: one request at a time (KeepWaiting 1), its breaker opens
+// at the first "down" answer and probes once an hour.
+func stuckDownHarness(t *testing.T) (*onceflighttest.Harness, *toggleAPI) {
+	api := &toggleAPI{seen: map[string]int{}, order: map[string][]string{}}
+	api.down.Store(true)
+	h := onceflighttest.New(t)
+	h.UseConfig(fmt.Sprintf(`systems:
+  payments:
+    max_concurrent: 1
+    breaker:
+      after: 1
+      probe_every: 1h
+actions:
+  payments.refund:
+    connector: http
+    url: %s/refunds
+    system: payments
+`, serve(t, api)))
+	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered = 8, 16 }
+	return h, api
+}
+
+// systemStats is the executor's stats of system name.
+func systemStats(h *onceflighttest.Harness, name string) limit.Stats {
+	for _, s := range h.Ex.SystemStats() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return limit.Stats{}
 }
