@@ -348,7 +348,13 @@ func (j *job) execute(ctx context.Context, cmd schemas.Command, a *action, versi
 	if j.tooLarge(cmd, d, &probe) {
 		return
 	}
-	j.mayStepAside = true
+	// Only a job that has answered nothing yet may step aside: one that
+	// settled another key of the entity first (settleInFlight) has that
+	// settlement to stage, and a job with emits is staged as its
+	// command's answer — a command that stepped aside then had its offset
+	// committed without ever running
+	// (TestSteppedAsideNotAfterSettlingAnInheritedKey). It waits instead.
+	j.mayStepAside = len(j.emits) == 0
 	j.run(ctx, a, rec, cmd.ID, false, version, func(ctx context.Context, req connectors.Request, opt effect.PerformOption) effect.Decision {
 		return effect.Perform(ctx, a.conn, req, a.policy, opt)
 	})

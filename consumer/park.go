@@ -42,10 +42,12 @@ import (
 // parkTick is how often parked entities are looked at.
 const parkTick = 50 * time.Millisecond
 
-// parkedQueue is an entity parked on a system (pipeline.mu.parked).
+// parkedQueue is an entity parked on a system (pipeline.mu.parked); due
+// is the deadline of the command that stepped aside (zero: none).
 type parkedQueue struct {
 	entity string
 	q      *entityQueue
+	due    time.Time
 }
 
 // parkLocked parks entity's queue q on sys after its command it stepped
@@ -60,7 +62,14 @@ func (p *pipeline) parkLocked(st *partState, entity string, q *entityQueue, it *
 	if p.mu.parked == nil {
 		p.mu.parked, p.mu.woken = map[*system][]parkedQueue{}, map[*system]int{}
 	}
-	p.mu.parked[sys] = append(p.mu.parked[sys], parkedQueue{entity, q})
+	pq := parkedQueue{entity: entity, q: q}
+	if d := it.cmd.Deadline; d != nil {
+		pq.due = *d
+		if p.mu.parkDue.IsZero() || d.Before(p.mu.parkDue) {
+			p.mu.parkDue = *d
+		}
+	}
+	p.mu.parked[sys] = append(p.mu.parked[sys], pq)
 	p.parkedN.Add(1)
 	if !st.buf.parkWatched {
 		// A lost partition is cancelled without p.mu: bring its parked
@@ -211,7 +220,40 @@ func (p *pipeline) unparkTick() {
 		return
 	}
 	p.unparkEnded()
+	p.unparkDue(time.Now())
 	for sys := range p.mu.parked {
 		p.wake(sys, sys.Room()-p.mu.woken[sys])
 	}
+}
+
+// unparkDue brings back every parked entity whose first command's
+// deadline has passed (p.mu held), whatever its system's room: read
+// again, the command is answered expired (decide's row expired), as it
+// was at its deadline when it waited for the system. Parked, it was read
+// again only once the system had room — with KeepWaiting commands
+// waiting for it, not before their give_up_after (an hour by default) —
+// and nobody was told it had expired
+// (TestSteppedAsideCommandExpiresAtItsDeadline). The entity's next
+// command may step aside again.
+func (p *pipeline) unparkDue(now time.Time) {
+	if p.mu.parkDue.IsZero() || now.Before(p.mu.parkDue) {
+		return
+	}
+	var next time.Time
+	for sys, l := range p.mu.parked {
+		kept := l[:0]
+		for _, pq := range l {
+			if !pq.due.IsZero() && !now.Before(pq.due) {
+				p.unparkLocked(pq, false)
+				continue
+			}
+			if !pq.due.IsZero() && (next.IsZero() || pq.due.Before(next)) {
+				next = pq.due
+			}
+			kept = append(kept, pq)
+		}
+		clear(l[len(kept):])
+		p.setParked(sys, kept)
+	}
+	p.mu.parkDue = next
 }

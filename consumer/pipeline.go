@@ -58,8 +58,12 @@ type pipeline struct {
 		// parked lists, per system, the entities parked on it in the
 		// order they stepped aside; woken counts those brought back for
 		// room that have not run a command yet (park.go).
-		parked   map[*system][]parkedQueue
-		woken    map[*system]int
+		parked map[*system][]parkedQueue
+		woken  map[*system]int
+		// parkDue is the earliest deadline of a parked entity's first
+		// command (zero: none has one): unparkTick brings it back then,
+		// to be answered expired (park.go).
+		parkDue  time.Time
 		stopping bool // stop began: no new command starts
 		// later queues, per entity, the commands polled under a later
 		// ownership of its partition while the entity's worker still runs

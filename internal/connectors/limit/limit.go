@@ -295,8 +295,17 @@ func (s *System) Room() int {
 	if s.state == Closed {
 		return s.cfg.KeepWaiting
 	}
-	return max(0, s.cfg.KeepWaiting-len(s.queue)-s.sleeping)
+	return max(0, s.cfg.KeepWaiting-s.waiting())
 }
+
+// waiting is how many calls wait for the system (mu held): those queued
+// and those asleep until their notBefore (a command that was sent and
+// waits out its backoff or Retry-After). Both are held in their
+// executor's memory, so both count against KeepWaiting: counting the
+// queue alone, a new call took the place of each waiter asleep, became
+// the next probe and then waited too, and the waiters grew by one a
+// probe over an outage (TestStepAsideCountsWaitersInBackoff).
+func (s *System) waiting() int { return len(s.queue) + s.sleeping }
 
 func (s *System) acquire(ctx context.Context, notBefore time.Time, mayStepAside bool) (effect.Permit, error) {
 	if d := untilSet(notBefore); d > 0 {
@@ -589,7 +598,7 @@ func (s *System) open(now time.Time, why string, retryAfter time.Duration) {
 // the breaker is not closed and KeepWaiting commands wait already (queued,
 // or sleeping until a backoff or Retry-After ends).
 func (s *System) crowded() bool {
-	return s.state != Closed && s.cfg.KeepWaiting > 0 && len(s.queue)+s.sleeping >= s.cfg.KeepWaiting
+	return s.state != Closed && s.cfg.KeepWaiting > 0 && s.waiting() >= s.cfg.KeepWaiting
 }
 
 // stepAside tells queued calls that may step aside to do so, the last
@@ -598,7 +607,7 @@ func (s *System) crowded() bool {
 // executor's memory for nothing but a turn that comes when the system is
 // back.
 func (s *System) stepAside() {
-	excess := len(s.queue) + s.sleeping - s.cfg.KeepWaiting
+	excess := s.waiting() - s.cfg.KeepWaiting
 	if s.cfg.KeepWaiting <= 0 || excess <= 0 {
 		return
 	}
