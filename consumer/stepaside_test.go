@@ -31,6 +31,20 @@ func (a *toggleAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "maintenance", http.StatusServiceUnavailable)
 		return
 	}
+	if r.Method == http.MethodGet {
+		// The lookup (confirm_url): an attempt our own stop cut short
+		// (a probe out while a partition is revoked) is inherited and
+		// confirmed, not left unresolved.
+		a.mu.Lock()
+		n := a.seen[strings.TrimPrefix(r.URL.Path, "/refunds/")]
+		a.mu.Unlock()
+		if n == 0 {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, `{"ok":true}`)
+		return
+	}
 	_, _ = io.Copy(io.Discard, r.Body)
 	key := r.Header.Get("Idempotency-Key")
 	ent := key[:strings.LastIndexByte(key, '-')]
@@ -55,7 +69,8 @@ func paymentsDown(url string) string {
 actions:
   payments.refund:
     connector: http
-    url: %s/refunds
+    url: %[1]s/refunds
+    confirm_url: %[1]s/refunds/{key}
     system: payments
 `, url)
 }
