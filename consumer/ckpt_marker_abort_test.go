@@ -51,9 +51,8 @@ func TestCheckpointsAfterMarkerAbortedUnseen(t *testing.T) {
 		consumer.WithCheckpoints(consumer.CheckpointConfig{Signer: k.signer, Trusted: tk, Interval: 20 * time.Millisecond}),
 	}
 	h.Start(t.TempDir())
-	for i, e := range []string{"order-0", "order-1", "order-2", "order-3"} {
+	for _, e := range []string{"order-0", "order-1", "order-2", "order-3"} {
 		h.Submit("c"+e, e, "k"+e, `{}`)
-		_ = i
 	}
 	h.Outcomes(4, map[string][]schemas.Outcome{}, nil)
 	if !flipped.Load() {
