@@ -112,8 +112,10 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, 
 	}
 	if cu.Epoch < epoch {
 		// Our own marker is not in the journal although its transaction
-		// was reported committed: the broker aborted it (seen under load
-		// with kfake). Not another owner: this ownership never began.
+		// was reported committed: it was aborted (under load, franz-go's
+		// EndTransaction ended a new client's first transaction as an
+		// abort and returned nil, BENCHMARKS.md round 25 (ckpt)). Not
+		// another owner: this ownership never began.
 		// Its checkpoint tree is not published (markerReadBack is not
 		// called), and the new client the rejoin makes restores again.
 		return nil, fmt.Errorf("restore partition %d: epoch %d written, but its marker is not in the journal read back to the end of its transaction (offset %d; epoch %d read): the transaction that was reported committed was aborted", p, epoch, off, cu.Epoch)
