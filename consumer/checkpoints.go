@@ -93,6 +93,14 @@ type cpPart struct {
 	pending   []cpLeaf
 	published uint64
 	broken    error // why no checkpoints are published for it
+	// readBack: the restore of this ownership read its epoch marker back
+	// from the journal (markerReadBack). Until then nothing of the tree
+	// is published: a marker transaction the client was told committed
+	// may be aborted in the journal (TestCheckpointsAfterMarkerAbortedUnseen),
+	// and a checkpoint over leaves the journal never held would not only
+	// fail every proof of the partition, it would be the tree the next
+	// ownership resumes from.
+	readBack bool
 }
 
 type cpLeaf struct {
@@ -239,6 +247,20 @@ func (c *checkpointer) committed(entries []outbox.Entry, ts *txSeals) {
 	}
 }
 
+// markerReadBack says that the restore of partition p's ownership epoch
+// read its epoch marker back from the journal: the tree of that ownership
+// holds what the journal holds and may be published.
+func (c *checkpointer) markerReadBack(p int32, epoch int64) {
+	if c == nil || c.mu.parts == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.mu.parts[p]; st != nil && st.epoch == epoch {
+		st.readBack = true
+	}
+}
+
 func headerEpoch(r *kgo.Record) int64 {
 	for _, h := range r.Headers {
 		if h.Key == schemas.HeaderEpoch {
@@ -376,7 +398,7 @@ func (c *checkpointer) publish(ctx context.Context) {
 	var snaps []snap
 	c.mu.Lock()
 	for p, st := range c.mu.parts {
-		if st.tree != nil && st.tree.Size() > st.published {
+		if st.readBack && st.tree != nil && st.tree.Size() > st.published {
 			snaps = append(snaps, snap{p, st.tree.Size(), st.tree.Root(), st.tree.Clone(), st.next})
 		}
 	}

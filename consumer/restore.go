@@ -110,9 +110,20 @@ func (e *Executor) restore(ctx context.Context, cl *kgo.Client, as *assignment, 
 	if err != nil {
 		return nil, err
 	}
+	if cu.Epoch < epoch {
+		// Our own marker is not in the journal although its transaction
+		// was reported committed: it was aborted (under load, franz-go's
+		// EndTransaction ended a new client's first transaction as an
+		// abort and returned nil, BENCHMARKS.md round 25 (ckpt)). Not
+		// another owner: this ownership never began.
+		// Its checkpoint tree is not published (markerReadBack is not
+		// called), and the new client the rejoin makes restores again.
+		return nil, fmt.Errorf("restore partition %d: epoch %d written, but its marker is not in the journal read back to the end of its transaction (offset %d; epoch %d read): the transaction that was reported committed was aborted", p, epoch, off, cu.Epoch)
+	}
 	if cu.Epoch != epoch {
 		return nil, fmt.Errorf("restore partition %d: epoch %d written but %d read back: another owner is writing", p, epoch, cu.Epoch)
 	}
+	e.cp.markerReadBack(p, epoch)
 	e.log.Info("partition restored", "partition", p, "epoch", cu.Epoch, "journal_offset", cu.JournalOffset, "took", time.Since(start))
 	st := newPartState(p, cu)
 	st.start = fence
