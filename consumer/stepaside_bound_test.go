@@ -22,6 +22,7 @@ import (
 // full and the poll loop stopped: on main the system's waiters reached 16
 // (--max-buffered) and "5 of 5 commands unanswered after 30s".
 func TestDownSystemWaitersStayBoundedOverProbes(t *testing.T) {
+	t.Parallel() // it waits: for probes, then for the revoke timeout at its stop
 	var posts atomic.Int32
 	down := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		posts.Add(1)
@@ -44,7 +45,7 @@ actions:
     connector: http
     url: %s/notify
 `, down, serve(t, fast)))
-	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered = 8, 16 }
+	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered, c.RevokeTimeout = 8, 16, 2*time.Second }
 	h.Start(t.TempDir())
 	const entities, each = 100, 3
 	for k := range each {

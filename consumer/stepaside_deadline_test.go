@@ -16,6 +16,7 @@ import (
 // with KeepWaiting commands waiting for an hour (give_up_after) nobody
 // was told it had expired until then.
 func TestSteppedAsideCommandExpiresAtItsDeadline(t *testing.T) {
+	t.Parallel() // it waits for a deadline
 	h, _ := stuckDownHarness(t)
 	h.Start(t.TempDir())
 	for i := range 3 {

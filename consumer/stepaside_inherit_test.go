@@ -25,6 +25,7 @@ import (
 // own, never executed nor answered. It waits for its system instead, and
 // runs once the system is back.
 func TestSteppedAsideNotAfterSettlingAnInheritedKey(t *testing.T) {
+	t.Parallel() // it waits for an inherited deadline and the revoke timeout at its stop
 	h, api := stuckDownHarness(t)
 	h.Start(t.TempDir()) // makes the topics
 	onceflighttest.WaitFor(t, 30*time.Second, "partitions owned", func() bool { return len(h.Ex.Owned()) == onceflighttest.Partitions })
@@ -119,7 +120,7 @@ actions:
     url: %s/refunds
     system: payments
 `, serve(t, api)))
-	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered = 8, 16 }
+	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered, c.RevokeTimeout = 8, 16, 2*time.Second }
 	return h, api
 }
 
