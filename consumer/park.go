@@ -185,10 +185,16 @@ func (p *pipeline) unparkEnded() {
 	if p.parkedN.Load() == 0 || p.mu.stopping {
 		return // stopping: stop waits for workers, none is started now
 	}
+	p.unparkWhere(func(pq parkedQueue) bool { return pq.q.st.lost.Load() || pq.q.st.draining.Load() })
+}
+
+// unparkWhere brings back, whatever their system's room, the parked
+// entities for which back reports true (p.mu held).
+func (p *pipeline) unparkWhere(back func(parkedQueue) bool) {
 	for sys, l := range p.mu.parked {
 		kept := l[:0]
 		for _, pq := range l {
-			if st := pq.q.st; st.lost.Load() || st.draining.Load() {
+			if back(pq) {
 				p.unparkLocked(pq, false)
 				continue
 			}
@@ -240,20 +246,17 @@ func (p *pipeline) unparkDue(now time.Time) {
 		return
 	}
 	var next time.Time
-	for sys, l := range p.mu.parked {
-		kept := l[:0]
-		for _, pq := range l {
-			if !pq.due.IsZero() && !now.Before(pq.due) {
-				p.unparkLocked(pq, false)
-				continue
-			}
-			if !pq.due.IsZero() && (next.IsZero() || pq.due.Before(next)) {
-				next = pq.due
-			}
-			kept = append(kept, pq)
+	p.unparkWhere(func(pq parkedQueue) bool {
+		if pq.due.IsZero() {
+			return false
 		}
-		clear(l[len(kept):])
-		p.setParked(sys, kept)
-	}
+		if !now.Before(pq.due) {
+			return true
+		}
+		if next.IsZero() || pq.due.Before(next) {
+			next = pq.due
+		}
+		return false
+	})
 	p.mu.parkDue = next
 }
