@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflight/onceflight/consumer"
 	"github.com/onceflight/onceflight/internal/checkpointcheck"
-	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -29,11 +27,7 @@ import (
 // matches the journal, and the records written after the client was
 // recreated are covered.
 func TestCheckpointsAfterMarkerAbortedUnseen(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	h, c := newClusterHarness(t)
 	var flipped atomic.Bool
 	c.ControlKey(int16(kmsg.EndTxn), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		if req := r.(*kmsg.EndTxnRequest); req.Commit {
@@ -43,7 +37,6 @@ func TestCheckpointsAfterMarkerAbortedUnseen(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
 	k := newExecKey(t, "executor-a")
 	tk := trustedKeys(t, k.line)
 	h.Opts = []consumer.Option{

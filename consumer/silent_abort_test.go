@@ -3,12 +3,9 @@ package consumer_test
 import (
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflight/onceflight/onceflighttest"
 	"github.com/onceflight/onceflight/schemas"
 )
 
@@ -21,12 +18,7 @@ import (
 // outcomes never came (G4). The committer retries such a transaction
 // like any abort: every command is answered once, its effect once.
 func TestCommitTurnedIntoAbortIsRetried(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	h := onceflighttest.New(t, onceflighttest.OnBrokers(c.ListenAddrs()))
+	h, c := newClusterHarness(t)
 	h.Start(t.TempDir())
 	seen := map[string][]schemas.Outcome{}
 	h.Submit("warm", "order-w", "kw", `{}`)

@@ -75,6 +75,22 @@ actions:
 `, url)
 }
 
+// submitRefunds produces each payments.refund command <prefix><e>-<k>
+// of entity ent-<prefix><e> with key ent-<prefix><e>-<k> (e < entities,
+// k < each), the k-th of every entity before the (k+1)-th of any, and
+// returns their ids.
+func submitRefunds(h *onceflighttest.Harness, prefix string, entities, each int) []string {
+	var ids []string
+	for k := range each {
+		for e := range entities {
+			id := fmt.Sprintf("%s%d-%d", prefix, e, k)
+			ids = append(ids, id)
+			h.SubmitAction(id, "payments.refund", fmt.Sprintf("ent-%s%d", prefix, e), "ent-"+id, `{}`)
+		}
+	}
+	return ids
+}
+
 // appliedOnceInOrder checks that api applied each key ent-<prefix><e>-<k>
 // (e < entities, k < each) exactly once, each entity's in k's order.
 func appliedOnceInOrder(t *testing.T, api *toggleAPI, prefix string, entities, each int) {
@@ -115,14 +131,7 @@ func TestSteppedAsideCommandsRunWhenTheSystemIsBack(t *testing.T) {
 	h.Tune = func(c *consumer.Config) { c.MaxInflight, c.MaxBuffered = 8, 16 }
 	h.Start(t.TempDir())
 	const entities, each = 30, 3
-	var ids []string
-	for k := range each {
-		for e := range entities {
-			id := fmt.Sprintf("p%d-%d", e, k)
-			ids = append(ids, id)
-			h.SubmitAction(id, "payments.refund", fmt.Sprintf("ent-p%d", e), fmt.Sprintf("ent-p%d-%d", e, k), `{}`)
-		}
-	}
+	ids := submitRefunds(h, "p", entities, each)
 	onceflighttest.WaitFor(t, 30*time.Second, "commands stepped aside", func() bool { return h.Ex.Parked() > 0 })
 	seen := map[string][]schemas.Outcome{}
 	if got := outcomesOf(t, h, seen, submitMany(t, h, "f", "notify.send", 5), 30*time.Second); got[schemas.StatusSucceeded] != 5 {
@@ -171,14 +180,7 @@ func TestSteppedAsideCommandsMoveWithTheirPartition(t *testing.T) {
 	}}
 	a := h.StartNode("a", t.TempDir(), tune)
 	const entities, each = 90, 2
-	var ids []string
-	for k := range each {
-		for e := range entities {
-			id := fmt.Sprintf("m%d-%d", e, k)
-			ids = append(ids, id)
-			h.SubmitAction(id, "payments.refund", fmt.Sprintf("ent-m%d", e), fmt.Sprintf("ent-m%d-%d", e, k), `{}`)
-		}
-	}
+	ids := submitRefunds(h, "m", entities, each)
 	onceflighttest.WaitFor(t, 30*time.Second, "commands stepped aside on a", func() bool { return a.Ex.Parked() > 0 })
 	b := h.StartNode("b", t.TempDir(), tune)
 	onceflighttest.WaitFor(t, 60*time.Second, "commands stepped aside on b", func() bool { return b.Ex.Parked() > 0 })
