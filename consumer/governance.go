@@ -56,8 +56,14 @@ func (j *job) refused(cmd schemas.Command, err error) {
 	case errors.Is(err, schemas.ErrUnknownKey):
 		reason = "unknown_key"
 	}
+	j.refusedFor(cmd, "not_allowed", reason, err)
+}
+
+// refusedFor logs and counts an operator decision refused with code, for
+// reason.
+func (j *job) refusedFor(cmd schemas.Command, code, reason string, err any) {
 	j.e.m.gov.controlRefused.WithLabelValues(reason).Inc()
-	j.e.log.Warn("control command refused: not_allowed", "type", cmd.Type, "entity", cmd.Subject, "source", cmd.Source,
+	j.e.log.Warn("control command refused: "+code, "type", cmd.Type, "entity", cmd.Subject, "source", cmd.Source,
 		"id", cmd.ID, "key_id", cmd.ControlKeyID, "reason", reason, "err", err)
 }
 
@@ -66,9 +72,7 @@ func (j *job) refused(cmd schemas.Command, err error) {
 // decision that waited in the topic past its validity. Either is worth an
 // operator's look, as a bad signature is.
 func (j *job) expired(cmd schemas.Command, msg string) {
-	j.e.m.gov.controlRefused.WithLabelValues("expired").Inc()
-	j.e.log.Warn("control command refused: expired", "type", cmd.Type, "entity", cmd.Subject, "source", cmd.Source,
-		"id", cmd.ID, "key_id", cmd.ControlKeyID, "err", msg)
+	j.refusedFor(cmd, "expired", "expired", msg)
 }
 
 // uniqueHolder returns the key of another record of the entity's action

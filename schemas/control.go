@@ -53,8 +53,11 @@ type Decision struct {
 
 // DecisionValidity is how long the CLI and the console make a decision
 // valid by default (its NotAfter), and MaxDecisionValidity the longest
-// they accept: well under dedupe_retention (7 days by default), while the
-// decision's own record still answers a copy of it.
+// they accept: within dedupe_retention's default (7 days) and far within
+// key_memory's (90 days), while the decision's own record (or, past
+// retention, its stub: key_expired) answers a copy of it. An actions file
+// with key_memory under 7 days shortens that: see the closing note of
+// round 25.
 const (
 	DecisionValidity    = 24 * time.Hour
 	MaxDecisionValidity = 7 * 24 * time.Hour
