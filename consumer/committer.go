@@ -1170,6 +1170,11 @@ func (c *committer) commitOffsets(ctx context.Context, member string, gen int32,
 	return nil
 }
 
+// silentAbortLine is the start of the info line franz-go logs when it
+// turns a commit into an abort (TestSilentAbortLineIsFranzGos pins it to
+// the franz-go this module builds with).
+const silentAbortLine = "no produce succeeded in this transaction"
+
 // silentAbortWatch is the executor's franz-go logger. franz-go v1.22.3's
 // EndTransaction(TryCommit) issues an abort instead, and returns nil,
 // when it finds no partition marked added to the transaction although
@@ -1187,7 +1192,7 @@ var _ kgo.Logger = (*silentAbortWatch)(nil)
 func (*silentAbortWatch) Level() kgo.LogLevel { return kgo.LogLevelInfo }
 
 func (w *silentAbortWatch) Log(_ kgo.LogLevel, msg string, _ ...any) {
-	if strings.HasPrefix(msg, "no produce succeeded in this transaction") {
+	if strings.HasPrefix(msg, silentAbortLine) {
 		w.aborted.Store(true)
 	}
 }
