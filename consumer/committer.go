@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -841,7 +840,6 @@ func (c *committer) commit(ctx context.Context, tx *txn, member string, gen int3
 		}
 		return nil, abort(err)
 	}
-	e.silentAbort.since()
 	if err := c.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		for _, r := range tx.intents {
 			answer(r.done, err)
@@ -850,17 +848,6 @@ func (c *committer) commit(ctx context.Context, tx *txn, member string, gen int3
 			m.answer(markerDone{err: err})
 		}
 		return nil, fmt.Errorf("end transaction: %w", err)
-	}
-	if e.silentAbort.seen() {
-		// franz-go ended the transaction as an abort and reported the
-		// commit done: it found no partition marked added although its
-		// produces had succeeded (v1.22.3, a new client's first
-		// transaction under load: round 25 (ckpt)). Applied, its records
-		// would be in Pebble and the checkpoints but in no journal, and
-		// its outcomes published nowhere (G4). Retried like any abort.
-		e.m.txns.WithLabelValues("aborted").Inc()
-		e.log.Warn("the Kafka client ended a transaction it was told to commit as an abort; retrying it")
-		return nil, fmt.Errorf("%w: the Kafka client aborted a transaction it reported committed", errRetry)
 	}
 	e.m.txns.WithLabelValues("committed").Inc()
 	e.m.outboxBacklog.Set(0)
@@ -1169,39 +1156,6 @@ func (c *committer) commitOffsets(ctx context.Context, member string, gen int32,
 	c.groupImplicit = req.GetVersion() >= 5 && !e.addedPartitions.Load()
 	return nil
 }
-
-// silentAbortLine is the start of the info line franz-go logs when it
-// turns a commit into an abort (TestSilentAbortLineIsFranzGos pins it to
-// the franz-go this module builds with).
-const silentAbortLine = "no produce succeeded in this transaction"
-
-// silentAbortWatch is the executor's franz-go logger. franz-go v1.22.3's
-// EndTransaction(TryCommit) issues an abort instead, and returns nil,
-// when it finds no partition marked added to the transaction although
-// produces were attempted — which a produce retry racing its response can
-// cause after the produce succeeded (round 25 (ckpt) caught it in a new
-// client's first transaction). Its only sign is an info line: the watch
-// notes it, and the committer treats such a commit as aborted. The
-// committer's loop is the only one ending transactions, so one flag does.
-type silentAbortWatch struct{ aborted atomic.Bool }
-
-var _ kgo.Logger = (*silentAbortWatch)(nil)
-
-// Level asks franz-go for its info lines, the level of the one watched;
-// the others (connections, metadata, the group) are few and dropped.
-func (*silentAbortWatch) Level() kgo.LogLevel { return kgo.LogLevelInfo }
-
-func (w *silentAbortWatch) Log(_ kgo.LogLevel, msg string, _ ...any) {
-	if strings.HasPrefix(msg, silentAbortLine) {
-		w.aborted.Store(true)
-	}
-}
-
-// since forgets what was seen before a commit.
-func (w *silentAbortWatch) since() { w.aborted.Store(false) }
-
-// seen reports whether a commit since since was turned into an abort.
-func (w *silentAbortWatch) seen() bool { return w.aborted.Load() }
 
 // txnAddsHook notes in seen that the client sent an AddPartitionsToTxn.
 type txnAddsHook struct{ seen *atomic.Bool }

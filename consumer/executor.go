@@ -167,9 +167,6 @@ type Executor struct {
 	// before KIP-890 part 2, so the group is added with AddOffsetsToTxn
 	// (committer.commitOffsets).
 	addedPartitions atomic.Bool
-	// silentAbort is the clients' franz-go logger, which notices a commit
-	// that franz-go turned into an abort (committer.commit).
-	silentAbort silentAbortWatch
 }
 
 // Option configures an Executor.
@@ -489,9 +486,6 @@ func (e *Executor) newClient() (*kgo.Client, error) {
 		kgo.OnPartitionsRevoked(e.onRevoked),
 		kgo.OnPartitionsLost(e.onLost),
 		kgo.WithHooks(contactHook{e}, txnAddsHook{&e.addedPartitions}),
-		// Before e.opts: an operator's own logger wins (and the watch
-		// is then blind; committer.commit).
-		kgo.WithLogger(&e.silentAbort),
 		// Transaction markers are handed to dispatch, which counts their
 		// offsets as answered: otherwise the watermark stops before a
 		// trailing marker and the lag never reaches 0.

@@ -163,9 +163,3 @@ func (e *Executor) Parked() int64 {
 	}
 	return 0
 }
-
-// NoteSilentAbort tells the executor's franz-go logger what franz-go
-// logs when it turns a commit into an abort (committer.commit).
-func (e *Executor) NoteSilentAbort() {
-	e.silentAbort.Log(kgo.LogLevelInfo, silentAbortLine+" but produces were attempted; issuing an abort to clear any server-side partition registrations")
-}
