@@ -560,19 +560,15 @@ func (r *runner) loop(ctx context.Context, req connectors.Request, mayHaveHappen
 				// effect: from here on, giving up is not "failed".
 				mayHaveHappened = true
 			}
-			// Recorded before any decision, the give-up below too: a
-			// crash before the decision is committed leaves "not
-			// done", which the next owner executes again rather than
-			// confirms (or leaves unresolved where it cannot confirm).
-			if !mayHaveHappened {
-				r.notDone(ctx, &req, res)
-			}
 			if res.RetryAfter > 0 && time.Now().Add(res.RetryAfter).After(until) {
 				// The system asked for a wait that ends past the
 				// bound: no request may leave before it, so waiting
 				// it out could only end in the same decision, later,
 				// with the entity's next commands held behind it.
 				return r.gaveUp(executed, notDone, sent, mayHaveHappened, last, res.RetryAfter)
+			}
+			if !mayHaveHappened {
+				r.notDone(ctx, &req, res)
 			}
 			notBefore = time.Now().Add(retryWait(retry.NextBackOff(), res.RetryAfter))
 			attempt++
